@@ -1,0 +1,87 @@
+//! `toolgate gates`: calls paused for a person.
+
+use std::process::ExitCode;
+
+use toolgate::Toolgate;
+use toolgate::gates::{GateKey, GateResolution};
+
+#[derive(clap::Subcommand)]
+pub enum GatesCommand {
+    /// List pending (unexpired) gates as JSON lines.
+    List {
+        /// Only this user's.
+        #[arg(long)]
+        user: Option<String>,
+    },
+    /// Resolve a pending gate. The channel must be the one the call came
+    /// from, or a trusted one (config `trusted_channels`).
+    Resolve {
+        /// The gate's user.
+        #[arg(long)]
+        user: String,
+        /// The gate's thread.
+        #[arg(long)]
+        thread: String,
+        /// The request id from the pause decision.
+        #[arg(long)]
+        request_id: String,
+        /// The channel resolving it.
+        #[arg(long)]
+        channel: String,
+        /// What the person decided.
+        #[arg(long, value_enum)]
+        decision: DecisionArg,
+        /// With `approve`: remember it for this action.
+        #[arg(long)]
+        always: bool,
+        /// With `authenticated`: the credential supplied.
+        #[arg(long)]
+        credential: Option<String>,
+    },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum DecisionArg {
+    /// Approve the call.
+    Approve,
+    /// The credential is now available.
+    Authenticated,
+    /// Refuse the call.
+    Deny,
+}
+
+pub fn run(host: &Toolgate, command: GatesCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        GatesCommand::List { user } => {
+            for gate in host.gates(user.as_deref())? {
+                println!("{}", serde_json::to_string(&gate)?);
+            }
+        }
+        GatesCommand::Resolve {
+            user,
+            thread,
+            request_id,
+            channel,
+            decision,
+            always,
+            credential,
+        } => {
+            let resolution = match decision {
+                DecisionArg::Approve => GateResolution::Approve { always },
+                DecisionArg::Deny => GateResolution::Deny,
+                DecisionArg::Authenticated => GateResolution::Authenticated {
+                    credential: credential.ok_or_else(|| {
+                        anyhow::anyhow!("--decision authenticated needs --credential NAME")
+                    })?,
+                },
+            };
+            let key = GateKey {
+                user_id: user,
+                thread_id: thread,
+            };
+            let gate = host.resolve_gate(&key, &request_id, &channel, resolution)?;
+            println!("{}", serde_json::to_string(&gate)?);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,114 @@
+//! The `toolgate` command: evaluate tool calls, manage plugins and pending
+//! gates, and run policies' admin commands.
+
+mod check;
+mod gates;
+mod plugins;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use toolgate::{Config, Toolgate};
+
+/// A WebAssembly policy-plugin host for AI-agent runtimes.
+///
+/// Before an agent runs a tool, ask toolgate: it runs every loaded policy
+/// over the proposed call and answers allow, deny (with a reason) or pause
+/// (for a person's approval or credentials), plus notes for the agent.
+///
+/// Without --config, the bundled default config is used.
+#[derive(Parser)]
+#[command(name = "toolgate", version, propagate_version = true)]
+struct Cli {
+    /// The config file (TOML). Default: the bundled default config.
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+
+    /// The store (redb file); overrides the config's `store`.
+    #[arg(long, global = true, value_name = "FILE")]
+    store: Option<PathBuf>,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Evaluate tool calls and print each decision as JSON.
+    ///
+    /// Each REQUEST is a JSON file (or - for stdin) holding one call, e.g.
+    /// {"tool": "Bash", "arguments": {"command": "ls"}}; see
+    /// examples/requests/. Exit status: 0 every call allowed, 3 some call
+    /// denied, 4 some call paused (and none denied), 1 error, 2 usage.
+    Check(check::CheckArgs),
+    /// List, inspect and validate plugins.
+    #[command(subcommand)]
+    Plugins(plugins::PluginsCommand),
+    /// List and resolve calls paused for a person.
+    #[command(subcommand)]
+    Gates(gates::GatesCommand),
+    /// Run a policy's admin command: toolgate command PLUGIN NAME [ARGS-JSON].
+    Command {
+        /// The plugin's name in the config.
+        plugin: String,
+        /// The command (see `toolgate plugins list`).
+        name: String,
+        /// JSON arguments.
+        #[arg(default_value = "{}")]
+        args: String,
+    },
+    /// Show the newest events in the policies' event streams.
+    Events {
+        /// How many.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+    },
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("TOOLGATE_LOG")
+                .unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("toolgate: {err:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let config = match &cli.config {
+        Some(path) => Config::load(path)?,
+        None => Config::bundled_default()?,
+    };
+    let open = || -> anyhow::Result<Toolgate> {
+        Toolgate::open(config.clone(), cli.store.clone()).context("cannot start toolgate")
+    };
+    match cli.command {
+        Command::Check(args) => check::run(&open()?, &args),
+        Command::Plugins(command) => plugins::run(&open()?, command),
+        Command::Gates(command) => gates::run(&open()?, command),
+        Command::Command { plugin, name, args } => {
+            serde_json::from_str::<serde_json::Value>(&args)
+                .context("ARGS must be JSON, e.g. '{\"thread\": \"t1\"}'")?;
+            println!("{}", open()?.command(&plugin, &name, &args)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Events { limit } => {
+            let host = open()?;
+            for (seq, event) in host.store().recent_events(limit)? {
+                println!("{}", serde_json::json!({"seq": seq, "event": event}));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

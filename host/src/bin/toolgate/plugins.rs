@@ -1,0 +1,54 @@
+//! `toolgate plugins`: what is loaded, and from where.
+
+use std::process::ExitCode;
+
+use toolgate::Toolgate;
+
+#[derive(clap::Subcommand)]
+pub enum PluginsCommand {
+    /// List loaded plugins in decision order.
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub fn run(host: &Toolgate, command: PluginsCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        PluginsCommand::List { json } => {
+            let plugins = host.plugins();
+            if json {
+                let rows: Vec<_> = plugins
+                    .iter()
+                    .map(|p| {
+                        serde_json::json!({
+                            "name": &*p.name,
+                            "priority": p.priority,
+                            "source": p.source,
+                            "sha256": p.sha256,
+                            "fail_mode": p.fail_mode,
+                            "status": "loaded",
+                            "policy": p.description,
+                        })
+                    })
+                    .collect();
+                println!("{}", serde_json::to_string_pretty(&rows)?);
+            } else {
+                println!("{:<20} {:>8}  {:<7} {:<14} {:<24} COMMANDS", "NAME", "PRIORITY", "FAIL", "SHA256", "SOURCE");
+                for p in plugins.iter() {
+                    println!(
+                        "{:<20} {:>8}  {:<7} {:<14} {:<24} {}",
+                        p.name,
+                        p.priority,
+                        format!("{:?}", p.fail_mode).to_lowercase(),
+                        &p.sha256[..12],
+                        p.source,
+                        p.description.commands.join(","),
+                    );
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

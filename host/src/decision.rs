@@ -1,0 +1,193 @@
+//! The composed decision toolgate returns, as the library type and as the
+//! JSON `toolgate check` prints.
+
+use serde::{Deserialize, Serialize};
+
+use crate::bindings::toolgate::policy::types as wit;
+use crate::gates::PauseKind;
+
+/// The final answer for one call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Decision {
+    /// allow, deny or pause.
+    pub verdict: Verdict,
+    /// Why (for deny and pause): the deciding policy's words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The policy whose verdict decided; none when every policy allowed or
+    /// abstained.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
+    /// Notes for the agent from every policy that ran, in priority order.
+    pub notes: Vec<Note>,
+    /// The highest risk any policy reported.
+    pub risk: RiskReport,
+    /// The pending gate, when paused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pause: Option<PauseInfo>,
+    /// The call's id (the runtime's, or generated).
+    pub call_id: String,
+    /// Each policy that ran, in the order it ran.
+    pub policies: Vec<PolicyResult>,
+    /// Wall time for the whole evaluation, microseconds.
+    pub duration_us: u64,
+}
+
+/// The final verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// Let the call run.
+    Allow,
+    /// Refuse it.
+    Deny,
+    /// Hold it for a person.
+    Pause,
+}
+
+/// One policy's note for the agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Note {
+    /// The policy that wrote it.
+    pub policy: String,
+    /// The text.
+    pub text: String,
+}
+
+/// Risk categories, in ascending order of danger.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RiskCategory {
+    /// Nothing noteworthy.
+    #[default]
+    Low,
+    /// An MCP tool no rule recognised.
+    McpUnclassified,
+    /// Writes local files.
+    FileWrite,
+    /// Could move data off the machine.
+    ExfilCapable,
+    /// Runs arbitrary commands.
+    Shell,
+}
+
+impl From<wit::RiskCategory> for RiskCategory {
+    fn from(category: wit::RiskCategory) -> Self {
+        match category {
+            wit::RiskCategory::Low => Self::Low,
+            wit::RiskCategory::McpUnclassified => Self::McpUnclassified,
+            wit::RiskCategory::FileWrite => Self::FileWrite,
+            wit::RiskCategory::ExfilCapable => Self::ExfilCapable,
+            wit::RiskCategory::Shell => Self::Shell,
+        }
+    }
+}
+
+impl From<RiskCategory> for wit::RiskCategory {
+    fn from(category: RiskCategory) -> Self {
+        match category {
+            RiskCategory::Low => Self::Low,
+            RiskCategory::McpUnclassified => Self::McpUnclassified,
+            RiskCategory::FileWrite => Self::FileWrite,
+            RiskCategory::ExfilCapable => Self::ExfilCapable,
+            RiskCategory::Shell => Self::Shell,
+        }
+    }
+}
+
+/// A risk classification and who made it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RiskReport {
+    /// The category.
+    pub category: RiskCategory,
+    /// The signals behind it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub signals: Vec<String>,
+    /// The policy that reported it (for the composed risk).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+}
+
+/// Where a paused call waits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PauseInfo {
+    /// Present this to resolve the gate.
+    pub request_id: String,
+    /// The gate's user.
+    pub user_id: String,
+    /// The gate's thread.
+    pub thread_id: String,
+    /// Only this channel (or a trusted one) may resolve it.
+    pub channel: String,
+    /// When it stops being resolvable (ms since the epoch).
+    pub expires_at_ms: u64,
+    /// What the person is asked for.
+    #[serde(flatten)]
+    pub kind: PauseKind,
+}
+
+/// One policy's own verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PolicyVerdict {
+    /// Allowed.
+    Allow,
+    /// Denied.
+    Deny,
+    /// Paused.
+    Pause,
+    /// Abstained (or failed open).
+    Skip,
+}
+
+/// A budget's standing, as one policy accounted it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", content = "text", rename_all = "lowercase")]
+pub enum BudgetReport {
+    /// Within budget.
+    Ok,
+    /// Over the soft limit.
+    Warning(String),
+    /// Over the hard limit.
+    Exceeded(String),
+}
+
+impl From<&wit::BudgetStatus> for BudgetReport {
+    fn from(status: &wit::BudgetStatus) -> Self {
+        match status {
+            wit::BudgetStatus::Ok => Self::Ok,
+            wit::BudgetStatus::Warning(text) => Self::Warning(text.clone()),
+            wit::BudgetStatus::Exceeded(text) => Self::Exceeded(text.clone()),
+        }
+    }
+}
+
+/// What one policy said about the call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PolicyResult {
+    /// The plugin's name.
+    pub name: String,
+    /// Its priority.
+    pub priority: i32,
+    /// The sha256 of the component that ran.
+    pub sha256: String,
+    /// Its verdict (a failure shows as the verdict its fail mode produced).
+    pub verdict: PolicyVerdict,
+    /// Its reason, for deny and pause.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Its notes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// Its risk classification, if it classifies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub risk: Option<RiskReport>,
+    /// Its budget, if it accounts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<BudgetReport>,
+    /// Why it failed, if it did; the fail mode decided its verdict.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+    /// Time spent in this policy, microseconds.
+    pub duration_us: u64,
+}

@@ -1,0 +1,49 @@
+//! toolgate: a WebAssembly policy-plugin host for AI-agent runtimes.
+//!
+//! Before an agent runs a tool, its runtime asks toolgate. toolgate runs
+//! every loaded policy — a sandboxed WebAssembly component built against the
+//! `toolgate:policy` WIT contract — over the proposed call, composes their
+//! answers in priority order, and returns allow, deny (with a reason) or pause
+//! (for a person), plus notes for the agent.
+//!
+//! ```no_run
+//! use toolgate::{Config, ToolRequest, Toolgate};
+//!
+//! let host = Toolgate::open(Config::bundled_default()?, None)?;
+//! let request = ToolRequest::new("Bash", serde_json::json!({"command": "ls"}));
+//! let decision = host.evaluate(&request)?;
+//! println!("{:?}: {:?}", decision.verdict, decision.reason);
+//! # Ok::<(), toolgate::Error>(())
+//! ```
+
+#![deny(missing_docs)]
+
+mod bindings;
+mod capabilities;
+pub mod config;
+pub mod decision;
+mod error;
+pub mod gates;
+mod host;
+mod pipeline;
+pub mod plugins;
+pub mod probe;
+pub mod request;
+mod runtime;
+mod sandbox;
+pub mod store;
+
+pub use config::Config;
+pub use decision::{Decision, Verdict};
+pub use error::{Error, PluginProblem, Result};
+pub use host::{Outcome, Toolgate};
+pub use request::ToolRequest;
+pub use runtime::{PolicyFailure, WIT_PACKAGE, WIT_VERSION};
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}

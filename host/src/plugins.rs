@@ -1,0 +1,222 @@
+//! Loading plugins: read the bytes (file or bundled), verify the pin, compile
+//! and pre-link, then `describe` and `configure` in a sandbox so a broken
+//! plugin or config is refused at load time, never at decision time.
+
+use std::sync::Arc;
+
+use crate::bindings::PolicyPre;
+use crate::bindings::toolgate::policy::types as wit;
+use crate::capabilities::CallContext;
+use crate::config::{FailMode, Limits, PluginConfig};
+use crate::error::{Error, PluginProblem, Result};
+use crate::probe::ProbeClient;
+use crate::runtime::{Runtime, digest};
+use crate::sandbox::SandboxState;
+use crate::store::Store;
+
+mod bundled {
+    include!(concat!(env!("OUT_DIR"), "/bundled.rs"));
+}
+
+/// The prefix that names a policy built into the binary.
+pub const BUNDLED_PREFIX: &str = "bundled:";
+
+/// Names of the policies built into this binary.
+pub fn bundled_names() -> impl Iterator<Item = &'static str> {
+    bundled::BUNDLED.iter().map(|(name, _)| *name)
+}
+
+/// What a policy says about itself.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PolicyDescription {
+    /// The policy's own name.
+    pub name: String,
+    /// Its version.
+    pub version: String,
+    /// One line on what it does.
+    pub description: String,
+    /// Whether it classifies risk.
+    pub classifies: bool,
+    /// Whether it accounts a budget.
+    pub accounts: bool,
+    /// Whether it parses model verdicts.
+    pub parses_verdicts: bool,
+    /// Its default fail mode.
+    pub default_fail_mode: FailMode,
+    /// Its admin commands.
+    pub commands: Vec<String>,
+}
+
+impl From<wit::PolicyInfo> for PolicyDescription {
+    fn from(info: wit::PolicyInfo) -> Self {
+        Self {
+            name: info.name,
+            version: info.version,
+            description: info.description,
+            classifies: info.phases.contains(wit::Phases::CLASSIFY),
+            accounts: info.phases.contains(wit::Phases::ACCOUNT),
+            parses_verdicts: info.phases.contains(wit::Phases::PARSE_VERDICT),
+            default_fail_mode: match info.default_fail_mode {
+                wit::FailMode::Open => FailMode::Open,
+                wit::FailMode::Closed => FailMode::Closed,
+            },
+            commands: info.commands,
+        }
+    }
+}
+
+/// A loaded, ready-to-run plugin.
+pub struct Plugin {
+    /// The name from the config: identity in decisions and state namespace.
+    pub name: Arc<str>,
+    /// Where it was loaded from (a path or `bundled:NAME`).
+    pub source: String,
+    /// The sha256 of its bytes.
+    pub sha256: String,
+    /// Lower runs first.
+    pub priority: i32,
+    /// What its failures turn into.
+    pub fail_mode: FailMode,
+    /// Its sandbox limits.
+    pub limits: Limits,
+    /// What it says about itself.
+    pub description: PolicyDescription,
+    /// Its config table as JSON, handed to `configure` on every instance.
+    pub(crate) config_json: String,
+    pub(crate) pre: PolicyPre<SandboxState>,
+}
+
+impl std::fmt::Debug for Plugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plugin")
+            .field("name", &self.name)
+            .field("source", &self.source)
+            .field("priority", &self.priority)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a load needs from the host besides the plugin's own entry.
+pub(crate) struct LoadContext<'a> {
+    pub runtime: &'a Runtime,
+    pub store: &'a Arc<Store>,
+    pub base_dir: &'a std::path::Path,
+}
+
+/// Load one plugin entry.
+pub(crate) fn load(ctx: &LoadContext<'_>, name: &str, entry: &PluginConfig) -> Result<Plugin> {
+    let fail = |problem: PluginProblem| Error::Plugin {
+        plugin: name.to_string(),
+        source_name: entry.path.clone(),
+        problem,
+    };
+    let bytes = read_bytes(ctx, &entry.path).map_err(fail)?;
+    let sha256 = digest(&bytes);
+    if let Some(expected) = &entry.sha256
+        && !expected.eq_ignore_ascii_case(&sha256)
+    {
+        return Err(fail(PluginProblem::DigestMismatch {
+            expected: expected.to_lowercase(),
+            actual: sha256,
+        }));
+    }
+    let pre = ctx.runtime.prepare(&bytes, &sha256).map_err(fail)?;
+    let config_json = serde_json::to_string(&entry.config).expect("TOML tables convert to JSON");
+
+    let name: Arc<str> = Arc::from(name);
+    let call = CallContext {
+        policy: name.clone(),
+        store: ctx.store.clone(),
+        probe: Arc::new(ProbeClient::disabled()),
+        state_quota: entry.limits.state_max_bytes,
+        transcript: None,
+        transcript_cap: 0,
+        host_wait: Default::default(),
+    };
+    let mut sandbox = ctx
+        .runtime
+        .instantiate(&pre, &entry.limits, call)
+        .map_err(|(failure, _)| fail(PluginProblem::Rejected(format!("instantiation {failure}"))))?;
+    let info = sandbox
+        .call("describe", |p, s| p.toolgate_policy_gate().call_describe(s))
+        .map_err(|failure| fail(PluginProblem::Rejected(format!("describe {failure}"))))?;
+    sandbox
+        .call("configure", |p, s| {
+            p.toolgate_policy_gate().call_configure(s, &config_json)
+        })
+        .map_err(|failure| fail(PluginProblem::Rejected(format!("configure {failure}"))))?
+        .map_err(|message| {
+            fail(PluginProblem::Rejected(format!(
+                "rejected its config (plugins.{name}.config): {message}"
+            )))
+        })?;
+    let description = PolicyDescription::from(info);
+    Ok(Plugin {
+        fail_mode: entry.fail_mode.unwrap_or(description.default_fail_mode),
+        name,
+        source: entry.path.clone(),
+        sha256,
+        priority: entry.priority,
+        limits: entry.limits,
+        description,
+        config_json,
+        pre,
+    })
+}
+
+fn read_bytes(ctx: &LoadContext<'_>, path: &str) -> Result<Vec<u8>, PluginProblem> {
+    if let Some(name) = path.strip_prefix(BUNDLED_PREFIX) {
+        return bundled::BUNDLED
+            .iter()
+            .find(|(bundled, _)| *bundled == name)
+            .map(|(_, bytes)| bytes.to_vec())
+            .ok_or_else(|| {
+                PluginProblem::Unreadable(format!(
+                    "no bundled policy named `{name}`; this binary bundles: {}",
+                    bundled_names().collect::<Vec<_>>().join(", ")
+                ))
+            });
+    }
+    let resolved = if std::path::Path::new(path).is_absolute() {
+        std::path::PathBuf::from(path)
+    } else {
+        ctx.base_dir.join(path)
+    };
+    std::fs::read(&resolved).map_err(|err| {
+        PluginProblem::Unreadable(format!("{} ({err})", resolved.display()))
+    })
+}
+
+/// The plugins that serve decisions, sorted by priority (then name).
+#[derive(Debug, Default)]
+pub struct PluginSet {
+    plugins: Vec<Arc<Plugin>>,
+}
+
+impl PluginSet {
+    /// Sort the plugins into decision order.
+    pub fn new(mut plugins: Vec<Arc<Plugin>>) -> Self {
+        plugins.sort_by(|a, b| a.priority.cmp(&b.priority).then(a.name.cmp(&b.name)));
+        Self { plugins }
+    }
+
+    /// In decision order.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Plugin>> {
+        self.plugins.iter()
+    }
+
+    /// By config name.
+    pub fn get(&self, name: &str) -> Option<&Arc<Plugin>> {
+        self.plugins.iter().find(|p| &*p.name == name)
+    }
+
+    /// How many.
+    pub fn len(&self) -> usize {
+        self.plugins.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.plugins.is_empty()
+    }
+}

@@ -1,0 +1,215 @@
+//! The JSON an agent runtime sends for one proposed tool call, and its
+//! conversion to the WIT `tool-call`.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::bindings::toolgate::policy::types as wit;
+use crate::error::{Error, Result};
+use crate::gates::{GateResolution, RecordedResolution};
+
+/// One proposed tool call. Only `tool` is required; everything else has a
+/// default suited to a single local user at a terminal.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolRequest {
+    /// The tool's name as the runtime knows it, e.g. `Bash`.
+    pub tool: String,
+    /// The tool's arguments (any JSON; usually an object).
+    #[serde(default = "empty_object")]
+    pub arguments: serde_json::Value,
+    /// Where the tool comes from: `"builtin"` (default), `{"mcp": "server"}`
+    /// or `{"other": "name"}`.
+    #[serde(default)]
+    pub origin: Origin,
+    /// The runtime's id for this call; generated when absent.
+    #[serde(default)]
+    pub call_id: Option<String>,
+    /// The agent session.
+    #[serde(default = "default_session")]
+    pub session_id: String,
+    /// The thread within the session; defaults to the session id.
+    #[serde(default)]
+    pub thread_id: Option<String>,
+    /// The person the agent acts for.
+    #[serde(default = "default_user")]
+    pub user_id: String,
+    /// The channel the request came from.
+    #[serde(default = "default_channel")]
+    pub channel: String,
+    /// The kind of thread (`foreground`, `research`, `mission`, ...).
+    #[serde(default = "default_thread_kind")]
+    pub thread_kind: String,
+    /// Whether the agent was dispatched by another agent.
+    #[serde(default)]
+    pub is_subagent: bool,
+    /// The turn number within the session.
+    #[serde(default)]
+    pub turn: u64,
+    /// How the runtime asks people for permission.
+    #[serde(default)]
+    pub mode: Mode,
+    /// The context-window size in tokens, when the runtime knows it.
+    #[serde(default)]
+    pub context_tokens: Option<u64>,
+    /// The agent's transcript (JSONL); policies may read its tail.
+    #[serde(default)]
+    pub transcript_path: Option<PathBuf>,
+}
+
+/// Where a tool comes from.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Origin {
+    /// Built into the agent runtime.
+    #[default]
+    Builtin,
+    /// Served by the named MCP server.
+    Mcp(String),
+    /// Something else, named.
+    Other(String),
+}
+
+/// Execution mode.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// A person is asked before sensitive actions.
+    #[default]
+    Interactive,
+    /// A person is present but routine actions are pre-approved.
+    InteractiveAutoApprove,
+    /// Nobody is there to ask.
+    Autonomous,
+}
+
+fn empty_object() -> serde_json::Value {
+    serde_json::Value::Object(Default::default())
+}
+fn default_session() -> String {
+    "default".into()
+}
+fn default_user() -> String {
+    "local".into()
+}
+fn default_channel() -> String {
+    "cli".into()
+}
+fn default_thread_kind() -> String {
+    "foreground".into()
+}
+
+impl ToolRequest {
+    /// A request for `tool` with every other field at its default.
+    pub fn new(tool: impl Into<String>, arguments: serde_json::Value) -> Self {
+        let mut request: Self =
+            serde_json::from_value(serde_json::json!({ "tool": "" })).expect("defaults parse");
+        request.tool = tool.into();
+        request.arguments = arguments;
+        request
+    }
+
+    /// Parse one request from JSON, with an error that says what is wrong.
+    pub fn from_json(text: &str) -> Result<Self> {
+        let request: Self = serde_json::from_str(text).map_err(|err| {
+            Error::Request(format!(
+                "{err}. A request is a JSON object with at least \"tool\"; see examples/requests/"
+            ))
+        })?;
+        if request.tool.trim().is_empty() {
+            return Err(Error::Request("\"tool\" must not be empty".into()));
+        }
+        Ok(request)
+    }
+
+    /// The thread id, defaulting to the session id.
+    pub fn thread(&self) -> &str {
+        self.thread_id.as_deref().unwrap_or(&self.session_id)
+    }
+
+    /// The arguments as compact JSON text.
+    pub fn arguments_json(&self) -> String {
+        self.arguments.to_string()
+    }
+
+    /// The WIT view of this call.
+    pub(crate) fn to_wit(&self, call_id: &str, resolutions: &[RecordedResolution]) -> wit::ToolCall {
+        wit::ToolCall {
+            call_id: call_id.to_string(),
+            tool: self.tool.clone(),
+            origin: match &self.origin {
+                Origin::Builtin => wit::ToolOrigin::Builtin,
+                Origin::Mcp(server) => wit::ToolOrigin::Mcp(server.clone()),
+                Origin::Other(name) => wit::ToolOrigin::Other(name.clone()),
+            },
+            arguments: self.arguments_json(),
+            caller: wit::Caller {
+                session_id: self.session_id.clone(),
+                thread_id: self.thread().to_string(),
+                user_id: self.user_id.clone(),
+                channel: self.channel.clone(),
+                thread_kind: self.thread_kind.clone(),
+                is_subagent: self.is_subagent,
+                turn: self.turn,
+                mode: match self.mode {
+                    Mode::Interactive => wit::ExecutionMode::Interactive,
+                    Mode::InteractiveAutoApprove => wit::ExecutionMode::InteractiveAutoApprove,
+                    Mode::Autonomous => wit::ExecutionMode::Autonomous,
+                },
+            },
+            context_tokens: self.context_tokens,
+            has_transcript: self.transcript_path.is_some(),
+            resolutions: resolutions
+                .iter()
+                .filter_map(|r| match &r.resolution {
+                    GateResolution::Approve { always } => Some(wit::Resolution::Approved(
+                        wit::ApprovalGrant { always: *always },
+                    )),
+                    GateResolution::Authenticated { credential } => {
+                        Some(wit::Resolution::Authenticated(credential.clone()))
+                    }
+                    GateResolution::Deny => None,
+                })
+                .collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_tool_is_required() {
+        let request = ToolRequest::from_json(r#"{"tool": "Bash"}"#).unwrap();
+        assert_eq!(request.session_id, "default");
+        assert_eq!(request.thread(), "default");
+        assert_eq!(request.origin, Origin::Builtin);
+        assert_eq!(request.arguments, serde_json::json!({}));
+    }
+
+    #[test]
+    fn mcp_origin_parses() {
+        let request =
+            ToolRequest::from_json(r#"{"tool": "create_issue", "origin": {"mcp": "github"}}"#)
+                .unwrap();
+        assert_eq!(request.origin, Origin::Mcp("github".into()));
+    }
+
+    #[test]
+    fn malformed_requests_say_what_is_wrong() {
+        let err = ToolRequest::from_json("{").unwrap_err().to_string();
+        assert!(err.contains("invalid request"), "{err}");
+        let err = ToolRequest::from_json(r#"{"tool": "Bash", "sesion_id": "x"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("sesion_id"), "{err}");
+        let err = ToolRequest::from_json(r#"{"arguments": {}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("tool"), "{err}");
+        let err = ToolRequest::from_json(r#"{"tool": " "}"#).unwrap_err().to_string();
+        assert!(err.contains("must not be empty"), "{err}");
+    }
+}

@@ -1,0 +1,381 @@
+//! The wasmtime side: one engine with an epoch ticker, components compiled
+//! once and cached on disk by content hash and engine settings, an
+//! `InstancePre` per plugin, and a fresh `Store` per evaluation.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::{Config, Engine, Store, Trap, UpdateDeadline};
+
+use crate::bindings::{Policy, PolicyPre};
+use crate::capabilities::CallContext;
+use crate::config::Limits;
+use crate::error::PluginProblem;
+use crate::sandbox::SandboxState;
+
+/// The WIT package version this host implements.
+pub const WIT_VERSION: &str = "0.1.0";
+/// The WIT package every policy targets.
+pub const WIT_PACKAGE: &str = "toolgate:policy";
+/// How often the engine's epoch advances; deadlines are counted in these.
+const EPOCH_TICK: Duration = Duration::from_millis(1);
+
+/// The shared wasmtime engine and linker.
+pub(crate) struct Runtime {
+    engine: Engine,
+    linker: Linker<SandboxState>,
+    cache_dir: Option<PathBuf>,
+}
+
+impl Runtime {
+    pub(crate) fn new(cache_dir: Option<PathBuf>) -> wasmtime::Result<Self> {
+        let mut config = Config::new();
+        config.epoch_interruption(true);
+        let engine = Engine::new(&config)?;
+        start_epoch_ticker(&engine);
+
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
+        Policy::add_to_linker::<_, HasSelf<SandboxState>>(&mut linker, |state| state)?;
+        Ok(Self {
+            engine,
+            linker,
+            cache_dir,
+        })
+    }
+
+    /// Compile (or load from cache), check the contract, and pre-link.
+    pub(crate) fn prepare(&self, bytes: &[u8], digest: &str) -> Result<PolicyPre<SandboxState>, PluginProblem> {
+        check_is_component(bytes)?;
+        let component = self.compile(bytes, digest)?;
+        check_contract(&self.engine, &component)?;
+        let pre = self
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|err| PluginProblem::Invalid(format!("{err:#}")))?;
+        PolicyPre::new(pre).map_err(|err| PluginProblem::Invalid(format!("{err:#}")))
+    }
+
+    fn compile(&self, bytes: &[u8], digest: &str) -> Result<Component, PluginProblem> {
+        let cached = self.cache_dir.as_ref().map(|dir| {
+            let mut engine_hash = HashWriter(Sha256::new());
+            std::hash::Hash::hash(&self.engine.precompile_compatibility_hash(), &mut engine_hash);
+            let engine_hash = hex::encode(engine_hash.0.finalize());
+            dir.join(format!("{digest}-{}.cwasm", &engine_hash[..16]))
+        });
+        if let Some(path) = &cached
+            && let Some(component) = self.load_cached(path)
+        {
+            return Ok(component);
+        }
+        let component = Component::new(&self.engine, bytes)
+            .map_err(|err| PluginProblem::Invalid(format!("{err:#}")))?;
+        if let Some(path) = &cached {
+            store_cached(path, &component);
+        }
+        Ok(component)
+    }
+
+    /// A cache entry is `sha256(artifact) || artifact`; anything that does not
+    /// verify is recompiled, never trusted.
+    fn load_cached(&self, path: &Path) -> Option<Component> {
+        let bytes = std::fs::read(path).ok()?;
+        if bytes.len() < 32 || Sha256::digest(&bytes[32..]).as_slice() != &bytes[..32] {
+            tracing::warn!(path = %path.display(), "corrupt compiled-artifact cache entry; recompiling");
+            return None;
+        }
+        // SAFETY: the artifact was produced by `Component::serialize` of an
+        // engine with the same compatibility hash (it is in the file name), and
+        // its checksum shows it is byte-for-byte what we wrote.
+        unsafe { Component::deserialize(&self.engine, &bytes[32..]) }
+            .inspect_err(|err| tracing::warn!(path = %path.display(), error = %err, "unusable cache entry; recompiling"))
+            .ok()
+    }
+
+    /// A fresh store and instance for one evaluation of `plugin`.
+    pub(crate) fn instantiate(
+        &self,
+        pre: &PolicyPre<SandboxState>,
+        limits: &Limits,
+        call: CallContext,
+    ) -> Result<Sandbox, (PolicyFailure, CallContext)> {
+        let state = SandboxState::new(
+            call,
+            limits.memory_mib as usize * 1024 * 1024,
+            limits.log_max_bytes as usize,
+        );
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|state| &mut state.limiter);
+        let deadline = Duration::from_millis(u64::from(limits.deadline_ms));
+        store.data_mut().deadline = Some(CallDeadline::start(deadline, Duration::ZERO));
+        store.set_epoch_deadline(ticks(deadline));
+        store.epoch_deadline_callback(|ctx| {
+            let state = ctx.data();
+            let Some(deadline) = &state.deadline else {
+                return Ok(UpdateDeadline::Continue(1));
+            };
+            match deadline.remaining(state.call.host_wait) {
+                Some(left) => Ok(UpdateDeadline::Continue(ticks(left))),
+                None => Ok(UpdateDeadline::Interrupt),
+            }
+        });
+        match pre.instantiate(&mut store) {
+            Ok(policy) => Ok(Sandbox { store, policy, deadline }),
+            Err(err) => {
+                let failure = classify(&err, store.data());
+                Err((failure, store.into_data().call))
+            }
+        }
+    }
+}
+
+/// A live instance for one evaluation.
+pub(crate) struct Sandbox {
+    pub(crate) store: Store<SandboxState>,
+    pub(crate) policy: Policy,
+    deadline: Duration,
+}
+
+impl Sandbox {
+    /// Call into the policy with a fresh deadline; a failure is classified
+    /// by type and the store's output is forwarded to the log either way.
+    pub(crate) fn call<T>(
+        &mut self,
+        what: &'static str,
+        f: impl FnOnce(&Policy, &mut Store<SandboxState>) -> wasmtime::Result<T>,
+    ) -> Result<T, PolicyFailure> {
+        let waited = self.store.data().call.host_wait;
+        self.store.data_mut().deadline = Some(CallDeadline::start(self.deadline, waited));
+        self.store.set_epoch_deadline(ticks(self.deadline));
+        let result = f(&self.policy, &mut self.store);
+        self.forward_output(what);
+        result.map_err(|err| classify(&err, self.store.data()))
+    }
+
+    fn forward_output(&self, what: &'static str) {
+        let state = self.store.data();
+        let (text, dropped) = state.output.take();
+        let policy = &*state.call.policy;
+        for line in text.lines().filter(|l| !l.is_empty()) {
+            tracing::info!(policy, phase = what, "policy output: {line}");
+        }
+        if dropped > 0 {
+            tracing::warn!(policy, phase = what, dropped, "policy output over its log limit was dropped");
+        }
+    }
+}
+
+/// A call's deadline, counting only time not spent blocked in host calls
+/// that carry their own timeout.
+pub(crate) struct CallDeadline {
+    started: Instant,
+    budget: Duration,
+    waited_before: Duration,
+}
+
+impl CallDeadline {
+    fn start(budget: Duration, waited_before: Duration) -> Self {
+        Self {
+            started: Instant::now(),
+            budget,
+            waited_before,
+        }
+    }
+
+    fn remaining(&self, waited_now: Duration) -> Option<Duration> {
+        let excluded = waited_now.saturating_sub(self.waited_before);
+        let used = self.started.elapsed().saturating_sub(excluded);
+        self.budget.checked_sub(used).filter(|d| !d.is_zero())
+    }
+}
+
+fn ticks(duration: Duration) -> u64 {
+    (duration.as_micros() / EPOCH_TICK.as_micros()).max(1) as u64
+}
+
+/// Why a call into a policy failed, classified by type.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyFailure {
+    /// Ran past its deadline (epoch interruption).
+    #[error("exceeded its deadline")]
+    Deadline,
+    /// Tried to grow memory past its cap.
+    #[error("exceeded its memory limit")]
+    MemoryLimit,
+    /// Recursed past the wasm stack limit.
+    #[error("overflowed its stack")]
+    StackOverflow,
+    /// Trapped (a panic is `unreachable`).
+    #[error("trapped: {0}")]
+    Trap(String),
+    /// Returned more than its output limit.
+    #[error("returned {bytes} bytes of reason and notes, over its {limit}-byte limit")]
+    OutputTooLarge {
+        /// What it returned.
+        bytes: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// Any other error from the runtime.
+    #[error("failed: {0}")]
+    Other(String),
+}
+
+fn classify(err: &wasmtime::Error, state: &SandboxState) -> PolicyFailure {
+    match err.downcast_ref::<Trap>() {
+        Some(Trap::Interrupt) => PolicyFailure::Deadline,
+        Some(Trap::StackOverflow) => PolicyFailure::StackOverflow,
+        Some(_) if state.limiter.refused => PolicyFailure::MemoryLimit,
+        Some(trap) => PolicyFailure::Trap(trap.to_string()),
+        None if state.limiter.refused => PolicyFailure::MemoryLimit,
+        None => PolicyFailure::Other(format!("{err:#}")),
+    }
+}
+
+/// Refuse core modules and non-wasm files with a message that says which.
+fn check_is_component(bytes: &[u8]) -> Result<(), PluginProblem> {
+    if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
+        return Err(PluginProblem::NotAComponent("not WebAssembly at all"));
+    }
+    // Bytes 6..8 are the layer: 0 for a core module, 1 for a component.
+    if bytes[6..8] == [0, 0] {
+        return Err(PluginProblem::NotAComponent(
+            "a core WebAssembly module, not a component",
+        ));
+    }
+    Ok(())
+}
+
+/// Check the component targets a compatible `toolgate:policy` and imports
+/// nothing we do not provide, naming the offending item.
+fn check_contract(engine: &Engine, component: &Component) -> Result<(), PluginProblem> {
+    let ty = component.component_type();
+    let gate_prefix = format!("{WIT_PACKAGE}/gate@");
+    let exports: Vec<String> = ty.exports(engine).map(|(name, _)| name.to_string()).collect();
+    let Some(gate) = exports.iter().find(|name| name.starts_with(&gate_prefix)) else {
+        return Err(PluginProblem::MissingExport(format!(
+            "{WIT_PACKAGE}/gate@{WIT_VERSION}"
+        )));
+    };
+    let found = &gate[gate_prefix.len()..];
+    if !compatible(found) {
+        return Err(PluginProblem::IncompatibleVersion {
+            found: found.to_string(),
+            supported: WIT_VERSION,
+        });
+    }
+    for phase in ["risk", "budget", "verdict"] {
+        let name = format!("{WIT_PACKAGE}/{phase}@");
+        if !exports.iter().any(|e| e.starts_with(&name)) {
+            return Err(PluginProblem::MissingExport(format!("{name}{WIT_VERSION}")));
+        }
+    }
+    for (name, _) in ty.imports(engine) {
+        let ours = name
+            .strip_prefix(&format!("{WIT_PACKAGE}/"))
+            .and_then(|rest| rest.split_once('@'))
+            .is_some_and(|(_, version)| compatible(version));
+        if !ours && !name.starts_with("wasi:") {
+            return Err(PluginProblem::UnknownImport(name.to_string()));
+        }
+    }
+    Ok(())
+}
+
+/// Same major version; for 0.x the same minor too (semver's rule).
+fn compatible(version: &str) -> bool {
+    let parts = |v: &str| -> Option<(u64, u64)> {
+        let mut it = v.split('.');
+        Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+    };
+    match (parts(version), parts(WIT_VERSION)) {
+        (Some((major, minor)), Some((our_major, our_minor))) => {
+            major == our_major && (major != 0 || minor == our_minor)
+        }
+        _ => false,
+    }
+}
+
+fn store_cached(path: &Path, component: &Component) {
+    let write = || -> std::io::Result<()> {
+        let artifact = component
+            .serialize()
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let mut bytes = Sha256::digest(&artifact).to_vec();
+        bytes.extend_from_slice(&artifact);
+        // Write then rename, so a reader never sees half a file.
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        std::fs::write(&tmp, &bytes)?;
+        std::fs::rename(&tmp, path)
+    };
+    if let Err(err) = write() {
+        tracing::warn!(path = %path.display(), error = %err, "cannot write the compiled-artifact cache");
+    }
+}
+
+/// Feeds `Hash` output into a SHA-256 so the engine hash is stable on disk.
+struct HashWriter(Sha256);
+
+impl std::hash::Hasher for HashWriter {
+    fn finish(&self) -> u64 {
+        0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+}
+
+/// Advance the engine's epoch every tick for as long as the engine lives.
+fn start_epoch_ticker(engine: &Engine) {
+    let weak = engine.weak();
+    std::thread::Builder::new()
+        .name("toolgate-epoch".into())
+        .spawn(move || {
+            while let Some(engine) = weak.upgrade() {
+                engine.increment_epoch();
+                drop(engine);
+                std::thread::sleep(EPOCH_TICK);
+            }
+        })
+        .expect("cannot start the epoch ticker thread");
+}
+
+/// The sha256 of a plugin's bytes, hex.
+pub(crate) fn digest(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_compatibility_follows_semver() {
+        assert!(compatible("0.1.0"));
+        assert!(compatible("0.1.7"));
+        assert!(!compatible("0.2.0"));
+        assert!(!compatible("1.0.0"));
+        assert!(!compatible("garbage"));
+    }
+
+    #[test]
+    fn non_components_are_told_apart() {
+        assert!(matches!(
+            check_is_component(b"hello world"),
+            Err(PluginProblem::NotAComponent("not WebAssembly at all"))
+        ));
+        let core = b"\0asm\x01\0\0\0";
+        assert!(matches!(
+            check_is_component(core),
+            Err(PluginProblem::NotAComponent(m)) if m.contains("core")
+        ));
+    }
+}

@@ -1,0 +1,546 @@
+//! The embedded redb store: per-policy state namespaces, the per-policy event
+//! streams, and pending gates (see `gates`).
+//!
+//! redb is blocking; callers run on plain threads (or `spawn_blocking`).
+//! Event appends go through a bounded queue to one writer thread that commits
+//! in batches, so recording an event never blocks a decision; dropping the
+//! [`Store`] drains the queue first, so nothing queued is lost on a clean
+//! shutdown.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// (policy, key) → value.
+const STATE: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("state");
+/// policy → bytes used by its namespace (keys + values).
+const STATE_USAGE: TableDefinition<&str, u64> = TableDefinition::new("state_usage");
+/// seq → event (JSON).
+const EVENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("events");
+/// (policy, session, seq) → ().
+const EVENTS_BY_SESSION: TableDefinition<(&str, &str, u64), ()> =
+    TableDefinition::new("events_by_session");
+/// (policy, tool, seq) → session.
+const EVENTS_BY_TOOL: TableDefinition<(&str, &str, u64), &str> =
+    TableDefinition::new("events_by_tool");
+/// (user, thread) → pending gate (JSON).
+pub(crate) const GATES: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("gates");
+
+/// How many event appends may wait for the writer before new ones are dropped
+/// (with a warning).
+pub const EVENT_QUEUE_CAPACITY: usize = 4096;
+/// The most appends committed in one write transaction.
+const EVENT_BATCH: usize = 256;
+/// The longest key or value a policy may store.
+pub const MAX_STATE_ENTRY: usize = 1024 * 1024;
+
+/// One event in a policy's stream.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredEvent {
+    /// The policy whose stream this is.
+    pub policy: String,
+    /// The session it belongs to.
+    pub session_id: String,
+    /// The turn within the session.
+    pub turn: u64,
+    /// e.g. `tool_call`, `probe_result`.
+    pub kind: String,
+    /// The tool, for tool events.
+    pub tool: Option<String>,
+    /// e.g. a probe verdict.
+    pub detail: Option<String>,
+    /// A short summary.
+    pub summary: Option<String>,
+    /// Milliseconds since the Unix epoch.
+    pub at_ms: u64,
+}
+
+/// Why a state write was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StateWriteError {
+    /// The namespace would grow past its cap.
+    #[error("the namespace would exceed its {0}-byte cap")]
+    QuotaExceeded(u64),
+    /// Key or value over [`MAX_STATE_ENTRY`].
+    #[error("key or value larger than {MAX_STATE_ENTRY} bytes")]
+    TooLarge,
+    /// The store failed.
+    #[error("{0}")]
+    Storage(String),
+}
+
+enum WriterMessage {
+    Append(StoredEvent),
+    Flush(mpsc::Sender<()>),
+}
+
+/// The toolgate store: one redb file.
+pub struct Store {
+    db: Arc<Database>,
+    path: PathBuf,
+    queue: Mutex<Option<SyncSender<WriterMessage>>>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+    dropped_events: AtomicU64,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("path", &self.path).finish()
+    }
+}
+
+impl Store {
+    /// Open (or create) the store at `path`, creating parent directories.
+    pub fn open(path: &Path) -> Result<Self> {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|err| Error::Store {
+                path: path.to_path_buf(),
+                message: format!("cannot create its directory: {err}"),
+            })?;
+        }
+        let db = Database::create(path).map_err(|err| open_error(path, err.into()))?;
+        let store_err = |err: redb::Error| open_error(path, err);
+        let txn = db.begin_write().map_err(|e| store_err(e.into()))?;
+        {
+            txn.open_table(STATE).map_err(|e| store_err(e.into()))?;
+            txn.open_table(STATE_USAGE).map_err(|e| store_err(e.into()))?;
+            txn.open_table(EVENTS).map_err(|e| store_err(e.into()))?;
+            txn.open_table(EVENTS_BY_SESSION)
+                .map_err(|e| store_err(e.into()))?;
+            txn.open_table(EVENTS_BY_TOOL)
+                .map_err(|e| store_err(e.into()))?;
+            txn.open_table(GATES).map_err(|e| store_err(e.into()))?;
+        }
+        txn.commit().map_err(|e| store_err(e.into()))?;
+
+        let db = Arc::new(db);
+        let (sender, receiver) = mpsc::sync_channel(EVENT_QUEUE_CAPACITY);
+        let writer_db = Arc::clone(&db);
+        let writer = std::thread::Builder::new()
+            .name("toolgate-event-writer".into())
+            .spawn(move || run_event_writer(&writer_db, receiver))
+            .map_err(|err| Error::Store {
+                path: path.to_path_buf(),
+                message: format!("cannot start the event writer: {err}"),
+            })?;
+        Ok(Self {
+            db,
+            path: path.to_path_buf(),
+            queue: Mutex::new(Some(sender)),
+            writer: Mutex::new(Some(writer)),
+            dropped_events: AtomicU64::new(0),
+        })
+    }
+
+    /// The redb file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub(crate) fn db(&self) -> &Database {
+        &self.db
+    }
+
+    pub(crate) fn error(&self, err: impl Into<redb::Error>) -> Error {
+        Error::Store {
+            path: self.path.clone(),
+            message: err.into().to_string(),
+        }
+    }
+
+    /// Read a value from `policy`'s namespace.
+    pub fn state_get(&self, policy: &str, key: &str) -> Result<Option<Vec<u8>>> {
+        let txn = self.db.begin_read().map_err(|e| self.error(e))?;
+        let table = txn.open_table(STATE).map_err(|e| self.error(e))?;
+        let value = table.get((policy, key)).map_err(|e| self.error(e))?;
+        Ok(value.map(|v| v.value().to_vec()))
+    }
+
+    /// Keys in `policy`'s namespace starting with `prefix`, at most `limit`.
+    pub fn state_keys(&self, policy: &str, prefix: &str, limit: usize) -> Result<Vec<String>> {
+        let txn = self.db.begin_read().map_err(|e| self.error(e))?;
+        let table = txn.open_table(STATE).map_err(|e| self.error(e))?;
+        let mut keys = Vec::new();
+        for entry in table
+            .range((policy, prefix)..)
+            .map_err(|e| self.error(e))?
+        {
+            let (key, _) = entry.map_err(|e| self.error(e))?;
+            let (owner, key) = key.value();
+            if owner != policy || !key.starts_with(prefix) || keys.len() >= limit {
+                break;
+            }
+            keys.push(key.to_string());
+        }
+        Ok(keys)
+    }
+
+    /// Write (`Some`) or delete (`None`) a value in `policy`'s namespace,
+    /// keeping the namespace under `quota` bytes.
+    pub fn state_put(
+        &self,
+        policy: &str,
+        key: &str,
+        value: Option<&[u8]>,
+        quota: u64,
+    ) -> Result<(), StateWriteError> {
+        if key.len() > MAX_STATE_ENTRY || value.is_some_and(|v| v.len() > MAX_STATE_ENTRY) {
+            return Err(StateWriteError::TooLarge);
+        }
+        self.with_state_txn(policy, quota, |table| {
+            let old = entry_size(table, policy, key)?;
+            let new = match value {
+                Some(value) => {
+                    table.insert((policy, key), value)?;
+                    (key.len() + value.len()) as i64
+                }
+                None => {
+                    table.remove((policy, key))?;
+                    0
+                }
+            };
+            Ok(((), new - old))
+        })
+    }
+
+    /// Atomically increment the counter at `key` (8 bytes, little-endian) if
+    /// it is below `limit`. Redb serialises write transactions, so two
+    /// concurrent callers can never both take the last unit.
+    pub fn state_try_increment(
+        &self,
+        policy: &str,
+        key: &str,
+        limit: u64,
+        quota: u64,
+    ) -> Result<Option<u64>, StateWriteError> {
+        self.with_state_txn(policy, quota, |table| {
+            let old = entry_size(table, policy, key)?;
+            let current = table
+                .get((policy, key))?
+                .and_then(|v| <[u8; 8]>::try_from(v.value()).ok())
+                .map(u64::from_le_bytes)
+                .unwrap_or(0);
+            if current >= limit {
+                return Ok((None, 0));
+            }
+            let next = current + 1;
+            table.insert((policy, key), next.to_le_bytes().as_slice())?;
+            Ok((Some(next), (key.len() + 8) as i64 - old))
+        })
+    }
+
+    /// Run `change` on the state table in one write transaction; it returns
+    /// its result and how many bytes it added to the namespace. Commits only
+    /// if a growing namespace stays within `quota`.
+    fn with_state_txn<T>(
+        &self,
+        policy: &str,
+        quota: u64,
+        change: impl FnOnce(
+            &mut redb::Table<(&str, &str), &[u8]>,
+        ) -> std::result::Result<(T, i64), redb::StorageError>,
+    ) -> Result<T, StateWriteError> {
+        let storage = |e: redb::Error| StateWriteError::Storage(e.to_string());
+        let txn = self.db.begin_write().map_err(|e| storage(e.into()))?;
+        let result = {
+            let mut table = txn.open_table(STATE).map_err(|e| storage(e.into()))?;
+            let mut usage = txn.open_table(STATE_USAGE).map_err(|e| storage(e.into()))?;
+            let before = usage
+                .get(policy)
+                .map_err(|e| storage(e.into()))?
+                .map_or(0, |v| v.value());
+            let (result, delta) = change(&mut table).map_err(|e| storage(e.into()))?;
+            let after = before.saturating_add_signed(delta);
+            if delta > 0 && after > quota {
+                return Err(StateWriteError::QuotaExceeded(quota));
+            }
+            usage.insert(policy, after).map_err(|e| storage(e.into()))?;
+            result
+        };
+        txn.commit().map_err(|e| storage(e.into()))?;
+        Ok(result)
+    }
+
+    /// Bytes used by `policy`'s namespace, as of the last write.
+    pub fn state_usage(&self, policy: &str) -> Result<u64> {
+        let txn = self.db.begin_read().map_err(|e| self.error(e))?;
+        let table = txn.open_table(STATE_USAGE).map_err(|e| self.error(e))?;
+        let usage = table.get(policy).map_err(|e| self.error(e))?;
+        Ok(usage.map(|v| v.value()).unwrap_or(0))
+    }
+
+    /// Queue an event for the writer. Never blocks: when the queue is full
+    /// the event is dropped and counted (see [`Store::dropped_events`]).
+    pub fn append_event(&self, event: StoredEvent) {
+        let queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(sender) = queue.as_ref() else {
+            tracing::warn!(policy = %event.policy, "event dropped: the store is shutting down");
+            self.dropped_events.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        if let Err(err) = sender.try_send(WriterMessage::Append(event)) {
+            let event = match err {
+                TrySendError::Full(WriterMessage::Append(e))
+                | TrySendError::Disconnected(WriterMessage::Append(e)) => e,
+                _ => return,
+            };
+            self.dropped_events.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                policy = %event.policy,
+                kind = %event.kind,
+                capacity = EVENT_QUEUE_CAPACITY,
+                "event dropped: the write queue is full"
+            );
+        }
+    }
+
+    /// Events dropped because the queue was full.
+    pub fn dropped_events(&self) -> u64 {
+        self.dropped_events.load(Ordering::Relaxed)
+    }
+
+    /// Wait until every event queued so far is committed.
+    pub fn flush_events(&self) {
+        let (done, wait) = mpsc::channel();
+        let sent = {
+            let queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+            queue
+                .as_ref()
+                .is_some_and(|q| q.send(WriterMessage::Flush(done)).is_ok())
+        };
+        if sent {
+            let _ = wait.recv();
+        }
+    }
+
+    /// Drain the event queue and stop the writer. Called by `Drop`; call it
+    /// explicitly to shut down at a known point.
+    pub fn shutdown(&self) {
+        drop(self.queue.lock().unwrap_or_else(|p| p.into_inner()).take());
+        if let Some(writer) = self
+            .writer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            let _ = writer.join();
+        }
+    }
+
+    /// The newest `limit` events of `session` in `policy`'s stream, oldest
+    /// first, leaving out kinds in `exclude_kinds`.
+    pub fn session_recent(
+        &self,
+        policy: &str,
+        session: &str,
+        limit: usize,
+        exclude_kinds: &[String],
+    ) -> Result<Vec<StoredEvent>> {
+        let txn = self.db.begin_read().map_err(|e| self.error(e))?;
+        let index = txn
+            .open_table(EVENTS_BY_SESSION)
+            .map_err(|e| self.error(e))?;
+        let events = txn.open_table(EVENTS).map_err(|e| self.error(e))?;
+        let mut found = Vec::new();
+        let range = index
+            .range((policy, session, 0)..=(policy, session, u64::MAX))
+            .map_err(|e| self.error(e))?;
+        for entry in range.rev() {
+            if found.len() >= limit {
+                break;
+            }
+            let (key, _) = entry.map_err(|e| self.error(e))?;
+            let seq = key.value().2;
+            if let Some(event) = self.load_event(&events, seq)?
+                && !exclude_kinds.contains(&event.kind)
+            {
+                found.push(event);
+            }
+        }
+        found.reverse();
+        Ok(found)
+    }
+
+    /// The newest `limit` events for `tool` from sessions other than
+    /// `exclude_session`, oldest first. The session is excluded while
+    /// scanning, before the limit applies.
+    pub fn tool_history(
+        &self,
+        policy: &str,
+        tool: &str,
+        exclude_session: &str,
+        limit: usize,
+        exclude_kinds: &[String],
+    ) -> Result<Vec<StoredEvent>> {
+        let txn = self.db.begin_read().map_err(|e| self.error(e))?;
+        let index = txn.open_table(EVENTS_BY_TOOL).map_err(|e| self.error(e))?;
+        let events = txn.open_table(EVENTS).map_err(|e| self.error(e))?;
+        let mut found = Vec::new();
+        let range = index
+            .range((policy, tool, 0)..=(policy, tool, u64::MAX))
+            .map_err(|e| self.error(e))?;
+        for entry in range.rev() {
+            if found.len() >= limit {
+                break;
+            }
+            let (key, session) = entry.map_err(|e| self.error(e))?;
+            if session.value() == exclude_session {
+                continue;
+            }
+            if let Some(event) = self.load_event(&events, key.value().2)?
+                && !exclude_kinds.contains(&event.kind)
+            {
+                found.push(event);
+            }
+        }
+        found.reverse();
+        Ok(found)
+    }
+
+    fn load_event(
+        &self,
+        events: &impl ReadableTable<u64, &'static [u8]>,
+        seq: u64,
+    ) -> Result<Option<StoredEvent>> {
+        let Some(bytes) = events.get(seq).map_err(|e| self.error(e))? else {
+            return Ok(None);
+        };
+        serde_json::from_slice(bytes.value())
+            .map(Some)
+            .map_err(|err| Error::Store {
+                path: self.path.clone(),
+                message: format!("event {seq} is unreadable ({err}); the file may be damaged"),
+            })
+    }
+
+    /// The newest `limit` events across all policies, oldest first.
+    pub fn recent_events(&self, limit: usize) -> Result<Vec<(u64, StoredEvent)>> {
+        let txn = self.db.begin_read().map_err(|e| self.error(e))?;
+        let events = txn.open_table(EVENTS).map_err(|e| self.error(e))?;
+        let mut found = Vec::new();
+        for entry in events.iter().map_err(|e| self.error(e))?.rev().take(limit) {
+            let (seq, bytes) = entry.map_err(|e| self.error(e))?;
+            if let Ok(event) = serde_json::from_slice(bytes.value()) {
+                found.push((seq.value(), event));
+            }
+        }
+        found.reverse();
+        Ok(found)
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Bytes an existing entry uses (key + value), 0 when absent.
+fn entry_size(
+    table: &redb::Table<(&str, &str), &[u8]>,
+    policy: &str,
+    key: &str,
+) -> std::result::Result<i64, redb::StorageError> {
+    Ok(table
+        .get((policy, key))?
+        .map_or(0, |v| (key.len() + v.value().len()) as i64))
+}
+
+fn open_error(path: &Path, err: redb::Error) -> Error {
+    let message = match err {
+        redb::Error::DatabaseAlreadyOpen => {
+            "another process has it open (a running `toolgate serve`?); stop that process or \
+             point --store at another file"
+                .to_string()
+        }
+        redb::Error::Corrupted(detail) => format!(
+            "it is not a valid toolgate store ({detail}); move it aside and toolgate will create \
+             a new one"
+        ),
+        redb::Error::UpgradeRequired(version) => format!(
+            "it was written in an old redb file format ({version}); move it aside and toolgate \
+             will create a new one"
+        ),
+        other => format!("{other}; if the file is not a toolgate store, move it aside"),
+    };
+    Error::Store {
+        path: path.to_path_buf(),
+        message,
+    }
+}
+
+/// The writer thread: commit queued events in batches until the queue closes.
+fn run_event_writer(db: &Database, queue: Receiver<WriterMessage>) {
+    let mut next_seq = match last_event_seq(db) {
+        Ok(seq) => seq.map_or(0, |s| s + 1),
+        Err(err) => {
+            tracing::error!(error = %err, "event writer cannot read the store; events will be dropped");
+            return;
+        }
+    };
+    while let Ok(first) = queue.recv() {
+        let mut batch = Vec::new();
+        let mut flushes = Vec::new();
+        let mut message = Some(first);
+        while let Some(m) = message.take() {
+            match m {
+                WriterMessage::Append(event) => batch.push(event),
+                WriterMessage::Flush(done) => flushes.push(done),
+            }
+            if batch.len() < EVENT_BATCH {
+                message = queue.try_recv().ok();
+            }
+        }
+        if !batch.is_empty() {
+            let count = batch.len();
+            match commit_events(db, next_seq, &batch) {
+                Ok(()) => next_seq += count as u64,
+                Err(err) => {
+                    tracing::warn!(error = %err, count, "failed to persist queued events")
+                }
+            }
+        }
+        for done in flushes {
+            let _ = done.send(());
+        }
+    }
+}
+
+fn last_event_seq(db: &Database) -> std::result::Result<Option<u64>, redb::Error> {
+    let txn = db.begin_read()?;
+    let events = txn.open_table(EVENTS)?;
+    Ok(events.last()?.map(|(seq, _)| seq.value()))
+}
+
+fn commit_events(
+    db: &Database,
+    first_seq: u64,
+    batch: &[StoredEvent],
+) -> std::result::Result<(), redb::Error> {
+    let txn = db.begin_write()?;
+    {
+        let mut events = txn.open_table(EVENTS)?;
+        let mut by_session = txn.open_table(EVENTS_BY_SESSION)?;
+        let mut by_tool = txn.open_table(EVENTS_BY_TOOL)?;
+        for (seq, event) in (first_seq..).zip(batch) {
+            let bytes = serde_json::to_vec(event).expect("events always serialise");
+            events.insert(seq, bytes.as_slice())?;
+            by_session.insert((event.policy.as_str(), event.session_id.as_str(), seq), ())?;
+            if let Some(tool) = &event.tool {
+                by_tool.insert(
+                    (event.policy.as_str(), tool.as_str(), seq),
+                    event.session_id.as_str(),
+                )?;
+            }
+        }
+    }
+    txn.commit()?;
+    Ok(())
+}
