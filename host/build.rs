@@ -59,7 +59,9 @@ fn main() {
     ] {
         cargo.env_remove(var);
     }
-    let status = cargo.status().expect("failed to run cargo for the guest components");
+    let status = cargo
+        .status()
+        .expect("failed to run cargo for the guest components");
     assert!(
         status.success(),
         "building the guest components for {TARGET} failed (see the errors above)"
@@ -74,7 +76,12 @@ fn main() {
         let wasm = wasm_dir.join(format!("{}.wasm", guest.package.replace('-', "_")));
         if guest.bundled && wasm.exists() {
             let name = guest.dir.file_name().unwrap().to_string_lossy();
-            writeln!(bundled, "    ({name:?}, include_bytes!({:?})),", wasm.display()).unwrap();
+            writeln!(
+                bundled,
+                "    ({name:?}, include_bytes!({:?})),",
+                wasm.display()
+            )
+            .unwrap();
         }
     }
     bundled.push_str("];\n");

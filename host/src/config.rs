@@ -291,9 +291,11 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("plugins.a.sha256"), "{err}");
-        let err = parse("[plugins.a]\npath = \"a.wasm\"\npriority = 1\n[plugins.a.limits]\ndeadline_ms = 0\n")
-            .unwrap_err()
-            .to_string();
+        let err = parse(
+            "[plugins.a]\npath = \"a.wasm\"\npriority = 1\n[plugins.a.limits]\ndeadline_ms = 0\n",
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("plugins.a.limits.deadline_ms"), "{err}");
     }
 

@@ -188,6 +188,13 @@ pub struct PolicyResult {
     /// Why it failed, if it did; the fail mode decided its verdict.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
+    /// Bytes of the call's transcript the host read for this policy.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub transcript_bytes: u64,
     /// Time spent in this policy, microseconds.
     pub duration_us: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

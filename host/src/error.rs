@@ -90,7 +90,9 @@ pub enum PluginProblem {
     )]
     MissingExport(String),
     /// The component imports something the host does not provide.
-    #[error("imports `{0}`, which this host does not provide; policies may import only toolgate:policy/* and WASI")]
+    #[error(
+        "imports `{0}`, which this host does not provide; policies may import only toolgate:policy/* and WASI"
+    )]
     UnknownImport(String),
     /// Compilation or linking failed.
     #[error("cannot compile or link it: {0}")]

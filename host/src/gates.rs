@@ -183,7 +183,10 @@ impl Store {
         {
             let mut table = txn.open_table(GATES).map_err(|e| self.error(e))?;
             table
-                .insert((gate.user_id.as_str(), gate.thread_id.as_str()), bytes.as_slice())
+                .insert(
+                    (gate.user_id.as_str(), gate.thread_id.as_str()),
+                    bytes.as_slice(),
+                )
                 .map_err(|e| self.error(e))?;
         }
         txn.commit().map_err(|e| self.error(e))?;
@@ -319,7 +322,12 @@ impl Store {
     }
 
     /// Forget the resolutions of a call once it has been finally decided.
-    pub fn clear_resolutions(&self, user_id: &str, thread_id: &str, fingerprint: &str) -> Result<()> {
+    pub fn clear_resolutions(
+        &self,
+        user_id: &str,
+        thread_id: &str,
+        fingerprint: &str,
+    ) -> Result<()> {
         let txn = self.db().begin_write().map_err(|e| self.error(e))?;
         {
             let mut table = txn.open_table(RESOLUTIONS).map_err(|e| self.error(e))?;

@@ -139,7 +139,9 @@ impl Toolgate {
         };
         for plugin in plugins.iter() {
             let result = env.sandbox(plugin, Some(request)).and_then(|mut sandbox| {
-                sandbox.call("observe", |p, s| p.toolgate_policy_gate().call_observe(s, &event))
+                sandbox.call("observe", |p, s| {
+                    p.toolgate_policy_gate().call_observe(s, &event)
+                })
             });
             if let Err(failure) = result {
                 tracing::warn!(policy = %plugin.name, cause = %failure, "observe failed");
@@ -199,7 +201,9 @@ impl Toolgate {
             .sandbox(target, None)
             .map_err(|f| error(f.to_string()))?;
         sandbox
-            .call("command", |p, s| p.toolgate_policy_gate().call_command(s, name, args))
+            .call("command", |p, s| {
+                p.toolgate_policy_gate().call_command(s, name, args)
+            })
             .map_err(|f| error(f.to_string()))?
             .map_err(error)
     }

@@ -17,8 +17,8 @@ use crate::bindings::toolgate::policy::types as wit;
 use crate::capabilities::CallContext;
 use crate::config::FailMode;
 use crate::decision::{
-    BudgetReport, Decision, Note, PauseInfo, PolicyResult, PolicyVerdict, RiskCategory,
-    RiskReport, Verdict,
+    BudgetReport, Decision, Note, PauseInfo, PolicyResult, PolicyVerdict, RiskCategory, RiskReport,
+    Verdict,
 };
 use crate::error::Result;
 use crate::gates::{PauseKind, PendingGate, call_fingerprint, new_request_id};
@@ -51,12 +51,12 @@ impl Env<'_> {
             state_quota: plugin.limits.state_max_bytes,
             transcript: request.and_then(|r| r.transcript_path.clone()),
             transcript_cap: self.transcript_cap,
+            transcript_bytes: 0,
             host_wait: Duration::ZERO,
         };
         let mut sandbox = self
             .runtime
-            .instantiate(&plugin.pre, &plugin.limits, call)
-            .map_err(|(failure, _)| failure)?;
+            .instantiate(&plugin.pre, &plugin.limits, call)?;
         sandbox
             .call("configure", |p, s| {
                 p.toolgate_policy_gate()
@@ -91,11 +91,13 @@ impl Slot<'_> {
         let started = Instant::now();
         let result = match &mut self.sandbox {
             Some(sandbox) => f(sandbox),
-            None => env.sandbox(self.plugin, Some(request)).and_then(|mut sandbox| {
-                let result = f(&mut sandbox);
-                self.sandbox = Some(sandbox);
-                result
-            }),
+            None => env
+                .sandbox(self.plugin, Some(request))
+                .and_then(|mut sandbox| {
+                    let result = f(&mut sandbox);
+                    self.sandbox = Some(sandbox);
+                    result
+                }),
         };
         self.elapsed += started.elapsed();
         result
@@ -105,17 +107,22 @@ impl Slot<'_> {
 }
 
 /// Evaluate one call through every plugin.
-pub(crate) fn evaluate(env: &Env<'_>, plugins: &PluginSet, request: &ToolRequest) -> Result<Decision> {
+pub(crate) fn evaluate(
+    env: &Env<'_>,
+    plugins: &PluginSet,
+    request: &ToolRequest,
+) -> Result<Decision> {
     let started = Instant::now();
-    let span = tracing::info_span!("toolgate.decide", tool = %request.tool, session = %request.session_id);
+    let span =
+        tracing::info_span!("toolgate.decide", tool = %request.tool, session = %request.session_id);
     let _entered = span.enter();
 
     let call_id = request.call_id.clone().unwrap_or_else(new_request_id);
     let arguments = request.arguments_json();
     let fingerprint = call_fingerprint(&request.tool, &arguments);
-    let resolutions = env
-        .store
-        .resolutions_for(&request.user_id, request.thread(), &fingerprint)?;
+    let resolutions =
+        env.store
+            .resolutions_for(&request.user_id, request.thread(), &fingerprint)?;
     let call = request.to_wit(&call_id, &resolutions);
 
     let mut slots: Vec<Slot<'_>> = plugins
@@ -132,7 +139,9 @@ pub(crate) fn evaluate(env: &Env<'_>, plugins: &PluginSet, request: &ToolRequest
     // Phase 1: classification, by every policy that classifies.
     for slot in slots.iter_mut().filter(|s| s.plugin.description.classifies) {
         slot.risk = slot.run(env, request, |sandbox| {
-            sandbox.call("classify", |p, s| p.toolgate_policy_risk().call_classify(s, &call))
+            sandbox.call("classify", |p, s| {
+                p.toolgate_policy_risk().call_classify(s, &call)
+            })
         });
     }
     let risk = compose_risk(&slots);
@@ -161,7 +170,8 @@ pub(crate) fn evaluate(env: &Env<'_>, plugins: &PluginSet, request: &ToolRequest
             let limit = plugin.limits.max_output_bytes as usize;
             slot.run(env, request, |sandbox| {
                 let decision = sandbox.call("decide", |p, s| {
-                    p.toolgate_policy_gate().call_decide(s, &call, &wit_risk, budget)
+                    p.toolgate_policy_gate()
+                        .call_decide(s, &call, &wit_risk, budget)
                 })?;
                 check_output_size(&decision, limit)?;
                 Ok(decision)
@@ -200,6 +210,10 @@ pub(crate) fn evaluate(env: &Env<'_>, plugins: &PluginSet, request: &ToolRequest
             }),
             budget: budget.as_ref().map(BudgetReport::from),
             failure: slot.failure.as_ref().map(ToString::to_string),
+            transcript_bytes: slot
+                .sandbox
+                .as_ref()
+                .map_or(0, |s| s.store.data().call.transcript_bytes),
             duration_us: slot.elapsed.as_micros() as u64,
         });
         match decision.verdict {

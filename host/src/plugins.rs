@@ -131,12 +131,13 @@ pub(crate) fn load(ctx: &LoadContext<'_>, name: &str, entry: &PluginConfig) -> R
         state_quota: entry.limits.state_max_bytes,
         transcript: None,
         transcript_cap: 0,
+        transcript_bytes: 0,
         host_wait: Default::default(),
     };
     let mut sandbox = ctx
         .runtime
         .instantiate(&pre, &entry.limits, call)
-        .map_err(|(failure, _)| fail(PluginProblem::Rejected(format!("instantiation {failure}"))))?;
+        .map_err(|failure| fail(PluginProblem::Rejected(format!("instantiation {failure}"))))?;
     let info = sandbox
         .call("describe", |p, s| p.toolgate_policy_gate().call_describe(s))
         .map_err(|failure| fail(PluginProblem::Rejected(format!("describe {failure}"))))?;
@@ -182,9 +183,8 @@ fn read_bytes(ctx: &LoadContext<'_>, path: &str) -> Result<Vec<u8>, PluginProble
     } else {
         ctx.base_dir.join(path)
     };
-    std::fs::read(&resolved).map_err(|err| {
-        PluginProblem::Unreadable(format!("{} ({err})", resolved.display()))
-    })
+    std::fs::read(&resolved)
+        .map_err(|err| PluginProblem::Unreadable(format!("{} ({err})", resolved.display())))
 }
 
 /// The plugins that serve decisions, sorted by priority (then name).

@@ -134,7 +134,11 @@ impl ToolRequest {
     }
 
     /// The WIT view of this call.
-    pub(crate) fn to_wit(&self, call_id: &str, resolutions: &[RecordedResolution]) -> wit::ToolCall {
+    pub(crate) fn to_wit(
+        &self,
+        call_id: &str,
+        resolutions: &[RecordedResolution],
+    ) -> wit::ToolCall {
         wit::ToolCall {
             call_id: call_id.to_string(),
             tool: self.tool.clone(),
@@ -163,9 +167,11 @@ impl ToolRequest {
             resolutions: resolutions
                 .iter()
                 .filter_map(|r| match &r.resolution {
-                    GateResolution::Approve { always } => Some(wit::Resolution::Approved(
-                        wit::ApprovalGrant { always: *always },
-                    )),
+                    GateResolution::Approve { always } => {
+                        Some(wit::Resolution::Approved(wit::ApprovalGrant {
+                            always: *always,
+                        }))
+                    }
                     GateResolution::Authenticated { credential } => {
                         Some(wit::Resolution::Authenticated(credential.clone()))
                     }
@@ -209,7 +215,9 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("tool"), "{err}");
-        let err = ToolRequest::from_json(r#"{"tool": " "}"#).unwrap_err().to_string();
+        let err = ToolRequest::from_json(r#"{"tool": " "}"#)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("must not be empty"), "{err}");
     }
 }

@@ -47,7 +47,11 @@ impl Runtime {
     }
 
     /// Compile (or load from cache), check the contract, and pre-link.
-    pub(crate) fn prepare(&self, bytes: &[u8], digest: &str) -> Result<PolicyPre<SandboxState>, PluginProblem> {
+    pub(crate) fn prepare(
+        &self,
+        bytes: &[u8],
+        digest: &str,
+    ) -> Result<PolicyPre<SandboxState>, PluginProblem> {
         check_is_component(bytes)?;
         let component = self.compile(bytes, digest)?;
         check_contract(&self.engine, &component)?;
@@ -61,7 +65,10 @@ impl Runtime {
     fn compile(&self, bytes: &[u8], digest: &str) -> Result<Component, PluginProblem> {
         let cached = self.cache_dir.as_ref().map(|dir| {
             let mut engine_hash = HashWriter(Sha256::new());
-            std::hash::Hash::hash(&self.engine.precompile_compatibility_hash(), &mut engine_hash);
+            std::hash::Hash::hash(
+                &self.engine.precompile_compatibility_hash(),
+                &mut engine_hash,
+            );
             let engine_hash = hex::encode(engine_hash.0.finalize());
             dir.join(format!("{digest}-{}.cwasm", &engine_hash[..16]))
         });
@@ -100,7 +107,7 @@ impl Runtime {
         pre: &PolicyPre<SandboxState>,
         limits: &Limits,
         call: CallContext,
-    ) -> Result<Sandbox, (PolicyFailure, CallContext)> {
+    ) -> Result<Sandbox, PolicyFailure> {
         let state = SandboxState::new(
             call,
             limits.memory_mib as usize * 1024 * 1024,
@@ -122,11 +129,12 @@ impl Runtime {
             }
         });
         match pre.instantiate(&mut store) {
-            Ok(policy) => Ok(Sandbox { store, policy, deadline }),
-            Err(err) => {
-                let failure = classify(&err, store.data());
-                Err((failure, store.into_data().call))
-            }
+            Ok(policy) => Ok(Sandbox {
+                store,
+                policy,
+                deadline,
+            }),
+            Err(err) => Err(classify(&err, store.data())),
         }
     }
 }
@@ -162,7 +170,12 @@ impl Sandbox {
             tracing::info!(policy, phase = what, "policy output: {line}");
         }
         if dropped > 0 {
-            tracing::warn!(policy, phase = what, dropped, "policy output over its log limit was dropped");
+            tracing::warn!(
+                policy,
+                phase = what,
+                dropped,
+                "policy output over its log limit was dropped"
+            );
         }
     }
 }
@@ -253,7 +266,10 @@ fn check_is_component(bytes: &[u8]) -> Result<(), PluginProblem> {
 fn check_contract(engine: &Engine, component: &Component) -> Result<(), PluginProblem> {
     let ty = component.component_type();
     let gate_prefix = format!("{WIT_PACKAGE}/gate@");
-    let exports: Vec<String> = ty.exports(engine).map(|(name, _)| name.to_string()).collect();
+    let exports: Vec<String> = ty
+        .exports(engine)
+        .map(|(name, _)| name.to_string())
+        .collect();
     let Some(gate) = exports.iter().find(|name| name.starts_with(&gate_prefix)) else {
         return Err(PluginProblem::MissingExport(format!(
             "{WIT_PACKAGE}/gate@{WIT_VERSION}"
@@ -349,9 +365,6 @@ fn start_epoch_ticker(engine: &Engine) {
 pub(crate) fn digest(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
-
-
-
 
 #[cfg(test)]
 mod tests {

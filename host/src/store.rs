@@ -110,7 +110,8 @@ impl Store {
         let txn = db.begin_write().map_err(|e| store_err(e.into()))?;
         {
             txn.open_table(STATE).map_err(|e| store_err(e.into()))?;
-            txn.open_table(STATE_USAGE).map_err(|e| store_err(e.into()))?;
+            txn.open_table(STATE_USAGE)
+                .map_err(|e| store_err(e.into()))?;
             txn.open_table(EVENTS).map_err(|e| store_err(e.into()))?;
             txn.open_table(EVENTS_BY_SESSION)
                 .map_err(|e| store_err(e.into()))?;
@@ -168,10 +169,7 @@ impl Store {
         let txn = self.db.begin_read().map_err(|e| self.error(e))?;
         let table = txn.open_table(STATE).map_err(|e| self.error(e))?;
         let mut keys = Vec::new();
-        for entry in table
-            .range((policy, prefix)..)
-            .map_err(|e| self.error(e))?
-        {
+        for entry in table.range((policy, prefix)..).map_err(|e| self.error(e))? {
             let (key, _) = entry.map_err(|e| self.error(e))?;
             let (owner, key) = key.value();
             if owner != policy || !key.starts_with(prefix) || keys.len() >= limit {
@@ -324,12 +322,7 @@ impl Store {
     /// explicitly to shut down at a known point.
     pub fn shutdown(&self) {
         drop(self.queue.lock().unwrap_or_else(|p| p.into_inner()).take());
-        if let Some(writer) = self
-            .writer
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-        {
+        if let Some(writer) = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take() {
             let _ = writer.join();
         }
     }

@@ -139,10 +139,22 @@ mod tests {
         assert!(config.enabled);
         assert_eq!(config.warn_tokens, 250_000);
         assert_eq!(config.max_tokens, 0, "the hard stop is opt-in");
-        assert_eq!(evaluate_cost(136_000, &config), Standing::Ok, "p50 is untouched");
-        assert_eq!(evaluate_cost(268_000, &config), Standing::Warning, "p90 warns");
+        assert_eq!(
+            evaluate_cost(136_000, &config),
+            Standing::Ok,
+            "p50 is untouched"
+        );
+        assert_eq!(
+            evaluate_cost(268_000, &config),
+            Standing::Warning,
+            "p90 warns"
+        );
         for tokens in OVERRUNS.into_iter().chain(MIDLIFE).chain([u64::MAX]) {
-            assert_eq!(evaluate_cost(tokens, &config), Standing::Warning, "{tokens}");
+            assert_eq!(
+                evaluate_cost(tokens, &config),
+                Standing::Warning,
+                "{tokens}"
+            );
         }
     }
 
@@ -150,10 +162,18 @@ mod tests {
     fn an_opted_in_stop_catches_every_overrun_and_warns_midlife() {
         let config = with_stop();
         for tokens in OVERRUNS {
-            assert_eq!(evaluate_cost(tokens, &config), Standing::Exceeded, "{tokens}");
+            assert_eq!(
+                evaluate_cost(tokens, &config),
+                Standing::Exceeded,
+                "{tokens}"
+            );
         }
         for tokens in MIDLIFE {
-            assert_eq!(evaluate_cost(tokens, &config), Standing::Warning, "{tokens}");
+            assert_eq!(
+                evaluate_cost(tokens, &config),
+                Standing::Warning,
+                "{tokens}"
+            );
         }
         assert_eq!(evaluate_cost(136_000, &config), Standing::Ok);
     }
@@ -253,7 +273,10 @@ mod tests {
             assert!(text.contains(needle), "stop text lacks {needle:?}: {text}");
         }
         for sub in crate::escape::GIT_SUBCOMMANDS {
-            assert!(text.contains(&format!("git {sub}")), "stop text lacks git {sub}");
+            assert!(
+                text.contains(&format!("git {sub}")),
+                "stop text lacks git {sub}"
+            );
         }
         assert!(!text.contains("never blocked"), "no blanket promise");
     }

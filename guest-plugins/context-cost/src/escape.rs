@@ -37,9 +37,7 @@ pub fn is_persistence_command(command: &str) -> bool {
         return false;
     }
     match split_segments(command) {
-        Some(segments) => {
-            !segments.is_empty() && segments.iter().all(|words| is_plain_git(words))
-        }
+        Some(segments) => !segments.is_empty() && segments.iter().all(|words| is_plain_git(words)),
         None => false,
     }
 }
@@ -125,7 +123,14 @@ fn flags_for(subcommand: &str) -> Option<Flags> {
         "add" => Flags {
             short: "AuvnNf",
             short_value: "",
-            long: &["all", "update", "verbose", "dry-run", "intent-to-add", "force"],
+            long: &[
+                "all",
+                "update",
+                "verbose",
+                "dry-run",
+                "intent-to-add",
+                "force",
+            ],
             long_value: &[],
             long_optional: &[],
         },
@@ -133,7 +138,13 @@ fn flags_for(subcommand: &str) -> Option<Flags> {
             short: "avqsn",
             short_value: "m",
             long: &[
-                "all", "amend", "no-edit", "signoff", "allow-empty", "quiet", "verbose",
+                "all",
+                "amend",
+                "no-edit",
+                "signoff",
+                "allow-empty",
+                "quiet",
+                "verbose",
                 "no-verify",
             ],
             long_value: &["message"],
@@ -143,7 +154,13 @@ fn flags_for(subcommand: &str) -> Option<Flags> {
             short: "uqvn",
             short_value: "",
             long: &[
-                "set-upstream", "tags", "follow-tags", "dry-run", "quiet", "verbose", "atomic",
+                "set-upstream",
+                "tags",
+                "follow-tags",
+                "dry-run",
+                "quiet",
+                "verbose",
+                "atomic",
             ],
             long_value: &[],
             long_optional: &["force-with-lease"],
@@ -159,8 +176,15 @@ fn flags_for(subcommand: &str) -> Option<Flags> {
             short: "",
             short_value: "",
             long: &[
-                "stat", "cached", "staged", "name-only", "name-status", "shortstat", "numstat",
-                "no-color", "check",
+                "stat",
+                "cached",
+                "staged",
+                "name-only",
+                "name-status",
+                "shortstat",
+                "numstat",
+                "no-color",
+                "check",
             ],
             long_value: &[],
             long_optional: &[],
@@ -303,7 +327,10 @@ mod tests {
             "git commit -x",
             "git add --chmod=+x run.sh",
         ] {
-            assert!(!is_persistence_command(command), "should reject: {command:?}");
+            assert!(
+                !is_persistence_command(command),
+                "should reject: {command:?}"
+            );
         }
     }
 
@@ -326,7 +353,9 @@ mod tests {
         for sub in GIT_SUBCOMMANDS {
             assert!(flags_for(sub).is_some(), "git {sub}");
         }
-        for sub in ["checkout", "reset", "rebase", "merge", "clean", "worktree", "log"] {
+        for sub in [
+            "checkout", "reset", "rebase", "merge", "clean", "worktree", "log",
+        ] {
             assert!(flags_for(sub).is_none(), "git {sub} must stay denied");
         }
     }

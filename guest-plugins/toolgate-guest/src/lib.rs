@@ -31,7 +31,6 @@ pub use bindings::toolgate::policy::types::{
     FailMode, ModelVerdict, PauseRequest, Phases, PolicyInfo, Resolution, Risk, RiskCategory,
     ToolCall, ToolEvent, ToolOrigin, ToolOutcome, Verdict,
 };
-pub use verdicts::*;
 
 /// A toolgate policy.
 ///
@@ -153,10 +152,18 @@ impl<P: Policy> verdict::Guest for Exports<P> {
 
 /// Export a [`Policy`] implementation as this component's `toolgate:policy`
 /// world: `toolgate_guest::export_policy!(MyPolicy);`
+///
+/// The exports exist only when building for wasm, so the same crate also
+/// builds natively for unit tests of its logic.
 #[macro_export]
 macro_rules! export_policy {
     ($policy:ty) => {
+        #[cfg(target_arch = "wasm32")]
         type ToolgatePolicyExports = $crate::Exports<$policy>;
+        #[cfg(target_arch = "wasm32")]
         $crate::bindings::export!(ToolgatePolicyExports with_types_in $crate::bindings);
+        // Natively nothing is exported; keep the policy "used" for lints.
+        #[cfg(not(target_arch = "wasm32"))]
+        const _: fn(&str) -> Result<$policy, String> = <$policy as $crate::Policy>::configure;
     };
 }

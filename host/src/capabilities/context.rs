@@ -7,7 +7,7 @@ use crate::sandbox::SandboxState;
 
 /// Read at most `max` bytes from the end of `path`: constant cost whatever
 /// the file's size.
-pub(crate) fn read_tail(path: &std::path::Path, max: u64) -> std::io::Result<String> {
+fn read_tail(path: &std::path::Path, max: u64) -> std::io::Result<String> {
     let mut file = std::fs::File::open(path)?;
     let len = file.metadata()?.len();
     let start = len.saturating_sub(max);
@@ -19,14 +19,16 @@ pub(crate) fn read_tail(path: &std::path::Path, max: u64) -> std::io::Result<Str
 
 impl Host for SandboxState {
     fn transcript_tail(&mut self, max_bytes: u32) -> Option<String> {
-        let call = &self.call;
+        let call = &mut self.call;
         let path = call.transcript.as_ref()?;
         let max = max_bytes.min(call.transcript_cap);
-        read_tail(path, u64::from(max))
+        let tail = read_tail(path, u64::from(max))
             .inspect_err(|err| {
                 tracing::debug!(policy = %call.policy, path = %path.display(), error = %err, "transcript unreadable")
             })
-            .ok()
+            .ok()?;
+        call.transcript_bytes += tail.len() as u64;
+        Some(tail)
     }
 
     fn now_ms(&mut self) -> u64 {

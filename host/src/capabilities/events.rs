@@ -56,7 +56,9 @@ impl Host for SandboxState {
         let call = &self.call;
         call.store
             .session_recent(&call.policy, &session_id, limit as usize, &exclude_kinds)
-            .inspect_err(|err| tracing::warn!(policy = %call.policy, error = %err, "event read failed"))
+            .inspect_err(
+                |err| tracing::warn!(policy = %call.policy, error = %err, "event read failed"),
+            )
             .unwrap_or_default()
             .into_iter()
             .map(to_wit)
@@ -79,7 +81,9 @@ impl Host for SandboxState {
                 limit as usize,
                 &exclude_kinds,
             )
-            .inspect_err(|err| tracing::warn!(policy = %call.policy, error = %err, "event read failed"))
+            .inspect_err(
+                |err| tracing::warn!(policy = %call.policy, error = %err, "event read failed"),
+            )
             .unwrap_or_default()
             .into_iter()
             .map(to_wit)

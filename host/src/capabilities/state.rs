@@ -19,7 +19,9 @@ impl Host for SandboxState {
         let call = &self.call;
         call.store
             .state_get(&call.policy, &key)
-            .inspect_err(|err| tracing::warn!(policy = %call.policy, error = %err, "state read failed"))
+            .inspect_err(
+                |err| tracing::warn!(policy = %call.policy, error = %err, "state read failed"),
+            )
             .ok()
             .flatten()
     }
@@ -42,7 +44,9 @@ impl Host for SandboxState {
         let call = &self.call;
         call.store
             .state_keys(&call.policy, &prefix, limit as usize)
-            .inspect_err(|err| tracing::warn!(policy = %call.policy, error = %err, "state scan failed"))
+            .inspect_err(
+                |err| tracing::warn!(policy = %call.policy, error = %err, "state scan failed"),
+            )
             .unwrap_or_default()
     }
 

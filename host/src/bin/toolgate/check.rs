@@ -32,8 +32,8 @@ pub fn run(host: &Toolgate, args: &CheckArgs) -> anyhow::Result<ExitCode> {
     let mut worst = 0u8;
     for input in inputs {
         let text = read_input(input)?;
-        let request = ToolRequest::from_json(&text)
-            .with_context(|| format!("in {}", input.display()))?;
+        let request =
+            ToolRequest::from_json(&text).with_context(|| format!("in {}", input.display()))?;
         let decision = host.evaluate(&request)?;
         let json = if args.compact {
             serde_json::to_string(&decision)?

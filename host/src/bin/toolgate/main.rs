@@ -31,11 +31,11 @@ struct Cli {
     store: Option<PathBuf>,
 
     #[command(subcommand)]
-    command: Command,
+    command: Subcommands,
 }
 
 #[derive(Subcommand)]
-enum Command {
+enum Subcommands {
     /// Evaluate tool calls and print each decision as JSON.
     ///
     /// Each REQUEST is a JSON file (or - for stdin) holding one call, e.g.
@@ -94,16 +94,16 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Toolgate::open(config.clone(), cli.store.clone()).context("cannot start toolgate")
     };
     match cli.command {
-        Command::Check(args) => check::run(&open()?, &args),
-        Command::Plugins(command) => plugins::run(&open()?, command),
-        Command::Gates(command) => gates::run(&open()?, command),
-        Command::Command { plugin, name, args } => {
+        Subcommands::Check(args) => check::run(&open()?, &args),
+        Subcommands::Plugins(command) => plugins::run(&open()?, command),
+        Subcommands::Gates(command) => gates::run(&open()?, command),
+        Subcommands::Command { plugin, name, args } => {
             serde_json::from_str::<serde_json::Value>(&args)
                 .context("ARGS must be JSON, e.g. '{\"thread\": \"t1\"}'")?;
             println!("{}", open()?.command(&plugin, &name, &args)?);
             Ok(ExitCode::SUCCESS)
         }
-        Command::Events { limit } => {
+        Subcommands::Events { limit } => {
             let host = open()?;
             for (seq, event) in host.store().recent_events(limit)? {
                 println!("{}", serde_json::json!({"seq": seq, "event": event}));

@@ -35,7 +35,10 @@ pub fn run(host: &Toolgate, command: PluginsCommand) -> anyhow::Result<ExitCode>
                     .collect();
                 println!("{}", serde_json::to_string_pretty(&rows)?);
             } else {
-                println!("{:<20} {:>8}  {:<7} {:<14} {:<24} COMMANDS", "NAME", "PRIORITY", "FAIL", "SHA256", "SOURCE");
+                println!(
+                    "{:<20} {:>8}  {:<7} {:<14} {:<24} COMMANDS",
+                    "NAME", "PRIORITY", "FAIL", "SHA256", "SOURCE"
+                );
                 for p in plugins.iter() {
                     println!(
                         "{:<20} {:>8}  {:<7} {:<14} {:<24} {}",

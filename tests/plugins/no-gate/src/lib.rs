@@ -21,4 +21,5 @@ impl exports::toolgate::policy::verdict::Guest for Gateless {
     }
 }
 
+#[cfg(target_arch = "wasm32")]
 export!(Gateless);

@@ -3,8 +3,8 @@
 
 use serde::Deserialize;
 use toolgate_guest::{
-    BudgetStatus, Decision, FailMode, Phases, Policy, PolicyInfo, Risk, RiskCategory, ToolCall,
-    host,
+    BudgetStatus, Decision, FailMode, Phases, Policy, PolicyInfo, Resolution, Risk, RiskCategory,
+    ToolCall, host,
 };
 
 #[derive(Deserialize, Default)]
@@ -53,16 +53,32 @@ impl Policy for Scripted {
         };
         Risk {
             category,
-            signals: self.0.risk.iter().map(|r| format!("scripted:{r}")).collect(),
+            signals: self
+                .0
+                .risk
+                .iter()
+                .map(|r| format!("scripted:{r}"))
+                .collect(),
         }
     }
 
-    fn decide(&self, _call: &ToolCall, _risk: &Risk, _budget: &BudgetStatus) -> Decision {
+    fn decide(&self, call: &ToolCall, _risk: &Risk, _budget: &BudgetStatus) -> Decision {
         let _ = host::state::try_increment("decided", u64::MAX);
+        let approved = call
+            .resolutions
+            .iter()
+            .any(|r| matches!(r, Resolution::Approved(_)));
+        let authenticated = call
+            .resolutions
+            .iter()
+            .any(|r| matches!(r, Resolution::Authenticated(c) if c == "token"));
         let decision = match self.0.verdict.as_str() {
             "deny" => Decision::deny(&self.0.reason),
-            "pause" => Decision::pause_for_approval(&self.0.reason, true),
-            "auth" => Decision::pause_for_credential("token", &self.0.reason, None),
+            // A pause is resolved by a person; the resubmitted call runs.
+            "pause" if !approved => Decision::pause_for_approval(&self.0.reason, true),
+            "auth" if !authenticated => {
+                Decision::pause_for_credential("token", &self.0.reason, None)
+            }
             "skip" => Decision::skip(),
             _ => Decision::allow(),
         };

@@ -21,4 +21,5 @@ impl exports::toolgate::policy::gate::Guest for Future {
     }
 }
 
+#[cfg(target_arch = "wasm32")]
 export!(Future);

@@ -1,0 +1,127 @@
+//! The `toolgate` binary as a user runs it: the README's first command, exit
+//! codes, and clear errors for bad input.
+
+use std::io::Write as _;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+fn toolgate(args: &[&str], stdin: Option<&str>, store_dir: &std::path::Path) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(args)
+        .arg("--store")
+        .arg(store_dir.join("cli.redb"))
+        .env("XDG_CACHE_HOME", store_dir.join("cache"))
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    if let Some(text) = stdin {
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+    }
+    drop(child.stdin.take());
+    child.wait_with_output().unwrap()
+}
+
+fn decisions(output: &Output) -> Vec<Value> {
+    serde_json::Deserializer::from_slice(&output.stdout)
+        .into_iter::<Value>()
+        .map(|v| v.unwrap())
+        .collect()
+}
+
+#[test]
+fn check_on_the_sample_requests_prints_composed_decisions() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = toolgate(
+        &[
+            "check",
+            "examples/requests/bash-ls.json",
+            "examples/requests/subagent-warn.json",
+        ],
+        None,
+        dir.path(),
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let decisions = decisions(&output);
+    assert_eq!(decisions.len(), 2);
+    assert_eq!(decisions[0]["verdict"], "allow");
+    assert_eq!(decisions[1]["verdict"], "allow");
+    let note = decisions[1]["notes"][0]["text"].as_str().unwrap();
+    assert!(note.contains("268000"), "{note}");
+    assert_eq!(decisions[1]["policies"][0]["name"], "context-cost");
+}
+
+#[test]
+fn a_deny_exits_3_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("strict.toml");
+    std::fs::write(
+        &config,
+        "[plugins.context-cost]\npath = \"bundled:context-cost\"\npriority = 1\n[plugins.context-cost.config]\nmax_tokens = 400000\n",
+    )
+    .unwrap();
+    let request = r#"{"tool": "Write", "is_subagent": true, "context_tokens": 622200}"#;
+    let output = toolgate(
+        &["check", "--config", config.to_str().unwrap(), "-"],
+        Some(request),
+        dir.path(),
+    );
+    assert_eq!(output.status.code(), Some(3));
+    let decision = &decisions(&output)[0];
+    assert_eq!(decision["verdict"], "deny");
+    assert!(decision["reason"].as_str().unwrap().contains("622200"));
+}
+
+#[test]
+fn malformed_request_json_is_a_clear_error_and_exit_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = toolgate(&["check", "-"], Some("{\"tool\": \"Bash\", "), dir.path());
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("invalid request"), "{stderr}");
+    assert!(stderr.contains("examples/requests"), "{stderr}");
+    assert!(output.stdout.is_empty());
+}
+
+#[test]
+fn a_bad_config_names_the_file_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("bad.toml");
+    std::fs::write(&config, "gate_ttl = 5\n").unwrap();
+    let output = toolgate(
+        &[
+            "check",
+            "--config",
+            config.to_str().unwrap(),
+            "examples/requests/bash-ls.json",
+        ],
+        None,
+        dir.path(),
+    );
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("bad.toml"), "{stderr}");
+    assert!(stderr.contains("gate_ttl"), "{stderr}");
+}
+
+#[test]
+fn help_explains_the_commands_and_exit_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = toolgate(&["check", "--help"], None, dir.path());
+    assert!(output.status.success());
+    let help = String::from_utf8_lossy(&output.stdout);
+    assert!(help.contains("Exit status"), "{help}");
+    assert!(help.contains("examples/requests"), "{help}");
+}

@@ -1,0 +1,74 @@
+//! Shared helpers: build a host over a temporary store from a config snippet
+//! that names test policies built from `tests/plugins/` and bundled ones.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use toolgate::{Config, ToolRequest, Toolgate};
+
+/// The compiled component of a guest crate (package name, dashes ok).
+pub fn guest(package: &str) -> PathBuf {
+    Path::new(env!("TOOLGATE_GUEST_DIR")).join(format!("{}.wasm", package.replace('-', "_")))
+}
+
+/// One compiled-artifact cache for every test run, so each component is
+/// compiled once per machine rather than once per test.
+pub fn cache_dir() -> PathBuf {
+    Path::new(env!("TOOLGATE_GUEST_DIR")).join("../../test-cache")
+}
+
+/// A host and the temporary directory holding its store and config.
+#[derive(Debug)]
+pub struct TestHost {
+    pub host: Toolgate,
+    pub dir: tempfile::TempDir,
+}
+
+impl std::ops::Deref for TestHost {
+    type Target = Toolgate;
+    fn deref(&self) -> &Toolgate {
+        &self.host
+    }
+}
+
+/// The config text for a host: `body` is TOML (plugin tables etc.).
+pub fn config_text(body: &str) -> String {
+    format!(
+        "cache_dir = {:?}\n{body}",
+        cache_dir().display().to_string()
+    )
+}
+
+/// Parse a config in a fresh temporary directory.
+pub fn config(body: &str) -> (Config, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = Config::parse(&config_text(body), "test config", dir.path().to_path_buf())
+        .expect("test config parses");
+    (config, dir)
+}
+
+/// Start a host from a config body; panics with the error if it fails.
+pub fn host(body: &str) -> TestHost {
+    try_host(body).unwrap_or_else(|err| panic!("host failed to start: {err}"))
+}
+
+/// Start a host from a config body.
+pub fn try_host(body: &str) -> Result<TestHost, toolgate::Error> {
+    let (config, dir) = config(body);
+    let store = dir.path().join("toolgate.redb");
+    Toolgate::open(config, Some(store)).map(|host| TestHost { host, dir })
+}
+
+/// A `[plugins.NAME]` table for the scripted test policy.
+pub fn scripted(name: &str, priority: i32, script: &str) -> String {
+    format!(
+        "[plugins.{name}]\npath = {path:?}\npriority = {priority}\n[plugins.{name}.config]\n{script}\n",
+        path = guest("scripted-policy").display().to_string()
+    )
+}
+
+/// A plain call with default caller fields.
+pub fn call(tool: &str, arguments: serde_json::Value) -> ToolRequest {
+    ToolRequest::new(tool, arguments)
+}

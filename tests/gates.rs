@@ -1,0 +1,292 @@
+//! Pending gates: the seed's lifecycle and attack cases against the real redb
+//! file, plus pause → resolve → resume through the pipeline.
+
+mod common;
+
+use std::sync::{Arc, Barrier};
+
+use common::{call, host, scripted};
+use serde_json::json;
+use toolgate::Verdict;
+use toolgate::gates::{GateError, GateKey, GateResolution, PauseKind, PendingGate, new_request_id};
+use toolgate::store::Store;
+
+const TRUSTED: &[&str] = &["web", "gateway"];
+const MINUTE_MS: u64 = 60_000;
+
+fn trusted() -> Vec<String> {
+    TRUSTED.iter().map(|s| s.to_string()).collect()
+}
+
+fn sample_gate(user: &str, thread: &str, channel: &str) -> PendingGate {
+    let now = toolgate::now_ms();
+    PendingGate {
+        request_id: new_request_id(),
+        policy: "lease-gate".into(),
+        user_id: user.into(),
+        thread_id: thread.into(),
+        session_id: "s1".into(),
+        source_channel: channel.into(),
+        tool: "http".into(),
+        call_id: "call_1".into(),
+        arguments: json!({"url": "https://example.com"}).to_string(),
+        pause: PauseKind::Approval {
+            description: "Tool 'http' requires approval".into(),
+            allow_always: true,
+        },
+        created_at_ms: now,
+        expires_at_ms: now + 30 * MINUTE_MS,
+    }
+}
+
+fn open_store() -> (Store, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("gates.redb")).unwrap();
+    (store, dir)
+}
+
+fn take(
+    store: &Store,
+    gate: &PendingGate,
+    request_id: &str,
+    channel: &str,
+) -> Result<PendingGate, GateError> {
+    store.take_gate(
+        &gate.key(),
+        request_id,
+        channel,
+        &trusted(),
+        toolgate::now_ms(),
+    )
+}
+
+#[test]
+fn full_lifecycle_insert_peek_take_gone() {
+    let (store, _dir) = open_store();
+    let gate = sample_gate("user1", "t1", "telegram");
+    store.insert_gate(&gate).unwrap();
+    let seen = store.peek_gate(&gate.key(), toolgate::now_ms()).unwrap();
+    assert_eq!(seen.unwrap().tool, "http");
+    let taken = take(&store, &gate, &gate.request_id, "telegram").unwrap();
+    assert_eq!(taken.tool, "http");
+    assert!(
+        store
+            .peek_gate(&gate.key(), toolgate::now_ms())
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[test]
+fn another_channel_cannot_resolve_and_does_not_consume() {
+    let (store, _dir) = open_store();
+    let gate = sample_gate("user1", "t1", "telegram");
+    store.insert_gate(&gate).unwrap();
+    let err = take(&store, &gate, &gate.request_id, "slack").unwrap_err();
+    assert!(matches!(err, GateError::ChannelMismatch { .. }), "{err:?}");
+    assert!(
+        store
+            .peek_gate(&gate.key(), toolgate::now_ms())
+            .unwrap()
+            .is_some()
+    );
+    assert!(take(&store, &gate, &gate.request_id, "telegram").is_ok());
+}
+
+#[test]
+fn trusted_channels_resolve_any_channels_gate() {
+    let (store, _dir) = open_store();
+    for (i, channel) in TRUSTED.iter().enumerate() {
+        let gate = sample_gate("user1", &format!("t{i}"), "signal");
+        store.insert_gate(&gate).unwrap();
+        assert!(
+            take(&store, &gate, &gate.request_id, channel).is_ok(),
+            "trusted channel {channel} must resolve a gate from signal"
+        );
+    }
+}
+
+#[test]
+fn gates_are_scoped_to_user_and_thread() {
+    let (store, _dir) = open_store();
+    let gate = sample_gate("user1", "thread-a", "web");
+    store.insert_gate(&gate).unwrap();
+    let now = toolgate::now_ms();
+    let other_thread = GateKey {
+        user_id: "user1".into(),
+        thread_id: "thread-b".into(),
+    };
+    let other_user = GateKey {
+        user_id: "user2".into(),
+        thread_id: "thread-a".into(),
+    };
+    assert!(store.peek_gate(&other_thread, now).unwrap().is_none());
+    assert!(store.peek_gate(&other_user, now).unwrap().is_none());
+    assert!(store.peek_gate(&gate.key(), now).unwrap().is_some());
+    let err = store
+        .take_gate(&other_user, &gate.request_id, "web", &trusted(), now)
+        .unwrap_err();
+    assert!(matches!(err, GateError::NotFound { .. }));
+}
+
+#[test]
+fn an_expired_gate_never_resolves_and_does_not_show() {
+    let (store, _dir) = open_store();
+    let mut gate = sample_gate("user1", "t1", "web");
+    gate.expires_at_ms = toolgate::now_ms() - 10_000;
+    store.insert_gate(&gate).unwrap();
+    assert!(
+        store
+            .peek_gate(&gate.key(), toolgate::now_ms())
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        store
+            .list_gates(None, toolgate::now_ms())
+            .unwrap()
+            .is_empty()
+    );
+    let err = take(&store, &gate, &gate.request_id, "web").unwrap_err();
+    assert_eq!(err, GateError::Expired);
+}
+
+#[test]
+fn a_wrong_request_id_does_not_consume() {
+    let (store, _dir) = open_store();
+    let gate = sample_gate("user1", "t1", "web");
+    store.insert_gate(&gate).unwrap();
+    let err = take(&store, &gate, &new_request_id(), "web").unwrap_err();
+    assert_eq!(err, GateError::RequestIdMismatch);
+    assert!(take(&store, &gate, &gate.request_id, "web").is_ok());
+}
+
+#[test]
+fn concurrent_takes_exactly_one_wins() {
+    let (store, _dir) = open_store();
+    let store = Arc::new(store);
+    for round in 0..20 {
+        let gate = sample_gate("user1", &format!("race-{round}"), "web");
+        store.insert_gate(&gate).unwrap();
+        let barrier = Arc::new(Barrier::new(2));
+        let takers: Vec<_> = (0..2)
+            .map(|_| {
+                let (store, barrier, gate) = (store.clone(), barrier.clone(), gate.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    take(&store, &gate, &gate.request_id, "web")
+                })
+            })
+            .collect();
+        let results: Vec<_> = takers.into_iter().map(|t| t.join().unwrap()).collect();
+        let wins = results.iter().filter(|r| r.is_ok()).count();
+        assert_eq!(wins, 1, "round {round}: {results:?}");
+        assert!(
+            results
+                .iter()
+                .any(|r| matches!(r, Err(GateError::NotFound { .. })))
+        );
+    }
+}
+
+#[test]
+fn gates_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("restart.redb");
+    let gate = sample_gate("user1", "t1", "telegram");
+    {
+        let store = Store::open(&path).unwrap();
+        store.insert_gate(&gate).unwrap();
+    }
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.list_gates(None, toolgate::now_ms()).unwrap().len(), 1);
+    let taken = take(&store, &gate, &gate.request_id, "telegram").unwrap();
+    assert_eq!(taken.tool, "http");
+}
+
+#[test]
+fn a_resolved_pause_lets_the_same_call_run_without_pausing_again() {
+    let host = host(&scripted(
+        "approver",
+        1,
+        "verdict = \"pause\"\nreason = \"Deploy?\"",
+    ));
+    let mut request = call("Bash", json!({"command": "./deploy.sh"}));
+    request.channel = "telegram".into();
+    let first = host.evaluate(&request).unwrap();
+    assert_eq!(first.verdict, Verdict::Pause);
+    let pause = first.pause.unwrap();
+    let key = GateKey {
+        user_id: pause.user_id.clone(),
+        thread_id: pause.thread_id.clone(),
+    };
+
+    let refused = host.resolve_gate(
+        &key,
+        &pause.request_id,
+        "slack",
+        GateResolution::Approve { always: false },
+    );
+    assert!(refused.is_err(), "the wrong channel is refused");
+    host.resolve_gate(
+        &key,
+        &pause.request_id,
+        "telegram",
+        GateResolution::Approve { always: false },
+    )
+    .unwrap();
+
+    let second = host.evaluate(&request).unwrap();
+    assert_eq!(second.verdict, Verdict::Allow);
+    assert!(
+        host.gates(None).unwrap().is_empty(),
+        "exactly one gate was ever raised"
+    );
+    assert_eq!(host.command("approver", "decided", "{}").unwrap(), "2");
+
+    // The resolution was consumed by the allowed call: a third attempt asks again.
+    let third = host.evaluate(&request).unwrap();
+    assert_eq!(third.verdict, Verdict::Pause);
+}
+
+#[test]
+fn a_resolution_applies_only_to_the_same_call() {
+    let host = host(&scripted(
+        "approver",
+        1,
+        "verdict = \"pause\"\nreason = \"ok?\"",
+    ));
+    let request = call("Bash", json!({"command": "./deploy.sh"}));
+    let pause = host.evaluate(&request).unwrap().pause.unwrap();
+    let key = GateKey {
+        user_id: pause.user_id,
+        thread_id: pause.thread_id,
+    };
+    host.resolve_gate(
+        &key,
+        &pause.request_id,
+        "cli",
+        GateResolution::Approve { always: false },
+    )
+    .unwrap();
+    let different = call("Bash", json!({"command": "./deploy.sh --prod"}));
+    assert_eq!(host.evaluate(&different).unwrap().verdict, Verdict::Pause);
+}
+
+#[test]
+fn a_denied_resolution_leaves_nothing_to_resume() {
+    let host = host(&scripted(
+        "approver",
+        1,
+        "verdict = \"pause\"\nreason = \"ok?\"",
+    ));
+    let request = call("Bash", json!({"command": "./deploy.sh"}));
+    let pause = host.evaluate(&request).unwrap().pause.unwrap();
+    let key = GateKey {
+        user_id: pause.user_id,
+        thread_id: pause.thread_id,
+    };
+    host.resolve_gate(&key, &pause.request_id, "cli", GateResolution::Deny)
+        .unwrap();
+    assert_eq!(host.evaluate(&request).unwrap().verdict, Verdict::Pause);
+}
