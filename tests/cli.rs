@@ -125,3 +125,45 @@ fn help_explains_the_commands_and_exit_codes() {
     assert!(help.contains("Exit status"), "{help}");
     assert!(help.contains("examples/requests"), "{help}");
 }
+
+#[test]
+fn the_strict_sample_config_stops_the_runaway_but_lets_it_save() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = toolgate(
+        &[
+            "check",
+            "--config",
+            "examples/strict.toml",
+            "examples/requests/subagent-622k-git-push.json",
+            "examples/requests/subagent-622k.json",
+            "examples/requests/subagent-transcript-268k.json",
+        ],
+        None,
+        dir.path(),
+    );
+    assert_eq!(
+        output.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let decisions = decisions(&output);
+    assert_eq!(
+        decisions[0]["verdict"], "allow",
+        "git persistence escapes the stop"
+    );
+    assert_eq!(decisions[1]["verdict"], "deny");
+    assert!(decisions[1]["reason"].as_str().unwrap().contains("622200"));
+    assert_eq!(decisions[2]["verdict"], "allow");
+    let note = decisions[2]["notes"][0]["text"].as_str().unwrap();
+    assert!(
+        note.contains("268000"),
+        "measured from the transcript: {note}"
+    );
+    assert!(
+        decisions[2]["policies"][0]["transcript_bytes"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+}
