@@ -60,7 +60,13 @@ fn check_on_the_sample_requests_prints_composed_decisions() {
     assert_eq!(decisions[1]["verdict"], "allow");
     let note = decisions[1]["notes"][0]["text"].as_str().unwrap();
     assert!(note.contains("268000"), "{note}");
-    assert_eq!(decisions[1]["policies"][0]["name"], "context-cost");
+    let names: Vec<_> = decisions[1]["policies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["shadow-sentinel", "context-cost"], "priority order");
 }
 
 #[test]
@@ -165,5 +171,47 @@ fn the_strict_sample_config_stops_the_runaway_but_lets_it_save() {
             .as_u64()
             .unwrap()
             > 0
+    );
+}
+
+#[test]
+fn a_sample_rm_rf_is_classified_probed_fail_open_and_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = toolgate(
+        &["check", "examples/requests/bash-rm-rf.json"],
+        None,
+        dir.path(),
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let decision = &decisions(&output)[0];
+    assert_eq!(decision["verdict"], "allow");
+    assert_eq!(decision["risk"]["category"], "shell");
+    assert_eq!(decision["risk"]["by"], "shadow-sentinel");
+    let sentinel = &decision["policies"][0];
+    assert_eq!(sentinel["verdict"], "allow");
+    assert!(
+        sentinel["logs"][0]
+            .as_str()
+            .unwrap()
+            .contains("no model endpoint")
+    );
+
+    // The probe's outcome is in the sentinel's stream for the next process.
+    let output = toolgate(&["events", "--limit", "5"], None, dir.path());
+    assert!(output.status.success());
+    let events = decisions(&output);
+    let event = &events.last().unwrap()["event"];
+    assert_eq!(event["kind"], "probe_result");
+    assert_eq!(event["tool"], "Bash");
+    assert_eq!(event["detail"], "allow");
+    assert!(
+        event["summary"]
+            .as_str()
+            .unwrap()
+            .contains("no model endpoint")
     );
 }

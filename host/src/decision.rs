@@ -188,6 +188,10 @@ pub struct PolicyResult {
     /// Why it failed, if it did; the fail mode decided its verdict.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
+    /// What the policy logged through the host during this call (for the
+    /// operator; never shown to the agent).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub logs: Vec<String>,
     /// Bytes of the call's transcript the host read for this policy.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub transcript_bytes: u64,
@@ -197,4 +201,14 @@ pub struct PolicyResult {
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+/// A model's reply as a policy parsed it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "verdict", content = "reason", rename_all = "lowercase")]
+pub enum ModelVerdict {
+    /// The model found the call safe (or the reply was unusable).
+    Allow,
+    /// The model objected, with its reason.
+    Deny(String),
 }

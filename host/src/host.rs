@@ -9,14 +9,14 @@ use std::time::Duration;
 
 use crate::bindings::toolgate::policy::types as wit;
 use crate::config::Config;
-use crate::decision::Decision;
+use crate::decision::{Decision, ModelVerdict};
 use crate::error::{Error, Result};
 use crate::gates::{GateKey, GateResolution, PendingGate};
 use crate::pipeline::{self, Env};
 use crate::plugins::{self, LoadContext, Plugin, PluginSet};
 use crate::probe::ProbeClient;
 use crate::request::ToolRequest;
-use crate::runtime::Runtime;
+use crate::runtime::{Runtime, Sandbox};
 use crate::store::Store;
 
 /// What happened when a tool ran.
@@ -178,33 +178,62 @@ impl Toolgate {
 
     /// Run an admin command on one plugin.
     pub fn command(&self, plugin: &str, name: &str, args: &str) -> Result<String> {
-        let plugins = self.plugins();
-        let target: &Arc<Plugin> = plugins.get(plugin).ok_or_else(|| Error::Command {
-            plugin: plugin.to_string(),
-            command: name.to_string(),
-            message: format!(
-                "no plugin named `{plugin}` is loaded (loaded: {})",
-                plugins
-                    .iter()
-                    .map(|p| p.name.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        })?;
-        let error = |message: String| Error::Command {
-            plugin: plugin.to_string(),
-            command: name.to_string(),
-            message,
-        };
-        let mut sandbox = self
-            .env()
-            .sandbox(target, None)
-            .map_err(|f| error(f.to_string()))?;
+        let error = command_error(plugin, name);
+        let (_, mut sandbox) = self.plugin_sandbox(plugin, name)?;
         sandbox
             .call("command", |p, s| {
                 p.toolgate_policy_gate().call_command(s, name, args)
             })
             .map_err(|f| error(f.to_string()))?
             .map_err(error)
+    }
+
+    /// Parse a model's reply with a policy's own `verdict.parse` (for
+    /// policies that declare the parse-verdict phase).
+    pub fn parse_model_reply(&self, plugin: &str, raw: &str) -> Result<ModelVerdict> {
+        let error = command_error(plugin, "parse-verdict");
+        let (target, mut sandbox) = self.plugin_sandbox(plugin, "parse-verdict")?;
+        if !target.description.parses_verdicts {
+            return Err(error("this policy does not parse model verdicts".into()));
+        }
+        let verdict = sandbox
+            .call("parse", |p, s| {
+                p.toolgate_policy_verdict().call_parse(s, raw)
+            })
+            .map_err(|f| error(f.to_string()))?;
+        Ok(match verdict {
+            wit::ModelVerdict::Allow => ModelVerdict::Allow,
+            wit::ModelVerdict::Deny(reason) => ModelVerdict::Deny(reason),
+        })
+    }
+
+    /// A configured sandbox of the named plugin, for an operator request.
+    fn plugin_sandbox(&self, plugin: &str, what: &str) -> Result<(Arc<Plugin>, Sandbox)> {
+        let error = command_error(plugin, what);
+        let plugins = self.plugins();
+        let target = plugins.get(plugin).cloned().ok_or_else(|| {
+            error(format!(
+                "no plugin named `{plugin}` is loaded (loaded: {})",
+                plugins
+                    .iter()
+                    .map(|p| p.name.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })?;
+        let sandbox = self
+            .env()
+            .sandbox(&target, None)
+            .map_err(|f| error(f.to_string()))?;
+        Ok((target, sandbox))
+    }
+}
+
+fn command_error(plugin: &str, command: &str) -> impl Fn(String) -> Error {
+    let (plugin, command) = (plugin.to_string(), command.to_string());
+    move |message| Error::Command {
+        plugin: plugin.clone(),
+        command: command.clone(),
+        message,
     }
 }

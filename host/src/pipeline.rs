@@ -52,6 +52,7 @@ impl Env<'_> {
             transcript: request.and_then(|r| r.transcript_path.clone()),
             transcript_cap: self.transcript_cap,
             transcript_bytes: 0,
+            logs: Vec::new(),
             host_wait: Duration::ZERO,
         };
         let mut sandbox = self
@@ -210,6 +211,10 @@ pub(crate) fn evaluate(
             }),
             budget: budget.as_ref().map(BudgetReport::from),
             failure: slot.failure.as_ref().map(ToString::to_string),
+            logs: slot
+                .sandbox
+                .as_ref()
+                .map_or_else(Vec::new, |s| s.store.data().call.logs.clone()),
             transcript_bytes: slot
                 .sandbox
                 .as_ref()

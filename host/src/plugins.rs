@@ -132,6 +132,7 @@ pub(crate) fn load(ctx: &LoadContext<'_>, name: &str, entry: &PluginConfig) -> R
         transcript: None,
         transcript_cap: 0,
         transcript_bytes: 0,
+        logs: Vec::new(),
         host_wait: Default::default(),
     };
     let mut sandbox = ctx

@@ -279,7 +279,7 @@ impl Store {
     pub fn append_event(&self, event: StoredEvent) {
         let queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
         let Some(sender) = queue.as_ref() else {
-            tracing::warn!(policy = %event.policy, "event dropped: the store is shutting down");
+            tracing::warn!(policy = %event.policy, kind = %event.kind, "event dropped: the store is shutting down");
             self.dropped_events.fetch_add(1, Ordering::Relaxed);
             return;
         };

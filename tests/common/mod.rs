@@ -72,3 +72,4 @@ pub fn scripted(name: &str, priority: i32, script: &str) -> String {
 pub fn call(tool: &str, arguments: serde_json::Value) -> ToolRequest {
     ToolRequest::new(tool, arguments)
 }
+pub mod model_server;

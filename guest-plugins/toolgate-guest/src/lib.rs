@@ -18,6 +18,7 @@ pub mod bindings {
         world: "policy",
         path: "../../wit",
         pub_export_macro: true,
+        additional_derives: [PartialEq],
         default_bindings_module: "toolgate_guest::bindings",
     });
 }

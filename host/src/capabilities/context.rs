@@ -40,6 +40,14 @@ impl Host for SandboxState {
             return;
         }
         let policy = &*self.call.policy;
+        let name = match level {
+            Level::Trace => "trace",
+            Level::Debug => "debug",
+            Level::Info => "info",
+            Level::Warn => "warn",
+            Level::Error => "error",
+        };
+        self.call.logs.push(format!("{name}: {message}"));
         match level {
             Level::Trace => tracing::trace!(policy, "{message}"),
             Level::Debug => tracing::debug!(policy, "{message}"),

@@ -29,6 +29,8 @@ pub(crate) struct CallContext {
     pub transcript: Option<PathBuf>,
     /// Host cap on one transcript-tail read.
     pub transcript_cap: u32,
+    /// Lines the policy logged in this evaluation (`level: message`).
+    pub logs: Vec<String>,
     /// Transcript bytes read for this policy in this evaluation.
     pub transcript_bytes: u64,
     /// Time spent blocked in host calls that have their own timeout (model

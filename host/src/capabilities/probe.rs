@@ -12,7 +12,12 @@ impl Host for SandboxState {
                 .ask(&request.system, &request.user, request.timeout_ms)
         });
         result.map_err(|failure| {
-            tracing::warn!(policy = %policy, error = %failure, "model probe failed");
+            // No endpoint is a normal state (the default config has none).
+            if matches!(failure, ProbeFailure::NotConfigured) {
+                tracing::debug!(policy = %policy, "model probe: no endpoint configured");
+            } else {
+                tracing::warn!(policy = %policy, error = %failure, "model probe failed");
+            }
             match failure {
                 ProbeFailure::NotConfigured => ProbeError::NotConfigured,
                 ProbeFailure::Timeout => ProbeError::Timeout,

@@ -1,0 +1,210 @@
+//! Risk classification: which tier a tool falls in, and so whether it is
+//! probed and from which budget.
+//!
+//! Order: the builtin fast paths (including Claude Code's own tool names),
+//! then the configured glob patterns, then MCP origin alone. MCP origin is
+//! taken from the call, which the runtime reports — never from the tool's
+//! name, since real MCP tool ids (`server_tool`) carry no reliable prefix.
+
+use toolgate_guest::RiskCategory;
+
+/// Shell tools: the seed's names plus Claude Code's `Bash`.
+fn is_shell_name(tool: &str) -> bool {
+    matches!(
+        tool,
+        "builtin:shell" | "builtin:bash" | "bash" | "shell" | "sh" | "Bash"
+    ) || tool.starts_with("builtin:shell")
+}
+
+/// File-writing tools: the seed's names plus Claude Code's editors.
+fn is_file_write_name(tool: &str) -> bool {
+    matches!(
+        tool,
+        "builtin:write"
+            | "builtin:edit"
+            | "builtin:delete"
+            | "write"
+            | "edit"
+            | "delete"
+            | "Write"
+            | "Edit"
+            | "MultiEdit"
+            | "NotebookEdit"
+    )
+}
+
+/// The tier of `tool`, with the signal that decided it.
+pub fn classify(tool: &str, from_mcp: bool, patterns: &[String]) -> (RiskCategory, String) {
+    if is_shell_name(tool) {
+        return (RiskCategory::Shell, format!("name:{tool}"));
+    }
+    if is_file_write_name(tool) {
+        // A writer served by an MCP server can also move data off the machine.
+        let tier = if from_mcp {
+            RiskCategory::ExfilCapable
+        } else {
+            RiskCategory::FileWrite
+        };
+        return (tier, format!("name:{tool}"));
+    }
+    if let Some(pattern) = patterns.iter().find(|p| glob_matches(p, tool)) {
+        let signal = format!("pattern:{pattern}");
+        if pattern.contains("shell") || pattern.contains("exec") {
+            return (RiskCategory::Shell, signal);
+        }
+        let writes = ["write", "edit", "delete", "file"]
+            .iter()
+            .any(|word| pattern.contains(word));
+        if writes && !from_mcp {
+            return (RiskCategory::FileWrite, signal);
+        }
+        return (RiskCategory::ExfilCapable, signal);
+    }
+    if from_mcp {
+        return (RiskCategory::McpUnclassified, "mcp-origin".into());
+    }
+    (RiskCategory::Low, String::new())
+}
+
+/// `*` matches any run of characters (including none); everything else must
+/// match literally, in order, anchored at both ends.
+pub fn glob_matches(pattern: &str, value: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('*').collect();
+    let [first, middle @ .., last] = parts.as_slice() else {
+        return pattern == value; // no `*` at all
+    };
+    let Some(mut rest) = value.strip_prefix(first) else {
+        return false;
+    };
+    for part in middle.iter().filter(|p| !p.is_empty()) {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.ends_with(last)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::SentinelConfig;
+
+    fn defaults() -> Vec<String> {
+        SentinelConfig::default().probe_patterns
+    }
+
+    fn tier(tool: &str, mcp: bool) -> RiskCategory {
+        classify(tool, mcp, &defaults()).0
+    }
+
+    #[test]
+    fn builtin_shells_are_shell() {
+        for tool in [
+            "builtin:shell",
+            "builtin:bash",
+            "builtin:shell_exec",
+            "bash",
+            "shell",
+            "sh",
+            "Bash",
+        ] {
+            assert_eq!(tier(tool, false), RiskCategory::Shell, "{tool}");
+        }
+    }
+
+    #[test]
+    fn builtin_writers_are_file_write() {
+        for tool in [
+            "builtin:write",
+            "builtin:edit",
+            "builtin:delete",
+            "write",
+            "edit",
+            "delete",
+            "Write",
+            "Edit",
+            "MultiEdit",
+            "NotebookEdit",
+        ] {
+            assert_eq!(tier(tool, false), RiskCategory::FileWrite, "{tool}");
+        }
+    }
+
+    #[test]
+    fn everything_else_builtin_is_low() {
+        for tool in [
+            "builtin:read",
+            "builtin:search",
+            "Read",
+            "Grep",
+            "Glob",
+            "WebSearch",
+        ] {
+            assert_eq!(tier(tool, false), RiskCategory::Low, "{tool}");
+        }
+    }
+
+    #[test]
+    fn an_unmatched_mcp_tool_is_mcp_unclassified_but_the_same_name_builtin_is_low() {
+        assert_eq!(
+            tier("some-server_frobnicate", true),
+            RiskCategory::McpUnclassified
+        );
+        assert_eq!(tier("some-server_frobnicate", false), RiskCategory::Low);
+    }
+
+    #[test]
+    fn an_mcp_write_tool_escalates_to_exfil_capable() {
+        let patterns = vec!["*edit*".to_string()];
+        assert_eq!(
+            classify("github_edit_file", false, &patterns).0,
+            RiskCategory::FileWrite
+        );
+        assert_eq!(
+            classify("github_edit_file", true, &patterns).0,
+            RiskCategory::ExfilCapable
+        );
+    }
+
+    #[test]
+    fn the_default_patterns_escalate_a_real_mcp_write_tool() {
+        // Real MCP ids are `server_tool`: no prefix to match on.
+        assert_eq!(tier("fs-test_write_file", true), RiskCategory::ExfilCapable);
+        let (_, signal) = classify("fs-test_write_file", true, &defaults());
+        assert_eq!(signal, "pattern:*write*");
+    }
+
+    #[test]
+    fn an_mcp_tool_named_like_a_builtin_keeps_its_tier_or_escalates() {
+        assert_eq!(tier("write", true), RiskCategory::ExfilCapable);
+        assert_eq!(tier("Bash", true), RiskCategory::Shell);
+        assert_eq!(tier("exec_command", true), RiskCategory::Shell);
+    }
+
+    #[test]
+    fn a_pattern_without_risk_words_is_exfil_capable() {
+        let patterns = vec!["*http*".to_string()];
+        assert_eq!(
+            classify("http_get", false, &patterns).0,
+            RiskCategory::ExfilCapable
+        );
+    }
+
+    #[test]
+    fn globs_match_like_the_seed() {
+        assert!(glob_matches("mcp:*/file_*", "mcp:myserver/file_read"));
+        assert!(glob_matches("mcp:*/file_*", "mcp:other/file_write"));
+        assert!(!glob_matches("mcp:*/file_*", "builtin:shell"));
+        assert!(glob_matches("builtin:shell", "builtin:shell"));
+        assert!(!glob_matches("builtin:shell", "builtin:write"));
+        assert!(glob_matches("*", "anything"));
+        assert!(glob_matches("*write*", "fs-test_write_file"));
+        assert!(
+            !glob_matches("abc*c", "abc"),
+            "prefix and suffix may not overlap"
+        );
+        assert!(glob_matches("a*b*c", "a-b-c"));
+        assert!(!glob_matches("a*b*c", "a-c-b"));
+    }
+}

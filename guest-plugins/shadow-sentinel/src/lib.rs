@@ -1,0 +1,227 @@
+//! shadow-sentinel: defence-in-depth for risky tool calls.
+//!
+//! It classifies each call into a risk tier ([`classify`]); for risky tiers,
+//! within per-turn probe budgets ([`budget`]), it asks a language model
+//! through the host's `probe` capability whether the call is safe given the
+//! session's recent activity and other sessions' history with the same tool
+//! ([`probe`]). It records every observed tool call in its persistent event
+//! stream. It fails open by default: no endpoint, a timeout or an error
+//! allows, unless `deny_on_timeout` is set.
+
+pub mod budget;
+pub mod classify;
+pub mod config;
+pub mod probe;
+
+use config::SentinelConfig;
+use toolgate_guest::ToolOutcome;
+use toolgate_guest::host::{self, Event, Level};
+use toolgate_guest::{
+    BudgetStatus, Decision, FailMode, ModelVerdict, Phases, Policy, PolicyInfo, Risk, RiskCategory,
+    ToolCall, ToolEvent, ToolOrigin,
+};
+
+/// Event kinds in the stream.
+const TOOL_CALL: &str = "tool_call";
+const PROBE_RESULT: &str = "probe_result";
+/// Observed summaries are cut to this many characters.
+const SUMMARY_CHARS: usize = 250;
+
+/// The policy: its parsed config.
+pub struct ShadowSentinel(SentinelConfig);
+
+impl ShadowSentinel {
+    fn tier(&self, call: &ToolCall) -> (RiskCategory, String) {
+        let from_mcp = matches!(call.origin, ToolOrigin::Mcp(_));
+        classify::classify(&call.tool, from_mcp, &self.0.probe_patterns)
+    }
+
+    /// The events the model sees: other sessions' newest uses of this tool
+    /// (half the budget), then this session's newest events, oldest first
+    /// within each part; probe results never.
+    fn context(&self, call: &ToolCall) -> Vec<Event> {
+        let total = self.0.max_context_events;
+        let cross_budget = total / 2;
+        let session_budget = total - cross_budget;
+        let hidden = [PROBE_RESULT.to_string()];
+        let session = &call.caller.session_id;
+        let mut events = host::events::tool_history(&call.tool, session, cross_budget, &hidden);
+        events.extend(host::events::session_recent(
+            session,
+            session_budget,
+            &hidden,
+        ));
+        events
+    }
+
+    fn record(&self, call: &ToolCall, kind: &str, detail: Option<String>, summary: String) {
+        host::events::append(&Event {
+            session_id: call.caller.session_id.clone(),
+            turn: call.caller.turn,
+            kind: kind.into(),
+            tool: Some(call.tool.clone()),
+            detail,
+            summary: Some(summary),
+            at_ms: 0,
+        });
+    }
+
+    /// Ask the model; a failure answers per `deny_on_timeout`. Also returns
+    /// what to record about it.
+    fn probe(&self, call: &ToolCall) -> (ModelVerdict, String) {
+        let context = self.context(call);
+        let prompt = probe::user_prompt(&call.tool, &call.arguments, &context);
+        match host::probe(probe::SYSTEM_PROMPT, &prompt, self.0.probe_timeout_ms) {
+            Ok(raw) => {
+                let (verdict, warning) = probe::parse_verdict(&raw);
+                if let Some(warning) = warning {
+                    host::log(Level::Warn, &warning);
+                }
+                let summary = match &verdict {
+                    ModelVerdict::Allow => format!("probe allowed {}", call.tool),
+                    ModelVerdict::Deny(reason) => format!(
+                        "probe denied: {}",
+                        probe::cut_chars(reason, probe::REASON_SUMMARY_CHARS)
+                    ),
+                };
+                (verdict, summary)
+            }
+            Err(err) => {
+                let (level, cause) = match err {
+                    host::ProbeError::NotConfigured => {
+                        (Level::Info, "no model endpoint is configured".to_string())
+                    }
+                    host::ProbeError::Timeout => {
+                        (Level::Warn, "the safety probe timed out".to_string())
+                    }
+                    host::ProbeError::Transport(e) => {
+                        (Level::Warn, format!("the safety probe failed: {e}"))
+                    }
+                };
+                host::log(level, &cause);
+                if self.0.deny_on_timeout {
+                    let reason = format!("{cause}, and this policy is set to deny then");
+                    (
+                        ModelVerdict::Deny(reason),
+                        format!("probe unavailable ({cause}); denied"),
+                    )
+                } else {
+                    (
+                        ModelVerdict::Allow,
+                        format!("probe unavailable ({cause}); allowed"),
+                    )
+                }
+            }
+        }
+    }
+}
+
+impl Policy for ShadowSentinel {
+    fn info() -> PolicyInfo {
+        PolicyInfo {
+            name: "shadow-sentinel".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            description: "classifies tool risk and asks a model about risky calls".into(),
+            phases: Phases::CLASSIFY | Phases::ACCOUNT | Phases::PARSE_VERDICT,
+            default_fail_mode: FailMode::Open,
+            commands: Vec::new(),
+        }
+    }
+
+    fn configure(config: &str) -> Result<Self, String> {
+        toolgate_guest::parse_config(config).map(Self)
+    }
+
+    fn classify(&self, call: &ToolCall) -> Risk {
+        if !self.0.enabled {
+            return Risk {
+                category: RiskCategory::Low,
+                signals: Vec::new(),
+            };
+        }
+        let (category, signal) = self.tier(call);
+        Risk {
+            category,
+            signals: (!signal.is_empty()).then_some(signal).into_iter().collect(),
+        }
+    }
+
+    fn account(&self, call: &ToolCall, _risk: &Risk) -> BudgetStatus {
+        let (category, _) = self.tier(call);
+        let Some((pool, limit)) =
+            budget::pool(category, self.0.max_probes_per_turn).filter(|_| self.0.enabled)
+        else {
+            return BudgetStatus::Ok;
+        };
+        let session = &call.caller.session_id;
+        let key = budget::counter_key(session, call.caller.turn, pool);
+        match host::state::try_increment(&key, limit) {
+            Ok(Some(taken)) => {
+                if taken == 1 {
+                    forget_other_turns(session, call.caller.turn);
+                }
+                BudgetStatus::Ok
+            }
+            Ok(None) => BudgetStatus::Exceeded(format!(
+                "the {pool} probe budget for this turn ({limit}) is used up; the call is not probed"
+            )),
+            Err(err) => {
+                host::log(Level::Warn, &format!("probe budget unavailable: {err:?}"));
+                BudgetStatus::Exceeded("the probe budget could not be read".into())
+            }
+        }
+    }
+
+    fn decide(&self, call: &ToolCall, _risk: &Risk, budget: &BudgetStatus) -> Decision {
+        if !self.0.enabled || self.tier(call).0 == RiskCategory::Low {
+            return Decision::skip();
+        }
+        if matches!(budget, BudgetStatus::Exceeded(_)) {
+            return Decision::skip();
+        }
+        let (verdict, summary) = self.probe(call);
+        let detail = match verdict {
+            ModelVerdict::Allow => "allow",
+            ModelVerdict::Deny(_) => "deny",
+        };
+        self.record(call, PROBE_RESULT, Some(detail.into()), summary);
+        match verdict {
+            ModelVerdict::Allow => Decision::allow(),
+            ModelVerdict::Deny(reason) => Decision::deny(reason),
+        }
+    }
+
+    fn observe(&self, event: &ToolEvent) {
+        if !self.0.enabled {
+            return;
+        }
+        let outcome = match event.outcome {
+            ToolOutcome::Succeeded => "succeeded",
+            ToolOutcome::Failed => "failed",
+            ToolOutcome::Denied => "denied",
+        };
+        let summary = probe::cut_chars(&event.summary, SUMMARY_CHARS).to_string();
+        self.record(&event.call, TOOL_CALL, Some(outcome.into()), summary);
+    }
+
+    fn parse_verdict(&self, raw: &str) -> ModelVerdict {
+        let (verdict, warning) = probe::parse_verdict(raw);
+        if let Some(warning) = warning {
+            host::log(Level::Warn, &warning);
+        }
+        verdict
+    }
+}
+
+/// A new turn resets the budget: drop counters of earlier turns.
+fn forget_other_turns(session: &str, turn: u64) {
+    let prefix = budget::session_prefix(session);
+    let current = format!("{prefix}{turn}/");
+    for key in host::state::keys(&prefix, 64) {
+        if !key.starts_with(&current) {
+            let _ = host::state::delete(&key);
+        }
+    }
+}
+
+toolgate_guest::export_policy!(ShadowSentinel);
