@@ -66,7 +66,11 @@ fn check_on_the_sample_requests_prints_composed_decisions() {
         .iter()
         .map(|p| p["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["shadow-sentinel", "context-cost"], "priority order");
+    assert_eq!(
+        names,
+        ["lease-gate", "shadow-sentinel", "context-cost"],
+        "priority order"
+    );
 }
 
 #[test]
@@ -182,16 +186,14 @@ fn a_sample_rm_rf_is_classified_probed_fail_open_and_recorded() {
         None,
         dir.path(),
     );
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_eq!(output.status.code(), Some(4), "paused for approval");
     let decision = &decisions(&output)[0];
-    assert_eq!(decision["verdict"], "allow");
+    assert_eq!(decision["verdict"], "pause");
+    assert_eq!(decision["decided_by"], "lease-gate");
     assert_eq!(decision["risk"]["category"], "shell");
     assert_eq!(decision["risk"]["by"], "shadow-sentinel");
-    let sentinel = &decision["policies"][0];
+    let sentinel = &decision["policies"][1];
+    assert_eq!(sentinel["name"], "shadow-sentinel");
     assert_eq!(sentinel["verdict"], "allow");
     assert!(
         sentinel["logs"][0]

@@ -6,7 +6,7 @@
 //! taken from the call, which the runtime reports — never from the tool's
 //! name, since real MCP tool ids (`server_tool`) carry no reliable prefix.
 
-use toolgate_guest::RiskCategory;
+use toolgate_guest::{RiskCategory, glob};
 
 /// Shell tools: the seed's names plus Claude Code's `Bash`.
 fn is_shell_name(tool: &str) -> bool {
@@ -47,7 +47,7 @@ pub fn classify(tool: &str, from_mcp: bool, patterns: &[String]) -> (RiskCategor
         };
         return (tier, format!("name:{tool}"));
     }
-    if let Some(pattern) = patterns.iter().find(|p| glob_matches(p, tool)) {
+    if let Some(pattern) = patterns.iter().find(|p| glob::matches(p, tool)) {
         let signal = format!("pattern:{pattern}");
         if pattern.contains("shell") || pattern.contains("exec") {
             return (RiskCategory::Shell, signal);
@@ -64,25 +64,6 @@ pub fn classify(tool: &str, from_mcp: bool, patterns: &[String]) -> (RiskCategor
         return (RiskCategory::McpUnclassified, "mcp-origin".into());
     }
     (RiskCategory::Low, String::new())
-}
-
-/// `*` matches any run of characters (including none); everything else must
-/// match literally, in order, anchored at both ends.
-pub fn glob_matches(pattern: &str, value: &str) -> bool {
-    let parts: Vec<&str> = pattern.split('*').collect();
-    let [first, middle @ .., last] = parts.as_slice() else {
-        return pattern == value; // no `*` at all
-    };
-    let Some(mut rest) = value.strip_prefix(first) else {
-        return false;
-    };
-    for part in middle.iter().filter(|p| !p.is_empty()) {
-        match rest.find(part) {
-            Some(at) => rest = &rest[at + part.len()..],
-            None => return false,
-        }
-    }
-    rest.ends_with(last)
 }
 
 #[cfg(test)]
@@ -193,18 +174,9 @@ mod tests {
 
     #[test]
     fn globs_match_like_the_seed() {
-        assert!(glob_matches("mcp:*/file_*", "mcp:myserver/file_read"));
-        assert!(glob_matches("mcp:*/file_*", "mcp:other/file_write"));
-        assert!(!glob_matches("mcp:*/file_*", "builtin:shell"));
-        assert!(glob_matches("builtin:shell", "builtin:shell"));
-        assert!(!glob_matches("builtin:shell", "builtin:write"));
-        assert!(glob_matches("*", "anything"));
-        assert!(glob_matches("*write*", "fs-test_write_file"));
-        assert!(
-            !glob_matches("abc*c", "abc"),
-            "prefix and suffix may not overlap"
-        );
-        assert!(glob_matches("a*b*c", "a-b-c"));
-        assert!(!glob_matches("a*b*c", "a-c-b"));
+        assert!(glob::matches("mcp:*/file_*", "mcp:myserver/file_read"));
+        assert!(!glob::matches("mcp:*/file_*", "builtin:shell"));
+        assert!(glob::matches("builtin:shell", "builtin:shell"));
+        assert!(!glob::matches("builtin:shell", "builtin:write"));
     }
 }

@@ -23,6 +23,7 @@ pub mod bindings {
     });
 }
 
+pub mod glob;
 pub mod host;
 mod verdicts;
 

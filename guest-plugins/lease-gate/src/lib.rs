@@ -1,0 +1,397 @@
+//! lease-gate: capability leases and human-in-the-loop pauses.
+//!
+//! A thread may run an action only under a valid lease covering it
+//! ([`leases`]); a thread the gate has never seen receives the leases its
+//! thread kind plans. Actions that need a person's approval or a credential
+//! pause the call ([`gate`]); the host holds the pause as a pending gate and,
+//! once a person resolves it from the right channel, the resubmitted call
+//! carries the resolution and runs without pausing again. Fail-closed by
+//! default: if this policy fails, the call is denied.
+
+pub mod catalogue;
+pub mod gate;
+pub mod leases;
+
+use std::collections::BTreeMap;
+
+use catalogue::{ActionSpec, Catalogue};
+use gate::{GateInput, GateOutcome};
+use leases::{Granted, Lease};
+use serde::Deserialize;
+use toolgate_guest::host::{self, state};
+use toolgate_guest::{
+    BudgetStatus, Decision, FailMode, Phases, Policy, PolicyInfo, Resolution, Risk, ToolCall,
+    ToolOrigin,
+};
+
+/// The most leases one thread may hold (older ones are still honoured;
+/// this bounds a scan).
+const MAX_LEASES_PER_THREAD: u32 = 256;
+
+/// The policy's config table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LeaseGateConfig {
+    /// Give a new thread the leases its kind plans.
+    pub auto_plan: bool,
+    /// The capability name planned leases are granted under.
+    pub capability: String,
+    /// Catalogue entries (action name or glob → spec), over the defaults.
+    pub actions: BTreeMap<String, ActionSpec>,
+    /// The spec for actions no entry names.
+    pub unknown: Option<ActionSpec>,
+}
+
+impl Default for LeaseGateConfig {
+    fn default() -> Self {
+        Self {
+            auto_plan: true,
+            capability: "tools".into(),
+            actions: BTreeMap::new(),
+            unknown: None,
+        }
+    }
+}
+
+/// The policy: its config and the catalogue built from it.
+pub struct LeaseGate {
+    config: LeaseGateConfig,
+    catalogue: Catalogue,
+}
+
+/// A state key from parts, each escaped so no id can reach into another's
+/// keys.
+fn key(parts: &[&str]) -> String {
+    parts
+        .iter()
+        .map(|p| p.replace('%', "%25").replace('/', "%2F"))
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// The lease-gate name of the call's action: MCP tools are
+/// `mcp:SERVER/TOOL`, so the catalogue can address a server's tools.
+pub fn action_name(call: &ToolCall) -> String {
+    match &call.origin {
+        ToolOrigin::Mcp(server) => format!("mcp:{server}/{}", call.tool),
+        _ => call.tool.clone(),
+    }
+}
+
+impl LeaseGate {
+    fn leases_of(&self, thread: &str) -> Vec<Lease> {
+        state::keys(
+            &format!("{}/", key(&["lease", thread])),
+            MAX_LEASES_PER_THREAD,
+        )
+        .iter()
+        .filter_map(|k| state::get_json::<Lease>(k))
+        .collect()
+    }
+
+    fn uses_left(lease: &Lease) -> bool {
+        let used = state::get(&key(&["uses", &lease.id]))
+            .and_then(|b| <[u8; 8]>::try_from(b.as_slice()).ok())
+            .map_or(0, u64::from_le_bytes);
+        lease.max_uses.is_none_or(|max| used < max)
+    }
+
+    /// A valid lease of `thread` covering `action` with a use left.
+    fn find_lease(&self, thread: &str, action: &str) -> Option<Lease> {
+        let now = host::now_ms();
+        self.leases_of(thread)
+            .into_iter()
+            .find(|l| l.is_valid(now) && l.actions.covers(action) && Self::uses_left(l))
+    }
+
+    fn grant(
+        &self,
+        thread: &str,
+        capability: &str,
+        actions: Granted,
+        expires_in_ms: Option<i64>,
+        max_uses: Option<u64>,
+        parent: Option<String>,
+    ) -> Result<Lease, String> {
+        let now = host::now_ms();
+        let expires_at_ms = match expires_in_ms {
+            Some(ms) if ms <= 0 => {
+                return Err(format!("a lease must last a positive time, not {ms} ms"));
+            }
+            Some(ms) => Some(now.saturating_add(ms as u64)),
+            None => None,
+        };
+        if max_uses == Some(0) {
+            return Err("max_uses must be at least 1".into());
+        }
+        let seq = state::try_increment("seq", u64::MAX)
+            .map_err(|e| format!("cannot allocate a lease id: {e:?}"))?
+            .ok_or("lease ids exhausted")?;
+        let lease = Lease {
+            id: format!("L{seq}"),
+            thread: thread.to_string(),
+            capability: capability.to_string(),
+            actions,
+            granted_at_ms: now,
+            expires_at_ms,
+            max_uses,
+            revoked: None,
+            parent,
+        };
+        state::set_json(&key(&["lease", thread, &lease.id]), &lease)
+            .map_err(|e| format!("cannot store the lease: {e:?}"))?;
+        Ok(lease)
+    }
+
+    /// Give a thread seen for the first time the leases its kind plans.
+    fn ensure_planned(&self, thread: &str, kind: &str) {
+        if !self.config.auto_plan {
+            return;
+        }
+        // Atomic: of two first calls, exactly one plans.
+        if let Ok(Some(_)) = state::try_increment(&key(&["planned", thread]), 1) {
+            let plan = leases::plan(kind, &self.catalogue);
+            if let Err(err) = self.grant(thread, &self.config.capability, plan, None, None, None) {
+                host::log(
+                    host::Level::Error,
+                    &format!("planning leases failed: {err}"),
+                );
+            }
+        }
+    }
+
+    fn auto_approved(&self, user: &str, thread: &str) -> Vec<String> {
+        state::get_json(&key(&["auto", user, thread])).unwrap_or_default()
+    }
+
+    fn remember_always(&self, user: &str, thread: &str, action: &str) {
+        let mut set = self.auto_approved(user, thread);
+        if !set.iter().any(|a| a == action) {
+            set.push(action.to_string());
+            let _ = state::set_json(&key(&["auto", user, thread]), &set);
+        }
+    }
+
+    fn credential_key(user: &str, name: &str) -> String {
+        key(&["credential", user, name])
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GrantArgs {
+    thread: String,
+    #[serde(default)]
+    capability: Option<String>,
+    /// A list of action names or patterns, or `"*"` for all.
+    actions: serde_json::Value,
+    #[serde(default)]
+    expires_in_ms: Option<i64>,
+    #[serde(default)]
+    max_uses: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RevokeArgs {
+    thread: String,
+    lease: String,
+    reason: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ThreadArgs {
+    thread: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DeriveArgs {
+    parent: String,
+    child: String,
+    #[serde(default)]
+    actions: Option<Vec<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlanArgs {
+    thread_kind: String,
+}
+
+fn parse<T: serde::de::DeserializeOwned>(command: &str, args: &str) -> Result<T, String> {
+    serde_json::from_str(args).map_err(|e| format!("bad arguments for {command}: {e}"))
+}
+
+fn json<T: serde::Serialize>(value: &T) -> Result<String, String> {
+    serde_json::to_string(value).map_err(|e| e.to_string())
+}
+
+impl Policy for LeaseGate {
+    fn info() -> PolicyInfo {
+        PolicyInfo {
+            name: "lease-gate".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            description: "capability leases per thread; approval and credential pauses".into(),
+            phases: Phases::decide_only(),
+            default_fail_mode: FailMode::Closed,
+            commands: [
+                "lease-grant",
+                "lease-revoke",
+                "lease-list",
+                "lease-derive",
+                "plan",
+            ]
+            .map(String::from)
+            .to_vec(),
+        }
+    }
+
+    fn configure(config: &str) -> Result<Self, String> {
+        let config: LeaseGateConfig = toolgate_guest::parse_config(config)?;
+        let catalogue = Catalogue::new(&config.actions, config.unknown.clone());
+        Ok(Self { config, catalogue })
+    }
+
+    fn decide(&self, call: &ToolCall, _risk: &Risk, _budget: &BudgetStatus) -> Decision {
+        let caller = &call.caller;
+        let (user, thread) = (caller.user_id.as_str(), caller.thread_id.as_str());
+        let action = action_name(call);
+        let spec = self.catalogue.spec(&action);
+        self.ensure_planned(thread, &caller.thread_kind);
+
+        let mut approved_now = false;
+        let mut credential_present = spec
+            .credential
+            .as_ref()
+            .is_some_and(|c| state::get(&Self::credential_key(user, &c.name)).is_some());
+        for resolution in &call.resolutions {
+            match resolution {
+                Resolution::Approved(grant) => {
+                    approved_now = true;
+                    if grant.always && spec.approval == catalogue::Approval::UnlessAutoApproved {
+                        self.remember_always(user, thread, &action);
+                    }
+                }
+                Resolution::Authenticated(name) => {
+                    if spec.credential.as_ref().is_some_and(|c| &c.name == name) {
+                        let _ = state::set(&Self::credential_key(user, name), b"on file");
+                        credential_present = true;
+                    }
+                }
+            }
+        }
+
+        let lease = self.find_lease(thread, &action);
+        let preview: String = call.arguments.chars().take(200).collect();
+        let outcome = gate::evaluate(&GateInput {
+            action: &action,
+            spec,
+            thread,
+            has_lease: lease.is_some(),
+            mode: caller.mode,
+            auto_approved: self.auto_approved(user, thread).contains(&action),
+            approved_now,
+            credential_present,
+            preview: &preview,
+        });
+        match outcome {
+            GateOutcome::Allow => {
+                let lease = lease.expect("allow implies a lease");
+                if let Some(max) = lease.max_uses {
+                    // Atomic, so concurrent calls cannot overspend the lease.
+                    let taken = state::try_increment(&key(&["uses", &lease.id]), max);
+                    if !matches!(taken, Ok(Some(_))) {
+                        return Decision::deny(format!(
+                            "lease {} for `{action}` is used up ({max} uses)",
+                            lease.id
+                        ));
+                    }
+                }
+                Decision::allow()
+            }
+            GateOutcome::Deny(reason) => Decision::deny(reason),
+            GateOutcome::PauseForApproval {
+                description,
+                allow_always,
+            } => Decision::pause_for_approval(description, allow_always),
+            GateOutcome::PauseForCredential(c) => {
+                Decision::pause_for_credential(c.name, c.instructions, c.url)
+            }
+        }
+    }
+
+    fn command(&self, name: &str, args: &str) -> Result<String, String> {
+        match name {
+            "lease-grant" => {
+                let a: GrantArgs = parse(name, args)?;
+                let actions = match &a.actions {
+                    serde_json::Value::String(s) if s == "*" => Granted::All,
+                    value => Granted::Specific(
+                        serde_json::from_value(value.clone())
+                            .map_err(|_| "actions must be \"*\" or a list of action names")?,
+                    ),
+                };
+                let capability = a.capability.as_deref().unwrap_or(&self.config.capability);
+                json(&self.grant(
+                    &a.thread,
+                    capability,
+                    actions,
+                    a.expires_in_ms,
+                    a.max_uses,
+                    None,
+                )?)
+            }
+            "lease-revoke" => {
+                let a: RevokeArgs = parse(name, args)?;
+                let slot = key(&["lease", &a.thread, &a.lease]);
+                let mut lease: Lease = state::get_json(&slot)
+                    .ok_or_else(|| format!("thread `{}` has no lease `{}`", a.thread, a.lease))?;
+                lease.revoked = Some(a.reason);
+                state::set_json(&slot, &lease).map_err(|e| format!("{e:?}"))?;
+                json(&lease)
+            }
+            "lease-list" => {
+                let a: ThreadArgs = parse(name, args)?;
+                json(&self.leases_of(&a.thread))
+            }
+            "lease-derive" => {
+                let a: DeriveArgs = parse(name, args)?;
+                let now = host::now_ms();
+                let mut children = Vec::new();
+                for parent in self.leases_of(&a.parent).iter().filter(|l| l.is_valid(now)) {
+                    if let Some(grant) = leases::child_grant(&parent.actions, a.actions.as_deref())
+                    {
+                        let remaining =
+                            parent.expires_at_ms.map(|at| at.saturating_sub(now) as i64);
+                        children.push(self.grant(
+                            &a.child,
+                            &parent.capability,
+                            grant,
+                            remaining,
+                            parent.max_uses,
+                            Some(parent.id.clone()),
+                        )?);
+                    }
+                }
+                json(&children)
+            }
+            "plan" => {
+                let a: PlanArgs = parse(name, args)?;
+                let tiers: BTreeMap<&str, catalogue::Tier> = self.catalogue.tiers().collect();
+                json(&serde_json::json!({
+                    "thread_kind": a.thread_kind,
+                    "grants": leases::plan(&a.thread_kind, &self.catalogue),
+                    "tiers": tiers,
+                }))
+            }
+            other => Err(format!(
+                "lease-gate has no command `{other}`; it has lease-grant, lease-revoke, \
+                 lease-list, lease-derive, plan"
+            )),
+        }
+    }
+}
+
+toolgate_guest::export_policy!(LeaseGate);
