@@ -217,3 +217,76 @@ fn a_sample_rm_rf_is_classified_probed_fail_open_and_recorded() {
             .contains("no model endpoint")
     );
 }
+
+#[test]
+fn the_readme_lease_walkthrough_works_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("lease-demo.toml");
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/lease-demo.toml"),
+        &config,
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    let request = "examples/requests/http-post.json";
+    let run = |args: &[&str]| {
+        let mut all = vec!["--config", config];
+        all.extend_from_slice(args);
+        toolgate(&all, None, dir.path())
+    };
+
+    let denied = run(&["check", request]);
+    assert_eq!(denied.status.code(), Some(3));
+    assert!(
+        decisions(&denied)[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("lease-grant")
+    );
+
+    let granted = run(&[
+        "command",
+        "lease-gate",
+        "lease-grant",
+        r#"{"thread": "t1", "actions": ["http"]}"#,
+    ]);
+    assert!(
+        granted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&granted.stderr)
+    );
+
+    let paused = run(&["check", request]);
+    assert_eq!(paused.status.code(), Some(4));
+    let request_id = decisions(&paused)[0]["pause"]["request_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let resolve = |channel: &str| {
+        run(&[
+            "gates",
+            "resolve",
+            "--user",
+            "local",
+            "--thread",
+            "t1",
+            "--request-id",
+            &request_id,
+            "--channel",
+            channel,
+            "--decision",
+            "approve",
+        ])
+    };
+    let wrong = resolve("slack");
+    assert_eq!(wrong.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&wrong.stderr)
+            .contains("cannot resolve a gate raised from `telegram`")
+    );
+    assert!(resolve("telegram").status.success());
+
+    let allowed = run(&["check", request]);
+    assert_eq!(allowed.status.code(), Some(0));
+    assert_eq!(decisions(&allowed)[0]["verdict"], "allow");
+}

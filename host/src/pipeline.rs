@@ -209,7 +209,10 @@ pub(crate) fn evaluate(
                 signals: r.signals.clone(),
                 by: None,
             }),
-            budget: budget.as_ref().map(BudgetReport::from),
+            budget: budget
+                .as_ref()
+                .filter(|_| plugin.description.accounts)
+                .map(BudgetReport::from),
             failure: slot.failure.as_ref().map(ToString::to_string),
             logs: slot
                 .sandbox
