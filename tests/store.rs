@@ -1,6 +1,8 @@
 //! The redb store: namespaces, atomic counters, quotas, event queries, the
 //! drain on shutdown, and clear errors for bad files.
 
+mod common;
+
 use std::sync::{Arc, Barrier};
 
 use toolgate::store::{StateWriteError, Store, StoredEvent};
@@ -195,41 +197,16 @@ fn a_store_in_use_is_named_as_such() {
     assert!(err.contains("another process has it open"), "{err}");
 }
 
-/// Captures log events (message plus fields) so a test can check what the
-/// host told the operator.
-#[derive(Clone, Default)]
-struct Captured(Arc<std::sync::Mutex<Vec<String>>>);
-
-impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Captured {
-    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
-        struct Fields(String);
-        impl tracing::field::Visit for Fields {
-            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-                self.0.push_str(&format!("{}={value:?} ", field.name()));
-            }
-        }
-        let mut fields = Fields(format!("{} ", event.metadata().level()));
-        event.record(&mut fields);
-        self.0.lock().unwrap().push(fields.0);
-    }
-}
-
 #[test]
 fn an_event_that_cannot_be_persisted_is_counted_and_logged_with_its_context() {
-    use tracing_subscriber::layer::SubscriberExt as _;
-    let captured = Captured::default();
-    let _guard =
-        tracing::subscriber::set_default(tracing_subscriber::registry().with(captured.clone()));
+    let (captured, _guard) = common::logs::Captured::start();
     let (store, _dir) = open();
     store.shutdown();
     store.append_event(event("shadow-sentinel", "me", "tool_call", Some("Bash"), 1));
     assert_eq!(store.dropped_events(), 1);
-    let logs = captured.0.lock().unwrap();
     assert!(
-        logs.iter().any(|l| l.starts_with("WARN")
-            && l.contains("event dropped")
-            && l.contains("shadow-sentinel")
-            && l.contains("tool_call")),
-        "{logs:?}"
+        captured.has(&["WARN", "event dropped", "shadow-sentinel", "tool_call"]),
+        "{:?}",
+        captured.lines()
     );
 }

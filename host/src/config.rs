@@ -42,6 +42,10 @@ pub struct Config {
     /// The language model behind the `probe` capability.
     #[serde(default)]
     pub probe: ProbeConfig,
+    /// A directory of `.wasm` policies: each `NAME.wasm` there is loaded as
+    /// plugin `NAME` (with its `[plugins.NAME]` table if there is one, else
+    /// defaults and priority 100), and the directory is watched for changes.
+    pub plugin_dir: Option<PathBuf>,
     /// Plugins by name. The name identifies the plugin in decisions and
     /// names its private state namespace.
     #[serde(default)]
@@ -50,6 +54,10 @@ pub struct Config {
     /// file's directory). Not a config key.
     #[serde(skip)]
     pub base_dir: PathBuf,
+    /// The file this config was read from, so a reload can read it again.
+    /// Not a config key.
+    #[serde(skip)]
+    pub source: Option<PathBuf>,
 }
 
 /// An OpenAI-compatible chat-completions endpoint.
@@ -69,14 +77,20 @@ pub struct ProbeConfig {
     pub max_timeout_ms: u32,
 }
 
+/// The priority of a plugin found in `plugin_dir` without a table.
+pub const DEFAULT_PRIORITY: i32 = 100;
+
 /// One plugin entry.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PluginConfig {
     /// A `.wasm` component file (relative to the config file), or
-    /// `bundled:NAME` for a policy built into the binary.
-    pub path: String,
+    /// `bundled:NAME` for a policy built into the binary. Default:
+    /// `NAME.wasm` in `plugin_dir`.
+    #[serde(default)]
+    pub path: Option<String>,
     /// Lower numbers run first.
+    #[serde(default = "default_priority")]
     pub priority: i32,
     /// Set to false to keep the entry but not load it.
     #[serde(default = "yes")]
@@ -134,6 +148,9 @@ impl Default for Limits {
 fn yes() -> bool {
     true
 }
+fn default_priority() -> i32 {
+    DEFAULT_PRIORITY
+}
 fn default_trusted_channels() -> Vec<String> {
     vec!["web".into(), "gateway".into()]
 }
@@ -158,7 +175,9 @@ impl Config {
             .parent()
             .map(Path::to_path_buf)
             .unwrap_or_else(|| PathBuf::from("."));
-        Self::parse(&text, &path.display().to_string(), base_dir)
+        let mut config = Self::parse(&text, &path.display().to_string(), base_dir)?;
+        config.source = Some(path.to_path_buf());
+        Ok(config)
     }
 
     /// The bundled default config. Its relative paths resolve against the
@@ -209,6 +228,63 @@ impl Config {
             )));
         }
         Ok(config)
+    }
+
+    /// Every plugin to load, by name: the `[plugins]` tables (with `path`
+    /// defaulting to `plugin_dir/NAME.wasm`) plus each `.wasm` file in
+    /// `plugin_dir` that has no table. Disabled entries are left out.
+    pub fn effective_plugins(&self) -> Result<BTreeMap<String, PluginConfig>> {
+        let dir = self.plugin_dir.as_ref().map(|d| self.resolve(d));
+        let mut plugins = BTreeMap::new();
+        if let Some(dir) = &dir {
+            let entries = std::fs::read_dir(dir).map_err(|err| Error::Config {
+                path: self.origin(),
+                message: format!("plugin_dir {} cannot be read: {err}", dir.display()),
+            })?;
+            for entry in entries.flatten() {
+                let path = entry.path();
+                if path.extension().is_some_and(|e| e == "wasm")
+                    && let Some(name) = path.file_stem().and_then(|s| s.to_str())
+                {
+                    plugins.insert(
+                        name.to_string(),
+                        PluginConfig {
+                            path: Some(path.display().to_string()),
+                            priority: DEFAULT_PRIORITY,
+                            enabled: true,
+                            fail_mode: None,
+                            sha256: None,
+                            limits: Limits::default(),
+                            config: toml::Table::new(),
+                        },
+                    );
+                }
+            }
+        }
+        for (name, entry) in &self.plugins {
+            let mut entry = entry.clone();
+            if entry.path.is_none() {
+                let Some(dir) = &dir else {
+                    return Err(Error::Config {
+                        path: self.origin(),
+                        message: format!(
+                            "plugins.{name} has no `path` and there is no `plugin_dir` to find \
+                             {name}.wasm in; add one of them"
+                        ),
+                    });
+                };
+                entry.path = Some(dir.join(format!("{name}.wasm")).display().to_string());
+            }
+            plugins.insert(name.clone(), entry);
+        }
+        plugins.retain(|_, entry| entry.enabled);
+        Ok(plugins)
+    }
+
+    fn origin(&self) -> String {
+        self.source
+            .as_ref()
+            .map_or_else(|| "<bundled default>".into(), |p| p.display().to_string())
     }
 
     /// The store path: the config's, else the default location.
@@ -309,10 +385,51 @@ mod tests {
     }
 
     #[test]
+    fn a_plugin_dir_adds_its_wasm_files_and_supplies_missing_paths() {
+        let dir = tempfile_dir();
+        std::fs::write(dir.join("found.wasm"), b"").unwrap();
+        std::fs::write(dir.join("tuned.wasm"), b"").unwrap();
+        std::fs::write(dir.join("notes.txt"), b"").unwrap();
+        let text = format!(
+            "plugin_dir = {:?}\n[plugins.tuned]\npriority = 7\n",
+            dir.display().to_string()
+        );
+        let config = parse(&text).unwrap();
+        let plugins = config.effective_plugins().unwrap();
+        assert_eq!(plugins.keys().collect::<Vec<_>>(), ["found", "tuned"]);
+        assert_eq!(plugins["found"].priority, DEFAULT_PRIORITY);
+        assert_eq!(plugins["tuned"].priority, 7);
+        assert!(
+            plugins["tuned"]
+                .path
+                .as_ref()
+                .unwrap()
+                .ends_with("tuned.wasm")
+        );
+
+        let err = parse("[plugins.lost]\npriority = 1\n")
+            .unwrap()
+            .effective_plugins()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("plugins.lost") && err.contains("plugin_dir"),
+            "{err}"
+        );
+    }
+
+    fn tempfile_dir() -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("toolgate-config-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
     fn defaults_fill_omitted_keys() {
         let config = parse("[plugins.a]\npath = \"a.wasm\"\npriority = 3\n").unwrap();
         let plugin = &config.plugins["a"];
         assert!(plugin.enabled);
+        assert_eq!(plugin.path.as_deref(), Some("a.wasm"));
         assert_eq!(plugin.limits, Limits::default());
         assert_eq!(config.trusted_channels, ["web", "gateway"]);
         assert_eq!(config.gate_ttl_secs, 1800);

@@ -3,8 +3,11 @@
 //! commands. Every method is blocking (wasmtime and redb both are); async
 //! callers use `spawn_blocking`.
 
-use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::bindings::toolgate::policy::types as wit;
@@ -37,7 +40,25 @@ pub struct Toolgate {
     store: Arc<Store>,
     probe: Arc<ProbeClient>,
     plugins: RwLock<Arc<PluginSet>>,
-    config: Config,
+    config: RwLock<Config>,
+    /// One reload at a time.
+    reloading: Mutex<()>,
+    /// The last failed (re)load per plugin name, for `plugins list`.
+    problems: Mutex<BTreeMap<String, String>>,
+}
+
+/// What a reload did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ReloadReport {
+    /// New or changed plugins now serving.
+    pub loaded: Vec<String>,
+    /// Unchanged plugins kept as they were.
+    pub kept: Vec<String>,
+    /// Plugins no longer configured, now gone.
+    pub removed: Vec<String>,
+    /// Plugins that failed to (re)load, with why; their previous version (if
+    /// any) keeps serving.
+    pub failed: Vec<(String, String)>,
 }
 
 impl std::fmt::Debug for Toolgate {
@@ -66,26 +87,160 @@ impl Toolgate {
             store,
             probe,
             plugins: RwLock::new(Arc::default()),
-            config,
+            config: RwLock::new(config.clone()),
+            reloading: Mutex::new(()),
+            problems: Mutex::new(BTreeMap::new()),
         };
-        let set = host.load_plugins()?;
+        let (set, report) = host.build_set(&config, &PluginSet::default(), true)?;
+        tracing::info!(loaded = ?report.loaded, "plugins loaded");
         *host.plugins.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(set);
         Ok(host)
     }
 
-    fn load_plugins(&self) -> Result<PluginSet> {
+    /// Build the plugin set `config` describes, reusing unchanged plugins of
+    /// `previous`. Each new or changed plugin is compiled, linked,
+    /// `describe`d and `configure`d before it can serve. `strict` (at start)
+    /// makes any failure fatal; otherwise a failing plugin keeps its previous
+    /// version and the failure is reported.
+    fn build_set(
+        &self,
+        config: &Config,
+        previous: &PluginSet,
+        strict: bool,
+    ) -> Result<(PluginSet, ReloadReport)> {
         let ctx = LoadContext {
             runtime: &self.runtime,
             store: &self.store,
-            base_dir: &self.config.base_dir,
+            base_dir: &config.base_dir,
         };
-        let mut loaded = Vec::new();
-        for (name, entry) in self.config.plugins.iter().filter(|(_, e)| e.enabled) {
-            let plugin = plugins::load(&ctx, name, entry)?;
-            tracing::info!(plugin = %name, sha256 = %plugin.sha256, priority = plugin.priority, "plugin loaded");
-            loaded.push(Arc::new(plugin));
+        let mut report = ReloadReport::default();
+        let mut set = Vec::new();
+        for (name, entry) in config.effective_plugins()? {
+            let old = previous.get(&name);
+            let attempt = plugins::read(&ctx, &name, &entry).and_then(|bytes| {
+                match old.filter(|old| old.is_same(&entry, &bytes)) {
+                    Some(old) => Ok((old.clone(), false)),
+                    None => plugins::load(&ctx, &name, &entry, bytes).map(|p| (Arc::new(p), true)),
+                }
+            });
+            match attempt {
+                Ok((plugin, fresh)) => {
+                    if fresh {
+                        tracing::info!(plugin = %name, sha256 = %plugin.sha256, priority = plugin.priority, "plugin loaded");
+                        report.loaded.push(name.clone());
+                    } else {
+                        report.kept.push(name.clone());
+                    }
+                    set.push(plugin);
+                }
+                Err(err) if strict => return Err(err),
+                Err(err) => {
+                    tracing::error!(plugin = %name, error = %err, "plugin failed to load; the previous version (if any) keeps serving");
+                    report.failed.push((name.clone(), err.to_string()));
+                    set.extend(old.cloned());
+                }
+            }
         }
-        Ok(PluginSet::new(loaded))
+        report.removed = previous
+            .iter()
+            .filter(|p| !set.iter().any(|n| n.name == p.name))
+            .map(|p| p.name.to_string())
+            .collect();
+        let mut problems = self.problems.lock().unwrap_or_else(|p| p.into_inner());
+        problems.clear();
+        problems.extend(report.failed.iter().cloned());
+        Ok((PluginSet::new(set), report))
+    }
+
+    /// Re-read the config file (when the host was built from one) and every
+    /// plugin, and swap in what changed, atomically. Calls already running
+    /// finish on the version they started with. A plugin that fails keeps its
+    /// previous version; a config that fails to parse changes nothing.
+    pub fn reload(&self) -> Result<ReloadReport> {
+        let _one_at_a_time = self.reloading.lock().unwrap_or_else(|p| p.into_inner());
+        let current = self.config();
+        let config = match &current.source {
+            Some(path) => Config::load(path)?,
+            None => current,
+        };
+        let previous = self.plugins();
+        let (set, report) = self.build_set(&config, &previous, false)?;
+        *self.plugins.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(set);
+        *self.config.write().unwrap_or_else(|p| p.into_inner()) = config;
+        tracing::info!(?report, "plugins reloaded");
+        Ok(report)
+    }
+
+    /// The last (re)load failure of each plugin that has one.
+    pub fn plugin_problems(&self) -> BTreeMap<String, String> {
+        self.problems
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Watch the config file, the plugin files and `plugin_dir`, and reload
+    /// when any of them changes. Stops when the returned [`Watcher`] is
+    /// dropped or the host is.
+    pub fn watch(self: &Arc<Self>, interval: Duration) -> Watcher {
+        let host = Arc::downgrade(self);
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("toolgate-watch".into())
+            .spawn(move || {
+                let mut seen = host.upgrade().map(|h| h.fingerprint());
+                while !stopped.load(Ordering::Relaxed) {
+                    std::thread::sleep(interval);
+                    let Some(host) = host.upgrade() else { return };
+                    let now = Some(host.fingerprint());
+                    if now != seen {
+                        seen = now;
+                        if let Err(err) = host.reload() {
+                            tracing::error!(error = %err, "reload failed; nothing changed");
+                        }
+                    }
+                }
+            })
+            .expect("cannot start the watcher thread");
+        Watcher {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// What the watcher compares: size and mtime of the config file and of
+    /// every plugin file, and the names in `plugin_dir`.
+    fn fingerprint(&self) -> Vec<(PathBuf, Option<(std::time::SystemTime, u64)>)> {
+        let config = self.config();
+        let mut paths: Vec<PathBuf> = config.source.iter().cloned().collect();
+        if let Some(dir) = &config.plugin_dir {
+            let dir = config.resolve(dir);
+            if let Ok(entries) = std::fs::read_dir(&dir) {
+                paths.extend(entries.flatten().map(|e| e.path()));
+            }
+            paths.push(dir);
+        }
+        if let Ok(plugins) = config.effective_plugins() {
+            paths.extend(
+                plugins
+                    .values()
+                    .filter_map(|p| p.path.as_deref())
+                    .filter(|p| !p.starts_with(plugins::BUNDLED_PREFIX))
+                    .map(|p| config.resolve(Path::new(p))),
+            );
+        }
+        paths.sort();
+        paths.dedup();
+        paths
+            .into_iter()
+            .map(|path| {
+                let meta = std::fs::metadata(&path)
+                    .ok()
+                    .and_then(|m| Some((m.modified().ok()?, m.len())));
+                (path, meta)
+            })
+            .collect()
     }
 
     /// The plugins serving decisions now.
@@ -101,18 +256,22 @@ impl Toolgate {
         &self.store
     }
 
-    /// The config this host was built from.
-    pub fn config(&self) -> &Config {
-        &self.config
+    /// The config now in force.
+    pub fn config(&self) -> Config {
+        self.config
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     fn env(&self) -> Env<'_> {
+        let config = self.config.read().unwrap_or_else(|p| p.into_inner());
         Env {
             runtime: &self.runtime,
             store: &self.store,
             probe: &self.probe,
-            gate_ttl: Duration::from_secs(self.config.gate_ttl_secs),
-            transcript_cap: self.config.transcript_tail_max_bytes,
+            gate_ttl: Duration::from_secs(config.gate_ttl_secs),
+            transcript_cap: config.transcript_tail_max_bytes,
         }
     }
 
@@ -158,13 +317,15 @@ impl Toolgate {
         channel: &str,
         resolution: GateResolution,
     ) -> Result<PendingGate> {
-        let gate = self.store.take_gate(
-            key,
-            request_id,
-            channel,
-            &self.config.trusted_channels,
-            crate::now_ms(),
-        )?;
+        let trusted = self
+            .config
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .trusted_channels
+            .clone();
+        let gate = self
+            .store
+            .take_gate(key, request_id, channel, &trusted, crate::now_ms())?;
         if resolution != GateResolution::Deny {
             self.store.record_resolution(&gate, resolution)?;
         }
@@ -235,5 +396,20 @@ fn command_error(plugin: &str, command: &str) -> impl Fn(String) -> Error {
         plugin: plugin.clone(),
         command: command.clone(),
         message,
+    }
+}
+
+/// Stops the watch thread when dropped.
+pub struct Watcher {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
     }
 }

@@ -36,7 +36,7 @@ pub mod store;
 pub use config::Config;
 pub use decision::{Decision, Verdict};
 pub use error::{Error, PluginProblem, Result};
-pub use host::{Outcome, Toolgate};
+pub use host::{Outcome, ReloadReport, Toolgate, Watcher};
 pub use request::ToolRequest;
 pub use runtime::{PolicyFailure, WIT_PACKAGE, WIT_VERSION};
 

@@ -103,15 +103,55 @@ pub(crate) struct LoadContext<'a> {
     pub base_dir: &'a std::path::Path,
 }
 
-/// Load one plugin entry.
-pub(crate) fn load(ctx: &LoadContext<'_>, name: &str, entry: &PluginConfig) -> Result<Plugin> {
+/// A plugin's bytes and their digest, read once per (re)load.
+pub(crate) struct PluginBytes {
+    pub bytes: Vec<u8>,
+    pub sha256: String,
+}
+
+/// Read an entry's bytes (file or bundled).
+pub(crate) fn read(ctx: &LoadContext<'_>, name: &str, entry: &PluginConfig) -> Result<PluginBytes> {
+    let source = entry.path.as_deref().unwrap_or_default();
+    let bytes = read_bytes(ctx, source).map_err(|problem| Error::Plugin {
+        plugin: name.to_string(),
+        source_name: source.to_string(),
+        problem,
+    })?;
+    let sha256 = digest(&bytes);
+    Ok(PluginBytes { bytes, sha256 })
+}
+
+/// The config table as the JSON `configure` receives.
+pub(crate) fn config_json(entry: &PluginConfig) -> String {
+    serde_json::to_string(&entry.config).expect("TOML tables convert to JSON")
+}
+
+impl Plugin {
+    /// Whether this loaded plugin is exactly what `entry` with these bytes
+    /// would load, so a reload can keep it instead of rebuilding it.
+    pub(crate) fn is_same(&self, entry: &PluginConfig, bytes: &PluginBytes) -> bool {
+        self.sha256 == bytes.sha256
+            && self.priority == entry.priority
+            && self.limits == entry.limits
+            && entry.fail_mode.is_none_or(|mode| mode == self.fail_mode)
+            && self.config_json == config_json(entry)
+    }
+}
+
+/// Load one plugin entry from its bytes.
+pub(crate) fn load(
+    ctx: &LoadContext<'_>,
+    name: &str,
+    entry: &PluginConfig,
+    plugin: PluginBytes,
+) -> Result<Plugin> {
+    let source = entry.path.clone().unwrap_or_default();
     let fail = |problem: PluginProblem| Error::Plugin {
         plugin: name.to_string(),
-        source_name: entry.path.clone(),
+        source_name: source.clone(),
         problem,
     };
-    let bytes = read_bytes(ctx, &entry.path).map_err(fail)?;
-    let sha256 = digest(&bytes);
+    let PluginBytes { bytes, sha256 } = plugin;
     if let Some(expected) = &entry.sha256
         && !expected.eq_ignore_ascii_case(&sha256)
     {
@@ -121,7 +161,7 @@ pub(crate) fn load(ctx: &LoadContext<'_>, name: &str, entry: &PluginConfig) -> R
         }));
     }
     let pre = ctx.runtime.prepare(&bytes, &sha256).map_err(fail)?;
-    let config_json = serde_json::to_string(&entry.config).expect("TOML tables convert to JSON");
+    let config_json = config_json(entry);
 
     let name: Arc<str> = Arc::from(name);
     let call = CallContext {
@@ -156,7 +196,7 @@ pub(crate) fn load(ctx: &LoadContext<'_>, name: &str, entry: &PluginConfig) -> R
     Ok(Plugin {
         fail_mode: entry.fail_mode.unwrap_or(description.default_fail_mode),
         name,
-        source: entry.path.clone(),
+        source,
         sha256,
         priority: entry.priority,
         limits: entry.limits,

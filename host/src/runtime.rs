@@ -282,12 +282,6 @@ fn check_contract(engine: &Engine, component: &Component) -> Result<(), PluginPr
             supported: WIT_VERSION,
         });
     }
-    for phase in ["risk", "budget", "verdict"] {
-        let name = format!("{WIT_PACKAGE}/{phase}@");
-        if !exports.iter().any(|e| e.starts_with(&name)) {
-            return Err(PluginProblem::MissingExport(format!("{name}{WIT_VERSION}")));
-        }
-    }
     for (name, _) in ty.imports(engine) {
         let ours = name
             .strip_prefix(&format!("{WIT_PACKAGE}/"))
@@ -295,6 +289,12 @@ fn check_contract(engine: &Engine, component: &Component) -> Result<(), PluginPr
             .is_some_and(|(_, version)| compatible(version));
         if !ours && !name.starts_with("wasi:") {
             return Err(PluginProblem::UnknownImport(name.to_string()));
+        }
+    }
+    for phase in ["risk", "budget", "verdict"] {
+        let name = format!("{WIT_PACKAGE}/{phase}@");
+        if !exports.iter().any(|e| e.starts_with(&name)) {
+            return Err(PluginProblem::MissingExport(format!("{name}{WIT_VERSION}")));
         }
     }
     Ok(())

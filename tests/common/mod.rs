@@ -72,4 +72,5 @@ pub fn scripted(name: &str, priority: i32, script: &str) -> String {
 pub fn call(tool: &str, arguments: serde_json::Value) -> ToolRequest {
     ToolRequest::new(tool, arguments)
 }
+pub mod logs;
 pub mod model_server;

@@ -18,6 +18,11 @@ pub fn run(host: &Toolgate, command: PluginsCommand) -> anyhow::Result<ExitCode>
     match command {
         PluginsCommand::List { json } => {
             let plugins = host.plugins();
+            let problems = host.plugin_problems();
+            let status = |name: &str| match problems.get(name) {
+                Some(problem) => format!("loaded; the last reload failed: {problem}"),
+                None => "loaded".to_string(),
+            };
             if json {
                 let rows: Vec<_> = plugins
                     .iter()
@@ -28,7 +33,7 @@ pub fn run(host: &Toolgate, command: PluginsCommand) -> anyhow::Result<ExitCode>
                             "source": p.source,
                             "sha256": p.sha256,
                             "fail_mode": p.fail_mode,
-                            "status": "loaded",
+                            "status": status(&p.name),
                             "policy": p.description,
                         })
                     })

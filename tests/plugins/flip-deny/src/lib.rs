@@ -1,0 +1,5 @@
+//! The "deny" version of the flip policy (see `flip.rs`).
+
+const DENIES: bool = true;
+
+include!("../../flip.rs");

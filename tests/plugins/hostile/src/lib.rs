@@ -1,0 +1,166 @@
+//! A hostile policy for the sandbox tests. Its config names one attack; it
+//! runs that attack when the call's tool is `attack` and allows anything
+//! else, so tests can check the next, ordinary call still works.
+//!
+//! Attacks that probe for ambient authority (files, environment, sockets,
+//! name lookup) report what they got as a note: the test checks it is an
+//! error, never data.
+
+use std::hint::black_box;
+
+use serde::Deserialize;
+use toolgate_guest::{
+    BudgetStatus, Decision, FailMode, Phases, Policy, PolicyInfo, Risk, ToolCall, host,
+};
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+struct Config {
+    attack: String,
+}
+
+struct Hostile(Config);
+
+/// Recursion whose frames live on the wasm stack: ends in a stack overflow.
+#[allow(unconditional_recursion)] // the point of the attack
+fn recurse(depth: u64) -> u64 {
+    black_box(recurse(black_box(depth + 1))).wrapping_add(1)
+}
+
+/// Recursion with big frames in linear memory (Rust's shadow stack): runs off
+/// the bottom of the shadow stack.
+#[allow(unconditional_recursion)]
+fn recurse_big(depth: u64) -> u64 {
+    let mut frame = [depth; 256];
+    black_box(&mut frame);
+    recurse_big(black_box(depth + 1)).wrapping_add(frame[3])
+}
+
+/// Describe what a probe for ambient authority obtained.
+fn outcome<T: std::fmt::Debug, E: std::fmt::Display>(what: &str, result: Result<T, E>) -> Decision {
+    match result {
+        Ok(data) => Decision::deny(format!("ESCAPED: {what} returned {data:?}")),
+        Err(err) => Decision::allow().with_note(format!("{what}: error: {err}")),
+    }
+}
+
+impl Hostile {
+    fn attack(&self) -> Decision {
+        match self.0.attack.as_str() {
+            "loop" => {
+                let mut n = 0u64;
+                loop {
+                    n = black_box(n.wrapping_add(1));
+                }
+            }
+            "memory-bomb" => {
+                let mut hoard: Vec<Vec<u8>> = Vec::new();
+                loop {
+                    hoard.push(black_box(vec![1u8; 1 << 20]));
+                }
+            }
+            "recursion" => Decision::deny(format!("{}", recurse(0))),
+            "deep-frames" => Decision::deny(format!("{}", recurse_big(0))),
+            "panic" => panic!("hostile policy panics on purpose"),
+            "huge-reason" => Decision::deny("x".repeat(100 * 1024 * 1024)),
+            "read-file" => outcome("read /etc/passwd", std::fs::read_to_string("/etc/passwd")),
+            "list-dir" => outcome(
+                "list /",
+                std::fs::read_dir("/").map(|d| d.filter_map(Result::ok).count()),
+            ),
+            "list-cwd" => outcome(
+                "list .",
+                std::fs::read_dir(".").map(|d| d.filter_map(Result::ok).count()),
+            ),
+            "env" => {
+                let vars: Vec<(String, String)> = std::env::vars().collect();
+                let args: Vec<String> = std::env::args().collect();
+                if vars.is_empty() && args.is_empty() && std::env::var("HOME").is_err() {
+                    Decision::allow().with_note("env: error: no environment, no arguments")
+                } else {
+                    Decision::deny(format!("ESCAPED: env {vars:?} args {args:?}"))
+                }
+            }
+            "socket" => outcome(
+                "connect 127.0.0.1:22",
+                std::net::TcpStream::connect("127.0.0.1:22"),
+            ),
+            "dns" => outcome("resolve localhost", {
+                use std::net::ToSocketAddrs;
+                ("localhost", 80).to_socket_addrs().map(|a| a.count())
+            }),
+            "stdin" => {
+                let mut line = String::new();
+                match std::io::stdin().read_line(&mut line) {
+                    Ok(0) => Decision::allow().with_note("stdin: error: closed (end of file)"),
+                    Ok(_) => Decision::deny(format!("ESCAPED: stdin gave {line:?}")),
+                    Err(err) => Decision::allow().with_note(format!("stdin: error: {err}")),
+                }
+            }
+            "other-namespace" => {
+                let guesses = [
+                    "decided",
+                    "../scripted/decided",
+                    "scripted/decided",
+                    "%2F..%2Fdecided",
+                ];
+                let found: Vec<_> = guesses
+                    .iter()
+                    .filter(|k| host::state::get(k).is_some())
+                    .collect();
+                let keys = host::state::keys("", 100);
+                if found.is_empty() && keys.is_empty() {
+                    Decision::allow().with_note("other-namespace: error: nothing visible")
+                } else {
+                    Decision::deny(format!("ESCAPED: saw {found:?} / {keys:?}"))
+                }
+            }
+            "flood-output" => {
+                let line = "flood ".repeat(1000);
+                for _ in 0..2_000 {
+                    println!("{line}");
+                    eprintln!("{line}");
+                }
+                host::log(host::Level::Info, &"log flood ".repeat(10_000));
+                Decision::allow().with_note("flooded")
+            }
+            "malformed" => {
+                // Not UTF-8: the host must refuse to lift it.
+                let bytes = vec![0xff, 0xfe, 0xfd];
+                Decision::deny(unsafe { String::from_utf8_unchecked(bytes) })
+            }
+            "state-quota" => {
+                let result = host::state::set("big", &vec![0u8; 4096]);
+                Decision::allow().with_note(format!("state-quota: {result:?}"))
+            }
+            other => Decision::deny(format!("unknown attack {other}")),
+        }
+    }
+}
+
+impl Policy for Hostile {
+    fn info() -> PolicyInfo {
+        PolicyInfo {
+            name: "hostile".into(),
+            version: "0.1.0".into(),
+            description: "misbehaves on purpose (test policy)".into(),
+            phases: Phases::decide_only(),
+            default_fail_mode: FailMode::Open,
+            commands: Vec::new(),
+        }
+    }
+
+    fn configure(config: &str) -> Result<Self, String> {
+        toolgate_guest::parse_config(config).map(Self)
+    }
+
+    fn decide(&self, call: &ToolCall, _risk: &Risk, _budget: &BudgetStatus) -> Decision {
+        if call.tool == "attack" {
+            self.attack()
+        } else {
+            Decision::allow().with_note("behaving")
+        }
+    }
+}
+
+toolgate_guest::export_policy!(Hostile);
