@@ -41,7 +41,7 @@ pub fn run(host: &Toolgate, command: PluginsCommand) -> anyhow::Result<ExitCode>
                 println!("{}", serde_json::to_string_pretty(&rows)?);
             } else {
                 println!(
-                    "{:<20} {:>8}  {:<7} {:<14} {:<24} COMMANDS",
+                    "{:<20} {:>8}  {:<7} {:<14} {:<24} STATUS",
                     "NAME", "PRIORITY", "FAIL", "SHA256", "SOURCE"
                 );
                 for p in plugins.iter() {
@@ -52,7 +52,7 @@ pub fn run(host: &Toolgate, command: PluginsCommand) -> anyhow::Result<ExitCode>
                         format!("{:?}", p.fail_mode).to_lowercase(),
                         &p.sha256[..12],
                         p.source,
-                        p.description.commands.join(","),
+                        status(&p.name),
                     );
                 }
             }
