@@ -42,6 +42,9 @@ pub struct Config {
     /// The language model behind the `probe` capability.
     #[serde(default)]
     pub probe: ProbeConfig,
+    /// The decision log.
+    #[serde(default)]
+    pub log: LogConfig,
     /// A directory of `.wasm` policies: each `NAME.wasm` there is loaded as
     /// plugin `NAME` (with its `[plugins.NAME]` table if there is one, else
     /// defaults and priority 100), and the directory is watched for changes.
@@ -79,6 +82,46 @@ pub struct ProbeConfig {
 
 /// The priority of a plugin found in `plugin_dir` without a table.
 pub const DEFAULT_PRIORITY: i32 = 100;
+
+/// The decision log's contents and retention.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    /// Log every decision.
+    pub enabled: bool,
+    /// How arguments are kept: `digest` (sha256), `redacted` (shape only),
+    /// `full`, or `none`.
+    pub arguments: ArgumentsView,
+    /// Keep at most this many entries (oldest go first).
+    pub max_entries: u64,
+    /// Drop entries older than this.
+    pub max_age_secs: u64,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            arguments: ArgumentsView::Digest,
+            max_entries: 100_000,
+            max_age_secs: 30 * 24 * 3600,
+        }
+    }
+}
+
+/// How tool arguments appear in the decision log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ArgumentsView {
+    /// The sha256 of the arguments.
+    Digest,
+    /// Keys and types, values replaced by their length.
+    Redacted,
+    /// The arguments as sent.
+    Full,
+    /// Nothing.
+    None,
+}
 
 /// One plugin entry.
 #[derive(Debug, Clone, PartialEq, Deserialize)]

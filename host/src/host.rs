@@ -13,6 +13,7 @@ use std::time::Duration;
 use crate::bindings::toolgate::policy::types as wit;
 use crate::config::Config;
 use crate::decision::{Decision, ModelVerdict};
+use crate::decision_log::LogEntry;
 use crate::error::{Error, Result};
 use crate::gates::{GateKey, GateResolution, PendingGate};
 use crate::pipeline::{self, Env};
@@ -77,6 +78,7 @@ impl Toolgate {
     pub fn open(config: Config, store: Option<PathBuf>) -> Result<Self> {
         let store_path = store.unwrap_or_else(|| config.store_path());
         let store = Arc::new(Store::open(&store_path)?);
+        store.set_log_config(config.log);
         let runtime = Runtime::new(config.cache_path()).map_err(|err| Error::Config {
             path: "<engine>".into(),
             message: format!("cannot create the wasm engine: {err:#}"),
@@ -166,6 +168,7 @@ impl Toolgate {
         let previous = self.plugins();
         let (set, report) = self.build_set(&config, &previous, false)?;
         *self.plugins.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(set);
+        self.store.set_log_config(config.log);
         *self.config.write().unwrap_or_else(|p| p.into_inner()) = config;
         tracing::info!(?report, "plugins reloaded");
         Ok(report)
@@ -279,7 +282,13 @@ impl Toolgate {
     pub fn evaluate(&self, request: &ToolRequest) -> Result<Decision> {
         // Hold this version of the plugin set for the whole evaluation.
         let plugins = self.plugins();
-        pipeline::evaluate(&self.env(), &plugins, request)
+        let decision = pipeline::evaluate(&self.env(), &plugins, request)?;
+        let log = self.store.log_config();
+        if log.enabled {
+            self.store
+                .log_decision(LogEntry::new(request, &decision, log.arguments));
+        }
+        Ok(decision)
     }
 
     /// Tell every policy what happened to a call. Policy failures are logged,

@@ -20,11 +20,15 @@
 
 mod bindings;
 mod capabilities;
+pub mod claude_code;
 pub mod config;
+pub mod daemon;
 pub mod decision;
+pub mod decision_log;
 mod error;
 pub mod gates;
 mod host;
+pub mod metrics;
 mod pipeline;
 pub mod plugins;
 pub mod probe;

@@ -16,6 +16,8 @@ use std::thread::JoinHandle;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 
+use crate::config::LogConfig;
+use crate::decision_log::{DECISIONS, LogEntry, apply_retention};
 use crate::error::{Error, Result};
 
 /// (policy, key) → value.
@@ -78,8 +80,12 @@ pub enum StateWriteError {
 
 enum WriterMessage {
     Append(StoredEvent),
+    Decision(LogEntry),
     Flush(mpsc::Sender<()>),
 }
+
+/// session → current turn, for runtimes that do not number turns.
+const TURNS: TableDefinition<&str, u64> = TableDefinition::new("turns");
 
 /// The toolgate store: one redb file.
 pub struct Store {
@@ -88,6 +94,7 @@ pub struct Store {
     queue: Mutex<Option<SyncSender<WriterMessage>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
     dropped_events: AtomicU64,
+    log_config: Arc<std::sync::RwLock<LogConfig>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -118,15 +125,19 @@ impl Store {
             txn.open_table(EVENTS_BY_TOOL)
                 .map_err(|e| store_err(e.into()))?;
             txn.open_table(GATES).map_err(|e| store_err(e.into()))?;
+            txn.open_table(DECISIONS).map_err(|e| store_err(e.into()))?;
+            txn.open_table(TURNS).map_err(|e| store_err(e.into()))?;
         }
         txn.commit().map_err(|e| store_err(e.into()))?;
 
         let db = Arc::new(db);
         let (sender, receiver) = mpsc::sync_channel(EVENT_QUEUE_CAPACITY);
         let writer_db = Arc::clone(&db);
+        let log_config = Arc::new(std::sync::RwLock::new(LogConfig::default()));
+        let writer_log = Arc::clone(&log_config);
         let writer = std::thread::Builder::new()
             .name("toolgate-event-writer".into())
-            .spawn(move || run_event_writer(&writer_db, receiver))
+            .spawn(move || run_event_writer(&writer_db, receiver, &writer_log))
             .map_err(|err| Error::Store {
                 path: path.to_path_buf(),
                 message: format!("cannot start the event writer: {err}"),
@@ -137,7 +148,54 @@ impl Store {
             queue: Mutex::new(Some(sender)),
             writer: Mutex::new(Some(writer)),
             dropped_events: AtomicU64::new(0),
+            log_config,
         })
+    }
+
+    /// Set the decision log's contents and retention.
+    pub fn set_log_config(&self, config: LogConfig) {
+        *self.log_config.write().unwrap_or_else(|p| p.into_inner()) = config;
+    }
+
+    /// The decision log's settings.
+    pub fn log_config(&self) -> LogConfig {
+        *self.log_config.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn queue_decision(&self, entry: LogEntry) {
+        let queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        let sent = queue
+            .as_ref()
+            .is_some_and(|q| q.try_send(WriterMessage::Decision(entry)).is_ok());
+        if !sent {
+            self.dropped_events.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!("decision log entry dropped: the write queue is full or closed");
+        }
+    }
+
+    /// Start the next turn of `session` and return its number (from 1).
+    pub fn next_turn(&self, session: &str) -> Result<u64> {
+        let txn = self.db.begin_write().map_err(|e| self.error(e))?;
+        let turn = {
+            let mut table = txn.open_table(TURNS).map_err(|e| self.error(e))?;
+            let turn = table
+                .get(session)
+                .map_err(|e| self.error(e))?
+                .map_or(0, |v| v.value())
+                + 1;
+            table.insert(session, turn).map_err(|e| self.error(e))?;
+            turn
+        };
+        txn.commit().map_err(|e| self.error(e))?;
+        Ok(turn)
+    }
+
+    /// The current turn of `session` (0 before its first).
+    pub fn turn(&self, session: &str) -> Result<u64> {
+        let txn = self.db.begin_read().map_err(|e| self.error(e))?;
+        let table = txn.open_table(TURNS).map_err(|e| self.error(e))?;
+        let turn = table.get(session).map_err(|e| self.error(e))?;
+        Ok(turn.map_or(0, |v| v.value()))
     }
 
     /// The redb file.
@@ -469,8 +527,13 @@ fn open_error(path: &Path, err: redb::Error) -> Error {
     }
 }
 
-/// The writer thread: commit queued events in batches until the queue closes.
-fn run_event_writer(db: &Database, queue: Receiver<WriterMessage>) {
+/// The writer thread: commit queued events and decision-log entries in
+/// batches until the queue closes.
+fn run_event_writer(
+    db: &Database,
+    queue: Receiver<WriterMessage>,
+    log_config: &std::sync::RwLock<LogConfig>,
+) {
     let mut next_seq = match last_event_seq(db) {
         Ok(seq) => seq.map_or(0, |s| s + 1),
         Err(err) => {
@@ -480,15 +543,23 @@ fn run_event_writer(db: &Database, queue: Receiver<WriterMessage>) {
     };
     while let Ok(first) = queue.recv() {
         let mut batch = Vec::new();
+        let mut decisions = Vec::new();
         let mut flushes = Vec::new();
         let mut message = Some(first);
         while let Some(m) = message.take() {
             match m {
                 WriterMessage::Append(event) => batch.push(event),
+                WriterMessage::Decision(entry) => decisions.push(entry),
                 WriterMessage::Flush(done) => flushes.push(done),
             }
-            if batch.len() < EVENT_BATCH {
+            if batch.len() + decisions.len() < EVENT_BATCH {
                 message = queue.try_recv().ok();
+            }
+        }
+        if !decisions.is_empty() {
+            let config = *log_config.read().unwrap_or_else(|p| p.into_inner());
+            if let Err(err) = commit_decisions(db, &decisions, &config) {
+                tracing::warn!(error = %err, count = decisions.len(), "failed to write the decision log");
             }
         }
         if !batch.is_empty() {
@@ -533,6 +604,25 @@ fn commit_events(
                 )?;
             }
         }
+    }
+    txn.commit()?;
+    Ok(())
+}
+
+fn commit_decisions(
+    db: &Database,
+    entries: &[LogEntry],
+    config: &LogConfig,
+) -> std::result::Result<(), redb::Error> {
+    let txn = db.begin_write()?;
+    {
+        let mut table = txn.open_table(DECISIONS)?;
+        let first = table.last()?.map_or(0, |(seq, _)| seq.value() + 1);
+        for (seq, entry) in (first..).zip(entries) {
+            let bytes = serde_json::to_vec(entry).expect("log entries always serialise");
+            table.insert(seq, bytes.as_slice())?;
+        }
+        apply_retention(&mut table, config, crate::now_ms())?;
     }
     txn.commit()?;
     Ok(())

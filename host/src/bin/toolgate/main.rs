@@ -3,7 +3,10 @@
 
 mod check;
 mod gates;
+mod hook;
+mod log;
 mod plugins;
+mod serve;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -59,6 +62,13 @@ enum Subcommands {
         #[arg(default_value = "{}")]
         args: String,
     },
+    /// Agent-runtime hooks: the Claude Code adapter and its installer.
+    #[command(subcommand)]
+    Hook(hook::HookCommand),
+    /// Run the daemon: policies stay warm behind a Unix socket.
+    Serve(serve::ServeArgs),
+    /// Show the decision log, newest last.
+    Log(log::LogArgs),
     /// Show the newest events in the policies' event streams.
     Events {
         /// How many.
@@ -94,6 +104,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Toolgate::open(config.clone(), cli.store.clone()).context("cannot start toolgate")
     };
     match cli.command {
+        Subcommands::Hook(hook::HookCommand::ClaudeCode(args)) => {
+            Ok(hook::claude_code(&args, open))
+        }
+        Subcommands::Hook(hook::HookCommand::Install { write, connect }) => {
+            hook::install(write.as_ref(), connect.as_ref(), cli.config.as_ref())
+        }
+        Subcommands::Serve(args) => serve::run(open()?, &args),
+        Subcommands::Log(args) => log::run(&open()?, &args),
+        Subcommands::Plugins(plugins::PluginsCommand::Reload { socket }) => plugins::reload(socket),
         Subcommands::Check(args) => check::run(&open()?, &args),
         Subcommands::Plugins(command) => plugins::run(&open()?, command),
         Subcommands::Gates(command) => gates::run(&open()?, command),

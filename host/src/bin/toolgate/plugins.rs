@@ -6,6 +6,13 @@ use toolgate::Toolgate;
 
 #[derive(clap::Subcommand)]
 pub enum PluginsCommand {
+    /// Ask the running daemon to reload its config and plugins (as SIGHUP
+    /// does). A plugin that fails keeps its previous version.
+    Reload {
+        /// The daemon's socket (default: as `toolgate serve`).
+        #[arg(long, value_name = "PATH")]
+        socket: Option<std::path::PathBuf>,
+    },
     /// List loaded plugins in decision order.
     List {
         /// Print JSON.
@@ -14,8 +21,22 @@ pub enum PluginsCommand {
     },
 }
 
+pub fn reload(socket: Option<std::path::PathBuf>) -> anyhow::Result<ExitCode> {
+    let socket = socket.unwrap_or_else(toolgate::daemon::default_socket);
+    let client = toolgate::daemon::Client::new(&socket);
+    let report = client.call(&toolgate::daemon::DaemonRequest::Reload)?;
+    println!("{}", serde_json::to_string_pretty(&report)?);
+    let failed = report["failed"].as_array().is_some_and(|f| !f.is_empty());
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
 pub fn run(host: &Toolgate, command: PluginsCommand) -> anyhow::Result<ExitCode> {
     match command {
+        PluginsCommand::Reload { .. } => unreachable!("handled without a local host"),
         PluginsCommand::List { json } => {
             let plugins = host.plugins();
             let problems = host.plugin_problems();

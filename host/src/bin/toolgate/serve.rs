@@ -1,0 +1,78 @@
+//! `toolgate serve`: the daemon.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use toolgate::Toolgate;
+use toolgate::daemon::Daemon;
+
+#[derive(clap::Args)]
+pub struct ServeArgs {
+    /// The Unix socket to listen on. Default: $XDG_RUNTIME_DIR/toolgate.sock
+    /// (else /tmp/toolgate-$USER.sock).
+    #[arg(long, value_name = "PATH")]
+    socket: Option<PathBuf>,
+    /// Also serve HTTP on this loopback address (GET /health, GET /metrics,
+    /// POST /v1/rpc), e.g. 127.0.0.1:9464.
+    #[arg(long, value_name = "ADDR")]
+    http: Option<SocketAddr>,
+    /// How often to check the config file and plugins for changes, ms
+    /// (0 = only on SIGHUP or `toolgate plugins reload`).
+    #[arg(long, default_value_t = 500)]
+    watch_ms: u64,
+}
+
+pub fn run(host: Toolgate, args: &ServeArgs) -> anyhow::Result<ExitCode> {
+    let host = Arc::new(host);
+    let _watcher = (args.watch_ms > 0).then(|| host.watch(Duration::from_millis(args.watch_ms)));
+    let daemon = Daemon::new(host);
+    let socket = args
+        .socket
+        .clone()
+        .unwrap_or_else(toolgate::daemon::default_socket);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        let reloader = Arc::clone(&daemon);
+        tokio::spawn(async move {
+            let Ok(mut hup) =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+            else {
+                return;
+            };
+            while hup.recv().await.is_some() {
+                let daemon = Arc::clone(&reloader);
+                let _ = tokio::task::spawn_blocking(move || match daemon.reload() {
+                    Ok(report) => tracing::info!(?report, "reloaded on SIGHUP"),
+                    Err(err) => tracing::error!(error = %err, "reload on SIGHUP failed"),
+                })
+                .await;
+            }
+        });
+        let shutdown = async {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .expect("cannot listen for SIGTERM");
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        };
+        eprintln!("toolgate: serving on {}", socket.display());
+        Arc::clone(&daemon)
+            .serve(&socket, args.http, shutdown)
+            .await
+            .with_context(|| format!("cannot serve on {}", socket.display()))
+    })?;
+    // Dropping the last handles drains the store's queued writes.
+    drop(runtime);
+    drop(daemon);
+    eprintln!("toolgate: stopped");
+    Ok(ExitCode::SUCCESS)
+}

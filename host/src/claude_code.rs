@@ -1,0 +1,301 @@
+//! The Claude Code hook adapter: one hook event in (as Claude Code sends it
+//! on stdin), one answer out (as Claude Code reads it from stdout).
+//!
+//! Mapping:
+//! - `mcp__SERVER__TOOL` → tool `TOOL` with MCP origin `SERVER`; any other
+//!   name → a builtin tool of that name;
+//! - `permission_mode` → execution mode: `default` and `plan` →
+//!   interactive; `acceptEdits` → interactive (edits are Claude Code's own
+//!   business; shell commands still ask); `bypassPermissions`/`dontAsk` →
+//!   interactive-auto-approve (a person is there but said not to ask; actions
+//!   that always need approval still ask);
+//! - `transcript_path` → the transcript policies may read the tail of;
+//! - `session_id` → session and thread (`foreground` kind); a payload with
+//!   an `agent_id` comes from a subagent;
+//! - turns: each `UserPromptSubmit` event starts the session's next turn (the
+//!   count lives in the store); tool events carry the current turn.
+//!
+//! An internal failure must never silently allow (a crashed hook lets Claude
+//! Code run the tool), so every error becomes the configured fail answer.
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::decision::{Decision, Verdict};
+use crate::error::{Error, Result};
+use crate::host::Outcome;
+use crate::request::{Mode, Origin, ToolRequest};
+
+/// One hook event. Unknown fields are ignored: Claude Code adds fields over
+/// time.
+#[derive(Debug, Clone, Deserialize)]
+pub struct HookEvent {
+    /// The Claude Code session.
+    pub session_id: String,
+    /// The session's transcript (JSONL).
+    #[serde(default)]
+    pub transcript_path: Option<PathBuf>,
+    /// The working directory.
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// `default`, `plan`, `acceptEdits`, `bypassPermissions`, ...
+    #[serde(default)]
+    pub permission_mode: Option<String>,
+    /// `PreToolUse`, `PostToolUse`, `UserPromptSubmit`, ...
+    pub hook_event_name: String,
+    /// The tool, for tool events.
+    #[serde(default)]
+    pub tool_name: Option<String>,
+    /// The tool's input, for tool events.
+    #[serde(default)]
+    pub tool_input: Option<Value>,
+    /// Claude Code's id for the tool call.
+    #[serde(default)]
+    pub tool_use_id: Option<String>,
+    /// The tool's result, for `PostToolUse`.
+    #[serde(default)]
+    pub tool_response: Option<Value>,
+    /// Present when the event comes from a subagent.
+    #[serde(default)]
+    pub agent_id: Option<String>,
+}
+
+/// What to answer when toolgate itself fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnError {
+    /// Deny the call, saying toolgate failed and how to diagnose it.
+    #[default]
+    Deny,
+    /// Ask the person.
+    Ask,
+    /// Let Claude Code's normal permission flow decide.
+    Allow,
+}
+
+/// What the adapter needs from a toolgate host, in-process or a daemon.
+pub trait HookBackend {
+    /// Decide on a call.
+    fn evaluate(&self, request: &ToolRequest) -> Result<Decision>;
+    /// Report a call's outcome.
+    fn observe(&self, request: &ToolRequest, outcome: Outcome, summary: &str) -> Result<()>;
+    /// Start the session's next turn.
+    fn next_turn(&self, session: &str) -> Result<u64>;
+    /// The session's current turn.
+    fn turn(&self, session: &str) -> Result<u64>;
+}
+
+impl HookEvent {
+    /// Parse one event.
+    pub fn parse(text: &str) -> Result<Self> {
+        serde_json::from_str(text).map_err(|err| {
+            Error::Request(format!(
+                "not a Claude Code hook event ({err}); expected a JSON object with session_id and hook_event_name"
+            ))
+        })
+    }
+
+    /// The toolgate request for a tool event at `turn`.
+    pub fn to_request(&self, turn: u64) -> Result<ToolRequest> {
+        let name = self
+            .tool_name
+            .as_deref()
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| {
+                Error::Request(format!("{} event without tool_name", self.hook_event_name))
+            })?;
+        let (tool, origin) = match split_mcp(name) {
+            Some((server, tool)) => (tool.to_string(), Origin::Mcp(server.to_string())),
+            None => (name.to_string(), Origin::Builtin),
+        };
+        let mut request = ToolRequest::new(tool, self.tool_input.clone().unwrap_or(json!({})));
+        request.origin = origin;
+        request.call_id = self.tool_use_id.clone();
+        request.session_id = self.session_id.clone();
+        request.channel = "claude-code".into();
+        request.is_subagent = self.agent_id.as_deref().is_some_and(|a| !a.is_empty());
+        request.turn = turn;
+        request.mode = mode(self.permission_mode.as_deref());
+        request.transcript_path = self.transcript_path.clone();
+        Ok(request)
+    }
+}
+
+/// `mcp__SERVER__TOOL` → (`SERVER`, `TOOL`).
+pub fn split_mcp(name: &str) -> Option<(&str, &str)> {
+    let rest = name.strip_prefix("mcp__")?;
+    let (server, tool) = rest.split_once("__")?;
+    (!server.is_empty() && !tool.is_empty()).then_some((server, tool))
+}
+
+/// Claude Code's permission mode as an execution mode (see the module docs).
+pub fn mode(permission_mode: Option<&str>) -> Mode {
+    match permission_mode {
+        Some("bypassPermissions" | "dontAsk") => Mode::InteractiveAutoApprove,
+        _ => Mode::Interactive,
+    }
+}
+
+fn pre_tool_use(decision: &str, reason: &str, context: Option<String>) -> Value {
+    let mut output = json!({
+        "hookEventName": "PreToolUse",
+        "permissionDecision": decision,
+        "permissionDecisionReason": reason,
+    });
+    if let Some(context) = context {
+        output["additionalContext"] = json!(context);
+    }
+    json!({ "hookSpecificOutput": output })
+}
+
+/// The answer to a `PreToolUse` event: deny → `deny` with the reason; pause
+/// → `ask` with the reason; allow with notes → no decision (Claude Code's
+/// normal permission flow applies) and the notes as `additionalContext`;
+/// allow without notes → nothing.
+pub fn answer(decision: &Decision) -> Option<Value> {
+    let notes = (!decision.notes.is_empty()).then(|| {
+        decision
+            .notes
+            .iter()
+            .map(|n| n.text.as_str())
+            .collect::<Vec<_>>()
+            .join("\n\n")
+    });
+    let reason = decision.reason.clone().unwrap_or_default();
+    match decision.verdict {
+        Verdict::Deny => Some(pre_tool_use("deny", &reason, notes)),
+        Verdict::Pause => Some(pre_tool_use("ask", &reason, notes)),
+        Verdict::Allow => notes.map(|context| {
+            json!({"hookSpecificOutput": {"hookEventName": "PreToolUse", "additionalContext": context}})
+        }),
+    }
+}
+
+/// The answer when toolgate itself failed.
+pub fn failure_answer(on_error: OnError, error: &str) -> Option<Value> {
+    let reason = format!(
+        "toolgate failed, so this call was not checked: {error}. Diagnose with `toolgate check` \
+         on the same call, or rerun with TOOLGATE_LOG=debug."
+    );
+    match on_error {
+        OnError::Deny => Some(pre_tool_use("deny", &reason, None)),
+        OnError::Ask => Some(pre_tool_use("ask", &reason, None)),
+        OnError::Allow => None,
+    }
+}
+
+/// A tool's outcome and a short summary, from `tool_response`.
+pub fn outcome_of(response: Option<&Value>) -> (Outcome, String) {
+    let Some(response) = response else {
+        return (Outcome::Succeeded, String::new());
+    };
+    let failed = response.get("is_error").and_then(Value::as_bool) == Some(true)
+        || response.get("error").is_some_and(|e| !e.is_null())
+        || response.get("success").and_then(Value::as_bool) == Some(false);
+    let summary = match response {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    };
+    let outcome = if failed {
+        Outcome::Failed
+    } else {
+        Outcome::Succeeded
+    };
+    (outcome, summary.chars().take(1000).collect())
+}
+
+/// Handle one event end to end; the returned text (if any) goes to stdout.
+/// Never fails: errors become `on_error`'s answer.
+pub fn handle(backend: &dyn HookBackend, input: &str, on_error: OnError) -> Option<String> {
+    let answered = (|| -> Result<Option<Value>> {
+        let event = HookEvent::parse(input)?;
+        match event.hook_event_name.as_str() {
+            "UserPromptSubmit" => {
+                backend.next_turn(&event.session_id)?;
+                Ok(None)
+            }
+            "PreToolUse" => {
+                let request = event.to_request(backend.turn(&event.session_id)?)?;
+                Ok(answer(&backend.evaluate(&request)?))
+            }
+            "PostToolUse" => {
+                let request = event.to_request(backend.turn(&event.session_id)?)?;
+                let (outcome, summary) = outcome_of(event.tool_response.as_ref());
+                backend.observe(&request, outcome, &summary)?;
+                Ok(None)
+            }
+            _ => Ok(None),
+        }
+    })();
+    let value = match answered {
+        Ok(value) => value,
+        Err(err) => {
+            tracing::error!(error = %err, "hook failed; answering with the fail mode");
+            failure_answer(on_error, &err.to_string())
+        }
+    };
+    value.map(|v| v.to_string())
+}
+
+impl HookBackend for crate::Toolgate {
+    fn evaluate(&self, request: &ToolRequest) -> Result<Decision> {
+        crate::Toolgate::evaluate(self, request)
+    }
+    fn observe(&self, request: &ToolRequest, outcome: Outcome, summary: &str) -> Result<()> {
+        crate::Toolgate::observe(self, request, outcome, summary);
+        Ok(())
+    }
+    fn next_turn(&self, session: &str) -> Result<u64> {
+        self.store().next_turn(session)
+    }
+    fn turn(&self, session: &str) -> Result<u64> {
+        self.store().turn(session)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mcp_names_split_into_server_and_tool() {
+        assert_eq!(
+            split_mcp("mcp__github__create_issue"),
+            Some(("github", "create_issue"))
+        );
+        assert_eq!(split_mcp("mcp__fs__read__file"), Some(("fs", "read__file")));
+        assert_eq!(split_mcp("Bash"), None);
+        assert_eq!(split_mcp("mcp____x"), None);
+    }
+
+    #[test]
+    fn permission_modes_map_to_execution_modes() {
+        assert_eq!(mode(None), Mode::Interactive);
+        assert_eq!(mode(Some("default")), Mode::Interactive);
+        assert_eq!(mode(Some("plan")), Mode::Interactive);
+        assert_eq!(mode(Some("acceptEdits")), Mode::Interactive);
+        assert_eq!(
+            mode(Some("bypassPermissions")),
+            Mode::InteractiveAutoApprove
+        );
+    }
+
+    #[test]
+    fn outcomes_come_from_the_response() {
+        assert_eq!(
+            outcome_of(Some(&json!({"is_error": true}))).0,
+            Outcome::Failed
+        );
+        assert_eq!(
+            outcome_of(Some(&json!({"success": false}))).0,
+            Outcome::Failed
+        );
+        assert_eq!(
+            outcome_of(Some(&json!({"stdout": "ok"}))).0,
+            Outcome::Succeeded
+        );
+        assert_eq!(outcome_of(None).0, Outcome::Succeeded);
+    }
+}

@@ -1,0 +1,196 @@
+//! The decision log: every decision, in redb, with bounded retention.
+//!
+//! Entries go through the store's batching writer (logging never blocks a
+//! decision); retention by count and age is applied after each batch.
+//! Arguments are stored as configured — a digest by default — because tool
+//! arguments can carry secrets.
+
+use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::config::{ArgumentsView, LogConfig};
+use crate::decision::{Decision, PolicyVerdict, Verdict};
+use crate::error::Result;
+use crate::request::ToolRequest;
+use crate::store::Store;
+
+/// seq → entry (JSON).
+pub(crate) const DECISIONS: TableDefinition<u64, &[u8]> = TableDefinition::new("decisions");
+
+/// One logged decision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LogEntry {
+    /// The call's id.
+    pub call_id: String,
+    /// When it was decided (ms since the epoch).
+    pub at_ms: u64,
+    /// The session.
+    pub session_id: String,
+    /// The thread.
+    pub thread_id: String,
+    /// The user.
+    pub user_id: String,
+    /// The channel.
+    pub channel: String,
+    /// The tool.
+    pub tool: String,
+    /// The arguments as configured: a digest, a redacted shape, or in full.
+    pub arguments: serde_json::Value,
+    /// Each policy that ran.
+    pub policies: Vec<LoggedPolicy>,
+    /// The final verdict.
+    pub verdict: Verdict,
+    /// The reason, for deny and pause.
+    pub reason: Option<String>,
+    /// The deciding policy.
+    pub decided_by: Option<String>,
+    /// Wall time of the evaluation, microseconds.
+    pub duration_us: u64,
+}
+
+/// One policy's part in a logged decision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoggedPolicy {
+    /// The plugin's name.
+    pub name: String,
+    /// The component's sha256.
+    pub sha256: String,
+    /// Its verdict.
+    pub verdict: PolicyVerdict,
+    /// Its failure, if any.
+    pub failure: Option<String>,
+}
+
+impl LogEntry {
+    /// The log entry for `decision` on `request`.
+    pub fn new(request: &ToolRequest, decision: &Decision, view: ArgumentsView) -> Self {
+        Self {
+            call_id: decision.call_id.clone(),
+            at_ms: crate::now_ms(),
+            session_id: request.session_id.clone(),
+            thread_id: request.thread().to_string(),
+            user_id: request.user_id.clone(),
+            channel: request.channel.clone(),
+            tool: request.tool.clone(),
+            arguments: view_arguments(&request.arguments, view),
+            policies: decision
+                .policies
+                .iter()
+                .map(|p| LoggedPolicy {
+                    name: p.name.clone(),
+                    sha256: p.sha256.clone(),
+                    verdict: p.verdict,
+                    failure: p.failure.clone(),
+                })
+                .collect(),
+            verdict: decision.verdict,
+            reason: decision.reason.clone(),
+            decided_by: decision.decided_by.clone(),
+            duration_us: decision.duration_us,
+        }
+    }
+}
+
+/// How arguments appear in the log.
+pub fn view_arguments(arguments: &serde_json::Value, view: ArgumentsView) -> serde_json::Value {
+    match view {
+        ArgumentsView::Full => arguments.clone(),
+        ArgumentsView::Digest => serde_json::json!({
+            "sha256": hex::encode(Sha256::digest(arguments.to_string().as_bytes()))
+        }),
+        ArgumentsView::Redacted => redact(arguments),
+        ArgumentsView::None => serde_json::Value::Null,
+    }
+}
+
+/// Keep the shape (keys, types, lengths), drop the values.
+fn redact(value: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => {
+            Value::Object(map.iter().map(|(k, v)| (k.clone(), redact(v))).collect())
+        }
+        Value::Array(items) => Value::Array(items.iter().map(redact).collect()),
+        Value::String(s) => Value::String(format!("<{} chars>", s.chars().count())),
+        Value::Number(_) => Value::String("<number>".into()),
+        other => other.clone(),
+    }
+}
+
+/// Remove entries beyond `config.max_entries` and older than
+/// `config.max_age_secs`, oldest first. Returns how many were removed.
+pub(crate) fn apply_retention(
+    table: &mut redb::Table<u64, &[u8]>,
+    config: &LogConfig,
+    now_ms: u64,
+) -> std::result::Result<u64, redb::StorageError> {
+    let mut removed = 0;
+    let over = table.len()?.saturating_sub(config.max_entries);
+    let cutoff = now_ms.saturating_sub(config.max_age_secs.saturating_mul(1000));
+    loop {
+        let (seq, old) = match table.first()? {
+            Some((seq, entry)) => (
+                seq.value(),
+                serde_json::from_slice::<LogEntry>(entry.value())
+                    .map_or(true, |e| e.at_ms < cutoff),
+            ),
+            None => break,
+        };
+        if removed >= over && !old {
+            break;
+        }
+        table.remove(seq)?;
+        removed += 1;
+    }
+    Ok(removed)
+}
+
+/// A filter for reading the log.
+#[derive(Debug, Clone, Default)]
+pub struct LogFilter {
+    /// Only this session.
+    pub session: Option<String>,
+    /// Only this tool.
+    pub tool: Option<String>,
+    /// Only this verdict.
+    pub verdict: Option<Verdict>,
+}
+
+impl Store {
+    /// Queue a decision for the log (never blocks).
+    pub fn log_decision(&self, entry: LogEntry) {
+        self.queue_decision(entry);
+    }
+
+    /// The newest `limit` entries matching `filter`, oldest first.
+    pub fn decision_log(&self, filter: &LogFilter, limit: usize) -> Result<Vec<(u64, LogEntry)>> {
+        let txn = self.db().begin_read().map_err(|e| self.error(e))?;
+        let table = match txn.open_table(DECISIONS) {
+            Ok(table) => table,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+            Err(e) => return Err(self.error(e)),
+        };
+        let mut found = Vec::new();
+        for entry in table.iter().map_err(|e| self.error(e))?.rev() {
+            if found.len() >= limit {
+                break;
+            }
+            let (seq, bytes) = entry.map_err(|e| self.error(e))?;
+            let Ok(entry) = serde_json::from_slice::<LogEntry>(bytes.value()) else {
+                continue;
+            };
+            let keep = filter
+                .session
+                .as_ref()
+                .is_none_or(|s| *s == entry.session_id)
+                && filter.tool.as_ref().is_none_or(|t| *t == entry.tool)
+                && filter.verdict.is_none_or(|v| v == entry.verdict);
+            if keep {
+                found.push((seq.value(), entry));
+            }
+        }
+        found.reverse();
+        Ok(found)
+    }
+}

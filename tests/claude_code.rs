@@ -1,0 +1,466 @@
+//! The Claude Code hook adapter end to end through the binary, with payloads
+//! shaped as Claude Code sends them, and the daemon under concurrent clients.
+
+mod common;
+
+use std::io::Write as _;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use toolgate::daemon::{Client, DaemonRequest};
+
+const BIN: &str = env!("CARGO_BIN_EXE_toolgate");
+
+fn run(dir: &Path, args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(BIN)
+        .arg("--store")
+        .arg(dir.join("cc.redb"))
+        .args(args)
+        .env("XDG_CACHE_HOME", common::cache_dir())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn event(name: &str, tool: &str, input: Value) -> Value {
+    json!({
+        "session_id": "b7e4c0de-0000-4000-8000-000000000001",
+        "transcript_path": "/nonexistent/transcript.jsonl",
+        "cwd": "/home/dev/project",
+        "permission_mode": "default",
+        "hook_event_name": name,
+        "tool_name": tool,
+        "tool_input": input,
+        "tool_use_id": "toolu_01ABC",
+        "some_future_field": {"ignored": true}
+    })
+}
+
+/// Run the hook on `payload`; return its stdout parsed (None when silent).
+fn hook(dir: &Path, payload: &Value) -> Option<Value> {
+    let output = run(dir, &["hook", "claude-code"], &payload.to_string());
+    assert_eq!(output.status.code(), Some(0), "the hook always exits 0");
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    (!stdout.trim().is_empty()).then(|| serde_json::from_str(stdout.trim()).unwrap())
+}
+
+fn decision_of(answer: &Value) -> (&str, &str) {
+    let out = &answer["hookSpecificOutput"];
+    assert_eq!(out["hookEventName"], "PreToolUse");
+    (
+        out["permissionDecision"].as_str().unwrap_or(""),
+        out["permissionDecisionReason"].as_str().unwrap_or(""),
+    )
+}
+
+#[test]
+fn a_bash_rm_rf_is_put_to_the_person() {
+    let dir = tempfile::tempdir().unwrap();
+    let answer = hook(
+        dir.path(),
+        &event(
+            "PreToolUse",
+            "Bash",
+            json!({"command": "rm -rf /", "description": "clean"}),
+        ),
+    )
+    .unwrap();
+    let (decision, reason) = decision_of(&answer);
+    assert_eq!(decision, "ask");
+    assert!(reason.contains("rm -rf /"), "{reason}");
+}
+
+#[test]
+fn write_and_edit_fall_through_silently() {
+    let dir = tempfile::tempdir().unwrap();
+    assert_eq!(
+        hook(
+            dir.path(),
+            &event(
+                "PreToolUse",
+                "Write",
+                json!({"file_path": "/tmp/a", "content": "x"})
+            )
+        ),
+        None
+    );
+    assert_eq!(
+        hook(
+            dir.path(),
+            &event(
+                "PreToolUse",
+                "Edit",
+                json!({"file_path": "/tmp/a", "old_string": "x", "new_string": "y"})
+            )
+        ),
+        None
+    );
+}
+
+#[test]
+fn an_mcp_call_is_recognised_by_its_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let answer = hook(
+        dir.path(),
+        &event(
+            "PreToolUse",
+            "mcp__github__create_issue",
+            json!({"title": "t"}),
+        ),
+    )
+    .unwrap();
+    let (decision, reason) = decision_of(&answer);
+    assert_eq!(decision, "ask");
+    assert!(reason.contains("mcp:github/create_issue"), "{reason}");
+    let log = run(dir.path(), &["log", "--json"], "");
+    let entry: Value = serde_json::from_str(
+        String::from_utf8(log.stdout)
+            .unwrap()
+            .lines()
+            .last()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(entry["entry"]["tool"], "create_issue");
+    assert_eq!(
+        entry["entry"]["arguments"]["sha256"]
+            .as_str()
+            .unwrap()
+            .len(),
+        64,
+        "arguments are digested by default"
+    );
+}
+
+#[test]
+fn a_transcript_past_the_warn_threshold_adds_context_without_deciding() {
+    let dir = tempfile::tempdir().unwrap();
+    let transcript = dir.path().join("agent.jsonl");
+    let usage = json!({"type": "assistant", "message": {"role": "assistant", "usage": {
+        "input_tokens": 12, "cache_creation_input_tokens": 988, "cache_read_input_tokens": 267000, "output_tokens": 5
+    }}});
+    std::fs::write(&transcript, format!("{usage}\n")).unwrap();
+    let mut payload = event("PreToolUse", "Read", json!({"file_path": "/tmp/a"}));
+    payload["transcript_path"] = json!(transcript);
+    payload["agent_id"] = json!("subagent-1");
+    let answer = hook(dir.path(), &payload).unwrap();
+    let out = &answer["hookSpecificOutput"];
+    assert!(
+        out.get("permissionDecision").is_none(),
+        "notes never decide: {answer}"
+    );
+    assert!(
+        out["additionalContext"]
+            .as_str()
+            .unwrap()
+            .contains("268000"),
+        "{answer}"
+    );
+}
+
+#[test]
+fn malformed_stdin_is_denied_with_a_diagnosis() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = run(dir.path(), &["hook", "claude-code"], "{\"session_id\": ");
+    assert_eq!(output.status.code(), Some(0));
+    let answer: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let (decision, reason) = decision_of(&answer);
+    assert_eq!(decision, "deny");
+    assert!(
+        reason.contains("toolgate failed") && reason.contains("TOOLGATE_LOG=debug"),
+        "{reason}"
+    );
+    assert!(String::from_utf8_lossy(&output.stderr).contains("hook failed"));
+
+    let output = run(
+        dir.path(),
+        &["hook", "claude-code", "--on-error", "ask"],
+        "not json",
+    );
+    let answer: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(decision_of(&answer).0, "ask");
+}
+
+#[test]
+fn a_post_tool_use_shows_in_the_sentinel_stream_at_the_current_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let prompt = json!({"session_id": "b7e4c0de-0000-4000-8000-000000000001", "hook_event_name": "UserPromptSubmit", "prompt": "list files"});
+    assert_eq!(hook(dir.path(), &prompt), None);
+    assert_eq!(hook(dir.path(), &prompt), None);
+    let mut post = event("PostToolUse", "Bash", json!({"command": "ls"}));
+    post["tool_response"] =
+        json!({"stdout": "Cargo.toml\nsrc", "stderr": "", "interrupted": false});
+    assert_eq!(hook(dir.path(), &post), None);
+    let events = run(dir.path(), &["events", "--limit", "5"], "");
+    let last: Value = serde_json::from_str(
+        String::from_utf8(events.stdout)
+            .unwrap()
+            .lines()
+            .last()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(last["event"]["kind"], "tool_call");
+    assert_eq!(last["event"]["tool"], "Bash");
+    assert_eq!(last["event"]["turn"], 2, "two prompts: turn 2");
+    assert!(
+        last["event"]["summary"]
+            .as_str()
+            .unwrap()
+            .contains("Cargo.toml")
+    );
+}
+
+#[test]
+fn install_prints_and_merges_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    let printed = run(dir.path(), &["hook", "install"], "");
+    let snippet: Value = serde_json::from_slice(&printed.stdout).unwrap();
+    for event in ["PreToolUse", "PostToolUse", "UserPromptSubmit"] {
+        let command = snippet["hooks"][event][0]["hooks"][0]["command"]
+            .as_str()
+            .unwrap();
+        assert!(command.contains("hook claude-code"), "{command}");
+    }
+    let settings = dir.path().join(".claude/settings.json");
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    std::fs::write(&settings, r#"{"model": "opus", "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "mine"}]}]}}"#).unwrap();
+    for _ in 0..2 {
+        let out = run(
+            dir.path(),
+            &["hook", "install", "--write", settings.to_str().unwrap()],
+            "",
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let merged: Value = serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap();
+    assert_eq!(merged["model"], "opus", "other settings are kept");
+    let pre = merged["hooks"]["PreToolUse"].as_array().unwrap();
+    assert_eq!(
+        pre.len(),
+        2,
+        "the user's hook is kept and ours appears once: {pre:?}"
+    );
+}
+
+/// A daemon process on a socket in `dir`; killed if the test fails.
+struct DaemonProcess(Child);
+
+impl Drop for DaemonProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+    }
+}
+
+fn start_daemon(dir: &Path, http: &str) -> (DaemonProcess, std::path::PathBuf) {
+    let socket = dir.join("toolgate.sock");
+    let child = Command::new(BIN)
+        .arg("--store")
+        .arg(dir.join("daemon.redb"))
+        .args(["serve", "--socket"])
+        .arg(&socket)
+        .args(["--http", http])
+        .env("XDG_CACHE_HOME", common::cache_dir())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let daemon = DaemonProcess(child);
+    let started = Instant::now();
+    while !Client::new(&socket).is_up() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the daemon did not come up"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (daemon, socket)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn http_get(port: u16, path: &str) -> String {
+    use std::io::Read as _;
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    text
+}
+
+#[test]
+fn the_daemon_serves_8_concurrent_clients_and_drains_on_shutdown() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let (mut daemon, socket) = start_daemon(dir.path(), &format!("127.0.0.1:{port}"));
+
+    let clients: Vec<_> = (0..8)
+        .map(|c| {
+            let socket = socket.clone();
+            std::thread::spawn(move || {
+                let client = Client::new(&socket);
+                for i in 0..25 {
+                    let mut request = toolgate::ToolRequest::new(
+                        "Bash",
+                        json!({"command": format!("echo {c}-{i}")}),
+                    );
+                    request.session_id = format!("client-{c}");
+                    request.mode = toolgate::request::Mode::InteractiveAutoApprove;
+                    let decision = client.call(&DaemonRequest::Evaluate { request }).unwrap();
+                    assert_eq!(decision["verdict"], "allow", "{decision}");
+                }
+            })
+        })
+        .collect();
+    for client in clients {
+        client.join().unwrap();
+    }
+
+    // The hook forwards to the daemon.
+    let hooked = Command::new(BIN)
+        .args(["hook", "claude-code", "--connect"])
+        .arg(&socket)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut hooked_child = hooked;
+    hooked_child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(
+            event("PreToolUse", "Bash", json!({"command": "rm -rf /"}))
+                .to_string()
+                .as_bytes(),
+        )
+        .unwrap();
+    let output = hooked_child.wait_with_output().unwrap();
+    let answer: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(decision_of(&answer).0, "ask");
+
+    assert!(http_get(port, "/health").contains("\"status\":\"ok\""));
+    let metrics = http_get(port, "/metrics");
+    assert!(
+        metrics.contains("toolgate_decisions_total{verdict=\"allow\"} 200"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("toolgate_decision_seconds_count 201"),
+        "{metrics}"
+    );
+    assert!(
+        metrics
+            .contains("toolgate_policy_verdicts_total{policy=\"lease-gate\",verdict=\"pause\"} 1")
+    );
+
+    // SIGTERM: stop, drain, exit 0, socket gone.
+    let pid = daemon.0.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = daemon.0.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    assert!(!socket.exists());
+
+    let store = toolgate::store::Store::open(&dir.path().join("daemon.redb")).unwrap();
+    let probes = store.recent_events(1000).unwrap();
+    // The sentinel probes 3 shell calls per session per turn: 8 x 3 + the hook's 1.
+    assert_eq!(
+        probes.len(),
+        25,
+        "every probe result was written before exit"
+    );
+    let log = store.decision_log(&Default::default(), 1000).unwrap();
+    assert_eq!(log.len(), 201, "every decision was logged");
+}
+
+#[test]
+fn with_the_daemon_down_the_hook_falls_back_as_configured() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("nobody.sock");
+    let payload = event("PreToolUse", "Write", json!({"file_path": "/tmp/a"})).to_string();
+    let failed = run(
+        dir.path(),
+        &[
+            "hook",
+            "claude-code",
+            "--connect",
+            socket.to_str().unwrap(),
+            "--fallback",
+            "fail",
+        ],
+        &payload,
+    );
+    let answer: Value = serde_json::from_slice(&failed.stdout).unwrap();
+    let (decision, reason) = decision_of(&answer);
+    assert_eq!(decision, "deny");
+    assert!(reason.contains("not answering"), "{reason}");
+    let local = run(
+        dir.path(),
+        &["hook", "claude-code", "--connect", socket.to_str().unwrap()],
+        &payload,
+    );
+    assert!(
+        local.stdout.is_empty(),
+        "evaluated in-process: a plain allow is silent"
+    );
+}
+
+#[test]
+fn retention_deletes_old_log_rows() {
+    let host = common::host("[log]\nmax_entries = 5\narguments = \"redacted\"\n");
+    for i in 0..12 {
+        host.evaluate(&common::call(
+            "Bash",
+            json!({"command": format!("echo {i}")}),
+        ))
+        .unwrap();
+    }
+    host.store().flush_events();
+    let log = host.store().decision_log(&Default::default(), 100).unwrap();
+    assert_eq!(log.len(), 5);
+    assert_eq!(
+        log[0].1.arguments,
+        json!({"command": "<6 chars>"}),
+        "redacted keeps only the shape"
+    );
+    assert_eq!(log.first().unwrap().0, 7, "the oldest rows went first");
+
+    let aged = common::host("[log]\nmax_age_secs = 1\n");
+    aged.evaluate(&common::call("Read", json!({}))).unwrap();
+    aged.store().flush_events();
+    std::thread::sleep(Duration::from_millis(1100));
+    aged.evaluate(&common::call("Grep", json!({}))).unwrap();
+    aged.store().flush_events();
+    let log = aged.store().decision_log(&Default::default(), 100).unwrap();
+    assert_eq!(
+        log.iter().map(|(_, e)| e.tool.as_str()).collect::<Vec<_>>(),
+        ["Grep"]
+    );
+}
