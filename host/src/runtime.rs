@@ -62,6 +62,26 @@ impl Runtime {
         PolicyPre::new(pre).map_err(|err| PluginProblem::Invalid(format!("{err:#}")))
     }
 
+    /// The names a component exports and imports (compiling it if needed).
+    pub(crate) fn interface_names(
+        &self,
+        bytes: &[u8],
+        digest: &str,
+    ) -> Result<(Vec<String>, Vec<String>), PluginProblem> {
+        check_is_component(bytes)?;
+        let component = self.compile(bytes, digest)?;
+        let ty = component.component_type();
+        let exports = ty
+            .exports(&self.engine)
+            .map(|(n, _)| n.to_string())
+            .collect();
+        let imports = ty
+            .imports(&self.engine)
+            .map(|(n, _)| n.to_string())
+            .collect();
+        Ok((exports, imports))
+    }
+
     fn compile(&self, bytes: &[u8], digest: &str) -> Result<Component, PluginProblem> {
         let cached = self.cache_dir.as_ref().map(|dir| {
             let mut engine_hash = HashWriter(Sha256::new());

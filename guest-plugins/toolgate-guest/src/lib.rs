@@ -11,6 +11,9 @@
 
 use std::cell::RefCell;
 
+/// Re-exported so policies parse JSON with the same version.
+pub use serde_json;
+
 /// The generated bindings for the `toolgate:policy` world.
 #[allow(missing_docs, clippy::all)]
 pub mod bindings {

@@ -5,6 +5,7 @@ mod check;
 mod gates;
 mod hook;
 mod log;
+mod new;
 mod plugins;
 mod serve;
 
@@ -67,6 +68,21 @@ enum Subcommands {
     Hook(hook::HookCommand),
     /// Run the daemon: policies stay warm behind a Unix socket.
     Serve(serve::ServeArgs),
+    /// Create a new policy crate.
+    #[command(subcommand)]
+    New(new::NewCommand),
+    /// Run table-driven fixture cases against a policy.
+    ///
+    /// POLICY is a .wasm file, bundled:NAME, or a policy crate's directory
+    /// (its target/wasm32-wasip2/release/CRATE.wasm). Prints PASS/FAIL per
+    /// case with what differed; exits 1 if any case failed.
+    Test {
+        /// The policy.
+        policy: String,
+        /// Fixture files (TOML or JSON).
+        #[arg(required = true)]
+        fixtures: Vec<PathBuf>,
+    },
     /// Show the decision log, newest last.
     Log(log::LogArgs),
     /// Show the newest events in the policies' event streams.
@@ -111,8 +127,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             hook::install(write.as_ref(), connect.as_ref(), cli.config.as_ref())
         }
         Subcommands::Serve(args) => serve::run(open()?, &args),
+        Subcommands::New(command) => new::run(command),
+        Subcommands::Test { policy, fixtures } => test_fixtures(&policy, &fixtures, &config),
         Subcommands::Log(args) => log::run(&open()?, &args),
         Subcommands::Plugins(plugins::PluginsCommand::Reload { socket }) => plugins::reload(socket),
+        Subcommands::Plugins(plugins::PluginsCommand::Inspect { file, json }) => {
+            plugins::inspect(&file, json)
+        }
         Subcommands::Check(args) => check::run(&open()?, &args),
         Subcommands::Plugins(command) => plugins::run(&open()?, command),
         Subcommands::Gates(command) => gates::run(&open()?, command),
@@ -130,4 +151,55 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `toolgate test`: run fixture files, print a line per case and a summary.
+fn test_fixtures(policy: &str, files: &[PathBuf], config: &Config) -> anyhow::Result<ExitCode> {
+    let source = resolve_policy(policy)?;
+    let (mut passed, mut failed) = (0, 0);
+    for file in files {
+        let fixtures = toolgate::fixtures::parse(file)?;
+        for outcome in toolgate::fixtures::run(&source, &fixtures, config.cache_path())? {
+            if outcome.passed() {
+                passed += 1;
+                println!("PASS {}", outcome.name);
+            } else {
+                failed += 1;
+                println!("FAIL {}", outcome.name);
+                for difference in &outcome.differences {
+                    println!("     {difference}");
+                }
+            }
+        }
+    }
+    println!("{passed} passed, {failed} failed");
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// A policy argument: a file, `bundled:NAME`, or a crate directory.
+fn resolve_policy(policy: &str) -> anyhow::Result<String> {
+    let path = std::path::Path::new(policy);
+    if !path.is_dir() {
+        return Ok(policy.to_string());
+    }
+    let manifest = std::fs::read_to_string(path.join("Cargo.toml"))
+        .with_context(|| format!("{policy} is a directory without a Cargo.toml"))?;
+    let name = manifest
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("name = "))
+        .map(|n| n.trim_matches('"').replace('-', "_"))
+        .with_context(|| format!("no package name in {policy}/Cargo.toml"))?;
+    let wasm = path
+        .join("target/wasm32-wasip2/release")
+        .join(format!("{name}.wasm"));
+    anyhow::ensure!(
+        wasm.exists(),
+        "{} does not exist; build it with `cargo build --release --target wasm32-wasip2` in {policy}",
+        wasm.display()
+    );
+    Ok(wasm.display().to_string())
 }

@@ -6,6 +6,15 @@ use toolgate::Toolgate;
 
 #[derive(clap::Subcommand)]
 pub enum PluginsCommand {
+    /// Describe a component: name, version, WIT package, exports, imports,
+    /// size, sha256, and whether this host can load it (and why not).
+    Inspect {
+        /// A .wasm file or bundled:NAME.
+        file: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Ask the running daemon to reload its config and plugins (as SIGHUP
     /// does). A plugin that fails keeps its previous version.
     Reload {
@@ -36,7 +45,9 @@ pub fn reload(socket: Option<std::path::PathBuf>) -> anyhow::Result<ExitCode> {
 
 pub fn run(host: &Toolgate, command: PluginsCommand) -> anyhow::Result<ExitCode> {
     match command {
-        PluginsCommand::Reload { .. } => unreachable!("handled without a local host"),
+        PluginsCommand::Reload { .. } | PluginsCommand::Inspect { .. } => {
+            unreachable!("handled without a local host")
+        }
         PluginsCommand::List { json } => {
             let plugins = host.plugins();
             let problems = host.plugin_problems();
@@ -80,4 +91,37 @@ pub fn run(host: &Toolgate, command: PluginsCommand) -> anyhow::Result<ExitCode>
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+pub fn inspect(file: &str, json: bool) -> anyhow::Result<ExitCode> {
+    let report = toolgate::inspect::inspect(file)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!("source    {}", report.source);
+        println!("size      {} bytes", report.size_bytes);
+        println!("sha256    {}", report.sha256);
+        println!(
+            "wit       {}",
+            report.wit.as_deref().unwrap_or("(not a toolgate policy)")
+        );
+        if let Some(policy) = &report.policy {
+            println!(
+                "policy    {} {} — {}",
+                policy.name, policy.version, policy.description
+            );
+            println!("fail mode {:?}", policy.default_fail_mode);
+        }
+        println!("exports   {}", report.exports.join(", "));
+        println!("imports   {}", report.imports.join(", "));
+        match &report.problem {
+            None => println!("loadable  yes"),
+            Some(problem) => println!("loadable  no: {problem}"),
+        }
+    }
+    Ok(if report.loadable {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
