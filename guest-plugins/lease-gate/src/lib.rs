@@ -148,8 +148,13 @@ impl LeaseGate {
         if !self.config.auto_plan {
             return;
         }
+        let marker = key(&["planned", thread]);
+        // A read first: the common case (already planned) needs no write.
+        if state::get(&marker).is_some() {
+            return;
+        }
         // Atomic: of two first calls, exactly one plans.
-        if let Ok(Some(_)) = state::try_increment(&key(&["planned", thread]), 1) {
+        if let Ok(Some(_)) = state::try_increment(&marker, 1) {
             let plan = leases::plan(kind, &self.catalogue);
             if let Err(err) = self.grant(thread, &self.config.capability, plan, None, None, None) {
                 host::log(

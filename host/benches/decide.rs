@@ -1,0 +1,736 @@
+//! toolgate's benchmark: `cargo bench --bench decide` (release build).
+//!
+//! Prints markdown tables: composed decisions (p50/p99, decisions/s on 1 and
+//! 2 threads) against a native-Rust floor of the same three policies over the
+//! same store, each policy alone, host overhead, cold start, hot swap, hook
+//! round trips, store throughput, and scaling curves. `TOOLGATE_BENCH_QUICK=1`
+//! shrinks the sizes for a fast look.
+//!
+//! The native floor lives here, not in the product: it calls the policies'
+//! own pure functions natively and does the same store operations directly.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use toolgate::request::{Mode, Origin};
+use toolgate::store::{Store, StoredEvent};
+use toolgate::{Config, ToolRequest, Toolgate, Verdict};
+
+fn quick() -> bool {
+    std::env::var_os("TOOLGATE_BENCH_QUICK").is_some()
+}
+
+fn guest(package: &str) -> PathBuf {
+    Path::new(env!("TOOLGATE_GUEST_DIR")).join(format!("{}.wasm", package.replace('-', "_")))
+}
+
+/// Latency summary of `samples` (µs).
+struct Summary {
+    p50: f64,
+    p99: f64,
+}
+
+fn summarize(mut samples: Vec<Duration>) -> Summary {
+    samples.sort();
+    let at =
+        |q: f64| samples[((samples.len() as f64 - 1.0) * q).round() as usize].as_secs_f64() * 1e6;
+    Summary {
+        p50: at(0.50),
+        p99: at(0.99),
+    }
+}
+
+/// Time `n` runs of `f` after `warm` warm-up runs.
+fn time(n: usize, warm: usize, mut f: impl FnMut(usize)) -> Summary {
+    for i in 0..warm {
+        f(i);
+    }
+    let samples = (0..n)
+        .map(|i| {
+            let start = Instant::now();
+            f(warm + i);
+            start.elapsed()
+        })
+        .collect();
+    summarize(samples)
+}
+
+/// Decisions per second with `threads` threads deciding `per_thread` times.
+fn throughput(threads: usize, per_thread: usize, f: impl Fn(usize, usize) + Sync) -> f64 {
+    let start = Instant::now();
+    std::thread::scope(|scope| {
+        for t in 0..threads {
+            let f = &f;
+            scope.spawn(move || (0..per_thread).for_each(|i| f(t, i)));
+        }
+    });
+    (threads * per_thread) as f64 / start.elapsed().as_secs_f64()
+}
+
+/// A loopback chat-completions server that answers `allow` at once.
+fn instant_model() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!(
+        "http://{}/v1/chat/completions",
+        listener.local_addr().unwrap()
+    );
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream);
+                let mut length = 0;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    if line.trim().is_empty() {
+                        break;
+                    }
+                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = v.trim().parse().unwrap_or(0);
+                    }
+                }
+                let mut body = vec![0; length];
+                let _ = reader.read_exact(&mut body);
+                let answer = r#"{"choices":[{"message":{"role":"assistant","content":"{\"verdict\": \"allow\"}"}}]}"#;
+                let _ = write!(
+                    reader.into_inner(),
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
+                    answer.len()
+                );
+            });
+        }
+    });
+    url
+}
+
+fn bundled_config(dir: &Path, probe: Option<&str>, max_probes: u32, extra: &str) -> Config {
+    let probe = probe
+        .map(|url| format!("[probe]\nendpoint = {url:?}\n"))
+        .unwrap_or_default();
+    let text = format!(
+        "cache_dir = {cache:?}\n[log]\narguments = \"digest\"\n{probe}\
+         [plugins.lease-gate]\npath = \"bundled:lease-gate\"\npriority = 5\n\
+         [plugins.shadow-sentinel]\npath = \"bundled:shadow-sentinel\"\npriority = 10\n\
+         [plugins.shadow-sentinel.config]\nmax_probes_per_turn = {max_probes}\n\
+         [plugins.context-cost]\npath = \"bundled:context-cost\"\npriority = 30\n{extra}",
+        cache = dir.join("cache").display().to_string()
+    );
+    Config::parse(&text, "bench", dir.to_path_buf()).unwrap()
+}
+
+fn open(config: Config, dir: &Path, store: &str) -> Toolgate {
+    Toolgate::open(config, Some(dir.join(store))).unwrap()
+}
+
+/// 100 000 sentinel events over 1 000 sessions and 1 000 leases.
+fn prefill(host: &Toolgate, events: usize, leases: usize) {
+    let store = host.store();
+    for n in 0..events {
+        store.append_event(StoredEvent {
+            policy: "shadow-sentinel".into(),
+            session_id: format!("s-{}", n % 1000),
+            turn: (n / 1000) as u64,
+            kind: "tool_call".into(),
+            tool: Some(if n % 3 == 0 { "Bash" } else { "Read" }.into()),
+            detail: Some("succeeded".into()),
+            summary: Some(format!("ran step {n}")),
+            at_ms: n as u64,
+        });
+        if n % 4000 == 3999 {
+            store.flush_events();
+        }
+    }
+    store.flush_events();
+    for t in 0..leases {
+        host.command(
+            "lease-gate",
+            "lease-grant",
+            &json!({"thread": format!("t-{t}"), "actions": ["Read", "Bash", "Grep"]}).to_string(),
+        )
+        .unwrap();
+    }
+}
+
+fn request(tool: &str, args: Value, n: usize) -> ToolRequest {
+    let mut request = ToolRequest::new(tool, args);
+    request.session_id = format!("s-{}", n % 1000);
+    request.thread_id = Some(format!("t-{}", n % 1000));
+    request.thread_kind = "research".into(); // no planning: the prefilled leases decide
+    request.turn = n as u64; // a fresh probe budget each call
+    request.mode = Mode::InteractiveAutoApprove;
+    request
+}
+
+fn low(n: usize) -> ToolRequest {
+    request("Read", json!({"file_path": "src/lib.rs"}), n)
+}
+
+fn shell(n: usize) -> ToolRequest {
+    request("Bash", json!({"command": "cargo test --workspace"}), n)
+}
+
+/// The same three policies' logic as plain native Rust over the same store.
+mod native {
+    use super::*;
+    use lease_gate::catalogue::Catalogue;
+    use lease_gate::gate::{GateInput, GateOutcome};
+    use lease_gate::leases::Lease;
+    use toolgate_guest::{ExecutionMode, RiskCategory};
+
+    pub struct Floor {
+        pub store: Arc<Store>,
+        catalogue: Catalogue,
+        patterns: Vec<String>,
+        max_probes: u32,
+        probe: Option<toolgate::probe::ProbeClient>,
+    }
+
+    impl Floor {
+        pub fn new(store: Arc<Store>, max_probes: u32, probe_url: Option<&str>) -> Self {
+            Self {
+                store,
+                catalogue: Catalogue::new(&Default::default(), None),
+                patterns: shadow_sentinel::config::SentinelConfig::default().probe_patterns,
+                max_probes,
+                probe: probe_url.map(|url| {
+                    toolgate::probe::ProbeClient::new(&toolgate::config::ProbeConfig {
+                        endpoint: Some(url.into()),
+                        model: String::new(),
+                        api_key_env: None,
+                        max_timeout_ms: 2000,
+                    })
+                }),
+            }
+        }
+
+        pub fn decide(&self, request: &ToolRequest) -> Verdict {
+            let thread = request.thread();
+            // lease-gate
+            let prefix = format!("lease/{thread}/");
+            let lease = self
+                .store
+                .state_keys("lease-gate", &prefix, 256)
+                .unwrap()
+                .iter()
+                .filter_map(|k| self.store.state_get("lease-gate", k).unwrap())
+                .filter_map(|b| serde_json::from_slice::<Lease>(&b).ok())
+                .find(|l| l.is_valid(toolgate::now_ms()) && l.actions.covers(&request.tool));
+            let _planned = self
+                .store
+                .state_get("lease-gate", &format!("planned/{thread}"))
+                .unwrap();
+            let _auto = self
+                .store
+                .state_get("lease-gate", &format!("auto/{}/{thread}", request.user_id))
+                .unwrap();
+            let spec = self.catalogue.spec(&request.tool);
+            let outcome = lease_gate::gate::evaluate(&GateInput {
+                action: &request.tool,
+                spec,
+                thread,
+                has_lease: lease.is_some(),
+                mode: ExecutionMode::InteractiveAutoApprove,
+                auto_approved: false,
+                approved_now: false,
+                credential_present: false,
+                preview: "",
+            });
+            if !matches!(outcome, GateOutcome::Allow) {
+                return Verdict::Deny;
+            }
+            // shadow-sentinel
+            let from_mcp = matches!(request.origin, Origin::Mcp(_));
+            let (category, _) =
+                shadow_sentinel::classify::classify(&request.tool, from_mcp, &self.patterns);
+            if let Some((pool, limit)) = shadow_sentinel::budget::pool(category, self.max_probes)
+                && category != RiskCategory::Low
+            {
+                let key =
+                    shadow_sentinel::budget::counter_key(&request.session_id, request.turn, pool);
+                if self
+                    .store
+                    .state_try_increment("shadow-sentinel", &key, limit, u64::MAX)
+                    .unwrap()
+                    .is_some()
+                {
+                    let hidden = ["probe_result".to_string()];
+                    let mut events = self
+                        .store
+                        .tool_history(
+                            "shadow-sentinel",
+                            &request.tool,
+                            &request.session_id,
+                            10,
+                            &hidden,
+                        )
+                        .unwrap();
+                    events.extend(
+                        self.store
+                            .session_recent("shadow-sentinel", &request.session_id, 10, &hidden)
+                            .unwrap(),
+                    );
+                    let context: Vec<toolgate_guest::host::Event> = events
+                        .into_iter()
+                        .map(|e| toolgate_guest::host::Event {
+                            session_id: e.session_id,
+                            turn: e.turn,
+                            kind: e.kind,
+                            tool: e.tool,
+                            detail: e.detail,
+                            summary: e.summary,
+                            at_ms: e.at_ms,
+                        })
+                        .collect();
+                    let prompt = shadow_sentinel::probe::user_prompt(
+                        &request.tool,
+                        &request.arguments_json(),
+                        &context,
+                    );
+                    if let Some(probe) = &self.probe {
+                        let _ = probe.ask(shadow_sentinel::probe::SYSTEM_PROMPT, &prompt, 2000);
+                    }
+                    self.store.append_event(StoredEvent {
+                        policy: "shadow-sentinel".into(),
+                        session_id: request.session_id.clone(),
+                        turn: request.turn,
+                        kind: "probe_result".into(),
+                        tool: Some(request.tool.clone()),
+                        detail: Some("allow".into()),
+                        summary: Some("probe allowed".into()),
+                        at_ms: toolgate::now_ms(),
+                    });
+                }
+            }
+            // context-cost
+            let config = context_cost::budget::CostConfig::default();
+            let tokens = request.context_tokens.unwrap_or(0);
+            let _ = context_cost::budget::evaluate_cost(tokens, &config);
+            Verdict::Allow
+        }
+    }
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    format!("{cpu}, {cores} cores")
+}
+
+fn row(name: &str, s: &Summary, extra: &str) {
+    println!("| {name} | {:.1} | {:.1} | {extra} |", s.p50, s.p99);
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return; // `cargo test --benches` asks for a list; we have no unit benches
+    }
+    let n = if quick() { 300 } else { 3000 };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    println!(
+        "# toolgate bench\n\nmachine: {}; date: {}\n",
+        machine(),
+        toolgate::now_ms()
+    );
+    let model = instant_model();
+
+    // ---- composed decision, warm, prefilled store
+    println!("## Composed decision (lease-gate + shadow-sentinel + context-cost), warm\n");
+    println!("store: 100 000 sentinel events over 1 000 sessions, 1 000 leases\n");
+    println!("| case | p50 µs | p99 µs | notes |\n|---|---|---|---|");
+    let skip_host = open(bundled_config(d, None, 0, ""), d, "skip.redb");
+    prefill(&skip_host, if quick() { 10_000 } else { 100_000 }, 1000);
+    let probe_host = open(
+        bundled_config(d, Some(&model), 1_000_000, ""),
+        d,
+        "probe.redb",
+    );
+    prefill(&probe_host, if quick() { 10_000 } else { 100_000 }, 1000);
+    let check = |host: &Toolgate, r: ToolRequest| {
+        assert_eq!(host.evaluate(&r).unwrap().verdict, Verdict::Allow)
+    };
+    let low_wasm = time(n, 200, |i| check(&skip_host, low(i)));
+    let shell_skip = time(n, 200, |i| check(&skip_host, shell(i)));
+    let shell_probe = time(n / 3, 50, |i| check(&probe_host, shell(i)));
+    let tput = |host: &Toolgate, threads: usize, make: fn(usize) -> ToolRequest| {
+        throughput(threads, n / threads, |t, i| {
+            check(host, make(t * 100_000 + i))
+        })
+    };
+    let (low1, low2) = (tput(&skip_host, 1, low), tput(&skip_host, 2, low));
+    let (sh1, sh2) = (tput(&skip_host, 1, shell), tput(&skip_host, 2, shell));
+    row(
+        "low-risk `Read`",
+        &low_wasm,
+        &format!("{low1:.0}/s on 1 thread, {low2:.0}/s on 2"),
+    );
+    row(
+        "`Bash`, probe skipped (budget 0)",
+        &shell_skip,
+        &format!("{sh1:.0}/s on 1 thread, {sh2:.0}/s on 2"),
+    );
+    row(
+        "`Bash`, probe to an instant loopback model",
+        &shell_probe,
+        "HTTP round trip + budget write + context queries",
+    );
+
+    // ---- the native floor
+    println!("\n## Native floor (the same logic as plain Rust over the same store)\n");
+    println!("| case | p50 µs | p99 µs | wasm/native (p50) |\n|---|---|---|---|");
+    let floor_skip = native::Floor::new(Arc::clone(skip_host.store()), 0, None);
+    let floor_probe = native::Floor::new(Arc::clone(probe_host.store()), 1_000_000, Some(&model));
+    let low_native = time(n, 200, |i| {
+        assert_eq!(floor_skip.decide(&low(i + 500_000)), Verdict::Allow)
+    });
+    let shell_native = time(n, 200, |i| {
+        assert_eq!(floor_skip.decide(&shell(i + 500_000)), Verdict::Allow)
+    });
+    let probe_native = time(n / 3, 50, |i| {
+        assert_eq!(floor_probe.decide(&shell(i + 500_000)), Verdict::Allow)
+    });
+    row(
+        "low-risk `Read`",
+        &low_native,
+        &format!("{:.1}×", low_wasm.p50 / low_native.p50),
+    );
+    row(
+        "`Bash`, probe skipped",
+        &shell_native,
+        &format!("{:.1}×", shell_skip.p50 / shell_native.p50),
+    );
+    row(
+        "`Bash`, probe",
+        &probe_native,
+        &format!("{:.1}×", shell_probe.p50 / probe_native.p50),
+    );
+    drop(floor_skip);
+    drop(floor_probe);
+
+    // ---- each policy alone, and host overhead
+    println!("\n## Each policy alone, and the host's own overhead\n");
+    println!("| policy | p50 µs | p99 µs | call |\n|---|---|---|---|");
+    for (name, path, make, table) in [
+        (
+            "allow-only (host overhead)",
+            guest("scripted-policy").display().to_string(),
+            low as fn(usize) -> ToolRequest,
+            "verdict = \"allow\"",
+        ),
+        (
+            "context-cost",
+            "bundled:context-cost".into(),
+            low as fn(usize) -> ToolRequest,
+            "",
+        ),
+        (
+            "shadow-sentinel (low risk)",
+            "bundled:shadow-sentinel".into(),
+            low as fn(usize) -> ToolRequest,
+            "",
+        ),
+        (
+            "lease-gate",
+            "bundled:lease-gate".into(),
+            low as fn(usize) -> ToolRequest,
+            "auto_plan = true",
+        ),
+    ] {
+        let text = format!(
+            "cache_dir = {:?}\n[log]\nenabled = false\n[plugins.one]\npath = {path:?}\npriority = 1\n[plugins.one.config]\n{table}\n",
+            d.join("cache").display().to_string()
+        );
+        let host = open(
+            Config::parse(&text, "bench", d.to_path_buf()).unwrap(),
+            d,
+            &format!("{name}.redb").replace(' ', "-"),
+        );
+        let s = time(n, 200, |i| {
+            let mut r = make(i);
+            r.thread_kind = "foreground".into();
+            host.evaluate(&r).unwrap();
+        });
+        row(name, &s, "`Read`");
+    }
+
+    // ---- cold start and hot swap
+    println!("\n## Cold start and hot swap\n");
+    println!("| case | ms |\n|---|---|");
+    let cold = |cache: &Path| {
+        let start = Instant::now();
+        let text = format!(
+            "cache_dir = {:?}\n[plugins.lease-gate]\npath = \"bundled:lease-gate\"\npriority = 5\n[plugins.shadow-sentinel]\npath = \"bundled:shadow-sentinel\"\npriority = 10\n[plugins.context-cost]\npath = \"bundled:context-cost\"\npriority = 30\n",
+            cache.display().to_string()
+        );
+        let host = open(
+            Config::parse(&text, "bench", d.to_path_buf()).unwrap(),
+            d,
+            &format!("cold-{}.redb", toolgate::now_ms()),
+        );
+        host.evaluate(&low(1)).unwrap();
+        start.elapsed().as_secs_f64() * 1e3
+    };
+    let empty_cache = d.join("cold-cache");
+    println!(
+        "| start to first decision, 3 policies, empty cache | {:.1} |",
+        cold(&empty_cache)
+    );
+    println!(
+        "| start to first decision, 3 policies, warm cache | {:.1} |",
+        cold(&empty_cache)
+    );
+    let swap_dir = d.join("swap");
+    std::fs::create_dir_all(&swap_dir).unwrap();
+    let flip = swap_dir.join("flip.wasm");
+    std::fs::copy(guest("flip-allow-policy"), &flip).unwrap();
+    std::fs::write(
+        swap_dir.join("toolgate.toml"),
+        format!(
+            "cache_dir = {:?}\n[plugins.flip]\npath = \"flip.wasm\"\npriority = 1\n",
+            d.join("cache").display().to_string()
+        ),
+    )
+    .unwrap();
+    let swap_host = Arc::new(open(
+        Config::load(&swap_dir.join("toolgate.toml")).unwrap(),
+        d,
+        "swap.redb",
+    ));
+    let mut reload_ms = Vec::new();
+    for (i, version) in ["flip-deny-policy", "flip-allow-policy"]
+        .iter()
+        .cycle()
+        .take(10)
+        .enumerate()
+    {
+        let want = if i % 2 == 0 {
+            Verdict::Deny
+        } else {
+            Verdict::Allow
+        };
+        let start = Instant::now();
+        std::fs::copy(guest(version), swap_dir.join("next.tmp")).unwrap();
+        std::fs::rename(swap_dir.join("next.tmp"), &flip).unwrap();
+        swap_host.reload().unwrap();
+        assert_eq!(swap_host.evaluate(&low(i)).unwrap().verdict, want);
+        reload_ms.push(start.elapsed().as_secs_f64() * 1e3);
+    }
+    reload_ms.sort_by(f64::total_cmp);
+    println!(
+        "| file lands → new version serving, explicit reload (median of 10) | {:.2} |",
+        reload_ms[5]
+    );
+    let _watch = swap_host.watch(Duration::from_millis(2));
+    let mut watch_ms = Vec::new();
+    for (i, version) in ["flip-deny-policy", "flip-allow-policy"]
+        .iter()
+        .cycle()
+        .take(10)
+        .enumerate()
+    {
+        let want = if i % 2 == 0 {
+            Verdict::Deny
+        } else {
+            Verdict::Allow
+        };
+        let start = Instant::now();
+        std::fs::copy(guest(version), swap_dir.join("next.tmp")).unwrap();
+        std::fs::rename(swap_dir.join("next.tmp"), &flip).unwrap();
+        while swap_host.evaluate(&low(i)).unwrap().verdict != want {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        watch_ms.push(start.elapsed().as_secs_f64() * 1e3);
+    }
+    watch_ms.sort_by(f64::total_cmp);
+    println!(
+        "| file lands → new version serving, watcher at 2 ms (median of 10) | {:.2} |",
+        watch_ms[5]
+    );
+
+    // ---- hook round trip
+    println!("\n## Claude Code hook round trip\n");
+    println!("| case | p50 ms | p99 ms |\n|---|---|---|");
+    let bin = env!("CARGO_BIN_EXE_toolgate");
+    let payload = json!({"session_id": "bench", "hook_event_name": "PreToolUse", "tool_name": "Read", "tool_input": {"file_path": "a"}, "permission_mode": "default"}).to_string();
+    let hook_once = |extra: &[&str]| {
+        let mut child = Command::new(bin)
+            .args(["--store"])
+            .arg(d.join(format!("hook-{}.redb", extra.len())))
+            .args(["hook", "claude-code"])
+            .args(extra)
+            .env("XDG_CACHE_HOME", d.join("cache-xdg"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(payload.as_bytes())
+            .unwrap();
+        assert!(child.wait().unwrap().success());
+    };
+    let per_process = time(if quick() { 10 } else { 40 }, 2, |_| hook_once(&[]));
+    println!(
+        "| a process per call (`toolgate hook claude-code`) | {:.2} | {:.2} |",
+        per_process.p50 / 1e3,
+        per_process.p99 / 1e3
+    );
+    let socket = d.join("bench.sock");
+    let mut daemon = Command::new(bin)
+        .arg("--store")
+        .arg(d.join("daemon.redb"))
+        .args(["serve", "--watch-ms", "0", "--socket"])
+        .arg(&socket)
+        .env("XDG_CACHE_HOME", d.join("cache-xdg"))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let client = toolgate::daemon::Client::new(&socket);
+    while !client.is_up() {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let socket_str = socket.display().to_string();
+    let via_daemon = time(if quick() { 10 } else { 40 }, 2, |_| {
+        hook_once(&["--connect", &socket_str])
+    });
+    println!(
+        "| a process per call forwarding to the daemon (`--connect`) | {:.2} | {:.2} |",
+        via_daemon.p50 / 1e3,
+        via_daemon.p99 / 1e3
+    );
+    let client_only = time(n, 100, |i| {
+        client
+            .call(&toolgate::daemon::DaemonRequest::Evaluate { request: low(i) })
+            .unwrap();
+    });
+    println!(
+        "| daemon client in-process (socket round trip + decision) | {:.3} | {:.3} |",
+        client_only.p50 / 1e3,
+        client_only.p99 / 1e3
+    );
+    let _ = Command::new("kill")
+        .args(["-TERM", &daemon.id().to_string()])
+        .status();
+    let _ = daemon.wait();
+
+    // ---- store
+    println!("\n## Store\n");
+    println!("| case | result |\n|---|---|");
+    let store = Store::open(&d.join("store-bench.redb")).unwrap();
+    let count = if quick() { 20_000 } else { 200_000 };
+    let start = Instant::now();
+    for i in 0..count {
+        store.append_event(StoredEvent {
+            policy: "p".into(),
+            session_id: format!("s-{}", i % 100),
+            turn: i as u64,
+            kind: "tool_call".into(),
+            tool: Some("Bash".into()),
+            detail: None,
+            summary: Some("x".repeat(100)),
+            at_ms: i as u64,
+        });
+        if i % 2000 == 1999 {
+            store.flush_events(); // stay under the queue bound
+        }
+    }
+    store.flush_events();
+    println!(
+        "| event append, batched commits | {:.0} events/s |",
+        count as f64 / start.elapsed().as_secs_f64()
+    );
+    let durable = time(if quick() { 50 } else { 300 }, 10, |i| {
+        store
+            .state_put("p", &format!("k{}", i % 10), Some(b"value"), u64::MAX)
+            .unwrap();
+    });
+    println!(
+        "| one durable state write (own transaction, fsync) | p50 {:.0} µs, p99 {:.0} µs |",
+        durable.p50, durable.p99
+    );
+    drop(store);
+
+    // ---- scaling
+    println!("\n## Scaling\n");
+    println!("| stored events | `Bash` with probe p50 µs | low-risk p50 µs |\n|---|---|---|");
+    let scale_host = open(
+        bundled_config(d, Some(&model), 1_000_000, "").clone_without_log(),
+        d,
+        "scale.redb",
+    );
+    prefill(&scale_host, 0, 1000);
+    let mut stored = 0;
+    let sizes: &[usize] = if quick() {
+        &[1_000, 10_000, 100_000]
+    } else {
+        &[1_000, 10_000, 100_000, 1_000_000]
+    };
+    for &size in sizes {
+        prefill(&scale_host, size - stored, 0);
+        stored = size;
+        let probe = time(n / 6, 20, |i| check(&scale_host, shell(i + size)));
+        let low_s = time(n / 3, 50, |i| check(&scale_host, low(i + size)));
+        println!("| {size} | {:.1} | {:.1} |", probe.p50, low_s.p50);
+    }
+    println!("\n| policies (allow-only) | p50 µs |\n|---|---|");
+    for count in [1, 5, 10, 20] {
+        let mut text = format!(
+            "cache_dir = {:?}\n[log]\nenabled = false\n",
+            d.join("cache").display().to_string()
+        );
+        for p in 0..count {
+            text.push_str(&format!(
+                "[plugins.p{p}]\npath = {:?}\npriority = {p}\n[plugins.p{p}.config]\nverdict = \"allow\"\n",
+                guest("scripted-policy").display().to_string()
+            ));
+        }
+        let host = open(
+            Config::parse(&text, "bench", d.to_path_buf()).unwrap(),
+            d,
+            &format!("policies-{count}.redb"),
+        );
+        let s = time(n / 3, 50, |i| {
+            host.evaluate(&low(i)).unwrap();
+        });
+        println!("| {count} | {:.1} |", s.p50);
+    }
+    println!("\n| argument size | p50 µs (3 bundled policies, `Write`) |\n|---|---|");
+    let args_host = open(bundled_config(d, None, 0, ""), d, "args.redb");
+    for size in [100usize, 10_000, 100_000, 1_000_000] {
+        let content = "x".repeat(size);
+        let s = time(if size >= 100_000 { 50 } else { n / 3 }, 10, |i| {
+            let mut r = request("Write", json!({"file_path": "a", "content": content}), i);
+            r.thread_kind = "foreground".into();
+            args_host.evaluate(&r).unwrap();
+        });
+        println!("| {size} B | {:.1} |", s.p50);
+    }
+}
+
+trait WithoutLog {
+    fn clone_without_log(self) -> Self;
+}
+
+impl WithoutLog for Config {
+    fn clone_without_log(mut self) -> Self {
+        self.log.enabled = false;
+        self
+    }
+}
