@@ -210,3 +210,22 @@ fn an_event_that_cannot_be_persisted_is_counted_and_logged_with_its_context() {
         captured.lines()
     );
 }
+
+#[test]
+fn state_written_without_waiting_for_the_disk_survives_a_clean_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("durable.redb");
+    {
+        let store = Store::open(&path).unwrap();
+        store.state_put("p", "k", Some(b"v"), u64::MAX).unwrap();
+        store.state_try_increment("p", "n", 10, u64::MAX).unwrap();
+        assert_eq!(store.next_turn("s").unwrap(), 1);
+    }
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.state_get("p", "k").unwrap().unwrap(), b"v");
+    assert_eq!(
+        store.state_try_increment("p", "n", 10, u64::MAX).unwrap(),
+        Some(2)
+    );
+    assert_eq!(store.turn("s").unwrap(), 1);
+}

@@ -150,6 +150,22 @@ pub struct PluginConfig {
     pub config: toml::Table,
 }
 
+impl PluginConfig {
+    /// An entry for the component at `path` with every other key at its
+    /// default.
+    pub fn for_path(path: impl Into<String>, priority: i32) -> Self {
+        Self {
+            path: Some(path.into()),
+            priority,
+            enabled: true,
+            fail_mode: None,
+            sha256: None,
+            limits: Limits::default(),
+            config: toml::Table::new(),
+        }
+    }
+}
+
 /// What a failing policy turns into.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -291,15 +307,7 @@ impl Config {
                 {
                     plugins.insert(
                         name.to_string(),
-                        PluginConfig {
-                            path: Some(path.display().to_string()),
-                            priority: DEFAULT_PRIORITY,
-                            enabled: true,
-                            fail_mode: None,
-                            sha256: None,
-                            limits: Limits::default(),
-                            config: toml::Table::new(),
-                        },
+                        PluginConfig::for_path(path.display().to_string(), DEFAULT_PRIORITY),
                     );
                 }
             }

@@ -186,18 +186,9 @@ fn run_case(
     let mut config = Config::parse("", "<fixture>", PathBuf::from("."))?;
     config.cache = cache_dir.is_some();
     config.cache_dir = cache_dir;
-    config.plugins.insert(
-        UNDER_TEST.to_string(),
-        PluginConfig {
-            path: Some(source.to_string()),
-            priority: 0,
-            enabled: true,
-            fail_mode: None,
-            sha256: None,
-            limits: Default::default(),
-            config: case.config.clone().unwrap_or_else(|| file_config.clone()),
-        },
-    );
+    let mut entry = PluginConfig::for_path(source, 0);
+    entry.config = case.config.clone().unwrap_or_else(|| file_config.clone());
+    config.plugins.insert(UNDER_TEST.to_string(), entry);
     let outcome = (|| -> Result<CaseOutcome> {
         let host = Toolgate::open(config, Some(scratch.join("fixture.redb")))?;
         let store = host.store();

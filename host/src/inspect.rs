@@ -50,15 +50,7 @@ pub fn inspect(source: &str) -> Result<Inspection> {
         store: &store,
         base_dir: std::path::Path::new("."),
     };
-    let entry = PluginConfig {
-        path: Some(source.to_string()),
-        priority: 0,
-        enabled: true,
-        fail_mode: None,
-        sha256: None,
-        limits: Default::default(),
-        config: Default::default(),
-    };
+    let entry = PluginConfig::for_path(source, 0);
     let bytes = plugins::read(&ctx, "inspected", &entry)?;
     let mut inspection = Inspection {
         source: source.to_string(),

@@ -40,6 +40,8 @@ pub(crate) const GATES: TableDefinition<(&str, &str), &[u8]> = TableDefinition::
 pub const EVENT_QUEUE_CAPACITY: usize = 4096;
 /// The most appends committed in one write transaction.
 const EVENT_BATCH: usize = 256;
+/// Non-durable commits (policy state) become durable within this time.
+pub const DURABLE_WITHIN: std::time::Duration = std::time::Duration::from_millis(100);
 /// The longest key or value a policy may store.
 pub const MAX_STATE_ENTRY: usize = 1024 * 1024;
 
@@ -95,6 +97,8 @@ pub struct Store {
     writer: Mutex<Option<JoinHandle<()>>>,
     dropped_events: AtomicU64,
     log_config: Arc<std::sync::RwLock<LogConfig>>,
+    /// Set when a non-durable commit happened; the writer makes it durable.
+    dirty: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl std::fmt::Debug for Store {
@@ -135,9 +139,11 @@ impl Store {
         let writer_db = Arc::clone(&db);
         let log_config = Arc::new(std::sync::RwLock::new(LogConfig::default()));
         let writer_log = Arc::clone(&log_config);
+        let dirty = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writer_dirty = Arc::clone(&dirty);
         let writer = std::thread::Builder::new()
             .name("toolgate-event-writer".into())
-            .spawn(move || run_event_writer(&writer_db, receiver, &writer_log))
+            .spawn(move || run_event_writer(&writer_db, receiver, &writer_log, &writer_dirty))
             .map_err(|err| Error::Store {
                 path: path.to_path_buf(),
                 message: format!("cannot start the event writer: {err}"),
@@ -149,6 +155,7 @@ impl Store {
             writer: Mutex::new(Some(writer)),
             dropped_events: AtomicU64::new(0),
             log_config,
+            dirty,
         })
     }
 
@@ -175,7 +182,7 @@ impl Store {
 
     /// Start the next turn of `session` and return its number (from 1).
     pub fn next_turn(&self, session: &str) -> Result<u64> {
-        let txn = self.db.begin_write().map_err(|e| self.error(e))?;
+        let txn = self.fast_write().map_err(|e| self.error(e))?;
         let turn = {
             let mut table = txn.open_table(TURNS).map_err(|e| self.error(e))?;
             let turn = table
@@ -304,7 +311,7 @@ impl Store {
         ) -> std::result::Result<(T, i64), redb::StorageError>,
     ) -> Result<T, StateWriteError> {
         let storage = |e: redb::Error| StateWriteError::Storage(e.to_string());
-        let txn = self.db.begin_write().map_err(|e| storage(e.into()))?;
+        let txn = self.fast_write().map_err(storage)?;
         let result = {
             let mut table = txn.open_table(STATE).map_err(|e| storage(e.into()))?;
             let mut usage = txn.open_table(STATE_USAGE).map_err(|e| storage(e.into()))?;
@@ -322,6 +329,17 @@ impl Store {
         };
         txn.commit().map_err(|e| storage(e.into()))?;
         Ok(result)
+    }
+
+    /// A write transaction that commits without waiting for the disk: the
+    /// writer thread makes it durable within [`DURABLE_WITHIN`] (group
+    /// commit), and at shutdown. Policy state and turn counters use it;
+    /// pending gates and the event stream commit durably.
+    fn fast_write(&self) -> std::result::Result<redb::WriteTransaction, redb::Error> {
+        let mut txn = self.db.begin_write()?;
+        txn.set_durability(redb::Durability::None)?;
+        self.dirty.store(true, Ordering::Release);
+        Ok(txn)
     }
 
     /// Bytes used by `policy`'s namespace, as of the last write.
@@ -533,6 +551,7 @@ fn run_event_writer(
     db: &Database,
     queue: Receiver<WriterMessage>,
     log_config: &std::sync::RwLock<LogConfig>,
+    dirty: &std::sync::atomic::AtomicBool,
 ) {
     let mut next_seq = match last_event_seq(db) {
         Ok(seq) => seq.map_or(0, |s| s + 1),
@@ -541,7 +560,28 @@ fn run_event_writer(
             return;
         }
     };
-    while let Ok(first) = queue.recv() {
+    // An empty durable commit makes earlier non-durable ones durable.
+    let make_durable = || {
+        if dirty.swap(false, Ordering::AcqRel) {
+            let committed = db
+                .begin_write()
+                .map_err(redb::Error::from)
+                .and_then(|txn| txn.commit().map_err(redb::Error::from));
+            if let Err(err) = committed {
+                dirty.store(true, Ordering::Release);
+                tracing::warn!(error = %err, "cannot make recent state durable");
+            }
+        }
+    };
+    loop {
+        let first = match queue.recv_timeout(DURABLE_WITHIN) {
+            Ok(message) => message,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                make_durable();
+                continue;
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        };
         let mut batch = Vec::new();
         let mut decisions = Vec::new();
         let mut flushes = Vec::new();
@@ -571,10 +611,14 @@ fn run_event_writer(
                 }
             }
         }
+        if !flushes.is_empty() {
+            make_durable();
+        }
         for done in flushes {
             let _ = done.send(());
         }
     }
+    make_durable();
 }
 
 fn last_event_seq(db: &Database) -> std::result::Result<Option<u64>, redb::Error> {

@@ -90,10 +90,13 @@ impl LeaseGate {
     }
 
     fn uses_left(lease: &Lease) -> bool {
+        let Some(max) = lease.max_uses else {
+            return true; // unlimited: no need to read the counter
+        };
         let used = state::get(&key(&["uses", &lease.id]))
             .and_then(|b| <[u8; 8]>::try_from(b.as_slice()).ok())
             .map_or(0, u64::from_le_bytes);
-        lease.max_uses.is_none_or(|max| used < max)
+        used < max
     }
 
     /// A valid lease of `thread` covering `action` with a use left.
