@@ -219,3 +219,37 @@ fn no_policies_means_allow() {
     assert_eq!(decision.verdict, Verdict::Allow);
     assert!(decision.policies.is_empty());
 }
+
+#[test]
+fn warm_instances_are_reused_unless_the_operator_says_otherwise() {
+    let notes = |host: &common::TestHost| {
+        host.evaluate(&call("Read", json!({})))
+            .unwrap()
+            .notes
+            .into_iter()
+            .map(|n| n.text)
+            .collect::<Vec<_>>()
+    };
+    let reused = host(&scripted(
+        "counter",
+        1,
+        "verdict = \"allow\"\nreport_instance = true",
+    ));
+    assert_eq!(notes(&reused), ["instance-calls:1"]);
+    assert_eq!(
+        notes(&reused),
+        ["instance-calls:2"],
+        "the same warm instance"
+    );
+
+    let fresh = host(&format!(
+        "{}[plugins.counter.limits]\nreuse_instances = false\n",
+        scripted("counter", 1, "verdict = \"allow\"\nreport_instance = true")
+    ));
+    assert_eq!(notes(&fresh), ["instance-calls:1"]);
+    assert_eq!(
+        notes(&fresh),
+        ["instance-calls:1"],
+        "a fresh instance every time"
+    );
+}

@@ -715,6 +715,7 @@ fn main() {
     }
     println!("\n| argument size | p50 µs (3 bundled policies, `Bash`, probe skipped) |\n|---|---|");
     let args_host = open(bundled_config(d, None, 0, ""), d, "args.redb");
+    prefill(&args_host, 0, 1000);
     for size in [100usize, 10_000, 100_000, 1_000_000] {
         let content = "x".repeat(size);
         let s = time(if size >= 100_000 { 50 } else { n / 3 }, 10, |i| {

@@ -190,6 +190,9 @@ pub struct Limits {
     pub state_max_bytes: u64,
     /// Cap on stdout/stderr and log output per call, bytes.
     pub log_max_bytes: u32,
+    /// Keep instances warm between evaluations (never one that failed).
+    /// `false`: a fresh instance for every evaluation.
+    pub reuse_instances: bool,
 }
 
 impl Default for Limits {
@@ -200,6 +203,7 @@ impl Default for Limits {
             max_output_bytes: 16 * 1024,
             state_max_bytes: 64 * 1024 * 1024,
             log_max_bytes: 16 * 1024,
+            reuse_instances: true,
         }
     }
 }

@@ -38,12 +38,18 @@ pub(crate) struct Env<'a> {
 }
 
 impl Env<'_> {
-    /// A configured sandbox for `plugin`, for one call.
+    /// A configured sandbox for `plugin`, for one call: a warm one when the
+    /// plugin allows reuse and one is free, else a fresh instance.
     pub(crate) fn sandbox(
         &self,
         plugin: &Plugin,
         request: Option<&ToolRequest>,
     ) -> Result<Sandbox, PolicyFailure> {
+        let warm = plugin
+            .limits
+            .reuse_instances
+            .then(|| plugin.warm.lock().unwrap_or_else(|p| p.into_inner()).pop())
+            .flatten();
         let call = CallContext {
             policy: plugin.name.clone(),
             store: self.store.clone(),
@@ -55,6 +61,10 @@ impl Env<'_> {
             logs: Vec::new(),
             host_wait: Duration::ZERO,
         };
+        if let Some(mut sandbox) = warm {
+            sandbox.reset(call);
+            return Ok(sandbox);
+        }
         let mut sandbox = self
             .runtime
             .instantiate(&plugin.pre, &plugin.limits, call)?;
@@ -65,6 +75,21 @@ impl Env<'_> {
             })?
             .map_err(|message| PolicyFailure::Other(format!("configure refused: {message}")))?;
         Ok(sandbox)
+    }
+}
+
+/// How many idle instances one plugin version keeps.
+const MAX_WARM: usize = 8;
+
+/// Return a sandbox after use: kept warm if it never failed and the plugin
+/// allows reuse, dropped otherwise.
+pub(crate) fn recycle(plugin: &Plugin, sandbox: Sandbox) {
+    if sandbox.failed || !plugin.limits.reuse_instances {
+        return;
+    }
+    let mut warm = plugin.warm.lock().unwrap_or_else(|p| p.into_inner());
+    if warm.len() < MAX_WARM {
+        warm.push(sandbox);
     }
 }
 
@@ -279,6 +304,11 @@ pub(crate) fn evaluate(
             kind: gate.pause,
         });
         decision.decided_by = Some(policy);
+    }
+    for slot in slots {
+        if let Some(sandbox) = slot.sandbox {
+            recycle(slot.plugin, sandbox);
+        }
     }
     if decision.verdict != Verdict::Pause && !resolutions.is_empty() {
         env.store

@@ -84,6 +84,8 @@ pub struct Plugin {
     /// Its config table as JSON, handed to `configure` on every instance.
     pub(crate) config_json: String,
     pub(crate) pre: PolicyPre<SandboxState>,
+    /// Configured instances of this version kept warm for reuse.
+    pub(crate) warm: std::sync::Mutex<Vec<crate::runtime::Sandbox>>,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -203,6 +205,7 @@ pub(crate) fn load(
         description,
         config_json,
         pre,
+        warm: std::sync::Mutex::new(Vec::new()),
     })
 }
 

@@ -153,6 +153,7 @@ impl Runtime {
                 store,
                 policy,
                 deadline,
+                failed: false,
             }),
             Err(err) => Err(classify(&err, store.data())),
         }
@@ -164,6 +165,8 @@ pub(crate) struct Sandbox {
     pub(crate) store: Store<SandboxState>,
     pub(crate) policy: Policy,
     deadline: Duration,
+    /// A call into it failed: it must never be reused.
+    pub(crate) failed: bool,
 }
 
 impl Sandbox {
@@ -179,7 +182,18 @@ impl Sandbox {
         self.store.set_epoch_deadline(ticks(self.deadline));
         let result = f(&self.policy, &mut self.store);
         self.forward_output(what);
+        self.failed |= result.is_err();
         result.map_err(|err| classify(&err, self.store.data()))
+    }
+
+    /// Prepare a warm instance for another evaluation: new per-call context,
+    /// a clean memory-limit record and output buffer.
+    pub(crate) fn reset(&mut self, call: CallContext) {
+        let state = self.store.data_mut();
+        state.call = call;
+        state.limiter.refused = false;
+        state.deadline = None;
+        let _ = state.output.take();
     }
 
     fn forward_output(&self, what: &'static str) {

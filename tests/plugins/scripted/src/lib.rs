@@ -16,7 +16,13 @@ struct Script {
     notes: Vec<String>,
     /// A risk category to report from `classify`.
     risk: Option<String>,
+    /// Add a note counting the calls this instance has decided, to show
+    /// whether the host reused it.
+    report_instance: bool,
 }
+
+/// Calls decided by this instance (lives in the instance's own memory).
+static INSTANCE_CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 struct Scripted(Script);
 
@@ -64,6 +70,7 @@ impl Policy for Scripted {
 
     fn decide(&self, call: &ToolCall, _risk: &Risk, _budget: &BudgetStatus) -> Decision {
         let _ = host::state::try_increment("decided", u64::MAX);
+        let calls = INSTANCE_CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         let approved = call
             .resolutions
             .iter()
@@ -82,10 +89,16 @@ impl Policy for Scripted {
             "skip" => Decision::skip(),
             _ => Decision::allow(),
         };
-        self.0
+        let decision = self
+            .0
             .notes
             .iter()
-            .fold(decision, |d, note| d.with_note(note))
+            .fold(decision, |d, note| d.with_note(note));
+        if self.0.report_instance {
+            decision.with_note(format!("instance-calls:{calls}"))
+        } else {
+            decision
+        }
     }
 
     fn command(&self, name: &str, _args: &str) -> Result<String, String> {
