@@ -664,8 +664,32 @@ fn main() {
             .unwrap();
     });
     println!(
-        "| one durable state write (own transaction, fsync) | p50 {:.0} µs, p99 {:.0} µs |",
+        "| one policy-state write (own transaction, group-committed) | p50 {:.0} µs, p99 {:.0} µs |",
         durable.p50, durable.p99
+    );
+    let gate = toolgate::gates::PendingGate {
+        request_id: String::new(),
+        policy: "p".into(),
+        user_id: "u".into(),
+        thread_id: "t".into(),
+        session_id: "s".into(),
+        source_channel: "cli".into(),
+        tool: "Bash".into(),
+        call_id: "c".into(),
+        arguments: "{}".into(),
+        pause: toolgate::gates::PauseKind::Approval {
+            description: "ok?".into(),
+            allow_always: false,
+        },
+        created_at_ms: 0,
+        expires_at_ms: u64::MAX,
+    };
+    let gates = time(if quick() { 50 } else { 300 }, 10, |_| {
+        store.insert_gate(&gate).unwrap()
+    });
+    println!(
+        "| one durable commit (a pending gate, fsync) | p50 {:.0} µs, p99 {:.0} µs |",
+        gates.p50, gates.p99
     );
     drop(store);
 

@@ -560,8 +560,12 @@ fn run_event_writer(
             return;
         }
     };
-    // An empty durable commit makes earlier non-durable ones durable.
+    // An empty durable commit makes earlier non-durable ones durable. Under
+    // load the queue never goes quiet, so the time since the last one
+    // decides too.
+    let last_durable = std::cell::Cell::new(std::time::Instant::now());
     let make_durable = || {
+        last_durable.set(std::time::Instant::now());
         if dirty.swap(false, Ordering::AcqRel) {
             let committed = db
                 .begin_write()
@@ -574,7 +578,7 @@ fn run_event_writer(
         }
     };
     loop {
-        let first = match queue.recv_timeout(DURABLE_WITHIN) {
+        let first = match queue.recv_timeout(DURABLE_WITHIN / 2) {
             Ok(message) => message,
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 make_durable();
@@ -596,6 +600,9 @@ fn run_event_writer(
                 message = queue.try_recv().ok();
             }
         }
+        if !decisions.is_empty() || !batch.is_empty() {
+            dirty.store(true, Ordering::Release);
+        }
         if !decisions.is_empty() {
             let config = *log_config.read().unwrap_or_else(|p| p.into_inner());
             if let Err(err) = commit_decisions(db, &decisions, &config) {
@@ -611,7 +618,7 @@ fn run_event_writer(
                 }
             }
         }
-        if !flushes.is_empty() {
+        if !flushes.is_empty() || last_durable.get().elapsed() >= DURABLE_WITHIN {
             make_durable();
         }
         for done in flushes {
@@ -627,12 +634,20 @@ fn last_event_seq(db: &Database) -> std::result::Result<Option<u64>, redb::Error
     Ok(events.last()?.map(|(seq, _)| seq.value()))
 }
 
+/// A write transaction that does not wait for the disk; the writer makes
+/// it durable within [`DURABLE_WITHIN`] and at shutdown.
+fn group_committed(db: &Database) -> std::result::Result<redb::WriteTransaction, redb::Error> {
+    let mut txn = db.begin_write()?;
+    txn.set_durability(redb::Durability::None)?;
+    Ok(txn)
+}
+
 fn commit_events(
     db: &Database,
     first_seq: u64,
     batch: &[StoredEvent],
 ) -> std::result::Result<(), redb::Error> {
-    let txn = db.begin_write()?;
+    let txn = group_committed(db)?;
     {
         let mut events = txn.open_table(EVENTS)?;
         let mut by_session = txn.open_table(EVENTS_BY_SESSION)?;
@@ -658,7 +673,7 @@ fn commit_decisions(
     entries: &[LogEntry],
     config: &LogConfig,
 ) -> std::result::Result<(), redb::Error> {
-    let txn = db.begin_write()?;
+    let txn = group_committed(db)?;
     {
         let mut table = txn.open_table(DECISIONS)?;
         let first = table.last()?.map_or(0, |(seq, _)| seq.value() + 1);

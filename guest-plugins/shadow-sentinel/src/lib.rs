@@ -153,6 +153,12 @@ impl Policy for ShadowSentinel {
         else {
             return BudgetStatus::Ok;
         };
+        if limit == 0 {
+            // Nothing to take: skip without a state write.
+            return BudgetStatus::Exceeded(format!(
+                "the {pool} probe budget is 0; the call is not probed"
+            ));
+        }
         let session = &call.caller.session_id;
         let key = budget::counter_key(session, call.caller.turn, pool);
         match host::state::try_increment(&key, limit) {
