@@ -252,6 +252,7 @@ mod native {
                 shadow_sentinel::classify::classify(&request.tool, from_mcp, &self.patterns);
             if let Some((pool, limit)) = shadow_sentinel::budget::pool(category, self.max_probes)
                 && category != RiskCategory::Low
+                && limit > 0
             {
                 let key =
                     shadow_sentinel::budget::counter_key(&request.session_id, request.turn, pool);
@@ -553,6 +554,10 @@ fn main() {
         std::fs::copy(guest(version), swap_dir.join("next.tmp")).unwrap();
         std::fs::rename(swap_dir.join("next.tmp"), &flip).unwrap();
         while swap_host.evaluate(&low(i)).unwrap().verdict != want {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "the watcher missed a swap"
+            );
             std::thread::sleep(Duration::from_micros(200));
         }
         watch_ms.push(start.elapsed().as_secs_f64() * 1e3);

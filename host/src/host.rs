@@ -212,9 +212,11 @@ impl Toolgate {
         }
     }
 
-    /// What the watcher compares: size and mtime of the config file and of
-    /// every plugin file, and the names in `plugin_dir`.
-    fn fingerprint(&self) -> Vec<(PathBuf, Option<(std::time::SystemTime, u64)>)> {
+    /// What the watcher compares: the inode, size, mtime and ctime of the
+    /// config file and of every plugin file, and the names in `plugin_dir`.
+    /// The inode catches a file replaced by rename even when its size and
+    /// (coarse-grained) mtime are the same as the old one's.
+    fn fingerprint(&self) -> Vec<(PathBuf, Option<[i64; 5]>)> {
         let config = self.config();
         let mut paths: Vec<PathBuf> = config.source.iter().cloned().collect();
         if let Some(dir) = &config.plugin_dir {
@@ -238,9 +240,16 @@ impl Toolgate {
         paths
             .into_iter()
             .map(|path| {
-                let meta = std::fs::metadata(&path)
-                    .ok()
-                    .and_then(|m| Some((m.modified().ok()?, m.len())));
+                use std::os::unix::fs::MetadataExt as _;
+                let meta = std::fs::metadata(&path).ok().map(|m| {
+                    [
+                        m.ino() as i64,
+                        m.len() as i64,
+                        m.mtime_nsec(),
+                        m.mtime(),
+                        m.ctime_nsec(),
+                    ]
+                });
                 (path, meta)
             })
             .collect()
