@@ -189,10 +189,12 @@ impl Toolgate {
         let host = Arc::downgrade(self);
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = stop.clone();
+        // Taken before returning, so a change made right after `watch`
+        // returns is never mistaken for the starting point.
+        let mut seen = Some(self.fingerprint());
         let thread = std::thread::Builder::new()
             .name("toolgate-watch".into())
             .spawn(move || {
-                let mut seen = host.upgrade().map(|h| h.fingerprint());
                 while !stopped.load(Ordering::Relaxed) {
                     std::thread::sleep(interval);
                     let Some(host) = host.upgrade() else { return };
