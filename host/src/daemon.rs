@@ -276,7 +276,7 @@ impl Daemon {
 
     async fn socket_connection(self: Arc<Self>, stream: tokio::net::UnixStream) {
         let (read, mut write) = stream.into_split();
-        let mut lines = AsyncBufReader::new(read.take(u64::MAX));
+        let mut lines = AsyncBufReader::new(read);
         let mut line = String::new();
         loop {
             line.clear();
