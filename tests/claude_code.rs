@@ -464,3 +464,107 @@ fn retention_deletes_old_log_rows() {
         ["Grep"]
     );
 }
+
+#[test]
+fn a_policy_dropped_into_the_daemons_plugin_dir_is_served_and_listed() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir(&plugins).unwrap();
+    let config = dir.path().join("toolgate.toml");
+    std::fs::write(&config, "plugin_dir = \"plugins\"\n").unwrap();
+    let socket = dir.path().join("d.sock");
+    let child = Command::new(BIN)
+        .arg("--config")
+        .arg(&config)
+        .arg("--store")
+        .arg(dir.path().join("d.redb"))
+        .args(["serve", "--watch-ms", "20", "--socket"])
+        .arg(&socket)
+        .env("XDG_CACHE_HOME", common::cache_dir())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut daemon = DaemonProcess(child);
+    let client = Client::new(&socket);
+    let started = Instant::now();
+    while !client.is_up() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the daemon did not come up"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let list = |dir: &Path| {
+        let out = run(
+            dir,
+            &[
+                "plugins",
+                "list",
+                "--json",
+                "--socket",
+                socket.to_str().unwrap(),
+            ],
+            "",
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    assert_eq!(list(dir.path()), json!([]));
+
+    // Drop a policy in (renamed into place, as a deploy would).
+    let tmp = plugins.join("guard.tmp");
+    std::fs::copy(common::guest("scripted-policy"), &tmp).unwrap();
+    std::fs::rename(&tmp, plugins.join("guard.wasm")).unwrap();
+    let started = Instant::now();
+    while list(dir.path()).as_array().unwrap().is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the daemon never picked it up"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let listed = list(dir.path());
+    assert_eq!(listed[0]["name"], "guard");
+    assert_eq!(listed[0]["priority"], 100);
+    assert_eq!(listed[0]["problem"], Value::Null);
+
+    // An explicit reload and SIGHUP both reload, and are counted.
+    let reloaded = run(
+        dir.path(),
+        &["plugins", "reload", "--socket", socket.to_str().unwrap()],
+        "",
+    );
+    assert!(reloaded.status.success());
+    let report: Value = serde_json::from_slice(&reloaded.stdout).unwrap();
+    assert_eq!(report["kept"], json!(["guard"]));
+    assert!(
+        Command::new("kill")
+            .args(["-HUP", &daemon.0.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let started = Instant::now();
+    loop {
+        let metrics = client.call(&DaemonRequest::Metrics).unwrap();
+        let text = metrics.as_str().unwrap();
+        if text.contains("toolgate_reloads_total{result=\"ok\"}")
+            && !text.contains("toolgate_reloads_total{result=\"ok\"} 1\n")
+        {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "SIGHUP did not reload: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = Command::new("kill")
+        .args(["-TERM", &daemon.0.id().to_string()])
+        .status();
+    assert!(daemon.0.wait().unwrap().success());
+}

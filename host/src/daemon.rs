@@ -166,25 +166,7 @@ impl Daemon {
                 serde_json::from_str(&answer).unwrap_or(Value::String(answer))
             }
             DaemonRequest::Reload => to_json(self.reload()?),
-            DaemonRequest::Plugins => {
-                let problems = host.plugin_problems();
-                let plugins: Vec<Value> = host
-                    .plugins()
-                    .iter()
-                    .map(|p| {
-                        json!({
-                            "name": &*p.name,
-                            "priority": p.priority,
-                            "source": p.source,
-                            "sha256": p.sha256,
-                            "fail_mode": p.fail_mode,
-                            "policy": p.description,
-                            "problem": problems.get(&*p.name),
-                        })
-                    })
-                    .collect();
-                json!(plugins)
-            }
+            DaemonRequest::Plugins => to_json(host.plugin_statuses()),
             DaemonRequest::Health => json!({
                 "status": "ok",
                 "plugins": host.plugins().len(),

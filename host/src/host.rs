@@ -174,6 +174,23 @@ impl Toolgate {
         Ok(report)
     }
 
+    /// Every loaded plugin with its status, in decision order.
+    pub fn plugin_statuses(&self) -> Vec<plugins::PluginStatus> {
+        let problems = self.plugin_problems();
+        self.plugins()
+            .iter()
+            .map(|p| plugins::PluginStatus {
+                name: p.name.to_string(),
+                priority: p.priority,
+                source: p.source.clone(),
+                sha256: p.sha256.clone(),
+                fail_mode: p.fail_mode,
+                policy: p.description.clone(),
+                problem: problems.get(&*p.name).cloned(),
+            })
+            .collect()
+    }
+
     /// The last (re)load failure of each plugin that has one.
     pub fn plugin_problems(&self) -> BTreeMap<String, String> {
         self.problems

@@ -114,6 +114,7 @@ impl Slot<'_> {
         if self.failure.is_some() {
             return None;
         }
+        let _span = tracing::debug_span!("toolgate.policy", policy = %self.plugin.name).entered();
         let started = Instant::now();
         let result = match &mut self.sandbox {
             Some(sandbox) => f(sandbox),

@@ -27,7 +27,7 @@ pub fn bundled_names() -> impl Iterator<Item = &'static str> {
 }
 
 /// What a policy says about itself.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PolicyDescription {
     /// The policy's own name.
     pub name: String,
@@ -229,6 +229,25 @@ fn read_bytes(ctx: &LoadContext<'_>, path: &str) -> Result<Vec<u8>, PluginProble
     };
     std::fs::read(&resolved)
         .map_err(|err| PluginProblem::Unreadable(format!("{} ({err})", resolved.display())))
+}
+
+/// A loaded plugin as `plugins list` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PluginStatus {
+    /// The plugin's name.
+    pub name: String,
+    /// Its priority.
+    pub priority: i32,
+    /// Where it was loaded from.
+    pub source: String,
+    /// Its component's sha256.
+    pub sha256: String,
+    /// Its fail mode.
+    pub fail_mode: FailMode,
+    /// What it says about itself.
+    pub policy: PolicyDescription,
+    /// Why its last reload failed, if it did (this version keeps serving).
+    pub problem: Option<String>,
 }
 
 /// The plugins that serve decisions, sorted by priority (then name).

@@ -134,8 +134,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Subcommands::Plugins(plugins::PluginsCommand::Inspect { file, json }) => {
             plugins::inspect(&file, json)
         }
+        Subcommands::Plugins(plugins::PluginsCommand::List {
+            json,
+            socket: Some(socket),
+        }) => plugins::list_remote(&socket, json),
+        Subcommands::Plugins(plugins::PluginsCommand::List { json, socket: None }) => {
+            plugins::list(&open()?.plugin_statuses(), json)
+        }
         Subcommands::Check(args) => check::run(&open()?, &args),
-        Subcommands::Plugins(command) => plugins::run(&open()?, command),
         Subcommands::Gates(command) => gates::run(&open()?, command),
         Subcommands::Command { plugin, name, args } => {
             serde_json::from_str::<serde_json::Value>(&args)

@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use toolgate::Toolgate;
+use toolgate::plugins::PluginStatus;
 
 #[derive(clap::Subcommand)]
 pub enum PluginsCommand {
@@ -22,11 +22,15 @@ pub enum PluginsCommand {
         #[arg(long, value_name = "PATH")]
         socket: Option<std::path::PathBuf>,
     },
-    /// List loaded plugins in decision order.
+    /// List loaded plugins in decision order, with their status.
     List {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        /// Ask the running daemon at this socket (what it serves now)
+        /// instead of loading the config here.
+        #[arg(long, value_name = "PATH")]
+        socket: Option<std::path::PathBuf>,
     },
 }
 
@@ -43,54 +47,39 @@ pub fn reload(socket: Option<std::path::PathBuf>) -> anyhow::Result<ExitCode> {
     })
 }
 
-pub fn run(host: &Toolgate, command: PluginsCommand) -> anyhow::Result<ExitCode> {
-    match command {
-        PluginsCommand::Reload { .. } | PluginsCommand::Inspect { .. } => {
-            unreachable!("handled without a local host")
-        }
-        PluginsCommand::List { json } => {
-            let plugins = host.plugins();
-            let problems = host.plugin_problems();
-            let status = |name: &str| match problems.get(name) {
-                Some(problem) => format!("loaded; the last reload failed: {problem}"),
-                None => "loaded".to_string(),
-            };
-            if json {
-                let rows: Vec<_> = plugins
-                    .iter()
-                    .map(|p| {
-                        serde_json::json!({
-                            "name": &*p.name,
-                            "priority": p.priority,
-                            "source": p.source,
-                            "sha256": p.sha256,
-                            "fail_mode": p.fail_mode,
-                            "status": status(&p.name),
-                            "policy": p.description,
-                        })
-                    })
-                    .collect();
-                println!("{}", serde_json::to_string_pretty(&rows)?);
-            } else {
-                println!(
-                    "{:<20} {:>8}  {:<7} {:<14} {:<24} STATUS",
-                    "NAME", "PRIORITY", "FAIL", "SHA256", "SOURCE"
-                );
-                for p in plugins.iter() {
-                    println!(
-                        "{:<20} {:>8}  {:<7} {:<14} {:<24} {}",
-                        p.name,
-                        p.priority,
-                        format!("{:?}", p.fail_mode).to_lowercase(),
-                        &p.sha256[..12],
-                        p.source,
-                        status(&p.name),
-                    );
-                }
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+/// Print plugin statuses as a table or JSON.
+pub fn list(statuses: &[PluginStatus], json: bool) -> anyhow::Result<ExitCode> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(statuses)?);
+        return Ok(ExitCode::SUCCESS);
     }
+    println!(
+        "{:<20} {:>8}  {:<7} {:<14} {:<24} STATUS",
+        "NAME", "PRIORITY", "FAIL", "SHA256", "SOURCE"
+    );
+    for p in statuses {
+        let status = match &p.problem {
+            Some(problem) => format!("loaded; the last reload failed: {problem}"),
+            None => "loaded".to_string(),
+        };
+        println!(
+            "{:<20} {:>8}  {:<7} {:<14} {:<24} {status}",
+            p.name,
+            p.priority,
+            format!("{:?}", p.fail_mode).to_lowercase(),
+            &p.sha256[..12],
+            p.source,
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `plugins list --socket`: what the daemon serves.
+pub fn list_remote(socket: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> {
+    let client = toolgate::daemon::Client::new(socket);
+    let answer = client.call(&toolgate::daemon::DaemonRequest::Plugins)?;
+    let statuses: Vec<PluginStatus> = serde_json::from_value(answer)?;
+    list(&statuses, json)
 }
 
 pub fn inspect(file: &str, json: bool) -> anyhow::Result<ExitCode> {
