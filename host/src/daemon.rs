@@ -185,7 +185,7 @@ impl Daemon {
                 Ok(request) => tokio::task::spawn_blocking(move || daemon.handle(request))
                     .await
                     .unwrap_or_else(|err| {
-                        Err(Error::Request(format!("request handler failed: {err}")))
+                        Err(Error::Daemon(format!("request handler failed: {err}")))
                     }),
             };
             match result {
@@ -374,12 +374,7 @@ impl Client {
 
     /// Send one request and wait for its answer.
     pub fn call(&self, request: &DaemonRequest) -> Result<Value> {
-        let io = |err: std::io::Error| {
-            Error::Request(format!(
-                "toolgate daemon at {}: {err}",
-                self.socket.display()
-            ))
-        };
+        let io = |err: std::io::Error| Error::Daemon(format!("{}: {err}", self.socket.display()));
         let mut stream = UnixStream::connect(&self.socket).map_err(io)?;
         stream.set_read_timeout(Some(self.timeout)).map_err(io)?;
         stream.set_write_timeout(Some(self.timeout)).map_err(io)?;
@@ -389,12 +384,12 @@ impl Client {
         let mut answer = String::new();
         BufReader::new(stream).read_line(&mut answer).map_err(io)?;
         let answer: Value = serde_json::from_str(&answer)
-            .map_err(|err| Error::Request(format!("bad answer from the daemon: {err}")))?;
+            .map_err(|err| Error::Daemon(format!("unreadable answer: {err}")))?;
         if answer["ok"] == json!(true) {
             Ok(answer["result"].clone())
         } else {
-            Err(Error::Request(format!(
-                "the daemon refused: {}",
+            Err(Error::Daemon(format!(
+                "refused: {}",
                 answer["error"].as_str().unwrap_or("no reason given")
             )))
         }
@@ -407,7 +402,7 @@ impl HookBackend for Client {
             request: request.clone(),
         })?;
         serde_json::from_value(value)
-            .map_err(|err| Error::Request(format!("bad decision from the daemon: {err}")))
+            .map_err(|err| Error::Daemon(format!("unreadable decision: {err}")))
     }
     fn observe(&self, request: &ToolRequest, outcome: Outcome, summary: &str) -> Result<()> {
         self.call(&DaemonRequest::Observe {

@@ -39,6 +39,10 @@ pub enum Error {
     #[error("invalid request: {0}")]
     Request(String),
 
+    /// The daemon could not be reached or refused a request.
+    #[error("toolgate daemon: {0}")]
+    Daemon(String),
+
     /// A pending gate could not be resolved.
     #[error(transparent)]
     Gate(#[from] crate::gates::GateError),
