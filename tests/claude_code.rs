@@ -6,7 +6,7 @@ mod common;
 use std::io::Write as _;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use toolgate::daemon::{Client, DaemonRequest};
@@ -267,28 +267,28 @@ impl Drop for DaemonProcess {
     }
 }
 
-fn start_daemon(dir: &Path, http: &str) -> (DaemonProcess, std::path::PathBuf) {
+/// Start `toolgate [global...] serve --socket DIR/NAME [serve...]` and wait
+/// until it answers.
+fn start_daemon(
+    dir: &Path,
+    global: &[&str],
+    serve: &[&str],
+) -> (DaemonProcess, std::path::PathBuf) {
     let socket = dir.join("toolgate.sock");
     let child = Command::new(BIN)
+        .args(global)
         .arg("--store")
         .arg(dir.join("daemon.redb"))
         .args(["serve", "--socket"])
         .arg(&socket)
-        .args(["--http", http])
+        .args(serve)
         .env("XDG_CACHE_HOME", common::cache_dir())
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
+        .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let daemon = DaemonProcess(child);
-    let started = Instant::now();
-    while !Client::new(&socket).is_up() {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the daemon did not come up"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::eventually("the daemon to come up", || Client::new(&socket).is_up());
     (daemon, socket)
 }
 
@@ -313,7 +313,8 @@ fn http_get(port: u16, path: &str) -> String {
 fn the_daemon_serves_8_concurrent_clients_and_drains_on_shutdown() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let (mut daemon, socket) = start_daemon(dir.path(), &format!("127.0.0.1:{port}"));
+    let http = format!("127.0.0.1:{port}");
+    let (mut daemon, socket) = start_daemon(dir.path(), &[], &["--http", &http]);
 
     let clients: Vec<_> = (0..8)
         .map(|c| {
@@ -472,28 +473,12 @@ fn a_policy_dropped_into_the_daemons_plugin_dir_is_served_and_listed() {
     std::fs::create_dir(&plugins).unwrap();
     let config = dir.path().join("toolgate.toml");
     std::fs::write(&config, "plugin_dir = \"plugins\"\n").unwrap();
-    let socket = dir.path().join("d.sock");
-    let child = Command::new(BIN)
-        .arg("--config")
-        .arg(&config)
-        .arg("--store")
-        .arg(dir.path().join("d.redb"))
-        .args(["serve", "--watch-ms", "20", "--socket"])
-        .arg(&socket)
-        .env("XDG_CACHE_HOME", common::cache_dir())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut daemon = DaemonProcess(child);
+    let (mut daemon, socket) = start_daemon(
+        dir.path(),
+        &["--config", config.to_str().unwrap()],
+        &["--watch-ms", "20"],
+    );
     let client = Client::new(&socket);
-    let started = Instant::now();
-    while !client.is_up() {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the daemon did not come up"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
     let list = |dir: &Path| {
         let out = run(
             dir,
@@ -519,14 +504,9 @@ fn a_policy_dropped_into_the_daemons_plugin_dir_is_served_and_listed() {
     let tmp = plugins.join("guard.tmp");
     std::fs::copy(common::guest("scripted-policy"), &tmp).unwrap();
     std::fs::rename(&tmp, plugins.join("guard.wasm")).unwrap();
-    let started = Instant::now();
-    while list(dir.path()).as_array().unwrap().is_empty() {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "the daemon never picked it up"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    common::eventually("the daemon to pick it up", || {
+        !list(dir.path()).as_array().unwrap().is_empty()
+    });
     let listed = list(dir.path());
     assert_eq!(listed[0]["name"], "guard");
     assert_eq!(listed[0]["priority"], 100);
@@ -548,21 +528,11 @@ fn a_policy_dropped_into_the_daemons_plugin_dir_is_served_and_listed() {
             .unwrap()
             .success()
     );
-    let started = Instant::now();
-    loop {
+    common::eventually("SIGHUP to reload", || {
         let metrics = client.call(&DaemonRequest::Metrics).unwrap();
-        let text = metrics.as_str().unwrap();
-        if text.contains("toolgate_reloads_total{result=\"ok\"}")
-            && !text.contains("toolgate_reloads_total{result=\"ok\"} 1\n")
-        {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "SIGHUP did not reload: {text}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        let text = metrics.as_str().unwrap().to_string();
+        text.contains("toolgate_reloads_total{result=\"ok\"} 2")
+    });
     let _ = Command::new("kill")
         .args(["-TERM", &daemon.0.id().to_string()])
         .status();

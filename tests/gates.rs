@@ -249,44 +249,38 @@ fn a_resolved_pause_lets_the_same_call_run_without_pausing_again() {
     assert_eq!(third.verdict, Verdict::Pause);
 }
 
-#[test]
-fn a_resolution_applies_only_to_the_same_call() {
+/// A host whose one policy pauses; evaluate `request` and resolve the pause
+/// from `cli` with `resolution`.
+fn pause_then_resolve(
+    request: &toolgate::ToolRequest,
+    resolution: GateResolution,
+) -> common::TestHost {
     let host = host(&scripted(
         "approver",
         1,
         "verdict = \"pause\"\nreason = \"ok?\"",
     ));
-    let request = call("Bash", json!({"command": "./deploy.sh"}));
-    let pause = host.evaluate(&request).unwrap().pause.unwrap();
+    let pause = host.evaluate(request).unwrap().pause.unwrap();
     let key = GateKey {
         user_id: pause.user_id,
         thread_id: pause.thread_id,
     };
-    host.resolve_gate(
-        &key,
-        &pause.request_id,
-        "cli",
-        GateResolution::Approve { always: false },
-    )
-    .unwrap();
+    host.resolve_gate(&key, &pause.request_id, "cli", resolution)
+        .unwrap();
+    host
+}
+
+#[test]
+fn a_resolution_applies_only_to_the_same_call() {
+    let request = call("Bash", json!({"command": "./deploy.sh"}));
+    let host = pause_then_resolve(&request, GateResolution::Approve { always: false });
     let different = call("Bash", json!({"command": "./deploy.sh --prod"}));
     assert_eq!(host.evaluate(&different).unwrap().verdict, Verdict::Pause);
 }
 
 #[test]
 fn a_denied_resolution_leaves_nothing_to_resume() {
-    let host = host(&scripted(
-        "approver",
-        1,
-        "verdict = \"pause\"\nreason = \"ok?\"",
-    ));
     let request = call("Bash", json!({"command": "./deploy.sh"}));
-    let pause = host.evaluate(&request).unwrap().pause.unwrap();
-    let key = GateKey {
-        user_id: pause.user_id,
-        thread_id: pause.thread_id,
-    };
-    host.resolve_gate(&key, &pause.request_id, "cli", GateResolution::Deny)
-        .unwrap();
+    let host = pause_then_resolve(&request, GateResolution::Deny);
     assert_eq!(host.evaluate(&request).unwrap().verdict, Verdict::Pause);
 }

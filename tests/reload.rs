@@ -7,9 +7,9 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{call, guest};
+use common::{call, eventually, guest};
 use serde_json::json;
 use toolgate::{Config, Toolgate, Verdict};
 
@@ -170,15 +170,6 @@ fn an_unchanged_plugin_is_kept_not_rebuilt() {
     let report = host.reload().unwrap();
     assert_eq!(report.kept, ["flip"]);
     assert!(Arc::ptr_eq(&before, host.plugins().get("flip").unwrap()));
-}
-
-/// Wait (bounded) for `check` to hold; the watcher polls in the background.
-fn eventually(what: &str, check: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !check() {
-        assert!(Instant::now() < deadline, "gave up waiting for: {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[test]

@@ -68,6 +68,19 @@ pub fn scripted(name: &str, priority: i32, script: &str) -> String {
     )
 }
 
+/// Wait (bounded, 60 s) for `check` to hold: for background work such as a
+/// daemon starting or a watcher reloading. Not a timing assertion.
+pub fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !check() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "gave up waiting for: {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// A plain call with default caller fields.
 pub fn call(tool: &str, arguments: serde_json::Value) -> ToolRequest {
     ToolRequest::new(tool, arguments)
