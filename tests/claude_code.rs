@@ -181,7 +181,9 @@ fn malformed_stdin_is_denied_with_a_diagnosis() {
         reason.contains("toolgate failed") && reason.contains("TOOLGATE_LOG=debug"),
         "{reason}"
     );
-    assert!(String::from_utf8_lossy(&output.stderr).contains("hook failed"));
+    // The daemon the hook started logs the failure to its file.
+    let log = std::fs::read_to_string(dir.path().join("cc.redb.daemon.log")).unwrap();
+    assert!(log.contains("hook failed"), "{log}");
 
     let output = run(
         dir.path(),
@@ -402,38 +404,6 @@ fn the_daemon_serves_8_concurrent_clients_and_drains_on_shutdown() {
 }
 
 #[test]
-fn with_the_daemon_down_the_hook_falls_back_as_configured() {
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("nobody.sock");
-    let payload = event("PreToolUse", "Write", json!({"file_path": "/tmp/a"})).to_string();
-    let failed = run(
-        dir.path(),
-        &[
-            "hook",
-            "claude-code",
-            "--connect",
-            socket.to_str().unwrap(),
-            "--fallback",
-            "fail",
-        ],
-        &payload,
-    );
-    let answer: Value = serde_json::from_slice(&failed.stdout).unwrap();
-    let (decision, reason) = decision_of(&answer);
-    assert_eq!(decision, "deny");
-    assert!(reason.contains("not answering"), "{reason}");
-    let local = run(
-        dir.path(),
-        &["hook", "claude-code", "--connect", socket.to_str().unwrap()],
-        &payload,
-    );
-    assert!(
-        local.stdout.is_empty(),
-        "evaluated in-process: a plain allow is silent"
-    );
-}
-
-#[test]
 fn retention_deletes_old_log_rows() {
     let host = common::host("[log]\nmax_entries = 5\narguments = \"redacted\"\n");
     for i in 0..12 {
@@ -443,7 +413,7 @@ fn retention_deletes_old_log_rows() {
         ))
         .unwrap();
     }
-    host.store().flush_events();
+    host.store().persist();
     let log = host.store().decision_log(&Default::default(), 100).unwrap();
     assert_eq!(log.len(), 5);
     assert_eq!(
@@ -455,10 +425,10 @@ fn retention_deletes_old_log_rows() {
 
     let aged = common::host("[log]\nmax_age_secs = 1\n");
     aged.evaluate(&common::call("Read", json!({}))).unwrap();
-    aged.store().flush_events();
+    aged.store().persist();
     std::thread::sleep(Duration::from_millis(1100));
     aged.evaluate(&common::call("Grep", json!({}))).unwrap();
-    aged.store().flush_events();
+    aged.store().persist();
     let log = aged.store().decision_log(&Default::default(), 100).unwrap();
     assert_eq!(
         log.iter().map(|(_, e)| e.tool.as_str()).collect::<Vec<_>>(),

@@ -236,7 +236,7 @@ fn disabled_skips_everything_and_records_nothing() {
     assert_eq!(decision.policies[0].verdict, PolicyVerdict::Skip);
     assert_eq!(decision.risk.category, RiskCategory::Low);
     host.observe(&request, Outcome::Succeeded, "ran ls");
-    host.store().flush_events();
+    host.store().persist();
     assert!(host.store().recent_events(10).unwrap().is_empty());
     assert!(server.requests().is_empty());
 }
@@ -247,7 +247,7 @@ fn observed_calls_are_recorded_with_a_cut_summary() {
     let request = in_session("Bash", "s", 3);
     host.observe(&request, Outcome::Succeeded, "ran `ls -la`");
     host.observe(&request, Outcome::Failed, &"é".repeat(400));
-    host.store().flush_events();
+    host.store().persist();
     let events = host.store().session_recent(POLICY, "s", 10, &[]).unwrap();
     assert_eq!(events.len(), 2);
     assert_eq!(events[0].kind, "tool_call");
@@ -264,7 +264,7 @@ fn seed(host: &toolgate::Toolgate, session: &str, prefix: &str, count: u64) {
         let request = in_session("Bash", session, i);
         host.observe(&request, Outcome::Succeeded, &format!("{prefix}-{i}"));
     }
-    host.store().flush_events();
+    host.store().persist();
 }
 
 /// The context lines of the newest probe prompt.
@@ -341,7 +341,7 @@ fn probe_results_never_reach_the_probe() {
     );
     server.set_reply(Reply::Content(ALLOW.into()));
     host.evaluate(&in_session("Bash", "current", 1)).unwrap();
-    host.store().flush_events();
+    host.store().persist();
     host.evaluate(&in_session("Bash", "current", 2)).unwrap();
     let prompt = server.user_prompts().pop().unwrap();
     assert!(prompt.contains("No earlier events."), "{prompt}");
@@ -474,7 +474,7 @@ fn a_long_multibyte_deny_reason_is_recorded_cut_safely() {
         Some(reason.as_str()),
         "the agent gets the whole reason"
     );
-    host.store().flush_events();
+    host.store().persist();
     let events = host.store().session_recent(POLICY, "s", 10, &[]).unwrap();
     let summary = events[0].summary.as_deref().unwrap();
     assert_eq!(events[0].kind, "probe_result");

@@ -124,7 +124,7 @@ fn session_events_come_newest_limited_oldest_first_without_excluded_kinds() {
     }
     store.append_event(event("s", "other", "tool_call", Some("Bash"), 99));
     store.append_event(event("not-s", "me", "tool_call", Some("Bash"), 100));
-    store.flush_events();
+    store.persist();
     let recent = store
         .session_recent("s", "me", 4, &["probe_result".into()])
         .unwrap();
@@ -143,7 +143,7 @@ fn tool_history_excludes_the_current_session_inside_the_query() {
         store.append_event(event("s", "me", "tool_call", Some("Bash"), n));
     }
     store.append_event(event("s", "other", "tool_call", Some("Write"), 70));
-    store.flush_events();
+    store.persist();
     let history = store
         .tool_history("s", "Bash", "me", 5, &["probe_result".into()])
         .unwrap();

@@ -145,10 +145,10 @@ fn prefill(host: &Toolgate, events: usize, leases: usize) {
             at_ms: n as u64,
         });
         if n % 4000 == 3999 {
-            store.flush_events();
+            store.persist();
         }
     }
-    store.flush_events();
+    store.persist();
     for t in 0..leases {
         host.command(
             "lease-gate",
@@ -555,11 +555,13 @@ fn main() {
     println!("\n## Claude Code hook round trip\n");
     println!("| case | p50 ms | p99 ms |\n|---|---|---|");
     let bin = env!("CARGO_BIN_EXE_toolgate");
-    let payload = json!({"session_id": "bench", "hook_event_name": "PreToolUse", "tool_name": "Read", "tool_input": {"file_path": "a"}, "permission_mode": "default"}).to_string();
-    let hook_once = |extra: &[&str]| {
+    let event = |name: &str, session: &str| {
+        json!({"session_id": session, "hook_event_name": name, "tool_name": "Read", "tool_input": {"file_path": "a"}, "permission_mode": "default", "tool_use_id": "t"}).to_string()
+    };
+    let hook_once = |store: &Path, extra: &[&str], payload: &str| {
         let mut child = Command::new(bin)
-            .args(["--store"])
-            .arg(d.join(format!("hook-{}.redb", extra.len())))
+            .arg("--store")
+            .arg(store)
             .args(["hook", "claude-code"])
             .args(extra)
             .env("XDG_CACHE_HOME", d.join("cache-xdg"))
@@ -576,49 +578,78 @@ fn main() {
             .unwrap();
         assert!(child.wait().unwrap().success());
     };
-    let per_process = time(if quick() { 10 } else { 40 }, 2, |_| hook_once(&[]));
+    let stop_daemon = |store: &Path| {
+        let client = toolgate::daemon::Client::new(toolgate::daemon::socket_for_store(store));
+        if let Ok(health) = client.call(&toolgate::daemon::DaemonRequest::Health) {
+            let pid = health["pid"].to_string();
+            let _ = Command::new("kill").args(["-TERM", &pid]).status();
+            while client.is_up() {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+    };
+    let pre = event("PreToolUse", "bench");
+    let in_process_store = d.join("hook-in-process.redb");
+    let per_process = time(if quick() { 10 } else { 40 }, 2, |_| {
+        hook_once(&in_process_store, &["--no-daemon"], &pre)
+    });
     println!(
-        "| a process per call (`toolgate hook claude-code`) | {:.2} | {:.2} |",
+        "| a process per call, no daemon (`--no-daemon`) | {:.2} | {:.2} |",
         per_process.p50 / 1e3,
         per_process.p99 / 1e3
     );
-    let socket = d.join("bench.sock");
-    let mut daemon = Command::new(bin)
-        .arg("--store")
-        .arg(d.join("daemon.redb"))
-        .args(["serve", "--watch-ms", "0", "--socket"])
-        .arg(&socket)
-        .env("XDG_CACHE_HOME", d.join("cache-xdg"))
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let client = toolgate::daemon::Client::new(&socket);
-    while !client.is_up() {
-        std::thread::sleep(Duration::from_millis(10));
+    // A new session: SessionStart starts the store's daemon; then the first
+    // PreToolUse. Each round uses a new store, so a new daemon.
+    let rounds = if quick() { 3 } else { 10 };
+    let mut starts = Vec::new();
+    let mut firsts = Vec::new();
+    for round in 0..rounds {
+        let store = d.join(format!("hook-session-{round}.redb"));
+        let started = Instant::now();
+        hook_once(&store, &[], &event("SessionStart", "new"));
+        starts.push(started.elapsed());
+        let started = Instant::now();
+        hook_once(&store, &[], &event("PreToolUse", "new"));
+        firsts.push(started.elapsed());
+        stop_daemon(&store);
     }
-    let socket_str = socket.display().to_string();
-    let via_daemon = time(if quick() { 10 } else { 40 }, 2, |_| {
-        hook_once(&["--connect", &socket_str])
+    let starts = summarize(starts);
+    let firsts = summarize(firsts);
+    println!(
+        "| SessionStart with no daemon running (starts it; compiled-artifact cache warm) | {:.2} | {:.2} |",
+        starts.p50 / 1e3,
+        starts.p99 / 1e3
+    );
+    println!(
+        "| first PreToolUse of a new session (after SessionStart) | {:.2} | {:.2} |",
+        firsts.p50 / 1e3,
+        firsts.p99 / 1e3
+    );
+    let store = d.join("hook-daemon.redb");
+    hook_once(&store, &[], &event("SessionStart", "bench"));
+    let via_daemon = time(if quick() { 20 } else { 200 }, 5, |_| {
+        hook_once(&store, &[], &pre)
     });
     println!(
-        "| a process per call forwarding to the daemon (`--connect`) | {:.2} | {:.2} |",
+        "| the installed hook, daemon running (process start + one round trip + durable commit) | {:.2} | {:.2} |",
         via_daemon.p50 / 1e3,
         via_daemon.p99 / 1e3
     );
-    let client_only = time(n, 100, |i| {
-        client
-            .call(&toolgate::daemon::DaemonRequest::Evaluate { request: low(i) })
-            .unwrap();
+    let client = toolgate::daemon::Client::new(toolgate::daemon::socket_for_store(&store));
+    let hook_request = toolgate::daemon::DaemonRequest::Hook {
+        runtime: toolgate::daemon::HookRuntime::ClaudeCode,
+        event: pre.clone(),
+        on_error: Default::default(),
+    };
+    let client_only = time(n, 100, |_| {
+        client.call(&hook_request).unwrap();
     });
     println!(
-        "| daemon client in-process (socket round trip + decision) | {:.3} | {:.3} |",
+        "| daemon client in-process (socket round trip + decision + durable commit) | {:.3} | {:.3} |",
         client_only.p50 / 1e3,
         client_only.p99 / 1e3
     );
-    let _ = Command::new("kill")
-        .args(["-TERM", &daemon.id().to_string()])
-        .status();
-    let _ = daemon.wait();
+    stop_daemon(&store);
 
     // ---- store
     println!("\n## Store\n");
@@ -638,10 +669,10 @@ fn main() {
             at_ms: i as u64,
         });
         if i % 2000 == 1999 {
-            store.flush_events(); // stay under the queue bound
+            store.persist(); // stay under the queue bound
         }
     }
-    store.flush_events();
+    store.persist();
     println!(
         "| event append, batched commits | {:.0} events/s |",
         count as f64 / start.elapsed().as_secs_f64()

@@ -23,10 +23,12 @@ use std::path::PathBuf;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::Toolgate;
 use crate::decision::{Decision, Verdict};
 use crate::error::{Error, Result};
 use crate::host::Outcome;
 use crate::request::{Mode, Origin, ToolRequest};
+use crate::store::Store;
 
 /// One hook event. Unknown fields are ignored: Claude Code adds fields over
 /// time.
@@ -63,7 +65,7 @@ pub struct HookEvent {
 }
 
 /// What to answer when toolgate itself fails.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum OnError {
     /// Deny the call, saying toolgate failed and how to diagnose it.
@@ -75,16 +77,25 @@ pub enum OnError {
     Allow,
 }
 
-/// What the adapter needs from a toolgate host, in-process or a daemon.
-pub trait HookBackend {
-    /// Decide on a call.
-    fn evaluate(&self, request: &ToolRequest) -> Result<Decision>;
-    /// Report a call's outcome.
-    fn observe(&self, request: &ToolRequest, outcome: Outcome, summary: &str) -> Result<()>;
-    /// Start the session's next turn.
-    fn next_turn(&self, session: &str) -> Result<u64>;
-    /// The session's current turn.
-    fn turn(&self, session: &str) -> Result<u64>;
+/// What answering an event needs: a new turn touches only the store, so a
+/// hook process answering it in-process loads no policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Needs {
+    /// Nothing to do (`SessionStart`, unknown events): answer nothing.
+    Nothing,
+    /// Only the store (`UserPromptSubmit`: the session's next turn).
+    Store,
+    /// The policies (`PreToolUse`, `PostToolUse`).
+    Policies,
+}
+
+/// What [`handle`] produced.
+#[derive(Debug, Default)]
+pub struct Handled {
+    /// The text the hook prints on stdout, if any.
+    pub output: Option<String>,
+    /// The decision, for a `PreToolUse` that was evaluated.
+    pub decision: Option<Decision>,
 }
 
 impl HookEvent {
@@ -95,6 +106,15 @@ impl HookEvent {
                 "not a Claude Code hook event ({err}); expected a JSON object with session_id and hook_event_name"
             ))
         })
+    }
+
+    /// What answering this event needs.
+    pub fn needs(&self) -> Needs {
+        match self.hook_event_name.as_str() {
+            "PreToolUse" | "PostToolUse" => Needs::Policies,
+            "UserPromptSubmit" => Needs::Store,
+            _ => Needs::Nothing,
+        }
     }
 
     /// The toolgate request for a tool event at `turn`.
@@ -206,52 +226,50 @@ pub fn outcome_of(response: Option<&Value>) -> (Outcome, String) {
     (outcome, summary.chars().take(1000).collect())
 }
 
-/// Handle one event end to end; the returned text (if any) goes to stdout.
-/// Never fails: errors become `on_error`'s answer.
-pub fn handle(backend: &dyn HookBackend, input: &str, on_error: OnError) -> Option<String> {
+/// Start the session's next turn (`UserPromptSubmit`): the store only.
+pub fn start_turn(store: &Store, event: &HookEvent) -> Result<()> {
+    store.next_turn(&event.session_id).map(|_| ())
+}
+
+/// Handle one event end to end. Never fails: errors become `on_error`'s
+/// answer.
+pub fn handle(host: &Toolgate, input: &str, on_error: OnError) -> Handled {
+    let mut decision = None;
     let answered = (|| -> Result<Option<Value>> {
         let event = HookEvent::parse(input)?;
         match event.hook_event_name.as_str() {
-            "UserPromptSubmit" => {
-                backend.next_turn(&event.session_id)?;
-                Ok(None)
-            }
+            "UserPromptSubmit" => start_turn(host.store(), &event).map(|()| None),
             "PreToolUse" => {
-                let request = event.to_request(backend.turn(&event.session_id)?)?;
-                Ok(answer(&backend.evaluate(&request)?))
+                let request = event.to_request(host.store().turn(&event.session_id)?)?;
+                let evaluated = host.evaluate(&request)?;
+                let output = answer(&evaluated);
+                decision = Some(evaluated);
+                Ok(output)
             }
             "PostToolUse" => {
-                let request = event.to_request(backend.turn(&event.session_id)?)?;
+                let request = event.to_request(host.store().turn(&event.session_id)?)?;
+                // The call ran, so if toolgate had asked, the person said yes
+                // in Claude Code's own prompt: that gate is answered.
+                if let Some(gate) = host.close_answered_gate(&request)? {
+                    tracing::info!(request_id = %gate.request_id, policy = %gate.policy, "gate answered in Claude Code's prompt");
+                }
                 let (outcome, summary) = outcome_of(event.tool_response.as_ref());
-                backend.observe(&request, outcome, &summary)?;
+                host.observe(&request, outcome, &summary);
                 Ok(None)
             }
             _ => Ok(None),
         }
     })();
-    let value = match answered {
+    let output = match answered {
         Ok(value) => value,
         Err(err) => {
             tracing::error!(error = %err, "hook failed; answering with the fail mode");
             failure_answer(on_error, &err.to_string())
         }
     };
-    value.map(|v| v.to_string())
-}
-
-impl HookBackend for crate::Toolgate {
-    fn evaluate(&self, request: &ToolRequest) -> Result<Decision> {
-        crate::Toolgate::evaluate(self, request)
-    }
-    fn observe(&self, request: &ToolRequest, outcome: Outcome, summary: &str) -> Result<()> {
-        crate::Toolgate::observe(self, request, outcome, summary);
-        Ok(())
-    }
-    fn next_turn(&self, session: &str) -> Result<u64> {
-        self.store().next_turn(session)
-    }
-    fn turn(&self, session: &str) -> Result<u64> {
-        self.store().turn(session)
+    Handled {
+        output: output.map(|v| v.to_string()),
+        decision,
     }
 }
 

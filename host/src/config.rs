@@ -45,6 +45,13 @@ pub struct Config {
     /// The decision log.
     #[serde(default)]
     pub log: LogConfig,
+    /// How long a process that opens the store itself waits while another
+    /// process (the daemon, or another command) holds it, in milliseconds.
+    #[serde(default = "default_store_wait")]
+    pub store_wait_ms: u64,
+    /// The daemon (`toolgate serve`).
+    #[serde(default)]
+    pub daemon: DaemonConfig,
     /// A directory of `.wasm` policies: each `NAME.wasm` there is loaded as
     /// plugin `NAME` (with its `[plugins.NAME]` table if there is one, else
     /// defaults and priority 100), and the directory is watched for changes.
@@ -61,6 +68,39 @@ pub struct Config {
     /// Not a config key.
     #[serde(skip)]
     pub source: Option<PathBuf>,
+}
+
+/// The daemon's limits.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DaemonConfig {
+    /// Requests handled at once; past it a request is answered `busy` at
+    /// once (clients retry briefly) rather than queued on a new thread.
+    #[serde(default = "default_max_in_flight")]
+    pub max_in_flight: std::num::NonZeroU32,
+    /// Exit after this many seconds without a request (0 = never); the next
+    /// hook starts it again.
+    #[serde(default = "default_idle_exit")]
+    pub idle_exit_secs: u64,
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        Self {
+            max_in_flight: default_max_in_flight(),
+            idle_exit_secs: default_idle_exit(),
+        }
+    }
+}
+
+fn default_max_in_flight() -> std::num::NonZeroU32 {
+    std::num::NonZeroU32::new(64).expect("64 is not zero")
+}
+fn default_idle_exit() -> u64 {
+    0
+}
+fn default_store_wait() -> u64 {
+    5_000
 }
 
 /// An OpenAI-compatible chat-completions endpoint.
@@ -336,7 +376,8 @@ impl Config {
         Ok(plugins)
     }
 
-    fn origin(&self) -> String {
+    /// Where this config came from: its file, or `<bundled default>`.
+    pub fn origin(&self) -> String {
         self.source
             .as_ref()
             .map_or_else(|| "<bundled default>".into(), |p| p.display().to_string())

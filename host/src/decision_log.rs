@@ -147,7 +147,7 @@ pub(crate) fn apply_retention(
 }
 
 /// A filter for reading the log.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct LogFilter {
     /// Only this session.
     pub session: Option<String>,

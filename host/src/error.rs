@@ -35,13 +35,48 @@ pub enum Error {
         message: String,
     },
 
+    /// Another process holds the store (redb allows one owner at a time),
+    /// and it stayed held for as long as the caller was willing to wait.
+    #[error(
+        "store {path}: another process has it open (a running `toolgate serve`?); toolgate waited \
+         {waited_ms} ms for it. Let commands go through the daemon, or point --store at another file"
+    )]
+    StoreBusy {
+        /// The redb file.
+        path: PathBuf,
+        /// How long the caller waited before giving up.
+        waited_ms: u64,
+    },
+
     /// A request could not be understood.
     #[error("invalid request: {0}")]
     Request(String),
 
-    /// The daemon could not be reached or refused a request.
-    #[error("toolgate daemon: {0}")]
-    Daemon(String),
+    /// No daemon answers at the socket (not running, or it could not start).
+    #[error("toolgate daemon at {socket}: {message}")]
+    DaemonUnreachable {
+        /// The daemon's socket.
+        socket: PathBuf,
+        /// Why it could not be reached.
+        message: String,
+    },
+
+    /// The daemon is at its limit of requests in flight; try again shortly.
+    #[error("toolgate daemon is busy: {0}")]
+    Busy(String),
+
+    /// The caller may not do this (see "Safety model" in README.md).
+    #[error("not allowed: {0}")]
+    Unauthorized(String),
+
+    /// The daemon answered with an error; `kind` says what sort.
+    #[error("toolgate daemon: {message}")]
+    Remote {
+        /// What sort of failure the daemon reported.
+        kind: ErrorKind,
+        /// The daemon's message.
+        message: String,
+    },
 
     /// A pending gate could not be resolved.
     #[error(transparent)]
@@ -57,6 +92,57 @@ pub enum Error {
         /// The policy's (or host's) message.
         message: String,
     },
+}
+
+/// A machine-readable class of [`Error`], carried on the daemon's wire so a
+/// client can act on the cause without reading the message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ErrorKind {
+    /// The config is invalid.
+    Config,
+    /// A plugin could not be loaded.
+    Plugin,
+    /// The store failed.
+    Store,
+    /// Try again shortly: the store or the daemon is busy.
+    Busy,
+    /// The request was malformed.
+    InvalidRequest,
+    /// What was asked for does not exist (a gate, a plugin, a command).
+    NotFound,
+    /// The caller may not do this.
+    Unauthorized,
+    /// A pending gate refused the resolution (expired, wrong id, ...).
+    Gate,
+    /// A policy failed while running an admin command.
+    PolicyFailure,
+    /// The daemon could not be reached.
+    Unreachable,
+    /// Anything else.
+    Internal,
+}
+
+impl Error {
+    /// The class of this error, the same whether it happened here or in the
+    /// daemon.
+    pub fn kind(&self) -> ErrorKind {
+        use crate::gates::GateError;
+        match self {
+            Error::Config { .. } => ErrorKind::Config,
+            Error::Plugin { .. } => ErrorKind::Plugin,
+            Error::Store { .. } => ErrorKind::Store,
+            Error::StoreBusy { .. } | Error::Busy(_) => ErrorKind::Busy,
+            Error::Request(_) => ErrorKind::InvalidRequest,
+            Error::DaemonUnreachable { .. } => ErrorKind::Unreachable,
+            Error::Unauthorized(_) => ErrorKind::Unauthorized,
+            Error::Remote { kind, .. } => *kind,
+            Error::Gate(GateError::NotFound { .. }) => ErrorKind::NotFound,
+            Error::Gate(GateError::Storage(_)) => ErrorKind::Store,
+            Error::Gate(_) => ErrorKind::Gate,
+            Error::Command { .. } => ErrorKind::PolicyFailure,
+        }
+    }
 }
 
 /// Why a plugin was refused at load time.

@@ -209,7 +209,7 @@ fn run_case(
                 at_ms: crate::now_ms(),
             });
         }
-        store.flush_events();
+        store.persist();
         for command in &case.commands {
             let args = if command.args.is_null() {
                 "{}".to_string()
@@ -220,7 +220,7 @@ fn run_case(
         }
         for call in &case.before {
             host.evaluate(call)?;
-            store.flush_events();
+            store.persist();
         }
         let decision = host.evaluate(&case.request)?;
         let differences = match decision.policies.first() {

@@ -77,7 +77,8 @@ impl Toolgate {
     /// start, with a message naming it.
     pub fn open(config: Config, store: Option<PathBuf>) -> Result<Self> {
         let store_path = store.unwrap_or_else(|| config.store_path());
-        let store = Arc::new(Store::open(&store_path)?);
+        let wait = Duration::from_millis(config.store_wait_ms);
+        let store = Arc::new(Store::open_waiting(&store_path, wait)?);
         store.set_log_config(config.log);
         let runtime = Runtime::new(config.cache_path()).map_err(|err| Error::Config {
             path: "<engine>".into(),
@@ -367,6 +368,39 @@ impl Toolgate {
             self.store.record_resolution(&gate, resolution)?;
         }
         Ok(gate)
+    }
+
+    /// Close the gate that paused `request` once the runtime reports that
+    /// the call ran: the person answered in the runtime's own prompt (Claude
+    /// Code's "ask"). Only the gate raised for this very call (same call id,
+    /// same channel) is closed, and no standing approval is recorded, so a
+    /// forged report can close a prompt but never approve anything.
+    pub fn close_answered_gate(&self, request: &ToolRequest) -> Result<Option<PendingGate>> {
+        let Some(call_id) = request.call_id.as_deref().filter(|id| !id.is_empty()) else {
+            return Ok(None);
+        };
+        let key = GateKey {
+            user_id: request.user_id.clone(),
+            thread_id: request.thread().to_string(),
+        };
+        let now = crate::now_ms();
+        match self.store.peek_gate(&key, now)? {
+            Some(gate) if gate.call_id == call_id && gate.source_channel == request.channel => {
+                match self
+                    .store
+                    .take_gate(&key, &gate.request_id, &request.channel, &[], now)
+                {
+                    Ok(gate) => Ok(Some(gate)),
+                    // Resolved or replaced meanwhile: nothing left to close.
+                    Err(crate::gates::GateError::Storage(message)) => Err(Error::Store {
+                        path: self.store.path().to_path_buf(),
+                        message,
+                    }),
+                    Err(_) => Ok(None),
+                }
+            }
+            _ => Ok(None),
+        }
     }
 
     /// Pending (unexpired) gates, optionally of one user.

@@ -41,7 +41,7 @@ pub mod store;
 
 pub use config::Config;
 pub use decision::{Decision, Verdict};
-pub use error::{Error, PluginProblem, Result};
+pub use error::{Error, ErrorKind, PluginProblem, Result};
 pub use host::{Outcome, ReloadReport, Toolgate, Watcher};
 pub use request::ToolRequest;
 pub use runtime::{PolicyFailure, WIT_PACKAGE, WIT_VERSION};

@@ -108,7 +108,31 @@ impl std::fmt::Debug for Store {
 }
 
 impl Store {
+    /// Open (or create) the store at `path`, waiting up to `wait` while
+    /// another process holds it (redb allows one owner at a time), then
+    /// failing with [`Error::StoreBusy`].
+    pub fn open_waiting(path: &Path, wait: std::time::Duration) -> Result<Self> {
+        let started = std::time::Instant::now();
+        let mut pause = std::time::Duration::from_millis(5);
+        loop {
+            match Self::open(path) {
+                Err(Error::StoreBusy { .. }) if started.elapsed() < wait => {
+                    std::thread::sleep(pause.min(wait.saturating_sub(started.elapsed())));
+                    pause = (pause * 2).min(std::time::Duration::from_millis(100));
+                }
+                Err(Error::StoreBusy { path, .. }) => {
+                    return Err(Error::StoreBusy {
+                        path,
+                        waited_ms: started.elapsed().as_millis() as u64,
+                    });
+                }
+                other => return other,
+            }
+        }
+    }
+
     /// Open (or create) the store at `path`, creating parent directories.
+    /// Fails at once with [`Error::StoreBusy`] if another process holds it.
     pub fn open(path: &Path) -> Result<Self> {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|err| Error::Store {
@@ -380,8 +404,10 @@ impl Store {
         self.dropped_events.load(Ordering::Relaxed)
     }
 
-    /// Wait until every event queued so far is committed.
-    pub fn flush_events(&self) {
+    /// Wait until everything written or queued so far (state, events, the
+    /// decision log) is committed and durable on disk. Concurrent callers
+    /// share one fsync.
+    pub fn persist(&self) {
         let (done, wait) = mpsc::channel();
         let sent = {
             let queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
@@ -525,9 +551,10 @@ fn entry_size(
 fn open_error(path: &Path, err: redb::Error) -> Error {
     let message = match err {
         redb::Error::DatabaseAlreadyOpen => {
-            "another process has it open (a running `toolgate serve`?); stop that process or \
-             point --store at another file"
-                .to_string()
+            return Error::StoreBusy {
+                path: path.to_path_buf(),
+                waited_ms: 0,
+            };
         }
         redb::Error::Corrupted(detail) => format!(
             "it is not a valid toolgate store ({detail}); move it aside and toolgate will create \
@@ -564,9 +591,11 @@ fn run_event_writer(
     // load the queue never goes quiet, so the time since the last one
     // decides too.
     let last_durable = std::cell::Cell::new(std::time::Instant::now());
-    let make_durable = || {
+    // `force` (a caller waits in `persist`) commits even when nothing looks
+    // dirty: a writer may have set the flag and not committed yet.
+    let make_durable = |force: bool| {
         last_durable.set(std::time::Instant::now());
-        if dirty.swap(false, Ordering::AcqRel) {
+        if dirty.swap(false, Ordering::AcqRel) || force {
             let committed = db
                 .begin_write()
                 .map_err(redb::Error::from)
@@ -581,7 +610,7 @@ fn run_event_writer(
         let first = match queue.recv_timeout(DURABLE_WITHIN / 2) {
             Ok(message) => message,
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                make_durable();
+                make_durable(false);
                 continue;
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
@@ -619,13 +648,13 @@ fn run_event_writer(
             }
         }
         if !flushes.is_empty() || last_durable.get().elapsed() >= DURABLE_WITHIN {
-            make_durable();
+            make_durable(!flushes.is_empty());
         }
         for done in flushes {
             let _ = done.send(());
         }
     }
-    make_durable();
+    make_durable(true);
 }
 
 fn last_event_seq(db: &Database) -> std::result::Result<Option<u64>, redb::Error> {

@@ -86,4 +86,5 @@ pub fn call(tool: &str, arguments: serde_json::Value) -> ToolRequest {
     ToolRequest::new(tool, arguments)
 }
 pub mod logs;
+pub mod messages_api;
 pub mod model_server;

@@ -5,7 +5,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use toolgate::{ToolRequest, Toolgate, Verdict};
+use toolgate::daemon::DaemonRequest;
+use toolgate::{Decision, ToolRequest, Verdict};
+
+use crate::target::Target;
 
 /// Exit status when some call was denied.
 const EXIT_DENY: u8 = 3;
@@ -22,7 +25,7 @@ pub struct CheckArgs {
     compact: bool,
 }
 
-pub fn run(host: &Toolgate, args: &CheckArgs) -> anyhow::Result<ExitCode> {
+pub fn run(target: &Target, args: &CheckArgs) -> anyhow::Result<ExitCode> {
     let stdin = [PathBuf::from("-")];
     let inputs = if args.requests.is_empty() {
         &stdin[..]
@@ -34,7 +37,8 @@ pub fn run(host: &Toolgate, args: &CheckArgs) -> anyhow::Result<ExitCode> {
         let text = read_input(input)?;
         let request =
             ToolRequest::from_json(&text).with_context(|| format!("in {}", input.display()))?;
-        let decision = host.evaluate(&request)?;
+        let decision: Decision =
+            serde_json::from_value(target.call(DaemonRequest::Evaluate { request })?)?;
         let json = if args.compact {
             serde_json::to_string(&decision)?
         } else {

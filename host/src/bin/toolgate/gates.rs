@@ -2,8 +2,10 @@
 
 use std::process::ExitCode;
 
-use toolgate::Toolgate;
-use toolgate::gates::{GateKey, GateResolution};
+use toolgate::daemon::DaemonRequest;
+use toolgate::gates::{GateResolution, PendingGate};
+
+use crate::target::Target;
 
 #[derive(clap::Subcommand)]
 pub enum GatesCommand {
@@ -50,10 +52,12 @@ pub enum DecisionArg {
     Deny,
 }
 
-pub fn run(host: &Toolgate, command: GatesCommand) -> anyhow::Result<ExitCode> {
+pub fn run(target: &Target, command: GatesCommand) -> anyhow::Result<ExitCode> {
     match command {
         GatesCommand::List { user } => {
-            for gate in host.gates(user.as_deref())? {
+            let gates: Vec<PendingGate> =
+                serde_json::from_value(target.call(DaemonRequest::Gates { user })?)?;
+            for gate in gates {
                 println!("{}", serde_json::to_string(&gate)?);
             }
         }
@@ -75,12 +79,14 @@ pub fn run(host: &Toolgate, command: GatesCommand) -> anyhow::Result<ExitCode> {
                     })?,
                 },
             };
-            let key = GateKey {
-                user_id: user,
-                thread_id: thread,
-            };
-            let gate = host.resolve_gate(&key, &request_id, &channel, resolution)?;
-            println!("{}", serde_json::to_string(&gate)?);
+            let gate = target.call(DaemonRequest::Resolve {
+                user,
+                thread,
+                request_id,
+                channel,
+                resolution,
+            })?;
+            println!("{gate}");
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -6,17 +6,24 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use serde_json::{Value, json};
-use toolgate::claude_code::{self, HookBackend, OnError};
-use toolgate::daemon::Client;
+use toolgate::claude_code::{self, HookEvent, Needs, OnError};
+use toolgate::daemon::{Client, DaemonRequest, HookRuntime};
+use toolgate::store::Store;
+
+use crate::target::{Ctx, store_wait};
 
 #[derive(clap::Subcommand)]
 pub enum HookCommand {
     /// Answer one Claude Code hook event read from stdin.
     ///
-    /// Handles PreToolUse (prints Claude Code's hook JSON: deny, ask, or
-    /// notes as additionalContext; nothing for a plain allow), PostToolUse
-    /// (records the outcome) and UserPromptSubmit (starts the next turn).
-    /// Always exits 0: an internal failure is answered with --on-error.
+    /// Sends the event to the store's daemon in one round trip, starting
+    /// the daemon first if none is running (one per store, race-free, logging
+    /// to STORE.daemon.log). Handles PreToolUse (prints Claude Code's hook
+    /// JSON: deny, ask, or notes as additionalContext; nothing for a plain
+    /// allow), PostToolUse (records the outcome; closes a pause that Claude
+    /// Code's own prompt answered), UserPromptSubmit (starts the next turn)
+    /// and SessionStart (only starts the daemon). Always exits 0: an internal
+    /// failure is answered with --on-error.
     ClaudeCode(ClaudeCodeArgs),
     /// Print the Claude Code settings.json hooks for toolgate, or merge them
     /// into a settings file with --write.
@@ -25,7 +32,8 @@ pub enum HookCommand {
         /// printing, e.g. ~/.claude/settings.json or .claude/settings.json.
         #[arg(long, value_name = "SETTINGS.json")]
         write: Option<PathBuf>,
-        /// Make the hooks forward to the daemon at this socket.
+        /// Make the hooks use the daemon at this socket instead of the
+        /// store's own.
         #[arg(long, value_name = "SOCKET")]
         connect: Option<PathBuf>,
     },
@@ -33,11 +41,15 @@ pub enum HookCommand {
 
 #[derive(clap::Args)]
 pub struct ClaudeCodeArgs {
-    /// Forward to the daemon at SOCKET instead of loading policies here.
+    /// Use the daemon at SOCKET instead of the store's own (STORE.sock).
     #[arg(long, value_name = "SOCKET")]
     connect: Option<PathBuf>,
-    /// With --connect, when the daemon is down: evaluate in-process
-    /// (`in-process`) or answer with --on-error (`fail`).
+    /// Answer in this process, without a daemon (slower: policies load for
+    /// every event; waits for the store if another process holds it).
+    #[arg(long)]
+    no_daemon: bool,
+    /// When the daemon can neither be reached nor started: evaluate
+    /// in-process (`in-process`) or answer with --on-error (`fail`).
     #[arg(long, value_enum, default_value_t = Fallback::InProcess)]
     fallback: Fallback,
     /// What to answer when toolgate itself fails.
@@ -71,22 +83,16 @@ impl From<OnErrorArg> for OnError {
     }
 }
 
-/// Run the adapter. `open` builds the in-process host when needed.
-pub fn claude_code(
-    args: &ClaudeCodeArgs,
-    open: impl FnOnce() -> anyhow::Result<toolgate::Toolgate>,
-) -> ExitCode {
+/// Run the adapter.
+pub fn claude_code(args: &ClaudeCodeArgs, ctx: &Ctx) -> ExitCode {
     let on_error = OnError::from(args.on_error);
     let mut input = String::new();
     let answer = match std::io::stdin().read_to_string(&mut input) {
-        Err(err) => claude_code::failure_answer(on_error, &format!("cannot read stdin: {err}"))
-            .map(|v| v.to_string()),
+        Err(err) => failure(on_error, &format!("cannot read stdin: {err}")),
         Ok(_) => {
             // A panic must not become a silent allow.
-            let run = std::panic::AssertUnwindSafe(|| answer_event(args, &input, on_error, open));
-            std::panic::catch_unwind(run).unwrap_or_else(|_| {
-                claude_code::failure_answer(on_error, "toolgate panicked").map(|v| v.to_string())
-            })
+            let run = std::panic::AssertUnwindSafe(|| answer_event(args, ctx, &input, on_error));
+            std::panic::catch_unwind(run).unwrap_or_else(|_| failure(on_error, "toolgate panicked"))
         }
     };
     if let Some(answer) = answer {
@@ -95,47 +101,82 @@ pub fn claude_code(
     ExitCode::SUCCESS
 }
 
+fn failure(on_error: OnError, message: &str) -> Option<String> {
+    claude_code::failure_answer(on_error, message).map(|v| v.to_string())
+}
+
+/// Through the daemon (started if needed), else as --fallback says.
 fn answer_event(
     args: &ClaudeCodeArgs,
+    ctx: &Ctx,
     input: &str,
     on_error: OnError,
-    open: impl FnOnce() -> anyhow::Result<toolgate::Toolgate>,
 ) -> Option<String> {
-    if let Some(socket) = &args.connect {
-        let client = Client::new(socket);
-        if client.is_up() {
-            return claude_code::handle(&client, input, on_error);
-        }
-        if matches!(args.fallback, Fallback::Fail) {
-            let message = format!(
-                "the toolgate daemon at {} is not answering",
-                socket.display()
-            );
-            return claude_code::failure_answer(on_error, &message).map(|v| v.to_string());
-        }
-        tracing::warn!(socket = %socket.display(), "daemon not answering; evaluating in-process");
+    if args.no_daemon {
+        return in_process(ctx, input, on_error);
     }
-    match open() {
-        Ok(host) => claude_code::handle(&host as &dyn HookBackend, input, on_error),
+    let request = DaemonRequest::Hook {
+        runtime: HookRuntime::ClaudeCode,
+        event: input.to_string(),
+        on_error,
+    };
+    let client = Client::new(ctx.socket(args.connect.as_ref()));
+    let answered = match client.call(&request) {
+        Err(toolgate::Error::DaemonUnreachable { .. }) => ctx
+            .launcher(args.connect.as_ref())
+            .map_err(|err| format!("{err:#}"))
+            .and_then(|launcher| launcher.ensure_running().map_err(|e| e.to_string()))
+            .and_then(|client| client.call(&request).map_err(|e| e.to_string())),
+        other => other.map_err(|e| e.to_string()),
+    };
+    match answered {
+        Ok(output) => output.as_str().map(str::to_string),
+        Err(err) if matches!(args.fallback, Fallback::Fail) => failure(on_error, &err),
         Err(err) => {
-            claude_code::failure_answer(on_error, &format!("{err:#}")).map(|v| v.to_string())
+            tracing::warn!(error = %err, "no daemon; answering in-process");
+            in_process(ctx, input, on_error)
         }
     }
 }
 
+/// Answer in this process, loading policies only for tool events.
+fn in_process(ctx: &Ctx, input: &str, on_error: OnError) -> Option<String> {
+    let event = match HookEvent::parse(input) {
+        Ok(event) => event,
+        Err(err) => return failure(on_error, &err.to_string()),
+    };
+    let answered = match event.needs() {
+        Needs::Nothing => Ok(None),
+        Needs::Store => Store::open_waiting(&ctx.store_path(), store_wait(&ctx.config))
+            .and_then(|store| claude_code::start_turn(&store, &event))
+            .map(|()| None)
+            .map_err(anyhow::Error::from),
+        Needs::Policies => ctx
+            .open()
+            .map(|host| claude_code::handle(&host, input, on_error).output),
+    };
+    answered.unwrap_or_else(|err| failure(on_error, &format!("{err:#}")))
+}
+
 /// The hooks toolgate needs in Claude Code's settings.
-pub fn settings(connect: Option<&PathBuf>, config: Option<&PathBuf>) -> anyhow::Result<Value> {
+pub fn settings(ctx: &Ctx, connect: Option<&PathBuf>) -> anyhow::Result<Value> {
     let exe = std::env::current_exe().context("cannot find the toolgate binary's path")?;
-    let mut command = format!("'{}'", exe.display());
-    if let Some(config) = config {
+    let mut words = vec![exe.display().to_string()];
+    if let Some(config) = &ctx.config_path {
         let config = std::fs::canonicalize(config)
             .with_context(|| format!("cannot find {}", config.display()))?;
-        command.push_str(&format!(" --config '{}'", config.display()));
+        words.extend(["--config".into(), config.display().to_string()]);
     }
-    command.push_str(" hook claude-code");
+    if let Some(store) = &ctx.store_override {
+        let store = std::path::absolute(store)?;
+        words.extend(["--store".into(), store.display().to_string()]);
+    }
+    words.extend(["hook".into(), "claude-code".into()]);
     if let Some(socket) = connect {
-        command.push_str(&format!(" --connect '{}'", socket.display()));
+        words.extend(["--connect".into(), socket.display().to_string()]);
     }
+    let command = shlex::try_join(words.iter().map(String::as_str))
+        .context("a path holds a NUL byte and cannot go in a shell command")?;
     let hook = |matcher: Option<&str>| {
         let mut entry = json!({"hooks": [{"type": "command", "command": command}]});
         if let Some(matcher) = matcher {
@@ -145,6 +186,9 @@ pub fn settings(connect: Option<&PathBuf>, config: Option<&PathBuf>) -> anyhow::
     };
     Ok(json!({
         "hooks": {
+            // Starts the daemon (and compiles the policies) before the
+            // session's first tool call.
+            "SessionStart": hook(None),
             "PreToolUse": hook(Some("*")),
             "PostToolUse": hook(Some("*")),
             "UserPromptSubmit": hook(None),
@@ -153,11 +197,11 @@ pub fn settings(connect: Option<&PathBuf>, config: Option<&PathBuf>) -> anyhow::
 }
 
 pub fn install(
+    ctx: &Ctx,
     write: Option<&PathBuf>,
     connect: Option<&PathBuf>,
-    config: Option<&PathBuf>,
 ) -> anyhow::Result<ExitCode> {
-    let ours = settings(connect, config)?;
+    let ours = settings(ctx, connect)?;
     let Some(path) = write else {
         println!("{}", serde_json::to_string_pretty(&ours)?);
         return Ok(ExitCode::SUCCESS);

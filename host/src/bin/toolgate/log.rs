@@ -2,9 +2,11 @@
 
 use std::process::ExitCode;
 
-use toolgate::Toolgate;
+use toolgate::daemon::DaemonRequest;
 use toolgate::decision::Verdict;
-use toolgate::decision_log::LogFilter;
+use toolgate::decision_log::{LogEntry, LogFilter};
+
+use crate::target::Target;
 
 #[derive(clap::Args)]
 pub struct LogArgs {
@@ -32,7 +34,7 @@ pub enum VerdictArg {
     Pause,
 }
 
-pub fn run(host: &Toolgate, args: &LogArgs) -> anyhow::Result<ExitCode> {
+pub fn run(target: &Target, args: &LogArgs) -> anyhow::Result<ExitCode> {
     let filter = LogFilter {
         session: args.session.clone(),
         tool: args.tool.clone(),
@@ -42,7 +44,12 @@ pub fn run(host: &Toolgate, args: &LogArgs) -> anyhow::Result<ExitCode> {
             VerdictArg::Pause => Verdict::Pause,
         }),
     };
-    for (seq, entry) in host.store().decision_log(&filter, args.limit)? {
+    let request = DaemonRequest::Log {
+        filter,
+        limit: args.limit,
+    };
+    let rows: Vec<Row> = serde_json::from_value(target.call(request)?)?;
+    for Row { seq, entry } in rows {
         if args.json {
             println!("{}", serde_json::json!({"seq": seq, "entry": entry}));
         } else {
@@ -58,4 +65,11 @@ pub fn run(host: &Toolgate, args: &LogArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One row as the daemon answers it.
+#[derive(serde::Deserialize)]
+struct Row {
+    seq: u64,
+    entry: LogEntry,
 }

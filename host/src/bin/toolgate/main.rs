@@ -8,13 +8,17 @@ mod log;
 mod new;
 mod plugins;
 mod serve;
+mod target;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use toolgate::{Config, Toolgate};
+use toolgate::Config;
+use toolgate::daemon::DaemonRequest;
+
+use crate::target::Ctx;
 
 /// A WebAssembly policy-plugin host for AI-agent runtimes.
 ///
@@ -22,7 +26,9 @@ use toolgate::{Config, Toolgate};
 /// over the proposed call and answers allow, deny (with a reason) or pause
 /// (for a person's approval or credentials), plus notes for the agent.
 ///
-/// Without --config, the bundled default config is used.
+/// Without --config, the bundled default config is used. While the store's
+/// daemon runs (`toolgate serve`, or started by the first hook), every
+/// command goes through it; otherwise commands open the store themselves.
 #[derive(Parser)]
 #[command(name = "toolgate", version, propagate_version = true)]
 struct Cli {
@@ -116,43 +122,47 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(path) => Config::load(path)?,
         None => Config::bundled_default()?,
     };
-    let open = || -> anyhow::Result<Toolgate> {
-        Toolgate::open(config.clone(), cli.store.clone()).context("cannot start toolgate")
+    let ctx = Ctx {
+        config,
+        config_path: cli.config.clone(),
+        store_override: cli.store.clone(),
     };
     match cli.command {
         Subcommands::Hook(hook::HookCommand::ClaudeCode(args)) => {
-            Ok(hook::claude_code(&args, open))
+            Ok(hook::claude_code(&args, &ctx))
         }
         Subcommands::Hook(hook::HookCommand::Install { write, connect }) => {
-            hook::install(write.as_ref(), connect.as_ref(), cli.config.as_ref())
+            hook::install(&ctx, write.as_ref(), connect.as_ref())
         }
-        Subcommands::Serve(args) => serve::run(open()?, &args),
+        Subcommands::Serve(args) => serve::run(&ctx, &args),
         Subcommands::New(command) => new::run(command),
-        Subcommands::Test { policy, fixtures } => test_fixtures(&policy, &fixtures, &config),
-        Subcommands::Log(args) => log::run(&open()?, &args),
-        Subcommands::Plugins(plugins::PluginsCommand::Reload { socket }) => plugins::reload(socket),
+        Subcommands::Test { policy, fixtures } => test_fixtures(&policy, &fixtures, &ctx.config),
+        Subcommands::Log(args) => log::run(&ctx.target(None)?, &args),
+        Subcommands::Plugins(plugins::PluginsCommand::Reload { socket }) => {
+            plugins::reload(&ctx.socket(socket.as_ref()))
+        }
         Subcommands::Plugins(plugins::PluginsCommand::Inspect { file, json }) => {
             plugins::inspect(&file, json)
         }
-        Subcommands::Plugins(plugins::PluginsCommand::List {
-            json,
-            socket: Some(socket),
-        }) => plugins::list_remote(&socket, json),
-        Subcommands::Plugins(plugins::PluginsCommand::List { json, socket: None }) => {
-            plugins::list(&open()?.plugin_statuses(), json)
+        Subcommands::Plugins(plugins::PluginsCommand::List { json, socket }) => {
+            plugins::list_from(&ctx.target(socket.as_ref())?, json)
         }
-        Subcommands::Check(args) => check::run(&open()?, &args),
-        Subcommands::Gates(command) => gates::run(&open()?, command),
+        Subcommands::Check(args) => check::run(&ctx.target(None)?, &args),
+        Subcommands::Gates(command) => gates::run(&ctx.target(None)?, command),
         Subcommands::Command { plugin, name, args } => {
-            serde_json::from_str::<serde_json::Value>(&args)
+            let args: serde_json::Value = serde_json::from_str(&args)
                 .context("ARGS must be JSON, e.g. '{\"thread\": \"t1\"}'")?;
-            println!("{}", open()?.command(&plugin, &name, &args)?);
+            let request = DaemonRequest::Command { plugin, name, args };
+            match ctx.target(None)?.call(request)? {
+                serde_json::Value::String(text) => println!("{text}"),
+                answer => println!("{answer}"),
+            }
             Ok(ExitCode::SUCCESS)
         }
         Subcommands::Events { limit } => {
-            let host = open()?;
-            for (seq, event) in host.store().recent_events(limit)? {
-                println!("{}", serde_json::json!({"seq": seq, "event": event}));
+            let events = ctx.target(None)?.call(DaemonRequest::Events { limit })?;
+            for row in events.as_array().into_iter().flatten() {
+                println!("{row}");
             }
             Ok(ExitCode::SUCCESS)
         }

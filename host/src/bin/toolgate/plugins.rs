@@ -15,28 +15,27 @@ pub enum PluginsCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Ask the running daemon to reload its config and plugins (as SIGHUP
-    /// does). A plugin that fails keeps its previous version.
+    /// Ask the store's running daemon to reload its config and plugins (as
+    /// SIGHUP does). A plugin that fails keeps its previous version.
     Reload {
-        /// The daemon's socket (default: as `toolgate serve`).
+        /// The daemon's socket (default: the store's, STORE.sock).
         #[arg(long, value_name = "PATH")]
         socket: Option<std::path::PathBuf>,
     },
-    /// List loaded plugins in decision order, with their status.
+    /// List loaded plugins in decision order, with their status: what the
+    /// store's daemon serves when one runs, else what the config loads.
     List {
         /// Print JSON.
         #[arg(long)]
         json: bool,
-        /// Ask the running daemon at this socket (what it serves now)
-        /// instead of loading the config here.
+        /// Ask the daemon at this socket instead of the store's.
         #[arg(long, value_name = "PATH")]
         socket: Option<std::path::PathBuf>,
     },
 }
 
-pub fn reload(socket: Option<std::path::PathBuf>) -> anyhow::Result<ExitCode> {
-    let socket = socket.unwrap_or_else(toolgate::daemon::default_socket);
-    let client = toolgate::daemon::Client::new(&socket);
+pub fn reload(socket: &std::path::Path) -> anyhow::Result<ExitCode> {
+    let client = toolgate::daemon::Client::new(socket);
     let report = client.call(&toolgate::daemon::DaemonRequest::Reload)?;
     println!("{}", serde_json::to_string_pretty(&report)?);
     let failed = report["failed"].as_array().is_some_and(|f| !f.is_empty());
@@ -74,10 +73,9 @@ pub fn list(statuses: &[PluginStatus], json: bool) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `plugins list --socket`: what the daemon serves.
-pub fn list_remote(socket: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> {
-    let client = toolgate::daemon::Client::new(socket);
-    let answer = client.call(&toolgate::daemon::DaemonRequest::Plugins)?;
+/// `plugins list`: what the daemon (or this process) serves.
+pub fn list_from(target: &crate::target::Target, json: bool) -> anyhow::Result<ExitCode> {
+    let answer = target.call(toolgate::daemon::DaemonRequest::Plugins)?;
     let statuses: Vec<PluginStatus> = serde_json::from_value(answer)?;
     list(&statuses, json)
 }

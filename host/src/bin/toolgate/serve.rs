@@ -7,13 +7,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use toolgate::Toolgate;
-use toolgate::daemon::Daemon;
+use toolgate::daemon::{Daemon, DaemonOptions};
+
+use crate::target::Ctx;
 
 #[derive(clap::Args)]
 pub struct ServeArgs {
-    /// The Unix socket to listen on. Default: $XDG_RUNTIME_DIR/toolgate.sock
-    /// (else /tmp/toolgate-$USER.sock).
+    /// The Unix socket to listen on. Default: the store's, STORE.sock
+    /// beside the store file, where hooks and commands look for it.
     #[arg(long, value_name = "PATH")]
     socket: Option<PathBuf>,
     /// Also serve HTTP on this loopback address (GET /health, GET /metrics,
@@ -24,16 +25,28 @@ pub struct ServeArgs {
     /// (0 = only on SIGHUP or `toolgate plugins reload`).
     #[arg(long, default_value_t = 500)]
     watch_ms: u64,
+    /// Stop after this many seconds without a request (0 = never).
+    /// Default: the config's daemon.idle_exit_secs.
+    #[arg(long, value_name = "SECS")]
+    idle_exit_secs: Option<u64>,
 }
 
-pub fn run(host: Toolgate, args: &ServeArgs) -> anyhow::Result<ExitCode> {
-    let host = Arc::new(host);
+pub fn run(ctx: &Ctx, args: &ServeArgs) -> anyhow::Result<ExitCode> {
+    let socket = ctx.socket(args.socket.as_ref());
+    anyhow::ensure!(
+        !toolgate::daemon::Client::new(&socket).is_up(),
+        "a toolgate daemon already serves {}; stop it first (SIGTERM) or pass another --socket",
+        socket.display()
+    );
+    let host = Arc::new(ctx.open()?);
     let _watcher = (args.watch_ms > 0).then(|| host.watch(Duration::from_millis(args.watch_ms)));
-    let daemon = Daemon::new(host);
-    let socket = args
-        .socket
-        .clone()
-        .unwrap_or_else(toolgate::daemon::default_socket);
+    let limits = ctx.config.daemon;
+    let idle_exit = args.idle_exit_secs.unwrap_or(limits.idle_exit_secs);
+    let options = DaemonOptions {
+        max_in_flight: limits.max_in_flight.get() as usize,
+        idle_exit: (idle_exit > 0).then(|| Duration::from_secs(idle_exit)),
+    };
+    let daemon = Daemon::new(host, options);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -1,0 +1,102 @@
+//! Where a command runs: through the store's daemon when one answers (the
+//! daemon owns the store while it runs), else in this process.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use serde_json::Value;
+use toolgate::daemon::launch::Launcher;
+use toolgate::daemon::{Client, Daemon, DaemonOptions, DaemonRequest, socket_for_store};
+use toolgate::{Config, Toolgate};
+
+/// What every command knows: the config and the store it names.
+pub struct Ctx {
+    pub config: Config,
+    /// The --config file, if one was given.
+    pub config_path: Option<PathBuf>,
+    /// The --store file, if one was given.
+    pub store_override: Option<PathBuf>,
+}
+
+/// A daemon's client, or a host in this process that answers the same
+/// requests.
+pub enum Target {
+    Daemon(Client),
+    Local(Arc<Daemon>),
+}
+
+impl Ctx {
+    pub fn store_path(&self) -> PathBuf {
+        self.store_override
+            .clone()
+            .unwrap_or_else(|| self.config.store_path())
+    }
+
+    /// Load the policies and open the store in this process.
+    pub fn open(&self) -> anyhow::Result<Toolgate> {
+        Toolgate::open(self.config.clone(), self.store_override.clone())
+            .context("cannot start toolgate")
+    }
+
+    /// The daemon socket: `socket` if given, else the store's.
+    pub fn socket(&self, socket: Option<&PathBuf>) -> PathBuf {
+        socket
+            .cloned()
+            .unwrap_or_else(|| socket_for_store(&self.store_path()))
+    }
+
+    /// How to start this store's daemon with this config.
+    pub fn launcher(&self, socket: Option<&PathBuf>) -> anyhow::Result<Launcher> {
+        let exe = std::env::current_exe().context("cannot find the toolgate binary's path")?;
+        let mut args: Vec<OsString> = Vec::new();
+        if let Some(config) = &self.config_path {
+            args.extend(["--config".into(), absolute(config)?.into()]);
+        }
+        args.extend(["--store".into(), absolute(&self.store_path())?.into()]);
+        let mut launcher = Launcher::new(&self.store_path(), exe, args);
+        if let Some(socket) = socket {
+            launcher = launcher.with_socket(socket.clone());
+        }
+        Ok(launcher)
+    }
+
+    /// The running daemon when one answers at `socket` (default: the
+    /// store's), else this process.
+    pub fn target(&self, socket: Option<&PathBuf>) -> anyhow::Result<Target> {
+        let client = Client::new(self.socket(socket));
+        if client.is_up() {
+            return Ok(Target::Daemon(client));
+        }
+        if let Some(socket) = socket {
+            anyhow::bail!(
+                "no toolgate daemon answers at {}; start one with `toolgate serve`",
+                socket.display()
+            );
+        }
+        let options = DaemonOptions::default();
+        Ok(Target::Local(Daemon::new(Arc::new(self.open()?), options)))
+    }
+}
+
+impl Target {
+    pub fn call(&self, request: DaemonRequest) -> toolgate::Result<Value> {
+        match self {
+            Target::Daemon(client) => client.call(&request),
+            Target::Local(daemon) => daemon.handle(request),
+        }
+    }
+}
+
+/// `path` made absolute against the current directory, for a daemon that
+/// runs elsewhere.
+fn absolute(path: &std::path::Path) -> anyhow::Result<PathBuf> {
+    std::path::absolute(path).with_context(|| format!("cannot resolve {}", path.display()))
+}
+
+/// How long an in-process fallback waits for the store.
+pub fn store_wait(config: &Config) -> Duration {
+    Duration::from_millis(config.store_wait_ms)
+}

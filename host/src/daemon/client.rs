@@ -1,0 +1,127 @@
+//! The blocking client for a daemon's socket, and where a store's daemon
+//! listens.
+
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use sha2::{Digest as _, Sha256};
+
+use super::protocol::{self, DaemonRequest};
+use crate::error::{Error, Result};
+
+/// The longest Unix socket path we create (the OS limit is 107 bytes).
+const MAX_SOCKET_PATH: usize = 100;
+
+/// The socket of the daemon that owns `store`: `STORE.sock` beside the
+/// store file, so one store has one daemon and every client finds it from
+/// the store's path alone. Where that path would be too long for a Unix
+/// socket, a name derived from the store's path in `$XDG_RUNTIME_DIR` (else
+/// the temporary directory).
+pub fn socket_for_store(store: &Path) -> PathBuf {
+    let store = canonical(store);
+    let mut beside = store.clone().into_os_string();
+    beside.push(".sock");
+    if beside.len() <= MAX_SOCKET_PATH {
+        return beside.into();
+    }
+    let digest = hex::encode(Sha256::digest(store.as_os_str().as_encoded_bytes()));
+    let dir = std::env::var_os("XDG_RUNTIME_DIR")
+        .filter(|d| !d.is_empty())
+        .map_or_else(std::env::temp_dir, PathBuf::from);
+    dir.join(format!("toolgate-{}.sock", &digest[..16]))
+}
+
+/// `path` with its directory resolved (the file itself may not exist yet),
+/// so two spellings of one store find one daemon.
+fn canonical(path: &Path) -> PathBuf {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    match (absolute.parent(), absolute.file_name()) {
+        (Some(dir), Some(name)) => std::fs::canonicalize(dir)
+            .map(|dir| dir.join(name))
+            .unwrap_or(absolute),
+        _ => absolute,
+    }
+}
+
+/// A blocking client for the daemon's socket.
+#[derive(Debug, Clone)]
+pub struct Client {
+    socket: PathBuf,
+    timeout: Duration,
+    busy_wait: Duration,
+}
+
+impl Client {
+    /// A client for the daemon at `socket`.
+    pub fn new(socket: impl Into<PathBuf>) -> Self {
+        Self {
+            socket: socket.into(),
+            timeout: Duration::from_secs(30),
+            busy_wait: Duration::from_secs(5),
+        }
+    }
+
+    /// How long to keep retrying while the daemon answers `busy` (default 5 s).
+    pub fn with_busy_wait(mut self, wait: Duration) -> Self {
+        self.busy_wait = wait;
+        self
+    }
+
+    /// The daemon's socket.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// Whether a daemon answers at the socket.
+    pub fn is_up(&self) -> bool {
+        self.call_once(&DaemonRequest::Health).is_ok()
+    }
+
+    /// Send one request and wait for its answer, retrying with backoff
+    /// while the daemon is busy. No daemon at the socket is
+    /// [`Error::DaemonUnreachable`]; the daemon's own errors keep their kind.
+    pub fn call(&self, request: &DaemonRequest) -> Result<Value> {
+        let started = Instant::now();
+        let mut pause = Duration::from_millis(2);
+        loop {
+            match self.call_once(request) {
+                Err(Error::Busy(_)) if started.elapsed() + pause < self.busy_wait => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(100));
+                }
+                answer => return answer,
+            }
+        }
+    }
+
+    fn call_once(&self, request: &DaemonRequest) -> Result<Value> {
+        let unreachable = |err: std::io::Error| Error::DaemonUnreachable {
+            socket: self.socket.clone(),
+            message: err.to_string(),
+        };
+        let mut stream = UnixStream::connect(&self.socket).map_err(unreachable)?;
+        stream
+            .set_read_timeout(Some(self.timeout))
+            .map_err(unreachable)?;
+        stream
+            .set_write_timeout(Some(self.timeout))
+            .map_err(unreachable)?;
+        let mut line = serde_json::to_string(request).expect("requests serialise");
+        line.push('\n');
+        stream.write_all(line.as_bytes()).map_err(unreachable)?;
+        let mut answer = String::new();
+        BufReader::new(stream)
+            .read_line(&mut answer)
+            .map_err(unreachable)?;
+        if answer.is_empty() {
+            return Err(unreachable(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the daemon closed the connection without answering",
+            )));
+        }
+        protocol::decode_answer(&answer)
+    }
+}

@@ -1,0 +1,128 @@
+//! The loopback HTTP server, on hyper: `GET /health`, `GET /metrics`
+//! (Prometheus text) and `POST /v1/rpc` (a [`DaemonRequest`] body, its
+//! answer as the response body).
+//!
+//! hyper parses the protocol (chunked bodies included); we bound what it
+//! reads: headers within [`HEADER_TIMEOUT`] and [`MAX_HEADER_BYTES`], a body
+//! within [`BODY_TIMEOUT`] and [`MAX_REQUEST_BYTES`].
+//!
+//! [`DaemonRequest`]: super::DaemonRequest
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full, Limited};
+use hyper::body::Incoming;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+
+use super::Daemon;
+use super::protocol::MAX_REQUEST_BYTES;
+use crate::error::ErrorKind;
+
+/// A client must send its headers within this.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// ... and its body within this.
+const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// The most header bytes read.
+const MAX_HEADER_BYTES: usize = 64 * 1024;
+
+pub(super) async fn serve_connection(daemon: Arc<Daemon>, stream: tokio::net::TcpStream) {
+    let service = hyper::service::service_fn(move |request| {
+        let daemon = Arc::clone(&daemon);
+        async move { Ok::<_, Infallible>(daemon.route(request).await) }
+    });
+    let served = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT)
+        .max_buf_size(MAX_HEADER_BYTES)
+        .serve_connection(TokioIo::new(stream), service)
+        .await;
+    if let Err(err) = served {
+        tracing::debug!(error = %err, "HTTP connection ended with an error");
+    }
+}
+
+impl Daemon {
+    async fn route(self: Arc<Self>, request: Request<Incoming>) -> Response<Full<Bytes>> {
+        match (request.method(), request.uri().path()) {
+            (&Method::GET, "/health") => {
+                let answer = self.respond(r#"{"op":"health"}"#).await;
+                json_response(StatusCode::OK, answer)
+            }
+            (&Method::GET, "/metrics") => Response::builder()
+                .header("content-type", "text/plain; version=0.0.4")
+                .body(Full::from(self.metrics_text()))
+                .expect("static headers are valid"),
+            (&Method::POST, "/v1/rpc") => self.rpc(request.into_body()).await,
+            (_, "/health" | "/metrics" | "/v1/rpc") => text_response(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "GET /health, GET /metrics, POST /v1/rpc\n",
+            ),
+            _ => text_response(
+                StatusCode::NOT_FOUND,
+                "try GET /health, GET /metrics or POST /v1/rpc\n",
+            ),
+        }
+    }
+
+    async fn rpc(self: Arc<Self>, body: Incoming) -> Response<Full<Bytes>> {
+        use hyper::body::Body as _;
+        let too_large = || {
+            let message = format!("request body larger than {MAX_REQUEST_BYTES} bytes\n");
+            text_response(StatusCode::PAYLOAD_TOO_LARGE, &message)
+        };
+        // A declared length past the limit is refused before reading.
+        if body.size_hint().lower() > MAX_REQUEST_BYTES as u64 {
+            return too_large();
+        }
+        let read = Limited::new(body, MAX_REQUEST_BYTES).collect();
+        let body = match tokio::time::timeout(BODY_TIMEOUT, read).await {
+            Err(_) => return text_response(StatusCode::REQUEST_TIMEOUT, "body too slow\n"),
+            Ok(Err(err)) if err.is::<http_body_util::LengthLimitError>() => return too_large(),
+            Ok(Err(err)) => {
+                return text_response(StatusCode::BAD_REQUEST, &format!("bad body: {err}\n"));
+            }
+            Ok(Ok(collected)) => collected.to_bytes(),
+        };
+        let Ok(text) = std::str::from_utf8(&body) else {
+            return text_response(StatusCode::BAD_REQUEST, "the body must be UTF-8 JSON\n");
+        };
+        let answer = self.respond(text).await;
+        let status = match super::protocol::decode_answer(&answer) {
+            Ok(_) => StatusCode::OK,
+            Err(err) => status_of(err.kind()),
+        };
+        json_response(status, answer)
+    }
+}
+
+/// The HTTP status for an error kind; the body carries the kind itself.
+fn status_of(kind: ErrorKind) -> StatusCode {
+    match kind {
+        ErrorKind::InvalidRequest => StatusCode::BAD_REQUEST,
+        ErrorKind::Unauthorized => StatusCode::FORBIDDEN,
+        ErrorKind::NotFound => StatusCode::NOT_FOUND,
+        ErrorKind::Busy => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorKind::Gate => StatusCode::CONFLICT,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+fn json_response(status: StatusCode, body: String) -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(Full::from(body))
+        .expect("static headers are valid")
+}
+
+fn text_response(status: StatusCode, body: &str) -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(status)
+        .header("content-type", "text/plain; charset=utf-8")
+        .body(Full::from(body.to_string()))
+        .expect("static headers are valid")
+}

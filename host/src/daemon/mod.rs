@@ -1,0 +1,329 @@
+//! The daemon: the one long-lived owner of a store. It keeps policies warm
+//! and serves every client (hooks, the CLI, embedders) over a Unix socket,
+//! and optionally a loopback HTTP port.
+//!
+//! - [`protocol`]: the requests and answers both transports carry;
+//! - `socket` and `http`: the two servers;
+//! - [`client`]: the blocking client, and where a store's daemon listens;
+//! - [`launch`]: starting a store's daemon on demand, race-free.
+//!
+//! Every request that ran policies is answered only after what it wrote is
+//! durable, so a daemon killed with SIGKILL loses nothing it acknowledged.
+
+pub mod client;
+mod http;
+pub mod launch;
+pub mod protocol;
+mod socket;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::Toolgate;
+use crate::claude_code;
+use crate::error::{Error, Result};
+use crate::gates::GateKey;
+use crate::metrics::Metrics;
+
+pub use client::{Client, socket_for_store};
+pub use protocol::{DaemonRequest, HookRuntime};
+
+/// How a daemon runs, beyond its host.
+#[derive(Debug, Clone)]
+pub struct DaemonOptions {
+    /// Requests that run policies at once; more are answered `busy`.
+    pub max_in_flight: usize,
+    /// Stop after this long without a request (`None`: never).
+    pub idle_exit: Option<Duration>,
+}
+
+impl Default for DaemonOptions {
+    fn default() -> Self {
+        Self {
+            max_in_flight: 64,
+            idle_exit: None,
+        }
+    }
+}
+
+/// Shared state of a running daemon.
+pub struct Daemon {
+    host: Arc<Toolgate>,
+    metrics: Metrics,
+    in_flight: Arc<tokio::sync::Semaphore>,
+    max_in_flight: usize,
+    idle_exit: Option<Duration>,
+    /// When the last request arrived (ms since the epoch).
+    last_request_ms: AtomicU64,
+    /// Requests answered `busy` because of the in-flight limit.
+    busy_answers: AtomicU64,
+}
+
+impl Daemon {
+    /// A daemon over `host`.
+    pub fn new(host: Arc<Toolgate>, options: DaemonOptions) -> Arc<Self> {
+        let max_in_flight = options.max_in_flight.max(1);
+        Arc::new(Self {
+            host,
+            metrics: Metrics::default(),
+            in_flight: Arc::new(tokio::sync::Semaphore::new(max_in_flight)),
+            max_in_flight,
+            idle_exit: options.idle_exit,
+            last_request_ms: AtomicU64::new(crate::now_ms()),
+            busy_answers: AtomicU64::new(0),
+        })
+    }
+
+    /// The host.
+    pub fn host(&self) -> &Arc<Toolgate> {
+        &self.host
+    }
+
+    /// Reload and count it.
+    pub fn reload(&self) -> Result<crate::ReloadReport> {
+        let result = self.host.reload();
+        self.metrics.record_reload(result.is_ok());
+        result
+    }
+
+    /// Handle one request (blocking: run it off the async workers).
+    pub fn handle(&self, request: DaemonRequest) -> Result<Value> {
+        let host = &self.host;
+        let writes = request.runs_policies();
+        let value = match request {
+            DaemonRequest::Hook {
+                runtime: HookRuntime::ClaudeCode,
+                event,
+                on_error,
+            } => {
+                let handled = claude_code::handle(host, &event, on_error);
+                if let Some(decision) = &handled.decision {
+                    self.metrics.record(decision);
+                }
+                handled.output.map_or(Value::Null, Value::String)
+            }
+            DaemonRequest::Evaluate { request } => {
+                let decision = host.evaluate(&request)?;
+                self.metrics.record(&decision);
+                to_json(decision)
+            }
+            DaemonRequest::Observe {
+                request,
+                outcome,
+                summary,
+            } => {
+                host.observe(&request, outcome, &summary);
+                Value::Null
+            }
+            DaemonRequest::NextTurn { session } => json!(host.store().next_turn(&session)?),
+            DaemonRequest::Turn { session } => json!(host.store().turn(&session)?),
+            DaemonRequest::Resolve {
+                user,
+                thread,
+                request_id,
+                channel,
+                resolution,
+            } => {
+                let key = GateKey {
+                    user_id: user,
+                    thread_id: thread,
+                };
+                to_json(host.resolve_gate(&key, &request_id, &channel, resolution)?)
+            }
+            DaemonRequest::Gates { user } => to_json(host.gates(user.as_deref())?),
+            DaemonRequest::Command { plugin, name, args } => {
+                let args = if args.is_null() { json!({}) } else { args };
+                let answer = host.command(&plugin, &name, &args.to_string())?;
+                serde_json::from_str(&answer).unwrap_or(Value::String(answer))
+            }
+            DaemonRequest::Log { filter, limit } => {
+                let entries = host.store().decision_log(&filter, limit)?;
+                to_json(
+                    entries
+                        .into_iter()
+                        .map(|(seq, entry)| json!({"seq": seq, "entry": entry}))
+                        .collect::<Vec<_>>(),
+                )
+            }
+            DaemonRequest::Events { limit } => to_json(
+                host.store()
+                    .recent_events(limit)?
+                    .into_iter()
+                    .map(|(seq, event)| json!({"seq": seq, "event": event}))
+                    .collect::<Vec<_>>(),
+            ),
+            DaemonRequest::Reload => to_json(self.reload()?),
+            DaemonRequest::Plugins => to_json(host.plugin_statuses()),
+            DaemonRequest::Health => json!({
+                "status": "ok",
+                "pid": std::process::id(),
+                "version": env!("CARGO_PKG_VERSION"),
+                "plugins": host.plugins().len(),
+                "store": host.store().path(),
+                "config": host.config().origin(),
+            }),
+            DaemonRequest::Metrics => Value::String(self.metrics_text()),
+        };
+        if writes {
+            // Acknowledge only what is on disk.
+            host.store().persist();
+        }
+        Ok(value)
+    }
+
+    /// The Prometheus text: the decision metrics and the daemon's own.
+    pub fn metrics_text(&self) -> String {
+        let in_flight = self.max_in_flight - self.in_flight.available_permits();
+        format!(
+            "{}# HELP toolgate_requests_in_flight Requests running policies now.\n\
+             # TYPE toolgate_requests_in_flight gauge\n\
+             toolgate_requests_in_flight {in_flight}\n\
+             # HELP toolgate_busy_answers_total Requests refused at daemon.max_in_flight.\n\
+             # TYPE toolgate_busy_answers_total counter\n\
+             toolgate_busy_answers_total {}\n",
+            self.metrics.render(),
+            self.busy_answers.load(Ordering::Relaxed)
+        )
+    }
+
+    /// Decode, admit and handle one request; the wire answer.
+    async fn respond(self: &Arc<Self>, text: &str) -> String {
+        self.last_request_ms
+            .store(crate::now_ms(), Ordering::Relaxed);
+        protocol::encode_answer(&self.dispatch(text).await)
+    }
+
+    async fn dispatch(self: &Arc<Self>, text: &str) -> Result<Value> {
+        let request = protocol::decode_request(text)?;
+        let _permit = if request.runs_policies() {
+            let permit = Arc::clone(&self.in_flight)
+                .try_acquire_owned()
+                .map_err(|_| {
+                    self.busy_answers.fetch_add(1, Ordering::Relaxed);
+                    Error::Busy(format!(
+                        "{} requests are in flight (daemon.max_in_flight); retry shortly",
+                        self.max_in_flight
+                    ))
+                })?;
+            Some(permit)
+        } else {
+            None
+        };
+        let daemon = Arc::clone(self);
+        tokio::task::spawn_blocking(move || daemon.handle(request))
+            .await
+            .unwrap_or_else(|err| {
+                Err(Error::Remote {
+                    kind: crate::error::ErrorKind::Internal,
+                    message: format!("the request handler failed: {err}"),
+                })
+            })
+    }
+
+    /// Serve the Unix socket at `socket` (and HTTP on `http`, which must be
+    /// a loopback address) until `shutdown` completes, the daemon has been
+    /// idle for its idle limit, or its socket file is removed or replaced
+    /// (a store directory deleted under it); then stop accepting, let open
+    /// requests finish, and remove the socket file.
+    pub async fn serve(
+        self: Arc<Self>,
+        socket: &Path,
+        http: Option<SocketAddr>,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) -> std::io::Result<()> {
+        let http = match http {
+            Some(addr) if !addr.ip().is_loopback() => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!("--http {addr}: only loopback addresses are allowed"),
+                ));
+            }
+            Some(addr) => Some(tokio::net::TcpListener::bind(addr).await?),
+            None => None,
+        };
+        let listener = socket::bind(socket)?;
+        let identity = socket::file_identity(socket);
+        tracing::info!(socket = %socket.display(), "toolgate daemon listening");
+        let mut connections = tokio::task::JoinSet::new();
+        let mut checks = tokio::time::interval(Duration::from_secs(1));
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => break,
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _)) => {
+                        connections.spawn(Arc::clone(&self).socket_connection(stream));
+                    }
+                    Err(err) => accept_failed(&err).await,
+                },
+                accepted = accept_http(http.as_ref()) => match accepted {
+                    Ok(stream) => {
+                        connections.spawn(http::serve_connection(Arc::clone(&self), stream));
+                    }
+                    Err(err) => accept_failed(&err).await,
+                },
+                Some(_) = connections.join_next(), if !connections.is_empty() => {}
+                _ = checks.tick() => {
+                    if socket::file_identity(socket) != identity {
+                        tracing::warn!(socket = %socket.display(), "the socket file was removed or replaced; stopping");
+                        break;
+                    }
+                    if self.idle_for_too_long() {
+                        tracing::info!("idle past daemon.idle_exit_secs; stopping");
+                        break;
+                    }
+                }
+            }
+        }
+        tracing::info!(
+            open = connections.len(),
+            "shutting down: finishing open requests"
+        );
+        let drain = async { while connections.join_next().await.is_some() {} };
+        if tokio::time::timeout(Duration::from_secs(10), drain)
+            .await
+            .is_err()
+        {
+            connections.abort_all();
+        }
+        if socket::file_identity(socket) == identity {
+            let _ = std::fs::remove_file(socket);
+        }
+        Ok(())
+    }
+
+    fn idle_for_too_long(&self) -> bool {
+        let Some(limit) = self.idle_exit else {
+            return false;
+        };
+        let idle_ms = crate::now_ms().saturating_sub(self.last_request_ms.load(Ordering::Relaxed));
+        idle_ms >= limit.as_millis() as u64
+            && self.in_flight.available_permits() == self.max_in_flight
+    }
+}
+
+/// An accept error (EMFILE, ENFILE, ECONNABORTED, ...) is never fatal: log
+/// it, give the system a moment to free what ran out, and go on.
+async fn accept_failed(err: &std::io::Error) {
+    tracing::warn!(error = %err, "accept failed; retrying");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+}
+
+async fn accept_http(
+    listener: Option<&tokio::net::TcpListener>,
+) -> std::io::Result<tokio::net::TcpStream> {
+    match listener {
+        Some(listener) => listener.accept().await.map(|(stream, _)| stream),
+        None => std::future::pending().await,
+    }
+}
+
+fn to_json(value: impl Serialize) -> Value {
+    serde_json::to_value(value).expect("daemon results always serialise")
+}

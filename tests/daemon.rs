@@ -1,0 +1,671 @@
+//! The daemon as the one owner of a store: hooks start it on demand (once,
+//! however many arrive together), every command goes through it, it stays up
+//! under load and bad input, and what it acknowledged survives SIGKILL.
+
+mod common;
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{Value, json};
+use toolgate::ErrorKind;
+use toolgate::daemon::{Client, DaemonRequest, HookRuntime, socket_for_store};
+
+const BIN: &str = env!("CARGO_BIN_EXE_toolgate");
+
+/// A store and config in a temporary directory, as a hook would use them;
+/// stops the store's daemon (if one was started) when dropped.
+struct Setup {
+    dir: tempfile::TempDir,
+}
+
+impl Setup {
+    /// The bundled default policies, plus `extra` config.
+    fn new(extra: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let text = common::config_text(&format!("{}\n{extra}", toolgate::config::DEFAULT_CONFIG));
+        std::fs::write(dir.path().join("toolgate.toml"), text).unwrap();
+        Self { dir }
+    }
+
+    fn store(&self) -> PathBuf {
+        self.dir.path().join("state").join("toolgate.redb")
+    }
+
+    fn socket(&self) -> PathBuf {
+        socket_for_store(&self.store())
+    }
+
+    fn command(&self) -> Command {
+        let mut command = Command::new(BIN);
+        command
+            .arg("--config")
+            .arg(self.dir.path().join("toolgate.toml"))
+            .arg("--store")
+            .arg(self.store());
+        command
+    }
+
+    /// Run `toolgate ARGS` with `stdin`.
+    fn run(&self, args: &[&str], stdin: &str) -> Output {
+        let mut child = self
+            .command()
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    }
+
+    /// Run the installed hook command on one event; its stdout parsed.
+    fn hook(&self, payload: &Value) -> Option<Value> {
+        let output = self.run(&["hook", "claude-code"], &payload.to_string());
+        assert_eq!(output.status.code(), Some(0), "the hook always exits 0");
+        parse_answer(&output.stdout)
+    }
+
+    fn daemon_pid(&self) -> Option<u32> {
+        let health = Client::new(self.socket())
+            .call(&DaemonRequest::Health)
+            .ok()?;
+        health["pid"].as_u64().map(|p| p as u32)
+    }
+
+    /// Processes serving this store's socket.
+    fn daemons(&self) -> usize {
+        let socket = self.socket().display().to_string();
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
+            .map(|cmdline| String::from_utf8_lossy(&cmdline).replace('\0', " "))
+            .filter(|cmdline| cmdline.contains(" serve ") && cmdline.contains(&socket))
+            .count()
+    }
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        if let Some(pid) = self.daemon_pid() {
+            signal(pid, "TERM");
+            common::eventually("the daemon to stop", || !self.socket().exists());
+        }
+    }
+}
+
+fn signal(pid: u32, name: &str) {
+    let sent = Command::new("kill")
+        .args([&format!("-{name}"), &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+}
+
+fn parse_answer(stdout: &[u8]) -> Option<Value> {
+    let text = String::from_utf8_lossy(stdout);
+    (!text.trim().is_empty()).then(|| serde_json::from_str(text.trim()).unwrap())
+}
+
+/// A hook event as Claude Code 2.1 sends it, keys the docs do not list
+/// included.
+fn event(name: &str, session: &str, tool: &str, input: Value, id: &str) -> Value {
+    json!({
+        "session_id": session,
+        "transcript_path": "/nonexistent/transcript.jsonl",
+        "cwd": "/home/dev/project",
+        "prompt_id": "prompt-1",
+        "permission_mode": "default",
+        "effort": {"level": "high"},
+        "hook_event_name": name,
+        "tool_name": tool,
+        "tool_input": input,
+        "tool_use_id": id,
+        "duration_ms": 12
+    })
+}
+
+fn permission(answer: &Option<Value>) -> &str {
+    answer
+        .as_ref()
+        .and_then(|a| a["hookSpecificOutput"]["permissionDecision"].as_str())
+        .unwrap_or("")
+}
+
+#[test]
+fn thirty_two_hooks_at_once_start_one_daemon_and_none_is_denied() {
+    let setup = Setup::new("");
+    let hooks: Vec<_> = (0..32)
+        .map(|i| {
+            let payload = event(
+                "PreToolUse",
+                "s-parallel",
+                "Read",
+                json!({"file_path": format!("/home/dev/project/f{i}.rs")}),
+                &format!("toolu_{i}"),
+            );
+            let mut child = setup
+                .command()
+                .args(["hook", "claude-code"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(payload.to_string().as_bytes())
+                .unwrap();
+            child
+        })
+        .collect();
+    for child in hooks {
+        let output = child.wait_with_output().unwrap();
+        assert_eq!(output.status.code(), Some(0));
+        assert_eq!(
+            parse_answer(&output.stdout),
+            None,
+            "a Read is allowed silently; stderr: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    assert_eq!(setup.daemons(), 1, "exactly one daemon serves the store");
+    let log = setup.run(&["log", "--json", "--limit", "100"], "");
+    assert!(log.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&log.stdout).lines().count(),
+        32,
+        "every call was decided by the daemon and logged"
+    );
+    assert!(
+        setup.store().with_extension("redb.daemon.log").exists(),
+        "the daemon logs to a file beside the store"
+    );
+}
+
+#[test]
+fn a_thousand_hook_events_from_eight_clients_have_no_errors() {
+    let setup = Setup::new("");
+    // SessionStart brings the daemon up (and compiles the policies).
+    let started = event("SessionStart", "s0", "", json!({}), "");
+    assert_eq!(setup.hook(&started), None);
+    assert!(setup.daemon_pid().is_some());
+    let socket = setup.socket();
+    let clients: Vec<_> = (0..8)
+        .map(|c| {
+            let socket = socket.clone();
+            std::thread::spawn(move || {
+                let client = Client::new(&socket);
+                for i in 0..125 {
+                    let (name, tool, input) = match i % 3 {
+                        0 => ("PreToolUse", "Read", json!({"file_path": "/a"})),
+                        1 => ("PostToolUse", "Read", json!({"file_path": "/a"})),
+                        _ => ("PreToolUse", "Grep", json!({"pattern": "x"})),
+                    };
+                    let payload = event(name, &format!("s{c}"), tool, input, &format!("t{c}-{i}"));
+                    let answer = client
+                        .call(&DaemonRequest::Hook {
+                            runtime: HookRuntime::ClaudeCode,
+                            event: payload.to_string(),
+                            on_error: Default::default(),
+                        })
+                        .unwrap_or_else(|err| panic!("client {c} call {i}: {err}"));
+                    assert_eq!(answer, Value::Null, "silent allow / observe");
+                }
+            })
+        })
+        .collect();
+    for client in clients {
+        client.join().unwrap();
+    }
+}
+
+#[test]
+fn every_command_works_while_the_daemon_runs() {
+    let setup = Setup::new("");
+    let risky = event(
+        "PreToolUse",
+        "s-admin",
+        "Bash",
+        json!({"command": "rm -rf build"}),
+        "toolu_risky",
+    );
+    assert_eq!(permission(&setup.hook(&risky)), "ask");
+    assert!(setup.daemon_pid().is_some(), "the first hook started it");
+
+    let ok = |args: &[&str]| {
+        let out = setup.run(args, "");
+        assert!(
+            out.status.code() == Some(0),
+            "toolgate {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let gates = ok(&["gates", "list"]);
+    assert!(gates.contains("rm -rf build"), "{gates}");
+    assert!(ok(&["log", "--json"]).contains("toolu_risky"));
+    ok(&["events", "--limit", "5"]);
+    ok(&["plugins", "list"]);
+    let leases = ok(&[
+        "command",
+        "lease-gate",
+        "lease-list",
+        r#"{"thread": "s-admin"}"#,
+    ]);
+    assert!(
+        leases.starts_with('[') || leases.starts_with('{'),
+        "{leases}"
+    );
+    let request = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/requests/bash-ls.json");
+    ok(&["check", "--compact", request.to_str().unwrap()]);
+    ok(&["plugins", "reload"]);
+    assert_eq!(setup.daemons(), 1, "no command started a second owner");
+}
+
+#[test]
+fn a_pause_answered_in_claude_codes_prompt_is_closed_by_post_tool_use() {
+    let setup = Setup::new("");
+    let input = json!({"command": "rm -rf dist"});
+    let pre = event("PreToolUse", "s-ask", "Bash", input.clone(), "toolu_ask");
+    assert_eq!(permission(&setup.hook(&pre)), "ask");
+    let pending = |setup: &Setup| {
+        let out = setup.run(&["gates", "list"], "");
+        String::from_utf8(out.stdout).unwrap().lines().count()
+    };
+    assert_eq!(pending(&setup), 1);
+
+    // A PostToolUse for another call closes nothing.
+    let other = event("PostToolUse", "s-ask", "Bash", input.clone(), "toolu_other");
+    setup.hook(&other);
+    assert_eq!(pending(&setup), 1);
+
+    // The person said yes in Claude Code; the call ran.
+    let post = event("PostToolUse", "s-ask", "Bash", input, "toolu_ask");
+    assert_eq!(setup.hook(&post), None);
+    assert_eq!(pending(&setup), 0, "the gate is closed, not left to expire");
+
+    // Closing it approved nothing: the same call asks again.
+    let again = event(
+        "PreToolUse",
+        "s-ask",
+        "Bash",
+        json!({"command": "rm -rf dist"}),
+        "toolu_again",
+    );
+    assert_eq!(permission(&setup.hook(&again)), "ask");
+}
+
+#[test]
+fn a_new_turn_loads_no_policy() {
+    // A plugin that cannot load: anything that loads policies fails.
+    let setup = Setup::new("[plugins.broken]\npath = \"/nonexistent/broken.wasm\"\n");
+    let prompt = json!({
+        "session_id": "s-turns",
+        "hook_event_name": "UserPromptSubmit",
+        "prompt": "hello",
+        "prompt_id": "p1",
+    });
+    for _ in 0..2 {
+        assert_eq!(setup.hook(&prompt), None, "a new turn answers nothing");
+    }
+    let store = toolgate::store::Store::open(&setup.store()).unwrap();
+    assert_eq!(store.turn("s-turns").unwrap(), 2, "both turns counted");
+    drop(store);
+
+    let pre = event("PreToolUse", "s-turns", "Read", json!({}), "t1");
+    let answer = setup.hook(&pre);
+    assert_eq!(
+        permission(&answer),
+        "deny",
+        "tool events do need the policies"
+    );
+    let reason = answer.unwrap()["hookSpecificOutput"]["permissionDecisionReason"].to_string();
+    assert!(reason.contains("broken"), "{reason}");
+}
+
+#[test]
+fn sigkill_mid_load_loses_nothing_acknowledged_and_the_next_hook_restarts_it() {
+    let setup = Setup::new("");
+    assert_eq!(
+        setup.hook(&event("SessionStart", "s", "", json!({}), "")),
+        None
+    );
+    let first = setup.daemon_pid().unwrap();
+    let socket = setup.socket();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let clients: Vec<_> = (0..4)
+        .map(|c| {
+            let (socket, stop) = (socket.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let client = Client::new(&socket).with_busy_wait(Default::default());
+                let mut acknowledged = Vec::new();
+                for i in 0.. {
+                    if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        break;
+                    }
+                    let id = format!("toolu_{c}_{i}");
+                    let payload = event(
+                        "PreToolUse",
+                        "s-kill",
+                        "Read",
+                        json!({"file_path": "/x"}),
+                        &id,
+                    );
+                    let request = DaemonRequest::Hook {
+                        runtime: HookRuntime::ClaudeCode,
+                        event: payload.to_string(),
+                        on_error: Default::default(),
+                    };
+                    match client.call(&request) {
+                        Ok(_) => acknowledged.push(id),
+                        Err(_) => break, // the daemon is gone
+                    }
+                }
+                acknowledged
+            })
+        })
+        .collect();
+    common::eventually("some decisions to be acknowledged", || {
+        let log = Client::new(&socket).call(&DaemonRequest::Log {
+            filter: Default::default(),
+            limit: 50,
+        });
+        log.is_ok_and(|rows| rows.as_array().is_some_and(|r| r.len() >= 40))
+    });
+    signal(first, "KILL");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let acknowledged: Vec<String> = clients
+        .into_iter()
+        .flat_map(|c| c.join().unwrap())
+        .collect();
+    assert!(acknowledged.len() >= 40);
+
+    // The next hook finds the dead daemon's socket, starts a new one.
+    let next = event(
+        "PreToolUse",
+        "s-kill",
+        "Read",
+        json!({"file_path": "/y"}),
+        "after",
+    );
+    assert_eq!(setup.hook(&next), None);
+    let second = setup.daemon_pid().unwrap();
+    assert_ne!(first, second);
+
+    let out = setup.run(&["log", "--json", "--limit", "100000"], "");
+    let logged: std::collections::HashSet<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["entry"]["call_id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    let lost: Vec<_> = acknowledged
+        .iter()
+        .filter(|id| !logged.contains(*id))
+        .collect();
+    assert!(lost.is_empty(), "acknowledged but lost: {lost:?}");
+}
+
+#[test]
+fn without_a_daemon_that_can_start_the_hook_falls_back_as_told() {
+    let setup = Setup::new("");
+    // No daemon can listen on a socket path this long.
+    let socket = setup.dir.path().join("x".repeat(120));
+    let socket = socket.to_str().unwrap();
+    let payload = event(
+        "PreToolUse",
+        "s-fb",
+        "Write",
+        json!({"file_path": "/tmp/a"}),
+        "t",
+    )
+    .to_string();
+    let failed = setup.run(
+        &[
+            "hook",
+            "claude-code",
+            "--connect",
+            socket,
+            "--fallback",
+            "fail",
+        ],
+        &payload,
+    );
+    let answer = parse_answer(&failed.stdout);
+    assert_eq!(permission(&answer), "deny");
+    let reason = answer.unwrap()["hookSpecificOutput"]["permissionDecisionReason"].to_string();
+    assert!(reason.contains("cannot start the daemon"), "{reason}");
+
+    let local = setup.run(&["hook", "claude-code", "--connect", socket], &payload);
+    assert_eq!(
+        parse_answer(&local.stdout),
+        None,
+        "evaluated in-process: allowed"
+    );
+}
+
+#[test]
+fn an_in_process_fallback_waits_for_a_busy_store_instead_of_denying() {
+    let setup = Setup::new("");
+    let store = toolgate::store::Store::open(&setup.store()).unwrap();
+    // While this process holds the store, a second open is a typed busy error.
+    let busy = toolgate::store::Store::open(&setup.store()).unwrap_err();
+    assert_eq!(busy.kind(), ErrorKind::Busy);
+    assert!(matches!(busy, toolgate::Error::StoreBusy { .. }));
+    let waited =
+        toolgate::store::Store::open_waiting(&setup.store(), std::time::Duration::from_millis(30))
+            .unwrap_err();
+    assert!(matches!(waited, toolgate::Error::StoreBusy { waited_ms, .. } if waited_ms >= 30));
+
+    // A hook answering in-process waits until the holder lets go.
+    let payload = event(
+        "PreToolUse",
+        "s-wait",
+        "Read",
+        json!({"file_path": "/a"}),
+        "t",
+    )
+    .to_string();
+    let mut child = setup
+        .command()
+        .args(["hook", "claude-code", "--no-daemon"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(payload.as_bytes())
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    drop(store);
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(
+        parse_answer(&output.stdout),
+        None,
+        "allowed, not denied as busy"
+    );
+}
+
+#[test]
+fn past_max_in_flight_the_daemon_answers_busy() {
+    let hostile = format!(
+        "[daemon]\nmax_in_flight = 1\n[plugins.hostile]\npath = {:?}\npriority = 1\n[plugins.hostile.config]\nattack = \"loop\"\n[plugins.hostile.limits]\ndeadline_ms = 3000\n",
+        common::guest("hostile-policy").display().to_string()
+    );
+    let setup = Setup::new(&hostile);
+    assert_eq!(
+        setup.hook(&event("SessionStart", "s", "", json!({}), "")),
+        None
+    );
+    let socket = setup.socket();
+    let slow = {
+        let socket = socket.clone();
+        std::thread::spawn(move || {
+            let request = toolgate::ToolRequest::new("attack", json!({}));
+            Client::new(&socket).call(&DaemonRequest::Evaluate { request })
+        })
+    };
+    let client = Client::new(&socket).with_busy_wait(Default::default());
+    common::eventually("the slow call to be in flight", || {
+        let metrics = client.call(&DaemonRequest::Metrics).unwrap();
+        metrics
+            .as_str()
+            .unwrap()
+            .contains("toolgate_requests_in_flight 1")
+    });
+    let request = toolgate::ToolRequest::new("Read", json!({}));
+    let refused = client
+        .call(&DaemonRequest::Evaluate { request })
+        .unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::Busy, "{refused}");
+    assert!(refused.to_string().contains("max_in_flight"), "{refused}");
+    // Health is not a policy run: it is answered meanwhile.
+    assert!(client.call(&DaemonRequest::Health).is_ok());
+    let decided = slow.join().unwrap().unwrap();
+    assert_eq!(decided["policies"][0]["name"], "hostile");
+    assert!(
+        !decided["policies"][0]["failure"].is_null(),
+        "the looping policy hit its deadline: {decided}"
+    );
+}
+
+#[test]
+fn running_out_of_file_descriptors_does_not_stop_the_daemon() {
+    let setup = Setup::new("");
+    let socket = setup.socket();
+    // A daemon limited to 64 descriptors.
+    let mut daemon = Command::new("prlimit")
+        .arg("--nofile=64:64")
+        .arg(BIN)
+        .arg("--config")
+        .arg(setup.dir.path().join("toolgate.toml"))
+        .arg("--store")
+        .arg(setup.store())
+        .args(["serve", "--socket"])
+        .arg(&socket)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    common::eventually("the daemon to come up", || Client::new(&socket).is_up());
+    // Hold more connections than it has descriptors for.
+    let held: Vec<_> = (0..100)
+        .filter_map(|_| std::os::unix::net::UnixStream::connect(&socket).ok())
+        .collect();
+    assert!(!held.is_empty());
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    drop(held);
+    common::eventually("the daemon to answer again", || {
+        Client::new(&socket).is_up()
+    });
+    assert_eq!(daemon.try_wait().unwrap(), None, "still running");
+    signal(daemon.id(), "TERM");
+    assert!(daemon.wait().unwrap().success());
+}
+
+#[test]
+fn a_daemon_whose_socket_file_is_removed_stops() {
+    let setup = Setup::new("");
+    assert_eq!(
+        setup.hook(&event("SessionStart", "s", "", json!({}), "")),
+        None
+    );
+    let pid = setup.daemon_pid().unwrap();
+    std::fs::remove_file(setup.socket()).unwrap();
+    common::eventually("the orphaned daemon to exit", || {
+        !Path::new(&format!("/proc/{pid}")).exists()
+            || std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|s| s.contains(") Z "))
+    });
+    // The store is free again: the next hook starts a fresh daemon.
+    assert_eq!(
+        setup.hook(&event("SessionStart", "s", "", json!({}), "")),
+        None
+    );
+    assert_ne!(setup.daemon_pid().unwrap(), pid);
+}
+
+/// One raw HTTP/1.1 exchange with the daemon's loopback port.
+fn http(port: u16, request: &[u8]) -> String {
+    use std::io::Read as _;
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream.write_all(request).unwrap();
+    let mut text = String::new();
+    let _ = stream.read_to_string(&mut text);
+    text
+}
+
+#[test]
+fn the_http_endpoint_bounds_and_types_what_it_accepts() {
+    let setup = Setup::new("");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let socket = setup.socket();
+    let mut daemon = setup
+        .command()
+        .args(["serve", "--http", &format!("127.0.0.1:{port}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    common::eventually("the daemon to come up", || Client::new(&socket).is_up());
+
+    let health = http(
+        port,
+        b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    );
+    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+    // A chunked body is read as one request.
+    let body = br#"{"op":"turn","session":"s"}"#;
+    let mut chunked = b"POST /v1/rpc HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n".to_vec();
+    chunked.extend(format!("{:x}\r\n", 10).as_bytes());
+    chunked.extend(&body[..10]);
+    chunked.extend(format!("\r\n{:x}\r\n", body.len() - 10).as_bytes());
+    chunked.extend(&body[10..]);
+    chunked.extend(b"\r\n0\r\n\r\n");
+    let answer = http(port, &chunked);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains(r#"{"ok":true,"result":0}"#), "{answer}");
+    // An unknown op: 400 with a machine-readable kind.
+    let bad = br#"{"op":"format_disk"}"#;
+    let request = format!(
+        "POST /v1/rpc HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        bad.len()
+    );
+    let answer = http(port, &[request.as_bytes(), bad].concat());
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert!(answer.contains(r#""kind":"invalid-request""#), "{answer}");
+    // A body past the limit is refused before it is read.
+    let huge = "POST /v1/rpc HTTP/1.1\r\nHost: x\r\nContent-Length: 999999999\r\nConnection: close\r\n\r\n{";
+    let answer = http(port, huge.as_bytes());
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    let missing = http(
+        port,
+        b"GET /admin HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    );
+    assert!(missing.starts_with("HTTP/1.1 404"), "{missing}");
+    // Still serving.
+    assert!(Client::new(&socket).is_up());
+    signal(daemon.id(), "TERM");
+    assert!(daemon.wait().unwrap().success());
+}
