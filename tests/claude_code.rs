@@ -482,14 +482,24 @@ fn a_policy_dropped_into_the_daemons_plugin_dir_is_served_and_listed() {
     assert_eq!(listed[0]["priority"], 100);
     assert_eq!(listed[0]["problem"], Value::Null);
 
-    // An explicit reload and SIGHUP both reload, and are counted.
-    let reloaded = run(
-        dir.path(),
-        &["plugins", "reload", "--socket", socket.to_str().unwrap()],
-        "",
-    );
-    assert!(reloaded.status.success());
-    let report: Value = serde_json::from_slice(&reloaded.stdout).unwrap();
+    // An explicit reload (by a person, at a terminal of their own) and
+    // SIGHUP both reload, and are counted.
+    let line = shlex::try_join([
+        BIN,
+        "plugins",
+        "reload",
+        "--socket",
+        socket.to_str().unwrap(),
+    ])
+    .unwrap();
+    let reloaded = Command::new("script")
+        .args(["-q", "-e", "-c", &line, "/dev/null"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&reloaded.stdout);
+    assert!(reloaded.status.success(), "{shown}");
+    let report: Value = serde_json::from_str(&shown[shown.find('{').unwrap()..]).unwrap();
     assert_eq!(report["kept"], json!(["guard"]));
     assert!(
         Command::new("kill")

@@ -244,16 +244,49 @@ fn the_readme_lease_walkthrough_works_from_the_command_line() {
             .contains("lease-grant")
     );
 
-    let granted = run(&[
-        "command",
-        "lease-gate",
-        "lease-grant",
-        r#"{"thread": "t1", "actions": ["http"]}"#,
-    ]);
+    // Admin commands and approvals come from a person at a terminal of
+    // their own (a fresh pseudo-terminal here); the daemon checks it.
+    let at_terminal = |args: &[&str], typed: &str| {
+        let mut words = vec![
+            env!("CARGO_BIN_EXE_toolgate"),
+            "--config",
+            config,
+            "--store",
+        ];
+        let store = dir.path().join("cli.redb");
+        words.push(store.to_str().unwrap());
+        words.extend_from_slice(args);
+        let line = format!(
+            "cd {} && XDG_CACHE_HOME={} {}",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/.."),
+            dir.path().join("cache").display(),
+            shlex::try_join(words).unwrap()
+        );
+        let mut child = Command::new("script")
+            .args(["-q", "-e", "-c", &line, "/dev/null"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(typed.as_bytes()).unwrap();
+        let output = child.wait_with_output().unwrap();
+        drop(stdin);
+        output
+    };
+    let granted = at_terminal(
+        &[
+            "command",
+            "lease-gate",
+            "lease-grant",
+            r#"{"thread": "t1", "actions": ["http"]}"#,
+        ],
+        "",
+    );
     assert!(
         granted.status.success(),
         "{}",
-        String::from_utf8_lossy(&granted.stderr)
+        String::from_utf8_lossy(&granted.stdout)
     );
 
     let paused = run(&["check", request]);
@@ -262,29 +295,46 @@ fn the_readme_lease_walkthrough_works_from_the_command_line() {
         .as_str()
         .unwrap()
         .to_string();
-    let resolve = |channel: &str| {
-        run(&[
-            "gates",
-            "resolve",
-            "--user",
-            "local",
-            "--thread",
-            "t1",
-            "--request-id",
-            &request_id,
-            "--channel",
-            channel,
-            "--decision",
-            "approve",
-        ])
-    };
-    let wrong = resolve("slack");
+    // A channel without a token in [approvals] cannot resolve it.
+    let token = dir.path().join("slack.token");
+    std::fs::write(&token, "anything").unwrap();
+    let wrong = run(&[
+        "gates",
+        "resolve",
+        "--request-id",
+        &request_id,
+        "--channel",
+        "slack",
+        "--token-file",
+        token.to_str().unwrap(),
+        "--decision",
+        "approve",
+    ]);
     assert_eq!(wrong.status.code(), Some(1));
     assert!(
+        String::from_utf8_lossy(&wrong.stderr).contains("channel `slack` may not resolve pauses"),
+        "{}",
         String::from_utf8_lossy(&wrong.stderr)
-            .contains("cannot resolve a gate raised from `telegram`")
     );
-    assert!(resolve("telegram").status.success());
+    // The person sees the call on their terminal and types yes.
+    let approved = at_terminal(
+        &[
+            "gates",
+            "resolve",
+            "--request-id",
+            &request_id,
+            "--decision",
+            "approve",
+        ],
+        "yes\n",
+    );
+    let shown = String::from_utf8_lossy(&approved.stdout);
+    assert!(approved.status.success(), "{shown}");
+    assert!(shown.contains("Type yes to approve it"), "{shown}");
+    assert!(
+        shown.contains("example.com/deploy"),
+        "the call is shown: {shown}"
+    );
 
     let allowed = run(&["check", request]);
     assert_eq!(allowed.status.code(), Some(0));

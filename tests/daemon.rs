@@ -5,139 +5,13 @@
 mod common;
 
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 
+use common::hooks::{BIN, Setup, event, parse_answer, permission, signal};
 use serde_json::{Value, json};
 use toolgate::ErrorKind;
-use toolgate::daemon::{Client, DaemonRequest, HookRuntime, socket_for_store};
-
-const BIN: &str = env!("CARGO_BIN_EXE_toolgate");
-
-/// A store and config in a temporary directory, as a hook would use them;
-/// stops the store's daemon (if one was started) when dropped.
-struct Setup {
-    dir: tempfile::TempDir,
-}
-
-impl Setup {
-    /// The bundled default policies, plus `extra` config.
-    fn new(extra: &str) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let text = common::config_text(&format!("{}\n{extra}", toolgate::config::DEFAULT_CONFIG));
-        std::fs::write(dir.path().join("toolgate.toml"), text).unwrap();
-        Self { dir }
-    }
-
-    fn store(&self) -> PathBuf {
-        self.dir.path().join("state").join("toolgate.redb")
-    }
-
-    fn socket(&self) -> PathBuf {
-        socket_for_store(&self.store())
-    }
-
-    fn command(&self) -> Command {
-        let mut command = Command::new(BIN);
-        command
-            .arg("--config")
-            .arg(self.dir.path().join("toolgate.toml"))
-            .arg("--store")
-            .arg(self.store());
-        command
-    }
-
-    /// Run `toolgate ARGS` with `stdin`.
-    fn run(&self, args: &[&str], stdin: &str) -> Output {
-        let mut child = self
-            .command()
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(stdin.as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
-    }
-
-    /// Run the installed hook command on one event; its stdout parsed.
-    fn hook(&self, payload: &Value) -> Option<Value> {
-        let output = self.run(&["hook", "claude-code"], &payload.to_string());
-        assert_eq!(output.status.code(), Some(0), "the hook always exits 0");
-        parse_answer(&output.stdout)
-    }
-
-    fn daemon_pid(&self) -> Option<u32> {
-        let health = Client::new(self.socket())
-            .call(&DaemonRequest::Health)
-            .ok()?;
-        health["pid"].as_u64().map(|p| p as u32)
-    }
-
-    /// Processes serving this store's socket.
-    fn daemons(&self) -> usize {
-        let socket = self.socket().display().to_string();
-        std::fs::read_dir("/proc")
-            .unwrap()
-            .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
-            .map(|cmdline| String::from_utf8_lossy(&cmdline).replace('\0', " "))
-            .filter(|cmdline| cmdline.contains(" serve ") && cmdline.contains(&socket))
-            .count()
-    }
-}
-
-impl Drop for Setup {
-    fn drop(&mut self) {
-        if let Some(pid) = self.daemon_pid() {
-            signal(pid, "TERM");
-            common::eventually("the daemon to stop", || !self.socket().exists());
-        }
-    }
-}
-
-fn signal(pid: u32, name: &str) {
-    let sent = Command::new("kill")
-        .args([&format!("-{name}"), &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(sent.success());
-}
-
-fn parse_answer(stdout: &[u8]) -> Option<Value> {
-    let text = String::from_utf8_lossy(stdout);
-    (!text.trim().is_empty()).then(|| serde_json::from_str(text.trim()).unwrap())
-}
-
-/// A hook event as Claude Code 2.1 sends it, keys the docs do not list
-/// included.
-fn event(name: &str, session: &str, tool: &str, input: Value, id: &str) -> Value {
-    json!({
-        "session_id": session,
-        "transcript_path": "/nonexistent/transcript.jsonl",
-        "cwd": "/home/dev/project",
-        "prompt_id": "prompt-1",
-        "permission_mode": "default",
-        "effort": {"level": "high"},
-        "hook_event_name": name,
-        "tool_name": tool,
-        "tool_input": input,
-        "tool_use_id": id,
-        "duration_ms": 12
-    })
-}
-
-fn permission(answer: &Option<Value>) -> &str {
-    answer
-        .as_ref()
-        .and_then(|a| a["hookSpecificOutput"]["permissionDecision"].as_str())
-        .unwrap_or("")
-}
+use toolgate::daemon::{Client, DaemonRequest, HookRuntime};
 
 #[test]
 fn thirty_two_hooks_at_once_start_one_daemon_and_none_is_denied() {
@@ -256,19 +130,26 @@ fn every_command_works_while_the_daemon_runs() {
     assert!(ok(&["log", "--json"]).contains("toolu_risky"));
     ok(&["events", "--limit", "5"]);
     ok(&["plugins", "list"]);
-    let leases = ok(&[
+    let request = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/requests/bash-ls.json");
+    ok(&["check", "--compact", request.to_str().unwrap()]);
+    // Admin commands: a person, at a terminal of their own.
+    let person = |args: &[&str]| {
+        let out = setup.at_a_terminal(&setup.command_line(args), "");
+        assert!(
+            out.status.success(),
+            "toolgate {args:?}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let leases = person(&[
         "command",
         "lease-gate",
         "lease-list",
         r#"{"thread": "s-admin"}"#,
     ]);
-    assert!(
-        leases.starts_with('[') || leases.starts_with('{'),
-        "{leases}"
-    );
-    let request = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/requests/bash-ls.json");
-    ok(&["check", "--compact", request.to_str().unwrap()]);
-    ok(&["plugins", "reload"]);
+    assert!(leases.contains(r#""thread":"s-admin""#), "{leases}");
+    person(&["plugins", "reload"]);
     assert_eq!(setup.daemons(), 1, "no command started a second owner");
 }
 

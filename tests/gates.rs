@@ -30,6 +30,7 @@ fn sample_gate(user: &str, thread: &str, channel: &str) -> PendingGate {
         tool: "http".into(),
         call_id: "call_1".into(),
         arguments: json!({"url": "https://example.com"}).to_string(),
+        fingerprint: "fp-http-example".into(),
         pause: PauseKind::Approval {
             description: "Tool 'http' requires approval".into(),
             allow_always: true,
@@ -283,4 +284,75 @@ fn a_denied_resolution_leaves_nothing_to_resume() {
     let request = call("Bash", json!({"command": "./deploy.sh"}));
     let host = pause_then_resolve(&request, GateResolution::Deny);
     assert_eq!(host.evaluate(&request).unwrap().verdict, Verdict::Pause);
+}
+
+/// Approve the pause `decision` carries, from `cli`.
+fn approve(host: &toolgate::Toolgate, decision: &toolgate::Decision) {
+    let pause = decision.pause.as_ref().expect("a pause");
+    let key = GateKey {
+        user_id: pause.user_id.clone(),
+        thread_id: pause.thread_id.clone(),
+    };
+    host.resolve_gate(
+        &key,
+        &pause.request_id,
+        "cli",
+        GateResolution::Approve { always: false },
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_resolution_is_not_replayed_after_it_expires() {
+    let host = host(&format!(
+        "gate_ttl_secs = 1\n{}",
+        scripted("approver", 1, "verdict = \"pause\"\nreason = \"ok?\"")
+    ));
+    let request = call("Bash", json!({"command": "./deploy.sh"}));
+    approve(&host, &host.evaluate(&request).unwrap());
+    // Past the gate's TTL, the recorded approval counts for nothing.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    assert_eq!(host.evaluate(&request).unwrap().verdict, Verdict::Pause);
+}
+
+#[test]
+fn one_policys_approval_never_satisfies_anothers_pause() {
+    let host = host(&format!(
+        "{}{}",
+        scripted("first", 1, "verdict = \"pause\"\nreason = \"first asks\""),
+        scripted("second", 2, "verdict = \"pause\"\nreason = \"second asks\"")
+    ));
+    let request = call("Bash", json!({"command": "./deploy.sh"}));
+    let first = host.evaluate(&request).unwrap();
+    assert_eq!(first.decided_by.as_deref(), Some("first"));
+    approve(&host, &first);
+    // `first` sees its approval; `second` sees none and still asks.
+    let again = host.evaluate(&request).unwrap();
+    assert_eq!(again.verdict, Verdict::Pause);
+    assert_eq!(again.decided_by.as_deref(), Some("second"));
+    assert_eq!(
+        again.policies[0].verdict,
+        toolgate::decision::PolicyVerdict::Allow
+    );
+}
+
+#[test]
+fn an_approval_for_one_mcp_server_is_not_one_for_another() {
+    let host = host(&scripted(
+        "approver",
+        1,
+        "verdict = \"pause\"\nreason = \"ok?\"",
+    ));
+    let from = |server: &str| {
+        let mut request = call("create_issue", json!({"title": "x"}));
+        request.origin = toolgate::request::Origin::Mcp(server.into());
+        request
+    };
+    approve(&host, &host.evaluate(&from("a")).unwrap());
+    assert_eq!(
+        host.evaluate(&from("b")).unwrap().verdict,
+        Verdict::Pause,
+        "the same tool and arguments from another server"
+    );
+    assert_eq!(host.evaluate(&from("a")).unwrap().verdict, Verdict::Allow);
 }

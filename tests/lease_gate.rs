@@ -12,9 +12,11 @@ use toolgate::{Decision, ToolRequest, Verdict};
 const POLICY: &str = "lease-gate";
 
 /// A host with lease-gate, `table` appended to its config table.
+/// An embedder's host that authenticates its own `web` channel (so `web`
+/// may resolve any channel's gate, as the seed's trusted channel).
 fn gate_host(table: &str) -> common::TestHost {
     host(&format!(
-        "[plugins.lease-gate]\npath = \"bundled:lease-gate\"\npriority = 20\n[plugins.lease-gate.config]\n{table}\n"
+        "trusted_channels = [\"web\"]\n[plugins.lease-gate]\npath = \"bundled:lease-gate\"\npriority = 20\n[plugins.lease-gate.config]\n{table}\n"
     ))
 }
 
@@ -529,4 +531,42 @@ fn lease_gate_is_fail_closed_by_default() {
         err.contains("lease-gate") && err.contains("memory limit"),
         "{err}"
     );
+}
+
+#[test]
+fn a_use_is_not_spent_on_a_call_a_later_policy_denies() {
+    let host = host(&format!(
+        "[plugins.lease-gate]\npath = \"bundled:lease-gate\"\npriority = 20\n[plugins.lease-gate.config]\nauto_plan = false\n{SEED_ACTIONS}\n{}",
+        common::scripted(
+            "later",
+            30,
+            "reason = \"not this one\"\ndeny_if_arguments_contain = \"deny-me\""
+        )
+    ));
+    let echo = |text: &str| {
+        on_thread(
+            "echo",
+            json!({"text": text}),
+            "t1",
+            "foreground",
+            Mode::Interactive,
+        )
+    };
+    command(
+        &host,
+        "lease-grant",
+        json!({"thread": "t1", "actions": ["echo"], "max_uses": 1}),
+    );
+
+    let denied = host.evaluate(&echo("deny-me")).unwrap();
+    assert_eq!(denied.verdict, Verdict::Deny);
+    assert_eq!(denied.decided_by.as_deref(), Some("later"));
+    // The lease allowed that call, but it never ran: its one use is left.
+    assert_eq!(
+        host.evaluate(&echo("first real use")).unwrap().verdict,
+        Verdict::Allow
+    );
+    let spent = host.evaluate(&echo("second")).unwrap();
+    assert_eq!(spent.verdict, Verdict::Deny, "now it is used up");
+    assert_eq!(spent.decided_by.as_deref(), Some("lease-gate"));
 }

@@ -696,6 +696,7 @@ fn main() {
         tool: "Bash".into(),
         call_id: "c".into(),
         arguments: "{}".into(),
+        fingerprint: String::new(),
         pause: toolgate::gates::PauseKind::Approval {
             description: "ok?".into(),
             allow_always: false,

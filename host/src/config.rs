@@ -30,7 +30,10 @@ pub struct Config {
     /// Set to false to compile every plugin on every start.
     #[serde(default = "yes")]
     pub cache: bool,
-    /// Channels trusted to resolve a pending gate raised from any channel.
+    /// For embedders calling `Toolgate::resolve_gate` directly: channels the
+    /// embedder has authenticated itself, which may resolve a gate raised
+    /// from any channel. None by default. The daemon ignores it and accepts
+    /// only the channels in `[approvals]`.
     #[serde(default = "default_trusted_channels")]
     pub trusted_channels: Vec<String>,
     /// How long a pending gate stays resolvable, in seconds.
@@ -52,6 +55,9 @@ pub struct Config {
     /// The daemon (`toolgate serve`).
     #[serde(default)]
     pub daemon: DaemonConfig,
+    /// Who may resolve a pause through the daemon.
+    #[serde(default)]
+    pub approvals: ApprovalsConfig,
     /// A directory of `.wasm` policies: each `NAME.wasm` there is loaded as
     /// plugin `NAME` (with its `[plugins.NAME]` table if there is one, else
     /// defaults and priority 100), and the directory is watched for changes.
@@ -68,6 +74,37 @@ pub struct Config {
     /// Not a config key.
     #[serde(skip)]
     pub source: Option<PathBuf>,
+}
+
+/// Who may resolve pauses (and run admin commands) through the daemon. The
+/// agent's own channel never can: see "Safety model" in README.md.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalsConfig {
+    /// Whether a person may approve from a terminal of their own with
+    /// `toolgate gates resolve` (peer credentials on the Unix socket; never
+    /// from a process without a terminal or from an agent's terminal).
+    #[serde(default = "yes")]
+    pub terminal: bool,
+    /// The OS users who may approve from a terminal. Empty: the daemon's
+    /// own user.
+    #[serde(default)]
+    pub terminal_uids: Vec<u32>,
+    /// Channel adapters (a web inbox, a chat bot) that authenticate with a
+    /// token: channel name → the token's sha256 (hex). The token itself
+    /// lives with the adapter, never in this file.
+    #[serde(default)]
+    pub tokens: BTreeMap<String, String>,
+}
+
+impl Default for ApprovalsConfig {
+    fn default() -> Self {
+        Self {
+            terminal: true,
+            terminal_uids: Vec::new(),
+            tokens: BTreeMap::new(),
+        }
+    }
 }
 
 /// The daemon's limits.
@@ -255,7 +292,7 @@ fn default_priority() -> i32 {
     DEFAULT_PRIORITY
 }
 fn default_trusted_channels() -> Vec<String> {
-    vec!["web".into(), "gateway".into()]
+    Vec::new()
 }
 fn default_gate_ttl() -> u64 {
     30 * 60
@@ -322,6 +359,14 @@ impl Config {
                 return Err(err(format!(
                     "plugins.{name}.limits.memory_mib is {}; the most a 32-bit wasm memory can use is 4096",
                     limits.memory_mib
+                )));
+            }
+        }
+        for (channel, digest) in &config.approvals.tokens {
+            if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(err(format!(
+                    "approvals.tokens.{channel} must be the token's sha256 in hex (64 digits, from \
+                     `printf %s TOKEN | sha256sum`), never the token itself"
                 )));
             }
         }
@@ -527,7 +572,11 @@ mod tests {
         assert!(plugin.enabled);
         assert_eq!(plugin.path.as_deref(), Some("a.wasm"));
         assert_eq!(plugin.limits, Limits::default());
-        assert_eq!(config.trusted_channels, ["web", "gateway"]);
+        assert!(
+            config.trusted_channels.is_empty(),
+            "no channel is trusted by default"
+        );
+        assert!(config.approvals.terminal && config.approvals.tokens.is_empty());
         assert_eq!(config.gate_ttl_secs, 1800);
     }
 }

@@ -33,6 +33,30 @@ pub struct Decision {
     pub duration_us: u64,
 }
 
+/// Who decides when toolgate itself refuses a call (self-protection).
+pub const HOST: &str = "toolgate";
+
+impl Decision {
+    /// A deny by toolgate itself, before any policy ran.
+    pub fn refused_by_host(request: &crate::ToolRequest, reason: String) -> Self {
+        tracing::warn!(tool = %request.tool, %reason, "refused: the call targets toolgate's control plane");
+        Self {
+            verdict: Verdict::Deny,
+            reason: Some(reason),
+            decided_by: Some(HOST.into()),
+            notes: Vec::new(),
+            risk: RiskReport::default(),
+            pause: None,
+            call_id: request
+                .call_id
+                .clone()
+                .unwrap_or_else(crate::gates::new_request_id),
+            policies: Vec::new(),
+            duration_us: 0,
+        }
+    }
+}
+
 /// The final verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

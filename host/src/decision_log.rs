@@ -85,7 +85,7 @@ impl LogEntry {
                 })
                 .collect(),
             verdict: decision.verdict,
-            reason: decision.reason.clone(),
+            reason: decision.reason.as_deref().map(crate::redact::for_display),
             decided_by: decision.decided_by.clone(),
             duration_us: decision.duration_us,
         }
@@ -95,7 +95,7 @@ impl LogEntry {
 /// How arguments appear in the log.
 pub fn view_arguments(arguments: &serde_json::Value, view: ArgumentsView) -> serde_json::Value {
     match view {
-        ArgumentsView::Full => arguments.clone(),
+        ArgumentsView::Full => crate::redact::redact_json(arguments),
         ArgumentsView::Digest => serde_json::json!({
             "sha256": hex::encode(Sha256::digest(arguments.to_string().as_bytes()))
         }),

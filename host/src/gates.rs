@@ -74,8 +74,13 @@ pub struct PendingGate {
     pub tool: String,
     /// The runtime's id for the call.
     pub call_id: String,
-    /// The call's arguments (JSON).
+    /// The call's arguments (JSON), with likely secrets redacted and the
+    /// size capped: this is what a person (and `gates list`) sees.
     pub arguments: String,
+    /// Ties the resubmitted call to this gate's resolution: a hash of the
+    /// tool, its origin and its exact (unredacted) arguments.
+    #[serde(default)]
+    pub fingerprint: String,
     /// What the person is asked for.
     pub pause: PauseKind,
     /// Milliseconds since the Unix epoch.
@@ -118,13 +123,22 @@ pub enum GateResolution {
     Deny,
 }
 
-/// A resolution remembered for the resubmitted call.
+/// A resolution remembered for the resubmitted call. Only the policy that
+/// paused sees it, only until it expires, and only once: the next decision
+/// of the same call consumes it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RecordedResolution {
     /// The policy that had paused the call.
     pub policy: String,
     /// What the person decided.
     pub resolution: GateResolution,
+    /// The gate it resolved.
+    #[serde(default)]
+    pub request_id: String,
+    /// After this (ms since the epoch) it counts for nothing. Rows written
+    /// before resolutions expired read as 0: expired.
+    #[serde(default)]
+    pub expires_at_ms: u64,
 }
 
 /// Why a gate could not be resolved.
@@ -166,12 +180,15 @@ pub fn new_request_id() -> String {
     hex::encode(bytes)
 }
 
-/// The fingerprint that ties a resubmitted call to earlier resolutions.
-pub fn call_fingerprint(tool: &str, arguments: &str) -> String {
+/// The fingerprint that ties a resubmitted call to earlier resolutions:
+/// the tool, where it comes from (an approval of `mcp:a/x` is not one of
+/// `mcp:b/x`) and the exact arguments.
+pub fn call_fingerprint(tool: &str, origin: &str, arguments: &str) -> String {
     let mut hash = Sha256::new();
-    hash.update(tool.as_bytes());
-    hash.update([0]);
-    hash.update(arguments.as_bytes());
+    for part in [tool, origin, arguments] {
+        hash.update((part.len() as u64).to_le_bytes());
+        hash.update(part.as_bytes());
+    }
     hex::encode(hash.finalize())
 }
 
@@ -272,13 +289,17 @@ impl Store {
         outcome
     }
 
-    /// Remember a resolution for the resubmitted call.
-    pub fn record_resolution(&self, gate: &PendingGate, resolution: GateResolution) -> Result<()> {
-        let fingerprint = call_fingerprint(&gate.tool, &gate.arguments);
+    /// Remember a resolution for the resubmitted call, for `ttl`.
+    pub fn record_resolution(
+        &self,
+        gate: &PendingGate,
+        resolution: GateResolution,
+        ttl: std::time::Duration,
+    ) -> Result<()> {
         let slot = (
             gate.user_id.as_str(),
             gate.thread_id.as_str(),
-            fingerprint.as_str(),
+            gate.fingerprint.as_str(),
         );
         let txn = self.db().begin_write().map_err(|e| self.error(e))?;
         {
@@ -291,6 +312,8 @@ impl Store {
             recorded.push(RecordedResolution {
                 policy: gate.policy.clone(),
                 resolution,
+                request_id: gate.request_id.clone(),
+                expires_at_ms: crate::now_ms().saturating_add(ttl.as_millis() as u64),
             });
             let bytes = serde_json::to_vec(&recorded).expect("resolutions always serialise");
             table
@@ -301,12 +324,13 @@ impl Store {
         Ok(())
     }
 
-    /// Resolutions recorded for this call so far, oldest first.
+    /// Unexpired resolutions recorded for this call so far, oldest first.
     pub fn resolutions_for(
         &self,
         user_id: &str,
         thread_id: &str,
         fingerprint: &str,
+        now_ms: u64,
     ) -> Result<Vec<RecordedResolution>> {
         let txn = self.db().begin_read().map_err(|e| self.error(e))?;
         let table = match txn.open_table(RESOLUTIONS) {
@@ -314,11 +338,15 @@ impl Store {
             Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
             Err(e) => return Err(self.error(e)),
         };
-        Ok(table
+        let recorded: Vec<RecordedResolution> = table
             .get((user_id, thread_id, fingerprint))
             .map_err(|e| self.error(e))?
             .and_then(|v| serde_json::from_slice(v.value()).ok())
-            .unwrap_or_default())
+            .unwrap_or_default();
+        Ok(recorded
+            .into_iter()
+            .filter(|r| now_ms < r.expires_at_ms)
+            .collect())
     }
 
     /// Forget the resolutions of a call once it has been finally decided.

@@ -16,6 +16,7 @@ use crate::decision::{Decision, ModelVerdict};
 use crate::decision_log::LogEntry;
 use crate::error::{Error, Result};
 use crate::gates::{GateKey, GateResolution, PendingGate};
+use crate::guard::ControlPlane;
 use crate::pipeline::{self, Env};
 use crate::plugins::{self, LoadContext, Plugin, PluginSet};
 use crate::probe::ProbeClient;
@@ -46,6 +47,8 @@ pub struct Toolgate {
     reloading: Mutex<()>,
     /// The last failed (re)load per plugin name, for `plugins list`.
     problems: Mutex<BTreeMap<String, String>>,
+    /// What self-protection refuses to let a tool call touch.
+    control_plane: RwLock<Arc<ControlPlane>>,
 }
 
 /// What a reload did.
@@ -93,6 +96,7 @@ impl Toolgate {
             config: RwLock::new(config.clone()),
             reloading: Mutex::new(()),
             problems: Mutex::new(BTreeMap::new()),
+            control_plane: RwLock::new(Arc::new(ControlPlane::for_config(&config, &store_path))),
         };
         let (set, report) = host.build_set(&config, &PluginSet::default(), true)?;
         tracing::info!(loaded = ?report.loaded, "plugins loaded");
@@ -170,6 +174,11 @@ impl Toolgate {
         let (set, report) = self.build_set(&config, &previous, false)?;
         *self.plugins.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(set);
         self.store.set_log_config(config.log);
+        *self
+            .control_plane
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) =
+            Arc::new(ControlPlane::for_config(&config, self.store.path()));
         *self.config.write().unwrap_or_else(|p| p.into_inner()) = config;
         tracing::info!(?report, "plugins reloaded");
         Ok(report)
@@ -309,9 +318,16 @@ impl Toolgate {
 
     /// Decide on one proposed call. A pause is stored as a pending gate.
     pub fn evaluate(&self, request: &ToolRequest) -> Result<Decision> {
-        // Hold this version of the plugin set for the whole evaluation.
-        let plugins = self.plugins();
-        let decision = pipeline::evaluate(&self.env(), &plugins, request)?;
+        let plane = Arc::clone(&self.control_plane.read().unwrap_or_else(|p| p.into_inner()));
+        let decision = match plane.check(request) {
+            // Before any policy: the agent may not operate toolgate itself.
+            Some(reason) => Decision::refused_by_host(request, reason),
+            None => {
+                // Hold this version of the plugin set for the whole evaluation.
+                let plugins = self.plugins();
+                pipeline::evaluate(&self.env(), &plugins, request)?
+            }
+        };
         let log = self.store.log_config();
         if log.enabled {
             self.store
@@ -364,9 +380,7 @@ impl Toolgate {
         let gate = self
             .store
             .take_gate(key, request_id, channel, &trusted, crate::now_ms())?;
-        if resolution != GateResolution::Deny {
-            self.store.record_resolution(&gate, resolution)?;
-        }
+        self.remember(&gate, resolution)?;
         Ok(gate)
     }
 
@@ -401,6 +415,32 @@ impl Toolgate {
             }
             _ => Ok(None),
         }
+    }
+
+    /// Resolve a pending gate from a channel the caller has authenticated
+    /// (the daemon: a person at a terminal, or a channel with its token),
+    /// which may resolve a gate raised from any channel.
+    pub fn resolve_gate_authenticated(
+        &self,
+        key: &GateKey,
+        request_id: &str,
+        channel: &str,
+        resolution: GateResolution,
+    ) -> Result<PendingGate> {
+        let trusted = [channel.to_string()];
+        let gate = self
+            .store
+            .take_gate(key, request_id, channel, &trusted, crate::now_ms())?;
+        self.remember(&gate, resolution)?;
+        Ok(gate)
+    }
+
+    fn remember(&self, gate: &PendingGate, resolution: GateResolution) -> Result<()> {
+        if resolution != GateResolution::Deny {
+            let ttl = Duration::from_secs(self.config().gate_ttl_secs);
+            self.store.record_resolution(gate, resolution, ttl)?;
+        }
+        Ok(())
     }
 
     /// Pending (unexpired) gates, optionally of one user.

@@ -146,11 +146,24 @@ pub(crate) fn evaluate(
 
     let call_id = request.call_id.clone().unwrap_or_else(new_request_id);
     let arguments = request.arguments_json();
-    let fingerprint = call_fingerprint(&request.tool, &arguments);
-    let resolutions =
-        env.store
-            .resolutions_for(&request.user_id, request.thread(), &fingerprint)?;
-    let call = request.to_wit(&call_id, &resolutions);
+    let fingerprint = call_fingerprint(&request.tool, &request.origin.key(), &arguments);
+    let resolutions = env.store.resolutions_for(
+        &request.user_id,
+        request.thread(),
+        &fingerprint,
+        crate::now_ms(),
+    )?;
+    // Classification sees no resolutions; each policy's decision sees only
+    // the resolutions of its own pauses.
+    let call = request.to_wit(&call_id, &[]);
+    let call_for = |plugin: &Plugin| -> Option<wit::ToolCall> {
+        let own: Vec<_> = resolutions
+            .iter()
+            .filter(|r| r.policy == *plugin.name)
+            .cloned()
+            .collect();
+        (!own.is_empty()).then(|| request.to_wit(&call_id, &own))
+    };
 
     let mut slots: Vec<Slot<'_>> = plugins
         .iter()
@@ -184,10 +197,12 @@ pub(crate) fn evaluate(
     let mut paused: Option<(String, wit::PauseRequest)> = None;
     for slot in &mut slots {
         let plugin = slot.plugin;
+        let own_call = call_for(plugin);
+        let call = own_call.as_ref().unwrap_or(&call);
         let budget = if plugin.description.accounts {
             slot.run(env, request, |sandbox| {
                 sandbox.call("account", |p, s| {
-                    p.toolgate_policy_budget().call_account(s, &call, &wit_risk)
+                    p.toolgate_policy_budget().call_account(s, call, &wit_risk)
                 })
             })
         } else {
@@ -198,7 +213,7 @@ pub(crate) fn evaluate(
             slot.run(env, request, |sandbox| {
                 let decision = sandbox.call("decide", |p, s| {
                     p.toolgate_policy_gate()
-                        .call_decide(s, &call, &wit_risk, budget)
+                        .call_decide(s, call, &wit_risk, budget)
                 })?;
                 check_output_size(&decision, limit)?;
                 Ok(decision)
@@ -228,7 +243,7 @@ pub(crate) fn evaluate(
             priority: plugin.priority,
             sha256: plugin.sha256.clone(),
             verdict,
-            reason: reason.clone(),
+            reason: reason.as_deref().map(crate::redact::for_display),
             notes: decision.notes.clone(),
             risk: slot.risk.as_ref().map(|r| RiskReport {
                 category: r.category.into(),
@@ -274,12 +289,28 @@ pub(crate) fn evaluate(
         duration_us: 0,
     };
     if let Some((policy, reason)) = denied {
+        // Policies that allowed before the deny may have reserved something
+        // for the call (a lease use): tell them it will not run.
+        let event = wit::ToolEvent {
+            call: call.clone(),
+            outcome: wit::ToolOutcome::Denied,
+            summary: format!("denied by {policy}"),
+        };
+        for (slot, result) in slots.iter_mut().zip(&decision.policies) {
+            if result.verdict == PolicyVerdict::Allow {
+                slot.run(env, request, |sandbox| {
+                    sandbox.call("observe", |p, s| {
+                        p.toolgate_policy_gate().call_observe(s, &event)
+                    })
+                });
+            }
+        }
         decision.verdict = Verdict::Deny;
         decision.reason = Some(reason);
         decision.decided_by = Some(policy);
     } else if let Some((policy, pause)) = paused {
         decision.verdict = Verdict::Pause;
-        decision.reason = Some(pause_reason(&pause));
+        decision.reason = Some(crate::redact::for_display(&pause_reason(&pause)));
         let now = crate::now_ms();
         let gate = PendingGate {
             request_id: new_request_id(),
@@ -290,7 +321,8 @@ pub(crate) fn evaluate(
             source_channel: request.channel.clone(),
             tool: request.tool.clone(),
             call_id,
-            arguments,
+            arguments: crate::redact::for_display(&arguments),
+            fingerprint: fingerprint.clone(),
             pause: pause_kind(pause),
             created_at_ms: now,
             expires_at_ms: now.saturating_add(env.gate_ttl.as_millis() as u64),
@@ -388,10 +420,11 @@ fn pause_reason(pause: &wit::PauseRequest) -> String {
     }
 }
 
+/// The pause as a person sees it: secrets in the description redacted.
 fn pause_kind(pause: wit::PauseRequest) -> PauseKind {
     match pause {
         wit::PauseRequest::Approval(a) => PauseKind::Approval {
-            description: a.description,
+            description: crate::redact::for_display(&a.description),
             allow_always: a.allow_always,
         },
         wit::PauseRequest::Authentication(a) => PauseKind::Authentication {

@@ -71,6 +71,17 @@ pub enum Origin {
     Other(String),
 }
 
+impl Origin {
+    /// A stable text form: `builtin`, `mcp:SERVER` or `other:NAME`.
+    pub fn key(&self) -> String {
+        match self {
+            Origin::Builtin => "builtin".into(),
+            Origin::Mcp(server) => format!("mcp:{server}"),
+            Origin::Other(name) => format!("other:{name}"),
+        }
+    }
+}
+
 /// Execution mode.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

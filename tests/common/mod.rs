@@ -85,6 +85,7 @@ pub fn eventually(what: &str, mut check: impl FnMut() -> bool) {
 pub fn call(tool: &str, arguments: serde_json::Value) -> ToolRequest {
     ToolRequest::new(tool, arguments)
 }
+pub mod hooks;
 pub mod logs;
 pub mod messages_api;
 pub mod model_server;

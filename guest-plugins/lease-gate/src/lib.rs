@@ -21,7 +21,7 @@ use serde::Deserialize;
 use toolgate_guest::host::{self, state};
 use toolgate_guest::{
     BudgetStatus, Decision, FailMode, Phases, Policy, PolicyInfo, Resolution, Risk, ToolCall,
-    ToolOrigin,
+    ToolEvent, ToolOrigin, ToolOutcome,
 };
 
 /// The most leases one thread may hold (older ones are still honoured;
@@ -61,6 +61,19 @@ pub struct LeaseGate {
 
 /// A state key from parts, each escaped so no id can reach into another's
 /// keys.
+/// (uses taken, uses refunded) of a lease.
+fn use_counters(lease_id: &str) -> (u64, u64) {
+    let read = |name: &str| {
+        state::get(&key(&[name, lease_id]))
+            .and_then(|b| <[u8; 8]>::try_from(b.as_slice()).ok())
+            .map_or(0, u64::from_le_bytes)
+    };
+    (read("uses"), read("refunds"))
+}
+
+/// The id of the lease a thread's kind plans.
+const PLANNED_LEASE: &str = "planned";
+
 fn key(parts: &[&str]) -> String {
     parts
         .iter()
@@ -93,10 +106,37 @@ impl LeaseGate {
         let Some(max) = lease.max_uses else {
             return true; // unlimited: no need to read the counter
         };
-        let used = state::get(&key(&["uses", &lease.id]))
-            .and_then(|b| <[u8; 8]>::try_from(b.as_slice()).ok())
-            .map_or(0, u64::from_le_bytes);
-        used < max
+        let (taken, refunded) = use_counters(&lease.id);
+        taken.saturating_sub(refunded) < max
+    }
+
+    /// Take one use of `lease` for call `call_id`, atomically (concurrent
+    /// calls cannot overspend it). Uses refunded by denied calls count as
+    /// free again; reading a stale refund count can only refuse, never
+    /// overspend.
+    fn take_use(lease: &Lease, max: u64, call_id: &str) -> bool {
+        let (_, refunded) = use_counters(&lease.id);
+        let taken = state::try_increment(&key(&["uses", &lease.id]), max.saturating_add(refunded));
+        if !matches!(taken, Ok(Some(_))) {
+            return false;
+        }
+        // Remember which lease this call used, to refund it if a later
+        // policy denies the call.
+        let _ = state::set(&key(&["reserved", call_id]), lease.id.as_bytes());
+        true
+    }
+
+    /// A later policy denied `call_id`: give back the use it took (once).
+    fn refund_use(call_id: &str) {
+        let reserved = key(&["reserved", call_id]);
+        let Some(lease_id) = state::get(&reserved).and_then(|b| String::from_utf8(b).ok()) else {
+            return;
+        };
+        // Exactly one refund per call, however often it is reported.
+        if let Ok(Some(_)) = state::try_increment(&key(&["refund-once", call_id]), 1) {
+            let _ = state::try_increment(&key(&["refunds", &lease_id]), u64::MAX);
+        }
+        let _ = state::delete(&reserved);
     }
 
     /// A valid lease of `thread` covering `action` with a use left.
@@ -156,16 +196,29 @@ impl LeaseGate {
         if state::get(&marker).is_some() {
             return;
         }
-        // Atomic: of two first calls, exactly one plans.
-        if let Ok(Some(_)) = state::try_increment(&marker, 1) {
-            let plan = leases::plan(kind, &self.catalogue);
-            if let Err(err) = self.grant(thread, &self.config.capability, plan, None, None, None) {
-                host::log(
-                    host::Level::Error,
-                    &format!("planning leases failed: {err}"),
-                );
+        // Every first call of a new thread writes the same planned lease (an
+        // idempotent write, under a fixed id) before it looks for a lease,
+        // so of several concurrent first calls none finds the thread bare.
+        let planned = key(&["lease", thread, PLANNED_LEASE]);
+        if state::get(&planned).is_none() {
+            let lease = Lease {
+                id: PLANNED_LEASE.into(),
+                thread: thread.to_string(),
+                capability: self.config.capability.clone(),
+                actions: leases::plan(kind, &self.catalogue),
+                granted_at_ms: host::now_ms(),
+                expires_at_ms: None,
+                max_uses: None,
+                revoked: None,
+                parent: None,
+            };
+            if let Err(err) = state::set_json(&planned, &lease) {
+                let message = format!("planning leases failed: {err:?}");
+                host::log(host::Level::Error, &message);
+                return;
             }
         }
+        let _ = state::try_increment(&marker, 1);
     }
 
     fn auto_approved(&self, user: &str, thread: &str) -> Vec<String> {
@@ -307,15 +360,13 @@ impl Policy for LeaseGate {
         match outcome {
             GateOutcome::Allow => {
                 let lease = lease.expect("allow implies a lease");
-                if let Some(max) = lease.max_uses {
-                    // Atomic, so concurrent calls cannot overspend the lease.
-                    let taken = state::try_increment(&key(&["uses", &lease.id]), max);
-                    if !matches!(taken, Ok(Some(_))) {
-                        return Decision::deny(format!(
-                            "lease {} for `{action}` is used up ({max} uses)",
-                            lease.id
-                        ));
-                    }
+                if let Some(max) = lease.max_uses
+                    && !Self::take_use(&lease, max, &call.call_id)
+                {
+                    return Decision::deny(format!(
+                        "lease {} for `{action}` is used up ({max} uses)",
+                        lease.id
+                    ));
                 }
                 Decision::allow()
             }
@@ -327,6 +378,14 @@ impl Policy for LeaseGate {
             GateOutcome::PauseForCredential(c) => {
                 Decision::pause_for_credential(c.name, c.instructions, c.url)
             }
+        }
+    }
+
+    fn observe(&self, event: &ToolEvent) {
+        if event.outcome == ToolOutcome::Denied {
+            Self::refund_use(&event.call.call_id);
+        } else {
+            let _ = state::delete(&key(&["reserved", &event.call.call_id]));
         }
     }
 

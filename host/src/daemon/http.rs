@@ -49,7 +49,9 @@ impl Daemon {
     async fn route(self: Arc<Self>, request: Request<Incoming>) -> Response<Full<Bytes>> {
         match (request.method(), request.uri().path()) {
             (&Method::GET, "/health") => {
-                let answer = self.respond(r#"{"op":"health"}"#).await;
+                let answer = self
+                    .respond(r#"{"op":"health"}"#, super::Caller::Http)
+                    .await;
                 json_response(StatusCode::OK, answer)
             }
             (&Method::GET, "/metrics") => Response::builder()
@@ -90,7 +92,7 @@ impl Daemon {
         let Ok(text) = std::str::from_utf8(&body) else {
             return text_response(StatusCode::BAD_REQUEST, "the body must be UTF-8 JSON\n");
         };
-        let answer = self.respond(text).await;
+        let answer = self.respond(text, super::Caller::Http).await;
         let status = match super::protocol::decode_answer(&answer) {
             Ok(_) => StatusCode::OK,
             Err(err) => status_of(err.kind()),

@@ -13,6 +13,7 @@
 pub mod client;
 mod http;
 pub mod launch;
+pub mod peer;
 pub mod protocol;
 mod socket;
 
@@ -32,6 +33,7 @@ use crate::gates::GateKey;
 use crate::metrics::Metrics;
 
 pub use client::{Client, socket_for_store};
+pub use peer::Peer;
 pub use protocol::{DaemonRequest, HookRuntime};
 
 /// How a daemon runs, beyond its host.
@@ -63,6 +65,20 @@ pub struct Daemon {
     last_request_ms: AtomicU64,
     /// Requests answered `busy` because of the in-flight limit.
     busy_answers: AtomicU64,
+    /// Agent terminals already written to the store.
+    agent_terminals: std::sync::Mutex<std::collections::HashSet<(u32, u32)>>,
+}
+
+/// Where a request came from, which decides what it may do.
+#[derive(Debug, Clone, Copy)]
+pub enum Caller {
+    /// This process (an embedder, or a CLI command with no daemon running):
+    /// trusted as the code that links the library.
+    InProcess,
+    /// A Unix-socket connection, with the kernel's word on its peer.
+    Socket(Option<Peer>),
+    /// A loopback HTTP connection: no peer credentials.
+    Http,
 }
 
 impl Daemon {
@@ -77,6 +93,7 @@ impl Daemon {
             idle_exit: options.idle_exit,
             last_request_ms: AtomicU64::new(crate::now_ms()),
             busy_answers: AtomicU64::new(0),
+            agent_terminals: Default::default(),
         })
     }
 
@@ -92,9 +109,41 @@ impl Daemon {
         result
     }
 
-    /// Handle one request (blocking: run it off the async workers).
+    /// Handle one request from this process (blocking: run it off the
+    /// async workers).
     pub fn handle(&self, request: DaemonRequest) -> Result<Value> {
+        self.handle_from(request, Caller::InProcess)
+    }
+
+    /// Handle one request from `caller`: a pause is resolved only by a
+    /// person at a terminal of their own or a channel with its token, and
+    /// admin commands and reloads only by such a person (see [`peer`]).
+    pub fn handle_from(&self, request: DaemonRequest, caller: Caller) -> Result<Value> {
         let host = &self.host;
+        let peer = match caller {
+            Caller::Socket(peer) => peer,
+            Caller::InProcess | Caller::Http => None,
+        };
+        let remote = !matches!(caller, Caller::InProcess);
+        let approvals = || host.config().approvals;
+        match &request {
+            DaemonRequest::Hook { .. } => {
+                if let Some(peer) = &peer {
+                    self.remember_agent_terminal(peer)?;
+                }
+            }
+            DaemonRequest::Resolve { channel, token, .. } if remote => {
+                if channel == peer::TERMINAL {
+                    peer::authorize_person(&approvals(), host.store(), peer.as_ref())?;
+                } else {
+                    peer::authorize_channel(&approvals(), channel, token.as_deref())?;
+                }
+            }
+            DaemonRequest::Command { .. } | DaemonRequest::Reload if remote => {
+                peer::authorize_person(&approvals(), host.store(), peer.as_ref())?;
+            }
+            _ => {}
+        }
         let writes = request.runs_policies();
         let value = match request {
             DaemonRequest::Hook {
@@ -129,12 +178,20 @@ impl Daemon {
                 request_id,
                 channel,
                 resolution,
+                token: _,
             } => {
                 let key = GateKey {
                     user_id: user,
                     thread_id: thread,
                 };
-                to_json(host.resolve_gate(&key, &request_id, &channel, resolution)?)
+                let gate = if remote {
+                    // Authenticated above: a person's channel may resolve a
+                    // gate raised from any channel.
+                    host.resolve_gate_authenticated(&key, &request_id, &channel, resolution)?
+                } else {
+                    host.resolve_gate(&key, &request_id, &channel, resolution)?
+                };
+                to_json(gate)
             }
             DaemonRequest::Gates { user } => to_json(host.gates(user.as_deref())?),
             DaemonRequest::Command { plugin, name, args } => {
@@ -192,14 +249,34 @@ impl Daemon {
         )
     }
 
-    /// Decode, admit and handle one request; the wire answer.
-    async fn respond(self: &Arc<Self>, text: &str) -> String {
-        self.last_request_ms
-            .store(crate::now_ms(), Ordering::Relaxed);
-        protocol::encode_answer(&self.dispatch(text).await)
+    /// Record (once per daemon) that an agent's hook came from `peer`'s
+    /// session and terminal.
+    fn remember_agent_terminal(&self, peer: &Peer) -> Result<()> {
+        let key = (peer.session, peer.tty);
+        if key == (0, 0) {
+            return Ok(());
+        }
+        let mut known = self
+            .agent_terminals
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if known.insert(key)
+            && let Err(err) = self.host.store().record_agent_terminal(peer)
+        {
+            known.remove(&key);
+            return Err(err);
+        }
+        Ok(())
     }
 
-    async fn dispatch(self: &Arc<Self>, text: &str) -> Result<Value> {
+    /// Decode, admit and handle one request; the wire answer.
+    async fn respond(self: &Arc<Self>, text: &str, caller: Caller) -> String {
+        self.last_request_ms
+            .store(crate::now_ms(), Ordering::Relaxed);
+        protocol::encode_answer(&self.dispatch(text, caller).await)
+    }
+
+    async fn dispatch(self: &Arc<Self>, text: &str, caller: Caller) -> Result<Value> {
         let request = protocol::decode_request(text)?;
         let _permit = if request.runs_policies() {
             let permit = Arc::clone(&self.in_flight)
@@ -216,7 +293,7 @@ impl Daemon {
             None
         };
         let daemon = Arc::clone(self);
-        tokio::task::spawn_blocking(move || daemon.handle(request))
+        tokio::task::spawn_blocking(move || daemon.handle_from(request, caller))
             .await
             .unwrap_or_else(|err| {
                 Err(Error::Remote {

@@ -68,8 +68,12 @@ pub enum DaemonRequest {
         thread: String,
         /// The request id from the pause.
         request_id: String,
-        /// The resolving channel.
+        /// The resolving channel: `terminal` for a person at a terminal
+        /// (checked from the connection), or a channel adapter's name.
         channel: String,
+        /// A channel adapter's token (see `[approvals] tokens`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        token: Option<String>,
         /// What the person decided.
         resolution: GateResolution,
     },

@@ -43,6 +43,7 @@ pub(super) fn file_identity(path: &Path) -> Option<(u64, u64)> {
 
 impl Daemon {
     pub(super) async fn socket_connection(self: Arc<Self>, stream: tokio::net::UnixStream) {
+        let caller = super::Caller::Socket(super::Peer::of(&stream));
         let (read, mut write) = stream.into_split();
         let mut lines = BufReader::new(read);
         let mut line = String::new();
@@ -66,7 +67,7 @@ impl Daemon {
             if line.trim().is_empty() {
                 continue;
             }
-            let mut answer = self.respond(line.trim()).await;
+            let mut answer = self.respond(line.trim(), caller).await;
             answer.push('\n');
             if write.write_all(answer.as_bytes()).await.is_err() {
                 return;

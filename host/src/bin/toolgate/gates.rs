@@ -2,35 +2,36 @@
 
 use std::process::ExitCode;
 
-use toolgate::daemon::DaemonRequest;
-use toolgate::gates::{GateResolution, PendingGate};
+use std::io::{BufRead as _, Write as _};
+use std::path::PathBuf;
 
-use crate::target::Target;
+use anyhow::Context as _;
+use toolgate::daemon::DaemonRequest;
+use toolgate::daemon::peer::TERMINAL;
+use toolgate::gates::{GateResolution, PauseKind, PendingGate};
+
+use crate::target::Ctx;
 
 #[derive(clap::Subcommand)]
 pub enum GatesCommand {
-    /// List pending (unexpired) gates as JSON lines.
+    /// List pending (unexpired) gates as JSON lines (arguments redacted).
     List {
         /// Only this user's.
         #[arg(long)]
         user: Option<String>,
     },
-    /// Resolve a pending gate. The channel must be the one the call came
-    /// from, or a trusted one (config `trusted_channels`).
+    /// Resolve a pending gate, as a person.
+    ///
+    /// By default you resolve it from your terminal: toolgate shows the
+    /// paused call on it and asks you to type `yes`, and the daemon checks
+    /// that the request comes from a terminal of your own (not the agent's,
+    /// not a process without one). A channel adapter resolves with
+    /// --channel NAME --token-file FILE instead (see `[approvals] tokens`).
     Resolve {
-        /// The gate's user.
-        #[arg(long)]
-        user: String,
-        /// The gate's thread.
-        #[arg(long)]
-        thread: String,
-        /// The request id from the pause decision.
+        /// The request id (from `gates list`).
         #[arg(long)]
         request_id: String,
-        /// The channel resolving it.
-        #[arg(long)]
-        channel: String,
-        /// What the person decided.
+        /// What you decide.
         #[arg(long, value_enum)]
         decision: DecisionArg,
         /// With `approve`: remember it for this action.
@@ -39,10 +40,26 @@ pub enum GatesCommand {
         /// With `authenticated`: the credential supplied.
         #[arg(long)]
         credential: Option<String>,
+        /// The gate's user (default: found from the request id).
+        #[arg(long)]
+        user: Option<String>,
+        /// The gate's thread (default: found from the request id).
+        #[arg(long)]
+        thread: Option<String>,
+        /// Resolve as this channel adapter instead of from the terminal.
+        #[arg(long, requires = "token_file")]
+        channel: Option<String>,
+        /// The channel's token, read from this file.
+        #[arg(long, value_name = "FILE")]
+        token_file: Option<PathBuf>,
+        /// Do not ask for confirmation on the terminal (the daemon still
+        /// checks that a person's terminal asks).
+        #[arg(long)]
+        yes: bool,
     },
 }
 
-#[derive(Clone, Copy, clap::ValueEnum)]
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum DecisionArg {
     /// Approve the call.
     Approve,
@@ -52,23 +69,26 @@ pub enum DecisionArg {
     Deny,
 }
 
-pub fn run(target: &Target, command: GatesCommand) -> anyhow::Result<ExitCode> {
+pub fn run(ctx: &Ctx, command: GatesCommand) -> anyhow::Result<ExitCode> {
     match command {
         GatesCommand::List { user } => {
             let gates: Vec<PendingGate> =
-                serde_json::from_value(target.call(DaemonRequest::Gates { user })?)?;
+                serde_json::from_value(ctx.target(None)?.call(DaemonRequest::Gates { user })?)?;
             for gate in gates {
                 println!("{}", serde_json::to_string(&gate)?);
             }
+            Ok(ExitCode::SUCCESS)
         }
         GatesCommand::Resolve {
-            user,
-            thread,
             request_id,
-            channel,
             decision,
             always,
             credential,
+            user,
+            thread,
+            channel,
+            token_file,
+            yes,
         } => {
             let resolution = match decision {
                 DecisionArg::Approve => GateResolution::Approve { always },
@@ -79,15 +99,77 @@ pub fn run(target: &Target, command: GatesCommand) -> anyhow::Result<ExitCode> {
                     })?,
                 },
             };
-            let gate = target.call(DaemonRequest::Resolve {
-                user,
-                thread,
+            // Resolutions are the daemon's to check: never in this process.
+            let daemon = ctx.daemon()?;
+            let gates: Vec<PendingGate> =
+                serde_json::from_value(daemon.call(DaemonRequest::Gates { user: None })?)?;
+            let gate = gates
+                .into_iter()
+                .find(|g| g.request_id == request_id)
+                .with_context(|| {
+                    format!(
+                        "no pending gate has request id {request_id}; see `toolgate gates list`"
+                    )
+                })?;
+            let token = match &token_file {
+                Some(file) => Some(
+                    std::fs::read_to_string(file)
+                        .with_context(|| format!("cannot read the token file {}", file.display()))?
+                        .trim()
+                        .to_string(),
+                ),
+                None => None,
+            };
+            if channel.is_none() && !yes && !confirm_on_terminal(&gate, decision)? {
+                eprintln!("toolgate: not resolved");
+                return Ok(ExitCode::from(1));
+            }
+            let resolved = daemon.call(DaemonRequest::Resolve {
+                user: user.unwrap_or(gate.user_id),
+                thread: thread.unwrap_or(gate.thread_id),
                 request_id,
-                channel,
+                channel: channel.unwrap_or_else(|| TERMINAL.into()),
+                token,
                 resolution,
             })?;
-            println!("{gate}");
+            println!("{resolved}");
+            Ok(ExitCode::SUCCESS)
         }
     }
-    Ok(ExitCode::SUCCESS)
+}
+
+/// Show the paused call on the controlling terminal and ask the person to
+/// type `yes`. No terminal is an error: an agent's tools have none.
+fn confirm_on_terminal(gate: &PendingGate, decision: DecisionArg) -> anyhow::Result<bool> {
+    let mut tty = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/tty")
+        .context(
+            "no terminal to confirm on: resolving from the terminal needs a person at one \
+             (a channel adapter uses --channel and --token-file)",
+        )?;
+    let what = match &gate.pause {
+        PauseKind::Approval { description, .. } => description.clone(),
+        PauseKind::Authentication { credential, .. } => format!("credential `{credential}`"),
+    };
+    let verb = match decision {
+        DecisionArg::Approve => "approve",
+        DecisionArg::Authenticated => "supply the credential for",
+        DecisionArg::Deny => "deny",
+    };
+    write!(
+        tty,
+        "\ntoolgate: paused by {policy} for {user} on thread {thread}\n  tool: {tool}\n  \
+         arguments: {arguments}\n  asks: {what}\nType yes to {verb} it: ",
+        policy = gate.policy,
+        user = gate.user_id,
+        thread = gate.thread_id,
+        tool = gate.tool,
+        arguments = gate.arguments,
+    )?;
+    tty.flush()?;
+    let mut answer = String::new();
+    std::io::BufReader::new(tty).read_line(&mut answer)?;
+    Ok(answer.trim().eq_ignore_ascii_case("yes"))
 }

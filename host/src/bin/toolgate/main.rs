@@ -56,10 +56,13 @@ enum Subcommands {
     /// List, inspect and validate plugins.
     #[command(subcommand)]
     Plugins(plugins::PluginsCommand),
-    /// List and resolve calls paused for a person.
+    /// List calls paused for a person, and resolve them (as a person).
     #[command(subcommand)]
     Gates(gates::GatesCommand),
     /// Run a policy's admin command: toolgate command PLUGIN NAME [ARGS-JSON].
+    ///
+    /// Goes through the store's daemon (started if needed), which runs it
+    /// only for a person at a terminal of their own.
     Command {
         /// The plugin's name in the config.
         plugin: String,
@@ -148,12 +151,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             plugins::list_from(&ctx.target(socket.as_ref())?, json)
         }
         Subcommands::Check(args) => check::run(&ctx.target(None)?, &args),
-        Subcommands::Gates(command) => gates::run(&ctx.target(None)?, command),
+        Subcommands::Gates(command) => gates::run(&ctx, command),
         Subcommands::Command { plugin, name, args } => {
             let args: serde_json::Value = serde_json::from_str(&args)
                 .context("ARGS must be JSON, e.g. '{\"thread\": \"t1\"}'")?;
             let request = DaemonRequest::Command { plugin, name, args };
-            match ctx.target(None)?.call(request)? {
+            // The daemon checks that a person runs it: never in this process.
+            match ctx.daemon()?.call(request)? {
                 serde_json::Value::String(text) => println!("{text}"),
                 answer => println!("{answer}"),
             }

@@ -63,6 +63,13 @@ impl Ctx {
         Ok(launcher)
     }
 
+    /// The store's daemon, started if it is not running: for what only the
+    /// daemon may do (resolving pauses, admin commands).
+    pub fn daemon(&self) -> anyhow::Result<Target> {
+        let client = self.launcher(None)?.ensure_running()?;
+        Ok(Target::Daemon(client))
+    }
+
     /// The running daemon when one answers at `socket` (default: the
     /// store's), else this process.
     pub fn target(&self, socket: Option<&PathBuf>) -> anyhow::Result<Target> {

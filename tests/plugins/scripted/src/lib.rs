@@ -19,6 +19,8 @@ struct Script {
     /// Add a note counting the calls this instance has decided, to show
     /// whether the host reused it.
     report_instance: bool,
+    /// Deny (with `reason`) only the calls whose arguments contain this.
+    deny_if_arguments_contain: Option<String>,
 }
 
 /// Calls decided by this instance (lives in the instance's own memory).
@@ -79,7 +81,13 @@ impl Policy for Scripted {
             .resolutions
             .iter()
             .any(|r| matches!(r, Resolution::Authenticated(c) if c == "token"));
+        let conditional_deny = self
+            .0
+            .deny_if_arguments_contain
+            .as_deref()
+            .is_some_and(|needle| call.arguments.contains(needle));
         let decision = match self.0.verdict.as_str() {
+            _ if conditional_deny => Decision::deny(&self.0.reason),
             "deny" => Decision::deny(&self.0.reason),
             // A pause is resolved by a person; the resubmitted call runs.
             "pause" if !approved => Decision::pause_for_approval(&self.0.reason, true),

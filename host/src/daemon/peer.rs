@@ -1,0 +1,233 @@
+//! Who is on the other end of a Unix-socket connection, from the kernel
+//! (`SO_PEERCRED`) rather than from anything the client says, and who may
+//! therefore resolve a pause or run an admin command.
+//!
+//! A person approves from a terminal of their own. The daemon accepts such
+//! a request only from a process that
+//! - runs as an allowed user (`[approvals] terminal_uids`, default: the
+//!   daemon's own user),
+//! - has a controlling terminal (an agent's tool processes normally have
+//!   none; a process that detaches with `setsid` loses it), and
+//! - is not in a session or on a terminal that an agent's hook came from
+//!   (every hook connection records its session and terminal in the
+//!   store, so a restart does not forget them).
+//!
+//! Channel adapters (a web inbox, a bot) authenticate instead with a token
+//! whose sha256 is in `[approvals] tokens`; that works over HTTP too.
+//! What same-user isolation cannot give, and the deployment that does, is
+//! in "Safety model" in README.md.
+
+use std::os::unix::fs::MetadataExt as _;
+
+use redb::{ReadableDatabase as _, TableDefinition};
+use sha2::{Digest as _, Sha256};
+
+use crate::config::ApprovalsConfig;
+use crate::error::{Error, Result};
+use crate::store::Store;
+
+/// The channel name of a person approving at a terminal.
+pub const TERMINAL: &str = "terminal";
+
+/// `sid:N` / `tty:N` → when an agent's hook last came from it (ms).
+const AGENT_TERMINALS: TableDefinition<&str, u64> = TableDefinition::new("agent_terminals");
+
+/// The process on the other end of a socket connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Peer {
+    /// Its user.
+    pub uid: u32,
+    /// Its process id, when the kernel reports one.
+    pub pid: Option<i32>,
+    /// Its session id (0 if unknown).
+    pub session: u32,
+    /// Its controlling terminal's device number (0: none).
+    pub tty: u32,
+}
+
+impl Peer {
+    /// The peer of a connected socket.
+    pub fn of(stream: &tokio::net::UnixStream) -> Option<Self> {
+        let cred = stream.peer_cred().ok()?;
+        let (session, tty) = cred.pid().and_then(session_and_tty).unwrap_or((0, 0));
+        Some(Self {
+            uid: cred.uid(),
+            pid: cred.pid(),
+            session,
+            tty,
+        })
+    }
+}
+
+/// Fields 6 and 7 of `/proc/PID/stat`: session id and controlling tty.
+fn session_and_tty(pid: i32) -> Option<(u32, u32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace().skip(3); // state, ppid, pgrp
+    let session = fields.next()?.parse().ok()?;
+    let tty: i64 = fields.next()?.parse().ok()?;
+    Some((session, tty as u32))
+}
+
+/// The daemon's own user.
+fn own_uid() -> u32 {
+    std::fs::metadata("/proc/self").map_or(u32::MAX, |m| m.uid())
+}
+
+impl Store {
+    /// Remember that an agent's hook came from `peer`'s session and
+    /// terminal.
+    pub fn record_agent_terminal(&self, peer: &Peer) -> Result<()> {
+        let keys = agent_keys(peer);
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let txn = self.db().begin_write().map_err(|e| self.error(e))?;
+        {
+            let mut table = txn.open_table(AGENT_TERMINALS).map_err(|e| self.error(e))?;
+            for key in &keys {
+                table
+                    .insert(key.as_str(), crate::now_ms())
+                    .map_err(|e| self.error(e))?;
+            }
+        }
+        txn.commit().map_err(|e| self.error(e))?;
+        Ok(())
+    }
+
+    /// Whether an agent's hook ever came from `peer`'s session or terminal.
+    pub fn is_agent_terminal(&self, peer: &Peer) -> Result<bool> {
+        let txn = self.db().begin_read().map_err(|e| self.error(e))?;
+        let table = match txn.open_table(AGENT_TERMINALS) {
+            Ok(table) => table,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(false),
+            Err(e) => return Err(self.error(e)),
+        };
+        for key in agent_keys(peer) {
+            if table
+                .get(key.as_str())
+                .map_err(|e| self.error(e))?
+                .is_some()
+            {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+}
+
+fn agent_keys(peer: &Peer) -> Vec<String> {
+    let mut keys = Vec::new();
+    if peer.session != 0 {
+        keys.push(format!("sid:{}", peer.session));
+    }
+    if peer.tty != 0 {
+        keys.push(format!("tty:{}", peer.tty));
+    }
+    keys
+}
+
+/// Whether `peer` is a person at a terminal of their own (see the module
+/// docs); the reason if not.
+pub fn authorize_person(
+    approvals: &ApprovalsConfig,
+    store: &Store,
+    peer: Option<&Peer>,
+) -> Result<()> {
+    let refuse = |why: &str| Err(Error::Unauthorized(why.to_string()));
+    let Some(peer) = peer else {
+        return refuse(
+            "only a person at a terminal (over the Unix socket) or a channel with a token may do this; \
+             over HTTP, present a channel token",
+        );
+    };
+    if !approvals.terminal {
+        return refuse(
+            "terminal approvals are off ([approvals] terminal = false); use a channel with a token",
+        );
+    }
+    let allowed = if approvals.terminal_uids.is_empty() {
+        vec![own_uid()]
+    } else {
+        approvals.terminal_uids.clone()
+    };
+    if !allowed.contains(&peer.uid) {
+        return Err(Error::Unauthorized(format!(
+            "user {} may not approve from a terminal ([approvals] terminal_uids)",
+            peer.uid
+        )));
+    }
+    if peer.tty == 0 {
+        return refuse(
+            "the requesting process has no terminal; run `toolgate gates resolve` yourself, in a \
+             terminal (an agent's tools have none)",
+        );
+    }
+    if store.is_agent_terminal(peer)? {
+        return refuse(
+            "this terminal session is an agent's (its hooks came from it); approve from a terminal \
+             of your own",
+        );
+    }
+    Ok(())
+}
+
+/// Whether `token` is the one configured for `channel`.
+pub fn authorize_channel(
+    approvals: &ApprovalsConfig,
+    channel: &str,
+    token: Option<&str>,
+) -> Result<()> {
+    let Some(expected) = approvals.tokens.get(channel) else {
+        return Err(Error::Unauthorized(format!(
+            "channel `{channel}` may not resolve pauses: it has no token in [approvals] tokens \
+             (no channel is trusted by default)"
+        )));
+    };
+    let Some(token) = token.filter(|t| !t.is_empty()) else {
+        return Err(Error::Unauthorized(format!(
+            "channel `{channel}` must present its token"
+        )));
+    };
+    let actual = hex::encode(Sha256::digest(token.as_bytes()));
+    // Compare in constant time.
+    let differs = actual
+        .bytes()
+        .zip(expected.to_ascii_lowercase().bytes())
+        .fold(0u8, |acc, (a, b)| acc | (a ^ b));
+    if differs != 0 || actual.len() != expected.len() {
+        return Err(Error::Unauthorized(format!(
+            "wrong token for channel `{channel}`"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_fields_are_read_past_a_tricky_command_name() {
+        let (session, _) = session_and_tty(std::process::id() as i32).unwrap();
+        assert!(session > 0);
+    }
+
+    #[test]
+    fn only_the_configured_token_authenticates_a_channel() {
+        let mut approvals = ApprovalsConfig::default();
+        approvals
+            .tokens
+            .insert("web".into(), hex::encode(Sha256::digest(b"s3cret-token")));
+        assert!(authorize_channel(&approvals, "web", Some("s3cret-token")).is_ok());
+        for (channel, token) in [
+            ("web", Some("wrong")),
+            ("web", None),
+            ("slack", Some("s3cret-token")),
+        ] {
+            let err = authorize_channel(&approvals, channel, token).unwrap_err();
+            assert_eq!(err.kind(), crate::ErrorKind::Unauthorized, "{channel}");
+        }
+    }
+}

@@ -1,0 +1,376 @@
+//! Self-protection: tool calls aimed at toolgate's own control plane are
+//! denied before any policy runs.
+//!
+//! The agent runs tools as the same OS user as the person, so without this
+//! it could edit toolgate's config, replace its plugins or store, remove
+//! the hook from Claude Code's settings, or run `toolgate gates resolve`
+//! to approve its own pause. Those calls reach toolgate first (that is what
+//! the hook is for), and this module refuses them. It is built in: no
+//! config key turns it off, and the config file is one of the things it
+//! protects.
+//!
+//! What it recognises, in every string a non-read-only tool is given:
+//! - a path (absolute, `~/…`, `$HOME/…`, `${HOME}/…`, or relative: matched
+//!   as a suffix) at or under a protected location: the config file, the
+//!   plugin directory and plugin files, the store and every file beside it
+//!   that starts with its name (socket, lock, log), the compiled-artifact
+//!   cache, the toolgate binary, and Claude Code's settings files;
+//! - in shell text, the same locations anywhere in the text, any
+//!   `.claude/settings` file, and a `toolgate` command with an
+//!   administrative word (resolve, approve, command, serve, hook, reload,
+//!   install, lease-grant, ...).
+//!
+//! What it cannot see (see "Safety model" in README.md): commands assembled
+//! at run time (`base64 -d | sh`, variables spliced together, globs such as
+//! `~/.local/state/tool*`), or a program that does the same without naming
+//! any of these. The daemon's own checks (authenticated resolutions) hold
+//! independently of it.
+
+use std::path::{Component, Path, PathBuf};
+
+use crate::config::Config;
+use crate::request::ToolRequest;
+
+/// Tools that only read; their arguments are not checked.
+const READ_ONLY_TOOLS: &[&str] = &[
+    "Read",
+    "Grep",
+    "Glob",
+    "LS",
+    "NotebookRead",
+    "WebFetch",
+    "WebSearch",
+    "TodoWrite",
+];
+
+/// Words that make a `toolgate` command administrative.
+const ADMIN_WORDS: &[&str] = &[
+    "resolve",
+    "approve",
+    "command",
+    "serve",
+    "hook",
+    "reload",
+    "install",
+    "lease-grant",
+    "lease-revoke",
+    "lease-derive",
+    "--write",
+];
+
+/// The locations toolgate protects, for one config and store.
+#[derive(Debug, Clone, Default)]
+pub struct ControlPlane {
+    /// Exact files and directories (everything under a directory too).
+    paths: Vec<PathBuf>,
+    /// Path prefixes: the store and its siblings (`STORE.sock`, ...).
+    prefixes: Vec<String>,
+    /// The user's home, for `~` and `$HOME`.
+    home: Option<PathBuf>,
+}
+
+impl ControlPlane {
+    /// The control plane of a host: `protected` locations plus the store's
+    /// prefix and Claude Code's user settings.
+    pub fn new(protected: impl IntoIterator<Item = PathBuf>, store: &Path) -> Self {
+        let home = std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(PathBuf::from);
+        let mut paths: Vec<PathBuf> = protected.into_iter().map(|p| normalise(&p)).collect();
+        if let Some(dir) = std::env::var_os("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty()) {
+            paths.push(normalise(Path::new(&dir)).join("settings.json"));
+        }
+        if let Ok(exe) = std::env::current_exe() {
+            paths.push(normalise(&exe));
+        }
+        paths.retain(|p| p.components().count() > 1);
+        let store = normalise(store).display().to_string();
+        Self {
+            paths,
+            prefixes: vec![store],
+            home,
+        }
+    }
+
+    /// The control plane of a host running `config` over `store`.
+    pub fn for_config(config: &Config, store: &Path) -> Self {
+        let mut protected: Vec<PathBuf> = config.source.iter().cloned().collect();
+        protected.extend(config.plugin_dir.as_ref().map(|d| config.resolve(d)));
+        for plugin in config.effective_plugins().unwrap_or_default().values() {
+            if let Some(path) = plugin
+                .path
+                .as_deref()
+                .filter(|p| !p.starts_with("bundled:"))
+            {
+                protected.push(config.resolve(Path::new(path)));
+            }
+        }
+        protected.extend(config.cache_path());
+        protected.push(crate::daemon::socket_for_store(store));
+        let absolute = |p: PathBuf| std::path::absolute(&p).unwrap_or(p);
+        Self::new(
+            protected.into_iter().map(absolute),
+            &absolute(store.to_path_buf()),
+        )
+    }
+
+    /// Why `request` targets toolgate's control plane, if it does.
+    pub fn check(&self, request: &ToolRequest) -> Option<String> {
+        if READ_ONLY_TOOLS.contains(&request.tool.as_str()) {
+            return None;
+        }
+        let mut found = None;
+        visit_strings(&request.arguments, &mut |text| {
+            if found.is_none() {
+                found = self.check_text(text);
+            }
+        });
+        found.map(|what| {
+            format!(
+                "toolgate refused this call: it would {what}, which belongs to toolgate's own \
+                 control plane (its config, plugins, store, socket, or the hook settings). An \
+                 agent may not change or operate toolgate; a person can do this outside the \
+                 agent session."
+            )
+        })
+    }
+
+    fn check_text(&self, text: &str) -> Option<String> {
+        if text.contains(".claude/settings") || text.contains(".claude\\settings") {
+            return Some("touch Claude Code's hook settings (.claude/settings*.json)".into());
+        }
+        if let Some(command) = toolgate_admin_command(text) {
+            return Some(format!("run the administrative command `{command}`"));
+        }
+        let expanded = self.expand_home(text);
+        for word in words(&expanded) {
+            let path = normalise(Path::new(word));
+            if let Some(what) = self.protects(&path) {
+                return Some(format!("use {what}"));
+            }
+        }
+        None
+    }
+
+    /// What protected location `path` is or is under; a relative path is
+    /// matched as a suffix (at least two components, or one distinctive
+    /// toolgate file name).
+    fn protects(&self, path: &Path) -> Option<String> {
+        if path.is_absolute() {
+            let text = path.display().to_string();
+            return self
+                .paths
+                .iter()
+                .find(|p| path.starts_with(p))
+                .map(|p| p.display().to_string())
+                .or_else(|| {
+                    self.prefixes
+                        .iter()
+                        .find(|prefix| text.starts_with(prefix.as_str()))
+                        .map(|prefix| format!("the store {prefix} or a file beside it"))
+                });
+        }
+        // Leading `..`s leave the suffix to match.
+        let path: PathBuf = path
+            .components()
+            .skip_while(|c| matches!(c, Component::ParentDir))
+            .collect();
+        let path = path.as_path();
+        let parts: Vec<_> = path.components().collect();
+        let distinctive = parts.len() == 1
+            && path
+                .to_str()
+                .is_some_and(|w| w.contains("toolgate") && w.contains('.'));
+        if !(parts.len() >= 2 || distinctive)
+            || !parts.iter().all(|c| matches!(c, Component::Normal(_)))
+        {
+            return None;
+        }
+        let candidates = self
+            .paths
+            .iter()
+            .cloned()
+            .chain(self.prefixes.iter().map(PathBuf::from));
+        candidates
+            .filter(|p| path_ends_with(p, path))
+            .map(|p| p.display().to_string())
+            .next()
+    }
+
+    /// `~`, `$HOME` and `${HOME}` replaced by the home directory.
+    fn expand_home(&self, text: &str) -> String {
+        let Some(home) = self.home.as_ref().map(|h| h.display().to_string()) else {
+            return text.to_string();
+        };
+        let text = text.replace("${HOME}", &home).replace("$HOME", &home);
+        // `~` at the start of a word.
+        let mut out = String::with_capacity(text.len());
+        let mut previous = ' ';
+        for c in text.chars() {
+            if c == '~' && (previous.is_whitespace() || "=:'\"(".contains(previous)) {
+                out.push_str(&home);
+            } else {
+                out.push(c);
+            }
+            previous = c;
+        }
+        out
+    }
+}
+
+/// The words of shell-ish text: split at white space, quotes and shell
+/// operators.
+fn words(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| c.is_whitespace() || "'\"=;|&()<>`,:".contains(c))
+        .filter(|word| !word.is_empty())
+}
+
+/// `path` ends with the components of `suffix` (a prefix of its last
+/// component counts: `toolgate.redb` names `toolgate.redb.sock`'s store).
+fn path_ends_with(path: &Path, suffix: &Path) -> bool {
+    if path.ends_with(suffix) {
+        return true;
+    }
+    let (Some(name), Some(word)) = (path.file_name(), suffix.file_name()) else {
+        return false;
+    };
+    let (Some(name), Some(word)) = (name.to_str(), word.to_str()) else {
+        return false;
+    };
+    name.starts_with(word)
+        && word.contains('.')
+        && suffix.parent().is_none_or(|p| {
+            p.as_os_str().is_empty() || path.parent().is_some_and(|pp| pp.ends_with(p))
+        })
+}
+
+/// The `toolgate …` administrative command in `text`, if there is one.
+fn toolgate_admin_command(text: &str) -> Option<String> {
+    let words: Vec<&str> = words(text).flat_map(|w| w.split('$')).collect();
+    let invokes = words.iter().any(|w| {
+        Path::new(w)
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n == "toolgate")
+    });
+    if !invokes {
+        return None;
+    }
+    words
+        .iter()
+        .find(|w| ADMIN_WORDS.contains(w))
+        .map(|w| format!("toolgate … {w}"))
+}
+
+/// Lexically normalise: drop `.`, resolve `..` against what came before.
+fn normalise(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    out.push("..");
+                }
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+fn visit_strings(value: &serde_json::Value, f: &mut impl FnMut(&str)) {
+    match value {
+        serde_json::Value::String(text) => f(text),
+        serde_json::Value::Array(items) => items.iter().for_each(|v| visit_strings(v, f)),
+        serde_json::Value::Object(map) => map.values().for_each(|v| visit_strings(v, f)),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn plane() -> ControlPlane {
+        let mut plane = ControlPlane::new(
+            [
+                PathBuf::from("/etc/toolgate/toolgate.toml"),
+                PathBuf::from("/opt/policies"),
+            ],
+            Path::new("/home/dev/.local/state/toolgate/toolgate.redb"),
+        );
+        plane.home = Some(PathBuf::from("/home/dev"));
+        plane
+    }
+
+    fn refused(tool: &str, arguments: serde_json::Value) -> bool {
+        plane().check(&ToolRequest::new(tool, arguments)).is_some()
+    }
+
+    #[test]
+    fn administering_toolgate_from_a_shell_is_refused() {
+        for command in [
+            "toolgate gates resolve --user u --thread t --request-id x --channel web --decision approve",
+            "/usr/local/bin/toolgate command lease-gate lease-grant '{\"thread\":\"t\"}'",
+            "sh -c 'toolgate plugins reload'",
+            "cd /tmp && ./toolgate hook install --write x.json",
+            "python3 -c \"import socket; s=socket.socket(socket.AF_UNIX); s.connect('/home/dev/.local/state/toolgate/toolgate.redb.sock')\"",
+            "rm ~/.local/state/toolgate/toolgate.redb",
+            "cp evil.toml $HOME/../dev/.local/state/toolgate/toolgate.redb.daemon.lock",
+            "echo x > /etc/toolgate/toolgate.toml",
+            "sed -i 's/deny/allow/' ${HOME}/.claude/settings.json",
+            "cat > .claude/settings.local.json",
+            "cp evil.wasm /opt/policies/lease-gate.wasm",
+        ] {
+            assert!(refused("Bash", json!({"command": command})), "{command}");
+        }
+    }
+
+    #[test]
+    fn writing_protected_files_is_refused_in_any_spelling() {
+        for path in [
+            "/etc/toolgate/toolgate.toml",
+            "/etc/toolgate/../toolgate/toolgate.toml",
+            "~/.claude/settings.json",
+            "/home/dev/project/.claude/settings.json",
+            "../state/toolgate/toolgate.redb",
+            "/opt/policies/new.wasm",
+        ] {
+            assert!(
+                refused("Write", json!({"file_path": path, "content": "x"})),
+                "{path}"
+            );
+            assert!(
+                refused(
+                    "Edit",
+                    json!({"file_path": path, "old_string": "a", "new_string": "b"})
+                ),
+                "{path}"
+            );
+        }
+    }
+
+    #[test]
+    fn ordinary_work_is_not_refused() {
+        for command in [
+            "ls -la",
+            "cargo test",
+            "git commit -m 'toolgate: fix'",
+            "cat README.md",
+            "rm -rf build",
+        ] {
+            assert!(!refused("Bash", json!({"command": command})), "{command}");
+        }
+        assert!(!refused(
+            "Write",
+            json!({"file_path": "/home/dev/project/src/main.rs", "content": "fn main() {}"})
+        ));
+        assert!(
+            !refused("Read", json!({"file_path": "/etc/toolgate/toolgate.toml"})),
+            "reading is not operating"
+        );
+    }
+}

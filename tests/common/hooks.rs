@@ -1,0 +1,185 @@
+//! A store, config and hook command as an agent runtime would use them,
+//! for tests of the daemon and of the trust boundary.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{Value, json};
+use toolgate::daemon::{Client, DaemonRequest, socket_for_store};
+
+/// The toolgate binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_toolgate");
+
+/// A store and config in a temporary directory, as a hook would use them;
+/// stops the store's daemon (if one was started) when dropped.
+pub struct Setup {
+    pub dir: tempfile::TempDir,
+}
+
+impl Setup {
+    /// The bundled default policies, plus `extra` config.
+    pub fn new(extra: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let text = super::config_text(&format!("{}\n{extra}", toolgate::config::DEFAULT_CONFIG));
+        std::fs::write(dir.path().join("toolgate.toml"), text).unwrap();
+        Self { dir }
+    }
+
+    pub fn store(&self) -> PathBuf {
+        self.dir.path().join("state").join("toolgate.redb")
+    }
+
+    pub fn socket(&self) -> PathBuf {
+        socket_for_store(&self.store())
+    }
+
+    pub fn command(&self) -> Command {
+        let mut command = Command::new(BIN);
+        command
+            .arg("--config")
+            .arg(self.dir.path().join("toolgate.toml"))
+            .arg("--store")
+            .arg(self.store());
+        command
+    }
+
+    /// Run `toolgate ARGS` with `stdin`.
+    pub fn run(&self, args: &[&str], stdin: &str) -> Output {
+        let mut child = self
+            .command()
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    }
+
+    /// Run the installed hook command on one event; its stdout parsed.
+    pub fn hook(&self, payload: &Value) -> Option<Value> {
+        let output = self.run(&["hook", "claude-code"], &payload.to_string());
+        assert_eq!(output.status.code(), Some(0), "the hook always exits 0");
+        parse_answer(&output.stdout)
+    }
+
+    /// The full command line of `toolgate ARGS` for this setup.
+    pub fn command_line(&self, args: &[&str]) -> String {
+        let config = self.dir.path().join("toolgate.toml");
+        let store = self.store();
+        let mut words = vec![
+            BIN,
+            "--config",
+            config.to_str().unwrap(),
+            "--store",
+            store.to_str().unwrap(),
+        ];
+        words.extend_from_slice(args);
+        shlex::try_join(words).unwrap()
+    }
+
+    /// Run shell `script_text` as a person at a terminal of their own: in a
+    /// new session on a fresh pseudo-terminal (util-linux `script`), with
+    /// `typed` typed into it. Stdout holds everything the terminal showed.
+    pub fn at_a_terminal(&self, script_text: &str, typed: &str) -> Output {
+        let mut child = Command::new("script")
+            .args(["-q", "-e", "-c", script_text, "/dev/null"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("util-linux `script` runs");
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(typed.as_bytes()).unwrap();
+        // Keep stdin open until the command is done: closing it early ends
+        // the terminal session.
+        let output = child.wait_with_output().unwrap();
+        drop(stdin);
+        output
+    }
+
+    /// Run `toolgate ARGS` as an agent's tool would without a terminal: in
+    /// a new session with no controlling terminal (`setsid`).
+    pub fn without_a_terminal(&self, args: &[&str]) -> Output {
+        Command::new("setsid")
+            .arg("-w")
+            .arg("sh")
+            .arg("-c")
+            .arg(self.command_line(args))
+            .stdin(Stdio::null())
+            .output()
+            .expect("util-linux `setsid` runs")
+    }
+
+    pub fn daemon_pid(&self) -> Option<u32> {
+        let health = Client::new(self.socket())
+            .call(&DaemonRequest::Health)
+            .ok()?;
+        health["pid"].as_u64().map(|p| p as u32)
+    }
+
+    /// Processes serving this store's socket.
+    pub fn daemons(&self) -> usize {
+        let socket = self.socket().display().to_string();
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
+            .map(|cmdline| String::from_utf8_lossy(&cmdline).replace('\0', " "))
+            .filter(|cmdline| cmdline.contains(" serve ") && cmdline.contains(&socket))
+            .count()
+    }
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        if let Some(pid) = self.daemon_pid() {
+            signal(pid, "TERM");
+            super::eventually("the daemon to stop", || !self.socket().exists());
+        }
+    }
+}
+
+pub fn signal(pid: u32, name: &str) {
+    let sent = Command::new("kill")
+        .args([&format!("-{name}"), &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+}
+
+pub fn parse_answer(stdout: &[u8]) -> Option<Value> {
+    let text = String::from_utf8_lossy(stdout);
+    (!text.trim().is_empty()).then(|| serde_json::from_str(text.trim()).unwrap())
+}
+
+/// A hook event as Claude Code 2.1 sends it, keys the docs do not list
+/// included.
+pub fn event(name: &str, session: &str, tool: &str, input: Value, id: &str) -> Value {
+    json!({
+        "session_id": session,
+        "transcript_path": "/nonexistent/transcript.jsonl",
+        "cwd": "/home/dev/project",
+        "prompt_id": "prompt-1",
+        "permission_mode": "default",
+        "effort": {"level": "high"},
+        "hook_event_name": name,
+        "tool_name": tool,
+        "tool_input": input,
+        "tool_use_id": id,
+        "duration_ms": 12
+    })
+}
+
+pub fn permission(answer: &Option<Value>) -> &str {
+    answer
+        .as_ref()
+        .and_then(|a| a["hookSpecificOutput"]["permissionDecision"].as_str())
+        .unwrap_or("")
+}

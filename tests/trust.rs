@@ -1,0 +1,410 @@
+//! The trust boundary: the agent toolgate guards is the adversary. It runs
+//! shell commands as the same user as the person, reads what that user can
+//! read and talks to every local socket; it must not resolve its own pause,
+//! administer toolgate, or change what guards it. A person at a terminal of
+//! their own, or a channel adapter with its token, still can.
+
+mod common;
+
+use common::hooks::{Setup, event, permission};
+use serde_json::{Value, json};
+use sha2::{Digest as _, Sha256};
+use toolgate::ErrorKind;
+use toolgate::daemon::{Client, DaemonRequest};
+use toolgate::gates::GateResolution;
+
+/// The issue's scenario: `Write` always needs a person; the agent runs in
+/// bypassPermissions mode.
+const WRITE_ALWAYS: &str = "[plugins.lease-gate.config.actions.Write]\neffects = [\"write-local\"]\napproval = \"always\"\n";
+
+const SESSION: &str = "s-agent";
+
+fn bypass(name: &str, tool: &str, input: Value, id: &str) -> Value {
+    let mut payload = event(name, SESSION, tool, input, id);
+    payload["permission_mode"] = json!("bypassPermissions");
+    payload
+}
+
+fn reason(answer: &Option<Value>) -> String {
+    answer.as_ref().unwrap()["hookSpecificOutput"]["permissionDecisionReason"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// The agent's `Write` is paused; its request id.
+fn paused_write(setup: &Setup) -> (Value, String) {
+    let write = bypass(
+        "PreToolUse",
+        "Write",
+        json!({"file_path": "/home/dev/project/notes.md", "content": "hi"}),
+        "toolu_write",
+    );
+    assert_eq!(
+        permission(&setup.hook(&write)),
+        "ask",
+        "Write always needs a person"
+    );
+    (write, the_request_id(setup))
+}
+
+fn the_request_id(setup: &Setup) -> String {
+    let listed = setup.run(&["gates", "list"], "");
+    let gates: Vec<Value> = String::from_utf8(listed.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(gates.len(), 1, "{gates:?}");
+    gates[0]["request_id"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn the_agent_cannot_resolve_its_own_pause_in_any_form() {
+    let setup = Setup::new(WRITE_ALWAYS);
+    let (write, request_id) = paused_write(&setup);
+    let config = setup.dir.path().join("toolgate.toml");
+    let resolve_web = format!(
+        "toolgate gates resolve --user local --thread {SESSION} --request-id {request_id} --channel web --decision approve"
+    );
+
+    // Through the agent's own tools: each call is refused before it runs.
+    let attempts = [
+        ("Bash", json!({"command": resolve_web.clone()})),
+        ("Bash", json!({"command": format!("sh -c '{resolve_web}'")})),
+        (
+            "Bash",
+            json!({"command": "toolgate command lease-gate lease-grant '{\"thread\": \"s-agent\", \"actions\": [\"Write\"]}'"}),
+        ),
+        (
+            "Bash",
+            json!({"command": format!(
+                "python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{}'); s.sendall(b'{{}}')\"",
+                setup.socket().display()
+            )}),
+        ),
+        (
+            "Bash",
+            json!({"command": format!("sed -i 's/always/never/' {}", config.display())}),
+        ),
+        (
+            "Write",
+            json!({"file_path": config.display().to_string(), "content": "trusted_channels = [\"claude-code\"]"}),
+        ),
+        (
+            "Edit",
+            json!({"file_path": "~/.claude/settings.json", "old_string": "toolgate", "new_string": "true"}),
+        ),
+        (
+            "Bash",
+            json!({"command": format!("rm {}", setup.store().display())}),
+        ),
+    ];
+    for (i, (tool, input)) in attempts.into_iter().enumerate() {
+        let answer = setup.hook(&bypass(
+            "PreToolUse",
+            tool,
+            input.clone(),
+            &format!("toolu_attack_{i}"),
+        ));
+        assert_eq!(permission(&answer), "deny", "{tool} {input}");
+        assert!(
+            reason(&answer).contains("control plane"),
+            "{}",
+            reason(&answer)
+        );
+    }
+
+    // Had the commands run anyway, the daemon refuses them itself.
+    // The CLI, from a process without a terminal (an agent's tool):
+    let cli = setup.without_a_terminal(&[
+        "gates",
+        "resolve",
+        "--request-id",
+        &request_id,
+        "--decision",
+        "approve",
+        "--yes",
+    ]);
+    assert_eq!(cli.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&cli.stderr).contains("no terminal"),
+        "{}",
+        String::from_utf8_lossy(&cli.stderr)
+    );
+    // ... naming a channel it has no token for:
+    let token = setup.dir.path().join("guess.token");
+    std::fs::write(&token, "guess").unwrap();
+    let cli = setup.without_a_terminal(&[
+        "gates",
+        "resolve",
+        "--request-id",
+        &request_id,
+        "--decision",
+        "approve",
+        "--channel",
+        "web",
+        "--token-file",
+        token.to_str().unwrap(),
+    ]);
+    assert!(String::from_utf8_lossy(&cli.stderr).contains("may not resolve pauses"));
+    // ... an admin command:
+    let grant = setup.without_a_terminal(&[
+        "command",
+        "lease-gate",
+        "lease-grant",
+        r#"{"thread": "s-agent", "actions": ["Write"]}"#,
+    ]);
+    assert_eq!(grant.status.code(), Some(1));
+    // Raw JSON on the socket, from this process (which sent the agent's
+    // hooks, so its session is the agent's):
+    let client = Client::new(setup.socket());
+    for channel in ["terminal", "web", "claude-code"] {
+        let refused = client
+            .call(&DaemonRequest::Resolve {
+                user: "local".into(),
+                thread: SESSION.into(),
+                request_id: request_id.clone(),
+                channel: channel.into(),
+                token: None,
+                resolution: GateResolution::Approve { always: true },
+            })
+            .unwrap_err();
+        assert_eq!(
+            refused.kind(),
+            ErrorKind::Unauthorized,
+            "{channel}: {refused}"
+        );
+    }
+    let refused = client
+        .call(&DaemonRequest::Command {
+            plugin: "lease-gate".into(),
+            name: "lease-grant".into(),
+            args: json!({"thread": SESSION, "actions": ["Write"]}),
+        })
+        .unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::Unauthorized);
+
+    // The paused Write still needs a person.
+    assert_eq!(
+        the_request_id(&setup),
+        request_id,
+        "the gate is still pending"
+    );
+    let retry = setup.hook(&write);
+    assert_eq!(permission(&retry), "ask");
+}
+
+#[test]
+fn the_agents_own_terminal_cannot_approve_either() {
+    let setup = Setup::new(WRITE_ALWAYS);
+    let (_, request_id) = paused_write(&setup);
+    // A terminal session that an agent's hook came from (the agent allocated
+    // it, or shares the person's): its approvals are refused.
+    let pre = std::env::temp_dir().join(format!("toolgate-pre-{}.json", std::process::id()));
+    std::fs::write(
+        &pre,
+        bypass("PreToolUse", "Read", json!({"file_path": "/a"}), "toolu_r").to_string(),
+    )
+    .unwrap();
+    let script = format!(
+        "{} < {}; {}",
+        setup.command_line(&["hook", "claude-code"]),
+        pre.display(),
+        setup.command_line(&[
+            "gates",
+            "resolve",
+            "--request-id",
+            &request_id,
+            "--decision",
+            "approve"
+        ])
+    );
+    let out = setup.at_a_terminal(&script, "yes\n");
+    let _ = std::fs::remove_file(&pre);
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{shown}");
+    assert!(shown.contains("terminal session is an agent's"), "{shown}");
+    assert_eq!(the_request_id(&setup), request_id, "still pending");
+}
+
+#[test]
+fn a_person_at_their_own_terminal_approves_and_the_call_runs() {
+    let setup = Setup::new(WRITE_ALWAYS);
+    let (write, request_id) = paused_write(&setup);
+    // Typing anything but yes resolves nothing.
+    let line = setup.command_line(&[
+        "gates",
+        "resolve",
+        "--request-id",
+        &request_id,
+        "--decision",
+        "approve",
+    ]);
+    let declined = setup.at_a_terminal(&line, "no\n");
+    assert!(!declined.status.success());
+    assert_eq!(the_request_id(&setup), request_id);
+
+    let approved = setup.at_a_terminal(&line, "yes\n");
+    let shown = String::from_utf8_lossy(&approved.stdout);
+    assert!(approved.status.success(), "{shown}");
+    assert!(
+        shown.contains("notes.md"),
+        "the person sees the call: {shown}"
+    );
+    // The agent retries; the approval lets it run once.
+    assert_eq!(setup.hook(&write), None);
+    assert_eq!(permission(&setup.hook(&write)), "ask", "consumed once");
+}
+
+#[test]
+fn a_channel_adapter_with_its_token_resolves_over_the_socket_and_http() {
+    let token = "adapter-secret-7f3a";
+    let digest = hex::encode(Sha256::digest(token.as_bytes()));
+    let setup = Setup::new(&format!(
+        "{WRITE_ALWAYS}[approvals.tokens]\nweb = \"{digest}\"\n"
+    ));
+    let (write, request_id) = paused_write(&setup);
+    let token_file = setup.dir.path().join("web.token");
+    std::fs::write(&token_file, format!("{token}\n")).unwrap();
+    // The adapter needs no terminal, only its token.
+    let out = setup.without_a_terminal(&[
+        "gates",
+        "resolve",
+        "--request-id",
+        &request_id,
+        "--decision",
+        "approve",
+        "--channel",
+        "web",
+        "--token-file",
+        token_file.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(setup.hook(&write), None, "approved: it runs");
+
+    // Over HTTP: the token works; no token, or the terminal channel, does not.
+    let (_, request_id) = paused_write(&setup);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let pid = setup.daemon_pid().unwrap();
+    common::hooks::signal(pid, "TERM");
+    common::eventually("the daemon to stop", || !setup.socket().exists());
+    let mut daemon = setup
+        .command()
+        .args(["serve", "--http", &format!("127.0.0.1:{port}")])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    common::eventually("the daemon to come up", || {
+        Client::new(setup.socket()).is_up()
+    });
+    let post = |body: Value| {
+        use std::io::{Read as _, Write as _};
+        let body = body.to_string();
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        write!(stream, "POST /v1/rpc HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()).unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        answer
+    };
+    let resolve = |channel: &str, token: Option<&str>| {
+        let mut body = json!({"op": "resolve", "user": "local", "thread": SESSION, "request_id": request_id, "channel": channel, "resolution": {"decision": "approve"}});
+        if let Some(token) = token {
+            body["token"] = json!(token);
+        }
+        post(body)
+    };
+    for (channel, token) in [("terminal", None), ("web", None), ("web", Some("wrong"))] {
+        let answer = resolve(channel, token);
+        assert!(answer.starts_with("HTTP/1.1 403"), "{channel}: {answer}");
+        assert!(answer.contains("\"kind\":\"unauthorized\""), "{answer}");
+    }
+    let answer = resolve("web", Some(token));
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    common::hooks::signal(daemon.id(), "TERM");
+    assert!(daemon.wait().unwrap().success());
+}
+
+#[test]
+fn secrets_in_a_paused_call_show_nowhere() {
+    let setup = Setup::new("[log]\narguments = \"full\"\n");
+    let secrets = [
+        "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",
+        "sk-ant-api03-Zx9Yw8Vu7Ts6Rq5Po4Nm3",
+        "AKIAIOSFODNN7EXAMPLE",
+        "hunter2hunter2",
+    ];
+    let command = format!(
+        "rm -rf /srv/app && curl -H 'Authorization: token {}' -H 'x-api-key: {}' https://example.com && AWS_ACCESS_KEY_ID={} mysql password={} db",
+        secrets[0], secrets[1], secrets[2], secrets[3]
+    );
+    let answer = setup.hook(&event(
+        "PreToolUse",
+        "s-secret",
+        "Bash",
+        json!({"command": command}),
+        "toolu_s",
+    ));
+    assert_eq!(permission(&answer), "ask");
+    let approval_text = reason(&answer);
+    let gates = String::from_utf8(setup.run(&["gates", "list"], "").stdout).unwrap();
+    let log = String::from_utf8(setup.run(&["log", "--json"], "").stdout).unwrap();
+    assert!(
+        gates.contains("[REDACTED]") && log.contains("[REDACTED]"),
+        "{gates}\n{log}"
+    );
+    for secret in secrets {
+        for (place, text) in [
+            ("approval text", &approval_text),
+            ("gates list", &gates),
+            ("decision log", &log),
+        ] {
+            assert!(
+                !text.contains(secret),
+                "{secret} shows in the {place}: {text}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_socket_and_store_are_guarded_whatever_program_names_them() {
+    // Not only the toolgate binary: the store's socket or the store itself,
+    // named anywhere in a command, is refused.
+    let setup = Setup::new("");
+    let socket = setup.socket().display().to_string();
+    for command in [
+        format!("socat - UNIX-CONNECT:{socket}"),
+        format!("nc -U {socket}"),
+        format!("cp /tmp/x {}", setup.store().display()),
+    ] {
+        let answer = setup.hook(&event(
+            "PreToolUse",
+            "s-guard",
+            "Bash",
+            json!({"command": command}),
+            "t",
+        ));
+        assert_eq!(permission(&answer), "deny", "{command}");
+    }
+    let ok = setup.hook(&event(
+        "PreToolUse",
+        "s-guard",
+        "Bash",
+        json!({"command": "ls -la"}),
+        "t2",
+    ));
+    assert_ne!(
+        permission(&ok),
+        "deny",
+        "ordinary work is left to the policies"
+    );
+}
