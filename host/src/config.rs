@@ -58,6 +58,10 @@ pub struct Config {
     /// Who may resolve a pause through the daemon.
     #[serde(default)]
     pub approvals: ApprovalsConfig,
+    /// How long the store keeps events, expired gates and idle sessions,
+    /// and compiled components.
+    #[serde(default)]
+    pub retention: RetentionConfig,
     /// A directory of `.wasm` policies: each `NAME.wasm` there is loaded as
     /// plugin `NAME` (with its `[plugins.NAME]` table if there is one, else
     /// defaults and priority 100), and the directory is watched for changes.
@@ -74,6 +78,52 @@ pub struct Config {
     /// Not a config key.
     #[serde(skip)]
     pub source: Option<PathBuf>,
+}
+
+/// Store hygiene: nothing grows without bound (see `hygiene.rs`).
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetentionConfig {
+    /// Events older than this are swept, seconds.
+    pub events_max_age_secs: u64,
+    /// Turn counters of sessions idle this long are swept, seconds.
+    pub sessions_max_idle_secs: u64,
+    /// How often the sweep runs, seconds.
+    pub sweep_interval_secs: u64,
+    /// Compiled components not used for this long leave the cache, days.
+    pub cache_max_age_days: u64,
+}
+
+impl Default for RetentionConfig {
+    fn default() -> Self {
+        Self {
+            events_max_age_secs: 30 * 24 * 3600,
+            sessions_max_idle_secs: 7 * 24 * 3600,
+            sweep_interval_secs: 60,
+            cache_max_age_days: 30,
+        }
+    }
+}
+
+impl Config {
+    /// The store's retention under this config: per-plugin event quotas and
+    /// the `[retention]` table.
+    pub fn store_retention(&self) -> crate::hygiene::Retention {
+        let events_max = self
+            .effective_plugins()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(name, plugin)| (name, plugin.limits.events_max))
+            .collect();
+        let secs = std::time::Duration::from_secs;
+        crate::hygiene::Retention {
+            events_max,
+            default_events_max: Limits::default().events_max,
+            events_max_age: secs(self.retention.events_max_age_secs),
+            sessions_max_idle: secs(self.retention.sessions_max_idle_secs),
+            sweep_interval: secs(self.retention.sweep_interval_secs.max(1)),
+        }
+    }
 }
 
 /// Who may resolve pauses (and run admin commands) through the daemon. The
@@ -270,6 +320,48 @@ pub struct Limits {
     /// Keep instances warm between evaluations (never one that failed).
     /// `false`: a fresh instance for every evaluation.
     pub reuse_instances: bool,
+    /// Who may share a warm instance: `session` (the default: one user's
+    /// one session) or `user` (one user's sessions). Never two users.
+    pub isolation: Isolation,
+    /// Model probes per evaluation; further ones fail at once.
+    pub probe_max_calls: u32,
+    /// Total time per evaluation a policy may wait for model probes, ms.
+    pub probe_max_wait_ms: u32,
+    /// Hard wall-clock ceiling on one call into the policy, host waits
+    /// included, ms. Default (0): `deadline_ms + probe_max_wait_ms`.
+    pub wall_clock_ms: u32,
+    /// Events a policy may append in one evaluation; more are dropped.
+    pub events_per_call: u32,
+    /// Events kept in the policy's stream; the oldest go first.
+    pub events_max: u64,
+}
+
+/// Who may share a warm policy instance (and so its memory).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Isolation {
+    /// Only calls of the same user and session.
+    #[default]
+    Session,
+    /// Only calls of the same user.
+    User,
+}
+
+/// Host ceilings no plugin's limits may exceed.
+pub const MAX_PROBE_CALLS: u32 = 32;
+/// See [`MAX_PROBE_CALLS`].
+pub const MAX_PROBE_WAIT_MS: u32 = 120_000;
+
+impl Limits {
+    /// The hard wall-clock ceiling on one call into the policy.
+    pub fn wall_clock(&self) -> std::time::Duration {
+        let ms = if self.wall_clock_ms > 0 {
+            self.wall_clock_ms
+        } else {
+            self.deadline_ms.saturating_add(self.probe_max_wait_ms)
+        };
+        std::time::Duration::from_millis(u64::from(ms))
+    }
 }
 
 impl Default for Limits {
@@ -281,6 +373,12 @@ impl Default for Limits {
             state_max_bytes: 64 * 1024 * 1024,
             log_max_bytes: 16 * 1024,
             reuse_instances: true,
+            isolation: Isolation::Session,
+            probe_max_calls: 3,
+            probe_max_wait_ms: 10_000,
+            wall_clock_ms: 0,
+            events_per_call: 256,
+            events_max: 100_000,
         }
     }
 }
@@ -354,6 +452,14 @@ impl Config {
                         "plugins.{name}.limits.{key} must be greater than 0 ({REFERENCE})"
                     )));
                 }
+            }
+            if limits.probe_max_calls > MAX_PROBE_CALLS
+                || limits.probe_max_wait_ms > MAX_PROBE_WAIT_MS
+            {
+                return Err(err(format!(
+                    "plugins.{name}.limits: probe_max_calls is at most {MAX_PROBE_CALLS} and \
+                     probe_max_wait_ms at most {MAX_PROBE_WAIT_MS} (the host's ceilings)"
+                )));
             }
             if limits.memory_mib > 4096 {
                 return Err(err(format!(

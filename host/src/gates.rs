@@ -20,7 +20,7 @@ use crate::error::Result;
 use crate::store::{GATES, Store};
 
 /// (user, thread, call fingerprint) → resolutions so far (JSON).
-const RESOLUTIONS: TableDefinition<(&str, &str, &str), &[u8]> =
+pub(crate) const RESOLUTIONS: TableDefinition<(&str, &str, &str), &[u8]> =
     TableDefinition::new("gate_resolutions");
 
 /// Identifies a gate: one pending gate per (user, thread).

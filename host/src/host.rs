@@ -21,7 +21,7 @@ use crate::pipeline::{self, Env};
 use crate::plugins::{self, LoadContext, Plugin, PluginSet};
 use crate::probe::ProbeClient;
 use crate::request::ToolRequest;
-use crate::runtime::{Runtime, Sandbox};
+use crate::runtime::Runtime;
 use crate::store::Store;
 
 /// What happened when a tool ran.
@@ -83,10 +83,13 @@ impl Toolgate {
         let wait = Duration::from_millis(config.store_wait_ms);
         let store = Arc::new(Store::open_waiting(&store_path, wait)?);
         store.set_log_config(config.log);
-        let runtime = Runtime::new(config.cache_path()).map_err(|err| Error::Config {
-            path: "<engine>".into(),
-            message: format!("cannot create the wasm engine: {err:#}"),
-        })?;
+        store.set_retention(config.store_retention());
+        let cache_max_age = Duration::from_secs(config.retention.cache_max_age_days * 24 * 3600);
+        let runtime =
+            Runtime::new(config.cache_path(), cache_max_age).map_err(|err| Error::Config {
+                path: "<engine>".into(),
+                message: format!("cannot create the wasm engine: {err:#}"),
+            })?;
         let probe = Arc::new(ProbeClient::new(&config.probe));
         let host = Self {
             runtime,
@@ -174,6 +177,7 @@ impl Toolgate {
         let (set, report) = self.build_set(&config, &previous, false)?;
         *self.plugins.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(set);
         self.store.set_log_config(config.log);
+        self.store.set_retention(config.store_retention());
         *self
             .control_plane
             .write()
@@ -197,6 +201,7 @@ impl Toolgate {
                 fail_mode: p.fail_mode,
                 policy: p.description.clone(),
                 problem: problems.get(&*p.name).cloned(),
+                instances_created: p.pool.created(),
             })
             .collect()
     }
@@ -451,7 +456,11 @@ impl Toolgate {
     /// Run an admin command on one plugin.
     pub fn command(&self, plugin: &str, name: &str, args: &str) -> Result<String> {
         let error = command_error(plugin, name);
-        let (_, mut sandbox) = self.plugin_sandbox(plugin, name)?;
+        let target = self.plugin_named(plugin, name)?;
+        let mut sandbox = self
+            .env()
+            .sandbox(&target, None)
+            .map_err(|f| error(f.to_string()))?;
         sandbox
             .call("command", |p, s| {
                 p.toolgate_policy_gate().call_command(s, name, args)
@@ -464,10 +473,14 @@ impl Toolgate {
     /// policies that declare the parse-verdict phase).
     pub fn parse_model_reply(&self, plugin: &str, raw: &str) -> Result<ModelVerdict> {
         let error = command_error(plugin, "parse-verdict");
-        let (target, mut sandbox) = self.plugin_sandbox(plugin, "parse-verdict")?;
+        let target = self.plugin_named(plugin, "parse-verdict")?;
         if !target.description.parses_verdicts {
             return Err(error("this policy does not parse model verdicts".into()));
         }
+        let mut sandbox = self
+            .env()
+            .sandbox(&target, None)
+            .map_err(|f| error(f.to_string()))?;
         let verdict = sandbox
             .call("parse", |p, s| {
                 p.toolgate_policy_verdict().call_parse(s, raw)
@@ -479,12 +492,11 @@ impl Toolgate {
         })
     }
 
-    /// A configured sandbox of the named plugin, for an operator request.
-    fn plugin_sandbox(&self, plugin: &str, what: &str) -> Result<(Arc<Plugin>, Sandbox)> {
-        let error = command_error(plugin, what);
+    /// The named plugin, for an operator request.
+    fn plugin_named(&self, plugin: &str, what: &str) -> Result<Arc<Plugin>> {
         let plugins = self.plugins();
-        let target = plugins.get(plugin).cloned().ok_or_else(|| {
-            error(format!(
+        plugins.get(plugin).cloned().ok_or_else(|| {
+            command_error(plugin, what)(format!(
                 "no plugin named `{plugin}` is loaded (loaded: {})",
                 plugins
                     .iter()
@@ -492,12 +504,7 @@ impl Toolgate {
                     .collect::<Vec<_>>()
                     .join(", ")
             ))
-        })?;
-        let sandbox = self
-            .env()
-            .sandbox(&target, None)
-            .map_err(|f| error(f.to_string()))?;
-        Ok((target, sandbox))
+        })
     }
 }
 

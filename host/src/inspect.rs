@@ -41,7 +41,7 @@ pub fn inspect(source: &str) -> Result<Inspection> {
         crate::now_ms()
     ));
     let store = Arc::new(Store::open(&scratch.join("inspect.redb"))?);
-    let runtime = Runtime::new(None).map_err(|err| Error::Config {
+    let runtime = Runtime::new(None, std::time::Duration::MAX).map_err(|err| Error::Config {
         path: "<engine>".into(),
         message: format!("cannot create the wasm engine: {err:#}"),
     })?;

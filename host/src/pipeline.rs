@@ -23,6 +23,7 @@ use crate::decision::{
 use crate::error::Result;
 use crate::gates::{PauseKind, PendingGate, call_fingerprint, new_request_id};
 use crate::plugins::{Plugin, PluginSet};
+use crate::pool::{Pooled, instance_key};
 use crate::probe::ProbeClient;
 use crate::request::ToolRequest;
 use crate::runtime::{PolicyFailure, Runtime, Sandbox};
@@ -38,65 +39,50 @@ pub(crate) struct Env<'a> {
 }
 
 impl Env<'_> {
-    /// A configured sandbox for `plugin`, for one call: a warm one when the
-    /// plugin allows reuse and one is free, else a fresh instance.
-    pub(crate) fn sandbox(
+    /// A configured sandbox for `plugin`, on loan for one evaluation: a
+    /// warm one of the same user (and session) when the plugin allows reuse
+    /// and one is idle, else a fresh instance. It goes back when dropped.
+    pub(crate) fn sandbox<'p>(
         &self,
-        plugin: &Plugin,
+        plugin: &'p Plugin,
         request: Option<&ToolRequest>,
-    ) -> Result<Sandbox, PolicyFailure> {
-        let warm = plugin
-            .limits
-            .reuse_instances
-            .then(|| plugin.warm.lock().unwrap_or_else(|p| p.into_inner()).pop())
-            .flatten();
-        let call = CallContext {
-            policy: plugin.name.clone(),
-            store: self.store.clone(),
-            probe: self.probe.clone(),
-            state_quota: plugin.limits.state_max_bytes,
-            transcript: request.and_then(|r| r.transcript_path.clone()),
-            transcript_cap: self.transcript_cap,
-            transcript_bytes: 0,
-            logs: Vec::new(),
-            host_wait: Duration::ZERO,
+    ) -> Result<Pooled<'p>, PolicyFailure> {
+        let key = instance_key(plugin.limits.isolation, request);
+        let warm = if plugin.limits.reuse_instances {
+            plugin.pool.take(&key)
+        } else {
+            None
         };
+        let call = CallContext::new(
+            plugin.name.clone(),
+            &plugin.limits,
+            self.store.clone(),
+            self.probe.clone(),
+            request.and_then(|r| r.transcript_path.clone()),
+            self.transcript_cap,
+        );
         if let Some(mut sandbox) = warm {
             sandbox.reset(call);
-            return Ok(sandbox);
+            return Ok(Pooled::new(plugin, key, sandbox));
         }
         let mut sandbox = self
             .runtime
             .instantiate(&plugin.pre, &plugin.limits, call)?;
+        plugin.pool.created_one();
         sandbox
             .call("configure", |p, s| {
                 p.toolgate_policy_gate()
                     .call_configure(s, &plugin.config_json)
             })?
             .map_err(|message| PolicyFailure::Other(format!("configure refused: {message}")))?;
-        Ok(sandbox)
-    }
-}
-
-/// How many idle instances one plugin version keeps.
-const MAX_WARM: usize = 8;
-
-/// Return a sandbox after use: kept warm if it never failed and the plugin
-/// allows reuse, dropped otherwise.
-pub(crate) fn recycle(plugin: &Plugin, sandbox: Sandbox) {
-    if sandbox.failed || !plugin.limits.reuse_instances {
-        return;
-    }
-    let mut warm = plugin.warm.lock().unwrap_or_else(|p| p.into_inner());
-    if warm.len() < MAX_WARM {
-        warm.push(sandbox);
+        Ok(Pooled::new(plugin, key, sandbox))
     }
 }
 
 /// One policy's progress through an evaluation.
 struct Slot<'p> {
     plugin: &'p Arc<Plugin>,
-    sandbox: Option<Sandbox>,
+    sandbox: Option<Pooled<'p>>,
     risk: Option<wit::Risk>,
     failure: Option<PolicyFailure>,
     elapsed: Duration,
@@ -128,7 +114,14 @@ impl Slot<'_> {
         };
         self.elapsed += started.elapsed();
         result
-            .inspect_err(|failure| self.failure = Some(failure.clone()))
+            .inspect_err(|failure| {
+                // Whatever failed (a trap, or an answer over its limit), this
+                // instance is not used again.
+                if let Some(sandbox) = self.sandbox.as_mut() {
+                    sandbox.failed = true;
+                }
+                self.failure = Some(failure.clone());
+            })
             .ok()
     }
 }
@@ -338,11 +331,8 @@ pub(crate) fn evaluate(
         });
         decision.decided_by = Some(policy);
     }
-    for slot in slots {
-        if let Some(sandbox) = slot.sandbox {
-            recycle(slot.plugin, sandbox);
-        }
-    }
+    // Dropping the slots returns their instances to the pools.
+    drop(slots);
     if decision.verdict != Verdict::Pause && !resolutions.is_empty() {
         env.store
             .clear_resolutions(&request.user_id, request.thread(), &fingerprint)?;

@@ -85,7 +85,7 @@ pub struct Plugin {
     pub(crate) config_json: String,
     pub(crate) pre: PolicyPre<SandboxState>,
     /// Configured instances of this version kept warm for reuse.
-    pub(crate) warm: std::sync::Mutex<Vec<crate::runtime::Sandbox>>,
+    pub(crate) pool: crate::pool::Pool,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -166,17 +166,14 @@ pub(crate) fn load(
     let config_json = config_json(entry);
 
     let name: Arc<str> = Arc::from(name);
-    let call = CallContext {
-        policy: name.clone(),
-        store: ctx.store.clone(),
-        probe: Arc::new(ProbeClient::disabled()),
-        state_quota: entry.limits.state_max_bytes,
-        transcript: None,
-        transcript_cap: 0,
-        transcript_bytes: 0,
-        logs: Vec::new(),
-        host_wait: Default::default(),
-    };
+    let call = CallContext::new(
+        name.clone(),
+        &entry.limits,
+        ctx.store.clone(),
+        Arc::new(ProbeClient::disabled()),
+        None,
+        0,
+    );
     let mut sandbox = ctx
         .runtime
         .instantiate(&pre, &entry.limits, call)
@@ -205,7 +202,7 @@ pub(crate) fn load(
         description,
         config_json,
         pre,
-        warm: std::sync::Mutex::new(Vec::new()),
+        pool: crate::pool::Pool::default(),
     })
 }
 
@@ -248,6 +245,10 @@ pub struct PluginStatus {
     pub policy: PolicyDescription,
     /// Why its last reload failed, if it did (this version keeps serving).
     pub problem: Option<String>,
+    /// Instances of this version created (instantiated and configured) so
+    /// far; warm reuse keeps it low.
+    #[serde(default)]
+    pub instances_created: u64,
 }
 
 /// The plugins that serve decisions, sorted by priority (then name).

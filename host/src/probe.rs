@@ -27,13 +27,14 @@ pub enum ProbeFailure {
     BadResponse(String),
 }
 
-/// A chat-completions client.
+/// A chat-completions client. One connection pool for every probe.
 #[derive(Debug)]
 pub struct ProbeClient {
     endpoint: Option<String>,
     model: String,
     api_key: Option<String>,
     max_timeout_ms: u32,
+    agent: ureq::Agent,
 }
 
 impl ProbeClient {
@@ -50,6 +51,10 @@ impl ProbeClient {
             model: config.model.clone(),
             api_key,
             max_timeout_ms: config.max_timeout_ms,
+            agent: ureq::Agent::config_builder()
+                .http_status_as_error(false)
+                .build()
+                .into(),
         }
     }
 
@@ -62,11 +67,6 @@ impl ProbeClient {
     pub fn ask(&self, system: &str, user: &str, timeout_ms: u32) -> Result<String, ProbeFailure> {
         let endpoint = self.endpoint.as_ref().ok_or(ProbeFailure::NotConfigured)?;
         let timeout = Duration::from_millis(u64::from(timeout_ms.min(self.max_timeout_ms).max(1)));
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .timeout_global(Some(timeout))
-            .http_status_as_error(false)
-            .build()
-            .into();
         let body = json!({
             "model": self.model,
             "temperature": 0,
@@ -75,7 +75,12 @@ impl ProbeClient {
                 {"role": "user", "content": user},
             ],
         });
-        let mut request = agent.post(endpoint);
+        let mut request = self
+            .agent
+            .post(endpoint)
+            .config()
+            .timeout_global(Some(timeout))
+            .build();
         if let Some(key) = &self.api_key {
             request = request.header("Authorization", &format!("Bearer {key}"));
         }

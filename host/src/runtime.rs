@@ -30,7 +30,15 @@ pub(crate) struct Runtime {
 }
 
 impl Runtime {
-    pub(crate) fn new(cache_dir: Option<PathBuf>) -> wasmtime::Result<Self> {
+    /// The engine, with compiled components cached in `cache_dir`; cache
+    /// entries unused for `cache_max_age` are evicted now.
+    pub(crate) fn new(
+        cache_dir: Option<PathBuf>,
+        cache_max_age: Duration,
+    ) -> wasmtime::Result<Self> {
+        if let Some(dir) = &cache_dir {
+            evict_stale(dir, cache_max_age);
+        }
         let mut config = Config::new();
         config.epoch_interruption(true);
         let engine = Engine::new(&config)?;
@@ -109,6 +117,10 @@ impl Runtime {
     /// verify is recompiled, never trusted.
     fn load_cached(&self, path: &Path) -> Option<Component> {
         let bytes = std::fs::read(path).ok()?;
+        // Mark it used, so eviction (by age of last use) keeps it.
+        if let Ok(file) = std::fs::File::options().append(true).open(path) {
+            let _ = file.set_modified(std::time::SystemTime::now());
+        }
         if bytes.len() < 32 || Sha256::digest(&bytes[32..]).as_slice() != &bytes[..32] {
             tracing::warn!(path = %path.display(), "corrupt compiled-artifact cache entry; recompiling");
             return None;
@@ -143,7 +155,7 @@ impl Runtime {
             let Some(deadline) = &state.deadline else {
                 return Ok(UpdateDeadline::Continue(1));
             };
-            match deadline.remaining(state.call.host_wait) {
+            match deadline.remaining(state.call.host_wait, state.call.wall_deadline) {
                 Some(left) => Ok(UpdateDeadline::Continue(ticks(left))),
                 None => Ok(UpdateDeadline::Interrupt),
             }
@@ -153,6 +165,7 @@ impl Runtime {
                 store,
                 policy,
                 deadline,
+                wall_clock: limits.wall_clock(),
                 failed: false,
             }),
             Err(err) => Err(classify(&err, store.data())),
@@ -165,6 +178,8 @@ pub(crate) struct Sandbox {
     pub(crate) store: Store<SandboxState>,
     pub(crate) policy: Policy,
     deadline: Duration,
+    /// The hard ceiling on one call, host waits included.
+    wall_clock: Duration,
     /// A call into it failed: it must never be reused.
     pub(crate) failed: bool,
 }
@@ -178,7 +193,9 @@ impl Sandbox {
         f: impl FnOnce(&Policy, &mut Store<SandboxState>) -> wasmtime::Result<T>,
     ) -> Result<T, PolicyFailure> {
         let waited = self.store.data().call.host_wait;
-        self.store.data_mut().deadline = Some(CallDeadline::start(self.deadline, waited));
+        let state = self.store.data_mut();
+        state.deadline = Some(CallDeadline::start(self.deadline, waited));
+        state.call.wall_deadline = Some(Instant::now() + self.wall_clock);
         self.store.set_epoch_deadline(ticks(self.deadline));
         let result = f(&self.policy, &mut self.store);
         self.forward_output(what);
@@ -186,14 +203,15 @@ impl Sandbox {
         result.map_err(|err| classify(&err, self.store.data()))
     }
 
-    /// Prepare a warm instance for another evaluation: new per-call context,
-    /// a clean memory-limit record and output buffer.
+    /// Prepare a warm instance for another evaluation: new per-call context
+    /// (fresh host-call budgets), a clean memory-limit record, and an empty
+    /// output buffer with its whole log budget.
     pub(crate) fn reset(&mut self, call: CallContext) {
         let state = self.store.data_mut();
         state.call = call;
         state.limiter.refused = false;
         state.deadline = None;
-        let _ = state.output.take();
+        state.output.reset();
     }
 
     fn forward_output(&self, what: &'static str) {
@@ -231,10 +249,17 @@ impl CallDeadline {
         }
     }
 
-    fn remaining(&self, waited_now: Duration) -> Option<Duration> {
+    /// What is left: of the CPU budget (host waits excluded), and never
+    /// past the wall-clock ceiling.
+    fn remaining(&self, waited_now: Duration, wall: Option<Instant>) -> Option<Duration> {
         let excluded = waited_now.saturating_sub(self.waited_before);
         let used = self.started.elapsed().saturating_sub(excluded);
-        self.budget.checked_sub(used).filter(|d| !d.is_zero())
+        let left = self.budget.checked_sub(used)?;
+        let left = match wall {
+            Some(wall) => left.min(wall.saturating_duration_since(Instant::now())),
+            None => left,
+        };
+        (!left.is_zero()).then_some(left)
     }
 }
 
@@ -365,6 +390,33 @@ fn store_cached(path: &Path, component: &Component) {
     };
     if let Err(err) = write() {
         tracing::warn!(path = %path.display(), error = %err, "cannot write the compiled-artifact cache");
+    }
+}
+
+/// Remove compiled-artifact cache entries last used longer ago than
+/// `max_age` (their modification time is touched on every use).
+fn evict_stale(dir: &Path, max_age: Duration) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let now = std::time::SystemTime::now();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let stale = path.extension().is_some_and(|e| e == "cwasm")
+            && entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|used| now.duration_since(used).is_ok_and(|age| age > max_age));
+        if stale {
+            match std::fs::remove_file(&path) {
+                Ok(()) => {
+                    tracing::info!(path = %path.display(), "evicted an unused compiled component")
+                }
+                Err(err) => {
+                    tracing::debug!(path = %path.display(), error = %err, "cannot evict a cache entry")
+                }
+            }
+        }
     }
 }
 

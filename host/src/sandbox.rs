@@ -147,6 +147,14 @@ impl LogSink {
         buffer.dropped += (bytes.len() - take) as u64;
     }
 
+    /// Empty the sink and restore its whole budget, for a new evaluation.
+    pub(crate) fn reset(&self) {
+        let mut buffer = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        buffer.kept.clear();
+        buffer.used = 0;
+        buffer.dropped = 0;
+    }
+
     /// The output kept so far and how many bytes were dropped; empties the
     /// sink.
     pub(crate) fn take(&self) -> (String, u64) {

@@ -19,18 +19,19 @@ use serde::{Deserialize, Serialize};
 use crate::config::LogConfig;
 use crate::decision_log::{DECISIONS, LogEntry, apply_retention};
 use crate::error::{Error, Result};
+use crate::hygiene::{self, Retention, SweepReport};
 
 /// (policy, key) → value.
 const STATE: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("state");
 /// policy → bytes used by its namespace (keys + values).
-const STATE_USAGE: TableDefinition<&str, u64> = TableDefinition::new("state_usage");
+pub(crate) const STATE_USAGE: TableDefinition<&str, u64> = TableDefinition::new("state_usage");
 /// seq → event (JSON).
-const EVENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("events");
+pub(crate) const EVENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("events");
 /// (policy, session, seq) → ().
-const EVENTS_BY_SESSION: TableDefinition<(&str, &str, u64), ()> =
+pub(crate) const EVENTS_BY_SESSION: TableDefinition<(&str, &str, u64), ()> =
     TableDefinition::new("events_by_session");
 /// (policy, tool, seq) → session.
-const EVENTS_BY_TOOL: TableDefinition<(&str, &str, u64), &str> =
+pub(crate) const EVENTS_BY_TOOL: TableDefinition<(&str, &str, u64), &str> =
     TableDefinition::new("events_by_tool");
 /// (user, thread) → pending gate (JSON).
 pub(crate) const GATES: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("gates");
@@ -44,6 +45,8 @@ const EVENT_BATCH: usize = 256;
 pub const DURABLE_WITHIN: std::time::Duration = std::time::Duration::from_millis(100);
 /// The longest key or value a policy may store.
 pub const MAX_STATE_ENTRY: usize = 1024 * 1024;
+/// The longest state key a policy may use, bytes.
+pub const MAX_STATE_KEY: usize = 1024;
 
 /// One event in a policy's stream.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -87,7 +90,7 @@ enum WriterMessage {
 }
 
 /// session → current turn, for runtimes that do not number turns.
-const TURNS: TableDefinition<&str, u64> = TableDefinition::new("turns");
+pub(crate) const TURNS: TableDefinition<&str, u64> = TableDefinition::new("turns");
 
 /// The toolgate store: one redb file.
 pub struct Store {
@@ -97,6 +100,7 @@ pub struct Store {
     writer: Mutex<Option<JoinHandle<()>>>,
     dropped_events: AtomicU64,
     log_config: Arc<std::sync::RwLock<LogConfig>>,
+    retention: Arc<std::sync::RwLock<Retention>>,
     /// Set when a non-durable commit happened; the writer makes it durable.
     dirty: Arc<std::sync::atomic::AtomicBool>,
 }
@@ -155,6 +159,14 @@ impl Store {
             txn.open_table(GATES).map_err(|e| store_err(e.into()))?;
             txn.open_table(DECISIONS).map_err(|e| store_err(e.into()))?;
             txn.open_table(TURNS).map_err(|e| store_err(e.into()))?;
+            txn.open_table(crate::hygiene::EVENTS_BY_POLICY)
+                .map_err(|e| store_err(e.into()))?;
+            txn.open_table(crate::hygiene::EVENT_COUNTS)
+                .map_err(|e| store_err(e.into()))?;
+            txn.open_table(crate::hygiene::TURN_SEEN)
+                .map_err(|e| store_err(e.into()))?;
+            txn.open_table(crate::gates::RESOLUTIONS)
+                .map_err(|e| store_err(e.into()))?;
         }
         txn.commit().map_err(|e| store_err(e.into()))?;
 
@@ -163,11 +175,21 @@ impl Store {
         let writer_db = Arc::clone(&db);
         let log_config = Arc::new(std::sync::RwLock::new(LogConfig::default()));
         let writer_log = Arc::clone(&log_config);
+        let retention = Arc::new(std::sync::RwLock::new(Retention::default()));
+        let writer_retention = Arc::clone(&retention);
         let dirty = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let writer_dirty = Arc::clone(&dirty);
         let writer = std::thread::Builder::new()
             .name("toolgate-event-writer".into())
-            .spawn(move || run_event_writer(&writer_db, receiver, &writer_log, &writer_dirty))
+            .spawn(move || {
+                run_event_writer(
+                    &writer_db,
+                    receiver,
+                    &writer_log,
+                    &writer_retention,
+                    &writer_dirty,
+                )
+            })
             .map_err(|err| Error::Store {
                 path: path.to_path_buf(),
                 message: format!("cannot start the event writer: {err}"),
@@ -179,6 +201,7 @@ impl Store {
             writer: Mutex::new(Some(writer)),
             dropped_events: AtomicU64::new(0),
             log_config,
+            retention,
             dirty,
         })
     }
@@ -186,6 +209,25 @@ impl Store {
     /// Set the decision log's contents and retention.
     pub fn set_log_config(&self, config: LogConfig) {
         *self.log_config.write().unwrap_or_else(|p| p.into_inner()) = config;
+    }
+
+    /// Set how long events, gates, resolutions and turn counters are kept.
+    pub fn set_retention(&self, retention: Retention) {
+        *self.retention.write().unwrap_or_else(|p| p.into_inner()) = retention;
+    }
+
+    /// Sweep now what is past its retention (the writer also does this every
+    /// `sweep_interval`).
+    pub fn sweep(&self) -> Result<SweepReport> {
+        let retention = self
+            .retention
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let report =
+            hygiene::sweep(&self.db, &retention, crate::now_ms()).map_err(|e| self.error(e))?;
+        self.dirty.store(true, Ordering::Release);
+        Ok(report)
     }
 
     /// The decision log's settings.
@@ -215,6 +257,10 @@ impl Store {
                 .map_or(0, |v| v.value())
                 + 1;
             table.insert(session, turn).map_err(|e| self.error(e))?;
+            txn.open_table(hygiene::TURN_SEEN)
+                .map_err(|e| self.error(e))?
+                .insert(session, crate::now_ms())
+                .map_err(|e| self.error(e))?;
             turn
         };
         txn.commit().map_err(|e| self.error(e))?;
@@ -278,7 +324,7 @@ impl Store {
         value: Option<&[u8]>,
         quota: u64,
     ) -> Result<(), StateWriteError> {
-        if key.len() > MAX_STATE_ENTRY || value.is_some_and(|v| v.len() > MAX_STATE_ENTRY) {
+        if key.len() > MAX_STATE_KEY || value.is_some_and(|v| v.len() > MAX_STATE_ENTRY) {
             return Err(StateWriteError::TooLarge);
         }
         self.with_state_txn(policy, quota, |table| {
@@ -307,6 +353,9 @@ impl Store {
         limit: u64,
         quota: u64,
     ) -> Result<Option<u64>, StateWriteError> {
+        if key.len() > MAX_STATE_KEY {
+            return Err(StateWriteError::TooLarge);
+        }
         self.with_state_txn(policy, quota, |table| {
             let old = entry_size(table, policy, key)?;
             let current = table
@@ -578,8 +627,10 @@ fn run_event_writer(
     db: &Database,
     queue: Receiver<WriterMessage>,
     log_config: &std::sync::RwLock<LogConfig>,
+    retention: &std::sync::RwLock<Retention>,
     dirty: &std::sync::atomic::AtomicBool,
 ) {
+    let mut last_sweep = std::time::Instant::now();
     let mut next_seq = match last_event_seq(db) {
         Ok(seq) => seq.map_or(0, |s| s + 1),
         Err(err) => {
@@ -611,6 +662,7 @@ fn run_event_writer(
             Ok(message) => message,
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 make_durable(false);
+                sweep_if_due(db, retention, &mut last_sweep, dirty);
                 continue;
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
@@ -640,7 +692,8 @@ fn run_event_writer(
         }
         if !batch.is_empty() {
             let count = batch.len();
-            match commit_events(db, next_seq, &batch) {
+            let retention = retention.read().unwrap_or_else(|p| p.into_inner()).clone();
+            match commit_events(db, next_seq, &batch, &retention) {
                 Ok(()) => next_seq += count as u64,
                 Err(err) => {
                     tracing::warn!(error = %err, count, "failed to persist queued events")
@@ -653,6 +706,7 @@ fn run_event_writer(
         for done in flushes {
             let _ = done.send(());
         }
+        sweep_if_due(db, retention, &mut last_sweep, dirty);
     }
     make_durable(true);
 }
@@ -671,12 +725,39 @@ fn group_committed(db: &Database) -> std::result::Result<redb::WriteTransaction,
     Ok(txn)
 }
 
+/// Run the retention sweep when its interval has passed.
+fn sweep_if_due(
+    db: &Database,
+    retention: &std::sync::RwLock<Retention>,
+    last_sweep: &mut std::time::Instant,
+    dirty: &std::sync::atomic::AtomicBool,
+) {
+    let retention = retention.read().unwrap_or_else(|p| p.into_inner()).clone();
+    if last_sweep.elapsed() < retention.sweep_interval {
+        return;
+    }
+    *last_sweep = std::time::Instant::now();
+    match hygiene::sweep(db, &retention, crate::now_ms()) {
+        Ok(report) if report != SweepReport::default() => {
+            dirty.store(true, Ordering::Release);
+            tracing::info!(?report, "swept what is past its retention");
+        }
+        Ok(_) => {}
+        Err(err) => tracing::warn!(error = %err, "the retention sweep failed"),
+    }
+}
+
 fn commit_events(
     db: &Database,
     first_seq: u64,
     batch: &[StoredEvent],
+    retention: &Retention,
 ) -> std::result::Result<(), redb::Error> {
     let txn = group_committed(db)?;
+    let mut appended: std::collections::BTreeMap<&str, Vec<u64>> = Default::default();
+    for (seq, event) in (first_seq..).zip(batch) {
+        appended.entry(event.policy.as_str()).or_default().push(seq);
+    }
     {
         let mut events = txn.open_table(EVENTS)?;
         let mut by_session = txn.open_table(EVENTS_BY_SESSION)?;
@@ -692,6 +773,10 @@ fn commit_events(
                 )?;
             }
         }
+    }
+    let dropped = hygiene::index_and_trim(&txn, &appended, retention)?;
+    if dropped > 0 {
+        tracing::debug!(dropped, "events past their policy's quota were dropped");
     }
     txn.commit()?;
     Ok(())

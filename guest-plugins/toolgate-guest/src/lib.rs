@@ -39,9 +39,12 @@ pub use bindings::toolgate::policy::types::{
 
 /// A toolgate policy.
 ///
-/// The host creates a fresh instance for every evaluation and calls
-/// [`Policy::configure`] first, so `self` is the parsed configuration; do not
-/// expect anything else to survive between calls (use [`host::state`]).
+/// The host calls [`Policy::configure`] once per instance, so `self` is the
+/// parsed configuration. An instance may serve several calls, but only of
+/// one user (by default, one session of that user), and it may be replaced
+/// by a fresh one at any time: do not rely on memory surviving, or being
+/// wiped, between calls; keep what must last in [`host::state`] or
+/// [`host::events`].
 pub trait Policy: Sized + 'static {
     /// Who the policy is; must not depend on configuration.
     fn info() -> PolicyInfo;

@@ -36,6 +36,7 @@ impl Host for SandboxState {
     }
 
     fn log(&mut self, level: Level, message: String) {
+        let message = super::cut(message, super::MAX_LOG_LINE);
         if !self.output.charge(message.len()) {
             return;
         }

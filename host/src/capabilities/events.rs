@@ -1,5 +1,6 @@
 //! `toolgate:policy/events`: the policy's own append-only event stream.
 
+use super::{MAX_FIELD, MAX_LIST, MAX_LIST_ARGUMENT, cut};
 use crate::bindings::toolgate::policy::events::{Event, Host};
 use crate::sandbox::SandboxState;
 use crate::store::StoredEvent;
@@ -7,17 +8,10 @@ use crate::store::StoredEvent;
 /// Summaries and details longer than this are cut (on a char boundary).
 const MAX_EVENT_TEXT: usize = 1024;
 
-fn cut(text: Option<String>) -> Option<String> {
-    text.map(|mut t| {
-        if t.len() > MAX_EVENT_TEXT {
-            let mut end = MAX_EVENT_TEXT;
-            while !t.is_char_boundary(end) {
-                end -= 1;
-            }
-            t.truncate(end);
-        }
-        t
-    })
+/// Capped, as every list argument is.
+fn kinds(mut exclude: Vec<String>) -> Vec<String> {
+    exclude.truncate(MAX_LIST_ARGUMENT);
+    exclude.into_iter().map(|k| cut(k, MAX_FIELD)).collect()
 }
 
 fn to_wit(event: StoredEvent) -> Event {
@@ -34,15 +28,23 @@ fn to_wit(event: StoredEvent) -> Event {
 
 impl Host for SandboxState {
     fn append(&mut self, event: Event) {
-        let call = &self.call;
+        let call = &mut self.call;
+        if call.events_appended >= call.events_per_call {
+            if call.events_appended == call.events_per_call {
+                tracing::warn!(policy = %call.policy, max = call.events_per_call, "event appends past limits.events_per_call are dropped");
+            }
+            call.events_appended = call.events_appended.saturating_add(1);
+            return;
+        }
+        call.events_appended += 1;
         call.store.append_event(StoredEvent {
             policy: call.policy.to_string(),
-            session_id: event.session_id,
+            session_id: cut(event.session_id, MAX_FIELD),
             turn: event.turn,
-            kind: event.kind,
-            tool: event.tool,
-            detail: cut(event.detail),
-            summary: cut(event.summary),
+            kind: cut(event.kind, MAX_FIELD),
+            tool: event.tool.map(|t| cut(t, MAX_FIELD)),
+            detail: event.detail.map(|t| cut(t, MAX_EVENT_TEXT)),
+            summary: event.summary.map(|t| cut(t, MAX_EVENT_TEXT)),
             at_ms: crate::now_ms(),
         });
     }
@@ -55,7 +57,12 @@ impl Host for SandboxState {
     ) -> Vec<Event> {
         let call = &self.call;
         call.store
-            .session_recent(&call.policy, &session_id, limit as usize, &exclude_kinds)
+            .session_recent(
+                &call.policy,
+                &cut(session_id, MAX_FIELD),
+                (limit as usize).min(MAX_LIST),
+                &kinds(exclude_kinds),
+            )
             .inspect_err(
                 |err| tracing::warn!(policy = %call.policy, error = %err, "event read failed"),
             )
@@ -76,10 +83,10 @@ impl Host for SandboxState {
         call.store
             .tool_history(
                 &call.policy,
-                &tool,
-                &exclude_session,
-                limit as usize,
-                &exclude_kinds,
+                &cut(tool, MAX_FIELD),
+                &cut(exclude_session, MAX_FIELD),
+                (limit as usize).min(MAX_LIST),
+                &kinds(exclude_kinds),
             )
             .inspect_err(
                 |err| tracing::warn!(policy = %call.policy, error = %err, "event read failed"),

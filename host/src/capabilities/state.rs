@@ -1,8 +1,9 @@
 //! `toolgate:policy/state`: private key-value state over redb.
 
+use super::{MAX_LIST, cut};
 use crate::bindings::toolgate::policy::state::{Host, StateError};
 use crate::sandbox::SandboxState;
-use crate::store::StateWriteError;
+use crate::store::{MAX_STATE_KEY, StateWriteError};
 
 impl From<StateWriteError> for StateError {
     fn from(err: StateWriteError) -> Self {
@@ -17,6 +18,9 @@ impl From<StateWriteError> for StateError {
 impl Host for SandboxState {
     fn get(&mut self, key: String) -> Option<Vec<u8>> {
         let call = &self.call;
+        if key.len() > MAX_STATE_KEY {
+            return None; // no such key can exist
+        }
         call.store
             .state_get(&call.policy, &key)
             .inspect_err(
@@ -43,7 +47,11 @@ impl Host for SandboxState {
     fn list_keys(&mut self, prefix: String, limit: u32) -> Vec<String> {
         let call = &self.call;
         call.store
-            .state_keys(&call.policy, &prefix, limit as usize)
+            .state_keys(
+                &call.policy,
+                &cut(prefix, MAX_STATE_KEY),
+                (limit as usize).min(MAX_LIST),
+            )
             .inspect_err(
                 |err| tracing::warn!(policy = %call.policy, error = %err, "state scan failed"),
             )

@@ -215,6 +215,8 @@ impl Daemon {
                     .map(|(seq, event)| json!({"seq": seq, "event": event}))
                     .collect::<Vec<_>>(),
             ),
+            DaemonRequest::StoreStats => to_json(host.store().stats()?),
+            DaemonRequest::Sweep => to_json(host.store().sweep()?),
             DaemonRequest::Reload => to_json(self.reload()?),
             DaemonRequest::Plugins => to_json(host.plugin_statuses()),
             DaemonRequest::Health => json!({

@@ -106,6 +106,10 @@ pub enum DaemonRequest {
         /// How many at most.
         limit: usize,
     },
+    /// Sizes per table and per policy.
+    StoreStats,
+    /// Sweep what is past its retention now.
+    Sweep,
     /// Reload the config and plugins.
     Reload,
     /// Loaded plugins and their status.

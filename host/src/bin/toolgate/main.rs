@@ -8,6 +8,7 @@ mod log;
 mod new;
 mod plugins;
 mod serve;
+mod store;
 mod target;
 
 use std::path::PathBuf;
@@ -94,6 +95,9 @@ enum Subcommands {
     },
     /// Show the decision log, newest last.
     Log(log::LogArgs),
+    /// The store's size per table and per policy; compacting it.
+    #[command(subcommand)]
+    Store(store::StoreCommand),
     /// Show the newest events in the policies' event streams.
     Events {
         /// How many.
@@ -163,6 +167,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Subcommands::Store(command) => store::run(&ctx, command),
         Subcommands::Events { limit } => {
             let events = ctx.target(None)?.call(DaemonRequest::Events { limit })?;
             for row in events.as_array().into_iter().flatten() {

@@ -10,7 +10,7 @@ use std::hint::black_box;
 
 use serde::Deserialize;
 use toolgate_guest::{
-    BudgetStatus, Decision, FailMode, Phases, Policy, PolicyInfo, Risk, ToolCall, host,
+    BudgetStatus, Decision, FailMode, Phases, Policy, PolicyInfo, Risk, ToolCall, ToolEvent, host,
 };
 
 #[derive(Deserialize, Default)]
@@ -19,7 +19,11 @@ struct Config {
     attack: String,
 }
 
-struct Hostile(Config);
+struct Hostile {
+    config: Config,
+    /// The user of the call now running (for `remember-user`).
+    caller: std::cell::RefCell<String>,
+}
 
 /// Recursion whose frames live on the wasm stack: ends in a stack overflow.
 #[allow(unconditional_recursion)] // the point of the attack
@@ -46,7 +50,7 @@ fn outcome<T: std::fmt::Debug, E: std::fmt::Display>(what: &str, result: Result<
 
 impl Hostile {
     fn attack(&self) -> Decision {
-        match self.0.attack.as_str() {
+        match self.config.attack.as_str() {
             "loop" => {
                 let mut n = 0u64;
                 loop {
@@ -133,6 +137,74 @@ impl Hostile {
                 let result = host::state::set("big", &vec![0u8; 4096]);
                 Decision::allow().with_note(format!("state-quota: {result:?}"))
             }
+            "probe-loop" => {
+                // Ask the model forever; only the host can stop this.
+                let mut answers = 0u64;
+                loop {
+                    if host::probe("system", "user", 60_000).is_ok() {
+                        answers += 1;
+                    }
+                    black_box(answers);
+                }
+            }
+            "huge-event-fields" => {
+                let huge = "x".repeat(4 * 1024 * 1024);
+                host::events::append(&host::Event {
+                    session_id: huge.clone(),
+                    turn: 0,
+                    kind: huge.clone(),
+                    tool: Some(huge.clone()),
+                    detail: Some(huge.clone()),
+                    summary: Some(huge),
+                    at_ms: 0,
+                });
+                Decision::allow().with_note("appended")
+            }
+            "event-flood" => {
+                for i in 0..100_000u64 {
+                    host::events::append(&host::Event {
+                        session_id: "flood".into(),
+                        turn: i,
+                        kind: "flood".into(),
+                        tool: None,
+                        detail: None,
+                        summary: Some("x".repeat(100)),
+                        at_ms: 0,
+                    });
+                }
+                Decision::allow().with_note("flooded")
+            }
+            "read-max" => {
+                let keys = host::state::keys("", u32::MAX).len();
+                let events = host::events::session_recent("flood", u32::MAX, &[]).len();
+                Decision::allow().with_note(format!("read-max: {keys} keys, {events} events"))
+            }
+            "state-key-max" => {
+                let at_limit = host::state::set(&"k".repeat(1024), b"v");
+                let over = host::state::set(&"k".repeat(1025), b"v");
+                Decision::allow().with_note(format!("state-key-max: {at_limit:?} / {over:?}"))
+            }
+            "remember-user" => {
+                // What a previous call left in this instance's memory.
+                static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+                let mut seen = SEEN.lock().unwrap();
+                let earlier = seen.join(",");
+                seen.push(self.caller.borrow().clone());
+                Decision::allow().with_note(format!("seen-before: [{earlier}]"))
+            }
+            "log-kib" => {
+                host::log(host::Level::Info, &"l".repeat(1024));
+                Decision::allow()
+            }
+            "oversized-once" => {
+                static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+                let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if n == 0 {
+                    Decision::allow().with_note("n".repeat(64 * 1024))
+                } else {
+                    Decision::allow().with_note(format!("instance-call:{n}"))
+                }
+            }
             other => Decision::deny(format!("unknown attack {other}")),
         }
     }
@@ -151,14 +223,25 @@ impl Policy for Hostile {
     }
 
     fn configure(config: &str) -> Result<Self, String> {
-        toolgate_guest::parse_config(config).map(Self)
+        toolgate_guest::parse_config(config).map(|config| Self {
+            config,
+            caller: Default::default(),
+        })
     }
 
     fn decide(&self, call: &ToolCall, _risk: &Risk, _budget: &BudgetStatus) -> Decision {
+        *self.caller.borrow_mut() = call.caller.user_id.clone();
         if call.tool == "attack" {
             self.attack()
         } else {
             Decision::allow().with_note("behaving")
+        }
+    }
+
+    fn observe(&self, event: &ToolEvent) {
+        // The same attacks from the PostToolUse side.
+        if event.call.tool == "attack" {
+            let _ = self.attack();
         }
     }
 }
