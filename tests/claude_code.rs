@@ -226,21 +226,61 @@ fn a_post_tool_use_shows_in_the_sentinel_stream_at_the_current_turn() {
 
 #[test]
 fn install_prints_and_merges_settings() {
+    // A directory name a naive installer would break the shell command on.
     let dir = tempfile::tempdir().unwrap();
-    let printed = run(dir.path(), &["hook", "install"], "");
+    let dir = dir.path().join("it's here");
+    std::fs::create_dir_all(&dir).unwrap();
+    let dir = dir.as_path();
+    let printed = run(dir, &["hook", "install"], "");
     let snippet: Value = serde_json::from_slice(&printed.stdout).unwrap();
-    for event in ["PreToolUse", "PostToolUse", "UserPromptSubmit"] {
+    for event in [
+        "SessionStart",
+        "PreToolUse",
+        "PostToolUse",
+        "UserPromptSubmit",
+    ] {
         let command = snippet["hooks"][event][0]["hooks"][0]["command"]
             .as_str()
             .unwrap();
         assert!(command.contains("hook claude-code"), "{command}");
+        assert!(
+            command.contains("toolgate-hook' --socket")
+                || command.contains("toolgate-hook --socket"),
+            "the thin client: {command}"
+        );
     }
-    let settings = dir.path().join(".claude/settings.json");
+    // The installed command runs as Claude Code runs it: `/bin/sh -c`.
+    let command = snippet["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+        .as_str()
+        .unwrap();
+    let mut shell = Command::new("/bin/sh")
+        .args(["-c", command])
+        .env("XDG_CACHE_HOME", common::cache_dir())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    shell
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(
+            event("PreToolUse", "Read", json!({"file_path": "/a"}))
+                .to_string()
+                .as_bytes(),
+        )
+        .unwrap();
+    let ran = shell.wait_with_output().unwrap();
+    assert!(ran.status.success() && ran.stdout.is_empty(), "{ran:?}");
+    let stop = Client::new(toolgate::daemon::socket_for_store(&dir.join("cc.redb")));
+    let pid = stop.call(&DaemonRequest::Health).unwrap()["pid"].to_string();
+    let _ = Command::new("kill").args(["-TERM", &pid]).status();
+    let settings = dir.join(".claude/settings.json");
     std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
     std::fs::write(&settings, r#"{"model": "opus", "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "mine"}]}]}}"#).unwrap();
     for _ in 0..2 {
         let out = run(
-            dir.path(),
+            dir,
             &["hook", "install", "--write", settings.to_str().unwrap()],
             "",
         );

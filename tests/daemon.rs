@@ -25,21 +25,7 @@ fn thirty_two_hooks_at_once_start_one_daemon_and_none_is_denied() {
                 json!({"file_path": format!("/home/dev/project/f{i}.rs")}),
                 &format!("toolu_{i}"),
             );
-            let mut child = setup
-                .command()
-                .args(["hook", "claude-code"])
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap();
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(payload.to_string().as_bytes())
-                .unwrap();
-            child
+            setup.spawn(&["hook", "claude-code"], &payload.to_string())
         })
         .collect();
     for child in hooks {
@@ -361,19 +347,7 @@ fn an_in_process_fallback_waits_for_a_busy_store_instead_of_denying() {
         "t",
     )
     .to_string();
-    let mut child = setup
-        .command()
-        .args(["hook", "claude-code", "--no-daemon"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(payload.as_bytes())
-        .unwrap();
+    let child = setup.spawn(&["hook", "claude-code", "--no-daemon"], &payload);
     std::thread::sleep(std::time::Duration::from_millis(300));
     drop(store);
     let output = child.wait_with_output().unwrap();

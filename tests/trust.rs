@@ -59,6 +59,28 @@ fn the_request_id(setup: &Setup) -> String {
     gates[0]["request_id"].as_str().unwrap().to_string()
 }
 
+/// `gates resolve` as a channel adapter presenting the token in `token`,
+/// from a process without a terminal.
+fn as_channel(
+    setup: &Setup,
+    request_id: &str,
+    channel: &str,
+    token: &std::path::Path,
+) -> std::process::Output {
+    setup.without_a_terminal(&[
+        "gates",
+        "resolve",
+        "--request-id",
+        request_id,
+        "--decision",
+        "approve",
+        "--channel",
+        channel,
+        "--token-file",
+        token.to_str().unwrap(),
+    ])
+}
+
 #[test]
 fn the_agent_cannot_resolve_its_own_pause_in_any_form() {
     let setup = Setup::new(WRITE_ALWAYS);
@@ -135,18 +157,7 @@ fn the_agent_cannot_resolve_its_own_pause_in_any_form() {
     // ... naming a channel it has no token for:
     let token = setup.dir.path().join("guess.token");
     std::fs::write(&token, "guess").unwrap();
-    let cli = setup.without_a_terminal(&[
-        "gates",
-        "resolve",
-        "--request-id",
-        &request_id,
-        "--decision",
-        "approve",
-        "--channel",
-        "web",
-        "--token-file",
-        token.to_str().unwrap(),
-    ]);
+    let cli = as_channel(&setup, &request_id, "web", &token);
     assert!(String::from_utf8_lossy(&cli.stderr).contains("may not resolve pauses"));
     // ... an admin command:
     let grant = setup.without_a_terminal(&[
@@ -268,18 +279,7 @@ fn a_channel_adapter_with_its_token_resolves_over_the_socket_and_http() {
     let token_file = setup.dir.path().join("web.token");
     std::fs::write(&token_file, format!("{token}\n")).unwrap();
     // The adapter needs no terminal, only its token.
-    let out = setup.without_a_terminal(&[
-        "gates",
-        "resolve",
-        "--request-id",
-        &request_id,
-        "--decision",
-        "approve",
-        "--channel",
-        "web",
-        "--token-file",
-        token_file.to_str().unwrap(),
-    ]);
+    let out = as_channel(&setup, &request_id, "web", &token_file);
     assert!(
         out.status.success(),
         "{}",

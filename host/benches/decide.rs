@@ -390,6 +390,21 @@ fn main() {
         &shell_probe,
         "HTTP round trip + budget write + context queries",
     );
+    // Every call above comes from another of 1 000 sessions, so each needs
+    // fresh instances (warm ones never cross sessions). A session's own
+    // consecutive calls — Claude Code's rhythm — run warm:
+    let one_session = |i: usize| {
+        let mut request = low(i);
+        request.session_id = "s-steady".into();
+        request.thread_id = Some("t-1".into());
+        request
+    };
+    let steady = time(n, 200, |i| check(&skip_host, one_session(i)));
+    row(
+        "low-risk `Read`, one session's consecutive calls (warm instances)",
+        &steady,
+        "the per-session steady path",
+    );
 
     // ---- the native floor
     println!("\n## Native floor (the same logic as plain Rust over the same store)\n");
@@ -631,11 +646,43 @@ fn main() {
         hook_once(&store, &[], &pre)
     });
     println!(
-        "| the installed hook, daemon running (process start + one round trip + durable commit) | {:.2} | {:.2} |",
+        "| `toolgate hook claude-code`, daemon running (process start + one round trip + durable commit) | {:.2} | {:.2} |",
         via_daemon.p50 / 1e3,
         via_daemon.p99 / 1e3
     );
-    let client = toolgate::daemon::Client::new(toolgate::daemon::socket_for_store(&store));
+    // What `toolgate hook install` writes: the thin client, falling back to
+    // the full command.
+    let thin = env!("CARGO_BIN_EXE_toolgate-hook");
+    let socket = toolgate::daemon::socket_for_store(&store);
+    let thin_once = || {
+        let mut child = Command::new(thin)
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--")
+            .arg(bin)
+            .arg("--store")
+            .arg(&store)
+            .args(["hook", "claude-code"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(pre.as_bytes())
+            .unwrap();
+        assert!(child.wait().unwrap().success());
+    };
+    let via_thin = time(if quick() { 20 } else { 200 }, 5, |_| thin_once());
+    println!(
+        "| the installed hook: `toolgate-hook` thin client, daemon running | {:.2} | {:.2} |",
+        via_thin.p50 / 1e3,
+        via_thin.p99 / 1e3
+    );
+    let client = toolgate::daemon::Client::new(&socket);
     let hook_request = toolgate::daemon::DaemonRequest::Hook {
         runtime: toolgate::daemon::HookRuntime::ClaudeCode,
         event: pre.clone(),

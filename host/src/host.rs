@@ -367,8 +367,10 @@ impl Toolgate {
         }
     }
 
-    /// Resolve a pending gate from `channel`. On success the resolution is
-    /// remembered so the resubmitted call does not pause again.
+    /// Resolve a pending gate from `channel`, which must be the gate's own
+    /// or one of `trusted_channels` (an embedder authenticates its channels
+    /// itself). On success the resolution is remembered so the resubmitted
+    /// call does not pause again.
     pub fn resolve_gate(
         &self,
         key: &GateKey,
@@ -376,17 +378,8 @@ impl Toolgate {
         channel: &str,
         resolution: GateResolution,
     ) -> Result<PendingGate> {
-        let trusted = self
-            .config
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .trusted_channels
-            .clone();
-        let gate = self
-            .store
-            .take_gate(key, request_id, channel, &trusted, crate::now_ms())?;
-        self.remember(&gate, resolution)?;
-        Ok(gate)
+        let trusted = self.config().trusted_channels;
+        self.resolve_from(key, request_id, channel, resolution, &trusted)
     }
 
     /// Close the gate that paused `request` once the runtime reports that
@@ -432,20 +425,25 @@ impl Toolgate {
         channel: &str,
         resolution: GateResolution,
     ) -> Result<PendingGate> {
-        let trusted = [channel.to_string()];
-        let gate = self
-            .store
-            .take_gate(key, request_id, channel, &trusted, crate::now_ms())?;
-        self.remember(&gate, resolution)?;
-        Ok(gate)
+        self.resolve_from(key, request_id, channel, resolution, &[channel.to_string()])
     }
 
-    fn remember(&self, gate: &PendingGate, resolution: GateResolution) -> Result<()> {
+    fn resolve_from(
+        &self,
+        key: &GateKey,
+        request_id: &str,
+        channel: &str,
+        resolution: GateResolution,
+        trusted: &[String],
+    ) -> Result<PendingGate> {
+        let gate = self
+            .store
+            .take_gate(key, request_id, channel, trusted, crate::now_ms())?;
         if resolution != GateResolution::Deny {
             let ttl = Duration::from_secs(self.config().gate_ttl_secs);
-            self.store.record_resolution(gate, resolution, ttl)?;
+            self.store.record_resolution(&gate, resolution, ttl)?;
         }
-        Ok(())
+        Ok(gate)
     }
 
     /// Pending (unexpired) gates, optionally of one user.

@@ -22,6 +22,9 @@ pub const WIT_PACKAGE: &str = "toolgate:policy";
 /// How often the engine's epoch advances; deadlines are counted in these.
 const EPOCH_TICK: Duration = Duration::from_millis(1);
 
+/// Component instances that may be live at once, per engine.
+const POOL_SLOTS: u32 = 1000;
+
 /// The shared wasmtime engine and linker.
 pub(crate) struct Runtime {
     engine: Engine,
@@ -41,6 +44,17 @@ impl Runtime {
         }
         let mut config = Config::new();
         config.epoch_interruption(true);
+        // Fresh instances are frequent (one per user and session, see
+        // `pool.rs`): slots prepared in advance, memory images mapped
+        // copy-on-write, make them cheap.
+        let mut pooling = wasmtime::PoolingAllocationConfig::default();
+        pooling
+            .total_component_instances(POOL_SLOTS)
+            .total_core_instances(POOL_SLOTS * 4)
+            .total_memories(POOL_SLOTS * 2)
+            .total_tables(POOL_SLOTS * 4)
+            .max_memory_size(4 << 30);
+        config.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pooling));
         let engine = Engine::new(&config)?;
         start_epoch_ticker(&engine);
 

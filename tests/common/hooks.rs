@@ -3,7 +3,7 @@
 
 use std::io::Write as _;
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 
 use serde_json::{Value, json};
 use toolgate::daemon::{Client, DaemonRequest, socket_for_store};
@@ -44,8 +44,8 @@ impl Setup {
         command
     }
 
-    /// Run `toolgate ARGS` with `stdin`.
-    pub fn run(&self, args: &[&str], stdin: &str) -> Output {
+    /// Start `toolgate ARGS`, its stdin written and closed.
+    pub fn spawn(&self, args: &[&str], stdin: &str) -> Child {
         let mut child = self
             .command()
             .args(args)
@@ -60,7 +60,12 @@ impl Setup {
             .unwrap()
             .write_all(stdin.as_bytes())
             .unwrap();
-        child.wait_with_output().unwrap()
+        child
+    }
+
+    /// Run `toolgate ARGS` with `stdin`.
+    pub fn run(&self, args: &[&str], stdin: &str) -> Output {
+        self.spawn(args, stdin).wait_with_output().unwrap()
     }
 
     /// Run the installed hook command on one event; its stdout parsed.

@@ -175,6 +175,21 @@ pub fn settings(ctx: &Ctx, connect: Option<&PathBuf>) -> anyhow::Result<Value> {
     if let Some(socket) = connect {
         words.extend(["--connect".into(), socket.display().to_string()]);
     }
+    // The thin client, when it was built beside this binary: it answers
+    // through the daemon without loading wasmtime, and hands anything else
+    // to the full command above.
+    let thin = exe.with_file_name("toolgate-hook");
+    if thin.is_file() {
+        let socket = ctx.socket(connect);
+        let mut thin_words = vec![
+            thin.display().to_string(),
+            "--socket".into(),
+            std::path::absolute(&socket)?.display().to_string(),
+            "--".into(),
+        ];
+        thin_words.append(&mut words);
+        words = thin_words;
+    }
     let command = shlex::try_join(words.iter().map(String::as_str))
         .context("a path holds a NUL byte and cannot go in a shell command")?;
     let hook = |matcher: Option<&str>| {

@@ -1,0 +1,114 @@
+//! `toolgate-hook`: the thin hook client that `toolgate hook install`
+//! writes into an agent runtime's settings.
+//!
+//! A hook runs once per tool call, so its process start is on the agent's
+//! critical path. This binary links neither wasmtime nor the store: it
+//! reads the event from stdin, sends it to the store's daemon in one round
+//! trip (the socket was resolved at install time), and prints the answer.
+//! If the daemon is not answering, or answers with an error, it hands the
+//! same event to the full command given after `--` (`toolgate … hook
+//! claude-code`), which starts the daemon or answers in-process, and passes
+//! on its output and exit status. It never fails open by itself.
+//!
+//! Usage: `toolgate-hook --socket PATH [--on-error deny|ask|allow] -- TOOLGATE-COMMAND…`
+
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::os::unix::net::UnixStream;
+use std::process::{Command, ExitCode, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+const USAGE: &str =
+    "usage: toolgate-hook --socket PATH [--on-error deny|ask|allow] -- TOOLGATE-COMMAND...";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some(split) = args.iter().position(|a| a == "--") else {
+        eprintln!("{USAGE}");
+        return ExitCode::from(2);
+    };
+    let (ours, fallback) = (&args[..split], &args[split + 1..]);
+    let mut socket = None;
+    let mut on_error = "deny".to_string();
+    let mut words = ours.iter();
+    while let Some(word) = words.next() {
+        match (word.as_str(), words.next()) {
+            ("--socket", Some(path)) => socket = Some(path.clone()),
+            ("--on-error", Some(mode)) => on_error = mode.clone(),
+            _ => {
+                eprintln!("{USAGE}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let mut event = String::new();
+    if std::io::stdin().read_to_string(&mut event).is_err() {
+        event.clear(); // the full command reports the unreadable input
+    }
+    if let Some(socket) = socket
+        && let Some(answer) = ask_daemon(&socket, &event, &on_error)
+    {
+        if let Some(text) = answer.as_str() {
+            println!("{text}");
+        }
+        return ExitCode::SUCCESS;
+    }
+    run_full_command(fallback, &event)
+}
+
+/// The daemon's answer to the event (a string to print, or null), or `None`
+/// when it could not give one.
+fn ask_daemon(socket: &str, event: &str, on_error: &str) -> Option<Value> {
+    let mut stream = UnixStream::connect(socket).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .ok()?;
+    let mut request = json!({
+        "op": "hook",
+        "runtime": "claude-code",
+        "event": event,
+        "on_error": on_error,
+    })
+    .to_string();
+    request.push('\n');
+    stream.write_all(request.as_bytes()).ok()?;
+    let mut line = String::new();
+    BufReader::new(stream).read_line(&mut line).ok()?;
+    let answer: Value = serde_json::from_str(&line).ok()?;
+    (answer["ok"] == json!(true)).then(|| answer["result"].clone())
+}
+
+/// Hand the event to the full `toolgate … hook claude-code` command.
+fn run_full_command(command: &[String], event: &str) -> ExitCode {
+    let Some((program, args)) = command.split_first() else {
+        eprintln!("{USAGE}");
+        return ExitCode::from(2);
+    };
+    let child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::inherit())
+        .spawn();
+    let mut child = match child {
+        Ok(child) => child,
+        Err(err) => {
+            // Claude Code lets a tool run when its hook fails (exit 1): answer
+            // a deny ourselves instead.
+            let reason = format!("toolgate-hook cannot run {program}: {err}");
+            println!(
+                "{}",
+                json!({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": reason}})
+            );
+            return ExitCode::SUCCESS;
+        }
+    };
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(event.as_bytes());
+    }
+    match child.wait() {
+        Ok(status) => ExitCode::from(status.code().unwrap_or(1).clamp(0, 255) as u8),
+        Err(_) => ExitCode::from(1),
+    }
+}
