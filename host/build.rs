@@ -98,15 +98,15 @@ fn find_guests(dir: &Path, bundled: bool) -> Vec<Guest> {
     let mut guests: Vec<Guest> = entries
         .filter_map(|entry| {
             let dir = entry.ok()?.path();
-            let manifest = fs::read_to_string(dir.join("Cargo.toml")).ok()?;
-            if !manifest.contains("cdylib") {
+            let manifest: toml::Table = fs::read_to_string(dir.join("Cargo.toml"))
+                .ok()?
+                .parse()
+                .ok()?;
+            let crate_types = manifest.get("lib")?.get("crate-type")?.as_array()?;
+            if !crate_types.iter().any(|t| t.as_str() == Some("cdylib")) {
                 return None;
             }
-            let package = manifest
-                .lines()
-                .find_map(|line| line.trim().strip_prefix("name = "))?
-                .trim_matches('"')
-                .to_string();
+            let package = manifest.get("package")?.get("name")?.as_str()?.to_string();
             Some(Guest {
                 package,
                 dir,

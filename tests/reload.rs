@@ -187,7 +187,7 @@ fn the_watcher_picks_up_a_new_file_and_a_new_plugin_in_plugin_dir() {
         )
         .unwrap(),
     );
-    let _watcher = host.watch(Duration::from_millis(25));
+    let _watcher = host.watch(Duration::from_millis(25)).unwrap();
     assert_eq!(
         host.evaluate(&call("Bash", json!({}))).unwrap().verdict,
         Verdict::Allow

@@ -560,7 +560,7 @@ fn main() {
             swap_host.reload().unwrap();
         })
     );
-    let _watch = swap_host.watch(Duration::from_millis(2));
+    let _watch = swap_host.watch(Duration::from_millis(2)).unwrap();
     println!(
         "| file lands → new version serving, watcher at 2 ms (median of 10) | {:.2} |",
         swap_median(&|| {})

@@ -468,6 +468,14 @@ impl Config {
                 )));
             }
         }
+        if let Some(endpoint) = &config.probe.endpoint
+            && !(endpoint.starts_with("http://") || endpoint.starts_with("https://"))
+        {
+            return Err(err(format!(
+                "probe.endpoint = {endpoint:?} is not an http(s) URL; write the full URL, e.g. \
+                 \"http://127.0.0.1:8080/v1/chat/completions\""
+            )));
+        }
         for (channel, digest) in &config.approvals.tokens {
             if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_hexdigit()) {
                 return Err(err(format!(

@@ -5,9 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::bindings::toolgate::policy::types as wit;
@@ -214,54 +212,13 @@ impl Toolgate {
             .clone()
     }
 
-    /// Watch the config file, the plugin files and `plugin_dir`, and reload
-    /// when any of them changes. Stops when the returned [`Watcher`] is
-    /// dropped or the host is.
-    pub fn watch(self: &Arc<Self>, interval: Duration) -> Watcher {
-        let host = Arc::downgrade(self);
-        let stop = Arc::new(AtomicBool::new(false));
-        let stopped = stop.clone();
-        // Taken before returning, so a change made right after `watch`
-        // returns is never mistaken for the starting point.
-        let mut seen = Some(self.fingerprint());
-        let thread = std::thread::Builder::new()
-            .name("toolgate-watch".into())
-            .spawn(move || {
-                while !stopped.load(Ordering::Relaxed) {
-                    std::thread::sleep(interval);
-                    let Some(host) = host.upgrade() else { return };
-                    let now = Some(host.fingerprint());
-                    if now != seen {
-                        seen = now;
-                        if let Err(err) = host.reload() {
-                            tracing::error!(error = %err, "reload failed; nothing changed");
-                        }
-                    }
-                }
-            })
-            .expect("cannot start the watcher thread");
-        Watcher {
-            stop,
-            thread: Some(thread),
-        }
-    }
-
-    /// What the watcher compares: the inode, size, mtime and ctime of the
-    /// config file and of every plugin file, and the names in `plugin_dir`.
-    /// The inode catches a file replaced by rename even when its size and
-    /// (coarse-grained) mtime are the same as the old one's.
-    fn fingerprint(&self) -> Vec<(PathBuf, Option<[i64; 5]>)> {
+    /// What a change to should reload: the config file, every plugin file,
+    /// and `plugin_dir` (new, replaced and removed `.wasm` files in it).
+    pub(crate) fn watched_paths(&self) -> crate::watch::Watched {
         let config = self.config();
-        let mut paths: Vec<PathBuf> = config.source.iter().cloned().collect();
-        if let Some(dir) = &config.plugin_dir {
-            let dir = config.resolve(dir);
-            if let Ok(entries) = std::fs::read_dir(&dir) {
-                paths.extend(entries.flatten().map(|e| e.path()));
-            }
-            paths.push(dir);
-        }
+        let mut files: Vec<PathBuf> = config.source.iter().cloned().collect();
         if let Ok(plugins) = config.effective_plugins() {
-            paths.extend(
+            files.extend(
                 plugins
                     .values()
                     .filter_map(|p| p.path.as_deref())
@@ -269,24 +226,10 @@ impl Toolgate {
                     .map(|p| config.resolve(Path::new(p))),
             );
         }
-        paths.sort();
-        paths.dedup();
-        paths
-            .into_iter()
-            .map(|path| {
-                use std::os::unix::fs::MetadataExt as _;
-                let meta = std::fs::metadata(&path).ok().map(|m| {
-                    [
-                        m.ino() as i64,
-                        m.len() as i64,
-                        m.mtime_nsec(),
-                        m.mtime(),
-                        m.ctime_nsec(),
-                    ]
-                });
-                (path, meta)
-            })
-            .collect()
+        crate::watch::Watched {
+            files,
+            plugin_dir: config.plugin_dir.as_ref().map(|d| config.resolve(d)),
+        }
     }
 
     /// The plugins serving decisions now.
@@ -512,20 +455,5 @@ fn command_error(plugin: &str, command: &str) -> impl Fn(String) -> Error {
         plugin: plugin.clone(),
         command: command.clone(),
         message,
-    }
-}
-
-/// Stops the watch thread when dropped.
-pub struct Watcher {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Drop for Watcher {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
     }
 }

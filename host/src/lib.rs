@@ -21,6 +21,7 @@
 mod bindings;
 mod capabilities;
 pub mod claude_code;
+pub mod compose;
 pub mod config;
 pub mod daemon;
 pub mod decision;
@@ -42,13 +43,15 @@ pub mod request;
 mod runtime;
 mod sandbox;
 pub mod store;
+mod watch;
 
 pub use config::Config;
 pub use decision::{Decision, Verdict};
 pub use error::{Error, ErrorKind, PluginProblem, Result};
-pub use host::{Outcome, ReloadReport, Toolgate, Watcher};
+pub use host::{Outcome, ReloadReport, Toolgate};
 pub use request::ToolRequest;
 pub use runtime::{PolicyFailure, WIT_PACKAGE, WIT_VERSION};
+pub use watch::Watcher;
 
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> u64 {

@@ -1,30 +1,134 @@
-//! Prometheus-format metrics for the daemon: decisions by verdict and by
-//! policy, a latency histogram, fail-mode activations and reloads.
+//! Prometheus metrics for the daemon, on `prometheus-client` (OpenMetrics
+//! text). Its encoder writes label values as given, so free-text values
+//! (policy names come from the config) are escaped here. Every metric:
+//!
+//! | metric | type | labels |
+//! |---|---|---|
+//! | `toolgate_decisions_total` | counter | `verdict` |
+//! | `toolgate_policy_verdicts_total` | counter | `policy`, `verdict` |
+//! | `toolgate_fail_mode_activations_total` | counter | `policy` |
+//! | `toolgate_decision_seconds` | histogram | |
+//! | `toolgate_reloads_total` | counter | `result` (`ok`, `error`) |
+//! | `toolgate_requests_in_flight` | gauge | |
+//! | `toolgate_busy_answers_total` | counter | |
+//! | `toolgate_dropped_events_total` | counter | |
 
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
-use std::sync::Mutex;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
 
 use crate::decision::{Decision, PolicyVerdict, Verdict};
 
-/// Upper bounds of the latency buckets, microseconds.
-const BUCKETS_US: [u64; 10] = [
-    50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 50_000, 250_000,
+/// Upper bounds of the latency buckets, seconds.
+const BUCKETS_S: [f64; 10] = [
+    0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.05, 0.25,
 ];
 
-/// Counters since the daemon started.
-#[derive(Debug, Default)]
-pub struct Metrics(Mutex<Counters>);
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VerdictLabel {
+    verdict: &'static str,
+}
 
-#[derive(Debug, Default)]
-struct Counters {
-    decisions: BTreeMap<&'static str, u64>,
-    policy_verdicts: BTreeMap<(String, &'static str), u64>,
-    fail_mode: BTreeMap<String, u64>,
-    reloads: BTreeMap<&'static str, u64>,
-    buckets: [u64; BUCKETS_US.len()],
-    latency_sum_us: u64,
-    latency_count: u64,
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PolicyVerdictLabels {
+    policy: String,
+    verdict: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PolicyLabel {
+    policy: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabel {
+    result: &'static str,
+}
+
+/// The daemon's metrics since it started.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    decisions: Family<VerdictLabel, Counter>,
+    policy_verdicts: Family<PolicyVerdictLabels, Counter>,
+    fail_mode: Family<PolicyLabel, Counter>,
+    latency: Histogram,
+    reloads: Family<ResultLabel, Counter>,
+    in_flight: Gauge,
+    busy: Counter,
+    dropped_events: Counter,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("toolgate");
+        let metrics = Self {
+            decisions: Family::default(),
+            policy_verdicts: Family::default(),
+            fail_mode: Family::default(),
+            latency: Histogram::new(BUCKETS_S),
+            reloads: Family::default(),
+            in_flight: Gauge::default(),
+            busy: Counter::default(),
+            dropped_events: Counter::default(),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "decisions",
+            "Decisions by final verdict",
+            metrics.decisions.clone(),
+        );
+        registry.register(
+            "policy_verdicts",
+            "Each policy's own verdicts",
+            metrics.policy_verdicts.clone(),
+        );
+        registry.register(
+            "fail_mode_activations",
+            "Policy failures handled by their fail mode",
+            metrics.fail_mode.clone(),
+        );
+        registry.register(
+            "decision_seconds",
+            "Time to decide one call",
+            metrics.latency.clone(),
+        );
+        registry.register(
+            "reloads",
+            "Plugin reloads by result",
+            metrics.reloads.clone(),
+        );
+        registry.register(
+            "requests_in_flight",
+            "Requests running policies now",
+            metrics.in_flight.clone(),
+        );
+        registry.register(
+            "busy_answers",
+            "Requests refused at daemon.max_in_flight",
+            metrics.busy.clone(),
+        );
+        registry.register(
+            "dropped_events",
+            "Events and log entries dropped because the write queue was full",
+            metrics.dropped_events.clone(),
+        );
+        Self {
+            registry,
+            ..metrics
+        }
+    }
+}
+
+/// A label value as the exposition format wants it: `\\`, `\"` and `\n`
+/// escaped.
+fn label_value(text: &str) -> String {
+    text.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 fn verdict_name(verdict: Verdict) -> &'static str {
@@ -47,100 +151,80 @@ fn policy_verdict_name(verdict: PolicyVerdict) -> &'static str {
 impl Metrics {
     /// Count one decision.
     pub fn record(&self, decision: &Decision) {
-        let mut c = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        *c.decisions
-            .entry(verdict_name(decision.verdict))
-            .or_default() += 1;
+        self.decisions
+            .get_or_create(&VerdictLabel {
+                verdict: verdict_name(decision.verdict),
+            })
+            .inc();
         for policy in &decision.policies {
-            let key = (policy.name.clone(), policy_verdict_name(policy.verdict));
-            *c.policy_verdicts.entry(key).or_default() += 1;
+            self.policy_verdicts
+                .get_or_create(&PolicyVerdictLabels {
+                    policy: label_value(&policy.name),
+                    verdict: policy_verdict_name(policy.verdict),
+                })
+                .inc();
             if policy.failure.is_some() {
-                *c.fail_mode.entry(policy.name.clone()).or_default() += 1;
+                self.fail_mode
+                    .get_or_create(&PolicyLabel {
+                        policy: label_value(&policy.name),
+                    })
+                    .inc();
             }
         }
-        let us = decision.duration_us;
-        for (bucket, bound) in c.buckets.iter_mut().zip(BUCKETS_US) {
-            if us <= bound {
-                *bucket += 1;
-            }
-        }
-        c.latency_sum_us += us;
-        c.latency_count += 1;
+        self.latency.observe(decision.duration_us as f64 / 1e6);
     }
 
     /// Count one reload.
     pub fn record_reload(&self, ok: bool) {
-        let mut c = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        *c.reloads
-            .entry(if ok { "ok" } else { "error" })
-            .or_default() += 1;
+        let result = if ok { "ok" } else { "error" };
+        self.reloads.get_or_create(&ResultLabel { result }).inc();
     }
 
-    /// The Prometheus text exposition.
-    pub fn render(&self) -> String {
-        let c = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let mut out = String::new();
-        let _ = writeln!(
-            out,
-            "# HELP toolgate_decisions_total Decisions by final verdict."
+    /// Count one request refused as busy.
+    pub fn record_busy(&self) {
+        self.busy.inc();
+    }
+
+    /// The text exposition, with the gauges set from `in_flight` and the
+    /// store's `dropped_events` count.
+    pub fn render(&self, in_flight: usize, dropped_events: u64) -> String {
+        self.in_flight.set(in_flight as i64);
+        let seen = self.dropped_events.get();
+        self.dropped_events
+            .inc_by(dropped_events.saturating_sub(seen));
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &self.registry)
+            .expect("writing to a String cannot fail");
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_are_escaped() {
+        let metrics = Metrics::default();
+        let mut decision: Decision = serde_json::from_value(serde_json::json!({
+            "verdict": "deny", "notes": [], "risk": {"category": "low"}, "call_id": "c",
+            "policies": [], "duration_us": 10
+        }))
+        .unwrap();
+        decision.policies.push(
+            serde_json::from_value(serde_json::json!({
+                "name": "evil\"name\\\n", "priority": 1, "sha256": "x", "verdict": "deny",
+                "notes": [], "duration_us": 1
+            }))
+            .unwrap(),
         );
-        let _ = writeln!(out, "# TYPE toolgate_decisions_total counter");
-        for (verdict, n) in &c.decisions {
-            let _ = writeln!(out, "toolgate_decisions_total{{verdict=\"{verdict}\"}} {n}");
-        }
-        let _ = writeln!(
-            out,
-            "# HELP toolgate_policy_verdicts_total Each policy's own verdicts."
+        metrics.record(&decision);
+        let text = metrics.render(0, 3);
+        assert!(text.contains(r#"policy="evil\"name\\\n""#), "{text}");
+        assert!(text.contains("toolgate_dropped_events_total 3"), "{text}");
+        assert!(
+            text.contains("toolgate_decisions_total{verdict=\"deny\"} 1"),
+            "{text}"
         );
-        let _ = writeln!(out, "# TYPE toolgate_policy_verdicts_total counter");
-        for ((policy, verdict), n) in &c.policy_verdicts {
-            let _ = writeln!(
-                out,
-                "toolgate_policy_verdicts_total{{policy=\"{policy}\",verdict=\"{verdict}\"}} {n}"
-            );
-        }
-        let _ = writeln!(
-            out,
-            "# HELP toolgate_fail_mode_activations_total Policy failures handled by their fail mode."
-        );
-        let _ = writeln!(out, "# TYPE toolgate_fail_mode_activations_total counter");
-        for (policy, n) in &c.fail_mode {
-            let _ = writeln!(
-                out,
-                "toolgate_fail_mode_activations_total{{policy=\"{policy}\"}} {n}"
-            );
-        }
-        let _ = writeln!(
-            out,
-            "# HELP toolgate_reloads_total Plugin reloads by result."
-        );
-        let _ = writeln!(out, "# TYPE toolgate_reloads_total counter");
-        for (result, n) in &c.reloads {
-            let _ = writeln!(out, "toolgate_reloads_total{{result=\"{result}\"}} {n}");
-        }
-        let _ = writeln!(
-            out,
-            "# HELP toolgate_decision_seconds Time to decide one call."
-        );
-        let _ = writeln!(out, "# TYPE toolgate_decision_seconds histogram");
-        for (bound, n) in BUCKETS_US.iter().zip(c.buckets) {
-            let _ = writeln!(
-                out,
-                "toolgate_decision_seconds_bucket{{le=\"{}\"}} {n}",
-                *bound as f64 / 1e6
-            );
-        }
-        let _ = writeln!(
-            out,
-            "toolgate_decision_seconds_bucket{{le=\"+Inf\"}} {}",
-            c.latency_count
-        );
-        let _ = writeln!(
-            out,
-            "toolgate_decision_seconds_sum {}",
-            c.latency_sum_us as f64 / 1e6
-        );
-        let _ = writeln!(out, "toolgate_decision_seconds_count {}", c.latency_count);
-        out
     }
 }

@@ -15,13 +15,14 @@ use std::time::{Duration, Instant};
 
 use crate::bindings::toolgate::policy::types as wit;
 use crate::capabilities::CallContext;
+use crate::compose::{Ballot, Composer, Next, Outcome, Vote, failure_ballot};
 use crate::config::FailMode;
 use crate::decision::{
     BudgetReport, Decision, Note, PauseInfo, PolicyResult, PolicyVerdict, RiskCategory, RiskReport,
     Verdict,
 };
 use crate::error::Result;
-use crate::gates::{PauseKind, PendingGate, call_fingerprint, new_request_id};
+use crate::gates::{PauseKind, PendingGate, RecordedResolution, call_fingerprint, new_request_id};
 use crate::plugins::{Plugin, PluginSet};
 use crate::pool::{Pooled, instance_key};
 use crate::probe::ProbeClient;
@@ -88,17 +89,28 @@ struct Slot<'p> {
     elapsed: Duration,
 }
 
-impl Slot<'_> {
-    /// Run `f` on this policy's sandbox (created on first use), timing it and
-    /// recording a failure instead of returning it.
+impl<'p> Slot<'p> {
+    fn new(plugin: &'p Arc<Plugin>) -> Self {
+        Self {
+            plugin,
+            sandbox: None,
+            risk: None,
+            failure: None,
+            elapsed: Duration::ZERO,
+        }
+    }
+
+    /// Run `f` on this policy's sandbox (created on first use), timing it.
+    /// A failure retires the instance and is remembered: no later step of
+    /// this evaluation runs this policy again.
     fn run<T>(
         &mut self,
         env: &Env<'_>,
         request: &ToolRequest,
         f: impl FnOnce(&mut Sandbox) -> Result<T, PolicyFailure>,
-    ) -> Option<T> {
-        if self.failure.is_some() {
-            return None;
+    ) -> Result<T, PolicyFailure> {
+        if let Some(failure) = &self.failure {
+            return Err(failure.clone());
         }
         let _span = tracing::debug_span!("toolgate.policy", policy = %self.plugin.name).entered();
         let started = Instant::now();
@@ -113,16 +125,74 @@ impl Slot<'_> {
                 }),
         };
         self.elapsed += started.elapsed();
-        result
-            .inspect_err(|failure| {
-                // Whatever failed (a trap, or an answer over its limit), this
-                // instance is not used again.
-                if let Some(sandbox) = self.sandbox.as_mut() {
-                    sandbox.failed = true;
-                }
-                self.failure = Some(failure.clone());
-            })
-            .ok()
+        result.inspect_err(|failure| {
+            // Whatever failed (a trap, or an answer over its limit), this
+            // instance is not used again.
+            if let Some(sandbox) = self.sandbox.as_mut() {
+                sandbox.failed = true;
+            }
+            self.failure = Some(failure.clone());
+        })
+    }
+
+    /// What the policy's calls logged, and how much transcript they read.
+    fn output(&self) -> (Vec<String>, u64) {
+        self.sandbox.as_ref().map_or_else(Default::default, |s| {
+            let call = &s.store.data().call;
+            (call.logs.clone(), call.transcript_bytes)
+        })
+    }
+}
+
+/// The call as every step of one evaluation sees it.
+struct Call<'r> {
+    request: &'r ToolRequest,
+    id: String,
+    fingerprint: String,
+    /// Unexpired resolutions of this exact call.
+    resolutions: Vec<RecordedResolution>,
+    /// The WIT view without resolutions (what classification sees).
+    wit: wit::ToolCall,
+}
+
+impl<'r> Call<'r> {
+    fn prepare(env: &Env<'_>, request: &'r ToolRequest) -> Result<Self> {
+        let id = request.call_id.clone().unwrap_or_else(new_request_id);
+        let fingerprint = call_fingerprint(
+            &request.tool,
+            &request.origin.key(),
+            &request.arguments_json(),
+        );
+        let resolutions = env.store.resolutions_for(
+            &request.user_id,
+            request.thread(),
+            &fingerprint,
+            crate::now_ms(),
+        )?;
+        let wit = request.to_wit(&id, &[]);
+        Ok(Self {
+            request,
+            id,
+            fingerprint,
+            resolutions,
+            wit,
+        })
+    }
+
+    /// The call as `plugin`'s decision sees it: with the resolutions of its
+    /// own pauses only.
+    fn for_policy(&self, plugin: &Plugin) -> std::borrow::Cow<'_, wit::ToolCall> {
+        let own: Vec<_> = self
+            .resolutions
+            .iter()
+            .filter(|r| r.policy == *plugin.name)
+            .cloned()
+            .collect();
+        if own.is_empty() {
+            std::borrow::Cow::Borrowed(&self.wit)
+        } else {
+            std::borrow::Cow::Owned(self.request.to_wit(&self.id, &own))
+        }
     }
 }
 
@@ -137,209 +207,231 @@ pub(crate) fn evaluate(
         tracing::info_span!("toolgate.decide", tool = %request.tool, session = %request.session_id);
     let _entered = span.enter();
 
-    let call_id = request.call_id.clone().unwrap_or_else(new_request_id);
-    let arguments = request.arguments_json();
-    let fingerprint = call_fingerprint(&request.tool, &request.origin.key(), &arguments);
-    let resolutions = env.store.resolutions_for(
-        &request.user_id,
-        request.thread(),
-        &fingerprint,
-        crate::now_ms(),
-    )?;
-    // Classification sees no resolutions; each policy's decision sees only
-    // the resolutions of its own pauses.
-    let call = request.to_wit(&call_id, &[]);
-    let call_for = |plugin: &Plugin| -> Option<wit::ToolCall> {
-        let own: Vec<_> = resolutions
-            .iter()
-            .filter(|r| r.policy == *plugin.name)
-            .cloned()
-            .collect();
-        (!own.is_empty()).then(|| request.to_wit(&call_id, &own))
-    };
-
-    let mut slots: Vec<Slot<'_>> = plugins
-        .iter()
-        .map(|plugin| Slot {
-            plugin,
-            sandbox: None,
-            risk: None,
-            failure: None,
-            elapsed: Duration::ZERO,
-        })
-        .collect();
-
-    // Phase 1: classification, by every policy that classifies.
-    for slot in slots.iter_mut().filter(|s| s.plugin.description.classifies) {
-        slot.risk = slot.run(env, request, |sandbox| {
-            sandbox.call("classify", |p, s| {
-                p.toolgate_policy_risk().call_classify(s, &call)
-            })
-        });
+    let call = Call::prepare(env, request)?;
+    let mut slots: Vec<Slot<'_>> = plugins.iter().map(Slot::new).collect();
+    let risk = classify(env, &call, &mut slots);
+    let (results, composer) = decide(env, &call, &risk, &mut slots);
+    let (outcome, notes) = composer.finish();
+    if let Outcome::Deny { policy, .. } = &outcome {
+        release_reservations(env, &call, &mut slots, &results, policy);
     }
-    let risk = compose_risk(&slots);
+    // Dropping the slots returns their instances to the pools.
+    drop(slots);
+    let mut decision = conclude(env, &call, outcome, notes, risk, results)?;
+    if decision.verdict != Verdict::Pause && !call.resolutions.is_empty() {
+        env.store
+            .clear_resolutions(&request.user_id, request.thread(), &call.fingerprint)?;
+    }
+    decision.duration_us = started.elapsed().as_micros() as u64;
+    tracing::info!(verdict = ?decision.verdict, decided_by = ?decision.decided_by, duration_us = decision.duration_us, "decision");
+    Ok(decision)
+}
+
+/// Phase 1: every policy that classifies reports a risk; the highest wins.
+fn classify(env: &Env<'_>, call: &Call<'_>, slots: &mut [Slot<'_>]) -> RiskReport {
+    for slot in slots.iter_mut().filter(|s| s.plugin.description.classifies) {
+        slot.risk = slot
+            .run(env, call.request, |sandbox| {
+                sandbox.call("classify", |p, s| {
+                    p.toolgate_policy_risk().call_classify(s, &call.wit)
+                })
+            })
+            .ok();
+    }
+    compose_risk(slots)
+}
+
+/// Phase 2: account and decide, in priority order, until a deny.
+fn decide(
+    env: &Env<'_>,
+    call: &Call<'_>,
+    risk: &RiskReport,
+    slots: &mut [Slot<'_>],
+) -> (Vec<PolicyResult>, Composer<wit::PauseRequest>) {
     let wit_risk = wit::Risk {
         category: risk.category.into(),
         signals: risk.signals.clone(),
     };
-
-    // Phase 2: account and decide, in priority order, until a deny.
     let mut results = Vec::new();
-    let mut notes = Vec::new();
-    let mut denied: Option<(String, String)> = None;
-    let mut paused: Option<(String, wit::PauseRequest)> = None;
-    for slot in &mut slots {
+    let mut composer = Composer::default();
+    for slot in slots.iter_mut() {
         let plugin = slot.plugin;
-        let own_call = call_for(plugin);
-        let call = own_call.as_ref().unwrap_or(&call);
+        let own_call = call.for_policy(plugin);
         let budget = if plugin.description.accounts {
-            slot.run(env, request, |sandbox| {
+            slot.run(env, call.request, |sandbox| {
                 sandbox.call("account", |p, s| {
-                    p.toolgate_policy_budget().call_account(s, call, &wit_risk)
+                    p.toolgate_policy_budget()
+                        .call_account(s, &own_call, &wit_risk)
                 })
             })
+            .map(Some)
         } else {
-            Some(wit::BudgetStatus::Ok)
+            Ok(None)
         };
-        let decision = budget.as_ref().and_then(|budget| {
-            let limit = plugin.limits.max_output_bytes as usize;
-            slot.run(env, request, |sandbox| {
+        let limit = plugin.limits.max_output_bytes as usize;
+        let decided = budget.clone().and_then(|budget| {
+            let budget = budget.unwrap_or(wit::BudgetStatus::Ok);
+            slot.run(env, call.request, |sandbox| {
                 let decision = sandbox.call("decide", |p, s| {
                     p.toolgate_policy_gate()
-                        .call_decide(s, call, &wit_risk, budget)
+                        .call_decide(s, &own_call, &wit_risk, &budget)
                 })?;
                 check_output_size(&decision, limit)?;
                 Ok(decision)
             })
         });
-        let decision = match (decision, &slot.failure) {
-            (Some(decision), _) => decision,
-            (None, failure) => {
-                let failure = failure.clone().expect("a missing decision is a failure");
-                apply_fail_mode(plugin, &failure)
+        let ballot = match decided {
+            Ok(decision) => ballot_of(plugin, decision),
+            Err(failure) => {
+                log_failure(plugin, &failure);
+                failure_ballot(&plugin.name, plugin.fail_mode, &failure.to_string())
             }
         };
-
-        let (verdict, reason) = match &decision.verdict {
-            wit::Verdict::Allow => (PolicyVerdict::Allow, None),
-            wit::Verdict::Skip => (PolicyVerdict::Skip, None),
-            wit::Verdict::Deny(reason) => (PolicyVerdict::Deny, Some(reason.clone())),
-            wit::Verdict::Pause(pause) => (PolicyVerdict::Pause, Some(pause_reason(pause))),
-        };
-        notes.extend(decision.notes.iter().map(|text| Note {
-            policy: plugin.name.to_string(),
-            text: text.clone(),
-        }));
-        tracing::debug!(policy = %plugin.name, ?verdict, elapsed_us = slot.elapsed.as_micros() as u64, "policy decided");
-        results.push(PolicyResult {
-            name: plugin.name.to_string(),
-            priority: plugin.priority,
-            sha256: plugin.sha256.clone(),
-            verdict,
-            reason: reason.as_deref().map(crate::redact::for_display),
-            notes: decision.notes.clone(),
-            risk: slot.risk.as_ref().map(|r| RiskReport {
-                category: r.category.into(),
-                signals: r.signals.clone(),
-                by: None,
-            }),
-            budget: budget
-                .as_ref()
-                .filter(|_| plugin.description.accounts)
-                .map(BudgetReport::from),
-            failure: slot.failure.as_ref().map(ToString::to_string),
-            logs: slot
-                .sandbox
-                .as_ref()
-                .map_or_else(Vec::new, |s| s.store.data().call.logs.clone()),
-            transcript_bytes: slot
-                .sandbox
-                .as_ref()
-                .map_or(0, |s| s.store.data().call.transcript_bytes),
-            duration_us: slot.elapsed.as_micros() as u64,
-        });
-        match decision.verdict {
-            wit::Verdict::Deny(reason) => {
-                denied = Some((plugin.name.to_string(), reason));
-                break;
-            }
-            wit::Verdict::Pause(pause) if paused.is_none() => {
-                paused = Some((plugin.name.to_string(), pause));
-            }
-            _ => {}
+        results.push(policy_result(slot, &ballot, budget.ok().flatten()));
+        tracing::debug!(policy = %plugin.name, verdict = ?results.last().map(|r| r.verdict), elapsed_us = slot.elapsed.as_micros() as u64, "policy decided");
+        if composer.add(ballot) == Next::Stop {
+            break;
         }
     }
+    (results, composer)
+}
 
+/// Policies that allowed before `denier` denied may have reserved something
+/// for the call (a lease use): tell them it will not run.
+fn release_reservations(
+    env: &Env<'_>,
+    call: &Call<'_>,
+    slots: &mut [Slot<'_>],
+    results: &[PolicyResult],
+    denier: &str,
+) {
+    let event = wit::ToolEvent {
+        call: call.wit.clone(),
+        outcome: wit::ToolOutcome::Denied,
+        summary: format!("denied by {denier}"),
+    };
+    for (slot, result) in slots.iter_mut().zip(results) {
+        if result.verdict == PolicyVerdict::Allow {
+            let _ = slot.run(env, call.request, |sandbox| {
+                sandbox.call("observe", |p, s| {
+                    p.toolgate_policy_gate().call_observe(s, &event)
+                })
+            });
+        }
+    }
+}
+
+/// The decision: the composed outcome, and for a pause, its pending gate.
+fn conclude(
+    env: &Env<'_>,
+    call: &Call<'_>,
+    outcome: Outcome<wit::PauseRequest>,
+    notes: Vec<(String, String)>,
+    risk: RiskReport,
+    results: Vec<PolicyResult>,
+) -> Result<Decision> {
     let mut decision = Decision {
         verdict: Verdict::Allow,
         reason: None,
         decided_by: None,
-        notes,
+        notes: notes
+            .into_iter()
+            .map(|(policy, text)| Note { policy, text })
+            .collect(),
         risk,
         pause: None,
-        call_id: call_id.clone(),
+        call_id: call.id.clone(),
         policies: results,
         duration_us: 0,
     };
-    if let Some((policy, reason)) = denied {
-        // Policies that allowed before the deny may have reserved something
-        // for the call (a lease use): tell them it will not run.
-        let event = wit::ToolEvent {
-            call: call.clone(),
-            outcome: wit::ToolOutcome::Denied,
-            summary: format!("denied by {policy}"),
-        };
-        for (slot, result) in slots.iter_mut().zip(&decision.policies) {
-            if result.verdict == PolicyVerdict::Allow {
-                slot.run(env, request, |sandbox| {
-                    sandbox.call("observe", |p, s| {
-                        p.toolgate_policy_gate().call_observe(s, &event)
-                    })
-                });
-            }
+    match outcome {
+        Outcome::Allow => {}
+        Outcome::Deny { policy, reason } => {
+            decision.verdict = Verdict::Deny;
+            decision.reason = Some(reason);
+            decision.decided_by = Some(policy);
         }
-        decision.verdict = Verdict::Deny;
-        decision.reason = Some(reason);
-        decision.decided_by = Some(policy);
-    } else if let Some((policy, pause)) = paused {
-        decision.verdict = Verdict::Pause;
-        decision.reason = Some(crate::redact::for_display(&pause_reason(&pause)));
-        let now = crate::now_ms();
-        let gate = PendingGate {
-            request_id: new_request_id(),
-            policy: policy.clone(),
-            user_id: request.user_id.clone(),
-            thread_id: request.thread().to_string(),
-            session_id: request.session_id.clone(),
-            source_channel: request.channel.clone(),
-            tool: request.tool.clone(),
-            call_id,
-            arguments: crate::redact::for_display(&arguments),
-            fingerprint: fingerprint.clone(),
-            pause: pause_kind(pause),
-            created_at_ms: now,
-            expires_at_ms: now.saturating_add(env.gate_ttl.as_millis() as u64),
-        };
-        env.store.insert_gate(&gate)?;
-        decision.pause = Some(PauseInfo {
-            request_id: gate.request_id,
-            user_id: gate.user_id,
-            thread_id: gate.thread_id,
-            channel: gate.source_channel,
-            expires_at_ms: gate.expires_at_ms,
-            kind: gate.pause,
-        });
-        decision.decided_by = Some(policy);
+        Outcome::Pause { policy, pause } => {
+            let request = call.request;
+            decision.verdict = Verdict::Pause;
+            decision.reason = Some(crate::redact::for_display(&pause_reason(&pause)));
+            let now = crate::now_ms();
+            let gate = PendingGate {
+                request_id: new_request_id(),
+                policy: policy.clone(),
+                user_id: request.user_id.clone(),
+                thread_id: request.thread().to_string(),
+                session_id: request.session_id.clone(),
+                source_channel: request.channel.clone(),
+                tool: request.tool.clone(),
+                call_id: call.id.clone(),
+                arguments: crate::redact::for_display(&request.arguments_json()),
+                fingerprint: call.fingerprint.clone(),
+                pause: pause_kind(pause),
+                created_at_ms: now,
+                expires_at_ms: now.saturating_add(env.gate_ttl.as_millis() as u64),
+            };
+            env.store.insert_gate(&gate)?;
+            decision.pause = Some(PauseInfo {
+                request_id: gate.request_id,
+                user_id: gate.user_id,
+                thread_id: gate.thread_id,
+                channel: gate.source_channel,
+                expires_at_ms: gate.expires_at_ms,
+                kind: gate.pause,
+            });
+            decision.decided_by = Some(policy);
+        }
     }
-    // Dropping the slots returns their instances to the pools.
-    drop(slots);
-    if decision.verdict != Verdict::Pause && !resolutions.is_empty() {
-        env.store
-            .clear_resolutions(&request.user_id, request.thread(), &fingerprint)?;
-    }
-    decision.duration_us = started.elapsed().as_micros() as u64;
-    tracing::info!(verdict = ?decision.verdict, decided_by = ?decision.decided_by, duration_us = decision.duration_us, "decision");
     Ok(decision)
+}
+
+/// A policy's decision as a ballot.
+fn ballot_of(plugin: &Plugin, decision: wit::Decision) -> Ballot<wit::PauseRequest> {
+    Ballot {
+        policy: plugin.name.to_string(),
+        vote: match decision.verdict {
+            wit::Verdict::Allow => Vote::Allow,
+            wit::Verdict::Skip => Vote::Skip,
+            wit::Verdict::Deny(reason) => Vote::Deny(reason),
+            wit::Verdict::Pause(pause) => Vote::Pause(pause),
+        },
+        notes: decision.notes,
+    }
+}
+
+/// What the decision reports of one policy.
+fn policy_result(
+    slot: &Slot<'_>,
+    ballot: &Ballot<wit::PauseRequest>,
+    budget: Option<wit::BudgetStatus>,
+) -> PolicyResult {
+    let plugin = slot.plugin;
+    let (verdict, reason) = match &ballot.vote {
+        Vote::Allow => (PolicyVerdict::Allow, None),
+        Vote::Skip => (PolicyVerdict::Skip, None),
+        Vote::Deny(reason) => (PolicyVerdict::Deny, Some(reason.clone())),
+        Vote::Pause(pause) => (PolicyVerdict::Pause, Some(pause_reason(pause))),
+    };
+    let (logs, transcript_bytes) = slot.output();
+    PolicyResult {
+        name: plugin.name.to_string(),
+        priority: plugin.priority,
+        sha256: plugin.sha256.clone(),
+        verdict,
+        reason: reason.as_deref().map(crate::redact::for_display),
+        notes: ballot.notes.clone(),
+        risk: slot.risk.as_ref().map(|r| RiskReport {
+            category: r.category.into(),
+            signals: r.signals.clone(),
+            by: None,
+        }),
+        budget: budget.as_ref().map(BudgetReport::from),
+        failure: slot.failure.as_ref().map(ToString::to_string),
+        logs,
+        transcript_bytes,
+        duration_us: slot.elapsed.as_micros() as u64,
+    }
 }
 
 /// The highest category any policy reported; ties go to the earlier policy.
@@ -373,29 +465,14 @@ fn check_output_size(decision: &wit::Decision, limit: usize) -> Result<(), Polic
     Ok(())
 }
 
-/// Turn a failure into the decision the plugin's fail mode prescribes.
-fn apply_fail_mode(plugin: &Plugin, failure: &PolicyFailure) -> wit::Decision {
+/// Log a policy failure at the level its fail mode deserves.
+fn log_failure(plugin: &Plugin, failure: &PolicyFailure) {
     match plugin.fail_mode {
         FailMode::Open => {
             tracing::warn!(policy = %plugin.name, cause = %failure, "policy failed; skipped (fail-open)");
-            wit::Decision {
-                verdict: wit::Verdict::Skip,
-                notes: vec![format!(
-                    "toolgate: policy `{}` {failure} and was skipped (fail-open)",
-                    plugin.name
-                )],
-            }
         }
         FailMode::Closed => {
             tracing::error!(policy = %plugin.name, cause = %failure, "policy failed; call denied (fail-closed)");
-            wit::Decision {
-                verdict: wit::Verdict::Deny(format!(
-                    "toolgate: policy `{}` {failure}; it is fail-closed, so the call is denied. \
-                     An operator can inspect it with `toolgate plugins list` and the host log.",
-                    plugin.name
-                )),
-                notes: Vec::new(),
-            }
         }
     }
 }

@@ -139,9 +139,11 @@ impl Runtime {
             tracing::warn!(path = %path.display(), "corrupt compiled-artifact cache entry; recompiling");
             return None;
         }
-        // SAFETY: the artifact was produced by `Component::serialize` of an
-        // engine with the same compatibility hash (it is in the file name), and
-        // its checksum shows it is byte-for-byte what we wrote.
+        // SAFETY: deserialising runs native code from the file, so the cache
+        // directory is trusted like the binary: toolgate creates it owner-only
+        // (0700), and anyone who can write there can run code as this user.
+        // The checksum only detects damage (a torn or corrupt write); the
+        // compatibility hash in the name keeps another engine's artifacts out.
         unsafe { Component::deserialize(&self.engine, &bytes[32..]) }
             .inspect_err(|err| tracing::warn!(path = %path.display(), error = %err, "unusable cache entry; recompiling"))
             .ok()
@@ -394,6 +396,8 @@ fn store_cached(path: &Path, component: &Component) {
             .map_err(|e| std::io::Error::other(e.to_string()))?;
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
+            // Owner-only: what is in here runs as native code (see load_cached).
+            std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
         }
         let mut bytes = Sha256::digest(&artifact).to_vec();
         bytes.extend_from_slice(&artifact);

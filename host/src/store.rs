@@ -406,8 +406,9 @@ impl Store {
 
     /// A write transaction that commits without waiting for the disk: the
     /// writer thread makes it durable within [`DURABLE_WITHIN`] (group
-    /// commit), and at shutdown. Policy state and turn counters use it;
-    /// pending gates and the event stream commit durably.
+    /// commit), and at shutdown. Policy state and turn counters use it; the
+    /// writer's own batches (events, the decision log) are group-committed
+    /// the same way; only pending gates commit durably at once.
     fn fast_write(&self) -> std::result::Result<redb::WriteTransaction, redb::Error> {
         let mut txn = self.db.begin_write()?;
         txn.set_durability(redb::Durability::None)?;

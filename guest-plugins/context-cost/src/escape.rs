@@ -359,4 +359,91 @@ mod tests {
             assert!(flags_for(sub).is_none(), "git {sub} must stay denied");
         }
     }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::super::*;
+
+        /// Shell-ish words, safe and not.
+        const WORDS: &[&str] = &[
+            "git",
+            "add",
+            "commit",
+            "push",
+            "status",
+            "diff",
+            "rm",
+            "curl",
+            "sh",
+            "-m",
+            "msg",
+            "-c",
+            "core.pager=x",
+            "--receive-pack=x",
+            "-A",
+            ".",
+            "origin",
+            "main",
+            ";",
+            "&&",
+            "||",
+            "|",
+            "&",
+            ">",
+            "<",
+            "(",
+            ")",
+            "$(id)",
+            "`id`",
+            "'quoted words'",
+            "\"dq\"",
+            "::",
+            "ext::sh",
+            "-u",
+            "--force",
+            "HEAD",
+            "\n",
+        ];
+
+        /// What a command may contain if it is accepted: git with an
+        /// allowed subcommand at the start of every segment, no
+        /// substitution, redirection, background or subshell.
+        fn plainly_git(command: &str) -> bool {
+            if command.contains(['$', '`', '>', '<', '(', ')'])
+                || command.contains("::")
+                || command.replace("&&", "").contains('&')
+            {
+                return false;
+            }
+            command
+                .split([';', '|', '&', '\n'])
+                .map(str::split_whitespace)
+                .all(|mut words| match words.next() {
+                    None => true,
+                    Some("git") => {
+                        let subcommand = words.find(|w| !w.starts_with('-'));
+                        subcommand.is_some_and(|s| GIT_SUBCOMMANDS.contains(&s))
+                    }
+                    Some(_) => false,
+                })
+        }
+
+        proptest! {
+            #[test]
+            fn the_lexer_never_panics(command in ".{0,200}") {
+                let _ = is_persistence_command(&command);
+            }
+
+            #[test]
+            fn anything_accepted_is_a_plain_git_pipeline(
+                words in proptest::collection::vec(proptest::sample::select(WORDS), 1..12)
+            ) {
+                let command = words.join(" ");
+                if is_persistence_command(&command) {
+                    prop_assert!(plainly_git(&command), "accepted: {command}");
+                }
+            }
+        }
+    }
 }

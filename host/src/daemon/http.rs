@@ -55,7 +55,10 @@ impl Daemon {
                 json_response(StatusCode::OK, answer)
             }
             (&Method::GET, "/metrics") => Response::builder()
-                .header("content-type", "text/plain; version=0.0.4")
+                .header(
+                    "content-type",
+                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                )
                 .body(Full::from(self.metrics_text()))
                 .expect("static headers are valid"),
             (&Method::POST, "/v1/rpc") => self.rpc(request.into_body()).await,

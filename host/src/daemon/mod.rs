@@ -63,8 +63,6 @@ pub struct Daemon {
     idle_exit: Option<Duration>,
     /// When the last request arrived (ms since the epoch).
     last_request_ms: AtomicU64,
-    /// Requests answered `busy` because of the in-flight limit.
-    busy_answers: AtomicU64,
     /// Agent terminals already written to the store.
     agent_terminals: std::sync::Mutex<std::collections::HashSet<(u32, u32)>>,
 }
@@ -92,7 +90,6 @@ impl Daemon {
             max_in_flight,
             idle_exit: options.idle_exit,
             last_request_ms: AtomicU64::new(crate::now_ms()),
-            busy_answers: AtomicU64::new(0),
             agent_terminals: Default::default(),
         })
     }
@@ -119,31 +116,8 @@ impl Daemon {
     /// person at a terminal of their own or a channel with its token, and
     /// admin commands and reloads only by such a person (see [`peer`]).
     pub fn handle_from(&self, request: DaemonRequest, caller: Caller) -> Result<Value> {
+        let remote = self.admit(&request, caller)?;
         let host = &self.host;
-        let peer = match caller {
-            Caller::Socket(peer) => peer,
-            Caller::InProcess | Caller::Http => None,
-        };
-        let remote = !matches!(caller, Caller::InProcess);
-        let approvals = || host.config().approvals;
-        match &request {
-            DaemonRequest::Hook { .. } => {
-                if let Some(peer) = &peer {
-                    self.remember_agent_terminal(peer)?;
-                }
-            }
-            DaemonRequest::Resolve { channel, token, .. } if remote => {
-                if channel == peer::TERMINAL {
-                    peer::authorize_person(&approvals(), host.store(), peer.as_ref())?;
-                } else {
-                    peer::authorize_channel(&approvals(), channel, token.as_deref())?;
-                }
-            }
-            DaemonRequest::Command { .. } | DaemonRequest::Reload if remote => {
-                peer::authorize_person(&approvals(), host.store(), peer.as_ref())?;
-            }
-            _ => {}
-        }
         let writes = request.runs_policies();
         let value = match request {
             DaemonRequest::Hook {
@@ -200,21 +174,9 @@ impl Daemon {
                 serde_json::from_str(&answer).unwrap_or(Value::String(answer))
             }
             DaemonRequest::Log { filter, limit } => {
-                let entries = host.store().decision_log(&filter, limit)?;
-                to_json(
-                    entries
-                        .into_iter()
-                        .map(|(seq, entry)| json!({"seq": seq, "entry": entry}))
-                        .collect::<Vec<_>>(),
-                )
+                rows("entry", host.store().decision_log(&filter, limit)?)
             }
-            DaemonRequest::Events { limit } => to_json(
-                host.store()
-                    .recent_events(limit)?
-                    .into_iter()
-                    .map(|(seq, event)| json!({"seq": seq, "event": event}))
-                    .collect::<Vec<_>>(),
-            ),
+            DaemonRequest::Events { limit } => rows("event", host.store().recent_events(limit)?),
             DaemonRequest::StoreStats => to_json(host.store().stats()?),
             DaemonRequest::Sweep => to_json(host.store().sweep()?),
             DaemonRequest::Reload => to_json(self.reload()?),
@@ -239,16 +201,39 @@ impl Daemon {
     /// The Prometheus text: the decision metrics and the daemon's own.
     pub fn metrics_text(&self) -> String {
         let in_flight = self.max_in_flight - self.in_flight.available_permits();
-        format!(
-            "{}# HELP toolgate_requests_in_flight Requests running policies now.\n\
-             # TYPE toolgate_requests_in_flight gauge\n\
-             toolgate_requests_in_flight {in_flight}\n\
-             # HELP toolgate_busy_answers_total Requests refused at daemon.max_in_flight.\n\
-             # TYPE toolgate_busy_answers_total counter\n\
-             toolgate_busy_answers_total {}\n",
-            self.metrics.render(),
-            self.busy_answers.load(Ordering::Relaxed)
-        )
+        self.metrics
+            .render(in_flight, self.host.store().dropped_events())
+    }
+
+    /// Check who may make `request` (see [`peer`]); whether it came from
+    /// outside this process.
+    fn admit(&self, request: &DaemonRequest, caller: Caller) -> Result<bool> {
+        let peer = match caller {
+            Caller::Socket(peer) => peer,
+            Caller::InProcess | Caller::Http => None,
+        };
+        let remote = !matches!(caller, Caller::InProcess);
+        let approvals = || self.host.config().approvals;
+        let store = self.host.store();
+        match request {
+            DaemonRequest::Hook { .. } => {
+                if let Some(peer) = &peer {
+                    self.remember_agent_terminal(peer)?;
+                }
+            }
+            DaemonRequest::Resolve { channel, token, .. } if remote => {
+                if channel == peer::TERMINAL {
+                    peer::authorize_person(&approvals(), store, peer.as_ref())?;
+                } else {
+                    peer::authorize_channel(&approvals(), channel, token.as_deref())?;
+                }
+            }
+            DaemonRequest::Command { .. } | DaemonRequest::Reload if remote => {
+                peer::authorize_person(&approvals(), store, peer.as_ref())?;
+            }
+            _ => {}
+        }
+        Ok(remote)
     }
 
     /// Record (once per daemon) that an agent's hook came from `peer`'s
@@ -284,7 +269,7 @@ impl Daemon {
             let permit = Arc::clone(&self.in_flight)
                 .try_acquire_owned()
                 .map_err(|_| {
-                    self.busy_answers.fetch_add(1, Ordering::Relaxed);
+                    self.metrics.record_busy();
                     Error::Busy(format!(
                         "{} requests are in flight (daemon.max_in_flight); retry shortly",
                         self.max_in_flight
@@ -401,6 +386,15 @@ async fn accept_http(
         Some(listener) => listener.accept().await.map(|(stream, _)| stream),
         None => std::future::pending().await,
     }
+}
+
+/// Numbered rows as `[{"seq": N, NAME: row}, ...]`.
+fn rows<T: Serialize>(name: &str, rows: Vec<(u64, T)>) -> Value {
+    Value::Array(
+        rows.into_iter()
+            .map(|(seq, row)| json!({"seq": seq, name: to_json(row)}))
+            .collect(),
+    )
 }
 
 fn to_json(value: impl Serialize) -> Value {

@@ -53,9 +53,10 @@ pub fn run(target: &Target, args: &LogArgs) -> anyhow::Result<ExitCode> {
         if args.json {
             println!("{}", serde_json::json!({"seq": seq, "entry": entry}));
         } else {
+            let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(entry.at_ms);
             println!(
-                "{seq:>6} {:>13} {:<6} {:<16} {:<20} {:>7}us {}",
-                entry.at_ms,
+                "{seq:>6} {} {:<6} {:<16} {:<20} {:>7}us {}",
+                humantime::format_rfc3339_millis(at),
                 format!("{:?}", entry.verdict).to_lowercase(),
                 entry.session_id,
                 entry.tool,

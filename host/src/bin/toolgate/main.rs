@@ -211,13 +211,16 @@ fn resolve_policy(policy: &str) -> anyhow::Result<String> {
     if !path.is_dir() {
         return Ok(policy.to_string());
     }
-    let manifest = std::fs::read_to_string(path.join("Cargo.toml"))
-        .with_context(|| format!("{policy} is a directory without a Cargo.toml"))?;
+    let manifest: toml::Table = std::fs::read_to_string(path.join("Cargo.toml"))
+        .with_context(|| format!("{policy} is a directory without a Cargo.toml"))?
+        .parse()
+        .with_context(|| format!("{policy}/Cargo.toml is not valid TOML"))?;
     let name = manifest
-        .lines()
-        .find_map(|line| line.trim().strip_prefix("name = "))
-        .map(|n| n.trim_matches('"').replace('-', "_"))
-        .with_context(|| format!("no package name in {policy}/Cargo.toml"))?;
+        .get("package")
+        .and_then(|p| p.get("name"))
+        .and_then(|n| n.as_str())
+        .map(|n| n.replace('-', "_"))
+        .with_context(|| format!("no [package] name in {policy}/Cargo.toml"))?;
     let wasm = path
         .join("target/wasm32-wasip2/release")
         .join(format!("{name}.wasm"));

@@ -21,8 +21,9 @@ pub struct ServeArgs {
     /// POST /v1/rpc), e.g. 127.0.0.1:9464.
     #[arg(long, value_name = "ADDR")]
     http: Option<SocketAddr>,
-    /// How often to check the config file and plugins for changes, ms
-    /// (0 = only on SIGHUP or `toolgate plugins reload`).
+    /// Reload when the config file or a plugin changes, this many ms after
+    /// the last change of a burst (0 = no watching: only on SIGHUP or
+    /// `toolgate plugins reload`).
     #[arg(long, default_value_t = 500)]
     watch_ms: u64,
     /// Stop after this many seconds without a request (0 = never).
@@ -39,7 +40,10 @@ pub fn run(ctx: &Ctx, args: &ServeArgs) -> anyhow::Result<ExitCode> {
         socket.display()
     );
     let host = Arc::new(ctx.open()?);
-    let _watcher = (args.watch_ms > 0).then(|| host.watch(Duration::from_millis(args.watch_ms)));
+    let _watcher = match args.watch_ms {
+        0 => None,
+        ms => Some(host.watch(Duration::from_millis(ms))?),
+    };
     let limits = ctx.config.daemon;
     let idle_exit = args.idle_exit_secs.unwrap_or(limits.idle_exit_secs);
     let options = DaemonOptions {
