@@ -52,6 +52,15 @@ pub struct Config {
     /// process (the daemon, or another command) holds it, in milliseconds.
     #[serde(default = "default_store_wait")]
     pub store_wait_ms: u64,
+    /// Keys trusted to sign plugins (hex ed25519 public keys, as
+    /// `toolgate plugins keygen` prints them).
+    #[serde(default)]
+    pub trusted_keys: Vec<String>,
+    /// Load a plugin file only if a trusted key signed it (each plugin may
+    /// say otherwise with `require_signature`). Bundled plugins are part of
+    /// the binary and need no signature.
+    #[serde(default)]
+    pub require_signatures: bool,
     /// The daemon (`toolgate serve`).
     #[serde(default)]
     pub daemon: DaemonConfig,
@@ -269,6 +278,12 @@ pub struct PluginConfig {
     pub fail_mode: Option<FailMode>,
     /// Refuse the file unless its sha256 (hex) matches.
     pub sha256: Option<String>,
+    /// Load it only if a trusted key signed exactly its bytes
+    /// (`PATH.sig`). Default: the top-level `require_signatures`.
+    pub require_signature: Option<bool>,
+    /// The keys trusted to sign this plugin (hex ed25519 public keys).
+    /// Default: the top-level `trusted_keys`.
+    pub trusted_keys: Option<Vec<String>>,
     /// Sandbox limits.
     #[serde(default)]
     pub limits: Limits,
@@ -287,6 +302,8 @@ impl PluginConfig {
             enabled: true,
             fail_mode: None,
             sha256: None,
+            require_signature: None,
+            trusted_keys: None,
             limits: Limits::default(),
             config: toml::Table::new(),
         }
@@ -476,6 +493,18 @@ impl Config {
                  \"http://127.0.0.1:8080/v1/chat/completions\""
             )));
         }
+        let keys = config
+            .plugins
+            .values()
+            .flat_map(|p| p.trusted_keys.iter().flatten());
+        for key in config.trusted_keys.iter().chain(keys) {
+            if key.len() != 64 || !key.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(err(format!(
+                    "trusted key {key:?} must be an ed25519 public key as 64 hex digits (what \
+                     `toolgate plugins keygen` prints)"
+                )));
+            }
+        }
         for (channel, digest) in &config.approvals.tokens {
             if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_hexdigit()) {
                 return Err(err(format!(
@@ -532,6 +561,14 @@ impl Config {
             plugins.insert(name.clone(), entry);
         }
         plugins.retain(|_, entry| entry.enabled);
+        for entry in plugins.values_mut() {
+            entry
+                .require_signature
+                .get_or_insert(self.require_signatures);
+            entry
+                .trusted_keys
+                .get_or_insert_with(|| self.trusted_keys.clone());
+        }
         Ok(plugins)
     }
 

@@ -190,6 +190,9 @@ pub enum PluginProblem {
     /// `describe` or `configure` failed.
     #[error("{0}")]
     Rejected(String),
+    /// A required signature is missing, malformed, untrusted or invalid.
+    #[error("refused: {0}")]
+    Signature(String),
 }
 
 /// Result alias for the host library.

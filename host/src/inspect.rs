@@ -31,16 +31,17 @@ pub struct Inspection {
     pub problem: Option<String>,
     /// What it says about itself (when loadable).
     pub policy: Option<PolicyDescription>,
+    /// Who signed it (`FILE.sig`), and whether the signature holds.
+    pub signature: Option<String>,
 }
 
 /// Inspect a `.wasm` file or `bundled:NAME`.
 pub fn inspect(source: &str) -> Result<Inspection> {
-    let scratch = std::env::temp_dir().join(format!(
-        "toolgate-inspect-{}-{}",
-        std::process::id(),
-        crate::now_ms()
-    ));
-    let store = Arc::new(Store::open(&scratch.join("inspect.redb"))?);
+    let scratch = tempfile::tempdir().map_err(|err| Error::Store {
+        path: std::env::temp_dir(),
+        message: format!("cannot make a scratch directory: {err}"),
+    })?;
+    let store = Arc::new(Store::open(&scratch.path().join("inspect.redb"))?);
     let runtime = Runtime::new(None, std::time::Duration::MAX).map_err(|err| Error::Config {
         path: "<engine>".into(),
         message: format!("cannot create the wasm engine: {err:#}"),
@@ -62,6 +63,7 @@ pub fn inspect(source: &str) -> Result<Inspection> {
         loadable: false,
         problem: None,
         policy: None,
+        signature: signature_of(source, &bytes.bytes),
     };
     match runtime.interface_names(&bytes.bytes, &bytes.sha256) {
         Ok((exports, imports)) => {
@@ -83,8 +85,19 @@ pub fn inspect(source: &str) -> Result<Inspection> {
         Err(problem) => inspection.problem = Some(problem.to_string()),
     }
     drop(store);
-    let _ = std::fs::remove_dir_all(scratch);
     Ok(inspection)
+}
+
+/// The signer of `source` per `source.sig`, and whether it verifies.
+fn signature_of(source: &str, bytes: &[u8]) -> Option<String> {
+    let text = std::fs::read_to_string(format!("{source}.sig")).ok()?;
+    Some(match crate::signing::parse(&text) {
+        Err(why) => format!("malformed signature file: {why}"),
+        Ok(signature) => match signature.verify(bytes) {
+            Ok(()) => format!("{} (valid)", signature.key),
+            Err(why) => format!("{} (invalid: {why})", signature.key),
+        },
+    })
 }
 
 fn plugin_problem(err: Error) -> String {

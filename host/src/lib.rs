@@ -42,6 +42,7 @@ pub mod redact;
 pub mod request;
 mod runtime;
 mod sandbox;
+pub mod signing;
 pub mod store;
 mod watch;
 

@@ -119,8 +119,36 @@ pub(crate) fn read(ctx: &LoadContext<'_>, name: &str, entry: &PluginConfig) -> R
         source_name: source.to_string(),
         problem,
     })?;
+    if entry.require_signature == Some(true) && !source.starts_with(BUNDLED_PREFIX) {
+        check_signature(
+            ctx,
+            source,
+            &bytes,
+            entry.trusted_keys.as_deref().unwrap_or_default(),
+        )
+        .map_err(|why| Error::Plugin {
+            plugin: name.to_string(),
+            source_name: source.to_string(),
+            problem: PluginProblem::Signature(why),
+        })?;
+    }
     let sha256 = digest(&bytes);
     Ok(PluginBytes { bytes, sha256 })
+}
+
+/// Verify `PATH.sig` against the bytes and the trusted keys.
+fn check_signature(
+    ctx: &LoadContext<'_>,
+    source: &str,
+    bytes: &[u8],
+    trusted: &[String],
+) -> Result<(), String> {
+    let path = ctx.base_dir.join(source);
+    let sig_path = format!("{}.sig", path.display());
+    let text = std::fs::read_to_string(&sig_path).ok();
+    let signer = crate::signing::check(bytes, text.as_deref(), trusted, &sig_path)?;
+    tracing::info!(plugin = source, signer = %signer, "signature verified");
+    Ok(())
 }
 
 /// The config table as the JSON `configure` receives.

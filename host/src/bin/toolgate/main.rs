@@ -148,6 +148,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Subcommands::Plugins(plugins::PluginsCommand::Reload { socket }) => {
             plugins::reload(&ctx.socket(socket.as_ref()))
         }
+        Subcommands::Plugins(plugins::PluginsCommand::Keygen { out }) => plugins::keygen(&out),
+        Subcommands::Plugins(plugins::PluginsCommand::Sign { key, file }) => {
+            plugins::sign(&key, &file)
+        }
         Subcommands::Plugins(plugins::PluginsCommand::Inspect { file, json }) => {
             plugins::inspect(&file, json)
         }

@@ -2,6 +2,7 @@
 
 use std::process::ExitCode;
 
+use anyhow::Context as _;
 use toolgate::plugins::PluginStatus;
 
 #[derive(clap::Subcommand)]
@@ -14,6 +15,22 @@ pub enum PluginsCommand {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+    },
+    /// Make an ed25519 key pair for signing plugins: PREFIX.key (secret,
+    /// owner-only) and PREFIX.pub; prints the public key for trusted_keys.
+    Keygen {
+        /// Where to write the keys (PREFIX.key, PREFIX.pub).
+        #[arg(long, value_name = "PREFIX")]
+        out: std::path::PathBuf,
+    },
+    /// Sign a plugin file: writes FILE.sig, which a host with the key in
+    /// trusted_keys accepts for exactly these bytes.
+    Sign {
+        /// The secret key file (from `plugins keygen`).
+        #[arg(long, value_name = "KEY")]
+        key: std::path::PathBuf,
+        /// The .wasm file.
+        file: std::path::PathBuf,
     },
     /// Ask the store's running daemon to reload its config and plugins (as
     /// SIGHUP does). A plugin that fails keeps its previous version.
@@ -80,6 +97,49 @@ pub fn list_from(target: &crate::target::Target, json: bool) -> anyhow::Result<E
     list(&statuses, json)
 }
 
+pub fn keygen(out: &std::path::Path) -> anyhow::Result<ExitCode> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let (secret, public) = toolgate::signing::generate();
+    let with = |suffix: &str| {
+        let mut path = out.as_os_str().to_owned();
+        path.push(suffix);
+        std::path::PathBuf::from(path)
+    };
+    let secret_path = with(".key");
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&secret_path)
+        .with_context(|| {
+            format!(
+                "cannot create {} (it must not exist yet)",
+                secret_path.display()
+            )
+        })?;
+    writeln!(file, "{secret}")?;
+    std::fs::write(with(".pub"), format!("{public}\n"))?;
+    println!("{public}");
+    eprintln!(
+        "secret key in {} (keep it away from agents); trust it with:\n  trusted_keys = [\"{public}\"]",
+        secret_path.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn sign(key: &std::path::Path, file: &std::path::Path) -> anyhow::Result<ExitCode> {
+    let secret = std::fs::read_to_string(key)
+        .with_context(|| format!("cannot read the key {}", key.display()))?;
+    let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let signature = toolgate::signing::sign(&secret, &bytes).map_err(anyhow::Error::msg)?;
+    let mut out = file.as_os_str().to_owned();
+    out.push(".sig");
+    std::fs::write(&out, signature)?;
+    eprintln!("signed: {}", std::path::Path::new(&out).display());
+    Ok(ExitCode::SUCCESS)
+}
+
 pub fn inspect(file: &str, json: bool) -> anyhow::Result<ExitCode> {
     let report = toolgate::inspect::inspect(file)?;
     if json {
@@ -98,6 +158,9 @@ pub fn inspect(file: &str, json: bool) -> anyhow::Result<ExitCode> {
                 policy.name, policy.version, policy.description
             );
             println!("fail mode {:?}", policy.default_fail_mode);
+        }
+        if let Some(signature) = &report.signature {
+            println!("signed by {signature}");
         }
         println!("exports   {}", report.exports.join(", "));
         println!("imports   {}", report.imports.join(", "));
