@@ -278,6 +278,14 @@ pub struct PluginConfig {
     pub fail_mode: Option<FailMode>,
     /// Refuse the file unless its sha256 (hex) matches.
     pub sha256: Option<String>,
+    /// `live` (the default: it decides) or `shadow` (it runs on every call
+    /// beside the live plugins, its verdict recorded, never deciding).
+    #[serde(default)]
+    pub mode: PluginMode,
+    /// Take part only in some calls, for a staged rollout:
+    /// `{ percent = 10 }` (by session id, deterministically), `{ users =
+    /// [...] }`, `{ threads = [...] }`; the union of what is given.
+    pub rollout: Option<Rollout>,
     /// Load it only if a trusted key signed exactly its bytes
     /// (`PATH.sig`). Default: the top-level `require_signatures`.
     pub require_signature: Option<bool>,
@@ -302,11 +310,54 @@ impl PluginConfig {
             enabled: true,
             fail_mode: None,
             sha256: None,
+            mode: PluginMode::Live,
+            rollout: None,
             require_signature: None,
             trusted_keys: None,
             limits: Limits::default(),
             config: toml::Table::new(),
         }
+    }
+}
+
+/// Whether a plugin decides or only shadows the live ones.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PluginMode {
+    /// It decides.
+    #[default]
+    Live,
+    /// It runs beside the live plugins; its verdict is recorded, never used.
+    Shadow,
+}
+
+/// Which calls a plugin takes part in (the union of what is given).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Rollout {
+    /// This share of sessions, chosen by a hash of the plugin's name and
+    /// the session id: the same sessions every time.
+    pub percent: Option<u8>,
+    /// These users.
+    pub users: Vec<String>,
+    /// These threads.
+    pub threads: Vec<String>,
+}
+
+impl Rollout {
+    /// Whether `request` is in this rollout of plugin `plugin`.
+    pub fn includes(&self, plugin: &str, request: &crate::ToolRequest) -> bool {
+        use sha2::{Digest as _, Sha256};
+        if self.users.contains(&request.user_id)
+            || self.threads.iter().any(|t| t == request.thread())
+        {
+            return true;
+        }
+        self.percent.is_some_and(|percent| {
+            let digest = Sha256::digest(format!("{plugin}\0{}", request.session_id));
+            let bucket = u64::from_le_bytes(digest[..8].try_into().expect("8 bytes")) % 100;
+            bucket < u64::from(percent)
+        })
     }
 }
 
@@ -476,6 +527,16 @@ impl Config {
                 return Err(err(format!(
                     "plugins.{name}.limits: probe_max_calls is at most {MAX_PROBE_CALLS} and \
                      probe_max_wait_ms at most {MAX_PROBE_WAIT_MS} (the host's ceilings)"
+                )));
+            }
+            if plugin
+                .rollout
+                .as_ref()
+                .and_then(|r| r.percent)
+                .is_some_and(|p| p > 100)
+            {
+                return Err(err(format!(
+                    "plugins.{name}.rollout.percent must be between 0 and 100"
                 )));
             }
             if limits.memory_mib > 4096 {

@@ -29,6 +29,9 @@ pub struct Decision {
     pub call_id: String,
     /// Each policy that ran, in the order it ran.
     pub policies: Vec<PolicyResult>,
+    /// Shadow plugins' verdicts on the same call, recorded, never used.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shadows: Vec<PolicyResult>,
     /// Wall time for the whole evaluation, microseconds.
     pub duration_us: u64,
 }
@@ -52,8 +55,19 @@ impl Decision {
                 .clone()
                 .unwrap_or_else(crate::gates::new_request_id),
             policies: Vec::new(),
+            shadows: Vec::new(),
             duration_us: 0,
         }
+    }
+}
+
+/// A shadow plugin's own verdict as the final verdict it would have made
+/// alone (an abstention is an allow).
+pub fn shadow_verdict(verdict: PolicyVerdict) -> Verdict {
+    match verdict {
+        PolicyVerdict::Allow | PolicyVerdict::Skip => Verdict::Allow,
+        PolicyVerdict::Deny => Verdict::Deny,
+        PolicyVerdict::Pause => Verdict::Pause,
     }
 }
 

@@ -47,6 +47,9 @@ pub struct LogEntry {
     pub decided_by: Option<String>,
     /// Wall time of the evaluation, microseconds.
     pub duration_us: u64,
+    /// Shadow plugins' verdicts on the same call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shadows: Vec<LoggedPolicy>,
 }
 
 /// One policy's part in a logged decision.
@@ -74,20 +77,23 @@ impl LogEntry {
             channel: request.channel.clone(),
             tool: request.tool.clone(),
             arguments: view_arguments(&request.arguments, view),
-            policies: decision
-                .policies
-                .iter()
-                .map(|p| LoggedPolicy {
-                    name: p.name.clone(),
-                    sha256: p.sha256.clone(),
-                    verdict: p.verdict,
-                    failure: p.failure.clone(),
-                })
-                .collect(),
+            policies: decision.policies.iter().map(LoggedPolicy::from).collect(),
+            shadows: decision.shadows.iter().map(LoggedPolicy::from).collect(),
             verdict: decision.verdict,
             reason: decision.reason.as_deref().map(crate::redact::for_display),
             decided_by: decision.decided_by.clone(),
             duration_us: decision.duration_us,
+        }
+    }
+}
+
+impl From<&crate::decision::PolicyResult> for LoggedPolicy {
+    fn from(p: &crate::decision::PolicyResult) -> Self {
+        Self {
+            name: p.name.clone(),
+            sha256: p.sha256.clone(),
+            verdict: p.verdict,
+            failure: p.failure.clone(),
         }
     }
 }

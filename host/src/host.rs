@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use crate::bindings::toolgate::policy::types as wit;
-use crate::config::Config;
+use crate::config::{Config, PluginMode};
 use crate::decision::{Decision, ModelVerdict};
 use crate::decision_log::LogEntry;
 use crate::error::{Error, Result};
@@ -261,6 +261,7 @@ impl Toolgate {
             probe: &self.probe,
             gate_ttl: Duration::from_secs(config.gate_ttl_secs),
             transcript_cap: config.transcript_tail_max_bytes,
+            dry_run: false,
         }
     }
 
@@ -273,7 +274,10 @@ impl Toolgate {
             None => {
                 // Hold this version of the plugin set for the whole evaluation.
                 let plugins = self.plugins();
-                pipeline::evaluate(&self.env(), &plugins, request)?
+                let live = plugins.for_call(PluginMode::Live, request);
+                let mut decision = pipeline::evaluate(&self.env(), &live, request)?;
+                decision.shadows = self.shadow(&plugins, request);
+                decision
             }
         };
         let log = self.store.log_config();
@@ -282,6 +286,38 @@ impl Toolgate {
                 .log_decision(LogEntry::new(request, &decision, log.arguments));
         }
         Ok(decision)
+    }
+
+    /// The verdicts of the shadow plugins that take part in `request`, each
+    /// run alone and without effects on gates: recorded beside the live
+    /// decision, never used. A shadow that fails or loops is bounded by its
+    /// own limits and changes nothing.
+    fn shadow(
+        &self,
+        plugins: &PluginSet,
+        request: &ToolRequest,
+    ) -> Vec<crate::decision::PolicyResult> {
+        let shadows = plugins.for_call(PluginMode::Shadow, request);
+        if shadows.is_empty() {
+            return Vec::new();
+        }
+        let env = Env {
+            dry_run: true,
+            ..self.env()
+        };
+        shadows
+            .iter()
+            .filter_map(|shadow| {
+                let alone = std::slice::from_ref(shadow);
+                match pipeline::evaluate(&env, alone, request) {
+                    Ok(decision) => decision.policies.into_iter().next(),
+                    Err(err) => {
+                        tracing::warn!(policy = %shadow.name, error = %err, "shadow evaluation failed");
+                        None
+                    }
+                }
+            })
+            .collect()
     }
 
     /// Tell every policy what happened to a call. Policy failures are logged,
@@ -298,7 +334,7 @@ impl Toolgate {
             },
             summary: summary.to_string(),
         };
-        for plugin in plugins.iter() {
+        for plugin in plugins.iter().filter(|p| p.takes_part(request)) {
             let result = env.sandbox(plugin, Some(request)).and_then(|mut sandbox| {
                 sandbox.call("observe", |p, s| {
                     p.toolgate_policy_gate().call_observe(s, &event)

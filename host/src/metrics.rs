@@ -12,6 +12,7 @@
 //! | `toolgate_requests_in_flight` | gauge | |
 //! | `toolgate_busy_answers_total` | counter | |
 //! | `toolgate_dropped_events_total` | counter | |
+//! | `toolgate_shadow_verdicts_total` | counter | `policy`, `live`, `shadow`, `agreement` |
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -44,6 +45,14 @@ struct PolicyLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ShadowLabels {
+    policy: String,
+    live: &'static str,
+    shadow: &'static str,
+    agreement: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabel {
     result: &'static str,
 }
@@ -60,6 +69,7 @@ pub struct Metrics {
     in_flight: Gauge,
     busy: Counter,
     dropped_events: Counter,
+    shadows: Family<ShadowLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -74,6 +84,7 @@ impl Default for Metrics {
             in_flight: Gauge::default(),
             busy: Counter::default(),
             dropped_events: Counter::default(),
+            shadows: Family::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -115,6 +126,11 @@ impl Default for Metrics {
             "dropped_events",
             "Events and log entries dropped because the write queue was full",
             metrics.dropped_events.clone(),
+        );
+        registry.register(
+            "shadow_verdicts",
+            "Shadow plugins' verdicts against the live decision",
+            metrics.shadows.clone(),
         );
         Self {
             registry,
@@ -172,6 +188,22 @@ impl Metrics {
             }
         }
         self.latency.observe(decision.duration_us as f64 / 1e6);
+        let live = verdict_name(decision.verdict);
+        for shadow in &decision.shadows {
+            let said = crate::decision::shadow_verdict(shadow.verdict);
+            self.shadows
+                .get_or_create(&ShadowLabels {
+                    policy: label_value(&shadow.name),
+                    live,
+                    shadow: verdict_name(said),
+                    agreement: if said == decision.verdict {
+                        "agree"
+                    } else {
+                        "disagree"
+                    },
+                })
+                .inc();
+        }
     }
 
     /// Count one reload.

@@ -23,7 +23,7 @@ use crate::decision::{
 };
 use crate::error::Result;
 use crate::gates::{PauseKind, PendingGate, RecordedResolution, call_fingerprint, new_request_id};
-use crate::plugins::{Plugin, PluginSet};
+use crate::plugins::Plugin;
 use crate::pool::{Pooled, instance_key};
 use crate::probe::ProbeClient;
 use crate::request::ToolRequest;
@@ -37,6 +37,8 @@ pub(crate) struct Env<'a> {
     pub probe: &'a Arc<ProbeClient>,
     pub gate_ttl: Duration,
     pub transcript_cap: u32,
+    /// Decide without effects on gates and resolutions (shadow plugins).
+    pub dry_run: bool,
 }
 
 impl Env<'_> {
@@ -199,7 +201,7 @@ impl<'r> Call<'r> {
 /// Evaluate one call through every plugin.
 pub(crate) fn evaluate(
     env: &Env<'_>,
-    plugins: &PluginSet,
+    plugins: &[Arc<Plugin>],
     request: &ToolRequest,
 ) -> Result<Decision> {
     let started = Instant::now();
@@ -218,7 +220,7 @@ pub(crate) fn evaluate(
     // Dropping the slots returns their instances to the pools.
     drop(slots);
     let mut decision = conclude(env, &call, outcome, notes, risk, results)?;
-    if decision.verdict != Verdict::Pause && !call.resolutions.is_empty() {
+    if !env.dry_run && decision.verdict != Verdict::Pause && !call.resolutions.is_empty() {
         env.store
             .clear_resolutions(&request.user_id, request.thread(), &call.fingerprint)?;
     }
@@ -342,6 +344,7 @@ fn conclude(
         pause: None,
         call_id: call.id.clone(),
         policies: results,
+        shadows: Vec::new(),
         duration_us: 0,
     };
     match outcome {
@@ -349,6 +352,11 @@ fn conclude(
         Outcome::Deny { policy, reason } => {
             decision.verdict = Verdict::Deny;
             decision.reason = Some(reason);
+            decision.decided_by = Some(policy);
+        }
+        Outcome::Pause { policy, pause } if env.dry_run => {
+            decision.verdict = Verdict::Pause;
+            decision.reason = Some(crate::redact::for_display(&pause_reason(&pause)));
             decision.decided_by = Some(policy);
         }
         Outcome::Pause { policy, pause } => {

@@ -75,6 +75,10 @@ pub struct Plugin {
     pub sha256: String,
     /// Lower runs first.
     pub priority: i32,
+    /// Live (decides) or shadow (recorded beside the live decision).
+    pub mode: crate::config::PluginMode,
+    /// The calls it takes part in, when it is being rolled out.
+    pub rollout: Option<crate::config::Rollout>,
     /// What its failures turn into.
     pub fail_mode: FailMode,
     /// Its sandbox limits.
@@ -157,11 +161,20 @@ pub(crate) fn config_json(entry: &PluginConfig) -> String {
 }
 
 impl Plugin {
+    /// Whether it takes part in `request` (its rollout, if it has one).
+    pub fn takes_part(&self, request: &crate::ToolRequest) -> bool {
+        self.rollout
+            .as_ref()
+            .is_none_or(|rollout| rollout.includes(&self.name, request))
+    }
+
     /// Whether this loaded plugin is exactly what `entry` with these bytes
     /// would load, so a reload can keep it instead of rebuilding it.
     pub(crate) fn is_same(&self, entry: &PluginConfig, bytes: &PluginBytes) -> bool {
         self.sha256 == bytes.sha256
             && self.priority == entry.priority
+            && self.mode == entry.mode
+            && self.rollout == entry.rollout
             && self.limits == entry.limits
             && entry.fail_mode.is_none_or(|mode| mode == self.fail_mode)
             && self.config_json == config_json(entry)
@@ -226,6 +239,8 @@ pub(crate) fn load(
         source,
         sha256,
         priority: entry.priority,
+        mode: entry.mode,
+        rollout: entry.rollout.clone(),
         limits: entry.limits,
         description,
         config_json,
@@ -295,6 +310,20 @@ impl PluginSet {
     /// In decision order.
     pub fn iter(&self) -> impl Iterator<Item = &Arc<Plugin>> {
         self.plugins.iter()
+    }
+
+    /// The plugins that take part in `request` in `mode`, in decision
+    /// order.
+    pub fn for_call(
+        &self,
+        mode: crate::config::PluginMode,
+        request: &crate::ToolRequest,
+    ) -> Vec<Arc<Plugin>> {
+        self.plugins
+            .iter()
+            .filter(|p| p.mode == mode && p.takes_part(request))
+            .cloned()
+            .collect()
     }
 
     /// By config name.

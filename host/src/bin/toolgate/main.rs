@@ -8,6 +8,7 @@ mod log;
 mod new;
 mod plugins;
 mod serve;
+mod shadow;
 mod store;
 mod target;
 
@@ -95,6 +96,9 @@ enum Subcommands {
     },
     /// Show the decision log, newest last.
     Log(log::LogArgs),
+    /// Shadow plugins: how they would have decided, against the live ones.
+    #[command(subcommand)]
+    Shadow(shadow::ShadowCommand),
     /// The store's size per table and per policy; compacting it.
     #[command(subcommand)]
     Store(store::StoreCommand),
@@ -172,6 +176,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Subcommands::Store(command) => store::run(&ctx, command),
+        Subcommands::Shadow(command) => shadow::run(&ctx, command),
         Subcommands::Events { limit } => {
             let events = ctx.target(None)?.call(DaemonRequest::Events { limit })?;
             for row in events.as_array().into_iter().flatten() {

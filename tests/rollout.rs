@@ -1,0 +1,141 @@
+//! Safe rollout: a shadow plugin runs beside the live ones and never
+//! decides; a staged rollout enables a plugin for some sessions or users.
+
+mod common;
+
+use common::{call, guest, host, scripted};
+use serde_json::json;
+use toolgate::config::Rollout;
+use toolgate::decision::PolicyVerdict;
+use toolgate::{ToolRequest, Verdict};
+
+fn plugin(name: &str, package: &str, extra: &str) -> String {
+    format!(
+        "[plugins.{name}]\npath = {:?}\n{extra}\n",
+        guest(package).display().to_string()
+    )
+}
+
+#[test]
+fn a_shadow_that_denies_everything_changes_no_decision_and_is_recorded() {
+    let common::TestHost { host, dir } = host(&format!(
+        "[log]\narguments = \"full\"\n{}{}",
+        plugin("live", "flip-allow-policy", ""),
+        plugin("candidate", "flip-deny-policy", "mode = \"shadow\"")
+    ));
+    for i in 0..5 {
+        let decision = host
+            .evaluate(&call("Bash", json!({"command": format!("ls {i}")})))
+            .unwrap();
+        assert_eq!(decision.verdict, Verdict::Allow, "the shadow never decides");
+        assert_eq!(decision.policies.len(), 1, "only the live plugin decided");
+        assert_eq!(decision.shadows[0].name, "candidate");
+        assert_eq!(decision.shadows[0].verdict, PolicyVerdict::Deny);
+
+        let metrics = toolgate::metrics::Metrics::default();
+        metrics.record(&decision);
+        let text = metrics.render(0, 0);
+        assert!(
+            text.contains(r#"toolgate_shadow_verdicts_total{policy="candidate",live="allow",shadow="deny",agreement="disagree"} 1"#),
+            "{text}"
+        );
+    }
+    host.store().persist();
+    let log = host.store().decision_log(&Default::default(), 10).unwrap();
+    assert_eq!(log.len(), 5);
+    assert!(
+        log.iter()
+            .all(|(_, e)| e.shadows.len() == 1 && e.shadows[0].verdict == PolicyVerdict::Deny)
+    );
+
+    // The operator's summary, from the same store.
+    let store = dir.path().join("toolgate.redb");
+    drop(host);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .arg("--store")
+        .arg(&store)
+        .args(["shadow", "report", "--json"])
+        .env("XDG_CACHE_HOME", common::cache_dir())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["candidate"]["disagree"], 5);
+    assert_eq!(report["candidate"]["by_kind"]["allow→deny"], 5);
+}
+
+#[test]
+fn a_failing_or_pausing_shadow_affects_nothing() {
+    let host = host(&format!(
+        "{}{}{}",
+        plugin("live", "flip-allow-policy", ""),
+        plugin(
+            "looping",
+            "hostile-policy",
+            "mode = \"shadow\"\n[plugins.looping.config]\nattack = \"loop\"\n[plugins.looping.limits]\ndeadline_ms = 200"
+        ),
+        scripted("asker", 3, "verdict = \"pause\"\nreason = \"ok?\"")
+            .replace("priority = 3", "priority = 3\nmode = \"shadow\"")
+    ));
+    let decision = host.evaluate(&call("attack", json!({}))).unwrap();
+    assert_eq!(decision.verdict, Verdict::Allow);
+    let looping = decision
+        .shadows
+        .iter()
+        .find(|s| s.name == "looping")
+        .unwrap();
+    assert!(
+        looping
+            .failure
+            .as_deref()
+            .is_some_and(|f| f.contains("deadline")),
+        "{looping:?}"
+    );
+    let asker = decision.shadows.iter().find(|s| s.name == "asker").unwrap();
+    assert_eq!(asker.verdict, PolicyVerdict::Pause);
+    assert!(
+        host.gates(None).unwrap().is_empty(),
+        "a shadow's pause leaves no gate"
+    );
+}
+
+#[test]
+fn a_percent_rollout_takes_the_same_sessions_every_time() {
+    let rollout = Rollout {
+        percent: Some(10),
+        ..Rollout::default()
+    };
+    let chosen = |plugin: &str| -> Vec<usize> {
+        (0..1000)
+            .filter(|i| {
+                let mut request = ToolRequest::new("Read", json!({}));
+                request.session_id = format!("session-{i}");
+                rollout.includes(plugin, &request)
+            })
+            .collect()
+    };
+    let first = chosen("candidate");
+    assert!((70..=130).contains(&first.len()), "{} of 1000", first.len());
+    assert_eq!(chosen("candidate"), first, "deterministic");
+    assert_ne!(
+        chosen("another"),
+        first,
+        "each plugin draws its own sessions"
+    );
+}
+
+#[test]
+fn a_rollout_to_listed_users_applies_only_to_them() {
+    let host = host(&plugin(
+        "strict",
+        "flip-deny-policy",
+        "rollout = { users = [\"alice\"] }",
+    ));
+    let as_user = |user: &str| {
+        let mut request = call("Read", json!({}));
+        request.user_id = user.into();
+        host.evaluate(&request).unwrap().verdict
+    };
+    assert_eq!(as_user("alice"), Verdict::Deny);
+    assert_eq!(as_user("bob"), Verdict::Allow, "not yet rolled out to bob");
+}
