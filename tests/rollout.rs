@@ -139,3 +139,78 @@ fn a_rollout_to_listed_users_applies_only_to_them() {
     assert_eq!(as_user("alice"), Verdict::Deny);
     assert_eq!(as_user("bob"), Verdict::Allow, "not yet rolled out to bob");
 }
+
+/// A config with the bundled lease-gate (calls logged in full) and `extra`
+/// lease-gate catalogue entries, written to `dir/NAME.toml`.
+fn lease_config(dir: &std::path::Path, name: &str, extra: &str) -> std::path::PathBuf {
+    let path = dir.join(format!("{name}.toml"));
+    let text = common::config_text(&format!(
+        "[log]\narguments = \"full\"\n[plugins.lease-gate]\npath = \"bundled:lease-gate\"\n[plugins.lease-gate.config]\nauto_plan = true\n{extra}"
+    ));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn a_replay_against_a_stricter_config_reports_exactly_the_calls_it_would_deny() {
+    let dir = tempfile::tempdir().unwrap();
+    let live = lease_config(dir.path(), "live", "");
+    let strict = lease_config(
+        dir.path(),
+        "strict",
+        "[plugins.lease-gate.config.actions.Grep]\neffects = [\"read-local\"]\napproval = \"always\"\n",
+    );
+    let store = dir.path().join("store.redb");
+    // A recorded day of an autonomous agent's calls.
+    let mut greps = Vec::new();
+    {
+        let host =
+            toolgate::Toolgate::open(toolgate::Config::load(&live).unwrap(), Some(store.clone()))
+                .unwrap();
+        for i in 0..30 {
+            let tool = ["Read", "Grep", "Glob"][i % 3];
+            let mut request = call(tool, json!({"path": format!("src/{i}.rs")}));
+            request.session_id = format!("day-{}", i % 4);
+            request.mode = toolgate::request::Mode::Autonomous;
+            request.call_id = Some(format!("call-{i}"));
+            assert_eq!(host.evaluate(&request).unwrap().verdict, Verdict::Allow);
+            if tool == "Grep" {
+                greps.push(format!("call-{i}"));
+            }
+        }
+        host.store().persist();
+    }
+    let replay = |candidate: Option<&std::path::Path>| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"));
+        command
+            .arg("--config")
+            .arg(&live)
+            .arg("--store")
+            .arg(&store)
+            .arg("replay")
+            .arg("--json");
+        if let Some(candidate) = candidate {
+            command.arg("--candidate-config").arg(candidate);
+        }
+        let out = command.output().unwrap();
+        let report: serde_json::Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{out:?}"));
+        (out.status.code(), report)
+    };
+
+    let (status, report) = replay(Some(&strict));
+    assert_eq!(status, Some(3), "something would change: {report}");
+    assert_eq!(report["replayed"], 30);
+    assert_eq!(report["changes"]["allow→deny"], 10, "{report}");
+    let changed: Vec<String> = report["changed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["call_id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(changed, greps, "exactly the Grep calls");
+
+    let (status, report) = replay(None);
+    assert_eq!(status, Some(0), "the same plugins change nothing: {report}");
+    assert_eq!(report["changed"], json!([]));
+}

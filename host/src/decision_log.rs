@@ -47,6 +47,12 @@ pub struct LogEntry {
     pub decided_by: Option<String>,
     /// Wall time of the evaluation, microseconds.
     pub duration_us: u64,
+    /// How `arguments` was kept; only `full` entries can be replayed.
+    #[serde(default = "digest_view")]
+    pub arguments_view: ArgumentsView,
+    /// What else a replay needs to rebuild the call.
+    #[serde(default)]
+    pub call: LoggedCall,
     /// Shadow plugins' verdicts on the same call.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shadows: Vec<LoggedPolicy>,
@@ -65,7 +71,56 @@ pub struct LoggedPolicy {
     pub failure: Option<String>,
 }
 
+/// The parts of a request that are not in the entry's other fields.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LoggedCall {
+    /// Where the tool comes from.
+    #[serde(default)]
+    pub origin: crate::request::Origin,
+    /// The execution mode.
+    #[serde(default)]
+    pub mode: crate::request::Mode,
+    /// The thread's kind.
+    #[serde(default)]
+    pub thread_kind: String,
+    /// The turn.
+    #[serde(default)]
+    pub turn: u64,
+    /// Whether a subagent made the call.
+    #[serde(default)]
+    pub is_subagent: bool,
+    /// The agent's context size, when the runtime said.
+    #[serde(default)]
+    pub context_tokens: Option<u64>,
+}
+
+fn digest_view() -> ArgumentsView {
+    ArgumentsView::Digest
+}
+
 impl LogEntry {
+    /// The call again, for a replay: only from entries that kept the
+    /// arguments in full (likely secrets in them are redacted; a transcript
+    /// is not kept).
+    pub fn replayable(&self) -> Option<ToolRequest> {
+        if self.arguments_view != ArgumentsView::Full {
+            return None;
+        }
+        let mut request = ToolRequest::new(self.tool.clone(), self.arguments.clone());
+        request.call_id = Some(self.call_id.clone());
+        request.session_id = self.session_id.clone();
+        request.thread_id = Some(self.thread_id.clone());
+        request.user_id = self.user_id.clone();
+        request.channel = self.channel.clone();
+        request.origin = self.call.origin.clone();
+        request.mode = self.call.mode;
+        request.thread_kind = self.call.thread_kind.clone();
+        request.turn = self.call.turn;
+        request.is_subagent = self.call.is_subagent;
+        request.context_tokens = self.call.context_tokens;
+        Some(request)
+    }
+
     /// The log entry for `decision` on `request`.
     pub fn new(request: &ToolRequest, decision: &Decision, view: ArgumentsView) -> Self {
         Self {
@@ -77,6 +132,15 @@ impl LogEntry {
             channel: request.channel.clone(),
             tool: request.tool.clone(),
             arguments: view_arguments(&request.arguments, view),
+            arguments_view: view,
+            call: LoggedCall {
+                origin: request.origin.clone(),
+                mode: request.mode,
+                thread_kind: request.thread_kind.clone(),
+                turn: request.turn,
+                is_subagent: request.is_subagent,
+                context_tokens: request.context_tokens,
+            },
             policies: decision.policies.iter().map(LoggedPolicy::from).collect(),
             shadows: decision.shadows.iter().map(LoggedPolicy::from).collect(),
             verdict: decision.verdict,

@@ -39,6 +39,7 @@ pub mod plugins;
 mod pool;
 pub mod probe;
 pub mod redact;
+pub mod replay;
 pub mod request;
 mod runtime;
 mod sandbox;

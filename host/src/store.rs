@@ -85,7 +85,7 @@ pub enum StateWriteError {
 
 enum WriterMessage {
     Append(StoredEvent),
-    Decision(LogEntry),
+    Decision(Box<LogEntry>),
     Flush(mpsc::Sender<()>),
 }
 
@@ -239,7 +239,7 @@ impl Store {
         let queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
         let sent = queue
             .as_ref()
-            .is_some_and(|q| q.try_send(WriterMessage::Decision(entry)).is_ok());
+            .is_some_and(|q| q.try_send(WriterMessage::Decision(Box::new(entry))).is_ok());
         if !sent {
             self.dropped_events.fetch_add(1, Ordering::Relaxed);
             tracing::warn!("decision log entry dropped: the write queue is full or closed");
@@ -675,7 +675,7 @@ fn run_event_writer(
         while let Some(m) = message.take() {
             match m {
                 WriterMessage::Append(event) => batch.push(event),
-                WriterMessage::Decision(entry) => decisions.push(entry),
+                WriterMessage::Decision(entry) => decisions.push(*entry),
                 WriterMessage::Flush(done) => flushes.push(done),
             }
             if batch.len() + decisions.len() < EVENT_BATCH {

@@ -7,6 +7,7 @@ mod hook;
 mod log;
 mod new;
 mod plugins;
+mod replay;
 mod serve;
 mod shadow;
 mod store;
@@ -96,6 +97,11 @@ enum Subcommands {
     },
     /// Show the decision log, newest last.
     Log(log::LogArgs),
+    /// Decide the logged calls again with a candidate set of plugins and
+    /// show what would change (exit 3 if anything would, 0 if not).
+    ///
+    /// Needs calls logged with `[log] arguments = "full"`.
+    Replay(replay::ReplayArgs),
     /// Shadow plugins: how they would have decided, against the live ones.
     #[command(subcommand)]
     Shadow(shadow::ShadowCommand),
@@ -177,6 +183,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Subcommands::Store(command) => store::run(&ctx, command),
         Subcommands::Shadow(command) => shadow::run(&ctx, command),
+        Subcommands::Replay(args) => replay::run(&ctx, &args),
         Subcommands::Events { limit } => {
             let events = ctx.target(None)?.call(DaemonRequest::Events { limit })?;
             for row in events.as_array().into_iter().flatten() {
