@@ -114,27 +114,6 @@ impl Default for RetentionConfig {
     }
 }
 
-impl Config {
-    /// The store's retention under this config: per-plugin event quotas and
-    /// the `[retention]` table.
-    pub fn store_retention(&self) -> crate::hygiene::Retention {
-        let events_max = self
-            .effective_plugins()
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(name, plugin)| (name, plugin.limits.events_max))
-            .collect();
-        let secs = std::time::Duration::from_secs;
-        crate::hygiene::Retention {
-            events_max,
-            default_events_max: Limits::default().events_max,
-            events_max_age: secs(self.retention.events_max_age_secs),
-            sessions_max_idle: secs(self.retention.sessions_max_idle_secs),
-            sweep_interval: secs(self.retention.sweep_interval_secs.max(1)),
-        }
-    }
-}
-
 /// Who may resolve pauses (and run admin commands) through the daemon. The
 /// agent's own channel never can: see "Safety model" in README.md.
 #[derive(Debug, Clone, Deserialize)]

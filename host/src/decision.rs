@@ -3,7 +3,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::bindings::toolgate::policy::types as wit;
 use crate::gates::PauseKind;
 
 /// The final answer for one call.
@@ -34,6 +33,18 @@ pub struct Decision {
     pub shadows: Vec<PolicyResult>,
     /// Wall time for the whole evaluation, microseconds.
     pub duration_us: u64,
+}
+
+/// What happened when a tool ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// It ran and succeeded.
+    Succeeded,
+    /// It ran and failed.
+    Failed,
+    /// It did not run because it was denied.
+    Denied,
 }
 
 /// Who decides when toolgate itself refuses a call (self-protection).
@@ -109,30 +120,6 @@ pub enum RiskCategory {
     Shell,
 }
 
-impl From<wit::RiskCategory> for RiskCategory {
-    fn from(category: wit::RiskCategory) -> Self {
-        match category {
-            wit::RiskCategory::Low => Self::Low,
-            wit::RiskCategory::McpUnclassified => Self::McpUnclassified,
-            wit::RiskCategory::FileWrite => Self::FileWrite,
-            wit::RiskCategory::ExfilCapable => Self::ExfilCapable,
-            wit::RiskCategory::Shell => Self::Shell,
-        }
-    }
-}
-
-impl From<RiskCategory> for wit::RiskCategory {
-    fn from(category: RiskCategory) -> Self {
-        match category {
-            RiskCategory::Low => Self::Low,
-            RiskCategory::McpUnclassified => Self::McpUnclassified,
-            RiskCategory::FileWrite => Self::FileWrite,
-            RiskCategory::ExfilCapable => Self::ExfilCapable,
-            RiskCategory::Shell => Self::Shell,
-        }
-    }
-}
-
 /// A risk classification and who made it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RiskReport {
@@ -188,16 +175,6 @@ pub enum BudgetReport {
     Warning(String),
     /// Over the hard limit.
     Exceeded(String),
-}
-
-impl From<&wit::BudgetStatus> for BudgetReport {
-    fn from(status: &wit::BudgetStatus) -> Self {
-        match status {
-            wit::BudgetStatus::Ok => Self::Ok,
-            wit::BudgetStatus::Warning(text) => Self::Warning(text.clone()),
-            wit::BudgetStatus::Exceeded(text) => Self::Exceeded(text.clone()),
-        }
-    }
 }
 
 /// What one policy said about the call.

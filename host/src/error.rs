@@ -80,7 +80,7 @@ pub enum Error {
 
     /// A pending gate could not be resolved.
     #[error(transparent)]
-    Gate(#[from] crate::gates::GateError),
+    Gate(#[from] GateError),
 
     /// An admin command failed.
     #[error("command `{command}` on plugin `{plugin}` failed: {message}")]
@@ -92,6 +92,38 @@ pub enum Error {
         /// The policy's (or host's) message.
         message: String,
     },
+}
+
+/// Why a gate could not be resolved.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GateError {
+    /// No gate is pending for that user and thread.
+    #[error("no pending gate for user `{user_id}` on thread `{thread_id}`")]
+    NotFound {
+        /// The user.
+        user_id: String,
+        /// The thread.
+        thread_id: String,
+    },
+    /// The gate expired; the agent must make the call again.
+    #[error("the pending gate has expired; the agent must make the call again")]
+    Expired,
+    /// The request id does not match; the gate stays pending.
+    #[error("request id does not match the pending gate; it stays pending")]
+    RequestIdMismatch,
+    /// The channel is neither the gate's nor trusted; the gate stays pending.
+    #[error(
+        "channel `{actual}` cannot resolve a gate raised from `{expected}` (only that channel or a trusted one can); it stays pending"
+    )]
+    ChannelMismatch {
+        /// The gate's source channel.
+        expected: String,
+        /// The channel that tried.
+        actual: String,
+    },
+    /// The store failed.
+    #[error("store error: {0}")]
+    Storage(String),
 }
 
 /// A machine-readable class of [`Error`], carried on the daemon's wire so a
@@ -127,7 +159,6 @@ impl Error {
     /// The class of this error, the same whether it happened here or in the
     /// daemon.
     pub fn kind(&self) -> ErrorKind {
-        use crate::gates::GateError;
         match self {
             Error::Config { .. } => ErrorKind::Config,
             Error::Plugin { .. } => ErrorKind::Plugin,

@@ -1,8 +1,8 @@
 //! Pending gates: calls paused for a person's approval or a credential.
 //!
-//! A gate lives in the store under (user, thread) and is resolved by
-//! [`Store::take_gate`], which checks, in one write transaction: the gate
-//! exists, has not expired, the request id matches, and the resolving channel
+//! This module holds the data; `store/gates.rs` keeps it. A gate lives in
+//! the store under (user, thread) and is resolved by `Store::take_gate`,
+//! which checks, in one write transaction: the gate exists, has not expired, the request id matches, and the resolving channel
 //! is the one the gate was raised from (or a trusted one). A failed check
 //! leaves the gate in place; redb serialises write transactions, so of two
 //! concurrent takes exactly one succeeds. Gates survive restarts because they
@@ -12,16 +12,10 @@
 //! (user, thread, tool, arguments) so that when the runtime submits the same
 //! call again the policies see the resolution and do not pause a second time.
 
-use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::error::Result;
-use crate::store::{GATES, Store};
-
-/// (user, thread, call fingerprint) → resolutions so far (JSON).
-pub(crate) const RESOLUTIONS: TableDefinition<(&str, &str, &str), &[u8]> =
-    TableDefinition::new("gate_resolutions");
+pub use crate::error::GateError;
 
 /// Identifies a gate: one pending gate per (user, thread).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -141,38 +135,6 @@ pub struct RecordedResolution {
     pub expires_at_ms: u64,
 }
 
-/// Why a gate could not be resolved.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum GateError {
-    /// No gate is pending for that user and thread.
-    #[error("no pending gate for user `{user_id}` on thread `{thread_id}`")]
-    NotFound {
-        /// The user.
-        user_id: String,
-        /// The thread.
-        thread_id: String,
-    },
-    /// The gate expired; the agent must make the call again.
-    #[error("the pending gate has expired; the agent must make the call again")]
-    Expired,
-    /// The request id does not match; the gate stays pending.
-    #[error("request id does not match the pending gate; it stays pending")]
-    RequestIdMismatch,
-    /// The channel is neither the gate's nor trusted; the gate stays pending.
-    #[error(
-        "channel `{actual}` cannot resolve a gate raised from `{expected}` (only that channel or a trusted one can); it stays pending"
-    )]
-    ChannelMismatch {
-        /// The gate's source channel.
-        expected: String,
-        /// The channel that tried.
-        actual: String,
-    },
-    /// The store failed.
-    #[error("store error: {0}")]
-    Storage(String),
-}
-
 /// A fresh, unguessable request id (128 random bits, hex).
 pub fn new_request_id() -> String {
     let mut bytes = [0u8; 16];
@@ -190,180 +152,4 @@ pub fn call_fingerprint(tool: &str, origin: &str, arguments: &str) -> String {
         hash.update(part.as_bytes());
     }
     hex::encode(hash.finalize())
-}
-
-impl Store {
-    /// Store a gate, replacing any earlier gate of the same (user, thread).
-    pub fn insert_gate(&self, gate: &PendingGate) -> Result<()> {
-        let bytes = serde_json::to_vec(gate).expect("gates always serialise");
-        let txn = self.db().begin_write().map_err(|e| self.error(e))?;
-        {
-            let mut table = txn.open_table(GATES).map_err(|e| self.error(e))?;
-            table
-                .insert(
-                    (gate.user_id.as_str(), gate.thread_id.as_str()),
-                    bytes.as_slice(),
-                )
-                .map_err(|e| self.error(e))?;
-        }
-        txn.commit().map_err(|e| self.error(e))?;
-        Ok(())
-    }
-
-    /// The pending gate for `key`, unless there is none or it has expired.
-    pub fn peek_gate(&self, key: &GateKey, now_ms: u64) -> Result<Option<PendingGate>> {
-        let txn = self.db().begin_read().map_err(|e| self.error(e))?;
-        let table = txn.open_table(GATES).map_err(|e| self.error(e))?;
-        let gate = table
-            .get((key.user_id.as_str(), key.thread_id.as_str()))
-            .map_err(|e| self.error(e))?
-            .and_then(|v| serde_json::from_slice::<PendingGate>(v.value()).ok());
-        Ok(gate.filter(|g| !g.is_expired(now_ms)))
-    }
-
-    /// Every unexpired gate, optionally only one user's.
-    pub fn list_gates(&self, user_id: Option<&str>, now_ms: u64) -> Result<Vec<PendingGate>> {
-        let txn = self.db().begin_read().map_err(|e| self.error(e))?;
-        let table = txn.open_table(GATES).map_err(|e| self.error(e))?;
-        let mut gates = Vec::new();
-        for entry in table.iter().map_err(|e| self.error(e))? {
-            let (_, value) = entry.map_err(|e| self.error(e))?;
-            if let Ok(gate) = serde_json::from_slice::<PendingGate>(value.value())
-                && !gate.is_expired(now_ms)
-                && user_id.is_none_or(|u| u == gate.user_id)
-            {
-                gates.push(gate);
-            }
-        }
-        Ok(gates)
-    }
-
-    /// Take the gate at `key` if every check passes; otherwise leave it.
-    /// An expired gate is removed and reported as [`GateError::Expired`].
-    pub fn take_gate(
-        &self,
-        key: &GateKey,
-        request_id: &str,
-        channel: &str,
-        trusted_channels: &[String],
-        now_ms: u64,
-    ) -> Result<PendingGate, GateError> {
-        let storage = |e: redb::Error| GateError::Storage(e.to_string());
-        let txn = self.db().begin_write().map_err(|e| storage(e.into()))?;
-        let outcome = {
-            let mut table = txn.open_table(GATES).map_err(|e| storage(e.into()))?;
-            let slot = (key.user_id.as_str(), key.thread_id.as_str());
-            let gate = table
-                .get(slot)
-                .map_err(|e| storage(e.into()))?
-                .map(|v| serde_json::from_slice::<PendingGate>(v.value()));
-            match gate {
-                None => Err(GateError::NotFound {
-                    user_id: key.user_id.clone(),
-                    thread_id: key.thread_id.clone(),
-                }),
-                Some(Err(err)) => Err(GateError::Storage(format!("unreadable gate: {err}"))),
-                Some(Ok(gate)) if gate.is_expired(now_ms) => {
-                    table.remove(slot).map_err(|e| storage(e.into()))?;
-                    Err(GateError::Expired)
-                }
-                Some(Ok(gate)) if gate.request_id != request_id => {
-                    return Err(GateError::RequestIdMismatch);
-                }
-                Some(Ok(gate))
-                    if gate.source_channel != channel
-                        && !trusted_channels.iter().any(|t| t == channel) =>
-                {
-                    return Err(GateError::ChannelMismatch {
-                        expected: gate.source_channel,
-                        actual: channel.to_string(),
-                    });
-                }
-                Some(Ok(gate)) => {
-                    table.remove(slot).map_err(|e| storage(e.into()))?;
-                    Ok(gate)
-                }
-            }
-        };
-        txn.commit().map_err(|e| storage(e.into()))?;
-        outcome
-    }
-
-    /// Remember a resolution for the resubmitted call, for `ttl`.
-    pub fn record_resolution(
-        &self,
-        gate: &PendingGate,
-        resolution: GateResolution,
-        ttl: std::time::Duration,
-    ) -> Result<()> {
-        let slot = (
-            gate.user_id.as_str(),
-            gate.thread_id.as_str(),
-            gate.fingerprint.as_str(),
-        );
-        let txn = self.db().begin_write().map_err(|e| self.error(e))?;
-        {
-            let mut table = txn.open_table(RESOLUTIONS).map_err(|e| self.error(e))?;
-            let mut recorded: Vec<RecordedResolution> = table
-                .get(slot)
-                .map_err(|e| self.error(e))?
-                .and_then(|v| serde_json::from_slice(v.value()).ok())
-                .unwrap_or_default();
-            recorded.push(RecordedResolution {
-                policy: gate.policy.clone(),
-                resolution,
-                request_id: gate.request_id.clone(),
-                expires_at_ms: crate::now_ms().saturating_add(ttl.as_millis() as u64),
-            });
-            let bytes = serde_json::to_vec(&recorded).expect("resolutions always serialise");
-            table
-                .insert(slot, bytes.as_slice())
-                .map_err(|e| self.error(e))?;
-        }
-        txn.commit().map_err(|e| self.error(e))?;
-        Ok(())
-    }
-
-    /// Unexpired resolutions recorded for this call so far, oldest first.
-    pub fn resolutions_for(
-        &self,
-        user_id: &str,
-        thread_id: &str,
-        fingerprint: &str,
-        now_ms: u64,
-    ) -> Result<Vec<RecordedResolution>> {
-        let txn = self.db().begin_read().map_err(|e| self.error(e))?;
-        let table = match txn.open_table(RESOLUTIONS) {
-            Ok(table) => table,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-            Err(e) => return Err(self.error(e)),
-        };
-        let recorded: Vec<RecordedResolution> = table
-            .get((user_id, thread_id, fingerprint))
-            .map_err(|e| self.error(e))?
-            .and_then(|v| serde_json::from_slice(v.value()).ok())
-            .unwrap_or_default();
-        Ok(recorded
-            .into_iter()
-            .filter(|r| now_ms < r.expires_at_ms)
-            .collect())
-    }
-
-    /// Forget the resolutions of a call once it has been finally decided.
-    pub fn clear_resolutions(
-        &self,
-        user_id: &str,
-        thread_id: &str,
-        fingerprint: &str,
-    ) -> Result<()> {
-        let txn = self.db().begin_write().map_err(|e| self.error(e))?;
-        {
-            let mut table = txn.open_table(RESOLUTIONS).map_err(|e| self.error(e))?;
-            table
-                .remove((user_id, thread_id, fingerprint))
-                .map_err(|e| self.error(e))?;
-        }
-        txn.commit().map_err(|e| self.error(e))?;
-        Ok(())
-    }
 }

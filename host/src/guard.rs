@@ -106,7 +106,7 @@ impl ControlPlane {
             }
         }
         protected.extend(config.cache_path());
-        protected.push(crate::daemon::socket_for_store(store));
+        protected.push(crate::locations::socket_for_store(store));
         let absolute = |p: PathBuf| std::path::absolute(&p).unwrap_or(p);
         Self::new(
             protected.into_iter().map(absolute),

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use crate::bindings::toolgate::policy::types as wit;
 use crate::config::{Config, PluginMode};
+pub use crate::decision::Outcome;
 use crate::decision::{Decision, ModelVerdict};
 use crate::decision_log::LogEntry;
 use crate::error::{Error, Result};
@@ -21,18 +22,6 @@ use crate::probe::ProbeClient;
 use crate::request::ToolRequest;
 use crate::runtime::Runtime;
 use crate::store::Store;
-
-/// What happened when a tool ran.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Outcome {
-    /// It ran and succeeded.
-    Succeeded,
-    /// It ran and failed.
-    Failed,
-    /// It did not run because it was denied.
-    Denied,
-}
 
 /// A toolgate host: loaded policies over one store.
 pub struct Toolgate {
@@ -81,7 +70,7 @@ impl Toolgate {
         let wait = Duration::from_millis(config.store_wait_ms);
         let store = Arc::new(Store::open_waiting(&store_path, wait)?);
         store.set_log_config(config.log);
-        store.set_retention(config.store_retention());
+        store.set_retention(crate::store::hygiene::Retention::from_config(&config));
         let cache_max_age = Duration::from_secs(config.retention.cache_max_age_days * 24 * 3600);
         let runtime =
             Runtime::new(config.cache_path(), cache_max_age).map_err(|err| Error::Config {
@@ -175,7 +164,8 @@ impl Toolgate {
         let (set, report) = self.build_set(&config, &previous, false)?;
         *self.plugins.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(set);
         self.store.set_log_config(config.log);
-        self.store.set_retention(config.store_retention());
+        self.store
+            .set_retention(crate::store::hygiene::Retention::from_config(&config));
         *self
             .control_plane
             .write()

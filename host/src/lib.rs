@@ -31,8 +31,8 @@ pub mod fixtures;
 pub mod gates;
 pub mod guard;
 mod host;
-pub mod hygiene;
 pub mod inspect;
+pub mod locations;
 pub mod metrics;
 mod pipeline;
 pub mod plugins;
@@ -46,6 +46,7 @@ mod sandbox;
 pub mod signing;
 pub mod store;
 mod watch;
+mod wit_convert;
 
 pub use config::Config;
 pub use decision::{Decision, Verdict};

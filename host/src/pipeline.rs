@@ -14,7 +14,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::bindings::toolgate::policy::types as wit;
-use crate::capabilities::CallContext;
 use crate::compose::{Ballot, Composer, Next, Outcome, Vote, failure_ballot};
 use crate::config::FailMode;
 use crate::decision::{
@@ -28,6 +27,7 @@ use crate::pool::{Pooled, instance_key};
 use crate::probe::ProbeClient;
 use crate::request::ToolRequest;
 use crate::runtime::{PolicyFailure, Runtime, Sandbox};
+use crate::sandbox::CallContext;
 use crate::store::Store;
 
 /// What the pipeline needs from the host.
@@ -66,7 +66,12 @@ impl Env<'_> {
         );
         if let Some(mut sandbox) = warm {
             sandbox.reset(call);
-            return Ok(Pooled::new(plugin, key, sandbox));
+            return Ok(Pooled::new(
+                &plugin.pool,
+                plugin.limits.reuse_instances,
+                key,
+                sandbox,
+            ));
         }
         let mut sandbox = self
             .runtime
@@ -78,7 +83,12 @@ impl Env<'_> {
                     .call_configure(s, &plugin.config_json)
             })?
             .map_err(|message| PolicyFailure::Other(format!("configure refused: {message}")))?;
-        Ok(Pooled::new(plugin, key, sandbox))
+        Ok(Pooled::new(
+            &plugin.pool,
+            plugin.limits.reuse_instances,
+            key,
+            sandbox,
+        ))
     }
 }
 

@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use crate::bindings::PolicyPre;
 use crate::bindings::toolgate::policy::types as wit;
-use crate::capabilities::CallContext;
 use crate::config::{FailMode, Limits, PluginConfig};
 use crate::error::{Error, PluginProblem, Result};
 use crate::probe::ProbeClient;
 use crate::runtime::{Runtime, digest};
+use crate::sandbox::CallContext;
 use crate::sandbox::SandboxState;
 use crate::store::Store;
 

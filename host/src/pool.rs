@@ -14,7 +14,6 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::config::Isolation;
-use crate::plugins::Plugin;
 use crate::request::ToolRequest;
 use crate::runtime::Sandbox;
 
@@ -73,15 +72,18 @@ pub(crate) fn instance_key(isolation: Isolation, request: Option<&ToolRequest>) 
 /// An instance on loan: it goes back to its plugin's pool when dropped,
 /// unless it failed or the plugin does not reuse instances.
 pub(crate) struct Pooled<'p> {
-    plugin: &'p Plugin,
+    pool: &'p Pool,
+    /// Whether the plugin keeps instances warm at all.
+    reuse: bool,
     key: String,
     sandbox: Option<Sandbox>,
 }
 
 impl<'p> Pooled<'p> {
-    pub(crate) fn new(plugin: &'p Plugin, key: String, sandbox: Sandbox) -> Self {
+    pub(crate) fn new(pool: &'p Pool, reuse: bool, key: String, sandbox: Sandbox) -> Self {
         Self {
-            plugin,
+            pool,
+            reuse,
             key,
             sandbox: Some(sandbox),
         }
@@ -106,8 +108,8 @@ impl Drop for Pooled<'_> {
         let Some(sandbox) = self.sandbox.take() else {
             return;
         };
-        if !sandbox.failed && self.plugin.limits.reuse_instances {
-            self.plugin.pool.put(std::mem::take(&mut self.key), sandbox);
+        if !sandbox.failed && self.reuse {
+            self.pool.put(std::mem::take(&mut self.key), sandbox);
         }
     }
 }

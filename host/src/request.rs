@@ -5,9 +5,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::bindings::toolgate::policy::types as wit;
 use crate::error::{Error, Result};
-use crate::gates::{GateResolution, RecordedResolution};
 
 /// One proposed tool call. Only `tool` is required; everything else has a
 /// default suited to a single local user at a terminal.
@@ -142,54 +140,6 @@ impl ToolRequest {
     /// The arguments as compact JSON text.
     pub fn arguments_json(&self) -> String {
         self.arguments.to_string()
-    }
-
-    /// The WIT view of this call.
-    pub(crate) fn to_wit(
-        &self,
-        call_id: &str,
-        resolutions: &[RecordedResolution],
-    ) -> wit::ToolCall {
-        wit::ToolCall {
-            call_id: call_id.to_string(),
-            tool: self.tool.clone(),
-            origin: match &self.origin {
-                Origin::Builtin => wit::ToolOrigin::Builtin,
-                Origin::Mcp(server) => wit::ToolOrigin::Mcp(server.clone()),
-                Origin::Other(name) => wit::ToolOrigin::Other(name.clone()),
-            },
-            arguments: self.arguments_json(),
-            caller: wit::Caller {
-                session_id: self.session_id.clone(),
-                thread_id: self.thread().to_string(),
-                user_id: self.user_id.clone(),
-                channel: self.channel.clone(),
-                thread_kind: self.thread_kind.clone(),
-                is_subagent: self.is_subagent,
-                turn: self.turn,
-                mode: match self.mode {
-                    Mode::Interactive => wit::ExecutionMode::Interactive,
-                    Mode::InteractiveAutoApprove => wit::ExecutionMode::InteractiveAutoApprove,
-                    Mode::Autonomous => wit::ExecutionMode::Autonomous,
-                },
-            },
-            context_tokens: self.context_tokens,
-            has_transcript: self.transcript_path.is_some(),
-            resolutions: resolutions
-                .iter()
-                .filter_map(|r| match &r.resolution {
-                    GateResolution::Approve { always } => {
-                        Some(wit::Resolution::Approved(wit::ApprovalGrant {
-                            always: *always,
-                        }))
-                    }
-                    GateResolution::Authenticated { credential } => {
-                        Some(wit::Resolution::Authenticated(credential.clone()))
-                    }
-                    GateResolution::Deny => None,
-                })
-                .collect(),
-        }
     }
 }
 

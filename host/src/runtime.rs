@@ -10,10 +10,9 @@ use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine, Store, Trap, UpdateDeadline};
 
 use crate::bindings::{Policy, PolicyPre};
-use crate::capabilities::CallContext;
 use crate::config::Limits;
 use crate::error::PluginProblem;
-use crate::sandbox::SandboxState;
+use crate::sandbox::{CallContext, CallDeadline, SandboxState};
 
 /// The WIT package version this host implements.
 pub const WIT_VERSION: &str = "0.1.0";
@@ -245,37 +244,6 @@ impl Sandbox {
                 "policy output over its log limit was dropped"
             );
         }
-    }
-}
-
-/// A call's deadline, counting only time not spent blocked in host calls
-/// that carry their own timeout.
-pub(crate) struct CallDeadline {
-    started: Instant,
-    budget: Duration,
-    waited_before: Duration,
-}
-
-impl CallDeadline {
-    fn start(budget: Duration, waited_before: Duration) -> Self {
-        Self {
-            started: Instant::now(),
-            budget,
-            waited_before,
-        }
-    }
-
-    /// What is left: of the CPU budget (host waits excluded), and never
-    /// past the wall-clock ceiling.
-    fn remaining(&self, waited_now: Duration, wall: Option<Instant>) -> Option<Duration> {
-        let excluded = waited_now.saturating_sub(self.waited_before);
-        let used = self.started.elapsed().saturating_sub(excluded);
-        let left = self.budget.checked_sub(used)?;
-        let left = match wall {
-            Some(wall) => left.min(wall.saturating_duration_since(Instant::now())),
-            None => left,
-        };
-        (!left.is_zero()).then_some(left)
     }
 }
 

@@ -10,10 +10,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::claude_code::OnError;
+use crate::decision::Outcome;
 use crate::decision_log::LogFilter;
 use crate::error::{Error, ErrorKind, Result};
 use crate::gates::GateResolution;
-use crate::host::Outcome;
 use crate::request::ToolRequest;
 
 /// The longest request accepted, on either transport.

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use toolgate::daemon::{Client, DaemonRequest};
-use toolgate::hygiene::StoreStats;
+use toolgate::store::hygiene::StoreStats;
 
 use crate::target::Ctx;
 
@@ -59,7 +59,7 @@ pub fn run(ctx: &Ctx, command: StoreCommand) -> anyhow::Result<ExitCode> {
                     health["pid"]
                 );
             }
-            let (before, after) = toolgate::hygiene::compact(&ctx.store_path())?;
+            let (before, after) = toolgate::store::hygiene::compact(&ctx.store_path())?;
             println!(
                 "compacted {}: {before} → {after} bytes",
                 ctx.store_path().display()

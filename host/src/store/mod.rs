@@ -7,6 +7,10 @@
 //! [`Store`] drains the queue first, so nothing queued is lost on a clean
 //! shutdown.
 
+mod decisions;
+mod gates;
+pub mod hygiene;
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
@@ -17,9 +21,10 @@ use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 
 use crate::config::LogConfig;
-use crate::decision_log::{DECISIONS, LogEntry, apply_retention};
+use crate::decision_log::LogEntry;
 use crate::error::{Error, Result};
-use crate::hygiene::{self, Retention, SweepReport};
+use decisions::{DECISIONS, apply_retention};
+use hygiene::{Retention, SweepReport};
 
 /// (policy, key) → value.
 const STATE: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("state");
@@ -159,13 +164,13 @@ impl Store {
             txn.open_table(GATES).map_err(|e| store_err(e.into()))?;
             txn.open_table(DECISIONS).map_err(|e| store_err(e.into()))?;
             txn.open_table(TURNS).map_err(|e| store_err(e.into()))?;
-            txn.open_table(crate::hygiene::EVENTS_BY_POLICY)
+            txn.open_table(hygiene::EVENTS_BY_POLICY)
                 .map_err(|e| store_err(e.into()))?;
-            txn.open_table(crate::hygiene::EVENT_COUNTS)
+            txn.open_table(hygiene::EVENT_COUNTS)
                 .map_err(|e| store_err(e.into()))?;
-            txn.open_table(crate::hygiene::TURN_SEEN)
+            txn.open_table(hygiene::TURN_SEEN)
                 .map_err(|e| store_err(e.into()))?;
-            txn.open_table(crate::gates::RESOLUTIONS)
+            txn.open_table(gates::RESOLUTIONS)
                 .map_err(|e| store_err(e.into()))?;
         }
         txn.commit().map_err(|e| store_err(e.into()))?;

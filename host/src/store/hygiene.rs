@@ -24,11 +24,12 @@ use redb::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
-use crate::gates::{PendingGate, RESOLUTIONS, RecordedResolution};
-use crate::store::{
+use super::gates::RESOLUTIONS;
+use super::{
     EVENTS, EVENTS_BY_SESSION, EVENTS_BY_TOOL, GATES, STATE_USAGE, Store, StoredEvent, TURNS,
 };
+use crate::error::{Error, Result};
+use crate::gates::{PendingGate, RecordedResolution};
 
 /// (policy, seq) → (): a policy's events, oldest first.
 pub(crate) const EVENTS_BY_POLICY: TableDefinition<(&str, u64), ()> =
@@ -70,6 +71,26 @@ impl Default for Retention {
 }
 
 impl Retention {
+    /// The retention under `config`: per-plugin event quotas and the
+    /// `[retention]` table.
+    pub fn from_config(config: &crate::Config) -> Self {
+        let events_max = config
+            .effective_plugins()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(name, plugin)| (name, plugin.limits.events_max))
+            .collect();
+        let secs = Duration::from_secs;
+        let table = &config.retention;
+        Self {
+            events_max,
+            default_events_max: crate::config::Limits::default().events_max,
+            events_max_age: secs(table.events_max_age_secs),
+            sessions_max_idle: secs(table.sessions_max_idle_secs),
+            sweep_interval: secs(table.sweep_interval_secs.max(1)),
+        }
+    }
+
     fn quota(&self, policy: &str) -> u64 {
         self.events_max
             .get(policy)

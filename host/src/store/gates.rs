@@ -1,0 +1,188 @@
+//! Pending gates and resolutions in the store: insert, peek, the verified
+//! take, and resolutions (see `crate::gates` for the data and the rules).
+
+use redb::{ReadableDatabase, ReadableTable, TableDefinition};
+
+use super::{GATES, Store};
+use crate::error::{GateError, Result};
+use crate::gates::{GateKey, GateResolution, PendingGate, RecordedResolution};
+
+/// (user, thread, call fingerprint) → resolutions so far (JSON).
+pub(crate) const RESOLUTIONS: TableDefinition<(&str, &str, &str), &[u8]> =
+    TableDefinition::new("gate_resolutions");
+
+impl Store {
+    /// Store a gate, replacing any earlier gate of the same (user, thread).
+    pub fn insert_gate(&self, gate: &PendingGate) -> Result<()> {
+        let bytes = serde_json::to_vec(gate).expect("gates always serialise");
+        let txn = self.db().begin_write().map_err(|e| self.error(e))?;
+        {
+            let mut table = txn.open_table(GATES).map_err(|e| self.error(e))?;
+            table
+                .insert(
+                    (gate.user_id.as_str(), gate.thread_id.as_str()),
+                    bytes.as_slice(),
+                )
+                .map_err(|e| self.error(e))?;
+        }
+        txn.commit().map_err(|e| self.error(e))?;
+        Ok(())
+    }
+
+    /// The pending gate for `key`, unless there is none or it has expired.
+    pub fn peek_gate(&self, key: &GateKey, now_ms: u64) -> Result<Option<PendingGate>> {
+        let txn = self.db().begin_read().map_err(|e| self.error(e))?;
+        let table = txn.open_table(GATES).map_err(|e| self.error(e))?;
+        let gate = table
+            .get((key.user_id.as_str(), key.thread_id.as_str()))
+            .map_err(|e| self.error(e))?
+            .and_then(|v| serde_json::from_slice::<PendingGate>(v.value()).ok());
+        Ok(gate.filter(|g| !g.is_expired(now_ms)))
+    }
+
+    /// Every unexpired gate, optionally only one user's.
+    pub fn list_gates(&self, user_id: Option<&str>, now_ms: u64) -> Result<Vec<PendingGate>> {
+        let txn = self.db().begin_read().map_err(|e| self.error(e))?;
+        let table = txn.open_table(GATES).map_err(|e| self.error(e))?;
+        let mut gates = Vec::new();
+        for entry in table.iter().map_err(|e| self.error(e))? {
+            let (_, value) = entry.map_err(|e| self.error(e))?;
+            if let Ok(gate) = serde_json::from_slice::<PendingGate>(value.value())
+                && !gate.is_expired(now_ms)
+                && user_id.is_none_or(|u| u == gate.user_id)
+            {
+                gates.push(gate);
+            }
+        }
+        Ok(gates)
+    }
+
+    /// Take the gate at `key` if every check passes; otherwise leave it.
+    /// An expired gate is removed and reported as [`GateError::Expired`].
+    pub fn take_gate(
+        &self,
+        key: &GateKey,
+        request_id: &str,
+        channel: &str,
+        trusted_channels: &[String],
+        now_ms: u64,
+    ) -> Result<PendingGate, GateError> {
+        let storage = |e: redb::Error| GateError::Storage(e.to_string());
+        let txn = self.db().begin_write().map_err(|e| storage(e.into()))?;
+        let outcome = {
+            let mut table = txn.open_table(GATES).map_err(|e| storage(e.into()))?;
+            let slot = (key.user_id.as_str(), key.thread_id.as_str());
+            let gate = table
+                .get(slot)
+                .map_err(|e| storage(e.into()))?
+                .map(|v| serde_json::from_slice::<PendingGate>(v.value()));
+            match gate {
+                None => Err(GateError::NotFound {
+                    user_id: key.user_id.clone(),
+                    thread_id: key.thread_id.clone(),
+                }),
+                Some(Err(err)) => Err(GateError::Storage(format!("unreadable gate: {err}"))),
+                Some(Ok(gate)) if gate.is_expired(now_ms) => {
+                    table.remove(slot).map_err(|e| storage(e.into()))?;
+                    Err(GateError::Expired)
+                }
+                Some(Ok(gate)) if gate.request_id != request_id => {
+                    return Err(GateError::RequestIdMismatch);
+                }
+                Some(Ok(gate))
+                    if gate.source_channel != channel
+                        && !trusted_channels.iter().any(|t| t == channel) =>
+                {
+                    return Err(GateError::ChannelMismatch {
+                        expected: gate.source_channel,
+                        actual: channel.to_string(),
+                    });
+                }
+                Some(Ok(gate)) => {
+                    table.remove(slot).map_err(|e| storage(e.into()))?;
+                    Ok(gate)
+                }
+            }
+        };
+        txn.commit().map_err(|e| storage(e.into()))?;
+        outcome
+    }
+
+    /// Remember a resolution for the resubmitted call, for `ttl`.
+    pub fn record_resolution(
+        &self,
+        gate: &PendingGate,
+        resolution: GateResolution,
+        ttl: std::time::Duration,
+    ) -> Result<()> {
+        let slot = (
+            gate.user_id.as_str(),
+            gate.thread_id.as_str(),
+            gate.fingerprint.as_str(),
+        );
+        let txn = self.db().begin_write().map_err(|e| self.error(e))?;
+        {
+            let mut table = txn.open_table(RESOLUTIONS).map_err(|e| self.error(e))?;
+            let mut recorded: Vec<RecordedResolution> = table
+                .get(slot)
+                .map_err(|e| self.error(e))?
+                .and_then(|v| serde_json::from_slice(v.value()).ok())
+                .unwrap_or_default();
+            recorded.push(RecordedResolution {
+                policy: gate.policy.clone(),
+                resolution,
+                request_id: gate.request_id.clone(),
+                expires_at_ms: crate::now_ms().saturating_add(ttl.as_millis() as u64),
+            });
+            let bytes = serde_json::to_vec(&recorded).expect("resolutions always serialise");
+            table
+                .insert(slot, bytes.as_slice())
+                .map_err(|e| self.error(e))?;
+        }
+        txn.commit().map_err(|e| self.error(e))?;
+        Ok(())
+    }
+
+    /// Unexpired resolutions recorded for this call so far, oldest first.
+    pub fn resolutions_for(
+        &self,
+        user_id: &str,
+        thread_id: &str,
+        fingerprint: &str,
+        now_ms: u64,
+    ) -> Result<Vec<RecordedResolution>> {
+        let txn = self.db().begin_read().map_err(|e| self.error(e))?;
+        let table = match txn.open_table(RESOLUTIONS) {
+            Ok(table) => table,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+            Err(e) => return Err(self.error(e)),
+        };
+        let recorded: Vec<RecordedResolution> = table
+            .get((user_id, thread_id, fingerprint))
+            .map_err(|e| self.error(e))?
+            .and_then(|v| serde_json::from_slice(v.value()).ok())
+            .unwrap_or_default();
+        Ok(recorded
+            .into_iter()
+            .filter(|r| now_ms < r.expires_at_ms)
+            .collect())
+    }
+
+    /// Forget the resolutions of a call once it has been finally decided.
+    pub fn clear_resolutions(
+        &self,
+        user_id: &str,
+        thread_id: &str,
+        fingerprint: &str,
+    ) -> Result<()> {
+        let txn = self.db().begin_write().map_err(|e| self.error(e))?;
+        {
+            let mut table = txn.open_table(RESOLUTIONS).map_err(|e| self.error(e))?;
+            table
+                .remove((user_id, thread_id, fingerprint))
+                .map_err(|e| self.error(e))?;
+        }
+        txn.commit().map_err(|e| self.error(e))?;
+        Ok(())
+    }
+}

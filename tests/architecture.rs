@@ -1,0 +1,116 @@
+//! The host library's modules depend on each other one way: no cycle among
+//! the top-level modules of `host/src` (a module's own submodules may refer
+//! to each other). A new `use crate::…` that closes a cycle fails here, and
+//! the message names the cycle.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// Top-level module → the top-level modules its code names.
+fn graph() -> BTreeMap<String, BTreeSet<String>> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut files = vec![src.clone()];
+    while let Some(path) = files.pop() {
+        if path.is_dir() {
+            if path.file_name().is_some_and(|n| n == "bin") {
+                continue; // the binaries sit above the library
+            }
+            files.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+            continue;
+        }
+        if path.extension().is_none_or(|e| e != "rs") || path == src.join("lib.rs") {
+            continue;
+        }
+        let relative = path.strip_prefix(&src).unwrap();
+        let first = relative
+            .components()
+            .next()
+            .unwrap()
+            .as_os_str()
+            .to_string_lossy();
+        let module = first.trim_end_matches(".rs").to_string();
+        let text = std::fs::read_to_string(&path).unwrap();
+        // Unit tests may reach anywhere.
+        let code = text.split("#[cfg(test)]").next().unwrap();
+        let uses = graph.entry(module.clone()).or_default();
+        for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
+            for (at, _) in line.match_indices("crate::") {
+                let name: String = line[at + 7..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                if name != module {
+                    uses.insert(name);
+                }
+            }
+        }
+    }
+    let modules: BTreeSet<String> = graph.keys().cloned().collect();
+    for uses in graph.values_mut() {
+        uses.retain(|m| modules.contains(m));
+    }
+    graph
+}
+
+/// A cycle through `start`, if there is one.
+fn cycle_from(
+    graph: &BTreeMap<String, BTreeSet<String>>,
+    start: &str,
+    path: &mut Vec<String>,
+    done: &mut BTreeSet<String>,
+) -> Option<Vec<String>> {
+    if let Some(at) = path.iter().position(|m| m == start) {
+        let mut cycle = path[at..].to_vec();
+        cycle.push(start.to_string());
+        return Some(cycle);
+    }
+    if done.contains(start) {
+        return None;
+    }
+    path.push(start.to_string());
+    for next in &graph[start] {
+        if let Some(cycle) = cycle_from(graph, next, path, done) {
+            return Some(cycle);
+        }
+    }
+    path.pop();
+    done.insert(start.to_string());
+    None
+}
+
+#[test]
+fn the_host_modules_depend_on_each_other_one_way() {
+    let graph = graph();
+    assert!(graph.len() > 20, "the scan found the modules: {graph:?}");
+    let mut done = BTreeSet::new();
+    for module in graph.keys() {
+        if let Some(cycle) = cycle_from(&graph, module, &mut Vec::new(), &mut done) {
+            panic!("module cycle: {}", cycle.join(" → "));
+        }
+    }
+}
+
+#[test]
+fn the_plain_data_modules_need_no_wasm_and_no_store() {
+    let graph = graph();
+    for data in [
+        "request",
+        "decision",
+        "gates",
+        "decision_log",
+        "error",
+        "compose",
+        "redact",
+    ] {
+        for forbidden in [
+            "bindings", "runtime", "sandbox", "store", "host", "pipeline",
+        ] {
+            assert!(
+                !graph[data].contains(forbidden),
+                "`{data}` is plain data but uses `{forbidden}`: {:?}",
+                graph[data]
+            );
+        }
+    }
+}
