@@ -50,7 +50,7 @@ proptest! {
     #[test]
     fn tool_requests_parse_or_fail_typed(text in jsonish()) {
         if let Err(err) = ToolRequest::from_json(&text) {
-            prop_assert_eq!(err.kind(), ErrorKind::InvalidRequest);
+            prop_assert_eq!(toolgate::Error::from(err).kind(), ErrorKind::InvalidRequest);
         }
     }
 

@@ -64,18 +64,7 @@ pub struct HookEvent {
     pub agent_id: Option<String>,
 }
 
-/// What to answer when toolgate itself fails.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum OnError {
-    /// Deny the call, saying toolgate failed and how to diagnose it.
-    #[default]
-    Deny,
-    /// Ask the person.
-    Ask,
-    /// Let Claude Code's normal permission flow decide.
-    Allow,
-}
+pub use toolgate_wire::protocol::OnError;
 
 /// What answering an event needs: a new turn touches only the store, so a
 /// hook process answering it in-process loads no policy.

@@ -224,19 +224,7 @@ impl Default for LogConfig {
     }
 }
 
-/// How tool arguments appear in the decision log.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ArgumentsView {
-    /// The sha256 of the arguments.
-    Digest,
-    /// Keys and types, values replaced by their length.
-    Redacted,
-    /// The arguments as sent.
-    Full,
-    /// Nothing.
-    None,
-}
+pub use crate::decision_log::ArgumentsView;
 
 /// One plugin entry.
 #[derive(Debug, Clone, PartialEq, Deserialize)]

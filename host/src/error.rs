@@ -3,6 +3,9 @@
 
 use std::path::PathBuf;
 
+pub use toolgate_wire::gates::GateError;
+pub use toolgate_wire::protocol::ErrorKind;
+
 /// Everything that can go wrong at the host library's boundary.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -94,65 +97,10 @@ pub enum Error {
     },
 }
 
-/// Why a gate could not be resolved.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum GateError {
-    /// No gate is pending for that user and thread.
-    #[error("no pending gate for user `{user_id}` on thread `{thread_id}`")]
-    NotFound {
-        /// The user.
-        user_id: String,
-        /// The thread.
-        thread_id: String,
-    },
-    /// The gate expired; the agent must make the call again.
-    #[error("the pending gate has expired; the agent must make the call again")]
-    Expired,
-    /// The request id does not match; the gate stays pending.
-    #[error("request id does not match the pending gate; it stays pending")]
-    RequestIdMismatch,
-    /// The channel is neither the gate's nor trusted; the gate stays pending.
-    #[error(
-        "channel `{actual}` cannot resolve a gate raised from `{expected}` (only that channel or a trusted one can); it stays pending"
-    )]
-    ChannelMismatch {
-        /// The gate's source channel.
-        expected: String,
-        /// The channel that tried.
-        actual: String,
-    },
-    /// The store failed.
-    #[error("store error: {0}")]
-    Storage(String),
-}
-
-/// A machine-readable class of [`Error`], carried on the daemon's wire so a
-/// client can act on the cause without reading the message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ErrorKind {
-    /// The config is invalid.
-    Config,
-    /// A plugin could not be loaded.
-    Plugin,
-    /// The store failed.
-    Store,
-    /// Try again shortly: the store or the daemon is busy.
-    Busy,
-    /// The request was malformed.
-    InvalidRequest,
-    /// What was asked for does not exist (a gate, a plugin, a command).
-    NotFound,
-    /// The caller may not do this.
-    Unauthorized,
-    /// A pending gate refused the resolution (expired, wrong id, ...).
-    Gate,
-    /// A policy failed while running an admin command.
-    PolicyFailure,
-    /// The daemon could not be reached.
-    Unreachable,
-    /// Anything else.
-    Internal,
+impl From<toolgate_wire::InvalidRequest> for Error {
+    fn from(err: toolgate_wire::InvalidRequest) -> Self {
+        Error::Request(err.0)
+    }
 }
 
 impl Error {

@@ -22,6 +22,7 @@ use crate::probe::ProbeClient;
 use crate::request::ToolRequest;
 use crate::runtime::Runtime;
 use crate::store::Store;
+use crate::wit_convert::ToWit as _;
 
 /// A toolgate host: loaded policies over one store.
 pub struct Toolgate {

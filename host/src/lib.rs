@@ -24,23 +24,17 @@ pub mod claude_code;
 pub mod compose;
 pub mod config;
 pub mod daemon;
-pub mod decision;
-pub mod decision_log;
 mod error;
 pub mod fixtures;
-pub mod gates;
 pub mod guard;
 mod host;
 pub mod inspect;
-pub mod locations;
 pub mod metrics;
 mod pipeline;
 pub mod plugins;
 mod pool;
 pub mod probe;
-pub mod redact;
 pub mod replay;
-pub mod request;
 mod runtime;
 mod sandbox;
 pub mod signing;
@@ -56,10 +50,4 @@ pub use request::ToolRequest;
 pub use runtime::{PolicyFailure, WIT_PACKAGE, WIT_VERSION};
 pub use watch::Watcher;
 
-/// Milliseconds since the Unix epoch.
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
+pub use toolgate_wire::{decision, decision_log, gates, locations, now_ms, redact, request};

@@ -29,6 +29,7 @@ use crate::request::ToolRequest;
 use crate::runtime::{PolicyFailure, Runtime, Sandbox};
 use crate::sandbox::CallContext;
 use crate::store::Store;
+use crate::wit_convert::ToWit as _;
 
 /// What the pipeline needs from the host.
 pub(crate) struct Env<'a> {

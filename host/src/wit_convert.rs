@@ -7,13 +7,14 @@ use crate::decision::{BudgetReport, RiskCategory};
 use crate::gates::{GateResolution, RecordedResolution};
 use crate::request::{Mode, Origin, ToolRequest};
 
-impl ToolRequest {
-    /// The WIT view of this call.
-    pub(crate) fn to_wit(
-        &self,
-        call_id: &str,
-        resolutions: &[RecordedResolution],
-    ) -> wit::ToolCall {
+/// The WIT view of a call, for the policies.
+pub(crate) trait ToWit {
+    /// The call as `tool-call`, with these resolutions.
+    fn to_wit(&self, call_id: &str, resolutions: &[RecordedResolution]) -> wit::ToolCall;
+}
+
+impl ToWit for ToolRequest {
+    fn to_wit(&self, call_id: &str, resolutions: &[RecordedResolution]) -> wit::ToolCall {
         wit::ToolCall {
             call_id: call_id.to_string(),
             tool: self.tool.clone(),

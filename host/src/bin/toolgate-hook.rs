@@ -2,7 +2,8 @@
 //! writes into an agent runtime's settings.
 //!
 //! A hook runs once per tool call, so its process start is on the agent's
-//! critical path. This binary links neither wasmtime nor the store: it
+//! critical path. This binary uses only `toolgate-wire` — neither wasmtime
+//! nor the store: it
 //! reads the event from stdin, sends it to the store's daemon in one round
 //! trip (the socket was resolved at install time), and prints the answer.
 //! If the daemon is not answering, or answers with an error, it hands the
@@ -18,6 +19,7 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use toolgate_wire::protocol::{self, DaemonRequest, HookRuntime, OnError};
 
 const USAGE: &str =
     "usage: toolgate-hook --socket PATH [--on-error deny|ask|allow] -- TOOLGATE-COMMAND...";
@@ -30,12 +32,20 @@ fn main() -> ExitCode {
     };
     let (ours, fallback) = (&args[..split], &args[split + 1..]);
     let mut socket = None;
-    let mut on_error = "deny".to_string();
+    let mut on_error = OnError::Deny;
     let mut words = ours.iter();
     while let Some(word) = words.next() {
         match (word.as_str(), words.next()) {
             ("--socket", Some(path)) => socket = Some(path.clone()),
-            ("--on-error", Some(mode)) => on_error = mode.clone(),
+            ("--on-error", Some(mode)) => match mode.as_str() {
+                "deny" => on_error = OnError::Deny,
+                "ask" => on_error = OnError::Ask,
+                "allow" => on_error = OnError::Allow,
+                _ => {
+                    eprintln!("{USAGE}");
+                    return ExitCode::from(2);
+                }
+            },
             _ => {
                 eprintln!("{USAGE}");
                 return ExitCode::from(2);
@@ -47,7 +57,7 @@ fn main() -> ExitCode {
         event.clear(); // the full command reports the unreadable input
     }
     if let Some(socket) = socket
-        && let Some(answer) = ask_daemon(&socket, &event, &on_error)
+        && let Some(answer) = ask_daemon(&socket, &event, on_error)
     {
         if let Some(text) = answer.as_str() {
             println!("{text}");
@@ -59,24 +69,22 @@ fn main() -> ExitCode {
 
 /// The daemon's answer to the event (a string to print, or null), or `None`
 /// when it could not give one.
-fn ask_daemon(socket: &str, event: &str, on_error: &str) -> Option<Value> {
+fn ask_daemon(socket: &str, event: &str, on_error: OnError) -> Option<Value> {
     let mut stream = UnixStream::connect(socket).ok()?;
     stream
         .set_read_timeout(Some(Duration::from_secs(30)))
         .ok()?;
-    let mut request = json!({
-        "op": "hook",
-        "runtime": "claude-code",
-        "event": event,
-        "on_error": on_error,
-    })
-    .to_string();
-    request.push('\n');
-    stream.write_all(request.as_bytes()).ok()?;
-    let mut line = String::new();
-    BufReader::new(stream).read_line(&mut line).ok()?;
-    let answer: Value = serde_json::from_str(&line).ok()?;
-    (answer["ok"] == json!(true)).then(|| answer["result"].clone())
+    let request = DaemonRequest::Hook {
+        runtime: HookRuntime::ClaudeCode,
+        event: event.to_string(),
+        on_error,
+    };
+    let mut line = serde_json::to_string(&request).ok()?;
+    line.push('\n');
+    stream.write_all(line.as_bytes()).ok()?;
+    let mut answer = String::new();
+    BufReader::new(stream).read_line(&mut answer).ok()?;
+    protocol::decode(&answer).ok()
 }
 
 /// Hand the event to the full `toolgate … hook claude-code` command.

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
+use crate::InvalidRequest;
 
 /// One proposed tool call. Only `tool` is required; everything else has a
 /// default suited to a single local user at a terminal.
@@ -120,14 +120,14 @@ impl ToolRequest {
     }
 
     /// Parse one request from JSON, with an error that says what is wrong.
-    pub fn from_json(text: &str) -> Result<Self> {
+    pub fn from_json(text: &str) -> Result<Self, InvalidRequest> {
         let request: Self = serde_json::from_str(text).map_err(|err| {
-            Error::Request(format!(
+            InvalidRequest(format!(
                 "{err}. A request is a JSON object with at least \"tool\"; see examples/requests/"
             ))
         })?;
         if request.tool.trim().is_empty() {
-            return Err(Error::Request("\"tool\" must not be empty".into()));
+            return Err(InvalidRequest("\"tool\" must not be empty".into()));
         }
         Ok(request)
     }

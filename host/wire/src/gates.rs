@@ -15,8 +15,6 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-pub use crate::error::GateError;
-
 /// Identifies a gate: one pending gate per (user, thread).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GateKey {
@@ -152,4 +150,36 @@ pub fn call_fingerprint(tool: &str, origin: &str, arguments: &str) -> String {
         hash.update(part.as_bytes());
     }
     hex::encode(hash.finalize())
+}
+
+/// Why a gate could not be resolved.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GateError {
+    /// No gate is pending for that user and thread.
+    #[error("no pending gate for user `{user_id}` on thread `{thread_id}`")]
+    NotFound {
+        /// The user.
+        user_id: String,
+        /// The thread.
+        thread_id: String,
+    },
+    /// The gate expired; the agent must make the call again.
+    #[error("the pending gate has expired; the agent must make the call again")]
+    Expired,
+    /// The request id does not match; the gate stays pending.
+    #[error("request id does not match the pending gate; it stays pending")]
+    RequestIdMismatch,
+    /// The channel is neither the gate's nor trusted; the gate stays pending.
+    #[error(
+        "channel `{actual}` cannot resolve a gate raised from `{expected}` (only that channel or a trusted one can); it stays pending"
+    )]
+    ChannelMismatch {
+        /// The gate's source channel.
+        expected: String,
+        /// The channel that tried.
+        actual: String,
+    },
+    /// The store failed.
+    #[error("store error: {0}")]
+    Storage(String),
 }

@@ -8,9 +8,22 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::config::ArgumentsView;
 use crate::decision::{Decision, PolicyVerdict, Verdict};
 use crate::request::ToolRequest;
+
+/// How tool arguments appear in the decision log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ArgumentsView {
+    /// The sha256 of the arguments.
+    Digest,
+    /// Keys and types, values replaced by their length.
+    Redacted,
+    /// The arguments as sent.
+    Full,
+    /// Nothing.
+    None,
+}
 
 /// One logged decision.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,0 +1,237 @@
+//! The daemon's wire protocol, shared by the Unix socket (one JSON request
+//! per line, one JSON answer per line) and HTTP `POST /v1/rpc` (one of each
+//! per request).
+//!
+//! An answer is `{"ok": true, "result": ...}` or
+//! `{"ok": false, "kind": "busy", "error": "..."}`: `kind` is an
+//! [`ErrorKind`] a client acts on, `error` a message for a person.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::decision::Outcome;
+use crate::decision_log::LogFilter;
+use crate::gates::GateResolution;
+use crate::request::ToolRequest;
+
+/// What to answer when toolgate itself fails on a hook event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnError {
+    /// Deny the call, saying toolgate failed and how to diagnose it.
+    #[default]
+    Deny,
+    /// Ask the person.
+    Ask,
+    /// Let the runtime's normal permission flow decide.
+    Allow,
+}
+
+/// The longest request accepted, on either transport.
+pub const MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
+
+/// One request to the daemon.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+pub enum DaemonRequest {
+    /// One agent-runtime hook event, exactly as the runtime sent it; the
+    /// result is the text the hook prints (or null for nothing). One round
+    /// trip per event.
+    Hook {
+        /// The runtime's adapter: `claude-code`.
+        runtime: HookRuntime,
+        /// The raw event (the hook's stdin).
+        event: String,
+        /// What to answer if toolgate fails on this event.
+        #[serde(default)]
+        on_error: OnError,
+    },
+    /// Decide on a call.
+    Evaluate {
+        /// The call.
+        request: ToolRequest,
+    },
+    /// Report a call's outcome.
+    Observe {
+        /// The call.
+        request: ToolRequest,
+        /// What happened.
+        outcome: Outcome,
+        /// A short summary of the result.
+        #[serde(default)]
+        summary: String,
+    },
+    /// Start a session's next turn.
+    NextTurn {
+        /// The session.
+        session: String,
+    },
+    /// A session's current turn.
+    Turn {
+        /// The session.
+        session: String,
+    },
+    /// Resolve a pending gate.
+    Resolve {
+        /// The gate's user.
+        user: String,
+        /// The gate's thread.
+        thread: String,
+        /// The request id from the pause.
+        request_id: String,
+        /// The resolving channel: `terminal` for a person at a terminal
+        /// (checked from the connection), or a channel adapter's name.
+        channel: String,
+        /// A channel adapter's token (see `[approvals] tokens`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        token: Option<String>,
+        /// What the person decided.
+        resolution: GateResolution,
+    },
+    /// Pending gates.
+    Gates {
+        /// Only this user's.
+        #[serde(default)]
+        user: Option<String>,
+    },
+    /// A policy's admin command.
+    Command {
+        /// The plugin.
+        plugin: String,
+        /// The command.
+        name: String,
+        /// JSON arguments.
+        #[serde(default)]
+        args: Value,
+    },
+    /// The newest decision-log entries matching a filter, oldest first.
+    Log {
+        /// Which entries.
+        #[serde(default)]
+        filter: LogFilter,
+        /// How many at most.
+        limit: usize,
+    },
+    /// The newest events of the policies' streams, oldest first.
+    Events {
+        /// How many at most.
+        limit: usize,
+    },
+    /// Sizes per table and per policy.
+    StoreStats,
+    /// Sweep what is past its retention now.
+    Sweep,
+    /// Reload the config and plugins.
+    Reload,
+    /// Loaded plugins and their status.
+    Plugins,
+    /// Liveness and a summary.
+    Health,
+    /// Prometheus metrics text.
+    Metrics,
+}
+
+/// The agent runtimes whose hook events the daemon answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HookRuntime {
+    /// Claude Code's command hooks.
+    ClaudeCode,
+}
+
+impl DaemonRequest {
+    /// Whether answering it runs policies (and so counts against the
+    /// daemon's in-flight limit).
+    pub fn runs_policies(&self) -> bool {
+        matches!(
+            self,
+            DaemonRequest::Hook { .. }
+                | DaemonRequest::Evaluate { .. }
+                | DaemonRequest::Observe { .. }
+                | DaemonRequest::Command { .. }
+                | DaemonRequest::Reload
+        )
+    }
+}
+
+/// A machine-readable class of [`Error`], carried on the daemon's wire so a
+/// client can act on the cause without reading the message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ErrorKind {
+    /// The config is invalid.
+    Config,
+    /// A plugin could not be loaded.
+    Plugin,
+    /// The store failed.
+    Store,
+    /// Try again shortly: the store or the daemon is busy.
+    Busy,
+    /// The request was malformed.
+    InvalidRequest,
+    /// What was asked for does not exist (a gate, a plugin, a command).
+    NotFound,
+    /// The caller may not do this.
+    Unauthorized,
+    /// A pending gate refused the resolution (expired, wrong id, ...).
+    Gate,
+    /// A policy failed while running an admin command.
+    PolicyFailure,
+    /// The daemon could not be reached.
+    Unreachable,
+    /// Anything else.
+    Internal,
+}
+
+/// One answer on the wire.
+#[derive(Debug, Serialize, Deserialize)]
+struct Answer {
+    ok: bool,
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    result: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    kind: Option<ErrorKind>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+/// The wire form of a result: a value, or an error's kind and message.
+pub fn encode(result: Result<Value, (ErrorKind, String)>) -> String {
+    let answer = match result {
+        Ok(result) => Answer {
+            ok: true,
+            result,
+            kind: None,
+            error: None,
+        },
+        Err((kind, message)) => Answer {
+            ok: false,
+            result: Value::Null,
+            kind: Some(kind),
+            error: Some(message),
+        },
+    };
+    serde_json::to_string(&answer).expect("answers always serialise")
+}
+
+/// A wire answer back: the value, or the daemon's error kind and message.
+pub fn decode(text: &str) -> Result<Value, (ErrorKind, String)> {
+    let answer: Answer = serde_json::from_str(text).map_err(|err| {
+        (
+            ErrorKind::Internal,
+            format!("unreadable answer from the daemon: {err}"),
+        )
+    })?;
+    if answer.ok {
+        return Ok(answer.result);
+    }
+    Err((
+        answer.kind.unwrap_or(ErrorKind::Internal),
+        answer.error.unwrap_or_else(|| "no reason given".into()),
+    ))
+}
+
+/// Parse a request, or say what is wrong with it.
+pub fn decode_request(text: &str) -> Result<DaemonRequest, String> {
+    serde_json::from_str(text).map_err(|err| format!("bad daemon request: {err}"))
+}
