@@ -5,6 +5,7 @@
 //! every error names the file, the key and the fix.
 
 use std::collections::BTreeMap;
+use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -343,11 +344,11 @@ pub enum FailMode {
 #[serde(deny_unknown_fields, default)]
 pub struct Limits {
     /// Linear memory cap, MiB.
-    pub memory_mib: u32,
+    pub memory_mib: NonZeroU32,
     /// Wall-clock deadline per call into the policy, milliseconds.
-    pub deadline_ms: u32,
+    pub deadline_ms: NonZeroU32,
     /// Cap on a reason plus notes returned by one decision, bytes.
-    pub max_output_bytes: u32,
+    pub max_output_bytes: NonZeroU32,
     /// Cap on the policy's state namespace, bytes.
     pub state_max_bytes: u64,
     /// Cap on stdout/stderr and log output per call, bytes.
@@ -393,7 +394,9 @@ impl Limits {
         let ms = if self.wall_clock_ms > 0 {
             self.wall_clock_ms
         } else {
-            self.deadline_ms.saturating_add(self.probe_max_wait_ms)
+            self.deadline_ms
+                .get()
+                .saturating_add(self.probe_max_wait_ms)
         };
         std::time::Duration::from_millis(u64::from(ms))
     }
@@ -402,9 +405,9 @@ impl Limits {
 impl Default for Limits {
     fn default() -> Self {
         Self {
-            memory_mib: 64,
-            deadline_ms: 1_000,
-            max_output_bytes: 16 * 1024,
+            memory_mib: NonZeroU32::new(64).expect("not zero"),
+            deadline_ms: NonZeroU32::new(1_000).expect("not zero"),
+            max_output_bytes: NonZeroU32::new(16 * 1024).expect("not zero"),
             state_max_bytes: 64 * 1024 * 1024,
             log_max_bytes: 16 * 1024,
             reuse_instances: true,
@@ -477,17 +480,6 @@ impl Config {
                 )));
             }
             let limits = &plugin.limits;
-            for (key, value) in [
-                ("memory_mib", u64::from(limits.memory_mib)),
-                ("deadline_ms", u64::from(limits.deadline_ms)),
-                ("max_output_bytes", u64::from(limits.max_output_bytes)),
-            ] {
-                if value == 0 {
-                    return Err(err(format!(
-                        "plugins.{name}.limits.{key} must be greater than 0 ({REFERENCE})"
-                    )));
-                }
-            }
             if limits.probe_max_calls > MAX_PROBE_CALLS
                 || limits.probe_max_wait_ms > MAX_PROBE_WAIT_MS
             {
@@ -506,7 +498,7 @@ impl Config {
                     "plugins.{name}.rollout.percent must be between 0 and 100"
                 )));
             }
-            if limits.memory_mib > 4096 {
+            if limits.memory_mib.get() > 4096 {
                 return Err(err(format!(
                     "plugins.{name}.limits.memory_mib is {}; the most a 32-bit wasm memory can use is 4096",
                     limits.memory_mib
@@ -692,7 +684,11 @@ mod tests {
         )
         .unwrap_err()
         .to_string();
-        assert!(err.contains("plugins.a.limits.deadline_ms"), "{err}");
+        // The type says it: the error quotes the line and wants a nonzero value.
+        assert!(
+            err.contains("deadline_ms = 0") && err.contains("nonzero"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -4,8 +4,8 @@
 //! callers use `spawn_blocking`.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, RwLock};
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::bindings::toolgate::policy::types as wit;
@@ -15,10 +15,11 @@ use crate::decision::{Decision, ModelVerdict};
 use crate::decision_log::LogEntry;
 use crate::error::{Error, Result};
 use crate::gates::{GateKey, GateResolution, PendingGate};
-use crate::guard::ControlPlane;
 use crate::pipeline::{self, Env};
-use crate::plugins::{self, LoadContext, Plugin, PluginSet};
+use crate::plugins::{self, Plugin, PluginSet};
 use crate::probe::ProbeClient;
+use crate::registry::Registry;
+pub use crate::registry::ReloadReport;
 use crate::request::ToolRequest;
 use crate::runtime::Runtime;
 use crate::store::Store;
@@ -29,28 +30,8 @@ pub struct Toolgate {
     runtime: Runtime,
     store: Arc<Store>,
     probe: Arc<ProbeClient>,
-    plugins: RwLock<Arc<PluginSet>>,
-    config: RwLock<Config>,
-    /// One reload at a time.
-    reloading: Mutex<()>,
-    /// The last failed (re)load per plugin name, for `plugins list`.
-    problems: Mutex<BTreeMap<String, String>>,
-    /// What self-protection refuses to let a tool call touch.
-    control_plane: RwLock<Arc<ControlPlane>>,
-}
-
-/// What a reload did.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct ReloadReport {
-    /// New or changed plugins now serving.
-    pub loaded: Vec<String>,
-    /// Unchanged plugins kept as they were.
-    pub kept: Vec<String>,
-    /// Plugins no longer configured, now gone.
-    pub removed: Vec<String>,
-    /// Plugins that failed to (re)load, with why; their previous version (if
-    /// any) keeps serving.
-    pub failed: Vec<(String, String)>,
+    /// The plugins and config in force.
+    pub(crate) registry: Registry,
 }
 
 impl std::fmt::Debug for Toolgate {
@@ -79,75 +60,13 @@ impl Toolgate {
                 message: format!("cannot create the wasm engine: {err:#}"),
             })?;
         let probe = Arc::new(ProbeClient::new(&config.probe));
-        let host = Self {
+        let registry = Registry::open(config, &runtime, &store)?;
+        Ok(Self {
             runtime,
             store,
             probe,
-            plugins: RwLock::new(Arc::default()),
-            config: RwLock::new(config.clone()),
-            reloading: Mutex::new(()),
-            problems: Mutex::new(BTreeMap::new()),
-            control_plane: RwLock::new(Arc::new(ControlPlane::for_config(&config, &store_path))),
-        };
-        let (set, report) = host.build_set(&config, &PluginSet::default(), true)?;
-        tracing::info!(loaded = ?report.loaded, "plugins loaded");
-        *host.plugins.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(set);
-        Ok(host)
-    }
-
-    /// Build the plugin set `config` describes, reusing unchanged plugins of
-    /// `previous`. Each new or changed plugin is compiled, linked,
-    /// `describe`d and `configure`d before it can serve. `strict` (at start)
-    /// makes any failure fatal; otherwise a failing plugin keeps its previous
-    /// version and the failure is reported.
-    fn build_set(
-        &self,
-        config: &Config,
-        previous: &PluginSet,
-        strict: bool,
-    ) -> Result<(PluginSet, ReloadReport)> {
-        let ctx = LoadContext {
-            runtime: &self.runtime,
-            store: &self.store,
-            base_dir: &config.base_dir,
-        };
-        let mut report = ReloadReport::default();
-        let mut set = Vec::new();
-        for (name, entry) in config.effective_plugins()? {
-            let old = previous.get(&name);
-            let attempt = plugins::read(&ctx, &name, &entry).and_then(|bytes| {
-                match old.filter(|old| old.is_same(&entry, &bytes)) {
-                    Some(old) => Ok((old.clone(), false)),
-                    None => plugins::load(&ctx, &name, &entry, bytes).map(|p| (Arc::new(p), true)),
-                }
-            });
-            match attempt {
-                Ok((plugin, fresh)) => {
-                    if fresh {
-                        tracing::info!(plugin = %name, sha256 = %plugin.sha256, priority = plugin.priority, "plugin loaded");
-                        report.loaded.push(name.clone());
-                    } else {
-                        report.kept.push(name.clone());
-                    }
-                    set.push(plugin);
-                }
-                Err(err) if strict => return Err(err),
-                Err(err) => {
-                    tracing::error!(plugin = %name, error = %err, "plugin failed to load; the previous version (if any) keeps serving");
-                    report.failed.push((name.clone(), err.to_string()));
-                    set.extend(old.cloned());
-                }
-            }
-        }
-        report.removed = previous
-            .iter()
-            .filter(|p| !set.iter().any(|n| n.name == p.name))
-            .map(|p| p.name.to_string())
-            .collect();
-        let mut problems = self.problems.lock().unwrap_or_else(|p| p.into_inner());
-        problems.clear();
-        problems.extend(report.failed.iter().cloned());
-        Ok((PluginSet::new(set), report))
+            registry,
+        })
     }
 
     /// Re-read the config file (when the host was built from one) and every
@@ -155,80 +74,26 @@ impl Toolgate {
     /// finish on the version they started with. A plugin that fails keeps its
     /// previous version; a config that fails to parse changes nothing.
     pub fn reload(&self) -> Result<ReloadReport> {
-        let _one_at_a_time = self.reloading.lock().unwrap_or_else(|p| p.into_inner());
-        let current = self.config();
-        let config = match &current.source {
-            Some(path) => Config::load(path)?,
-            None => current,
-        };
-        let previous = self.plugins();
-        let (set, report) = self.build_set(&config, &previous, false)?;
-        *self.plugins.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(set);
+        let config = self.registry.reload(&self.runtime, &self.store)?;
         self.store.set_log_config(config.log);
         self.store
             .set_retention(crate::store::hygiene::Retention::from_config(&config));
-        *self
-            .control_plane
-            .write()
-            .unwrap_or_else(|p| p.into_inner()) =
-            Arc::new(ControlPlane::for_config(&config, self.store.path()));
-        *self.config.write().unwrap_or_else(|p| p.into_inner()) = config;
-        tracing::info!(?report, "plugins reloaded");
-        Ok(report)
+        Ok(config.report)
     }
 
     /// Every loaded plugin with its status, in decision order.
     pub fn plugin_statuses(&self) -> Vec<plugins::PluginStatus> {
-        let problems = self.plugin_problems();
-        self.plugins()
-            .iter()
-            .map(|p| plugins::PluginStatus {
-                name: p.name.to_string(),
-                priority: p.priority,
-                source: p.source.clone(),
-                sha256: p.sha256.clone(),
-                fail_mode: p.fail_mode,
-                policy: p.description.clone(),
-                problem: problems.get(&*p.name).cloned(),
-                instances_created: p.pool.created(),
-            })
-            .collect()
+        self.registry.statuses()
     }
 
     /// The last (re)load failure of each plugin that has one.
     pub fn plugin_problems(&self) -> BTreeMap<String, String> {
-        self.problems
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-    }
-
-    /// What a change to should reload: the config file, every plugin file,
-    /// and `plugin_dir` (new, replaced and removed `.wasm` files in it).
-    pub(crate) fn watched_paths(&self) -> crate::watch::Watched {
-        let config = self.config();
-        let mut files: Vec<PathBuf> = config.source.iter().cloned().collect();
-        if let Ok(plugins) = config.effective_plugins() {
-            files.extend(
-                plugins
-                    .values()
-                    .filter_map(|p| p.path.as_deref())
-                    .filter(|p| !p.starts_with(plugins::BUNDLED_PREFIX))
-                    .map(|p| config.resolve(Path::new(p))),
-            );
-        }
-        crate::watch::Watched {
-            files,
-            plugin_dir: config.plugin_dir.as_ref().map(|d| config.resolve(d)),
-        }
+        self.registry.problems()
     }
 
     /// The plugins serving decisions now.
     pub fn plugins(&self) -> Arc<PluginSet> {
-        self.plugins
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.registry.plugins()
     }
 
     /// The store.
@@ -238,27 +103,26 @@ impl Toolgate {
 
     /// The config now in force.
     pub fn config(&self) -> Config {
-        self.config
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.registry.config()
     }
 
     fn env(&self) -> Env<'_> {
-        let config = self.config.read().unwrap_or_else(|p| p.into_inner());
+        let (gate_ttl_secs, transcript_cap) = self
+            .registry
+            .with_config(|c| (c.gate_ttl_secs, c.transcript_tail_max_bytes));
         Env {
             runtime: &self.runtime,
             store: &self.store,
             probe: &self.probe,
-            gate_ttl: Duration::from_secs(config.gate_ttl_secs),
-            transcript_cap: config.transcript_tail_max_bytes,
+            gate_ttl: Duration::from_secs(gate_ttl_secs),
+            transcript_cap,
             dry_run: false,
         }
     }
 
     /// Decide on one proposed call. A pause is stored as a pending gate.
     pub fn evaluate(&self, request: &ToolRequest) -> Result<Decision> {
-        let plane = Arc::clone(&self.control_plane.read().unwrap_or_else(|p| p.into_inner()));
+        let plane = self.registry.control_plane();
         let decision = match plane.check(request) {
             // Before any policy: the agent may not operate toolgate itself.
             Some(reason) => Decision::refused_by_host(request, reason),
@@ -348,7 +212,7 @@ impl Toolgate {
         channel: &str,
         resolution: GateResolution,
     ) -> Result<PendingGate> {
-        let trusted = self.config().trusted_channels;
+        let trusted = self.registry.with_config(|c| c.trusted_channels.clone());
         self.resolve_from(key, request_id, channel, resolution, &trusted)
     }
 
@@ -410,7 +274,7 @@ impl Toolgate {
             .store
             .take_gate(key, request_id, channel, trusted, crate::now_ms())?;
         if resolution != GateResolution::Deny {
-            let ttl = Duration::from_secs(self.config().gate_ttl_secs);
+            let ttl = Duration::from_secs(self.registry.with_config(|c| c.gate_ttl_secs));
             self.store.record_resolution(&gate, resolution, ttl)?;
         }
         Ok(gate)

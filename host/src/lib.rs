@@ -34,6 +34,7 @@ mod pipeline;
 pub mod plugins;
 mod pool;
 pub mod probe;
+mod registry;
 pub mod replay;
 mod runtime;
 mod sandbox;

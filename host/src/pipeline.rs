@@ -281,7 +281,7 @@ fn decide(
         } else {
             Ok(None)
         };
-        let limit = plugin.limits.max_output_bytes as usize;
+        let limit = plugin.limits.max_output_bytes.get() as usize;
         let decided = budget.clone().and_then(|budget| {
             let budget = budget.unwrap_or(wit::BudgetStatus::Ok);
             slot.run(env, call.request, |sandbox| {

@@ -157,12 +157,12 @@ impl Runtime {
     ) -> Result<Sandbox, PolicyFailure> {
         let state = SandboxState::new(
             call,
-            limits.memory_mib as usize * 1024 * 1024,
+            limits.memory_mib.get() as usize * 1024 * 1024,
             limits.log_max_bytes as usize,
         );
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limiter);
-        let deadline = Duration::from_millis(u64::from(limits.deadline_ms));
+        let deadline = Duration::from_millis(u64::from(limits.deadline_ms.get()));
         store.data_mut().deadline = Some(CallDeadline::start(deadline, Duration::ZERO));
         store.set_epoch_deadline(ticks(deadline));
         store.epoch_deadline_callback(|ctx| {

@@ -84,7 +84,7 @@ impl Toolgate {
     pub fn watch(self: &Arc<Self>, debounce: Duration) -> crate::Result<Watcher> {
         let (events, changes) = mpsc::channel::<DebounceEventResult>();
         let mut debouncer = new_debouncer(debounce, events).map_err(watch_error)?;
-        let mut watched = self.watched_paths();
+        let mut watched = self.registry.watched_paths();
         let mut directories = BTreeSet::new();
         renew(&mut debouncer, &mut directories, &watched);
         let shared: Shared = Arc::new(Mutex::new(Some(debouncer)));
@@ -103,7 +103,7 @@ impl Toolgate {
                         tracing::error!(error = %err, "reload failed; nothing changed");
                     }
                     // Follow a config that now names other files.
-                    watched = host.watched_paths();
+                    watched = host.registry.watched_paths();
                     let mut guard = renewing.lock().unwrap_or_else(|p| p.into_inner());
                     if let Some(debouncer) = guard.as_mut() {
                         renew(debouncer, &mut directories, &watched);

@@ -1,0 +1,223 @@
+//! The plugin registry: which plugin versions serve decisions now, under
+//! which config, and how a reload swaps them. Reloads run one at a time and
+//! swap atomically; a call in flight finishes on the set it started with.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+
+use crate::config::Config;
+use crate::error::Result;
+use crate::guard::ControlPlane;
+use crate::plugins::{self, LoadContext, PluginSet, PluginStatus};
+use crate::runtime::Runtime;
+use crate::store::Store;
+
+/// What a reload did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ReloadReport {
+    /// New or changed plugins now serving.
+    pub loaded: Vec<String>,
+    /// Unchanged plugins kept as they were.
+    pub kept: Vec<String>,
+    /// Plugins no longer configured, now gone.
+    pub removed: Vec<String>,
+    /// Plugins that failed to (re)load, with why; their previous version (if
+    /// any) keeps serving.
+    pub failed: Vec<(String, String)>,
+}
+
+/// A reload's outcome: the config now in force and what changed.
+pub(crate) struct Reloaded {
+    pub config: Config,
+    pub report: ReloadReport,
+}
+
+impl std::ops::Deref for Reloaded {
+    type Target = Config;
+    fn deref(&self) -> &Config {
+        &self.config
+    }
+}
+
+/// The plugins and config in force, and the control plane they protect.
+pub(crate) struct Registry {
+    plugins: RwLock<Arc<PluginSet>>,
+    config: RwLock<Config>,
+    /// One reload at a time.
+    reloading: Mutex<()>,
+    /// The last failed (re)load per plugin name, for `plugins list`.
+    problems: Mutex<BTreeMap<String, String>>,
+    /// What self-protection refuses to let a tool call touch.
+    control_plane: RwLock<Arc<ControlPlane>>,
+}
+
+impl Registry {
+    /// Load every plugin `config` names; any failure fails the start.
+    pub fn open(config: Config, runtime: &Runtime, store: &Arc<Store>) -> Result<Self> {
+        let registry = Self {
+            plugins: RwLock::new(Arc::default()),
+            control_plane: RwLock::new(Arc::new(ControlPlane::for_config(&config, store.path()))),
+            config: RwLock::new(config.clone()),
+            reloading: Mutex::new(()),
+            problems: Mutex::new(BTreeMap::new()),
+        };
+        let (set, report) =
+            registry.build_set(&config, &PluginSet::default(), true, runtime, store)?;
+        tracing::info!(loaded = ?report.loaded, "plugins loaded");
+        *registry.plugins.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(set);
+        Ok(registry)
+    }
+
+    /// Re-read the config file (when there is one) and every plugin, and
+    /// swap in what changed. A plugin that fails keeps its previous version;
+    /// a config that fails to parse changes nothing.
+    pub fn reload(&self, runtime: &Runtime, store: &Arc<Store>) -> Result<Reloaded> {
+        let _one_at_a_time = self.reloading.lock().unwrap_or_else(|p| p.into_inner());
+        let current = self.config();
+        let config = match &current.source {
+            Some(path) => Config::load(path)?,
+            None => current,
+        };
+        let previous = self.plugins();
+        let (set, report) = self.build_set(&config, &previous, false, runtime, store)?;
+        *self.plugins.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(set);
+        *self
+            .control_plane
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) =
+            Arc::new(ControlPlane::for_config(&config, store.path()));
+        *self.config.write().unwrap_or_else(|p| p.into_inner()) = config.clone();
+        tracing::info!(?report, "plugins reloaded");
+        Ok(Reloaded { config, report })
+    }
+
+    /// Build the plugin set `config` describes, reusing unchanged plugins of
+    /// `previous`. Each new or changed plugin is compiled, linked,
+    /// `describe`d and `configure`d before it can serve. `strict` (at start)
+    /// makes any failure fatal; otherwise a failing plugin keeps its previous
+    /// version and the failure is reported.
+    fn build_set(
+        &self,
+        config: &Config,
+        previous: &PluginSet,
+        strict: bool,
+        runtime: &Runtime,
+        store: &Arc<Store>,
+    ) -> Result<(PluginSet, ReloadReport)> {
+        let ctx = LoadContext {
+            runtime,
+            store,
+            base_dir: &config.base_dir,
+        };
+        let mut report = ReloadReport::default();
+        let mut set = Vec::new();
+        for (name, entry) in config.effective_plugins()? {
+            let old = previous.get(&name);
+            let attempt = plugins::read(&ctx, &name, &entry).and_then(|bytes| {
+                match old.filter(|old| old.is_same(&entry, &bytes)) {
+                    Some(old) => Ok((old.clone(), false)),
+                    None => plugins::load(&ctx, &name, &entry, bytes).map(|p| (Arc::new(p), true)),
+                }
+            });
+            match attempt {
+                Ok((plugin, fresh)) => {
+                    if fresh {
+                        tracing::info!(plugin = %name, sha256 = %plugin.sha256, priority = plugin.priority, "plugin loaded");
+                        report.loaded.push(name.clone());
+                    } else {
+                        report.kept.push(name.clone());
+                    }
+                    set.push(plugin);
+                }
+                Err(err) if strict => return Err(err),
+                Err(err) => {
+                    tracing::error!(plugin = %name, error = %err, "plugin failed to load; the previous version (if any) keeps serving");
+                    report.failed.push((name.clone(), err.to_string()));
+                    set.extend(old.cloned());
+                }
+            }
+        }
+        report.removed = previous
+            .iter()
+            .filter(|p| !set.iter().any(|n| n.name == p.name))
+            .map(|p| p.name.to_string())
+            .collect();
+        let mut problems = self.problems.lock().unwrap_or_else(|p| p.into_inner());
+        problems.clear();
+        problems.extend(report.failed.iter().cloned());
+        Ok((PluginSet::new(set), report))
+    }
+
+    /// Every loaded plugin with its status, in decision order.
+    pub fn statuses(&self) -> Vec<PluginStatus> {
+        let problems = self.problems();
+        self.plugins()
+            .iter()
+            .map(|p| PluginStatus {
+                name: p.name.to_string(),
+                priority: p.priority,
+                source: p.source.clone(),
+                sha256: p.sha256.clone(),
+                fail_mode: p.fail_mode,
+                policy: p.description.clone(),
+                problem: problems.get(&*p.name).cloned(),
+                instances_created: p.pool.created(),
+            })
+            .collect()
+    }
+
+    /// The last (re)load failure of each plugin that has one.
+    pub fn problems(&self) -> BTreeMap<String, String> {
+        self.problems
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// What a change to should reload: the config file, every plugin file,
+    /// and `plugin_dir` (new, replaced and removed `.wasm` files in it).
+    pub fn watched_paths(&self) -> crate::watch::Watched {
+        let config = self.config();
+        let mut files: Vec<PathBuf> = config.source.iter().cloned().collect();
+        if let Ok(plugins) = config.effective_plugins() {
+            files.extend(
+                plugins
+                    .values()
+                    .filter_map(|p| p.path.as_deref())
+                    .filter(|p| !p.starts_with(plugins::BUNDLED_PREFIX))
+                    .map(|p| config.resolve(Path::new(p))),
+            );
+        }
+        crate::watch::Watched {
+            files,
+            plugin_dir: config.plugin_dir.as_ref().map(|d| config.resolve(d)),
+        }
+    }
+
+    /// The plugins serving decisions now.
+    pub fn plugins(&self) -> Arc<PluginSet> {
+        self.plugins
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The config now in force.
+    pub fn config(&self) -> Config {
+        self.config
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Read the config in force without copying it (for the hot path).
+    pub fn with_config<T>(&self, f: impl FnOnce(&Config) -> T) -> T {
+        f(&self.config.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// The control plane self-protection guards now.
+    pub fn control_plane(&self) -> Arc<ControlPlane> {
+        Arc::clone(&self.control_plane.read().unwrap_or_else(|p| p.into_inner()))
+    }
+}
