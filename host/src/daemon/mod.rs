@@ -26,11 +26,11 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::Toolgate;
 use crate::claude_code;
 use crate::error::{Error, Result};
 use crate::gates::GateKey;
 use crate::metrics::Metrics;
+use crate::{Config, Toolgate};
 
 pub use client::{Client, socket_for_store};
 pub use peer::Peer;
@@ -158,14 +158,14 @@ impl Daemon {
                     user_id: user,
                     thread_id: thread,
                 };
-                let gate = if remote {
-                    // Authenticated above: a person's channel may resolve a
-                    // gate raised from any channel.
-                    host.resolve_gate_authenticated(&key, &request_id, &channel, resolution)?
+                // A remote channel was authenticated in `admit`: a person's
+                // channel may resolve a gate raised from any channel.
+                let resolve = if remote {
+                    Toolgate::resolve_gate_authenticated
                 } else {
-                    host.resolve_gate(&key, &request_id, &channel, resolution)?
+                    Toolgate::resolve_gate
                 };
-                to_json(gate)
+                to_json(resolve(host, &key, &request_id, &channel, resolution)?)
             }
             DaemonRequest::Gates { user } => to_json(host.gates(user.as_deref())?),
             DaemonRequest::Command { plugin, name, args } => {
@@ -181,14 +181,7 @@ impl Daemon {
             DaemonRequest::Sweep => to_json(host.store().sweep()?),
             DaemonRequest::Reload => to_json(self.reload()?),
             DaemonRequest::Plugins => to_json(host.plugin_statuses()),
-            DaemonRequest::Health => json!({
-                "status": "ok",
-                "pid": std::process::id(),
-                "version": env!("CARGO_PKG_VERSION"),
-                "plugins": host.plugins().len(),
-                "store": host.store().path(),
-                "config": host.config().origin(),
-            }),
+            DaemonRequest::Health => self.health(),
             DaemonRequest::Metrics => Value::String(self.metrics_text()),
         };
         if writes {
@@ -196,6 +189,18 @@ impl Daemon {
             host.store().persist();
         }
         Ok(value)
+    }
+
+    /// Liveness, and who this daemon is (its pid, store and config).
+    fn health(&self) -> Value {
+        json!({
+            "status": "ok",
+            "pid": std::process::id(),
+            "version": env!("CARGO_PKG_VERSION"),
+            "plugins": self.host.plugins().len(),
+            "store": self.host.store().path(),
+            "config": self.host.registry.with_config(Config::origin),
+        })
     }
 
     /// The Prometheus text: the decision metrics and the daemon's own.

@@ -189,11 +189,22 @@ pub(crate) fn sweep(
     retention: &Retention,
     now_ms: u64,
 ) -> std::result::Result<SweepReport, redb::Error> {
-    let mut report = SweepReport::default();
     let mut txn = db.begin_write()?;
     txn.set_durability(redb::Durability::None)?;
-    // Events, oldest first (sequence numbers follow time).
-    let cutoff = now_ms.saturating_sub(retention.events_max_age.as_millis() as u64);
+    let event_cutoff = now_ms.saturating_sub(retention.events_max_age.as_millis() as u64);
+    let idle_before = now_ms.saturating_sub(retention.sessions_max_idle.as_millis() as u64);
+    let report = SweepReport {
+        events: sweep_events(&txn, event_cutoff)?,
+        gates: sweep_gates(&txn, now_ms)?,
+        resolutions: sweep_resolutions(&txn, now_ms)?,
+        sessions: sweep_sessions(&txn, idle_before, now_ms)?,
+    };
+    txn.commit()?;
+    Ok(report)
+}
+
+/// Events older than `cutoff`, oldest first (sequence numbers follow time).
+fn sweep_events(txn: &WriteTransaction, cutoff: u64) -> std::result::Result<u64, redb::Error> {
     let old: Vec<u64> = {
         let events = txn.open_table(EVENTS)?;
         let mut old = Vec::new();
@@ -207,86 +218,94 @@ pub(crate) fn sweep(
         }
         old
     };
+    let mut removed = 0;
     for seq in old {
-        report.events += u64::from(remove_event(&txn, seq)?);
+        removed += u64::from(remove_event(txn, seq)?);
     }
-    // Expired gates.
-    {
-        let mut gates = txn.open_table(GATES)?;
-        let expired: Vec<(String, String)> = gates
-            .iter()?
-            .filter_map(|entry| {
-                let (key, value) = entry.ok()?;
-                let gate: PendingGate = serde_json::from_slice(value.value()).ok()?;
-                gate.is_expired(now_ms).then(|| {
-                    let (user, thread) = key.value();
-                    (user.to_string(), thread.to_string())
-                })
+    Ok(removed)
+}
+
+/// Pending gates expired at `now_ms`.
+fn sweep_gates(txn: &WriteTransaction, now_ms: u64) -> std::result::Result<u64, redb::Error> {
+    let mut gates = txn.open_table(GATES)?;
+    let expired: Vec<(String, String)> = gates
+        .iter()?
+        .filter_map(|entry| {
+            let (key, value) = entry.ok()?;
+            let gate: PendingGate = serde_json::from_slice(value.value()).ok()?;
+            gate.is_expired(now_ms).then(|| {
+                let (user, thread) = key.value();
+                (user.to_string(), thread.to_string())
             })
-            .take(SWEEP_BATCH)
+        })
+        .take(SWEEP_BATCH)
+        .collect();
+    for (user, thread) in &expired {
+        gates.remove((user.as_str(), thread.as_str()))?;
+    }
+    Ok(expired.len() as u64)
+}
+
+/// Resolutions expired at `now_ms`, and the rows they leave empty.
+fn sweep_resolutions(txn: &WriteTransaction, now_ms: u64) -> std::result::Result<u64, redb::Error> {
+    let mut table = txn.open_table(RESOLUTIONS)?;
+    let mut removed = 0;
+    let mut changes: Vec<((String, String, String), Vec<RecordedResolution>)> = Vec::new();
+    for entry in table.iter()?.take(SWEEP_BATCH) {
+        let (key, value) = entry?;
+        let recorded: Vec<RecordedResolution> =
+            serde_json::from_slice(value.value()).unwrap_or_default();
+        let live: Vec<RecordedResolution> = recorded
+            .iter()
+            .filter(|r| now_ms < r.expires_at_ms)
+            .cloned()
             .collect();
-        for (user, thread) in &expired {
-            gates.remove((user.as_str(), thread.as_str()))?;
-        }
-        report.gates = expired.len() as u64;
-    }
-    // Resolutions: drop expired entries, and rows left empty.
-    {
-        let mut table = txn.open_table(RESOLUTIONS)?;
-        let mut changes: Vec<((String, String, String), Vec<RecordedResolution>)> = Vec::new();
-        for entry in table.iter()?.take(SWEEP_BATCH) {
-            let (key, value) = entry?;
-            let recorded: Vec<RecordedResolution> =
-                serde_json::from_slice(value.value()).unwrap_or_default();
-            let live: Vec<RecordedResolution> = recorded
-                .iter()
-                .filter(|r| now_ms < r.expires_at_ms)
-                .cloned()
-                .collect();
-            if live.len() != recorded.len() {
-                report.resolutions += (recorded.len() - live.len()) as u64;
-                let (user, thread, fingerprint) = key.value();
-                changes.push(((user.into(), thread.into(), fingerprint.into()), live));
-            }
-        }
-        for ((user, thread, fingerprint), live) in changes {
-            let key = (user.as_str(), thread.as_str(), fingerprint.as_str());
-            if live.is_empty() {
-                table.remove(key)?;
-            } else {
-                let bytes = serde_json::to_vec(&live).expect("resolutions always serialise");
-                table.insert(key, bytes.as_slice())?;
-            }
+        if live.len() != recorded.len() {
+            removed += (recorded.len() - live.len()) as u64;
+            let (user, thread, fingerprint) = key.value();
+            changes.push(((user.into(), thread.into(), fingerprint.into()), live));
         }
     }
-    // Turn counters of idle sessions (a counter never seen moving is
-    // adopted now, and swept once idle).
-    {
-        let idle_before = now_ms.saturating_sub(retention.sessions_max_idle.as_millis() as u64);
-        let mut turns = txn.open_table(TURNS)?;
-        let mut seen = txn.open_table(TURN_SEEN)?;
-        let mut idle = Vec::new();
-        let mut adopt = Vec::new();
-        for entry in turns.iter()?.take(SWEEP_BATCH) {
-            let (session, _) = entry?;
-            let session = session.value().to_string();
-            match seen.get(session.as_str())?.map(|v| v.value()) {
-                Some(at) if at < idle_before => idle.push(session),
-                Some(_) => {}
-                None => adopt.push(session),
-            }
+    for ((user, thread, fingerprint), live) in changes {
+        let key = (user.as_str(), thread.as_str(), fingerprint.as_str());
+        if live.is_empty() {
+            table.remove(key)?;
+        } else {
+            let bytes = serde_json::to_vec(&live).expect("resolutions always serialise");
+            table.insert(key, bytes.as_slice())?;
         }
-        for session in &adopt {
-            seen.insert(session.as_str(), now_ms)?;
-        }
-        for session in &idle {
-            turns.remove(session.as_str())?;
-            seen.remove(session.as_str())?;
-        }
-        report.sessions = idle.len() as u64;
     }
-    txn.commit()?;
-    Ok(report)
+    Ok(removed)
+}
+
+/// Turn counters of sessions idle since before `idle_before` (a counter
+/// never seen moving is adopted now, and swept once idle).
+fn sweep_sessions(
+    txn: &WriteTransaction,
+    idle_before: u64,
+    now_ms: u64,
+) -> std::result::Result<u64, redb::Error> {
+    let mut turns = txn.open_table(TURNS)?;
+    let mut seen = txn.open_table(TURN_SEEN)?;
+    let mut idle = Vec::new();
+    let mut adopt = Vec::new();
+    for entry in turns.iter()?.take(SWEEP_BATCH) {
+        let (session, _) = entry?;
+        let session = session.value().to_string();
+        match seen.get(session.as_str())?.map(|v| v.value()) {
+            Some(at) if at < idle_before => idle.push(session),
+            Some(_) => {}
+            None => adopt.push(session),
+        }
+    }
+    for session in &adopt {
+        seen.insert(session.as_str(), now_ms)?;
+    }
+    for session in &idle {
+        turns.remove(session.as_str())?;
+        seen.remove(session.as_str())?;
+    }
+    Ok(idle.len() as u64)
 }
 
 /// Sizes of the store, for `toolgate store stats`.

@@ -673,20 +673,11 @@ fn run_event_writer(
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         };
-        let mut batch = Vec::new();
-        let mut decisions = Vec::new();
-        let mut flushes = Vec::new();
-        let mut message = Some(first);
-        while let Some(m) = message.take() {
-            match m {
-                WriterMessage::Append(event) => batch.push(event),
-                WriterMessage::Decision(entry) => decisions.push(*entry),
-                WriterMessage::Flush(done) => flushes.push(done),
-            }
-            if batch.len() + decisions.len() < EVENT_BATCH {
-                message = queue.try_recv().ok();
-            }
-        }
+        let Batch {
+            events: batch,
+            decisions,
+            flushes,
+        } = Batch::collect(first, &queue);
         if !decisions.is_empty() || !batch.is_empty() {
             dirty.store(true, Ordering::Release);
         }
@@ -729,6 +720,33 @@ fn group_committed(db: &Database) -> std::result::Result<redb::WriteTransaction,
     let mut txn = db.begin_write()?;
     txn.set_durability(redb::Durability::None)?;
     Ok(txn)
+}
+
+/// What the writer commits together.
+#[derive(Default)]
+struct Batch {
+    events: Vec<StoredEvent>,
+    decisions: Vec<LogEntry>,
+    flushes: Vec<mpsc::Sender<()>>,
+}
+
+impl Batch {
+    /// `first` and whatever else is queued, up to [`EVENT_BATCH`] rows.
+    fn collect(first: WriterMessage, queue: &Receiver<WriterMessage>) -> Self {
+        let mut batch = Self::default();
+        let mut message = Some(first);
+        while let Some(m) = message.take() {
+            match m {
+                WriterMessage::Append(event) => batch.events.push(event),
+                WriterMessage::Decision(entry) => batch.decisions.push(*entry),
+                WriterMessage::Flush(done) => batch.flushes.push(done),
+            }
+            if batch.events.len() + batch.decisions.len() < EVENT_BATCH {
+                message = queue.try_recv().ok();
+            }
+        }
+        batch
+    }
 }
 
 /// Run the retention sweep when its interval has passed.
