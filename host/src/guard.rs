@@ -143,7 +143,10 @@ impl ControlPlane {
             return Some(format!("run the administrative command `{command}`"));
         }
         let expanded = self.expand_home(text);
-        for word in words(&expanded) {
+        // Only a word with a separator, or a toolgate file name, can name a
+        // protected path: the rest is skipped without allocating.
+        let could_be_path = |w: &&str| w.contains('/') || w.contains("toolgate");
+        for word in words(&expanded).filter(could_be_path) {
             let path = normalise(Path::new(word));
             if let Some(what) = self.protects(&path) {
                 return Some(format!("use {what}"));
