@@ -201,10 +201,13 @@ impl ControlPlane {
     }
 
     /// `~`, `$HOME` and `${HOME}` replaced by the home directory.
-    fn expand_home(&self, text: &str) -> String {
+    fn expand_home<'t>(&self, text: &'t str) -> std::borrow::Cow<'t, str> {
         let Some(home) = self.home.as_ref().map(|h| h.display().to_string()) else {
-            return text.to_string();
+            return text.into();
         };
+        if !text.contains(['~', '$']) {
+            return text.into(); // nothing to expand: no copy
+        }
         let text = text.replace("${HOME}", &home).replace("$HOME", &home);
         // `~` at the start of a word.
         let mut out = String::with_capacity(text.len());
@@ -217,7 +220,7 @@ impl ControlPlane {
             }
             previous = c;
         }
-        out
+        out.into()
     }
 }
 
@@ -249,6 +252,9 @@ fn path_ends_with(path: &Path, suffix: &Path) -> bool {
 
 /// The `toolgate …` administrative command in `text`, if there is one.
 fn toolgate_admin_command(text: &str) -> Option<String> {
+    if !text.contains("toolgate") {
+        return None;
+    }
     let words: Vec<&str> = words(text).flat_map(|w| w.split('$')).collect();
     let invokes = words.iter().any(|w| {
         Path::new(w)

@@ -56,7 +56,7 @@ enum Subcommands {
     /// examples/requests/. Exit status: 0 every call allowed, 3 some call
     /// denied, 4 some call paused (and none denied), 1 error, 2 usage.
     Check(check::CheckArgs),
-    /// List, inspect and validate plugins.
+    /// List, inspect, sign and reload plugins.
     #[command(subcommand)]
     Plugins(plugins::PluginsCommand),
     /// List calls paused for a person, and resolve them (as a person).
