@@ -5,7 +5,7 @@ mod common;
 
 use std::sync::{Arc, Barrier};
 
-use common::{call, host, scripted};
+use common::{approve, call, host, scripted};
 use serde_json::json;
 use toolgate::Verdict;
 use toolgate::gates::{GateError, GateKey, GateResolution, PauseKind, PendingGate, new_request_id};
@@ -284,22 +284,6 @@ fn a_denied_resolution_leaves_nothing_to_resume() {
     let request = call("Bash", json!({"command": "./deploy.sh"}));
     let host = pause_then_resolve(&request, GateResolution::Deny);
     assert_eq!(host.evaluate(&request).unwrap().verdict, Verdict::Pause);
-}
-
-/// Approve the pause `decision` carries, from `cli`.
-fn approve(host: &toolgate::Toolgate, decision: &toolgate::Decision) {
-    let pause = decision.pause.as_ref().expect("a pause");
-    let key = GateKey {
-        user_id: pause.user_id.clone(),
-        thread_id: pause.thread_id.clone(),
-    };
-    host.resolve_gate(
-        &key,
-        &pause.request_id,
-        "cli",
-        GateResolution::Approve { always: false },
-    )
-    .unwrap();
 }
 
 #[test]

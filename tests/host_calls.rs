@@ -231,18 +231,7 @@ fn expired_gates_and_resolutions_are_swept() {
     ));
     // One gate resolved (leaving a resolution), one left pending.
     let first = call("Bash", json!({"command": "a"}));
-    let pause = host.evaluate(&first).unwrap().pause.unwrap();
-    let key = toolgate::gates::GateKey {
-        user_id: pause.user_id.clone(),
-        thread_id: pause.thread_id.clone(),
-    };
-    host.resolve_gate(
-        &key,
-        &pause.request_id,
-        "cli",
-        toolgate::gates::GateResolution::Approve { always: false },
-    )
-    .unwrap();
+    common::approve(&host, &host.evaluate(&first).unwrap());
     host.evaluate(&call("Bash", json!({"command": "b"})))
         .unwrap();
     let rows = |host: &Toolgate, table: &str| {

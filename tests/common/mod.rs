@@ -89,3 +89,19 @@ pub mod hooks;
 pub mod logs;
 pub mod messages_api;
 pub mod model_server;
+
+/// Approve the pause `decision` carries, from `cli`.
+pub fn approve(host: &toolgate::Toolgate, decision: &toolgate::Decision) {
+    let pause = decision.pause.as_ref().expect("a pause");
+    let key = toolgate::gates::GateKey {
+        user_id: pause.user_id.clone(),
+        thread_id: pause.thread_id.clone(),
+    };
+    host.resolve_gate(
+        &key,
+        &pause.request_id,
+        "cli",
+        toolgate::gates::GateResolution::Approve { always: false },
+    )
+    .unwrap();
+}
