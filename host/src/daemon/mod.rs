@@ -5,7 +5,9 @@
 //! - [`protocol`]: the requests and answers both transports carry;
 //! - `socket` and `http`: the two servers;
 //! - [`client`]: the blocking client, and where a store's daemon listens;
-//! - [`launch`]: starting a store's daemon on demand, race-free.
+//! - [`launch`]: starting a store's daemon on demand, race-free;
+//! - [`peer`]: who is asking — peer credentials, agent terminals, channel
+//!   tokens — and what they may do.
 //!
 //! Every request that ran policies is answered only after what it wrote is
 //! durable, so a daemon killed with SIGKILL loses nothing it acknowledged.
