@@ -26,6 +26,7 @@ pub mod config;
 pub mod daemon;
 mod error;
 pub mod fixtures;
+pub mod gemini_cli;
 pub mod guard;
 mod host;
 pub mod inspect;

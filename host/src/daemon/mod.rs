@@ -123,11 +123,14 @@ impl Daemon {
         let writes = request.runs_policies();
         let value = match request {
             DaemonRequest::Hook {
-                runtime: HookRuntime::ClaudeCode,
+                runtime,
                 event,
                 on_error,
             } => {
-                let handled = claude_code::handle(host, &event, on_error);
+                let handled = match runtime {
+                    HookRuntime::ClaudeCode => claude_code::handle(host, &event, on_error),
+                    HookRuntime::GeminiCli => crate::gemini_cli::handle(host, &event, on_error),
+                };
                 if let Some(decision) = &handled.decision {
                     self.metrics.record(decision);
                 }

@@ -137,6 +137,8 @@ pub enum DaemonRequest {
 pub enum HookRuntime {
     /// Claude Code's command hooks.
     ClaudeCode,
+    /// Gemini CLI's command hooks.
+    GeminiCli,
 }
 
 impl DaemonRequest {

@@ -8,6 +8,7 @@ use anyhow::Context as _;
 use serde_json::{Value, json};
 use toolgate::claude_code::{self, HookEvent, Needs, OnError};
 use toolgate::daemon::{Client, DaemonRequest, HookRuntime};
+use toolgate::gemini_cli;
 use toolgate::store::Store;
 
 use crate::target::{Ctx, store_wait};
@@ -24,7 +25,16 @@ pub enum HookCommand {
     /// Code's own prompt answered), UserPromptSubmit (starts the next turn)
     /// and SessionStart (only starts the daemon). Always exits 0: an internal
     /// failure is answered with --on-error.
-    ClaudeCode(ClaudeCodeArgs),
+    ClaudeCode(HookArgs),
+    /// Answer one Gemini CLI hook event read from stdin.
+    ///
+    /// Handles BeforeTool (`{"decision": "deny", "reason": …}` for a deny,
+    /// and for a pause, which Gemini CLI cannot ask: the reason says how a
+    /// person approves it; notes as systemMessage; `{}` to allow), AfterTool
+    /// (records the outcome), BeforeAgent (starts the next turn) and
+    /// SessionStart (only starts the daemon). Through the store's daemon
+    /// like `claude-code`; always exits 0.
+    GeminiCli(HookArgs),
     /// Print the Claude Code settings.json hooks for toolgate, or merge them
     /// into a settings file with --write.
     Install {
@@ -36,11 +46,14 @@ pub enum HookCommand {
         /// store's own.
         #[arg(long, value_name = "SOCKET")]
         connect: Option<PathBuf>,
+        /// The agent runtime whose settings to write.
+        #[arg(long = "for", value_enum, default_value_t = Runtime::ClaudeCode)]
+        runtime: Runtime,
     },
 }
 
 #[derive(clap::Args)]
-pub struct ClaudeCodeArgs {
+pub struct HookArgs {
     /// Use the daemon at SOCKET instead of the store's own (STORE.sock).
     #[arg(long, value_name = "SOCKET")]
     connect: Option<PathBuf>,
@@ -55,6 +68,41 @@ pub struct ClaudeCodeArgs {
     /// What to answer when toolgate itself fails.
     #[arg(long, value_enum, default_value_t = OnErrorArg::Deny)]
     on_error: OnErrorArg,
+}
+
+/// The agent runtimes with a hook adapter.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Runtime {
+    /// Claude Code (`~/.claude/settings.json`).
+    ClaudeCode,
+    /// Gemini CLI (`~/.gemini/settings.json`).
+    GeminiCli,
+}
+
+impl Runtime {
+    fn wire(self) -> HookRuntime {
+        match self {
+            Runtime::ClaudeCode => HookRuntime::ClaudeCode,
+            Runtime::GeminiCli => HookRuntime::GeminiCli,
+        }
+    }
+
+    fn subcommand(self) -> &'static str {
+        match self {
+            Runtime::ClaudeCode => "claude-code",
+            Runtime::GeminiCli => "gemini-cli",
+        }
+    }
+
+    /// The answer when toolgate itself failed.
+    fn failure(self, on_error: OnError, message: &str) -> Option<String> {
+        match self {
+            Runtime::ClaudeCode => {
+                claude_code::failure_answer(on_error, message).map(|v| v.to_string())
+            }
+            Runtime::GeminiCli => Some(gemini_cli::failure_answer(on_error, message).to_string()),
+        }
+    }
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -83,16 +131,18 @@ impl From<OnErrorArg> for OnError {
     }
 }
 
-/// Run the adapter.
-pub fn claude_code(args: &ClaudeCodeArgs, ctx: &Ctx) -> ExitCode {
+/// Run the adapter of `runtime`.
+pub fn run(runtime: Runtime, args: &HookArgs, ctx: &Ctx) -> ExitCode {
     let on_error = OnError::from(args.on_error);
+    let failure = |message: &str| runtime.failure(on_error, message);
     let mut input = String::new();
     let answer = match std::io::stdin().read_to_string(&mut input) {
-        Err(err) => failure(on_error, &format!("cannot read stdin: {err}")),
+        Err(err) => failure(&format!("cannot read stdin: {err}")),
         Ok(_) => {
             // A panic must not become a silent allow.
-            let run = std::panic::AssertUnwindSafe(|| answer_event(args, ctx, &input, on_error));
-            std::panic::catch_unwind(run).unwrap_or_else(|_| failure(on_error, "toolgate panicked"))
+            let run =
+                std::panic::AssertUnwindSafe(|| answer_event(runtime, args, ctx, &input, on_error));
+            std::panic::catch_unwind(run).unwrap_or_else(|_| failure("toolgate panicked"))
         }
     };
     if let Some(answer) = answer {
@@ -101,22 +151,19 @@ pub fn claude_code(args: &ClaudeCodeArgs, ctx: &Ctx) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn failure(on_error: OnError, message: &str) -> Option<String> {
-    claude_code::failure_answer(on_error, message).map(|v| v.to_string())
-}
-
 /// Through the daemon (started if needed), else as --fallback says.
 fn answer_event(
-    args: &ClaudeCodeArgs,
+    runtime: Runtime,
+    args: &HookArgs,
     ctx: &Ctx,
     input: &str,
     on_error: OnError,
 ) -> Option<String> {
     if args.no_daemon {
-        return in_process(ctx, input, on_error);
+        return in_process(runtime, ctx, input, on_error);
     }
     let request = DaemonRequest::Hook {
-        runtime: HookRuntime::ClaudeCode,
+        runtime: runtime.wire(),
         event: input.to_string(),
         on_error,
     };
@@ -131,35 +178,47 @@ fn answer_event(
     };
     match answered {
         Ok(output) => output.as_str().map(str::to_string),
-        Err(err) if matches!(args.fallback, Fallback::Fail) => failure(on_error, &err),
+        Err(err) if matches!(args.fallback, Fallback::Fail) => runtime.failure(on_error, &err),
         Err(err) => {
             tracing::warn!(error = %err, "no daemon; answering in-process");
-            in_process(ctx, input, on_error)
+            in_process(runtime, ctx, input, on_error)
         }
     }
 }
 
 /// Answer in this process, loading policies only for tool events.
-fn in_process(ctx: &Ctx, input: &str, on_error: OnError) -> Option<String> {
-    let event = match HookEvent::parse(input) {
-        Ok(event) => event,
-        Err(err) => return failure(on_error, &err.to_string()),
+fn in_process(runtime: Runtime, ctx: &Ctx, input: &str, on_error: OnError) -> Option<String> {
+    let failure = |message: &str| runtime.failure(on_error, message);
+    let (needs, new_turn) = match runtime {
+        Runtime::ClaudeCode => match HookEvent::parse(input) {
+            Ok(event) => (event.needs(), event.session_id),
+            Err(err) => return failure(&err.to_string()),
+        },
+        Runtime::GeminiCli => match gemini_cli::GeminiEvent::parse(input) {
+            Ok(event) => (event.needs(), event.session_id),
+            Err(err) => return failure(&err.to_string()),
+        },
     };
-    let answered = match event.needs() {
-        Needs::Nothing => Ok(None),
+    let nothing = match runtime {
+        Runtime::ClaudeCode => None,
+        Runtime::GeminiCli => Some("{}".to_string()),
+    };
+    let answered = match needs {
+        Needs::Nothing => Ok(nothing),
         Needs::Store => Store::open_waiting(&ctx.store_path(), store_wait(&ctx.config))
-            .and_then(|store| claude_code::start_turn(&store, &event))
-            .map(|()| None)
+            .and_then(|store| store.next_turn(&new_turn))
+            .map(|_| nothing)
             .map_err(anyhow::Error::from),
-        Needs::Policies => ctx
-            .open()
-            .map(|host| claude_code::handle(&host, input, on_error).output),
+        Needs::Policies => ctx.open().map(|host| match runtime {
+            Runtime::ClaudeCode => claude_code::handle(&host, input, on_error).output,
+            Runtime::GeminiCli => gemini_cli::handle(&host, input, on_error).output,
+        }),
     };
-    answered.unwrap_or_else(|err| failure(on_error, &format!("{err:#}")))
+    answered.unwrap_or_else(|err| failure(&format!("{err:#}")))
 }
 
-/// The hooks toolgate needs in Claude Code's settings.
-pub fn settings(ctx: &Ctx, connect: Option<&PathBuf>) -> anyhow::Result<Value> {
+/// The hooks toolgate needs in `runtime`'s settings.
+pub fn settings(ctx: &Ctx, connect: Option<&PathBuf>, runtime: Runtime) -> anyhow::Result<Value> {
     let exe = std::env::current_exe().context("cannot find the toolgate binary's path")?;
     let mut words = vec![exe.display().to_string()];
     if let Some(config) = &ctx.config_path {
@@ -171,7 +230,7 @@ pub fn settings(ctx: &Ctx, connect: Option<&PathBuf>) -> anyhow::Result<Value> {
         let store = std::path::absolute(store)?;
         words.extend(["--store".into(), store.display().to_string()]);
     }
-    words.extend(["hook".into(), "claude-code".into()]);
+    words.extend(["hook".into(), runtime.subcommand().into()]);
     if let Some(socket) = connect {
         words.extend(["--connect".into(), socket.display().to_string()]);
     }
@@ -179,7 +238,7 @@ pub fn settings(ctx: &Ctx, connect: Option<&PathBuf>) -> anyhow::Result<Value> {
     // through the daemon without loading wasmtime, and hands anything else
     // to the full command above.
     let thin = exe.with_file_name("toolgate-hook");
-    if thin.is_file() {
+    if thin.is_file() && runtime == Runtime::ClaudeCode {
         let socket = ctx.socket(connect);
         let mut thin_words = vec![
             thin.display().to_string(),
@@ -199,24 +258,32 @@ pub fn settings(ctx: &Ctx, connect: Option<&PathBuf>) -> anyhow::Result<Value> {
         }
         json!([entry])
     };
-    Ok(json!({
-        "hooks": {
-            // Starts the daemon (and compiles the policies) before the
-            // session's first tool call.
+    // SessionStart starts the daemon (and compiles the policies) before
+    // the session's first tool call.
+    Ok(match runtime {
+        Runtime::ClaudeCode => json!({"hooks": {
             "SessionStart": hook(None),
             "PreToolUse": hook(Some("*")),
             "PostToolUse": hook(Some("*")),
             "UserPromptSubmit": hook(None),
-        }
-    }))
+        }}),
+        Runtime::GeminiCli => json!({"hooks": {
+            "SessionStart": hook(None),
+            "BeforeTool": hook(Some(".*")),
+            "AfterTool": hook(Some(".*")),
+            "BeforeAgent": hook(None),
+        }}),
+    })
 }
 
 pub fn install(
     ctx: &Ctx,
     write: Option<&PathBuf>,
     connect: Option<&PathBuf>,
+    runtime: Runtime,
 ) -> anyhow::Result<ExitCode> {
-    let ours = settings(ctx, connect)?;
+    let ours = settings(ctx, connect, runtime)?;
+    let marker = format!("hook {}", runtime.subcommand());
     let Some(path) = write else {
         println!("{}", serde_json::to_string_pretty(&ours)?);
         return Ok(ExitCode::SUCCESS);
@@ -243,8 +310,15 @@ pub fn install(
             .as_array_mut()
             .with_context(|| format!("`hooks.{event}` must be an array"))?;
         // Replace an earlier toolgate entry rather than adding a second one.
-        list.retain(|entry| !entry.to_string().contains("hook claude-code"));
+        list.retain(|entry| !entry.to_string().contains(&marker));
         list.extend(entries.as_array().expect("built above").iter().cloned());
+    }
+    // Keep what was there: a backup beside it.
+    if path.exists() {
+        let mut backup = path.as_os_str().to_owned();
+        backup.push(".bak");
+        std::fs::copy(path, &backup)
+            .with_context(|| format!("cannot back up {} first", path.display()))?;
     }
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;

@@ -75,7 +75,7 @@ enum Subcommands {
         #[arg(default_value = "{}")]
         args: String,
     },
-    /// Agent-runtime hooks: the Claude Code adapter and its installer.
+    /// Agent-runtime hooks: the Claude Code and Gemini CLI adapters and their installer.
     #[command(subcommand)]
     Hook(hook::HookCommand),
     /// Run the daemon: policies stay warm behind a Unix socket.
@@ -146,11 +146,16 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     };
     match cli.command {
         Subcommands::Hook(hook::HookCommand::ClaudeCode(args)) => {
-            Ok(hook::claude_code(&args, &ctx))
+            Ok(hook::run(hook::Runtime::ClaudeCode, &args, &ctx))
         }
-        Subcommands::Hook(hook::HookCommand::Install { write, connect }) => {
-            hook::install(&ctx, write.as_ref(), connect.as_ref())
+        Subcommands::Hook(hook::HookCommand::GeminiCli(args)) => {
+            Ok(hook::run(hook::Runtime::GeminiCli, &args, &ctx))
         }
+        Subcommands::Hook(hook::HookCommand::Install {
+            write,
+            connect,
+            runtime,
+        }) => hook::install(&ctx, write.as_ref(), connect.as_ref(), runtime),
         Subcommands::Serve(args) => serve::run(&ctx, &args),
         Subcommands::New(command) => new::run(command),
         Subcommands::Test { policy, fixtures } => test_fixtures(&policy, &fixtures, &ctx.config),

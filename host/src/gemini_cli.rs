@@ -1,0 +1,236 @@
+//! The Gemini CLI hook adapter: one hook event in (its JSON on stdin), one
+//! answer out (JSON on stdout).
+//!
+//! Events: `BeforeTool` is decided; `AfterTool` is observed; `BeforeAgent`
+//! (a prompt, before planning) starts the session's next turn;
+//! `SessionStart` only makes sure the daemon runs; every other event is
+//! answered with `{}`.
+//!
+//! Gemini CLI has no "ask" answer for a hook, so a **pause** becomes a deny
+//! whose reason tells the person how to approve (`toolgate gates resolve`
+//! from a terminal of their own) and the agent to retry; an approved retry
+//! then runs. **Notes** on an allowed call become `systemMessage` (shown to
+//! the person; Gemini CLI has no agent-facing context on `BeforeTool`).
+//!
+//! Tool names are mapped onto the vocabulary the bundled policies'
+//! catalogues and risk classes use (see [`tool_for`]); an MCP tool keeps its
+//! server as origin (from `mcp_context`, else `mcp_<server>_<tool>`).
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::Toolgate;
+use crate::claude_code::{Handled, Needs, OnError, outcome_of};
+use crate::decision::{Decision, Verdict};
+use crate::error::{Error, Result};
+use crate::request::{Origin, ToolRequest};
+use crate::store::Store;
+
+/// One hook event; unknown fields are ignored.
+#[derive(Debug, Clone, Deserialize)]
+pub struct GeminiEvent {
+    /// The Gemini CLI session.
+    pub session_id: String,
+    /// The session's transcript.
+    #[serde(default)]
+    pub transcript_path: Option<std::path::PathBuf>,
+    /// `BeforeTool`, `AfterTool`, `BeforeAgent`, `SessionStart`, ...
+    pub hook_event_name: String,
+    /// The tool, for tool events.
+    #[serde(default)]
+    pub tool_name: Option<String>,
+    /// The model's arguments, for tool events.
+    #[serde(default)]
+    pub tool_input: Option<Value>,
+    /// The result, for `AfterTool`.
+    #[serde(default)]
+    pub tool_response: Option<Value>,
+    /// For MCP tools: the server and the tool's own name.
+    #[serde(default)]
+    pub mcp_context: Option<McpContext>,
+}
+
+/// What Gemini CLI says of an MCP tool.
+#[derive(Debug, Clone, Deserialize)]
+pub struct McpContext {
+    /// The server's name in Gemini CLI's config.
+    pub server_name: String,
+    /// The tool's name on that server.
+    pub tool_name: String,
+}
+
+/// Gemini CLI's built-in tools, as the bundled policies know them.
+const TOOLS: &[(&str, &str)] = &[
+    ("run_shell_command", "Bash"),
+    ("read_file", "Read"),
+    ("read_many_files", "Read"),
+    ("write_file", "Write"),
+    ("replace", "Edit"),
+    ("glob", "Glob"),
+    ("search_file_content", "Grep"),
+    ("list_directory", "LS"),
+    ("web_fetch", "WebFetch"),
+    ("google_web_search", "WebSearch"),
+];
+
+/// The tool and origin toolgate decides on for a Gemini CLI tool.
+pub fn tool_for(name: &str, mcp: Option<&McpContext>) -> (String, Origin) {
+    if let Some(mcp) = mcp {
+        return (mcp.tool_name.clone(), Origin::Mcp(mcp.server_name.clone()));
+    }
+    if let Some((server, tool)) = name
+        .strip_prefix("mcp_")
+        .and_then(|rest| rest.split_once('_'))
+        .filter(|(s, t)| !s.is_empty() && !t.is_empty())
+    {
+        return (tool.to_string(), Origin::Mcp(server.to_string()));
+    }
+    let mapped = TOOLS.iter().find(|(gemini, _)| *gemini == name);
+    (
+        mapped.map_or(name, |(_, ours)| ours).to_string(),
+        Origin::Builtin,
+    )
+}
+
+impl GeminiEvent {
+    /// Parse one event.
+    pub fn parse(text: &str) -> Result<Self> {
+        serde_json::from_str(text).map_err(|err| {
+            Error::Request(format!(
+                "not a Gemini CLI hook event ({err}); expected a JSON object with session_id and hook_event_name"
+            ))
+        })
+    }
+
+    /// What answering it needs.
+    pub fn needs(&self) -> Needs {
+        match self.hook_event_name.as_str() {
+            "BeforeTool" | "AfterTool" => Needs::Policies,
+            "BeforeAgent" => Needs::Store,
+            _ => Needs::Nothing,
+        }
+    }
+
+    /// The toolgate request for a tool event at `turn`.
+    pub fn to_request(&self, turn: u64) -> Result<ToolRequest> {
+        let name = self
+            .tool_name
+            .as_deref()
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| {
+                Error::Request(format!("{} event without tool_name", self.hook_event_name))
+            })?;
+        let (tool, origin) = tool_for(name, self.mcp_context.as_ref());
+        let mut request = ToolRequest::new(tool, self.tool_input.clone().unwrap_or(json!({})));
+        request.origin = origin;
+        request.session_id = self.session_id.clone();
+        request.channel = "gemini-cli".into();
+        request.turn = turn;
+        request.transcript_path = self.transcript_path.clone();
+        Ok(request)
+    }
+}
+
+/// The answer to a `BeforeTool` event.
+pub fn answer(decision: &Decision) -> Value {
+    let notes: Vec<&str> = decision.notes.iter().map(|n| n.text.as_str()).collect();
+    let reason = decision.reason.clone().unwrap_or_default();
+    match decision.verdict {
+        Verdict::Deny => json!({"decision": "deny", "reason": reason}),
+        Verdict::Pause => {
+            let how = decision.pause.as_ref().map_or(String::new(), |p| {
+                format!(
+                    " A person can approve it from a terminal of their own with `toolgate gates resolve --request-id {}`; then retry the same call.",
+                    p.request_id
+                )
+            });
+            json!({"decision": "deny", "reason": format!("toolgate paused this call for a person: {reason}.{how}")})
+        }
+        Verdict::Allow if notes.is_empty() => json!({}),
+        Verdict::Allow => json!({"systemMessage": notes.join("\n\n")}),
+    }
+}
+
+/// The answer when toolgate itself failed: Gemini CLI has no "ask", so
+/// `ask` denies too; `allow` answers nothing.
+pub fn failure_answer(on_error: OnError, error: &str) -> Value {
+    match on_error {
+        OnError::Allow => json!({}),
+        OnError::Deny | OnError::Ask => json!({
+            "decision": "deny",
+            "reason": format!(
+                "toolgate failed, so this call was not checked: {error}. Diagnose with `toolgate check` on the same call, or rerun with TOOLGATE_LOG=debug."
+            ),
+        }),
+    }
+}
+
+/// Start the session's next turn (`BeforeAgent`): the store only.
+pub fn start_turn(store: &Store, event: &GeminiEvent) -> Result<()> {
+    store.next_turn(&event.session_id).map(|_| ())
+}
+
+/// Handle one event end to end; never fails (errors become `on_error`'s
+/// answer).
+pub fn handle(host: &Toolgate, input: &str, on_error: OnError) -> Handled {
+    let mut decision = None;
+    let answered = (|| -> Result<Value> {
+        let event = GeminiEvent::parse(input)?;
+        match event.hook_event_name.as_str() {
+            "BeforeAgent" => start_turn(host.store(), &event).map(|()| json!({})),
+            "BeforeTool" => {
+                let request = event.to_request(host.store().turn(&event.session_id)?)?;
+                let evaluated = host.evaluate(&request)?;
+                let output = answer(&evaluated);
+                decision = Some(evaluated);
+                Ok(output)
+            }
+            "AfterTool" => {
+                let request = event.to_request(host.store().turn(&event.session_id)?)?;
+                let (outcome, summary) = outcome_of(event.tool_response.as_ref());
+                host.observe(&request, outcome, &summary);
+                Ok(json!({}))
+            }
+            _ => Ok(json!({})),
+        }
+    })();
+    let output = answered.unwrap_or_else(|err| {
+        tracing::error!(error = %err, "hook failed; answering with the fail mode");
+        failure_answer(on_error, &err.to_string())
+    });
+    Handled {
+        output: Some(output.to_string()),
+        decision,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_names_map_onto_the_policies_vocabulary() {
+        assert_eq!(
+            tool_for("run_shell_command", None),
+            ("Bash".into(), Origin::Builtin)
+        );
+        assert_eq!(tool_for("replace", None), ("Edit".into(), Origin::Builtin));
+        assert_eq!(
+            tool_for("save_memory", None),
+            ("save_memory".into(), Origin::Builtin)
+        );
+        assert_eq!(
+            tool_for("mcp_github_create_issue", None),
+            ("create_issue".into(), Origin::Mcp("github".into()))
+        );
+        let context = McpContext {
+            server_name: "my_server".into(),
+            tool_name: "do_thing".into(),
+        };
+        assert_eq!(
+            tool_for("mcp_my_server_do_thing", Some(&context)),
+            ("do_thing".into(), Origin::Mcp("my_server".into())),
+            "mcp_context wins over splitting the name"
+        );
+    }
+}
