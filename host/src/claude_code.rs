@@ -21,6 +21,7 @@
 use std::path::PathBuf;
 
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::Toolgate;
@@ -90,11 +91,7 @@ pub struct Handled {
 impl HookEvent {
     /// Parse one event.
     pub fn parse(text: &str) -> Result<Self> {
-        serde_json::from_str(text).map_err(|err| {
-            Error::Request(format!(
-                "not a Claude Code hook event ({err}); expected a JSON object with session_id and hook_event_name"
-            ))
-        })
+        parse_event(text, "Claude Code")
     }
 
     /// What answering this event needs.
@@ -108,13 +105,7 @@ impl HookEvent {
 
     /// The toolgate request for a tool event at `turn`.
     pub fn to_request(&self, turn: u64) -> Result<ToolRequest> {
-        let name = self
-            .tool_name
-            .as_deref()
-            .filter(|n| !n.is_empty())
-            .ok_or_else(|| {
-                Error::Request(format!("{} event without tool_name", self.hook_event_name))
-            })?;
+        let name = required_tool_name(&self.hook_event_name, self.tool_name.as_deref())?;
         let (tool, origin) = match split_mcp(name) {
             Some((server, tool)) => (tool.to_string(), Origin::Mcp(server.to_string())),
             None => (name.to_string(), Origin::Builtin),
@@ -130,6 +121,22 @@ impl HookEvent {
         request.transcript_path = self.transcript_path.clone();
         Ok(request)
     }
+}
+
+/// Parse one hook event of `runtime`; what is not one gets an error that
+/// says what was expected. Shared by every runtime's adapter.
+pub(crate) fn parse_event<T: DeserializeOwned>(text: &str, runtime: &str) -> Result<T> {
+    serde_json::from_str(text).map_err(|err| {
+        Error::Request(format!(
+            "not a {runtime} hook event ({err}); expected a JSON object with session_id and hook_event_name"
+        ))
+    })
+}
+
+/// The tool name of a tool event, which must be there and not empty.
+pub(crate) fn required_tool_name<'a>(event: &str, name: Option<&'a str>) -> Result<&'a str> {
+    name.filter(|n| !n.is_empty())
+        .ok_or_else(|| Error::Request(format!("{event} event without tool_name")))
 }
 
 /// `mcp__SERVER__TOOL` → (`SERVER`, `TOOL`).

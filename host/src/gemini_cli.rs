@@ -20,9 +20,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::Toolgate;
-use crate::claude_code::{Handled, Needs, OnError, outcome_of};
+use crate::claude_code::{Handled, Needs, OnError, outcome_of, parse_event, required_tool_name};
 use crate::decision::{Decision, Verdict};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::request::{Origin, ToolRequest};
 use crate::store::Store;
 
@@ -95,11 +95,7 @@ pub fn tool_for(name: &str, mcp: Option<&McpContext>) -> (String, Origin) {
 impl GeminiEvent {
     /// Parse one event.
     pub fn parse(text: &str) -> Result<Self> {
-        serde_json::from_str(text).map_err(|err| {
-            Error::Request(format!(
-                "not a Gemini CLI hook event ({err}); expected a JSON object with session_id and hook_event_name"
-            ))
-        })
+        parse_event(text, "Gemini CLI")
     }
 
     /// What answering it needs.
@@ -113,13 +109,7 @@ impl GeminiEvent {
 
     /// The toolgate request for a tool event at `turn`.
     pub fn to_request(&self, turn: u64) -> Result<ToolRequest> {
-        let name = self
-            .tool_name
-            .as_deref()
-            .filter(|n| !n.is_empty())
-            .ok_or_else(|| {
-                Error::Request(format!("{} event without tool_name", self.hook_event_name))
-            })?;
+        let name = required_tool_name(&self.hook_event_name, self.tool_name.as_deref())?;
         let (tool, origin) = tool_for(name, self.mcp_context.as_ref());
         let mut request = ToolRequest::new(tool, self.tool_input.clone().unwrap_or(json!({})));
         request.origin = origin;
