@@ -8,7 +8,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -23,38 +23,8 @@ const CLAUDE_CODE: &str = "@anthropic-ai/claude-code@2.1";
 /// The installed `claude`, installing it if needed; `None` (with the reason
 /// printed) only when npm cannot reach the registry.
 fn claude_binary() -> Option<PathBuf> {
-    let prefix = Path::new(env!("TOOLGATE_GUEST_DIR")).join("../real-clients");
-    let claude = prefix.join("node_modules/.bin/claude");
-    if claude.exists() {
-        return Some(claude);
-    }
-    let installed = Command::new("npm")
-        .args(["install", "--no-audit", "--no-fund", "--prefix"])
-        .arg(&prefix)
-        .arg(CLAUDE_CODE)
-        .output();
-    match installed {
-        Err(err) => {
-            eprintln!("SKIPPED: npm cannot run here ({err}); install Node.js and npm");
-            None
-        }
-        Ok(out) if out.status.success() => Some(claude),
-        Ok(out) => {
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            let offline = [
-                "ENOTFOUND",
-                "EAI_AGAIN",
-                "ECONNREFUSED",
-                "ETIMEDOUT",
-                "ENETUNREACH",
-            ]
-            .iter()
-            .any(|code| stderr.contains(code));
-            assert!(offline, "npm install {CLAUDE_CODE} failed: {stderr}");
-            eprintln!("SKIPPED: npm cannot reach its registry: {stderr}");
-            None
-        }
-    }
+    let modules = common::npm::node_modules(&[(CLAUDE_CODE, ".bin/claude")])?;
+    Some(modules.join(".bin/claude"))
 }
 
 /// Stops the store's daemon when the test ends, pass or fail.

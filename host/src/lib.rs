@@ -30,6 +30,7 @@ pub mod gemini_cli;
 pub mod guard;
 mod host;
 pub mod inspect;
+pub mod mcp;
 pub mod metrics;
 mod pipeline;
 pub mod plugins;

@@ -89,6 +89,7 @@ pub mod hooks;
 pub mod logs;
 pub mod messages_api;
 pub mod model_server;
+pub mod npm;
 
 /// Approve the pause `decision` carries, from `cli`.
 pub fn approve(host: &toolgate::Toolgate, decision: &toolgate::Decision) {

@@ -5,6 +5,7 @@ mod check;
 mod gates;
 mod hook;
 mod log;
+mod mcp;
 mod new;
 mod plugins;
 mod replay;
@@ -80,6 +81,16 @@ enum Subcommands {
     Hook(hook::HookCommand),
     /// Run the daemon: policies stay warm behind a Unix socket.
     Serve(serve::ServeArgs),
+    /// Be the policy point between an MCP client and an MCP server.
+    ///
+    /// The client launches `toolgate mcp -- SERVER-COMMAND...` in place of
+    /// the server. Every tools/call is decided through the store's daemon
+    /// (started if needed): allowed calls are forwarded and their outcome
+    /// recorded, denied ones answered with an error result holding the
+    /// reason, paused ones asked in the client (MCP elicitation) when it can
+    /// and the gateway holds the `mcp` channel's token. Only tools are
+    /// forwarded.
+    Mcp(mcp::McpArgs),
     /// Create a new policy crate.
     #[command(subcommand)]
     New(new::NewCommand),
@@ -157,6 +168,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             runtime,
         }) => hook::install(&ctx, write.as_ref(), connect.as_ref(), runtime),
         Subcommands::Serve(args) => serve::run(&ctx, &args),
+        Subcommands::Mcp(args) => mcp::run(&ctx, args),
         Subcommands::New(command) => new::run(command),
         Subcommands::Test { policy, fixtures } => test_fixtures(&policy, &fixtures, &ctx.config),
         Subcommands::Log(args) => log::run(&ctx.target(None)?, &args),

@@ -1,0 +1,64 @@
+// A real MCP client (the official TypeScript SDK's) for the gateway tests:
+// it launches a server command over stdio, lists the tools, makes the calls
+// a spec file names, and prints one JSON line with what it saw.
+//
+//   node client.cjs SPEC.json
+//
+// SPEC: {"command": ..., "args": [...], "env": {...},
+//        "elicitation": "accept" | "decline" | "cancel" | null,
+//        "calls": [{"name": ..., "arguments": {...}}]}
+// Run with NODE_PATH pointing at the node_modules holding the SDK.
+const fs = require('fs');
+const { Client } = require('@modelcontextprotocol/sdk/client/index.js');
+const { StdioClientTransport } = require('@modelcontextprotocol/sdk/client/stdio.js');
+const { ElicitRequestSchema } = require('@modelcontextprotocol/sdk/types.js');
+
+async function main() {
+  const spec = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
+  const capabilities = spec.elicitation ? { elicitation: {} } : {};
+  const client = new Client({ name: 'toolgate-test-client', version: '1.0.0' }, { capabilities });
+  const elicitations = [];
+  if (spec.elicitation) {
+    client.setRequestHandler(ElicitRequestSchema, async (request) => {
+      elicitations.push(request.params.message);
+      return { action: spec.elicitation, content: spec.elicitation === 'accept' ? {} : undefined };
+    });
+  }
+  const transport = new StdioClientTransport({
+    command: spec.command,
+    args: spec.args,
+    env: { ...process.env, ...(spec.env || {}) },
+    stderr: 'inherit',
+  });
+  await client.connect(transport);
+  const listed = await client.listTools();
+  const out = {
+    server: client.getServerVersion(),
+    tools: listed.tools.map((tool) => tool.name),
+    calls: [],
+    elicitations,
+  };
+  for (const call of spec.calls || []) {
+    try {
+      const result = await client.callTool(
+        { name: call.name, arguments: call.arguments || {} },
+        undefined,
+        { timeout: 120000 },
+      );
+      const text = (result.content || [])
+        .filter((block) => block.type === 'text')
+        .map((block) => block.text)
+        .join('\n');
+      out.calls.push({ isError: Boolean(result.isError), text });
+    } catch (err) {
+      out.calls.push({ protocolError: String((err && err.message) || err) });
+    }
+  }
+  await client.close();
+  process.stdout.write(JSON.stringify(out) + '\n');
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});

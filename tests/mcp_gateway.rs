@@ -1,0 +1,314 @@
+//! `toolgate mcp` between a real MCP client (the official TypeScript SDK's,
+//! `tests/mcp/client.cjs`) and real MCP servers: the reference
+//! `@modelcontextprotocol/server-everything`, and a server on the same SDK
+//! that misbehaves on purpose (`tests/mcp/hostile-server.cjs`). The
+//! gateway decides through the store's daemon with the bundled policies.
+//!
+//! The packages come from npm into `target/real-clients` (`.ci/run`
+//! installs them); these tests are skipped, saying so, only when npm
+//! cannot reach its registry.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::hooks::{BIN, Setup};
+use serde_json::{Value, json};
+use sha2::{Digest as _, Sha256};
+use toolgate::daemon::{Client, DaemonRequest};
+use toolgate::gates::GateResolution;
+
+const SDK: (&str, &str) = (
+    "@modelcontextprotocol/sdk@1.32",
+    "@modelcontextprotocol/sdk/package.json",
+);
+const EVERYTHING: (&str, &str) = (
+    "@modelcontextprotocol/server-everything@2026.8",
+    ".bin/mcp-server-everything",
+);
+const TOKEN: &str = "mcp-channel-secret";
+
+fn tests_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/mcp")
+}
+
+/// The bundled policies with a catalogue for the test servers' tools, the
+/// `mcp` channel's token, and a scripted policy that denies any call whose
+/// arguments say "forbidden" and notes every call it lets through.
+fn setup() -> Setup {
+    let token_hash = hex::encode(Sha256::digest(TOKEN));
+    let gatekeeper = common::scripted(
+        "gatekeeper",
+        1,
+        "verdict = \"allow\"\nreason = \"forbidden words are not allowed\"\n\
+         deny_if_arguments_contain = \"forbidden\"\nnotes = [\"checked by toolgate\"]",
+    );
+    Setup::new(&format!(
+        r#"
+[approvals.tokens]
+mcp = "{token_hash}"
+
+[plugins.lease-gate.config.actions."mcp:everything/echo"]
+effects = ["read-local"]
+[plugins.lease-gate.config.actions."mcp:everything/get-sum"]
+effects = ["read-local"]
+[plugins.lease-gate.config.actions."mcp:everything/get-env"]
+effects = ["read-local"]
+approval = "always"
+[plugins.lease-gate.config.actions."mcp:hostile/*"]
+effects = ["read-local"]
+
+{gatekeeper}"#
+    ))
+}
+
+/// One client session through the gateway.
+struct Session<'a> {
+    gateway: Vec<String>,
+    server: Vec<String>,
+    env: Value,
+    elicitation: Option<&'a str>,
+}
+
+impl<'a> Session<'a> {
+    fn new(server: &[&str]) -> Self {
+        Self {
+            gateway: Vec::new(),
+            server: server.iter().map(|s| s.to_string()).collect(),
+            env: json!({}),
+            elicitation: None,
+        }
+    }
+
+    /// Run the client: the gateway launched as its server, `calls` made.
+    fn run(&self, setup: &Setup, modules: &Path, calls: Value) -> Value {
+        let mut args = vec![
+            "--config".to_string(),
+            setup.dir.path().join("toolgate.toml").display().to_string(),
+            "--store".into(),
+            setup.store().display().to_string(),
+            "mcp".into(),
+        ];
+        args.extend(self.gateway.iter().cloned());
+        args.push("--".into());
+        args.extend(self.server.iter().cloned());
+        let spec = json!({
+            "command": BIN,
+            "args": args,
+            "env": self.env,
+            "elicitation": self.elicitation,
+            "calls": calls,
+        });
+        let spec_file = setup.dir.path().join("client-spec.json");
+        std::fs::write(&spec_file, spec.to_string()).unwrap();
+        let output = Command::new("node")
+            .arg(tests_dir().join("client.cjs"))
+            .arg(&spec_file)
+            .env("NODE_PATH", modules)
+            .output()
+            .expect("node runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "the MCP client failed: {stderr}");
+        serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|err| panic!("client output is not JSON ({err}); stderr: {stderr}"))
+    }
+}
+
+/// A session with server-everything, named `everything` in the origin.
+fn everything(modules: &Path) -> Session<'static> {
+    let mut session = Session::new(&[&modules.join(EVERYTHING.1).display().to_string(), "stdio"]);
+    session.gateway = vec!["--name".into(), "everything".into()];
+    session
+}
+
+fn call(result: &Value, index: usize) -> (bool, &str) {
+    let call = &result["calls"][index];
+    assert!(call.get("protocolError").is_none(), "{call}");
+    (
+        call["isError"].as_bool().unwrap(),
+        call["text"].as_str().unwrap(),
+    )
+}
+
+/// The request id a paused call's result names.
+fn request_id(text: &str) -> String {
+    let rest = &text[text.find("--request-id ").expect("names a request id") + 13..];
+    rest.split(['`', ' ']).next().unwrap().to_string()
+}
+
+#[test]
+fn allowed_calls_reach_the_server_and_denied_ones_never_do() {
+    let Some(modules) = common::npm::node_modules(&[SDK, EVERYTHING]) else {
+        return;
+    };
+    let setup = setup();
+    let result = everything(&modules).run(
+        &setup,
+        &modules,
+        json!([
+            {"name": "echo", "arguments": {"message": "hello"}},
+            {"name": "echo", "arguments": {"message": "a forbidden word"}},
+            {"name": "get-sum", "arguments": {"a": 2, "b": 3}},
+        ]),
+    );
+    assert_eq!(result["server"]["name"], "toolgate(everything)");
+    let tools = result["tools"].as_array().unwrap();
+    assert!(tools.contains(&json!("echo")), "{tools:?}");
+
+    let (is_error, text) = call(&result, 0);
+    assert!(!is_error, "{text}");
+    assert!(text.starts_with("Echo: hello"), "{text}");
+    assert!(
+        text.contains("checked by toolgate"),
+        "notes are appended: {text}"
+    );
+
+    let (is_error, text) = call(&result, 1);
+    assert!(is_error, "{text}");
+    assert!(
+        text.contains("toolgate denied this call: forbidden words are not allowed"),
+        "{text}"
+    );
+    assert!(!text.contains("Echo:"), "the server never saw it: {text}");
+
+    let (is_error, text) = call(&result, 2);
+    assert!(!is_error && text.contains("5"), "{text}");
+
+    // Decided with the MCP origin, on the gateway's channel.
+    let log = Client::new(setup.socket())
+        .call(&DaemonRequest::Log {
+            filter: Default::default(),
+            limit: 10,
+        })
+        .unwrap();
+    let entries = log.as_array().unwrap();
+    assert_eq!(entries.len(), 3, "{log}");
+    for entry in entries {
+        assert_eq!(entry["entry"]["channel"], "mcp", "{entry}");
+    }
+}
+
+#[test]
+fn a_pause_is_asked_in_the_client_and_the_answer_decides() {
+    let Some(modules) = common::npm::node_modules(&[SDK, EVERYTHING]) else {
+        return;
+    };
+    let setup = setup();
+    let mut session = everything(&modules);
+    session.env = json!({"TOOLGATE_MCP_TOKEN": TOKEN});
+
+    session.elicitation = Some("accept");
+    let accepted = session.run(&setup, &modules, json!([{"name": "get-env"}]));
+    let asked = accepted["elicitations"].as_array().unwrap();
+    assert_eq!(asked.len(), 1, "{accepted}");
+    assert!(asked[0].as_str().unwrap().contains("get-env"), "{asked:?}");
+    let (is_error, text) = call(&accepted, 0);
+    assert!(
+        !is_error && text.contains("PATH"),
+        "approved, so it ran: {text}"
+    );
+    assert!(
+        !text.contains("TOOLGATE_MCP_TOKEN") && !text.contains(TOKEN),
+        "the server must not receive the gateway's token: {text}"
+    );
+
+    session.elicitation = Some("decline");
+    let declined = session.run(&setup, &modules, json!([{"name": "get-env"}]));
+    assert_eq!(declined["elicitations"].as_array().unwrap().len(), 1);
+    let (is_error, text) = call(&declined, 0);
+    assert!(
+        is_error && !text.contains("PATH"),
+        "denied, so it did not run: {text}"
+    );
+
+    session.elicitation = Some("cancel");
+    let cancelled = session.run(&setup, &modules, json!([{"name": "get-env"}]));
+    let (is_error, text) = call(&cancelled, 0);
+    assert!(is_error && !text.contains("PATH"), "{text}");
+    assert!(
+        text.contains("toolgate paused this call"),
+        "still paused: {text}"
+    );
+}
+
+#[test]
+fn without_the_channel_token_the_client_cannot_resolve_a_pause_but_a_person_can() {
+    let Some(modules) = common::npm::node_modules(&[SDK, EVERYTHING]) else {
+        return;
+    };
+    let setup = setup();
+    // A client that would accept anything, and a gateway without the token.
+    let mut session = everything(&modules);
+    session
+        .gateway
+        .extend(["--session".into(), "mcp-s1".into()]);
+    session.elicitation = Some("accept");
+    let first = session.run(&setup, &modules, json!([{"name": "get-env"}]));
+    assert_eq!(first["elicitations"], json!([]), "never asked the client");
+    let (is_error, text) = call(&first, 0);
+    assert!(is_error && !text.contains("PATH"), "{text}");
+    assert!(text.contains("toolgate gates resolve"), "says how: {text}");
+
+    // A channel adapter with the token approves; the same call now runs.
+    let gates = Client::new(setup.socket())
+        .call(&DaemonRequest::Gates { user: None })
+        .unwrap();
+    let gate = &gates.as_array().unwrap()[0];
+    Client::new(setup.socket())
+        .call(&DaemonRequest::Resolve {
+            user: gate["user_id"].as_str().unwrap().into(),
+            thread: "mcp-s1".into(),
+            request_id: request_id(text),
+            channel: "mcp".into(),
+            token: Some(TOKEN.into()),
+            resolution: GateResolution::Approve { always: false },
+        })
+        .unwrap();
+    let again = session.run(&setup, &modules, json!([{"name": "get-env"}]));
+    let (is_error, text) = call(&again, 0);
+    assert!(!is_error && text.contains("PATH"), "{text}");
+}
+
+#[test]
+fn a_hostile_server_gets_clear_errors_and_the_gateway_stays_up() {
+    let Some(modules) = common::npm::node_modules(&[SDK]) else {
+        return;
+    };
+    let setup = setup();
+    let hostile = tests_dir().join("hostile-server.cjs");
+    let mut session = Session::new(&["node", hostile.to_str().unwrap()]);
+    session.gateway = vec!["--call-timeout".into(), "5s".into()];
+    let result = session.run(
+        &setup,
+        &modules,
+        json!([
+            {"name": "garbage"},
+            {"name": "huge"},
+            {"name": "ok"},
+            {"name": "die"},
+            {"name": "ok"},
+        ]),
+    );
+    // Named as the server names itself.
+    assert_eq!(result["server"]["name"], "toolgate(hostile)");
+    let (is_error, text) = call(&result, 0);
+    assert!(
+        !is_error && text.starts_with("answered after garbage"),
+        "{text}"
+    );
+    let (is_error, text) = call(&result, 1);
+    assert!(is_error, "{text}");
+    assert!(text.contains("did not answer `huge` within 5 s"), "{text}");
+    let (is_error, text) = call(&result, 2);
+    assert!(
+        !is_error && text.starts_with("fine"),
+        "still serving: {text}"
+    );
+    for index in [3, 4] {
+        let (is_error, text) = call(&result, index);
+        assert!(is_error, "{text}");
+        assert!(text.contains("the MCP server `hostile`"), "{text}");
+        assert!(text.contains("closed its connection"), "{text}");
+    }
+}
