@@ -10,8 +10,9 @@
 
 mod common;
 
+use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 
 use common::hooks::{BIN, Setup};
 use serde_json::{Value, json};
@@ -100,19 +101,28 @@ impl<'a> Session<'a> {
             "elicitation": self.elicitation,
             "calls": calls,
         });
-        let spec_file = setup.dir.path().join("client-spec.json");
-        std::fs::write(&spec_file, spec.to_string()).unwrap();
-        let output = Command::new("node")
-            .arg(tests_dir().join("client.cjs"))
-            .arg(&spec_file)
-            .env("NODE_PATH", modules)
-            .output()
-            .expect("node runs");
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(output.status.success(), "the MCP client failed: {stderr}");
-        serde_json::from_slice(&output.stdout)
-            .unwrap_or_else(|err| panic!("client output is not JSON ({err}); stderr: {stderr}"))
+        run_client(setup, modules, &spec)
     }
+}
+
+/// Run the client on `spec`, asserting that it succeeded; its report.
+fn run_client(setup: &Setup, modules: &Path, spec: &Value) -> Value {
+    let output = try_client(setup, modules, spec);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "the MCP client failed: {stderr}");
+    serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|err| panic!("client output is not JSON ({err}); stderr: {stderr}"))
+}
+
+fn try_client(setup: &Setup, modules: &Path, spec: &Value) -> std::process::Output {
+    let spec_file = setup.dir.path().join("client-spec.json");
+    std::fs::write(&spec_file, spec.to_string()).unwrap();
+    Command::new("node")
+        .arg(tests_dir().join("client.cjs"))
+        .arg(&spec_file)
+        .env("NODE_PATH", modules)
+        .output()
+        .expect("node runs")
 }
 
 /// A session with server-everything, named `everything` in the origin.
@@ -311,4 +321,144 @@ fn a_hostile_server_gets_clear_errors_and_the_gateway_stays_up() {
         assert!(text.contains("the MCP server `hostile`"), "{text}");
         assert!(text.contains("closed its connection"), "{text}");
     }
+}
+
+/// A gateway serving streamable HTTP in front of server-everything;
+/// stopped when dropped.
+struct HttpGateway {
+    child: Child,
+    url: String,
+}
+
+impl Drop for HttpGateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Start `toolgate mcp --listen ADDRESS` with `env`; the URL it serves, or
+/// what it printed when it refused to start.
+fn http_gateway(
+    setup: &Setup,
+    modules: &Path,
+    address: &str,
+    env: &[(&str, &str)],
+) -> Result<HttpGateway, String> {
+    let everything = modules.join(EVERYTHING.1);
+    let mut child = setup
+        .command()
+        .args(["mcp", "--name", "everything", "--listen", address, "--"])
+        .arg(everything)
+        .arg("stdio")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    if line.trim().is_empty() {
+        let output = child.wait_with_output().unwrap();
+        assert!(!output.status.success(), "exited 0 without serving");
+        return Err(String::from_utf8_lossy(&output.stderr).into_owned());
+    }
+    Ok(HttpGateway {
+        child,
+        url: line.trim().to_string(),
+    })
+}
+
+#[test]
+fn over_http_clients_need_the_client_token_and_each_session_is_its_own() {
+    let Some(modules) = common::npm::node_modules(&[SDK, EVERYTHING]) else {
+        return;
+    };
+    let setup = setup();
+    let gateway = http_gateway(
+        &setup,
+        &modules,
+        "127.0.0.1:0",
+        &[
+            ("TOOLGATE_MCP_TOKEN", TOKEN),
+            ("TOOLGATE_MCP_CLIENT_TOKEN", "client-secret"),
+        ],
+    )
+    .unwrap();
+    let client = |bearer: &str| {
+        json!({
+            "url": gateway.url,
+            "headers": {"Authorization": format!("Bearer {bearer}")},
+            "elicitation": "accept",
+            "calls": [
+                {"name": "echo", "arguments": {"message": "over http"}},
+                {"name": "echo", "arguments": {"message": "forbidden"}},
+                {"name": "get-env"},
+            ],
+        })
+    };
+
+    // Without the client token (the agent trying to answer its own pause),
+    // nothing is served.
+    for bearer in ["", "wrong-secret"] {
+        let refused = try_client(&setup, &modules, &client(bearer));
+        assert!(!refused.status.success(), "served with bearer {bearer:?}");
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(stderr.contains("401"), "{stderr}");
+    }
+    let gates = Client::new(setup.socket());
+    let pending = gates.call(&DaemonRequest::Gates { user: None }).unwrap();
+    assert_eq!(pending, json!([]), "no call was even decided");
+
+    for _ in 0..2 {
+        let result = run_client(&setup, &modules, &client("client-secret"));
+        assert_eq!(result["server"]["name"], "toolgate(everything)");
+        let (is_error, text) = call(&result, 0);
+        assert!(!is_error && text.starts_with("Echo: over http"), "{text}");
+        let (is_error, text) = call(&result, 1);
+        assert!(
+            is_error && text.contains("toolgate denied this call"),
+            "{text}"
+        );
+        assert_eq!(result["elicitations"].as_array().unwrap().len(), 1);
+        let (is_error, text) = call(&result, 2);
+        assert!(!is_error && text.contains("PATH"), "{text}");
+    }
+    let log = gates
+        .call(&DaemonRequest::Log {
+            filter: Default::default(),
+            limit: 20,
+        })
+        .unwrap();
+    let sessions: std::collections::BTreeSet<&str> = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| row["entry"]["session_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(sessions.len(), 2, "one session per client: {sessions:?}");
+}
+
+#[test]
+fn over_http_the_gateway_refuses_unsafe_setups() {
+    let Some(modules) = common::npm::node_modules(&[SDK, EVERYTHING]) else {
+        return;
+    };
+    let setup = setup();
+    let err = http_gateway(
+        &setup,
+        &modules,
+        "127.0.0.1:0",
+        &[("TOOLGATE_MCP_TOKEN", TOKEN)],
+    )
+    .err()
+    .expect("refuses to hold the channel token without a client token");
+    assert!(err.contains("TOOLGATE_MCP_CLIENT_TOKEN"), "{err}");
+    let err = http_gateway(&setup, &modules, "0.0.0.0:0", &[])
+        .err()
+        .expect("refuses a non-loopback address");
+    assert!(err.contains("loopback addresses only"), "{err}");
 }

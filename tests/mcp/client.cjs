@@ -4,13 +4,15 @@
 //
 //   node client.cjs SPEC.json
 //
-// SPEC: {"command": ..., "args": [...], "env": {...},
+// SPEC: {"command": ..., "args": [...], "env": {...},   (stdio), or
+//       {"url": ..., "headers": {...}}                    (streamable HTTP),
 //        "elicitation": "accept" | "decline" | "cancel" | null,
 //        "calls": [{"name": ..., "arguments": {...}}]}
 // Run with NODE_PATH pointing at the node_modules holding the SDK.
 const fs = require('fs');
 const { Client } = require('@modelcontextprotocol/sdk/client/index.js');
 const { StdioClientTransport } = require('@modelcontextprotocol/sdk/client/stdio.js');
+const { StreamableHTTPClientTransport } = require('@modelcontextprotocol/sdk/client/streamableHttp.js');
 const { ElicitRequestSchema } = require('@modelcontextprotocol/sdk/types.js');
 
 async function main() {
@@ -24,12 +26,16 @@ async function main() {
       return { action: spec.elicitation, content: spec.elicitation === 'accept' ? {} : undefined };
     });
   }
-  const transport = new StdioClientTransport({
-    command: spec.command,
-    args: spec.args,
-    env: { ...process.env, ...(spec.env || {}) },
-    stderr: 'inherit',
-  });
+  const transport = spec.url
+    ? new StreamableHTTPClientTransport(new URL(spec.url), {
+      requestInit: { headers: spec.headers || {} },
+    })
+    : new StdioClientTransport({
+      command: spec.command,
+      args: spec.args,
+      env: { ...process.env, ...(spec.env || {}) },
+      stderr: 'inherit',
+    });
   await client.connect(transport);
   const listed = await client.listTools();
   const out = {

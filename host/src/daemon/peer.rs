@@ -197,17 +197,19 @@ pub fn authorize_channel(
         )));
     };
     let actual = hex::encode(Sha256::digest(token.as_bytes()));
-    // Compare in constant time.
-    let differs = actual
-        .bytes()
-        .zip(expected.to_ascii_lowercase().bytes())
-        .fold(0u8, |acc, (a, b)| acc | (a ^ b));
-    if differs != 0 || actual.len() != expected.len() {
+    if !constant_time_eq(actual.as_bytes(), expected.to_ascii_lowercase().as_bytes()) {
         return Err(Error::Unauthorized(format!(
             "wrong token for channel `{channel}`"
         )));
     }
     Ok(())
+}
+
+/// Whether two secrets are equal, in time that does not depend on where
+/// they differ.
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let differs = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    differs == 0 && a.len() == b.len()
 }
 
 #[cfg(test)]

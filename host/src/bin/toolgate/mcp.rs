@@ -2,22 +2,28 @@
 
 use std::ffi::OsString;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use rmcp::ServiceExt as _;
 use rmcp::transport::TokioChildProcess;
-use toolgate::mcp::{Gateway, GatewayOptions};
+use toolgate::mcp::{Gateway, GatewayOptions, Upstream, http, new_session_id};
 
 use crate::target::Ctx;
 
 /// The environment variable holding the `mcp` channel's token.
 const TOKEN_ENV: &str = "TOOLGATE_MCP_TOKEN";
+/// ... and the token HTTP clients must present.
+const CLIENT_TOKEN_ENV: &str = "TOOLGATE_MCP_CLIENT_TOKEN";
 
 #[derive(clap::Args)]
 #[command(after_help = "\
 Example, in an MCP client's server list (the client launches the gateway in place of the server):
   toolgate --config toolgate.toml mcp --name everything -- npx -y @modelcontextprotocol/server-everything
+
+Over HTTP (one server, many client sessions):
+  TOOLGATE_MCP_CLIENT_TOKEN=... toolgate mcp --listen 127.0.0.1:8765 -- npx -y @modelcontextprotocol/server-everything
 
 Pauses: with the `mcp` channel's token in TOOLGATE_MCP_TOKEN (its sha256 in [approvals] tokens) and a
 client that supports elicitation, the person is asked in the client; otherwise the tool result says
@@ -27,9 +33,16 @@ pub struct McpArgs {
     /// name the server reports.
     #[arg(long, value_name = "NAME")]
     name: Option<String>,
-    /// The session (and thread) of the calls. Default: mcp- and a random id.
+    /// The session (and thread) of the calls, over stdio. Default: mcp- and
+    /// a random id.
     #[arg(long, value_name = "ID")]
     session: Option<String>,
+    /// Serve MCP's streamable HTTP at http://ADDRESS/mcp (loopback only)
+    /// instead of stdio; prints the URL. Clients must present
+    /// TOOLGATE_MCP_CLIENT_TOKEN as a bearer token when it is set, and it
+    /// must be set when TOOLGATE_MCP_TOKEN is.
+    #[arg(long, value_name = "ADDRESS")]
+    listen: Option<String>,
     /// The user of the calls.
     #[arg(long, value_name = "ID")]
     user: Option<String>,
@@ -46,21 +59,18 @@ pub struct McpArgs {
 
 pub fn run(ctx: &Ctx, args: McpArgs) -> anyhow::Result<ExitCode> {
     let daemon = ctx.launcher(None)?.ensure_running()?;
-    let mut options = GatewayOptions {
-        server_name: args.name,
+    let options = Arc::new(GatewayOptions {
         user: args.user,
-        approval_token: std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty()),
+        approval_token: secret_from_env(TOKEN_ENV),
         call_timeout: args.call_timeout,
         elicitation_timeout: args.elicitation_timeout,
-        ..GatewayOptions::default()
-    };
-    if let Some(session) = args.session {
-        options.session = session;
-    }
+    });
     let mut command = tokio::process::Command::new(&args.command[0]);
-    // The token is the gateway's, never the server's.
-    // The token is the gateway's, never the server's.
-    command.args(&args.command[1..]).env_remove(TOKEN_ENV);
+    // The tokens are the gateway's, never the server's.
+    command
+        .args(&args.command[1..])
+        .env_remove(TOKEN_ENV)
+        .env_remove(CLIENT_TOKEN_ENV);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -72,14 +82,35 @@ pub fn run(ctx: &Ctx, args: McpArgs) -> anyhow::Result<ExitCode> {
                 args.command[0].to_string_lossy()
             )
         })?;
-        let gateway = Gateway::connect(daemon, server, options).await?;
-        tracing::info!(server = gateway.server_name(), "MCP gateway ready");
-        let service = gateway
-            .serve(rmcp::transport::stdio())
+        let upstream = Upstream::connect(server, args.name).await?;
+        let Some(address) = args.listen else {
+            let session = args.session.unwrap_or_else(new_session_id);
+            let gateway = Gateway::new(upstream, daemon, options, session);
+            let service = gateway
+                .serve(rmcp::transport::stdio())
+                .await
+                .context("the MCP client did not start a session")?;
+            service.waiting().await.context("the gateway stopped")?;
+            return anyhow::Ok(());
+        };
+        anyhow::ensure!(
+            args.session.is_none(),
+            "--session is for stdio; over HTTP every client session gets its own"
+        );
+        let listener = tokio::net::TcpListener::bind(&address)
             .await
-            .context("the MCP client did not start a session")?;
-        service.waiting().await.context("the gateway stopped")?;
+            .with_context(|| format!("cannot listen on {address}"))?;
+        let client_token = secret_from_env(CLIENT_TOKEN_ENV);
+        let server = http::HttpServer::new(listener, upstream, daemon, options, client_token)?;
+        // The URL on stdout, for whoever started the gateway (port 0 picks
+        // a free one).
+        println!("{}", server.url());
+        server.run().await;
         anyhow::Ok(())
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+fn secret_from_env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|value| !value.is_empty())
 }

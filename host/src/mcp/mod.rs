@@ -19,15 +19,20 @@
 //!
 //! Mapping: the tool keeps its name, with the origin `mcp(SERVER)`
 //! (`SERVER` from `--name`, else the server's own `serverInfo.name` with
-//! anything but letters, digits, `-` and `_` turned into `-`); one
-//! gateway process is one session and one thread (`--session`, default
+//! anything but letters, digits, `-` and `_` turned into `-`); a client
+//! session is one session and one thread (over stdio `--session`, default
 //! `mcp-` and a random id); the user is `--user` (default: the request's
 //! default user); the requesting channel is `mcp`. MCP has no user-prompt
 //! boundary, so a gateway session starts one turn and stays in it.
 //!
+//! Over stdio one gateway process serves one client; over streamable HTTP
+//! ([`http`]) each client session is a session of its own, and they share
+//! the one connection to the server.
+//!
 //! Only tools are forwarded: the server's resources and prompts are not
 //! offered to the client, because no policy checks them.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{
@@ -48,16 +53,14 @@ use crate::error::{Error, Result};
 use crate::gates::GateResolution;
 use crate::request::{Origin, ToolRequest};
 
+pub mod http;
+
 /// The channel name of pauses raised and resolved through MCP.
 pub const CHANNEL: &str = "mcp";
 
 /// How the gateway maps MCP onto toolgate's requests.
 #[derive(Debug, Clone)]
 pub struct GatewayOptions {
-    /// The origin's server name; default: the server's `serverInfo.name`.
-    pub server_name: Option<String>,
-    /// The session (and thread) of every call.
-    pub session: String,
     /// The user of every call, if not the default.
     pub user: Option<String>,
     /// The `mcp` channel's token (see `[approvals] tokens`); without it a
@@ -72,8 +75,6 @@ pub struct GatewayOptions {
 impl Default for GatewayOptions {
     fn default() -> Self {
         Self {
-            server_name: None,
-            session: format!("mcp-{}", random_id()),
             user: None,
             approval_token: None,
             call_timeout: Duration::from_secs(120),
@@ -82,44 +83,41 @@ impl Default for GatewayOptions {
     }
 }
 
+/// A new session id: `mcp-` and 16 random hex digits.
+pub fn new_session_id() -> String {
+    format!("mcp-{}", random_id())
+}
+
 fn random_id() -> String {
     let mut bytes = [0u8; 8];
     getrandom::fill(&mut bytes).expect("the OS has randomness");
     hex::encode(bytes)
 }
 
-/// The gateway's MCP server side, holding a connection to the real server.
-pub struct Gateway {
-    daemon: Client,
-    upstream: RunningService<RoleClient, ()>,
+/// The connection to the real server, shared by every client session.
+pub struct Upstream {
+    service: RunningService<RoleClient, ()>,
     server: String,
     info: ServerConfig,
-    turn: u64,
-    options: GatewayOptions,
 }
 
-impl Gateway {
-    /// Connect to the real server over `transport` (e.g. a child process)
-    /// and start the gateway's session in the daemon.
-    pub async fn connect<T, E, A>(
-        daemon: Client,
-        transport: T,
-        options: GatewayOptions,
-    ) -> Result<Self>
+impl Upstream {
+    /// Start an MCP session with the real server over `transport` (e.g. a
+    /// child process). `name` is the origin's server name; default: the
+    /// name the server reports.
+    pub async fn connect<T, E, A>(transport: T, name: Option<String>) -> Result<Arc<Self>>
     where
         T: rmcp::transport::IntoTransport<RoleClient, E, A>,
         E: std::error::Error + Send + Sync + 'static,
     {
-        let upstream = ().serve(transport).await.map_err(|err| {
+        let service = ().serve(transport).await.map_err(|err| {
             Error::Request(format!(
                 "the MCP server did not start a session: {err}; check that the command after \
                  `--` runs an MCP server on stdio"
             ))
         })?;
-        let peer_info = upstream.peer().peer_info();
-        let server = options
-            .server_name
-            .clone()
+        let peer_info = service.peer().peer_info();
+        let server = name
             .or_else(|| {
                 let reported = peer_info.as_ref()?.server_info.as_ref()?;
                 Some(server_name_from(&reported.name))
@@ -133,34 +131,68 @@ impl Gateway {
         let mut info = ServerConfig::new(capabilities);
         info.server_info.name = format!("toolgate({server})");
         info.instructions = peer_info.as_ref().and_then(|i| i.instructions.clone());
-        let session = options.session.clone();
-        let turn = blocking(daemon.clone(), DaemonRequest::NextTurn { session }).await?;
-        Ok(Self {
-            daemon,
-            upstream,
+        Ok(Arc::new(Self {
+            service,
             server,
             info,
-            turn: turn.as_u64().unwrap_or(0),
-            options,
-        })
+        }))
     }
 
     /// The server name used as the calls' origin.
     pub fn server_name(&self) -> &str {
         &self.server
     }
+}
 
-    fn request(&self, params: &CallToolRequestParams) -> ToolRequest {
+/// One client session of the gateway: the MCP server side the client
+/// talks to.
+#[derive(Clone)]
+pub struct Gateway {
+    upstream: Arc<Upstream>,
+    daemon: Client,
+    options: Arc<GatewayOptions>,
+    session: String,
+    turn: Arc<tokio::sync::OnceCell<u64>>,
+}
+
+impl Gateway {
+    /// A client session `session` (also its thread) in front of `upstream`.
+    pub fn new(
+        upstream: Arc<Upstream>,
+        daemon: Client,
+        options: Arc<GatewayOptions>,
+        session: String,
+    ) -> Self {
+        Self {
+            upstream,
+            daemon,
+            options,
+            session,
+            turn: Arc::default(),
+        }
+    }
+
+    /// The session's turn: started in the daemon at its first call.
+    async fn turn(&self) -> Result<u64> {
+        let started = self.turn.get_or_try_init(|| async {
+            let session = self.session.clone();
+            let turn = blocking(self.daemon.clone(), DaemonRequest::NextTurn { session }).await?;
+            Ok::<_, Error>(turn.as_u64().unwrap_or(0))
+        });
+        started.await.copied()
+    }
+
+    fn request(&self, params: &CallToolRequestParams, turn: u64) -> ToolRequest {
         let arguments = params
             .arguments
             .clone()
             .map_or_else(|| json!({}), Value::Object);
         let mut request = ToolRequest::new(params.name.to_string(), arguments);
-        request.origin = Origin::Mcp(self.server.clone());
+        request.origin = Origin::Mcp(self.upstream.server.clone());
         request.call_id = Some(random_id());
-        request.session_id = self.options.session.clone();
+        request.session_id = self.session.clone();
         request.channel = CHANNEL.into();
-        request.turn = self.turn;
+        request.turn = turn;
         if let Some(user) = &self.options.user {
             request.user_id = user.clone();
         }
@@ -192,7 +224,7 @@ impl Gateway {
         }
         let message = format!(
             "toolgate paused a call to `{}`: {}\nAccept to approve it once, decline to deny it.",
-            self.server,
+            self.upstream.server,
             decision
                 .reason
                 .as_deref()
@@ -240,7 +272,7 @@ impl Gateway {
         params: CallToolRequestParams,
         peer: &Peer<RoleServer>,
     ) -> Result<CallToolResponse> {
-        let request = self.request(&params);
+        let request = self.request(&params, self.turn().await?);
         let mut decision = self.evaluate(&request).await?;
         if decision.verdict == Verdict::Pause && self.elicit(peer, &decision).await? {
             decision = self.evaluate(&request).await?;
@@ -287,22 +319,21 @@ impl Gateway {
     ) -> std::result::Result<CallToolResponse, String> {
         let name = params.name.clone();
         let timeout = self.options.call_timeout;
-        match tokio::time::timeout(timeout, self.upstream.peer().call_tool_once(params)).await {
+        let server = &self.upstream.server;
+        let call = self.upstream.service.peer().call_tool_once(params);
+        match tokio::time::timeout(timeout, call).await {
             Ok(Ok(response)) => Ok(response),
             Ok(Err(rmcp::ServiceError::TransportClosed)) => Err(format!(
-                "the MCP server `{}` closed its connection (it exited or crashed) during or \
-                 before `{name}`; its log is on the gateway's stderr. Restart the gateway to \
-                 start it again",
-                self.server
+                "the MCP server `{server}` closed its connection (it exited or crashed) during \
+                 or before `{name}`; its log is on the gateway's stderr. Restart the gateway to \
+                 start it again"
             )),
             Ok(Err(err)) => Err(format!(
-                "the MCP server `{}` failed on `{name}`: {err}",
-                self.server
+                "the MCP server `{server}` failed on `{name}`: {err}"
             )),
             Err(_) => Err(format!(
-                "the MCP server `{}` did not answer `{name}` within {} s (a reply over 16 MiB \
-                 is discarded unread); the call may have run",
-                self.server,
+                "the MCP server `{server}` did not answer `{name}` within {} s (a reply over 16 \
+                 MiB is discarded unread); the call may have run",
                 timeout.as_secs()
             )),
         }
@@ -360,7 +391,7 @@ async fn blocking(daemon: Client, request: DaemonRequest) -> Result<Value> {
 
 impl ServerHandler for Gateway {
     fn get_info(&self) -> ServerConfig {
-        self.info.clone()
+        self.upstream.info.clone()
     }
 
     async fn list_tools(
@@ -368,19 +399,14 @@ impl ServerHandler for Gateway {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> std::result::Result<ListToolsResult, McpError> {
-        self.upstream
-            .peer()
-            .list_tools(request)
-            .await
-            .map_err(|err| {
-                McpError::internal_error(
-                    format!(
-                        "the MCP server `{}` failed to list its tools: {err}",
-                        self.server
-                    ),
-                    None,
-                )
-            })
+        let listed = self.upstream.service.peer().list_tools(request).await;
+        listed.map_err(|err| {
+            let server = &self.upstream.server;
+            McpError::internal_error(
+                format!("the MCP server `{server}` failed to list its tools: {err}"),
+                None,
+            )
+        })
     }
 
     async fn call_tool(
