@@ -65,6 +65,7 @@ pub struct HookEvent {
     pub agent_id: Option<String>,
 }
 
+use toolgate_wire::protocol::HookRuntime;
 pub use toolgate_wire::protocol::OnError;
 
 /// What answering an event needs: a new turn touches only the store, so a
@@ -191,15 +192,7 @@ pub fn answer(decision: &Decision) -> Option<Value> {
 
 /// The answer when toolgate itself failed.
 pub fn failure_answer(on_error: OnError, error: &str) -> Option<Value> {
-    let reason = format!(
-        "toolgate failed, so this call was not checked: {error}. Diagnose with `toolgate check` \
-         on the same call, or rerun with TOOLGATE_LOG=debug."
-    );
-    match on_error {
-        OnError::Deny => Some(pre_tool_use("deny", &reason, None)),
-        OnError::Ask => Some(pre_tool_use("ask", &reason, None)),
-        OnError::Allow => None,
-    }
+    HookRuntime::ClaudeCode.failure_answer(on_error, error)
 }
 
 /// A tool's outcome and a short summary, from `tool_response`.

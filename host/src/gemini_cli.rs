@@ -25,6 +25,7 @@ use crate::decision::{Decision, Verdict};
 use crate::error::Result;
 use crate::request::{Origin, ToolRequest};
 use crate::store::Store;
+use toolgate_wire::protocol::HookRuntime;
 
 /// One hook event; unknown fields are ignored.
 #[derive(Debug, Clone, Deserialize)]
@@ -144,15 +145,8 @@ pub fn answer(decision: &Decision) -> Value {
 /// The answer when toolgate itself failed: Gemini CLI has no "ask", so
 /// `ask` denies too; `allow` answers nothing.
 pub fn failure_answer(on_error: OnError, error: &str) -> Value {
-    match on_error {
-        OnError::Allow => json!({}),
-        OnError::Deny | OnError::Ask => json!({
-            "decision": "deny",
-            "reason": format!(
-                "toolgate failed, so this call was not checked: {error}. Diagnose with `toolgate check` on the same call, or rerun with TOOLGATE_LOG=debug."
-            ),
-        }),
-    }
+    let answer = HookRuntime::GeminiCli.failure_answer(on_error, error);
+    answer.unwrap_or_else(|| json!({}))
 }
 
 /// Start the session's next turn (`BeforeAgent`): the store only.

@@ -23,6 +23,7 @@ mod capabilities;
 pub mod claude_code;
 pub mod compose;
 pub mod config;
+pub mod cursor;
 pub mod daemon;
 mod error;
 pub mod fixtures;

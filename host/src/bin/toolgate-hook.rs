@@ -8,21 +8,22 @@
 //! trip (the socket was resolved at install time), and prints the answer.
 //! If the daemon is not answering, or answers with an error, it hands the
 //! same event to the full command given after `--` (`toolgate … hook
-//! claude-code`), which starts the daemon or answers in-process, and passes
+//! RUNTIME`), which starts the daemon or answers in-process, and passes
 //! on its output and exit status. It never fails open by itself.
 //!
-//! Usage: `toolgate-hook --socket PATH [--on-error deny|ask|allow] -- TOOLGATE-COMMAND…`
+//! Usage: `toolgate-hook --socket PATH [--runtime claude-code|gemini-cli|cursor]
+//! [--on-error deny|ask|allow] -- TOOLGATE-COMMAND…`
 
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::os::unix::net::UnixStream;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use toolgate_wire::protocol::{self, DaemonRequest, HookRuntime, OnError};
 
-const USAGE: &str =
-    "usage: toolgate-hook --socket PATH [--on-error deny|ask|allow] -- TOOLGATE-COMMAND...";
+const USAGE: &str = "usage: toolgate-hook --socket PATH [--runtime claude-code|gemini-cli|cursor] \
+     [--on-error deny|ask|allow] -- TOOLGATE-COMMAND...";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -33,10 +34,18 @@ fn main() -> ExitCode {
     let (ours, fallback) = (&args[..split], &args[split + 1..]);
     let mut socket = None;
     let mut on_error = OnError::Deny;
+    let mut runtime = HookRuntime::ClaudeCode;
     let mut words = ours.iter();
     while let Some(word) = words.next() {
         match (word.as_str(), words.next()) {
             ("--socket", Some(path)) => socket = Some(path.clone()),
+            ("--runtime", Some(name)) => match HookRuntime::ALL.iter().find(|r| r.name() == name) {
+                Some(named) => runtime = *named,
+                None => {
+                    eprintln!("{USAGE}");
+                    return ExitCode::from(2);
+                }
+            },
             ("--on-error", Some(mode)) => match mode.as_str() {
                 "deny" => on_error = OnError::Deny,
                 "ask" => on_error = OnError::Ask,
@@ -57,25 +66,25 @@ fn main() -> ExitCode {
         event.clear(); // the full command reports the unreadable input
     }
     if let Some(socket) = socket
-        && let Some(answer) = ask_daemon(&socket, &event, on_error)
+        && let Some(answer) = ask_daemon(&socket, runtime, &event, on_error)
     {
         if let Some(text) = answer.as_str() {
             println!("{text}");
         }
         return ExitCode::SUCCESS;
     }
-    run_full_command(fallback, &event)
+    run_full_command(fallback, runtime, on_error, &event)
 }
 
 /// The daemon's answer to the event (a string to print, or null), or `None`
 /// when it could not give one.
-fn ask_daemon(socket: &str, event: &str, on_error: OnError) -> Option<Value> {
+fn ask_daemon(socket: &str, runtime: HookRuntime, event: &str, on_error: OnError) -> Option<Value> {
     let mut stream = UnixStream::connect(socket).ok()?;
     stream
         .set_read_timeout(Some(Duration::from_secs(30)))
         .ok()?;
     let request = DaemonRequest::Hook {
-        runtime: HookRuntime::ClaudeCode,
+        runtime,
         event: event.to_string(),
         on_error,
     };
@@ -87,8 +96,13 @@ fn ask_daemon(socket: &str, event: &str, on_error: OnError) -> Option<Value> {
     protocol::decode(&answer).ok()
 }
 
-/// Hand the event to the full `toolgate … hook claude-code` command.
-fn run_full_command(command: &[String], event: &str) -> ExitCode {
+/// Hand the event to the full `toolgate … hook RUNTIME` command.
+fn run_full_command(
+    command: &[String],
+    runtime: HookRuntime,
+    on_error: OnError,
+    event: &str,
+) -> ExitCode {
     let Some((program, args)) = command.split_first() else {
         eprintln!("{USAGE}");
         return ExitCode::from(2);
@@ -102,13 +116,12 @@ fn run_full_command(command: &[String], event: &str) -> ExitCode {
     let mut child = match child {
         Ok(child) => child,
         Err(err) => {
-            // Claude Code lets a tool run when its hook fails (exit 1): answer
-            // a deny ourselves instead.
+            // A runtime lets a tool run when its hook fails (exit 1): answer
+            // with the fail mode ourselves instead.
             let reason = format!("toolgate-hook cannot run {program}: {err}");
-            println!(
-                "{}",
-                json!({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny", "permissionDecisionReason": reason}})
-            );
+            if let Some(answer) = runtime.failure_answer(on_error, &reason) {
+                println!("{answer}");
+            }
             return ExitCode::SUCCESS;
         }
     };

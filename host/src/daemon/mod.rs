@@ -130,6 +130,7 @@ impl Daemon {
                 let handled = match runtime {
                     HookRuntime::ClaudeCode => claude_code::handle(host, &event, on_error),
                     HookRuntime::GeminiCli => crate::gemini_cli::handle(host, &event, on_error),
+                    HookRuntime::Cursor => crate::cursor::handle(host, &event, on_error),
                 };
                 if let Some(decision) = &handled.decision {
                     self.metrics.record(decision);

@@ -343,7 +343,7 @@ impl Gateway {
 /// A server's reported name as an origin: what is not a letter, digit,
 /// `-` or `_` becomes `-` (`mcp-servers/everything` →
 /// `mcp-servers-everything`), so it fits catalogue keys (`mcp:SERVER/TOOL`).
-fn server_name_from(reported: &str) -> String {
+pub(crate) fn server_name_from(reported: &str) -> String {
     reported
         .chars()
         .map(|c| {

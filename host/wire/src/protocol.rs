@@ -139,6 +139,62 @@ pub enum HookRuntime {
     ClaudeCode,
     /// Gemini CLI's command hooks.
     GeminiCli,
+    /// Cursor's agent hooks.
+    Cursor,
+}
+
+impl HookRuntime {
+    /// Every runtime, for parsing and listing.
+    pub const ALL: [HookRuntime; 3] = [Self::ClaudeCode, Self::GeminiCli, Self::Cursor];
+
+    /// Its name on the command line and the wire.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::ClaudeCode => "claude-code",
+            Self::GeminiCli => "gemini-cli",
+            Self::Cursor => "cursor",
+        }
+    }
+
+    /// What its hook prints when toolgate itself failed on an event (no
+    /// output: `None`). Lives here so the thin client, which loads no
+    /// policies, answers exactly as the full adapter would. A runtime that
+    /// cannot ask denies for `ask`.
+    pub fn failure_answer(self, on_error: OnError, error: &str) -> Option<Value> {
+        let reason = format!(
+            "toolgate failed, so this call was not checked: {error}. Diagnose with `toolgate \
+             check` on the same call, or rerun with TOOLGATE_LOG=debug."
+        );
+        match (self, on_error) {
+            (Self::ClaudeCode, OnError::Allow) => None,
+            (Self::ClaudeCode, _) => {
+                let decision = if on_error == OnError::Ask {
+                    "ask"
+                } else {
+                    "deny"
+                };
+                Some(serde_json::json!({"hookSpecificOutput": {
+                    "hookEventName": "PreToolUse",
+                    "permissionDecision": decision,
+                    "permissionDecisionReason": reason,
+                }}))
+            }
+            (Self::GeminiCli | Self::Cursor, OnError::Allow) => Some(serde_json::json!({})),
+            (Self::GeminiCli, _) => Some(serde_json::json!({"decision": "deny", "reason": reason})),
+            (Self::Cursor, _) => {
+                let permission = if on_error == OnError::Ask {
+                    "ask"
+                } else {
+                    "deny"
+                };
+                Some(serde_json::json!({
+                    "permission": permission,
+                    "user_message": reason,
+                    "agent_message": reason,
+                }))
+            }
+        }
+    }
 }
 
 impl DaemonRequest {

@@ -8,8 +8,8 @@ use anyhow::Context as _;
 use serde_json::{Value, json};
 use toolgate::claude_code::{self, HookEvent, Needs, OnError};
 use toolgate::daemon::{Client, DaemonRequest, HookRuntime};
-use toolgate::gemini_cli;
 use toolgate::store::Store;
+use toolgate::{cursor, gemini_cli};
 
 use crate::target::{Ctx, store_wait};
 
@@ -35,11 +35,22 @@ pub enum HookCommand {
     /// SessionStart (only starts the daemon). Through the store's daemon
     /// like `claude-code`; always exits 0.
     GeminiCli(HookArgs),
-    /// Print the Claude Code settings.json hooks for toolgate, or merge them
-    /// into a settings file with --write.
+    /// Answer one Cursor agent-hook event read from stdin.
+    ///
+    /// Decides beforeShellExecution, beforeMCPExecution, beforeReadFile and
+    /// preToolUse (`{"permission": "deny"|"ask", …}`; `{}` to allow, with
+    /// notes as agent_message); records afterShellExecution,
+    /// afterMCPExecution, afterFileEdit and postToolUse; beforeSubmitPrompt
+    /// starts the next turn. Through the store's daemon like `claude-code`;
+    /// always exits 0.
+    Cursor(HookArgs),
+    /// Print the hooks toolgate needs in an agent runtime's settings (Claude
+    /// Code's settings.json by default), or merge them into a settings file
+    /// with --write.
     Install {
         /// Merge into this settings file (created if missing) instead of
-        /// printing, e.g. ~/.claude/settings.json or .claude/settings.json.
+        /// printing, e.g. ~/.claude/settings.json, ~/.gemini/settings.json or
+        /// ~/.cursor/hooks.json.
         #[arg(long, value_name = "SETTINGS.json")]
         write: Option<PathBuf>,
         /// Make the hooks use the daemon at this socket instead of the
@@ -77,6 +88,8 @@ pub enum Runtime {
     ClaudeCode,
     /// Gemini CLI (`~/.gemini/settings.json`).
     GeminiCli,
+    /// Cursor (`~/.cursor/hooks.json` or `.cursor/hooks.json`).
+    Cursor,
 }
 
 impl Runtime {
@@ -84,24 +97,18 @@ impl Runtime {
         match self {
             Runtime::ClaudeCode => HookRuntime::ClaudeCode,
             Runtime::GeminiCli => HookRuntime::GeminiCli,
+            Runtime::Cursor => HookRuntime::Cursor,
         }
     }
 
     fn subcommand(self) -> &'static str {
-        match self {
-            Runtime::ClaudeCode => "claude-code",
-            Runtime::GeminiCli => "gemini-cli",
-        }
+        self.wire().name()
     }
 
     /// The answer when toolgate itself failed.
     fn failure(self, on_error: OnError, message: &str) -> Option<String> {
-        match self {
-            Runtime::ClaudeCode => {
-                claude_code::failure_answer(on_error, message).map(|v| v.to_string())
-            }
-            Runtime::GeminiCli => Some(gemini_cli::failure_answer(on_error, message).to_string()),
-        }
+        let answer = self.wire().failure_answer(on_error, message);
+        answer.map(|value| value.to_string())
     }
 }
 
@@ -189,29 +196,35 @@ fn answer_event(
 /// Answer in this process, loading policies only for tool events.
 fn in_process(runtime: Runtime, ctx: &Ctx, input: &str, on_error: OnError) -> Option<String> {
     let failure = |message: &str| runtime.failure(on_error, message);
-    let (needs, new_turn) = match runtime {
-        Runtime::ClaudeCode => match HookEvent::parse(input) {
-            Ok(event) => (event.needs(), event.session_id),
-            Err(err) => return failure(&err.to_string()),
-        },
-        Runtime::GeminiCli => match gemini_cli::GeminiEvent::parse(input) {
-            Ok(event) => (event.needs(), event.session_id),
-            Err(err) => return failure(&err.to_string()),
-        },
+    let parsed = match runtime {
+        Runtime::ClaudeCode => HookEvent::parse(input).map(|e| (e.needs(), e.session_id)),
+        Runtime::GeminiCli => {
+            gemini_cli::GeminiEvent::parse(input).map(|e| (e.needs(), e.session_id))
+        }
+        Runtime::Cursor => {
+            cursor::CursorEvent::parse(input).map(|e| (e.needs(), e.conversation_id))
+        }
     };
-    let nothing = match runtime {
-        Runtime::ClaudeCode => None,
-        Runtime::GeminiCli => Some("{}".to_string()),
+    let (needs, session) = match parsed {
+        Ok(parsed) => parsed,
+        Err(err) => return failure(&err.to_string()),
+    };
+    // What the runtime expects when there is nothing to decide.
+    let quiet = match (runtime, needs) {
+        (Runtime::ClaudeCode, _) => None,
+        (Runtime::Cursor, Needs::Store) => Some(r#"{"continue":true}"#.to_string()),
+        _ => Some("{}".to_string()),
     };
     let answered = match needs {
-        Needs::Nothing => Ok(nothing),
+        Needs::Nothing => Ok(quiet),
         Needs::Store => Store::open_waiting(&ctx.store_path(), store_wait(&ctx.config))
-            .and_then(|store| store.next_turn(&new_turn))
-            .map(|_| nothing)
+            .and_then(|store| store.next_turn(&session))
+            .map(|_| quiet)
             .map_err(anyhow::Error::from),
         Needs::Policies => ctx.open().map(|host| match runtime {
             Runtime::ClaudeCode => claude_code::handle(&host, input, on_error).output,
             Runtime::GeminiCli => gemini_cli::handle(&host, input, on_error).output,
+            Runtime::Cursor => cursor::handle(&host, input, on_error).output,
         }),
     };
     answered.unwrap_or_else(|err| failure(&format!("{err:#}")))
@@ -238,12 +251,14 @@ pub fn settings(ctx: &Ctx, connect: Option<&PathBuf>, runtime: Runtime) -> anyho
     // through the daemon without loading wasmtime, and hands anything else
     // to the full command above.
     let thin = exe.with_file_name("toolgate-hook");
-    if thin.is_file() && runtime == Runtime::ClaudeCode {
+    if thin.is_file() {
         let socket = ctx.socket(connect);
         let mut thin_words = vec![
             thin.display().to_string(),
             "--socket".into(),
             std::path::absolute(&socket)?.display().to_string(),
+            "--runtime".into(),
+            runtime.subcommand().into(),
             "--".into(),
         ];
         thin_words.append(&mut words);
@@ -273,6 +288,25 @@ pub fn settings(ctx: &Ctx, connect: Option<&PathBuf>, runtime: Runtime) -> anyho
             "AfterTool": hook(Some(".*")),
             "BeforeAgent": hook(None),
         }}),
+        // Cursor: no matchers; failClosed blocks the action if the hook
+        // itself cannot run.
+        Runtime::Cursor => {
+            let hook = json!([{"command": command, "failClosed": true}]);
+            let events = [
+                "beforeSubmitPrompt",
+                "beforeShellExecution",
+                "beforeMCPExecution",
+                "beforeReadFile",
+                "afterShellExecution",
+                "afterMCPExecution",
+                "afterFileEdit",
+            ];
+            let hooks: serde_json::Map<String, Value> = events
+                .iter()
+                .map(|event| (event.to_string(), hook.clone()))
+                .collect();
+            json!({"version": 1, "hooks": hooks})
+        }
     })
 }
 
@@ -295,11 +329,13 @@ pub fn install(
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => json!({}),
         Err(err) => return Err(err).with_context(|| format!("cannot read {}", path.display())),
     };
-    let hooks = settings
+    let root = settings
         .as_object_mut()
-        .context("the settings file must hold a JSON object")?
-        .entry("hooks")
-        .or_insert_with(|| json!({}));
+        .context("the settings file must hold a JSON object")?;
+    if let Some(version) = ours.get("version") {
+        root.entry("version").or_insert_with(|| version.clone());
+    }
+    let hooks = root.entry("hooks").or_insert_with(|| json!({}));
     for (event, entries) in ours["hooks"].as_object().expect("built above") {
         let list = hooks
             .as_object_mut()

@@ -76,7 +76,8 @@ enum Subcommands {
         #[arg(default_value = "{}")]
         args: String,
     },
-    /// Agent-runtime hooks: the Claude Code and Gemini CLI adapters and their installer.
+    /// Agent-runtime hooks: the Claude Code, Gemini CLI and Cursor adapters
+    /// and their installer.
     #[command(subcommand)]
     Hook(hook::HookCommand),
     /// Run the daemon: policies stay warm behind a Unix socket.
@@ -161,6 +162,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Subcommands::Hook(hook::HookCommand::GeminiCli(args)) => {
             Ok(hook::run(hook::Runtime::GeminiCli, &args, &ctx))
+        }
+        Subcommands::Hook(hook::HookCommand::Cursor(args)) => {
+            Ok(hook::run(hook::Runtime::Cursor, &args, &ctx))
         }
         Subcommands::Hook(hook::HookCommand::Install {
             write,

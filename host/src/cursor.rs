@@ -1,0 +1,391 @@
+//! The Cursor hook adapter: one agent-hook event in (JSON on stdin), one
+//! answer out (JSON on stdout), as Cursor's hooks (`hooks.json`, version 1)
+//! exchange them.
+//!
+//! Events:
+//! - `beforeShellExecution` (`command`, `cwd`) is decided as `Bash`;
+//!   `beforeMCPExecution` (`tool_name`, `tool_input`, and the server's
+//!   `url` or `command`) as the tool from its MCP server; `beforeReadFile`
+//!   (`file_path`) as `Read`; `preToolUse` (`tool_name`, `tool_input`) as
+//!   the mapped tool (see [`tool_for`]);
+//! - `afterShellExecution`, `afterMCPExecution`, `afterFileEdit` (as
+//!   `Edit`) and `postToolUse` record the outcome (and close a pause the
+//!   person answered in Cursor's own prompt);
+//! - `beforeSubmitPrompt` starts the conversation's next turn and answers
+//!   `{"continue": true}`; anything else (`sessionStart`, `stop`, …) `{}`.
+//!
+//! Answers to the deciding events: **deny** → `permission: "deny"` with
+//! the reason as `user_message` and `agent_message`; **pause** →
+//! `permission: "ask"` (Cursor asks the person), except for
+//! `beforeReadFile`, which cannot ask: a deny saying how to approve;
+//! **allow** → no `permission` (Cursor's own approval rules still apply),
+//! with the policies' notes as `agent_message`.
+//!
+//! The conversation (`conversation_id`) is the session and thread; a call's
+//! id is Cursor's `tool_use_id` where present, else derived from the
+//! generation and the call, so that a before-event and its after-event
+//! name the same call.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use sha2::{Digest as _, Sha256};
+
+use crate::Toolgate;
+use crate::claude_code::{Handled, Needs, OnError, parse_event, required_tool_name};
+use crate::decision::{Decision, Outcome, Verdict};
+use crate::error::{Error, Result};
+use crate::request::{Origin, ToolRequest};
+use crate::store::Store;
+use toolgate_wire::protocol::HookRuntime;
+
+/// One agent-hook event; unknown fields are ignored.
+#[derive(Debug, Clone, Deserialize)]
+pub struct CursorEvent {
+    /// The conversation: toolgate's session and thread.
+    pub conversation_id: String,
+    /// `beforeShellExecution`, `beforeMCPExecution`, `preToolUse`, …
+    pub hook_event_name: String,
+    /// The agent's current generation (one model response, which may make
+    /// several calls).
+    #[serde(default)]
+    pub generation_id: Option<String>,
+    /// The tool call's id, where Cursor gives one (`preToolUse`,
+    /// `postToolUse`).
+    #[serde(default)]
+    pub tool_use_id: Option<String>,
+    /// The conversation's transcript, when Cursor gives one.
+    #[serde(default)]
+    pub transcript_path: Option<std::path::PathBuf>,
+    /// The shell command (shell events), or the MCP server's command (MCP
+    /// events).
+    #[serde(default)]
+    pub command: Option<String>,
+    /// The shell command's directory.
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// A shell command's output (`afterShellExecution`).
+    #[serde(default)]
+    pub output: Option<String>,
+    /// The tool (MCP and generic tool events).
+    #[serde(default)]
+    pub tool_name: Option<String>,
+    /// Its arguments: an object, or an object as a JSON string.
+    #[serde(default)]
+    pub tool_input: Option<Value>,
+    /// An MCP tool's result (`afterMCPExecution`).
+    #[serde(default)]
+    pub result_json: Option<Value>,
+    /// A tool's result (`postToolUse`).
+    #[serde(default)]
+    pub tool_output: Option<Value>,
+    /// The MCP server's name, when Cursor gives it.
+    #[serde(default)]
+    pub server: Option<String>,
+    /// The MCP server's URL (remote servers).
+    #[serde(default)]
+    pub url: Option<String>,
+    /// The file (`beforeReadFile`, `afterFileEdit`).
+    #[serde(default)]
+    pub file_path: Option<String>,
+    /// The edits made (`afterFileEdit`).
+    #[serde(default)]
+    pub edits: Option<Value>,
+}
+
+/// Cursor's agent tools, as the bundled policies know them.
+const TOOLS: &[(&str, &str)] = &[
+    ("Shell", "Bash"),
+    ("Terminal", "Bash"),
+    ("Read", "Read"),
+    ("Write", "Write"),
+    ("Edit", "Edit"),
+    ("StrReplace", "Edit"),
+    ("MultiEdit", "Edit"),
+    ("Delete", "Delete"),
+    ("Grep", "Grep"),
+    ("Glob", "Glob"),
+    ("LS", "LS"),
+    ("WebFetch", "WebFetch"),
+    ("WebSearch", "WebSearch"),
+];
+
+/// The tool and origin toolgate decides on for a Cursor tool name:
+/// `MCP:SERVER:TOOL` → `TOOL` from MCP server `SERVER`; a built-in name →
+/// the policies' name for it; anything else → itself.
+pub fn tool_for(name: &str) -> (String, Origin) {
+    if let Some((server, tool)) = name
+        .strip_prefix("MCP:")
+        .and_then(|rest| rest.split_once(':'))
+        .filter(|(s, t)| !s.is_empty() && !t.is_empty())
+    {
+        return (tool.to_string(), Origin::Mcp(server.to_string()));
+    }
+    let mapped = TOOLS.iter().find(|(cursor, _)| *cursor == name);
+    (
+        mapped.map_or(name, |(_, ours)| ours).to_string(),
+        Origin::Builtin,
+    )
+}
+
+/// An MCP server's name from what `beforeMCPExecution` says of it: its
+/// `server` name, else its URL's host (and port), else the last word of its
+/// command (`npx -y @scope/server-github` → `server-github`).
+fn mcp_server(event: &CursorEvent) -> String {
+    let named = event.server.clone().filter(|s| !s.is_empty());
+    let from_url = || {
+        let url = event.url.as_deref()?;
+        let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+        let host = rest.split(['/', '?', '#']).next()?;
+        (!host.is_empty()).then(|| host.to_string())
+    };
+    let from_command = || {
+        let last = event.command.as_deref()?.split_whitespace().last()?;
+        Some(last.rsplit('/').next().unwrap_or(last).to_string())
+    };
+    let name = named.or_else(from_url).or_else(from_command);
+    crate::mcp::server_name_from(name.as_deref().unwrap_or("mcp"))
+}
+
+/// Arguments from `tool_input`: an object as is, a JSON string parsed.
+fn arguments(input: Option<&Value>) -> Value {
+    match input {
+        None | Some(Value::Null) => json!({}),
+        Some(Value::String(text)) => serde_json::from_str(text).unwrap_or(json!({"input": text})),
+        Some(other) => other.clone(),
+    }
+}
+
+impl CursorEvent {
+    /// Parse one event.
+    pub fn parse(text: &str) -> Result<Self> {
+        parse_event(text, "Cursor")
+    }
+
+    /// What answering it needs.
+    pub fn needs(&self) -> Needs {
+        match self.hook_event_name.as_str() {
+            "beforeShellExecution"
+            | "beforeMCPExecution"
+            | "beforeReadFile"
+            | "preToolUse"
+            | "afterShellExecution"
+            | "afterMCPExecution"
+            | "afterFileEdit"
+            | "postToolUse" => Needs::Policies,
+            "beforeSubmitPrompt" => Needs::Store,
+            _ => Needs::Nothing,
+        }
+    }
+
+    fn required<'a>(&self, field: &str, value: Option<&'a str>) -> Result<&'a str> {
+        value.filter(|v| !v.is_empty()).ok_or_else(|| {
+            Error::Request(format!("{} event without {field}", self.hook_event_name))
+        })
+    }
+
+    /// The toolgate request for a tool event at `turn`.
+    pub fn to_request(&self, turn: u64) -> Result<ToolRequest> {
+        let event = self.hook_event_name.as_str();
+        let (tool, origin, arguments) = match event {
+            "beforeShellExecution" | "afterShellExecution" => {
+                let command = self.required("command", self.command.as_deref())?;
+                let mut arguments = json!({"command": command});
+                if let Some(cwd) = &self.cwd {
+                    arguments["cwd"] = json!(cwd);
+                }
+                ("Bash".to_string(), Origin::Builtin, arguments)
+            }
+            "beforeMCPExecution" | "afterMCPExecution" => {
+                let name = required_tool_name(event, self.tool_name.as_deref())?;
+                let (tool, origin) = match tool_for(name) {
+                    (tool, Origin::Mcp(server)) => (tool, Origin::Mcp(server)),
+                    _ => (name.to_string(), Origin::Mcp(mcp_server(self))),
+                };
+                (tool, origin, arguments(self.tool_input.as_ref()))
+            }
+            "beforeReadFile" => {
+                let path = self.required("file_path", self.file_path.as_deref())?;
+                (
+                    "Read".to_string(),
+                    Origin::Builtin,
+                    json!({"file_path": path}),
+                )
+            }
+            "afterFileEdit" => {
+                let path = self.required("file_path", self.file_path.as_deref())?;
+                let edits = self.edits.clone().unwrap_or(json!([]));
+                let arguments = json!({"file_path": path, "edits": edits});
+                ("Edit".to_string(), Origin::Builtin, arguments)
+            }
+            _ => {
+                let name = required_tool_name(event, self.tool_name.as_deref())?;
+                let (tool, origin) = tool_for(name);
+                (tool, origin, arguments(self.tool_input.as_ref()))
+            }
+        };
+        let mut request = ToolRequest::new(tool, arguments);
+        request.origin = origin;
+        request.call_id = self.call_id(&request);
+        request.session_id = self.conversation_id.clone();
+        request.channel = "cursor".into();
+        request.turn = turn;
+        request.transcript_path = self.transcript_path.clone();
+        Ok(request)
+    }
+
+    /// The call's id: Cursor's, else one derived from the generation and
+    /// the call itself, so that a before-event and its after-event agree
+    /// (and a pause answered in Cursor's prompt is closed when it runs).
+    fn call_id(&self, request: &ToolRequest) -> Option<String> {
+        if let Some(id) = self.tool_use_id.clone().filter(|id| !id.is_empty()) {
+            return Some(id);
+        }
+        let generation = self.generation_id.as_deref().filter(|g| !g.is_empty())?;
+        let call = json!([request.tool, request.origin, request.arguments]);
+        let digest = Sha256::digest(call.to_string().as_bytes());
+        Some(format!("{generation}:{}", hex::encode(&digest[..8])))
+    }
+
+    /// The result of an after-event, as an outcome and a short summary.
+    fn outcome(&self) -> (Outcome, String) {
+        let result = self
+            .tool_output
+            .as_ref()
+            .or(self.result_json.as_ref())
+            .cloned()
+            .or_else(|| self.output.clone().map(Value::String));
+        crate::claude_code::outcome_of(result.as_ref())
+    }
+}
+
+/// The answer to a deciding event (see the module docs).
+pub fn answer(decision: &Decision, can_ask: bool) -> Value {
+    let notes: Vec<&str> = decision.notes.iter().map(|n| n.text.as_str()).collect();
+    let reason = decision.reason.clone().unwrap_or_default();
+    let refuse = |permission: &str, message: String| json!({"permission": permission, "user_message": message, "agent_message": message});
+    match decision.verdict {
+        Verdict::Deny => refuse("deny", format!("toolgate denied this: {reason}")),
+        Verdict::Pause if can_ask => refuse("ask", format!("toolgate asks a person: {reason}")),
+        Verdict::Pause => {
+            let how = decision.pause.as_ref().map_or(String::new(), |p| {
+                format!(
+                    " A person can approve it from a terminal of their own with `toolgate gates \
+                     resolve --request-id {}`; then retry.",
+                    p.request_id
+                )
+            });
+            refuse(
+                "deny",
+                format!("toolgate paused this for a person: {reason}.{how}"),
+            )
+        }
+        Verdict::Allow if notes.is_empty() => json!({}),
+        Verdict::Allow => json!({"agent_message": notes.join("\n\n")}),
+    }
+}
+
+/// The answer when toolgate itself failed.
+pub fn failure_answer(on_error: OnError, error: &str) -> Value {
+    let answer = HookRuntime::Cursor.failure_answer(on_error, error);
+    answer.unwrap_or_else(|| json!({}))
+}
+
+/// Start the conversation's next turn (`beforeSubmitPrompt`): the store
+/// only.
+pub fn start_turn(store: &Store, event: &CursorEvent) -> Result<()> {
+    store.next_turn(&event.conversation_id).map(|_| ())
+}
+
+/// Handle one event end to end; never fails (errors become `on_error`'s
+/// answer).
+pub fn handle(host: &Toolgate, input: &str, on_error: OnError) -> Handled {
+    let mut decision = None;
+    let answered = (|| -> Result<Value> {
+        let event = CursorEvent::parse(input)?;
+        let name = event.hook_event_name.as_str();
+        match name {
+            "beforeSubmitPrompt" => {
+                start_turn(host.store(), &event).map(|()| json!({"continue": true}))
+            }
+            "beforeShellExecution" | "beforeMCPExecution" | "beforeReadFile" | "preToolUse" => {
+                let request = event.to_request(host.store().turn(&event.conversation_id)?)?;
+                let evaluated = host.evaluate(&request)?;
+                let output = answer(&evaluated, name != "beforeReadFile");
+                decision = Some(evaluated);
+                Ok(output)
+            }
+            "afterShellExecution" | "afterMCPExecution" | "afterFileEdit" | "postToolUse" => {
+                let request = event.to_request(host.store().turn(&event.conversation_id)?)?;
+                // It ran: if toolgate had asked, the person said yes in
+                // Cursor's own prompt.
+                if let Some(gate) = host.close_answered_gate(&request)? {
+                    tracing::info!(request_id = %gate.request_id, "gate answered in Cursor's prompt");
+                }
+                let (outcome, summary) = event.outcome();
+                host.observe(&request, outcome, &summary);
+                Ok(json!({}))
+            }
+            _ => Ok(json!({})),
+        }
+    })();
+    let output = answered.unwrap_or_else(|err| {
+        tracing::error!(error = %err, "hook failed; answering with the fail mode");
+        failure_answer(on_error, &err.to_string())
+    });
+    Handled {
+        output: Some(output.to_string()),
+        decision,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mcp_event(fields: Value) -> CursorEvent {
+        let mut event = json!({
+            "conversation_id": "c1",
+            "hook_event_name": "beforeMCPExecution",
+            "tool_name": "create_issue",
+        });
+        event
+            .as_object_mut()
+            .unwrap()
+            .extend(fields.as_object().unwrap().clone());
+        serde_json::from_value(event).unwrap()
+    }
+
+    #[test]
+    fn tool_names_map_onto_the_policies_vocabulary() {
+        assert_eq!(tool_for("Shell"), ("Bash".into(), Origin::Builtin));
+        assert_eq!(tool_for("StrReplace"), ("Edit".into(), Origin::Builtin));
+        assert_eq!(tool_for("Todo"), ("Todo".into(), Origin::Builtin));
+        assert_eq!(
+            tool_for("MCP:github:create_issue"),
+            ("create_issue".into(), Origin::Mcp("github".into()))
+        );
+        assert_eq!(tool_for("MCP::x"), ("MCP::x".into(), Origin::Builtin));
+    }
+
+    #[test]
+    fn an_mcp_server_is_named_from_what_cursor_says_of_it() {
+        let named = mcp_event(json!({"server": "github", "command": "npx x"}));
+        assert_eq!(mcp_server(&named), "github");
+        let remote = mcp_event(json!({"url": "https://mcp.example.com:8443/mcp"}));
+        assert_eq!(mcp_server(&remote), "mcp-example-com-8443");
+        let local = mcp_event(json!({"command": "npx -y @modelcontextprotocol/server-github"}));
+        assert_eq!(mcp_server(&local), "server-github");
+        assert_eq!(mcp_server(&mcp_event(json!({}))), "mcp");
+    }
+
+    #[test]
+    fn tool_input_may_be_an_object_or_json_in_a_string() {
+        assert_eq!(arguments(Some(&json!({"a": 1}))), json!({"a": 1}));
+        assert_eq!(arguments(Some(&json!("{\"a\": 1}"))), json!({"a": 1}));
+        assert_eq!(
+            arguments(Some(&json!("not json"))),
+            json!({"input": "not json"})
+        );
+        assert_eq!(arguments(None), json!({}));
+    }
+}
