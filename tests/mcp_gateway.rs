@@ -462,3 +462,62 @@ fn over_http_the_gateway_refuses_unsafe_setups() {
         .expect("refuses a non-loopback address");
     assert!(err.contains("loopback addresses only"), "{err}");
 }
+
+#[test]
+fn one_gateway_fronts_several_servers_each_with_its_own_origin() {
+    let Some(modules) = common::npm::node_modules(&[SDK, EVERYTHING]) else {
+        return;
+    };
+    let setup = setup();
+    let everything = modules.join(EVERYTHING.1);
+    let hostile = tests_dir().join("hostile-server.cjs");
+    let mut session = Session::new(&[]);
+    session.server.clear();
+    session.gateway = vec![
+        "--server".into(),
+        format!("everything={} stdio", everything.display()),
+        "--server".into(),
+        format!("hostile=node {}", hostile.display()),
+    ];
+    let result = session.run(
+        &setup,
+        &modules,
+        json!([
+            {"name": "everything__echo", "arguments": {"message": "from one"}},
+            {"name": "hostile__ok"},
+            {"name": "echo", "arguments": {"message": "which server?"}},
+        ]),
+    );
+    assert_eq!(result["server"]["name"], "toolgate(everything+hostile)");
+    let tools = result["tools"].as_array().unwrap();
+    for name in [
+        "everything__echo",
+        "everything__get-env",
+        "hostile__ok",
+        "hostile__die",
+    ] {
+        assert!(tools.contains(&json!(name)), "{name} in {tools:?}");
+    }
+    let (is_error, text) = call(&result, 0);
+    assert!(!is_error && text.starts_with("Echo: from one"), "{text}");
+    let (is_error, text) = call(&result, 1);
+    assert!(!is_error && text.starts_with("fine"), "{text}");
+    let (is_error, text) = call(&result, 2);
+    assert!(
+        is_error && text.contains("no server behind this gateway"),
+        "{text}"
+    );
+
+    // Each call was decided with its own server as origin.
+    let log = setup.run(&["log", "--json"], "");
+    let origins: Vec<Value> = String::from_utf8(log.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap()["entry"]["call"]["origin"].clone())
+        .collect();
+    assert_eq!(
+        origins,
+        vec![json!({"mcp": "everything"}), json!({"mcp": "hostile"})],
+        "the unroutable call was never decided"
+    );
+}

@@ -24,7 +24,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
-use super::{Gateway, GatewayOptions, Upstream, new_session_id};
+use super::{Gateway, GatewayOptions, Upstreams, new_session_id};
 use crate::daemon::Client;
 use crate::daemon::peer::constant_time_eq;
 use crate::error::{Error, Result};
@@ -51,7 +51,7 @@ impl HttpServer {
     /// token (see the module docs). Refuses non-loopback addresses.
     pub fn new(
         listener: tokio::net::TcpListener,
-        upstream: Arc<Upstream>,
+        upstreams: Arc<Upstreams>,
         daemon: Client,
         options: Arc<GatewayOptions>,
         client_token: Option<String>,
@@ -77,7 +77,7 @@ impl HttpServer {
             move || {
                 let session = new_session_id();
                 let gateway =
-                    Gateway::new(upstream.clone(), daemon.clone(), options.clone(), session);
+                    Gateway::new(upstreams.clone(), daemon.clone(), options.clone(), session);
                 Ok(gateway)
             },
             Arc::new(LocalSessionManager::default()),

@@ -35,15 +35,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use rmcp::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
     ElicitationAction, ElicitationSchema, ErrorData as McpError, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    PaginatedRequestParams, ServerConfig,
 };
-use rmcp::service::{
-    ElicitationMode, Peer, RequestContext, RoleClient, RoleServer, RunningService,
-};
-use rmcp::{ServerHandler, ServiceExt as _};
+use rmcp::service::{ElicitationMode, Peer, RequestContext, RoleServer};
 use serde_json::{Value, json};
 
 use crate::claude_code::outcome_of;
@@ -54,6 +52,10 @@ use crate::gates::GateResolution;
 use crate::request::{Origin, ToolRequest};
 
 pub mod http;
+mod upstream;
+
+pub(crate) use upstream::server_name_from;
+pub use upstream::{Upstream, Upstreams};
 
 /// The channel name of pauses raised and resolved through MCP.
 pub const CHANNEL: &str = "mcp";
@@ -94,61 +96,11 @@ fn random_id() -> String {
     hex::encode(bytes)
 }
 
-/// The connection to the real server, shared by every client session.
-pub struct Upstream {
-    service: RunningService<RoleClient, ()>,
-    server: String,
-    info: ServerConfig,
-}
-
-impl Upstream {
-    /// Start an MCP session with the real server over `transport` (e.g. a
-    /// child process). `name` is the origin's server name; default: the
-    /// name the server reports.
-    pub async fn connect<T, E, A>(transport: T, name: Option<String>) -> Result<Arc<Self>>
-    where
-        T: rmcp::transport::IntoTransport<RoleClient, E, A>,
-        E: std::error::Error + Send + Sync + 'static,
-    {
-        let service = ().serve(transport).await.map_err(|err| {
-            Error::Request(format!(
-                "the MCP server did not start a session: {err}; check that the command after \
-                 `--` runs an MCP server on stdio"
-            ))
-        })?;
-        let peer_info = service.peer().peer_info();
-        let server = name
-            .or_else(|| {
-                let reported = peer_info.as_ref()?.server_info.as_ref()?;
-                Some(server_name_from(&reported.name))
-            })
-            .filter(|name| !name.is_empty())
-            .unwrap_or_else(|| "mcp".into());
-        let mut capabilities = ServerCapabilities::default();
-        capabilities.tools = peer_info
-            .as_ref()
-            .and_then(|i| i.capabilities.tools.clone());
-        let mut info = ServerConfig::new(capabilities);
-        info.server_info.name = format!("toolgate({server})");
-        info.instructions = peer_info.as_ref().and_then(|i| i.instructions.clone());
-        Ok(Arc::new(Self {
-            service,
-            server,
-            info,
-        }))
-    }
-
-    /// The server name used as the calls' origin.
-    pub fn server_name(&self) -> &str {
-        &self.server
-    }
-}
-
 /// One client session of the gateway: the MCP server side the client
 /// talks to.
 #[derive(Clone)]
 pub struct Gateway {
-    upstream: Arc<Upstream>,
+    upstreams: Arc<Upstreams>,
     daemon: Client,
     options: Arc<GatewayOptions>,
     session: String,
@@ -156,15 +108,15 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    /// A client session `session` (also its thread) in front of `upstream`.
+    /// A client session `session` (also its thread) in front of the servers.
     pub fn new(
-        upstream: Arc<Upstream>,
+        upstreams: Arc<Upstreams>,
         daemon: Client,
         options: Arc<GatewayOptions>,
         session: String,
     ) -> Self {
         Self {
-            upstream,
+            upstreams,
             daemon,
             options,
             session,
@@ -182,13 +134,13 @@ impl Gateway {
         started.await.copied()
     }
 
-    fn request(&self, params: &CallToolRequestParams, turn: u64) -> ToolRequest {
+    fn request(&self, server: &str, params: &CallToolRequestParams, turn: u64) -> ToolRequest {
         let arguments = params
             .arguments
             .clone()
             .map_or_else(|| json!({}), Value::Object);
         let mut request = ToolRequest::new(params.name.to_string(), arguments);
-        request.origin = Origin::Mcp(self.upstream.server.clone());
+        request.origin = Origin::Mcp(server.to_string());
         request.call_id = Some(random_id());
         request.session_id = self.session.clone();
         request.channel = CHANNEL.into();
@@ -212,7 +164,12 @@ impl Gateway {
     }
 
     /// Ask the person about a pause; whether the gate was resolved.
-    async fn elicit(&self, peer: &Peer<RoleServer>, decision: &Decision) -> Result<bool> {
+    async fn elicit(
+        &self,
+        peer: &Peer<RoleServer>,
+        server: &str,
+        decision: &Decision,
+    ) -> Result<bool> {
         let (Some(token), Some(pause)) = (&self.options.approval_token, &decision.pause) else {
             return Ok(false);
         };
@@ -223,8 +180,8 @@ impl Gateway {
             return Ok(false);
         }
         let message = format!(
-            "toolgate paused a call to `{}`: {}\nAccept to approve it once, decline to deny it.",
-            self.upstream.server,
+            "toolgate paused a call to `{server}`: {}\nAccept to approve it once, decline to deny \
+             it.",
             decision
                 .reason
                 .as_deref()
@@ -269,19 +226,29 @@ impl Gateway {
 
     async fn call(
         &self,
-        params: CallToolRequestParams,
+        mut params: CallToolRequestParams,
         peer: &Peer<RoleServer>,
     ) -> Result<CallToolResponse> {
-        let request = self.request(&params, self.turn().await?);
+        let Some((upstream, tool)) = self.upstreams.route(&params.name) else {
+            return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+                "no server behind this gateway has a tool `{}`",
+                params.name
+            ))])
+            .into());
+        };
+        params.name = tool.into();
+        let request = self.request(upstream.server_name(), &params, self.turn().await?);
         let mut decision = self.evaluate(&request).await?;
-        if decision.verdict == Verdict::Pause && self.elicit(peer, &decision).await? {
+        if decision.verdict == Verdict::Pause
+            && self.elicit(peer, upstream.server_name(), &decision).await?
+        {
             decision = self.evaluate(&request).await?;
         }
         match decision.verdict {
             Verdict::Deny => Ok(refusal(&decision, "denied").into()),
             Verdict::Pause => Ok(refusal(&decision, "paused").into()),
             Verdict::Allow => {
-                let response = self.forward(params).await;
+                let response = upstream.call(params, self.options.call_timeout).await;
                 let (outcome, summary) = match &response {
                     Ok(CallToolResponse::Complete(result)) => {
                         outcome_of(Some(&serde_json::to_value(result).unwrap_or_default()))
@@ -310,50 +277,6 @@ impl Gateway {
             }
         }
     }
-
-    /// The call, forwarded to the server; a failure as a message for the
-    /// model.
-    async fn forward(
-        &self,
-        params: CallToolRequestParams,
-    ) -> std::result::Result<CallToolResponse, String> {
-        let name = params.name.clone();
-        let timeout = self.options.call_timeout;
-        let server = &self.upstream.server;
-        let call = self.upstream.service.peer().call_tool_once(params);
-        match tokio::time::timeout(timeout, call).await {
-            Ok(Ok(response)) => Ok(response),
-            Ok(Err(rmcp::ServiceError::TransportClosed)) => Err(format!(
-                "the MCP server `{server}` closed its connection (it exited or crashed) during \
-                 or before `{name}`; its log is on the gateway's stderr. Restart the gateway to \
-                 start it again"
-            )),
-            Ok(Err(err)) => Err(format!(
-                "the MCP server `{server}` failed on `{name}`: {err}"
-            )),
-            Err(_) => Err(format!(
-                "the MCP server `{server}` did not answer `{name}` within {} s (a reply over 16 \
-                 MiB is discarded unread); the call may have run",
-                timeout.as_secs()
-            )),
-        }
-    }
-}
-
-/// A server's reported name as an origin: what is not a letter, digit,
-/// `-` or `_` becomes `-` (`mcp-servers/everything` →
-/// `mcp-servers-everything`), so it fits catalogue keys (`mcp:SERVER/TOOL`).
-pub(crate) fn server_name_from(reported: &str) -> String {
-    reported
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect()
 }
 
 /// The policies' notes, one text block.
@@ -391,7 +314,7 @@ async fn blocking(daemon: Client, request: DaemonRequest) -> Result<Value> {
 
 impl ServerHandler for Gateway {
     fn get_info(&self) -> ServerConfig {
-        self.upstream.info.clone()
+        self.upstreams.info().clone()
     }
 
     async fn list_tools(
@@ -399,14 +322,8 @@ impl ServerHandler for Gateway {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> std::result::Result<ListToolsResult, McpError> {
-        let listed = self.upstream.service.peer().list_tools(request).await;
-        listed.map_err(|err| {
-            let server = &self.upstream.server;
-            McpError::internal_error(
-                format!("the MCP server `{server}` failed to list its tools: {err}"),
-                None,
-            )
-        })
+        let listed = self.upstreams.list_tools(request).await;
+        listed.map_err(|message| McpError::internal_error(message, None))
     }
 
     async fn call_tool(
@@ -425,20 +342,5 @@ impl ServerHandler for Gateway {
             ))])
             .into()
             }))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reported_server_names_fit_catalogue_keys() {
-        assert_eq!(
-            server_name_from("mcp-servers/everything"),
-            "mcp-servers-everything"
-        );
-        assert_eq!(server_name_from("hostile"), "hostile");
-        assert_eq!(server_name_from("a b:c"), "a-b-c");
     }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use rmcp::ServiceExt as _;
 use rmcp::transport::TokioChildProcess;
-use toolgate::mcp::{Gateway, GatewayOptions, Upstream, http, new_session_id};
+use toolgate::mcp::{Gateway, GatewayOptions, Upstream, Upstreams, http, new_session_id};
 
 use crate::target::Ctx;
 
@@ -29,8 +29,8 @@ Pauses: with the `mcp` channel's token in TOOLGATE_MCP_TOKEN (its sha256 in [app
 client that supports elicitation, the person is asked in the client; otherwise the tool result says
 how to approve with `toolgate gates resolve`.")]
 pub struct McpArgs {
-    /// The server's name in the calls' origin, mcp(NAME). Default: the
-    /// name the server reports.
+    /// The server's name in the calls' origin, mcp(NAME), for the server
+    /// after `--`. Default: the name the server reports.
     #[arg(long, value_name = "NAME")]
     name: Option<String>,
     /// The session (and thread) of the calls, over stdio. Default: mcp- and
@@ -52,8 +52,14 @@ pub struct McpArgs {
     /// How long to wait for a person to answer a pause in the client.
     #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = humantime::parse_duration)]
     elicitation_timeout: Duration,
-    /// The MCP server's command and its arguments (it speaks MCP on stdio).
-    #[arg(last = true, required = true, value_name = "SERVER-COMMAND")]
+    /// One more server, as NAME=COMMAND (a shell-quoted command line); may
+    /// be repeated. With several servers, each tool is offered as
+    /// NAME__TOOL.
+    #[arg(long = "server", value_name = "NAME=COMMAND", value_parser = parse_server)]
+    servers: Vec<(String, Vec<String>)>,
+    /// The MCP server's command and its arguments (it speaks MCP on stdio),
+    /// named by --name.
+    #[arg(last = true, value_name = "SERVER-COMMAND")]
     command: Vec<OsString>,
 }
 
@@ -65,27 +71,40 @@ pub fn run(ctx: &Ctx, args: McpArgs) -> anyhow::Result<ExitCode> {
         call_timeout: args.call_timeout,
         elicitation_timeout: args.elicitation_timeout,
     });
-    let mut command = tokio::process::Command::new(&args.command[0]);
-    // The tokens are the gateway's, never the server's.
-    command
-        .args(&args.command[1..])
-        .env_remove(TOKEN_ENV)
-        .env_remove(CLIENT_TOKEN_ENV);
+    let mut servers: Vec<(Option<String>, Vec<OsString>)> = args
+        .servers
+        .into_iter()
+        .map(|(name, words)| (Some(name), words.into_iter().map(OsString::from).collect()))
+        .collect();
+    if !args.command.is_empty() {
+        servers.push((args.name, args.command));
+    }
+    anyhow::ensure!(
+        !servers.is_empty(),
+        "name the MCP server to front: `toolgate mcp -- COMMAND…` or --server NAME=COMMAND"
+    );
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async {
-        let server = TokioChildProcess::new(command).with_context(|| {
-            format!(
-                "cannot start the MCP server {:?}",
-                args.command[0].to_string_lossy()
-            )
-        })?;
-        let upstream = Upstream::connect(server, args.name).await?;
+        let mut upstreams = Vec::new();
+        for (name, words) in servers {
+            let mut command = tokio::process::Command::new(&words[0]);
+            // The tokens are the gateway's, never the servers'.
+            command
+                .args(&words[1..])
+                .env_remove(TOKEN_ENV)
+                .env_remove(CLIENT_TOKEN_ENV);
+            let program = words[0].to_string_lossy().into_owned();
+            let transport = TokioChildProcess::new(command)
+                .with_context(|| format!("cannot start the MCP server {program:?}"))?;
+            upstreams.push(Upstream::connect(transport, name).await?);
+        }
+        let upstreams = Upstreams::new(upstreams)?;
         let Some(address) = args.listen else {
             let session = args.session.unwrap_or_else(new_session_id);
-            let gateway = Gateway::new(upstream, daemon, options, session);
+            let gateway = Gateway::new(upstreams, daemon, options, session);
             let service = gateway
                 .serve(rmcp::transport::stdio())
                 .await
@@ -101,7 +120,7 @@ pub fn run(ctx: &Ctx, args: McpArgs) -> anyhow::Result<ExitCode> {
             .await
             .with_context(|| format!("cannot listen on {address}"))?;
         let client_token = secret_from_env(CLIENT_TOKEN_ENV);
-        let server = http::HttpServer::new(listener, upstream, daemon, options, client_token)?;
+        let server = http::HttpServer::new(listener, upstreams, daemon, options, client_token)?;
         // The URL on stdout, for whoever started the gateway (port 0 picks
         // a free one).
         println!("{}", server.url());
@@ -113,4 +132,21 @@ pub fn run(ctx: &Ctx, args: McpArgs) -> anyhow::Result<ExitCode> {
 
 fn secret_from_env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|value| !value.is_empty())
+}
+
+/// `NAME=COMMAND` → the name and the command's words.
+fn parse_server(text: &str) -> Result<(String, Vec<String>), String> {
+    let (name, command) = text
+        .split_once('=')
+        .ok_or("expected NAME=COMMAND, e.g. github='npx -y @modelcontextprotocol/server-github'")?;
+    let valid = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+    if name.is_empty() || !name.chars().all(valid) {
+        return Err(format!(
+            "server name `{name}` must be letters, digits, `-` and `_`"
+        ));
+    }
+    let words = shlex::split(command)
+        .filter(|words| !words.is_empty())
+        .ok_or_else(|| format!("cannot read the command of `{name}`: {command:?}"))?;
+    Ok((name.to_string(), words))
 }
