@@ -127,10 +127,10 @@ pub fn tool_for(name: &str) -> (String, Origin) {
     )
 }
 
-/// An MCP server's name from what `beforeMCPExecution` says of it: its
-/// `server` name, else its URL's host (and port), else the last word of its
-/// command (`npx -y @scope/server-github` → `server-github`).
-fn mcp_server(event: &CursorEvent) -> String {
+/// An MCP tool's origin from what `beforeMCPExecution` says of its server:
+/// its `server` name, else its URL's host (and port), else the last word of
+/// its command (`npx -y @scope/server-github` → `server-github`).
+fn mcp_origin(event: &CursorEvent) -> Origin {
     let named = event.server.clone().filter(|s| !s.is_empty());
     let from_url = || {
         let url = event.url.as_deref()?;
@@ -143,7 +143,7 @@ fn mcp_server(event: &CursorEvent) -> String {
         Some(last.rsplit('/').next().unwrap_or(last).to_string())
     };
     let name = named.or_else(from_url).or_else(from_command);
-    crate::mcp::server_name_from(name.as_deref().unwrap_or("mcp"))
+    Origin::mcp_named(name.as_deref().unwrap_or("mcp"))
 }
 
 /// Arguments from `tool_input`: an object as is, a JSON string parsed.
@@ -199,7 +199,7 @@ impl CursorEvent {
                 let name = required_tool_name(event, self.tool_name.as_deref())?;
                 let (tool, origin) = match tool_for(name) {
                     (tool, Origin::Mcp(server)) => (tool, Origin::Mcp(server)),
-                    _ => (name.to_string(), Origin::Mcp(mcp_server(self))),
+                    _ => (name.to_string(), mcp_origin(self)),
                 };
                 (tool, origin, arguments(self.tool_input.as_ref()))
             }
@@ -369,13 +369,19 @@ mod tests {
 
     #[test]
     fn an_mcp_server_is_named_from_what_cursor_says_of_it() {
-        let named = mcp_event(json!({"server": "github", "command": "npx x"}));
-        assert_eq!(mcp_server(&named), "github");
-        let remote = mcp_event(json!({"url": "https://mcp.example.com:8443/mcp"}));
-        assert_eq!(mcp_server(&remote), "mcp-example-com-8443");
-        let local = mcp_event(json!({"command": "npx -y @modelcontextprotocol/server-github"}));
-        assert_eq!(mcp_server(&local), "server-github");
-        assert_eq!(mcp_server(&mcp_event(json!({}))), "mcp");
+        let server = |fields| match mcp_origin(&mcp_event(fields)) {
+            Origin::Mcp(server) => server,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            server(json!({"server": "github", "command": "npx x"})),
+            "github"
+        );
+        let remote = json!({"url": "https://mcp.example.com:8443/mcp"});
+        assert_eq!(server(remote), "mcp-example-com-8443");
+        let local = json!({"command": "npx -y @modelcontextprotocol/server-github"});
+        assert_eq!(server(local), "server-github");
+        assert_eq!(server(json!({})), "mcp");
     }
 
     #[test]

@@ -54,7 +54,6 @@ use crate::request::{Origin, ToolRequest};
 pub mod http;
 mod upstream;
 
-pub(crate) use upstream::server_name_from;
 pub use upstream::{Upstream, Upstreams};
 
 /// The channel name of pauses raised and resolved through MCP.

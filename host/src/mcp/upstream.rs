@@ -16,6 +16,7 @@ use rmcp::model::{
 use rmcp::service::{RoleClient, RunningService};
 
 use crate::error::{Error, Result};
+use crate::request::Origin;
 
 /// Between a server's name and its tool's, when a gateway fronts several.
 pub const SEPARATOR: &str = "__";
@@ -29,7 +30,7 @@ pub struct Upstream {
 impl Upstream {
     /// Start an MCP session with a server over `transport` (e.g. a child
     /// process). `name` is the origin's server name; default: the name the
-    /// server reports (see [`server_name_from`]).
+    /// server reports (see [`Origin::mcp_named`]).
     pub async fn connect<T, E, A>(transport: T, name: Option<String>) -> Result<Arc<Self>>
     where
         T: rmcp::transport::IntoTransport<RoleClient, E, A>,
@@ -46,7 +47,10 @@ impl Upstream {
         let server = name
             .or_else(|| {
                 let reported = reported.as_ref()?.server_info.as_ref()?;
-                Some(server_name_from(&reported.name))
+                match Origin::mcp_named(&reported.name) {
+                    Origin::Mcp(name) => Some(name),
+                    _ => None,
+                }
             })
             .filter(|name| !name.is_empty())
             .unwrap_or_else(|| "mcp".into());
@@ -189,33 +193,18 @@ impl Upstreams {
     }
 }
 
-/// A server's reported name as an origin: what is not a letter, digit,
-/// `-` or `_` becomes `-` (`mcp-servers/everything` →
-/// `mcp-servers-everything`), so it fits catalogue keys (`mcp:SERVER/TOOL`).
-pub(crate) fn server_name_from(reported: &str) -> String {
-    reported
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn reported_server_names_fit_catalogue_keys() {
+        let named = |reported| Origin::mcp_named(reported);
         assert_eq!(
-            server_name_from("mcp-servers/everything"),
-            "mcp-servers-everything"
+            named("mcp-servers/everything"),
+            Origin::Mcp("mcp-servers-everything".into())
         );
-        assert_eq!(server_name_from("hostile"), "hostile");
-        assert_eq!(server_name_from("a b:c"), "a-b-c");
+        assert_eq!(named("hostile"), Origin::Mcp("hostile".into()));
+        assert_eq!(named("a b:c"), Origin::Mcp("a-b-c".into()));
     }
 }

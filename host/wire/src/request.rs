@@ -70,6 +70,24 @@ pub enum Origin {
 }
 
 impl Origin {
+    /// The MCP origin of a server known by a free-form name (what a server
+    /// reports, a URL's host): what is not a letter, digit, `-` or `_`
+    /// becomes `-` (`mcp-servers/everything` → `mcp-servers-everything`),
+    /// so the name fits catalogue keys (`mcp:SERVER/TOOL`).
+    pub fn mcp_named(name: &str) -> Self {
+        let name = name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                    c
+                } else {
+                    '-'
+                }
+            })
+            .collect();
+        Self::Mcp(name)
+    }
+
     /// A stable text form: `builtin`, `mcp:SERVER` or `other:NAME`.
     pub fn key(&self) -> String {
         match self {
