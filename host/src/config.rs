@@ -68,6 +68,9 @@ pub struct Config {
     /// Who may resolve a pause through the daemon.
     #[serde(default)]
     pub approvals: ApprovalsConfig,
+    /// Who hears about new pauses.
+    #[serde(default)]
+    pub notify: NotifyConfig,
     /// How long the store keeps events, expired gates and idle sessions,
     /// and compiled components.
     #[serde(default)]
@@ -144,6 +147,39 @@ impl Default for ApprovalsConfig {
             tokens: BTreeMap::new(),
         }
     }
+}
+
+/// Notifications of new pauses, sent by the daemon (never delaying a
+/// decision).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NotifyConfig {
+    /// URLs that receive a signed JSON POST for each new pause.
+    #[serde(default)]
+    pub webhooks: Vec<String>,
+    /// The environment variable holding the key that signs each
+    /// notification (HMAC-SHA256, header `X-Toolgate-Signature`); required
+    /// with webhooks. The key itself never goes in this file.
+    #[serde(default)]
+    pub secret_env: Option<String>,
+    /// Attempts per notification and webhook, with backoff doubling from
+    /// 250 ms.
+    #[serde(default = "default_notify_attempts")]
+    pub attempts: u32,
+}
+
+impl Default for NotifyConfig {
+    fn default() -> Self {
+        Self {
+            webhooks: Vec::new(),
+            secret_env: None,
+            attempts: default_notify_attempts(),
+        }
+    }
+}
+
+fn default_notify_attempts() -> u32 {
+    5
 }
 
 /// The daemon's limits.
@@ -512,6 +548,23 @@ impl Config {
                 "probe.endpoint = {endpoint:?} is not an http(s) URL; write the full URL, e.g. \
                  \"http://127.0.0.1:8080/v1/chat/completions\""
             )));
+        }
+        for url in &config.notify.webhooks {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(err(format!(
+                    "notify.webhooks: {url:?} is not an http(s) URL; write the full URL"
+                )));
+            }
+        }
+        if !config.notify.webhooks.is_empty() && config.notify.secret_env.is_none() {
+            return Err(err(
+                "notify.webhooks needs notify.secret_env: the environment variable holding the \
+                 key that signs each notification"
+                    .into(),
+            ));
+        }
+        if config.notify.attempts == 0 {
+            return Err(err("notify.attempts must be at least 1".into()));
         }
         let keys = config
             .plugins

@@ -33,6 +33,7 @@ mod host;
 pub mod inspect;
 pub mod mcp;
 pub mod metrics;
+pub mod notify;
 mod pipeline;
 pub mod plugins;
 mod pool;

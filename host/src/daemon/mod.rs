@@ -29,9 +29,11 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::claude_code;
+use crate::decision::{Decision, Verdict};
 use crate::error::{Error, Result};
 use crate::gates::GateKey;
 use crate::metrics::Metrics;
+use crate::notify::Notifier;
 use crate::{Config, Toolgate};
 
 pub use client::{Client, socket_for_store};
@@ -45,6 +47,9 @@ pub struct DaemonOptions {
     pub max_in_flight: usize,
     /// Stop after this long without a request (`None`: never).
     pub idle_exit: Option<Duration>,
+    /// Who hears about new pauses (`toolgate serve` starts it from
+    /// `[notify]`).
+    pub notifier: Option<Arc<Notifier>>,
 }
 
 impl Default for DaemonOptions {
@@ -52,6 +57,7 @@ impl Default for DaemonOptions {
         Self {
             max_in_flight: 64,
             idle_exit: None,
+            notifier: None,
         }
     }
 }
@@ -67,6 +73,7 @@ pub struct Daemon {
     last_request_ms: AtomicU64,
     /// Agent terminals already written to the store.
     agent_terminals: std::sync::Mutex<std::collections::HashSet<(u32, u32)>>,
+    notifier: Option<Arc<Notifier>>,
 }
 
 /// Where a request came from, which decides what it may do.
@@ -93,7 +100,28 @@ impl Daemon {
             idle_exit: options.idle_exit,
             last_request_ms: AtomicU64::new(crate::now_ms()),
             agent_terminals: Default::default(),
+            notifier: options.notifier,
         })
+    }
+
+    /// Count a decision, and announce it if it paused a call.
+    fn decided(&self, decision: &Decision) {
+        self.metrics.record(decision);
+        let (Some(notifier), Some(pause)) = (&self.notifier, &decision.pause) else {
+            return;
+        };
+        if decision.verdict != Verdict::Pause {
+            return;
+        }
+        match self.host.gates(Some(&pause.user_id)) {
+            Ok(gates) => {
+                let gate = gates.iter().find(|g| g.request_id == pause.request_id);
+                if let Some(gate) = gate {
+                    notifier.paused(gate, decision.reason.as_deref());
+                }
+            }
+            Err(err) => tracing::warn!(error = %err, "cannot read the pause to announce it"),
+        }
     }
 
     /// The host.
@@ -133,13 +161,13 @@ impl Daemon {
                     HookRuntime::Cursor => crate::cursor::handle(host, &event, on_error),
                 };
                 if let Some(decision) = &handled.decision {
-                    self.metrics.record(decision);
+                    self.decided(decision);
                 }
                 handled.output.map_or(Value::Null, Value::String)
             }
             DaemonRequest::Evaluate { request } => {
                 let decision = host.evaluate(&request)?;
-                self.metrics.record(&decision);
+                self.decided(&decision);
                 to_json(decision)
             }
             DaemonRequest::Observe {

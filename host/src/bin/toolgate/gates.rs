@@ -57,6 +57,16 @@ pub enum GatesCommand {
         #[arg(long)]
         yes: bool,
     },
+    /// Print a one-line notice for each new pause, and when it goes, until
+    /// interrupted: for a person working in a terminal.
+    Watch {
+        /// Only this user's.
+        #[arg(long)]
+        user: Option<String>,
+        /// How often to look.
+        #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = humantime::parse_duration)]
+        interval: std::time::Duration,
+    },
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -71,6 +81,7 @@ pub enum DecisionArg {
 
 pub fn run(ctx: &Ctx, command: GatesCommand) -> anyhow::Result<ExitCode> {
     match command {
+        GatesCommand::Watch { user, interval } => watch(ctx, user, interval),
         GatesCommand::List { user } => {
             let gates: Vec<PendingGate> =
                 serde_json::from_value(ctx.target(None)?.call(DaemonRequest::Gates { user })?)?;
@@ -172,4 +183,59 @@ fn confirm_on_terminal(gate: &PendingGate, decision: DecisionArg) -> anyhow::Res
     let mut answer = String::new();
     std::io::BufReader::new(tty).read_line(&mut answer)?;
     Ok(answer.trim().eq_ignore_ascii_case("yes"))
+}
+
+/// `gates watch`: poll the daemon (started if needed) and print what
+/// changed.
+fn watch(
+    ctx: &Ctx,
+    user: Option<String>,
+    interval: std::time::Duration,
+) -> anyhow::Result<ExitCode> {
+    let daemon = ctx.daemon()?;
+    let mut shown: std::collections::BTreeMap<String, PendingGate> = Default::default();
+    let mut stdout = std::io::stdout();
+    loop {
+        let request = DaemonRequest::Gates { user: user.clone() };
+        let gates: Vec<PendingGate> = serde_json::from_value(daemon.call(request)?)?;
+        let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
+        for gate in &gates {
+            if !shown.contains_key(&gate.request_id) {
+                writeln!(stdout, "{now} {}", notice(gate))?;
+            }
+        }
+        shown.retain(|id, gate| {
+            let pending = gates.iter().any(|g| &g.request_id == id);
+            if !pending {
+                let _ = writeln!(
+                    stdout,
+                    "{now} gone: {} {} (resolved or expired)",
+                    gate.tool, id
+                );
+            }
+            pending
+        });
+        for gate in gates {
+            shown.entry(gate.request_id.clone()).or_insert(gate);
+        }
+        stdout.flush()?;
+        std::thread::sleep(interval);
+    }
+}
+
+/// One line about a pause, with how to answer it.
+fn notice(gate: &PendingGate) -> String {
+    let mut arguments: String = gate.arguments.chars().take(120).collect();
+    if arguments.len() < gate.arguments.len() {
+        arguments.push('…');
+    }
+    format!(
+        "PAUSED {tool} {arguments} by {policy} for {user} on {thread}; answer with: toolgate \
+         gates resolve --request-id {id} --decision approve|deny",
+        tool = gate.tool,
+        policy = gate.policy,
+        user = gate.user_id,
+        thread = gate.thread_id,
+        id = gate.request_id,
+    )
 }

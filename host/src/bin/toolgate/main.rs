@@ -60,8 +60,9 @@ enum Subcommands {
     /// List, inspect, sign and reload plugins.
     #[command(subcommand)]
     Plugins(plugins::PluginsCommand),
-    /// List calls paused for a person, and resolve them (as a person).
-    #[command(subcommand)]
+    /// List calls paused for a person, watch for new ones, and resolve
+    /// them (as a person). Also `toolgate approvals …`.
+    #[command(subcommand, visible_alias = "approvals")]
     Gates(gates::GatesCommand),
     /// Run a policy's admin command: toolgate command PLUGIN NAME [ARGS-JSON].
     ///

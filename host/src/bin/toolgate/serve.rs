@@ -46,9 +46,11 @@ pub fn run(ctx: &Ctx, args: &ServeArgs) -> anyhow::Result<ExitCode> {
     };
     let limits = ctx.config.daemon;
     let idle_exit = args.idle_exit_secs.unwrap_or(limits.idle_exit_secs);
+    let notifier = toolgate::notify::Notifier::start(&ctx.config.notify)?.map(Arc::new);
     let options = DaemonOptions {
         max_in_flight: limits.max_in_flight.get() as usize,
         idle_exit: (idle_exit > 0).then(|| Duration::from_secs(idle_exit)),
+        notifier,
     };
     let daemon = Daemon::new(host, options);
     let runtime = tokio::runtime::Builder::new_multi_thread()
