@@ -194,6 +194,10 @@ pub struct DaemonConfig {
     /// hook starts it again.
     #[serde(default = "default_idle_exit")]
     pub idle_exit_secs: u64,
+    /// Also serve HTTP on this loopback address: health, metrics, RPC and
+    /// the approvals inbox (`toolgate serve --http` overrides it).
+    #[serde(default)]
+    pub http: Option<std::net::SocketAddr>,
 }
 
 impl Default for DaemonConfig {
@@ -201,6 +205,7 @@ impl Default for DaemonConfig {
         Self {
             max_in_flight: default_max_in_flight(),
             idle_exit_secs: default_idle_exit(),
+            http: None,
         }
     }
 }

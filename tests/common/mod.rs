@@ -90,6 +90,7 @@ pub mod logs;
 pub mod messages_api;
 pub mod model_server;
 pub mod npm;
+pub mod webdriver;
 
 /// Approve the pause `decision` carries, from `cli`.
 pub fn approve(host: &toolgate::Toolgate, decision: &toolgate::Decision) {

@@ -1,6 +1,7 @@
 //! The loopback HTTP server, on hyper: `GET /health`, `GET /metrics`
-//! (Prometheus text) and `POST /v1/rpc` (a [`DaemonRequest`] body, its
-//! answer as the response body).
+//! (Prometheus text), `POST /v1/rpc` (a [`DaemonRequest`] body, its
+//! answer as the response body) and the approvals inbox under
+//! `/approvals` (see [`super::inbox`]).
 //!
 //! hyper parses the protocol (chunked bodies included); we bound what it
 //! reads: headers within [`HEADER_TIMEOUT`] and [`MAX_HEADER_BYTES`], a body
@@ -12,13 +13,13 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full, Limited};
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 
 use super::Daemon;
+use super::inbox::Body;
 use super::protocol::MAX_REQUEST_BYTES;
 use crate::error::ErrorKind;
 
@@ -46,7 +47,11 @@ pub(super) async fn serve_connection(daemon: Arc<Daemon>, stream: tokio::net::Tc
 }
 
 impl Daemon {
-    async fn route(self: Arc<Self>, request: Request<Incoming>) -> Response<Full<Bytes>> {
+    async fn route(self: Arc<Self>, request: Request<Incoming>) -> Response<Body> {
+        let path = request.uri().path();
+        if path == "/approvals" || path.starts_with("/approvals/") {
+            return self.inbox(request).await;
+        }
         match (request.method(), request.uri().path()) {
             (&Method::GET, "/health") => {
                 let answer = self
@@ -59,7 +64,7 @@ impl Daemon {
                     "content-type",
                     "application/openmetrics-text; version=1.0.0; charset=utf-8",
                 )
-                .body(Full::from(self.metrics_text()))
+                .body(Full::from(self.metrics_text()).boxed())
                 .expect("static headers are valid"),
             (&Method::POST, "/v1/rpc") => self.rpc(request.into_body()).await,
             (_, "/health" | "/metrics" | "/v1/rpc") => text_response(
@@ -68,12 +73,12 @@ impl Daemon {
             ),
             _ => text_response(
                 StatusCode::NOT_FOUND,
-                "try GET /health, GET /metrics or POST /v1/rpc\n",
+                "try GET /health, GET /metrics, POST /v1/rpc or GET /approvals\n",
             ),
         }
     }
 
-    async fn rpc(self: Arc<Self>, body: Incoming) -> Response<Full<Bytes>> {
+    async fn rpc(self: Arc<Self>, body: Incoming) -> Response<Body> {
         use hyper::body::Body as _;
         let too_large = || {
             let message = format!("request body larger than {MAX_REQUEST_BYTES} bytes\n");
@@ -116,18 +121,18 @@ fn status_of(kind: ErrorKind) -> StatusCode {
     }
 }
 
-fn json_response(status: StatusCode, body: String) -> Response<Full<Bytes>> {
+fn json_response(status: StatusCode, body: String) -> Response<Body> {
     Response::builder()
         .status(status)
         .header("content-type", "application/json")
-        .body(Full::from(body))
+        .body(Full::from(body).boxed())
         .expect("static headers are valid")
 }
 
-fn text_response(status: StatusCode, body: &str) -> Response<Full<Bytes>> {
+fn text_response(status: StatusCode, body: &str) -> Response<Body> {
     Response::builder()
         .status(status)
         .header("content-type", "text/plain; charset=utf-8")
-        .body(Full::from(body.to_string()))
+        .body(Full::from(body.to_string()).boxed())
         .expect("static headers are valid")
 }

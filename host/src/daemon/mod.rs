@@ -14,6 +14,7 @@
 
 pub mod client;
 mod http;
+pub mod inbox;
 pub mod launch;
 pub mod peer;
 pub mod protocol;
@@ -31,7 +32,7 @@ use serde_json::{Value, json};
 use crate::claude_code;
 use crate::decision::{Decision, Verdict};
 use crate::error::{Error, Result};
-use crate::gates::GateKey;
+use crate::gates::{GateKey, GateResolution};
 use crate::metrics::Metrics;
 use crate::notify::Notifier;
 use crate::{Config, Toolgate};
@@ -74,6 +75,10 @@ pub struct Daemon {
     /// Agent terminals already written to the store.
     agent_terminals: std::sync::Mutex<std::collections::HashSet<(u32, u32)>>,
     notifier: Option<Arc<Notifier>>,
+    /// The approvals inbox's sign-in codes, sessions and history.
+    inbox: inbox::Inbox,
+    /// The loopback HTTP address, once serving.
+    http_address: std::sync::OnceLock<SocketAddr>,
 }
 
 /// Where a request came from, which decides what it may do.
@@ -101,6 +106,8 @@ impl Daemon {
             last_request_ms: AtomicU64::new(crate::now_ms()),
             agent_terminals: Default::default(),
             notifier: options.notifier,
+            inbox: inbox::Inbox::default(),
+            http_address: std::sync::OnceLock::new(),
         })
     }
 
@@ -199,7 +206,27 @@ impl Daemon {
                 } else {
                     Toolgate::resolve_gate
                 };
-                to_json(resolve(host, &key, &request_id, &channel, resolution)?)
+                let decision = match &resolution {
+                    GateResolution::Approve { always: true } => "approve-always",
+                    GateResolution::Approve { always: false } => "approve",
+                    GateResolution::Authenticated { .. } => "credential",
+                    GateResolution::Deny => "deny",
+                };
+                let gate = resolve(host, &key, &request_id, &channel, resolution)?;
+                let by = match caller {
+                    Caller::Socket(Some(peer)) if channel == peer::TERMINAL => {
+                        format!("{channel} (uid {})", peer.uid)
+                    }
+                    _ => channel.clone(),
+                };
+                self.inbox.record(inbox::Resolved {
+                    at_ms: crate::now_ms(),
+                    tool: gate.tool.clone(),
+                    request_id: request_id.clone(),
+                    decision: decision.into(),
+                    by,
+                });
+                to_json(gate)
             }
             DaemonRequest::Gates { user } => to_json(host.gates(user.as_deref())?),
             DaemonRequest::Command { plugin, name, args } => {
@@ -216,6 +243,7 @@ impl Daemon {
             DaemonRequest::Reload => to_json(self.reload()?),
             DaemonRequest::Plugins => to_json(host.plugin_statuses()),
             DaemonRequest::Health => self.health(),
+            DaemonRequest::WebLogin => self.web_login(caller)?,
             DaemonRequest::Metrics => Value::String(self.metrics_text()),
         };
         if writes {
@@ -223,6 +251,29 @@ impl Daemon {
             host.store().persist();
         }
         Ok(value)
+    }
+
+    /// A sign-in code for the approvals inbox, for the person `caller`
+    /// (already checked in `admit`).
+    fn web_login(&self, caller: Caller) -> Result<Value> {
+        let Some(address) = self.http_address.get() else {
+            return Err(Error::Request(
+                "this daemon serves no HTTP, so no approvals inbox: set [daemon] http = \
+                 \"127.0.0.1:7878\" in the config (or run `toolgate serve --http 127.0.0.1:7878`)"
+                    .into(),
+            ));
+        };
+        let identity = match caller {
+            Caller::Socket(Some(peer)) => format!("uid {} at a terminal", peer.uid),
+            _ => "this process".to_string(),
+        };
+        let code = self.inbox.issue_code(&identity);
+        Ok(json!({
+            "url": format!("http://{address}/approvals/login?code={code}"),
+            "inbox": format!("http://{address}/approvals"),
+            "code": code,
+            "expires_in_secs": inbox::CODE_TTL.as_secs(),
+        }))
     }
 
     /// Liveness, and who this daemon is (its pid, store and config).
@@ -267,7 +318,9 @@ impl Daemon {
                     peer::authorize_channel(&approvals(), channel, token.as_deref())?;
                 }
             }
-            DaemonRequest::Command { .. } | DaemonRequest::Reload if remote => {
+            DaemonRequest::Command { .. } | DaemonRequest::Reload | DaemonRequest::WebLogin
+                if remote =>
+            {
                 peer::authorize_person(&approvals(), store, peer.as_ref())?;
             }
             _ => {}
@@ -347,7 +400,11 @@ impl Daemon {
                     format!("--http {addr}: only loopback addresses are allowed"),
                 ));
             }
-            Some(addr) => Some(tokio::net::TcpListener::bind(addr).await?),
+            Some(addr) => {
+                let listener = tokio::net::TcpListener::bind(addr).await?;
+                let _ = self.http_address.set(listener.local_addr()?);
+                Some(listener)
+            }
             None => None,
         };
         let listener = socket::bind(socket)?;

@@ -127,6 +127,10 @@ pub enum DaemonRequest {
     Plugins,
     /// Liveness and a summary.
     Health,
+    /// A one-time code that signs a person in to the approvals inbox
+    /// (only for a person at a terminal of their own); the answer holds the
+    /// inbox's URL and the code.
+    WebLogin,
     /// Prometheus metrics text.
     Metrics,
 }

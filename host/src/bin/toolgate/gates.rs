@@ -57,6 +57,12 @@ pub enum GatesCommand {
         #[arg(long)]
         yes: bool,
     },
+    /// Sign in to the approvals inbox in a browser: prints a link with a
+    /// one-time code (valid 5 minutes, once).
+    ///
+    /// Only for a person at a terminal of their own (checked by the daemon
+    /// like `resolve`); the daemon must serve HTTP (`[daemon] http`).
+    Open,
     /// Print a one-line notice for each new pause, and when it goes, until
     /// interrupted: for a person working in a terminal.
     Watch {
@@ -82,6 +88,18 @@ pub enum DecisionArg {
 pub fn run(ctx: &Ctx, command: GatesCommand) -> anyhow::Result<ExitCode> {
     match command {
         GatesCommand::Watch { user, interval } => watch(ctx, user, interval),
+        GatesCommand::Open => {
+            let login = ctx.daemon()?.call(DaemonRequest::WebLogin)?;
+            let field = |name: &str| login[name].as_str().unwrap_or_default().to_string();
+            println!("Open this link in your browser to sign in (once, within 5 minutes):");
+            println!("  {}", field("url"));
+            println!(
+                "or go to {} and enter the code {}",
+                field("inbox"),
+                field("code")
+            );
+            Ok(ExitCode::SUCCESS)
+        }
         GatesCommand::List { user } => {
             let gates: Vec<PendingGate> =
                 serde_json::from_value(ctx.target(None)?.call(DaemonRequest::Gates { user })?)?;

@@ -18,7 +18,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "PATH")]
     socket: Option<PathBuf>,
     /// Also serve HTTP on this loopback address (GET /health, GET /metrics,
-    /// POST /v1/rpc), e.g. 127.0.0.1:9464.
+    /// POST /v1/rpc, the approvals inbox at /approvals), e.g.
+    /// 127.0.0.1:9464. Default: the config's daemon.http.
     #[arg(long, value_name = "ADDR")]
     http: Option<SocketAddr>,
     /// Reload when the config file or a plugin changes, this many ms after
@@ -85,7 +86,7 @@ pub fn run(ctx: &Ctx, args: &ServeArgs) -> anyhow::Result<ExitCode> {
         };
         eprintln!("toolgate: serving on {}", socket.display());
         Arc::clone(&daemon)
-            .serve(&socket, args.http, shutdown)
+            .serve(&socket, args.http.or(limits.http), shutdown)
             .await
             .with_context(|| format!("cannot serve on {}", socket.display()))
     })?;

@@ -1,0 +1,275 @@
+//! The approvals inbox in a real browser: Debian's headless Chromium,
+//! driven over WebDriver, against a daemon serving `/approvals` on
+//! loopback, with pauses made by Claude Code hook events.
+
+mod common;
+
+use std::io::{Read as _, Write as _};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+
+use common::hooks::{Setup, event, permission};
+use common::webdriver::{Browser, Driver, free_port};
+use serde_json::{Value, json};
+use toolgate::daemon::{Client, DaemonRequest};
+
+/// A store whose daemon serves the inbox; the daemon stops with the setup.
+struct Inbox {
+    setup: Setup,
+    base: String,
+    _daemon: Child,
+}
+
+fn inbox(gate_ttl_secs: u64) -> Inbox {
+    let port = free_port();
+    let setup = Setup::new(&format!("[daemon]\nhttp = \"127.0.0.1:{port}\"\n"));
+    // The bundled config sets the TTL; shorten it where a test needs to.
+    let config = setup.dir.path().join("toolgate.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let text = text.replace(
+        "gate_ttl_secs = 1800",
+        &format!("gate_ttl_secs = {gate_ttl_secs}"),
+    );
+    std::fs::write(&config, text).unwrap();
+    let daemon = setup
+        .command()
+        .arg("serve")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    common::eventually("the daemon to answer", || {
+        Client::new(setup.socket()).is_up()
+    });
+    Inbox {
+        setup,
+        base: format!("http://127.0.0.1:{port}"),
+        _daemon: daemon,
+    }
+}
+
+impl Inbox {
+    /// `toolgate approvals open` as a person at a terminal: the sign-in
+    /// link it prints.
+    fn sign_in_link(&self) -> String {
+        let out = self
+            .setup
+            .at_a_terminal(&self.setup.command_line(&["approvals", "open"]), "");
+        let shown = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{shown}");
+        shown
+            .split_whitespace()
+            .find(|word| word.contains("/approvals/login?code="))
+            .unwrap_or_else(|| panic!("no link in: {shown}"))
+            .to_string()
+    }
+
+    fn pause(&self, session: &str, command: &str, id: &str) -> String {
+        let call = event(
+            "PreToolUse",
+            session,
+            "Bash",
+            json!({"command": command}),
+            id,
+        );
+        assert_eq!(permission(&self.setup.hook(&call)), "ask");
+        self.pending()
+            .into_iter()
+            .find(|g| g["arguments"].as_str().unwrap().contains(command))
+            .map(|g| g["request_id"].as_str().unwrap().to_string())
+            .unwrap()
+    }
+
+    fn pending(&self) -> Vec<Value> {
+        let gates = Client::new(self.setup.socket())
+            .call(&DaemonRequest::Gates { user: None })
+            .unwrap();
+        gates.as_array().unwrap().clone()
+    }
+}
+
+fn profile(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
+    (dir, path)
+}
+
+fn wait_for_text(browser: &Browser, what: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let text = browser.text();
+        if text.contains(what) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "gave up waiting for the page to show {what:?}; it shows:\n{text}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+fn screenshots() -> PathBuf {
+    Path::new(env!("TOOLGATE_GUEST_DIR"))
+        .ancestors()
+        .nth(3)
+        .unwrap()
+        .join("screenshots")
+}
+
+/// A page on another origin that posts a forged approval to the inbox as
+/// soon as it loads.
+fn forging_site(inbox: &str, request_id: &str) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/", listener.local_addr().unwrap());
+    let page = format!(
+        r#"<!doctype html><html><body onload="document.forms[0].submit()">
+<form method="post" action="{inbox}/approvals/resolve">
+<input name="csrf" value="guessed"><input name="request_id" value="{request_id}">
+<input name="decision" value="approve"></form></body></html>"#
+    );
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut stream = stream;
+            let mut buffer = [0u8; 4096];
+            let _ = stream.read(&mut buffer);
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
+                page.len()
+            );
+        }
+    });
+    url
+}
+
+#[test]
+fn a_person_signs_in_sees_pauses_live_and_answers_them() {
+    let Some(driver) = Driver::start() else {
+        return;
+    };
+    let inbox = inbox(1800);
+    let (_keep, dir) = profile("person");
+    let browser = driver.browser(&dir);
+
+    // Signed out: the sign-in form, nothing else.
+    browser.open(&format!("{}/approvals", inbox.base));
+    assert!(browser.text().contains("Sign in with the one-time code"));
+
+    // Sign in with the code from the terminal.
+    browser.open(&inbox.sign_in_link());
+    assert_eq!(browser.url(), format!("{}/approvals", inbox.base));
+    wait_for_text(&browser, "Nothing is waiting for you.");
+
+    // Pauses appear without a reload.
+    let first = inbox.pause("s1", "rm -rf build", "t1");
+    wait_for_text(&browser, "rm -rf build");
+    let second = inbox.pause("s2", "git push --force origin main", "t2");
+    wait_for_text(&browser, "git push --force origin main");
+    let shot = browser.screenshot(&screenshots().join("inbox-two-pending.png"));
+    assert!(std::fs::metadata(&shot).unwrap().len() > 1000);
+
+    // A forged cross-site POST (same browser, cookie and all) is refused.
+    browser.open(&forging_site(&inbox.base, &first));
+    common::eventually("the forged post to be answered", || {
+        browser.url().contains("/approvals/resolve")
+    });
+    let refused = browser.text();
+    assert!(
+        refused.contains("cross-site requests are refused") || refused.contains("stale or forged"),
+        "{refused}"
+    );
+    assert_eq!(inbox.pending().len(), 2, "nothing was resolved");
+
+    // Approve the first: the resubmitted call runs.
+    browser.open(&format!("{}/approvals", inbox.base));
+    browser.click(&format!("#gate-{first} button[value=approve]"));
+    wait_for_text(&browser, "Done — approve: Bash");
+    wait_for_text(&browser, "web (uid");
+    let retry = event(
+        "PreToolUse",
+        "s1",
+        "Bash",
+        json!({"command": "rm -rf build"}),
+        "t3",
+    );
+    assert_eq!(
+        permission(&inbox.setup.hook(&retry)),
+        "",
+        "approved: it runs"
+    );
+
+    // Deny the second: that pause is closed without an approval, so the
+    // resubmitted call does not run (it asks anew).
+    browser.click(&format!("#gate-{second} button[value=deny]"));
+    wait_for_text(&browser, "Done — deny: Bash");
+    let retry = event(
+        "PreToolUse",
+        "s2",
+        "Bash",
+        json!({"command": "git push --force origin main"}),
+        "t4",
+    );
+    assert_eq!(permission(&inbox.setup.hook(&retry)), "ask");
+    assert!(
+        inbox
+            .pending()
+            .iter()
+            .all(|g| g["request_id"] != second.as_str())
+    );
+
+    // A second browser without the cookie sees nothing and resolves nothing.
+    let third = inbox.pause("s3", "curl -X POST https://example.com", "t5");
+    let (_keep2, dir2) = profile("stranger");
+    let stranger = driver.browser(&dir2);
+    stranger.open(&format!("{}/approvals", inbox.base));
+    let seen = stranger.text();
+    assert!(seen.contains("Sign in"), "{seen}");
+    assert!(!seen.contains("curl"), "{seen}");
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let posted = agent
+        .post(&format!("{}/approvals/resolve", inbox.base))
+        .content_type("application/x-www-form-urlencoded")
+        .send(format!("csrf=x&request_id={third}&decision=approve"))
+        .unwrap();
+    assert_eq!(posted.status(), 403);
+    assert!(
+        inbox
+            .pending()
+            .iter()
+            .any(|g| g["request_id"] == third.as_str()),
+        "still waiting"
+    );
+}
+
+#[test]
+fn expired_pauses_leave_the_page_and_the_agent_gets_no_code() {
+    let Some(driver) = Driver::start() else {
+        return;
+    };
+    let inbox = inbox(3);
+    // The agent's shell: no terminal, so no sign-in code.
+    let refused = inbox.setup.without_a_terminal(&["approvals", "open"]);
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("terminal"), "{said}");
+
+    let (_keep, dir) = profile("person");
+    let browser = driver.browser(&dir);
+    browser.open(&inbox.sign_in_link());
+    inbox.pause("s1", "rm -rf build", "t1");
+    wait_for_text(&browser, "rm -rf build");
+    // Past its TTL the gate is gone from the page, without a reload.
+    wait_for_text(&browser, "Nothing is waiting for you.");
+    // A used code does not sign in again.
+    let link = inbox.sign_in_link();
+    browser.open(&link);
+    let (_keep2, dir2) = profile("replay");
+    let replay = driver.browser(&dir2);
+    replay.open(&link);
+    assert!(replay.text().contains("wrong, used or expired"));
+}
