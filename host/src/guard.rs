@@ -14,11 +14,12 @@
 //!   as a suffix) at or under a protected location: the config file, the
 //!   plugin directory and plugin files, the store and every file beside it
 //!   that starts with its name (socket, lock, log), the compiled-artifact
-//!   cache, the toolgate binary, and Claude Code's settings files;
+//!   cache, the toolgate binary, and the agent runtimes' hook settings
+//!   (Claude Code, Gemini CLI, Cursor);
 //! - in shell text, the same locations anywhere in the text, any
-//!   `.claude/settings` file, and a `toolgate` command with an
-//!   administrative word (resolve, approve, command, serve, hook, reload,
-//!   install, lease-grant, ...).
+//!   `.claude/settings`, `.gemini/settings` or `.cursor/hooks` file, and a
+//!   `toolgate` command with an administrative word (resolve, approve,
+//!   command, serve, hook, reload, install, open, lease-grant, ...).
 //!
 //! What it cannot see (see "Safety model" in README.md): commands assembled
 //! at run time (`base64 -d | sh`, variables spliced together, globs such as
@@ -56,6 +57,7 @@ const ADMIN_WORDS: &[&str] = &[
     "lease-revoke",
     "lease-derive",
     "--write",
+    "open",
 ];
 
 /// The locations toolgate protects, for one config and store.
@@ -136,8 +138,21 @@ impl ControlPlane {
     }
 
     fn check_text(&self, text: &str) -> Option<String> {
-        if text.contains(".claude/settings") || text.contains(".claude\\settings") {
-            return Some("touch Claude Code's hook settings (.claude/settings*.json)".into());
+        let hook_settings = [
+            (
+                ".claude/settings",
+                "Claude Code's hook settings (.claude/settings*.json)",
+            ),
+            (
+                ".gemini/settings",
+                "Gemini CLI's hook settings (.gemini/settings.json)",
+            ),
+            (".cursor/hooks", "Cursor's hooks (.cursor/hooks.json)"),
+        ];
+        for (needle, what) in hook_settings {
+            if text.contains(needle) || text.contains(&needle.replace('/', "\\")) {
+                return Some(format!("touch {what}"));
+            }
         }
         if let Some(command) = toolgate_admin_command(text) {
             return Some(format!("run the administrative command `{command}`"));
@@ -333,6 +348,10 @@ mod tests {
             "sed -i 's/deny/allow/' ${HOME}/.claude/settings.json",
             "cat > .claude/settings.local.json",
             "cp evil.wasm /opt/policies/lease-gate.wasm",
+            "toolgate approvals open",
+            "jq 'del(.hooks)' ~/.gemini/settings.json > /tmp/s && mv /tmp/s ~/.gemini/settings.json",
+            "echo '{}' > .cursor/hooks.json",
+            "rm ~/.cursor/hooks.json",
         ] {
             assert!(refused("Bash", json!({"command": command})), "{command}");
         }
