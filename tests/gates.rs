@@ -35,6 +35,7 @@ fn sample_gate(user: &str, thread: &str, channel: &str) -> PendingGate {
             description: "Tool 'http' requires approval".into(),
             allow_always: true,
         },
+        risk: None,
         created_at_ms: now,
         expires_at_ms: now + 30 * MINUTE_MS,
     }

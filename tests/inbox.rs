@@ -165,6 +165,7 @@ fn a_person_signs_in_sees_pauses_live_and_answers_them() {
     // Pauses appear without a reload.
     let first = inbox.pause("s1", "rm -rf build", "t1");
     wait_for_text(&browser, "rm -rf build");
+    wait_for_text(&browser, "shell");
     let second = inbox.pause("s2", "git push --force origin main", "t2");
     wait_for_text(&browser, "git push --force origin main");
     let shot = browser.screenshot(&screenshots().join("inbox-two-pending.png"));

@@ -748,6 +748,7 @@ fn main() {
             description: "ok?".into(),
             allow_always: false,
         },
+        risk: None,
         created_at_ms: 0,
         expires_at_ms: u64::MAX,
     };

@@ -387,6 +387,7 @@ fn conclude(
                 arguments: crate::redact::for_display(&request.arguments_json()),
                 fingerprint: call.fingerprint.clone(),
                 pause: pause_kind(pause),
+                risk: Some(decision.risk.clone()),
                 created_at_ms: now,
                 expires_at_ms: now.saturating_add(env.gate_ttl.as_millis() as u64),
             };

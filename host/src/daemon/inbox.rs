@@ -505,10 +505,11 @@ fn gate_card(gate: &PendingGate, csrf: &str) -> String {
 <h3 id="tool-{id}">{tool} <span class="policy">paused by {policy}</span></h3>
 <p class="asks">{asks}</p>
 <pre class="arguments">{arguments}</pre>
-<dl><dt>User</dt><dd>{user}</dd><dt>Thread</dt><dd>{thread}</dd><dt>Session</dt><dd>{session}</dd><dt>From</dt><dd>{channel}</dd><dt>Time left</dt><dd data-expires="{expires}">{left}</dd></dl>
+<dl><dt>Risk</dt><dd>{risk}</dd><dt>User</dt><dd>{user}</dd><dt>Thread</dt><dd>{thread}</dd><dt>Session</dt><dd>{session}</dd><dt>From</dt><dd>{channel}</dd><dt>Time left</dt><dd data-expires="{expires}">{left}</dd></dl>
 <form method="post" action="/approvals/resolve"><input type="hidden" name="csrf" value="{csrf}"><input type="hidden" name="request_id" value="{id}">{buttons}</form>
 </article>"#,
         id = escape(&gate.request_id),
+        risk = escape(&risk_text(gate)),
         tool = escape(&gate.tool),
         policy = escape(&gate.policy),
         arguments = escape(&gate.arguments),
@@ -520,6 +521,25 @@ fn gate_card(gate: &PendingGate, csrf: &str) -> String {
         left = time_left(gate.expires_at_ms),
         csrf = escape(csrf),
     )
+}
+
+/// The risk a gate was judged at: category, signals and who said so.
+fn risk_text(gate: &PendingGate) -> String {
+    let Some(risk) = &gate.risk else {
+        return "not recorded".into();
+    };
+    let category = serde_json::to_value(risk.category)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    let mut text = category;
+    if !risk.signals.is_empty() {
+        text.push_str(&format!(" ({})", risk.signals.join(", ")));
+    }
+    if let Some(by) = &risk.by {
+        text.push_str(&format!(", by {by}"));
+    }
+    text
 }
 
 fn sign_in_page(problem: Option<&str>) -> String {

@@ -75,6 +75,10 @@ pub struct PendingGate {
     pub fingerprint: String,
     /// What the person is asked for.
     pub pause: PauseKind,
+    /// How risky the call was judged (gates stored before this field have
+    /// none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub risk: Option<crate::decision::RiskReport>,
     /// Milliseconds since the Unix epoch.
     pub created_at_ms: u64,
     /// After this (ms since the epoch) the gate never resolves.
