@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::hooks::StopDaemon;
 use common::messages_api::{Block, MessagesApi};
 use serde_json::{Value, json};
 use toolgate::daemon::{Client, DaemonRequest, socket_for_store};
@@ -25,19 +26,6 @@ const CLAUDE_CODE: &str = "@anthropic-ai/claude-code@2.1";
 fn claude_binary() -> Option<PathBuf> {
     let modules = common::npm::node_modules(&[(CLAUDE_CODE, ".bin/claude")])?;
     Some(modules.join(".bin/claude"))
-}
-
-/// Stops the store's daemon when the test ends, pass or fail.
-struct StopDaemon(PathBuf);
-
-impl Drop for StopDaemon {
-    fn drop(&mut self) {
-        let client = Client::new(socket_for_store(&self.0));
-        if let Ok(health) = client.call(&DaemonRequest::Health) {
-            let pid = health["pid"].to_string();
-            let _ = Command::new("kill").args(["-TERM", &pid]).status();
-        }
-    }
 }
 
 /// The `tool_result` blocks of a request's messages, by `tool_use_id`.

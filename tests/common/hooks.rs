@@ -151,6 +151,19 @@ impl Drop for Setup {
     }
 }
 
+/// Stops a store's daemon when a test ends, pass or fail.
+pub struct StopDaemon(pub PathBuf);
+
+impl Drop for StopDaemon {
+    fn drop(&mut self) {
+        let client = Client::new(socket_for_store(&self.0));
+        if let Ok(health) = client.call(&DaemonRequest::Health) {
+            let pid = health["pid"].to_string();
+            let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        }
+    }
+}
+
 pub fn signal(pid: u32, name: &str) {
     let sent = Command::new("kill")
         .args([&format!("-{name}"), &pid.to_string()])

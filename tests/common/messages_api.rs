@@ -3,12 +3,11 @@
 //! assistant message, streamed as server-sent events the way the API streams
 //! them. Every request is recorded for the test to read.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
+
+use super::scripted_http::{Server, response};
 
 /// One content block of a scripted assistant message.
 #[derive(Clone, Debug)]
@@ -26,40 +25,29 @@ struct Shared {
     /// Every request line seen, for diagnosis.
     seen: Mutex<Vec<String>>,
     script: Mutex<Vec<Vec<Block>>>,
-    stop: AtomicBool,
 }
 
 /// The server; stops accepting when dropped.
 pub struct MessagesApi {
     pub base_url: String,
-    addr: std::net::SocketAddr,
     shared: Arc<Shared>,
+    _server: Server,
 }
 
 impl MessagesApi {
     /// Serve `script`: the n-th request that offers tools gets the n-th
     /// message (past the end: a short closing text).
     pub fn start(script: Vec<Vec<Block>>) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
-        let addr = listener.local_addr().unwrap();
         let shared = Arc::new(Shared::default());
         *shared.script.lock().unwrap() = script;
-        let accept = shared.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                if accept.stop.load(Ordering::SeqCst) {
-                    break;
-                }
-                if let Ok(stream) = stream {
-                    let shared = accept.clone();
-                    std::thread::spawn(move || serve(stream, &shared));
-                }
-            }
-        });
+        let serving = shared.clone();
+        let server = Server::start(Arc::new(move |method: &str, path: &str, body: &[u8]| {
+            answer(method, path, body, &serving)
+        }));
         Self {
-            base_url: format!("http://{addr}"),
-            addr,
+            base_url: server.base_url.clone(),
             shared,
+            _server: server,
         }
     }
 
@@ -74,71 +62,23 @@ impl MessagesApi {
     }
 }
 
-impl Drop for MessagesApi {
-    fn drop(&mut self) {
-        self.shared.stop.store(true, Ordering::SeqCst);
-        let _ = TcpStream::connect(self.addr);
+fn answer(method: &str, path: &str, body: &[u8], shared: &Shared) -> String {
+    shared.seen.lock().unwrap().push(format!("{method} {path}"));
+    match (method, path.split('?').next().unwrap_or("")) {
+        ("POST", "/v1/messages") => {
+            let request: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+            messages(&request, shared)
+        }
+        ("POST", "/v1/messages/count_tokens") => {
+            response("200 OK", "application/json", &json!({"input_tokens": 100}).to_string())
+        }
+        ("HEAD", _) | ("GET", "/") => response("200 OK", "text/plain", ""),
+        _ => response(
+            "404 Not Found",
+            "application/json",
+            &json!({"type": "error", "error": {"type": "not_found_error", "message": "not scripted"}}).to_string(),
+        ),
     }
-}
-
-/// Serve requests on one connection until the client closes it.
-fn serve(stream: TcpStream, shared: &Shared) {
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
-    let mut writer = stream;
-    loop {
-        let mut request_line = String::new();
-        if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
-            return;
-        }
-        let mut length = 0usize;
-        loop {
-            let mut header = String::new();
-            if reader.read_line(&mut header).unwrap_or(0) == 0 {
-                return;
-            }
-            let header = header.trim_end();
-            if header.is_empty() {
-                break;
-            }
-            if let Some((name, value)) = header.split_once(':')
-                && name.eq_ignore_ascii_case("content-length")
-            {
-                length = value.trim().parse().unwrap_or(0);
-            }
-        }
-        let mut body = vec![0; length];
-        if reader.read_exact(&mut body).is_err() {
-            return;
-        }
-        let mut parts = request_line.split_whitespace();
-        let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-        shared.seen.lock().unwrap().push(format!("{method} {path}"));
-        let response = match (method, path.split('?').next().unwrap_or("")) {
-            ("POST", "/v1/messages") => {
-                let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-                messages(&request, shared)
-            }
-            ("POST", "/v1/messages/count_tokens") => {
-                response("200 OK", "application/json", &json!({"input_tokens": 100}).to_string())
-            }
-            ("HEAD", _) | ("GET", "/") => response("200 OK", "text/plain", ""),
-            _ => response(
-                "404 Not Found",
-                "application/json",
-                &json!({"type": "error", "error": {"type": "not_found_error", "message": "not scripted"}}).to_string(),
-            ),
-        };
-        if writer.write_all(response.as_bytes()).is_err() {
-            return;
-        }
-    }
-}
-
-fn response(status: &str, content_type: &str, body: &str) -> String {
-    format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
 }
 
 /// Answer one `POST /v1/messages`.

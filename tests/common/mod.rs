@@ -85,11 +85,13 @@ pub fn eventually(what: &str, mut check: impl FnMut() -> bool) {
 pub fn call(tool: &str, arguments: serde_json::Value) -> ToolRequest {
     ToolRequest::new(tool, arguments)
 }
+pub mod gemini_api;
 pub mod hooks;
 pub mod logs;
 pub mod messages_api;
 pub mod model_server;
 pub mod npm;
+pub mod scripted_http;
 pub mod webdriver;
 
 /// Approve the pause `decision` carries, from `cli`.
