@@ -134,6 +134,39 @@ pub(crate) fn parse_event<T: DeserializeOwned>(text: &str, runtime: &str) -> Res
     })
 }
 
+/// What a pause's reason adds for a runtime that cannot ask: how a person
+/// approves it (from a terminal of their own; the request id is enough,
+/// `gates resolve` finds the rest) and that the agent should retry.
+pub(crate) fn how_to_approve(decision: &Decision) -> String {
+    decision.pause.as_ref().map_or(String::new(), |pause| {
+        format!(
+            " A person can approve it from a terminal of their own with `toolgate gates resolve \
+             --request-id {}`; then retry the same call.",
+            pause.request_id
+        )
+    })
+}
+
+/// Handle one event of `runtime` with `handle`, which may record the
+/// decision it made; an error becomes the runtime's failure answer (`{}`
+/// where that is nothing), so a failure is never a silent allow.
+pub(crate) fn answer_or_fail(
+    runtime: HookRuntime,
+    on_error: OnError,
+    handle: impl FnOnce(&mut Option<Decision>) -> Result<Value>,
+) -> Handled {
+    let mut decision = None;
+    let output = handle(&mut decision).unwrap_or_else(|err| {
+        tracing::error!(error = %err, "hook failed; answering with the fail mode");
+        let answer = runtime.failure_answer(on_error, &err.to_string());
+        answer.unwrap_or_else(|| json!({}))
+    });
+    Handled {
+        output: Some(output.to_string()),
+        decision,
+    }
+}
+
 /// The tool name of a tool event, which must be there and not empty.
 pub(crate) fn required_tool_name<'a>(event: &str, name: Option<&'a str>) -> Result<&'a str> {
     name.filter(|n| !n.is_empty())

@@ -31,7 +31,9 @@ use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 
 use crate::Toolgate;
-use crate::claude_code::{Handled, Needs, OnError, parse_event, required_tool_name};
+use crate::claude_code::{
+    Handled, Needs, OnError, answer_or_fail, how_to_approve, parse_event, required_tool_name,
+};
 use crate::decision::{Decision, Outcome, Verdict};
 use crate::error::{Error, Result};
 use crate::request::{Origin, ToolRequest};
@@ -267,13 +269,7 @@ pub fn answer(decision: &Decision, can_ask: bool) -> Value {
         Verdict::Deny => refuse("deny", format!("toolgate denied this: {reason}")),
         Verdict::Pause if can_ask => refuse("ask", format!("toolgate asks a person: {reason}")),
         Verdict::Pause => {
-            let how = decision.pause.as_ref().map_or(String::new(), |p| {
-                format!(
-                    " A person can approve it from a terminal of their own with `toolgate gates \
-                     resolve --request-id {}`; then retry.",
-                    p.request_id
-                )
-            });
+            let how = how_to_approve(decision);
             refuse(
                 "deny",
                 format!("toolgate paused this for a person: {reason}.{how}"),
@@ -282,12 +278,6 @@ pub fn answer(decision: &Decision, can_ask: bool) -> Value {
         Verdict::Allow if notes.is_empty() => json!({}),
         Verdict::Allow => json!({"agent_message": notes.join("\n\n")}),
     }
-}
-
-/// The answer when toolgate itself failed.
-pub fn failure_answer(on_error: OnError, error: &str) -> Value {
-    let answer = HookRuntime::Cursor.failure_answer(on_error, error);
-    answer.unwrap_or_else(|| json!({}))
 }
 
 /// Start the conversation's next turn (`beforeSubmitPrompt`): the store
@@ -299,8 +289,7 @@ pub fn start_turn(store: &Store, event: &CursorEvent) -> Result<()> {
 /// Handle one event end to end; never fails (errors become `on_error`'s
 /// answer).
 pub fn handle(host: &Toolgate, input: &str, on_error: OnError) -> Handled {
-    let mut decision = None;
-    let answered = (|| -> Result<Value> {
+    answer_or_fail(HookRuntime::Cursor, on_error, |decision| {
         let event = CursorEvent::parse(input)?;
         let name = event.hook_event_name.as_str();
         match name {
@@ -311,7 +300,7 @@ pub fn handle(host: &Toolgate, input: &str, on_error: OnError) -> Handled {
                 let request = event.to_request(host.store().turn(&event.conversation_id)?)?;
                 let evaluated = host.evaluate(&request)?;
                 let output = answer(&evaluated, name != "beforeReadFile");
-                decision = Some(evaluated);
+                *decision = Some(evaluated);
                 Ok(output)
             }
             "afterShellExecution" | "afterMCPExecution" | "afterFileEdit" | "postToolUse" => {
@@ -327,15 +316,7 @@ pub fn handle(host: &Toolgate, input: &str, on_error: OnError) -> Handled {
             }
             _ => Ok(json!({})),
         }
-    })();
-    let output = answered.unwrap_or_else(|err| {
-        tracing::error!(error = %err, "hook failed; answering with the fail mode");
-        failure_answer(on_error, &err.to_string())
-    });
-    Handled {
-        output: Some(output.to_string()),
-        decision,
-    }
+    })
 }
 
 #[cfg(test)]

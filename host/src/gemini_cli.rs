@@ -20,7 +20,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::Toolgate;
-use crate::claude_code::{Handled, Needs, OnError, outcome_of, parse_event, required_tool_name};
+use crate::claude_code::{
+    Handled, Needs, OnError, answer_or_fail, how_to_approve, outcome_of, parse_event,
+    required_tool_name,
+};
 use crate::decision::{Decision, Verdict};
 use crate::error::Result;
 use crate::request::{Origin, ToolRequest};
@@ -129,24 +132,12 @@ pub fn answer(decision: &Decision) -> Value {
     match decision.verdict {
         Verdict::Deny => json!({"decision": "deny", "reason": reason}),
         Verdict::Pause => {
-            let how = decision.pause.as_ref().map_or(String::new(), |p| {
-                format!(
-                    " A person can approve it from a terminal of their own with `toolgate gates resolve --request-id {}`; then retry the same call.",
-                    p.request_id
-                )
-            });
+            let how = how_to_approve(decision);
             json!({"decision": "deny", "reason": format!("toolgate paused this call for a person: {reason}.{how}")})
         }
         Verdict::Allow if notes.is_empty() => json!({}),
         Verdict::Allow => json!({"systemMessage": notes.join("\n\n")}),
     }
-}
-
-/// The answer when toolgate itself failed: Gemini CLI has no "ask", so
-/// `ask` denies too; `allow` answers nothing.
-pub fn failure_answer(on_error: OnError, error: &str) -> Value {
-    let answer = HookRuntime::GeminiCli.failure_answer(on_error, error);
-    answer.unwrap_or_else(|| json!({}))
 }
 
 /// Start the session's next turn (`BeforeAgent`): the store only.
@@ -157,8 +148,7 @@ pub fn start_turn(store: &Store, event: &GeminiEvent) -> Result<()> {
 /// Handle one event end to end; never fails (errors become `on_error`'s
 /// answer).
 pub fn handle(host: &Toolgate, input: &str, on_error: OnError) -> Handled {
-    let mut decision = None;
-    let answered = (|| -> Result<Value> {
+    answer_or_fail(HookRuntime::GeminiCli, on_error, |decision| {
         let event = GeminiEvent::parse(input)?;
         match event.hook_event_name.as_str() {
             "BeforeAgent" => start_turn(host.store(), &event).map(|()| json!({})),
@@ -166,7 +156,7 @@ pub fn handle(host: &Toolgate, input: &str, on_error: OnError) -> Handled {
                 let request = event.to_request(host.store().turn(&event.session_id)?)?;
                 let evaluated = host.evaluate(&request)?;
                 let output = answer(&evaluated);
-                decision = Some(evaluated);
+                *decision = Some(evaluated);
                 Ok(output)
             }
             "AfterTool" => {
@@ -177,15 +167,7 @@ pub fn handle(host: &Toolgate, input: &str, on_error: OnError) -> Handled {
             }
             _ => Ok(json!({})),
         }
-    })();
-    let output = answered.unwrap_or_else(|err| {
-        tracing::error!(error = %err, "hook failed; answering with the fail mode");
-        failure_answer(on_error, &err.to_string())
-    });
-    Handled {
-        output: Some(output.to_string()),
-        decision,
-    }
+    })
 }
 
 #[cfg(test)]

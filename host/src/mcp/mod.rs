@@ -292,13 +292,7 @@ fn refusal(decision: &Decision, what: &str) -> CallToolResult {
         "toolgate {what} this call: {}",
         decision.reason.as_deref().unwrap_or("no reason given")
     );
-    if let Some(pause) = &decision.pause {
-        text.push_str(&format!(
-            "\nA person can approve it from a terminal of their own with `toolgate gates resolve \
-             --user {} --thread {} --request-id {}`; then retry the same call.",
-            pause.user_id, pause.thread_id, pause.request_id
-        ));
-    }
+    text.push_str(&crate::claude_code::how_to_approve(decision));
     let mut content = vec![ContentBlock::text(text)];
     content.extend(notes(decision).map(ContentBlock::text));
     CallToolResult::error(content)
