@@ -117,19 +117,13 @@ fn a_pause_answered_in_cursors_prompt_is_closed_when_the_command_runs() {
     let setup = Setup::new("");
     let rm = shell("beforeShellExecution", "rm -rf build");
     assert_eq!(hook(&setup, &[], &rm.to_string())["permission"], "ask");
-    let pending = || {
-        let gates = Client::new(setup.socket())
-            .call(&DaemonRequest::Gates { user: None })
-            .unwrap();
-        gates.as_array().unwrap().len()
-    };
-    assert_eq!(pending(), 1);
+    assert_eq!(setup.pending_gates().len(), 1);
     // The person said yes in Cursor; the command ran.
     let mut ran = shell("afterShellExecution", "rm -rf build");
     ran["output"] = json!("");
     ran["duration"] = json!(12);
     assert_eq!(hook(&setup, &[], &ran.to_string()), json!({}));
-    assert_eq!(pending(), 0);
+    assert_eq!(setup.pending_gates().len(), 0);
 }
 
 #[test]

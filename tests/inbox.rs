@@ -7,12 +7,11 @@ mod common;
 use std::io::{Read as _, Write as _};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Child;
 
 use common::hooks::{Setup, event, permission};
 use common::webdriver::{Browser, Driver, free_port};
 use serde_json::{Value, json};
-use toolgate::daemon::{Client, DaemonRequest};
 
 /// A store whose daemon serves the inbox; the daemon stops with the setup.
 struct Inbox {
@@ -32,16 +31,7 @@ fn inbox(gate_ttl_secs: u64) -> Inbox {
         &format!("gate_ttl_secs = {gate_ttl_secs}"),
     );
     std::fs::write(&config, text).unwrap();
-    let daemon = setup
-        .command()
-        .arg("serve")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    common::eventually("the daemon to answer", || {
-        Client::new(setup.socket()).is_up()
-    });
+    let daemon = setup.serve(&[]);
     Inbox {
         setup,
         base: format!("http://127.0.0.1:{port}"),
@@ -82,10 +72,7 @@ impl Inbox {
     }
 
     fn pending(&self) -> Vec<Value> {
-        let gates = Client::new(self.setup.socket())
-            .call(&DaemonRequest::Gates { user: None })
-            .unwrap();
-        gates.as_array().unwrap().clone()
+        self.setup.pending_gates()
     }
 }
 

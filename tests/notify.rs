@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use common::hooks::{Setup, event, permission};
 use serde_json::{Value, json};
-use toolgate::daemon::{Client, DaemonRequest};
+use toolgate::daemon::Client;
 
 const KEY_ENV: &str = "TOOLGATE_TEST_WEBHOOK_KEY";
 const KEY: &str = "webhook-signing-key";
@@ -98,17 +98,7 @@ fn notifying_daemon(url: &str) -> (Setup, Child) {
     let setup = Setup::new(&format!(
         "[notify]\nwebhooks = [{url:?}]\nsecret_env = \"{KEY_ENV}\"\nattempts = 3\n"
     ));
-    let daemon = setup
-        .command()
-        .arg("serve")
-        .env(KEY_ENV, KEY)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    common::eventually("the daemon to answer", || {
-        Client::new(setup.socket()).is_up()
-    });
+    let daemon = setup.serve(&[(KEY_ENV, KEY)]);
     (setup, daemon)
 }
 
@@ -122,20 +112,13 @@ fn rm_rf(id: &str) -> Value {
     )
 }
 
-fn pending(setup: &Setup) -> Vec<Value> {
-    let gates = Client::new(setup.socket())
-        .call(&DaemonRequest::Gates { user: None })
-        .unwrap();
-    gates.as_array().unwrap().clone()
-}
-
 #[test]
 fn each_pause_is_announced_signed() {
     let receiver = receiver(vec![], None);
     let (setup, _daemon) = notifying_daemon(&receiver.url);
     assert_eq!(permission(&setup.hook(&rm_rf("t1"))), "ask");
     receiver.arrivals.recv().unwrap();
-    let gates = pending(&setup);
+    let gates = setup.pending_gates();
     assert_eq!(gates.len(), 1);
     // Another call in another session pauses anew and is announced too.
     let other = event(
@@ -266,7 +249,7 @@ fn approvals_watch_prints_a_line_per_pause() {
     });
     assert_eq!(permission(&setup.hook(&rm_rf("t1"))), "ask");
     let line = lines.next().unwrap().unwrap();
-    let id = pending(&setup)[0]["request_id"]
+    let id = setup.pending_gates()[0]["request_id"]
         .as_str()
         .unwrap()
         .to_string();

@@ -10,7 +10,7 @@ mod common;
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::hooks::StopDaemon;
 use common::messages_api::{Block, MessagesApi};
@@ -102,7 +102,7 @@ fn inside_claude_code_parallel_reads_run_and_a_risky_bash_gets_toolgates_reason(
         vec![Block::Text("Understood; I will not remove it.".into())],
     ]);
 
-    let mut child = Command::new(&claude)
+    let child = Command::new(&claude)
         .args([
             "-p",
             "Read a.txt and b.txt, then clean the build directory.",
@@ -130,16 +130,7 @@ fn inside_claude_code_parallel_reads_run_and_a_risky_bash_gets_toolgates_reason(
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // A bound, not a timing assertion: a hung run must not hang CI.
-    let deadline = Instant::now() + Duration::from_secs(240);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let output = child.wait_with_output().unwrap();
+    let output = common::wait_bounded(child, Duration::from_secs(240));
     let transcript = String::from_utf8_lossy(&output.stdout);
     let diagnosis = format!(
         "status {:?}\nrequests: {:?}\nstdout:\n{transcript}\nstderr:\n{}",

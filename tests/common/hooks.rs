@@ -123,6 +123,31 @@ impl Setup {
             .expect("util-linux `setsid` runs")
     }
 
+    /// Start `toolgate serve` with `env` and wait until it answers; it
+    /// stops with the setup.
+    pub fn serve(&self, env: &[(&str, &str)]) -> Child {
+        let daemon = self
+            .command()
+            .arg("serve")
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        super::eventually("the daemon to answer", || {
+            Client::new(self.socket()).is_up()
+        });
+        daemon
+    }
+
+    /// The pending gates, from the daemon.
+    pub fn pending_gates(&self) -> Vec<Value> {
+        let gates = Client::new(self.socket())
+            .call(&DaemonRequest::Gates { user: None })
+            .unwrap();
+        gates.as_array().unwrap().clone()
+    }
+
     pub fn daemon_pid(&self) -> Option<u32> {
         let health = Client::new(self.socket())
             .call(&DaemonRequest::Health)

@@ -68,6 +68,23 @@ pub fn scripted(name: &str, priority: i32, script: &str) -> String {
     )
 }
 
+/// Wait for a child to finish, killing it past `limit`: a bound, not a
+/// timing assertion (a hung real client must not hang CI).
+pub fn wait_bounded(
+    mut child: std::process::Child,
+    limit: std::time::Duration,
+) -> std::process::Output {
+    let deadline = std::time::Instant::now() + limit;
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    child.wait_with_output().unwrap()
+}
+
 /// Wait (bounded, 60 s) for `check` to hold: for background work such as a
 /// daemon starting or a watcher reloading. Not a timing assertion.
 pub fn eventually(what: &str, mut check: impl FnMut() -> bool) {
