@@ -1,11 +1,11 @@
 //! A real OpenAI-compatible chat-completions server on loopback, for testing
 //! the probe over HTTP: it records every request body and answers as told.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use super::scripted_http::{Server, response};
 
 /// How the server answers.
 #[derive(Clone, Debug)]
@@ -20,38 +20,27 @@ pub enum Reply {
 struct Shared {
     requests: Mutex<Vec<serde_json::Value>>,
     reply: Mutex<Option<Reply>>,
-    stop: AtomicBool,
 }
 
 /// The server; stops when dropped.
 pub struct ModelServer {
     pub url: String,
-    addr: std::net::SocketAddr,
     shared: Arc<Shared>,
+    _server: Server,
 }
 
 impl ModelServer {
     pub fn start(reply: Reply) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
-        let addr = listener.local_addr().unwrap();
         let shared = Arc::new(Shared::default());
         *shared.reply.lock().unwrap() = Some(reply);
-        let accept = shared.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                if accept.stop.load(Ordering::SeqCst) {
-                    break;
-                }
-                if let Ok(stream) = stream {
-                    let shared = accept.clone();
-                    std::thread::spawn(move || handle(stream, &shared));
-                }
-            }
-        });
+        let serving = shared.clone();
+        let server = Server::start(Arc::new(move |_: &str, _: &str, body: &[u8]| {
+            answer(body, &serving)
+        }));
         Self {
-            url: format!("http://{addr}/v1/chat/completions"),
-            addr,
+            url: format!("{}/v1/chat/completions", server.base_url),
             shared,
+            _server: server,
         }
     }
 
@@ -78,13 +67,6 @@ impl ModelServer {
     }
 }
 
-impl Drop for ModelServer {
-    fn drop(&mut self) {
-        self.shared.stop.store(true, Ordering::SeqCst);
-        let _ = TcpStream::connect(self.addr); // wake the accept loop
-    }
-}
-
 /// A loopback URL on which nothing listens.
 pub fn refused_url() -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -93,29 +75,8 @@ pub fn refused_url() -> String {
     format!("http://{addr}/v1/chat/completions")
 }
 
-fn handle(stream: TcpStream, shared: &Shared) {
-    let mut reader = BufReader::new(stream);
-    let mut length = 0usize;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
-        }
-        let line = line.trim_end();
-        if line.is_empty() {
-            break;
-        }
-        if let Some((name, value)) = line.split_once(':')
-            && name.eq_ignore_ascii_case("content-length")
-        {
-            length = value.trim().parse().unwrap_or(0);
-        }
-    }
-    let mut body = vec![0; length];
-    if reader.read_exact(&mut body).is_err() {
-        return;
-    }
-    if let Ok(json) = serde_json::from_slice(&body) {
+fn answer(body: &[u8], shared: &Shared) -> String {
+    if let Ok(json) = serde_json::from_slice(body) {
         shared.requests.lock().unwrap().push(json);
     }
     let reply = shared.reply.lock().unwrap().clone();
@@ -129,12 +90,6 @@ fn handle(stream: TcpStream, shared: &Shared) {
     };
     let answer = serde_json::json!({
         "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]
-    })
-    .to_string();
-    let mut stream = reader.into_inner();
-    let _ = write!(
-        stream,
-        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
-        answer.len()
-    );
+    });
+    response("200 OK", "application/json", &answer.to_string())
 }
