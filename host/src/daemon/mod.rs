@@ -340,7 +340,10 @@ impl Daemon {
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         if known.insert(key)
-            && let Err(err) = self.host.store().record_agent_terminal(peer)
+            && let Err(err) = self
+                .host
+                .store()
+                .record_agent_terminals(&peer.terminal_keys())
         {
             known.remove(&key);
             return Err(err);

@@ -10,7 +10,7 @@
 //!   none; a process that detaches with `setsid` loses it), and
 //! - is not in a session or on a terminal that an agent's hook came from
 //!   (every hook connection records its session and terminal in the
-//!   store, so a restart does not forget them).
+//!   store, so a restart does not forget them; see `store::terminals`).
 //!
 //! Channel adapters (a web inbox, a bot) authenticate instead with a token
 //! whose sha256 is in `[approvals] tokens`; that works over HTTP too.
@@ -19,7 +19,6 @@
 
 use std::os::unix::fs::MetadataExt as _;
 
-use redb::{ReadableDatabase as _, TableDefinition};
 use sha2::{Digest as _, Sha256};
 
 use crate::config::ApprovalsConfig;
@@ -28,9 +27,6 @@ use crate::store::Store;
 
 /// The channel name of a person approving at a terminal.
 pub const TERMINAL: &str = "terminal";
-
-/// `sid:N` / `tty:N` → when an agent's hook last came from it (ms).
-const AGENT_TERMINALS: TableDefinition<&str, u64> = TableDefinition::new("agent_terminals");
 
 /// The process on the other end of a socket connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,57 +77,18 @@ fn own_uid() -> u32 {
     std::fs::metadata("/proc/self").map_or(u32::MAX, |m| m.uid())
 }
 
-impl Store {
-    /// Remember that an agent's hook came from `peer`'s session and
-    /// terminal.
-    pub fn record_agent_terminal(&self, peer: &Peer) -> Result<()> {
-        let keys = agent_keys(peer);
-        if keys.is_empty() {
-            return Ok(());
+impl Peer {
+    /// The store keys of its session and terminal (none when unknown).
+    pub fn terminal_keys(&self) -> Vec<String> {
+        let mut keys = Vec::new();
+        if self.session != 0 {
+            keys.push(format!("sid:{}", self.session));
         }
-        let txn = self.db().begin_write().map_err(|e| self.error(e))?;
-        {
-            let mut table = txn.open_table(AGENT_TERMINALS).map_err(|e| self.error(e))?;
-            for key in &keys {
-                table
-                    .insert(key.as_str(), crate::now_ms())
-                    .map_err(|e| self.error(e))?;
-            }
+        if self.tty != 0 {
+            keys.push(format!("tty:{}", self.tty));
         }
-        txn.commit().map_err(|e| self.error(e))?;
-        Ok(())
+        keys
     }
-
-    /// Whether an agent's hook ever came from `peer`'s session or terminal.
-    pub fn is_agent_terminal(&self, peer: &Peer) -> Result<bool> {
-        let txn = self.db().begin_read().map_err(|e| self.error(e))?;
-        let table = match txn.open_table(AGENT_TERMINALS) {
-            Ok(table) => table,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(false),
-            Err(e) => return Err(self.error(e)),
-        };
-        for key in agent_keys(peer) {
-            if table
-                .get(key.as_str())
-                .map_err(|e| self.error(e))?
-                .is_some()
-            {
-                return Ok(true);
-            }
-        }
-        Ok(false)
-    }
-}
-
-fn agent_keys(peer: &Peer) -> Vec<String> {
-    let mut keys = Vec::new();
-    if peer.session != 0 {
-        keys.push(format!("sid:{}", peer.session));
-    }
-    if peer.tty != 0 {
-        keys.push(format!("tty:{}", peer.tty));
-    }
-    keys
 }
 
 /// Whether `peer` is a person at a terminal of their own (see the module
@@ -170,7 +127,7 @@ pub fn authorize_person(
              terminal (an agent's tools have none)",
         );
     }
-    if store.is_agent_terminal(peer)? {
+    if store.is_agent_terminal(&peer.terminal_keys())? {
         return refuse(
             "this terminal session is an agent's (its hooks came from it); approve from a terminal \
              of your own",

@@ -10,6 +10,7 @@
 mod decisions;
 mod gates;
 pub mod hygiene;
+mod terminals;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
