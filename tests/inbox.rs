@@ -142,7 +142,7 @@ fn a_person_signs_in_sees_pauses_live_and_answers_them() {
 
     // Signed out: the sign-in form, nothing else.
     browser.open(&format!("{}/approvals", inbox.base));
-    assert!(browser.text().contains("Sign in with the one-time code"));
+    wait_for_text(&browser, "Sign in with the one-time code");
 
     // Sign in with the code from the terminal.
     browser.open(&inbox.sign_in_link());
@@ -160,14 +160,12 @@ fn a_person_signs_in_sees_pauses_live_and_answers_them() {
 
     // A forged cross-site POST (same browser, cookie and all) is refused.
     browser.open(&forging_site(&inbox.base, &first));
-    common::eventually("the forged post to be answered", || {
+    common::eventually("the forged post to be refused", || {
+        let page = browser.text();
         browser.url().contains("/approvals/resolve")
+            && (page.contains("cross-site requests are refused")
+                || page.contains("stale or forged"))
     });
-    let refused = browser.text();
-    assert!(
-        refused.contains("cross-site requests are refused") || refused.contains("stale or forged"),
-        "{refused}"
-    );
     assert_eq!(inbox.pending().len(), 2, "nothing was resolved");
 
     // Approve the first: the resubmitted call runs.
@@ -212,8 +210,8 @@ fn a_person_signs_in_sees_pauses_live_and_answers_them() {
     let (_keep2, dir2) = profile("stranger");
     let stranger = driver.browser(&dir2);
     stranger.open(&format!("{}/approvals", inbox.base));
+    wait_for_text(&stranger, "Sign in");
     let seen = stranger.text();
-    assert!(seen.contains("Sign in"), "{seen}");
     assert!(!seen.contains("curl"), "{seen}");
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
@@ -259,5 +257,5 @@ fn expired_pauses_leave_the_page_and_the_agent_gets_no_code() {
     let (_keep2, dir2) = profile("replay");
     let replay = driver.browser(&dir2);
     replay.open(&link);
-    assert!(replay.text().contains("wrong, used or expired"));
+    wait_for_text(&replay, "wrong, used or expired");
 }

@@ -93,12 +93,17 @@ impl Driver {
     }
 }
 
-fn post(url: &str, body: &Value) -> Value {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
+/// An HTTP client that hands WebDriver's errors (4xx/5xx with a JSON
+/// body) back as answers.
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
         .http_status_as_error(false)
         .build()
-        .into();
-    let mut response = agent
+        .into()
+}
+
+fn post(url: &str, body: &Value) -> Value {
+    let mut response = agent()
         .post(url)
         .send_json(body)
         .expect("chromedriver answers");
@@ -129,7 +134,8 @@ impl Browser {
     }
 
     fn get(&self, path: &str) -> Value {
-        let mut response = ureq::get(&format!("{}/{path}", self.session))
+        let mut response = agent()
+            .get(&format!("{}/{path}", self.session))
             .call()
             .expect("chromedriver answers");
         let answer: Value = response.body_mut().read_json().unwrap();
@@ -146,9 +152,16 @@ impl Browser {
         self.get("source").as_str().unwrap_or_default().to_string()
     }
 
-    /// The page's visible text.
+    /// The page's visible text; empty while a navigation is under way
+    /// (no body yet, or one just replaced).
     pub fn text(&self) -> String {
-        let body = self.find("body");
+        let found = post(
+            &format!("{}/element", self.session),
+            &json!({"using": "css selector", "value": "body"}),
+        );
+        let Some(body) = found["value"][ELEMENT].as_str() else {
+            return String::new();
+        };
         self.get(&format!("element/{body}/text"))
             .as_str()
             .unwrap_or_default()

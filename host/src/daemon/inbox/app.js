@@ -17,7 +17,8 @@
   }
 
   function refresh() {
-    fetch('/approvals', { credentials: 'same-origin' })
+    // This page's own address, so the notice of the last answer stays.
+    fetch(window.location.href, { credentials: 'same-origin' })
       .then(function (response) {
         if (!response.ok) throw new Error('HTTP ' + response.status);
         return response.text();
