@@ -64,7 +64,6 @@ pub struct McpArgs {
 }
 
 pub fn run(ctx: &Ctx, args: McpArgs) -> anyhow::Result<ExitCode> {
-    let daemon = ctx.launcher(None)?.ensure_running()?;
     let options = Arc::new(GatewayOptions {
         user: args.user,
         approval_token: secret_from_env(TOKEN_ENV),
@@ -83,6 +82,7 @@ pub fn run(ctx: &Ctx, args: McpArgs) -> anyhow::Result<ExitCode> {
         !servers.is_empty(),
         "name the MCP server to front: `toolgate mcp -- COMMAND…` or --server NAME=COMMAND"
     );
+    let daemon = ctx.launcher(None)?.ensure_running()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
