@@ -521,3 +521,38 @@ fn one_gateway_fronts_several_servers_each_with_its_own_origin() {
         "the unroutable call was never decided"
     );
 }
+
+#[test]
+fn a_daemon_that_stopped_is_started_again_by_the_gateway() {
+    let Some(modules) = common::npm::node_modules(&[SDK, EVERYTHING]) else {
+        return;
+    };
+    // The daemon exits after a second without requests.
+    let setup = setup();
+    let config = setup.dir.path().join("toolgate.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, format!("{text}\n[daemon]\nidle_exit_secs = 1\n")).unwrap();
+    let mut session = everything(&modules);
+    session.env = json!({"TOOLGATE_LOG": "info"});
+    let result = session.run(
+        &setup,
+        &modules,
+        json!([
+            {"name": "echo", "arguments": {"message": "before"}},
+            {"name": "echo", "arguments": {"message": "after"}, "sleep_ms": 3500},
+        ]),
+    );
+    let (is_error, text) = call(&result, 0);
+    assert!(!is_error && text.starts_with("Echo: before"), "{text}");
+    let (is_error, text) = call(&result, 1);
+    assert!(!is_error && text.starts_with("Echo: after"), "{text}");
+    // It did stop in between, and was started again.
+    let mut log = setup.store().into_os_string();
+    log.push(".daemon.log");
+    let log = std::fs::read_to_string(&log).unwrap();
+    assert!(log.contains("idle past daemon.idle_exit_secs"), "{log}");
+    assert!(
+        log.matches("toolgate daemon listening").count() >= 2,
+        "{log}"
+    );
+}

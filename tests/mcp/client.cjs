@@ -7,7 +7,8 @@
 // SPEC: {"command": ..., "args": [...], "env": {...},   (stdio), or
 //       {"url": ..., "headers": {...}}                    (streamable HTTP),
 //        "elicitation": "accept" | "decline" | "cancel" | null,
-//        "calls": [{"name": ..., "arguments": {...}}]}
+//        "calls": [{"name": ..., "arguments": {...}, "sleep_ms": N}]}
+// (`sleep_ms`: wait that long before the call)
 // Run with NODE_PATH pointing at the node_modules holding the SDK.
 const fs = require('fs');
 const { Client } = require('@modelcontextprotocol/sdk/client/index.js');
@@ -45,6 +46,7 @@ async function main() {
     elicitations,
   };
   for (const call of spec.calls || []) {
+    if (call.sleep_ms) await new Promise((done) => setTimeout(done, call.sleep_ms));
     try {
       const result = await client.callTool(
         { name: call.name, arguments: call.arguments || {} },

@@ -24,8 +24,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
-use super::{Gateway, GatewayOptions, Upstreams, new_session_id};
-use crate::daemon::Client;
+use super::{DaemonLink, Gateway, GatewayOptions, Upstreams, new_session_id};
 use crate::daemon::peer::constant_time_eq;
 use crate::error::{Error, Result};
 
@@ -52,7 +51,7 @@ impl HttpServer {
     pub fn new(
         listener: tokio::net::TcpListener,
         upstreams: Arc<Upstreams>,
-        daemon: Client,
+        daemon: DaemonLink,
         options: Arc<GatewayOptions>,
         client_token: Option<String>,
     ) -> Result<Self> {

@@ -45,6 +45,7 @@ use rmcp::service::{ElicitationMode, Peer, RequestContext, RoleServer};
 use serde_json::{Value, json};
 
 use crate::claude_code::outcome_of;
+use crate::daemon::launch::Launcher;
 use crate::daemon::{Client, DaemonRequest};
 use crate::decision::{Decision, Outcome, Verdict};
 use crate::error::{Error, Result};
@@ -95,12 +96,47 @@ fn random_id() -> String {
     hex::encode(bytes)
 }
 
+/// The gateway's way to the store's daemon: a client, and how to start the
+/// daemon again when it stopped while the gateway ran (`idle_exit_secs`, a
+/// crash) — a gateway lives as long as its client, a daemon need not.
+#[derive(Debug, Clone)]
+pub struct DaemonLink {
+    client: Client,
+    launcher: Option<Launcher>,
+}
+
+impl DaemonLink {
+    /// The daemon at `client`, never restarted.
+    pub fn new(client: Client) -> Self {
+        Self {
+            client,
+            launcher: None,
+        }
+    }
+
+    /// Start the daemon again with `launcher` when it cannot be reached.
+    pub fn restarting_with(mut self, launcher: Launcher) -> Self {
+        self.launcher = Some(launcher);
+        self
+    }
+
+    fn call(&self, request: &DaemonRequest) -> Result<Value> {
+        match (self.client.call(request), &self.launcher) {
+            (Err(Error::DaemonUnreachable { .. }), Some(launcher)) => {
+                tracing::info!("the daemon is gone; starting it again");
+                launcher.ensure_running()?.call(request)
+            }
+            (answer, _) => answer,
+        }
+    }
+}
+
 /// One client session of the gateway: the MCP server side the client
 /// talks to.
 #[derive(Clone)]
 pub struct Gateway {
     upstreams: Arc<Upstreams>,
-    daemon: Client,
+    daemon: DaemonLink,
     options: Arc<GatewayOptions>,
     session: String,
     turn: Arc<tokio::sync::OnceCell<u64>>,
@@ -110,7 +146,7 @@ impl Gateway {
     /// A client session `session` (also its thread) in front of the servers.
     pub fn new(
         upstreams: Arc<Upstreams>,
-        daemon: Client,
+        daemon: DaemonLink,
         options: Arc<GatewayOptions>,
         session: String,
     ) -> Self {
@@ -299,7 +335,7 @@ fn refusal(decision: &Decision, what: &str) -> CallToolResult {
 }
 
 /// One daemon request, off the async threads.
-async fn blocking(daemon: Client, request: DaemonRequest) -> Result<Value> {
+async fn blocking(daemon: DaemonLink, request: DaemonRequest) -> Result<Value> {
     tokio::task::spawn_blocking(move || daemon.call(&request))
         .await
         .map_err(|err| Error::Request(format!("the daemon request was cancelled: {err}")))?

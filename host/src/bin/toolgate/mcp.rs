@@ -8,7 +8,9 @@ use std::time::Duration;
 use anyhow::Context as _;
 use rmcp::ServiceExt as _;
 use rmcp::transport::TokioChildProcess;
-use toolgate::mcp::{Gateway, GatewayOptions, Upstream, Upstreams, http, new_session_id};
+use toolgate::mcp::{
+    DaemonLink, Gateway, GatewayOptions, Upstream, Upstreams, http, new_session_id,
+};
 
 use crate::target::Ctx;
 
@@ -82,7 +84,8 @@ pub fn run(ctx: &Ctx, args: McpArgs) -> anyhow::Result<ExitCode> {
         !servers.is_empty(),
         "name the MCP server to front: `toolgate mcp -- COMMAND…` or --server NAME=COMMAND"
     );
-    let daemon = ctx.launcher(None)?.ensure_running()?;
+    let launcher = ctx.launcher(None)?;
+    let daemon = DaemonLink::new(launcher.ensure_running()?).restarting_with(launcher);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
