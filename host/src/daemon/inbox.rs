@@ -22,7 +22,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::pin::Pin;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -217,7 +217,8 @@ fn redirect(to: &str) -> Response<Body> {
 
 impl Daemon {
     /// Answer a request under `/approvals`.
-    pub(super) async fn inbox(&self, request: Request<Incoming>) -> Response<Body> {
+    pub(super) async fn inbox(self: &Arc<Self>, request: Request<Incoming>) -> Response<Body> {
+        self.touch();
         if !loopback_host(request.headers()) {
             return respond(
                 StatusCode::MISDIRECTED_REQUEST,
@@ -365,10 +366,11 @@ impl Daemon {
     }
 
     /// Server-sent events: `changed` whenever the pending gates change.
-    fn changes(&self) -> Response<Body> {
+    fn changes(self: &Arc<Self>) -> Response<Body> {
         let (sender, receiver) = tokio::sync::mpsc::channel::<Bytes>(4);
-        let host = std::sync::Arc::clone(&self.host);
+        let daemon = Arc::clone(self);
         tokio::spawn(async move {
+            let host = &daemon.host;
             let mut last = None;
             let mut quiet = 0u32;
             loop {
@@ -391,6 +393,8 @@ impl Daemon {
                 {
                     return; // the page went away
                 }
+                // An open page is activity: the daemon stays for it.
+                daemon.touch();
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
         });

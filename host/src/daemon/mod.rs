@@ -351,10 +351,15 @@ impl Daemon {
         Ok(())
     }
 
-    /// Decode, admit and handle one request; the wire answer.
-    async fn respond(self: &Arc<Self>, text: &str, caller: Caller) -> String {
+    /// Count now as activity (for `idle_exit_secs`).
+    fn touch(&self) {
         self.last_request_ms
             .store(crate::now_ms(), Ordering::Relaxed);
+    }
+
+    /// Decode, admit and handle one request; the wire answer.
+    async fn respond(self: &Arc<Self>, text: &str, caller: Caller) -> String {
+        self.touch();
         protocol::encode_answer(&self.dispatch(text, caller).await)
     }
 
