@@ -22,11 +22,7 @@ fn event(name: &str, tool: &str, input: Value) -> Value {
 
 /// Run `toolgate hook gemini-cli` (extra flags first) on `stdin`: its JSON answer.
 fn hook(setup: &Setup, extra: &[&str], stdin: &str) -> Value {
-    let mut args = vec!["hook", "gemini-cli"];
-    args.extend_from_slice(extra);
-    let out = setup.run(&args, stdin);
-    assert_eq!(out.status.code(), Some(0), "the hook always exits 0");
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("not JSON: {out:?}"))
+    setup.hook_json("gemini-cli", extra, stdin)
 }
 
 #[test]

@@ -83,18 +83,10 @@ fn profile(name: &str) -> (tempfile::TempDir, PathBuf) {
 }
 
 fn wait_for_text(browser: &Browser, what: &str) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    loop {
+    common::eventually_showing(&format!("the page to show {what:?}"), || {
         let text = browser.text();
-        if text.contains(what) {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "gave up waiting for the page to show {what:?}; it shows:\n{text}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+        (text.contains(what), text)
+    });
 }
 
 fn screenshots() -> PathBuf {

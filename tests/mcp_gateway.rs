@@ -527,32 +527,36 @@ fn a_daemon_that_stopped_is_started_again_by_the_gateway() {
     let Some(modules) = common::npm::node_modules(&[SDK, EVERYTHING]) else {
         return;
     };
-    // The daemon exits after a second without requests.
     let setup = setup();
-    let config = setup.dir.path().join("toolgate.toml");
-    let text = std::fs::read_to_string(&config).unwrap();
-    std::fs::write(&config, format!("{text}\n[daemon]\nidle_exit_secs = 1\n")).unwrap();
+    let gate = setup.dir.path().join("between-calls");
     let mut session = everything(&modules);
     session.env = json!({"TOOLGATE_LOG": "info"});
-    let result = session.run(
-        &setup,
-        &modules,
-        json!([
-            {"name": "echo", "arguments": {"message": "before"}},
-            {"name": "echo", "arguments": {"message": "after"}, "sleep_ms": 3500},
-        ]),
-    );
+    let calls = json!([
+        {"name": "echo", "arguments": {"message": "before"}},
+        {"name": "echo", "arguments": {"message": "after"}, "gate": gate},
+    ]);
+    let mut stopped = 0;
+    let result = std::thread::scope(|scope| {
+        let client = scope.spawn(|| session.run(&setup, &modules, calls));
+        // Between the two calls, stop the daemon (as idle exit or a crash
+        // would), then let the second call go.
+        let mut ready = gate.clone().into_os_string();
+        ready.push(".ready");
+        common::eventually("the first call to be answered", || {
+            std::path::Path::new(&ready).exists()
+        });
+        stopped = setup.daemon_pid().expect("the gateway started the daemon");
+        common::hooks::signal(stopped, "TERM");
+        common::eventually("the daemon to stop", || !setup.socket().exists());
+        std::fs::write(&gate, "").unwrap();
+        client.join().unwrap()
+    });
     let (is_error, text) = call(&result, 0);
     assert!(!is_error && text.starts_with("Echo: before"), "{text}");
     let (is_error, text) = call(&result, 1);
     assert!(!is_error && text.starts_with("Echo: after"), "{text}");
-    // It did stop in between, and was started again.
-    let mut log = setup.store().into_os_string();
-    log.push(".daemon.log");
-    let log = std::fs::read_to_string(&log).unwrap();
-    assert!(log.contains("idle past daemon.idle_exit_secs"), "{log}");
     assert!(
-        log.matches("toolgate daemon listening").count() >= 2,
-        "{log}"
+        setup.daemon_pid().is_some_and(|now| now != 0),
+        "running again"
     );
 }

@@ -75,6 +75,16 @@ impl Setup {
         parse_answer(&output.stdout)
     }
 
+    /// Run `toolgate hook RUNTIME` (extra flags first) on `stdin`: its JSON
+    /// answer (runtimes that always answer: Gemini CLI, Cursor).
+    pub fn hook_json(&self, runtime: &str, extra: &[&str], stdin: &str) -> Value {
+        let mut args = vec!["hook", runtime];
+        args.extend_from_slice(extra);
+        let out = self.run(&args, stdin);
+        assert_eq!(out.status.code(), Some(0), "the hook always exits 0");
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("not JSON: {out:?}"))
+    }
+
     /// The full command line of `toolgate ARGS` for this setup.
     pub fn command_line(&self, args: &[&str]) -> String {
         let config = self.dir.path().join("toolgate.toml");

@@ -88,11 +88,21 @@ pub fn wait_bounded(
 /// Wait (bounded, 60 s) for `check` to hold: for background work such as a
 /// daemon starting or a watcher reloading. Not a timing assertion.
 pub fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    eventually_showing(what, || (check(), String::new()));
+}
+
+/// [`eventually`], with what `probe` last saw in the message when it gives
+/// up: `probe` answers whether the condition holds, and a description.
+pub fn eventually_showing(what: &str, mut probe: impl FnMut() -> (bool, String)) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !check() {
+    loop {
+        let (holds, seen) = probe();
+        if holds {
+            return;
+        }
         assert!(
             std::time::Instant::now() < deadline,
-            "gave up waiting for: {what}"
+            "gave up waiting for: {what}\nlast seen:\n{seen}"
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }

@@ -7,8 +7,9 @@
 // SPEC: {"command": ..., "args": [...], "env": {...},   (stdio), or
 //       {"url": ..., "headers": {...}}                    (streamable HTTP),
 //        "elicitation": "accept" | "decline" | "cancel" | null,
-//        "calls": [{"name": ..., "arguments": {...}, "sleep_ms": N}]}
-// (`sleep_ms`: wait that long before the call)
+//        "calls": [{"name": ..., "arguments": {...}, "gate": PATH}]}
+// (`gate`: before the call, create PATH.ready and wait until PATH exists, so
+// the test can act between two calls)
 // Run with NODE_PATH pointing at the node_modules holding the SDK.
 const fs = require('fs');
 const { Client } = require('@modelcontextprotocol/sdk/client/index.js');
@@ -46,7 +47,14 @@ async function main() {
     elicitations,
   };
   for (const call of spec.calls || []) {
-    if (call.sleep_ms) await new Promise((done) => setTimeout(done, call.sleep_ms));
+    if (call.gate) {
+      fs.writeFileSync(call.gate + '.ready', '');
+      const deadline = Date.now() + 60000; // a bound: the test may have failed
+      while (!fs.existsSync(call.gate)) {
+        if (Date.now() > deadline) throw new Error('gave up waiting for ' + call.gate);
+        await new Promise((done) => setTimeout(done, 20));
+      }
+    }
     try {
       const result = await client.callTool(
         { name: call.name, arguments: call.arguments || {} },
