@@ -12,7 +12,7 @@ mod common;
 
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
 use common::hooks::{BIN, Setup};
 use serde_json::{Value, json};
@@ -326,15 +326,8 @@ fn a_hostile_server_gets_clear_errors_and_the_gateway_stays_up() {
 /// A gateway serving streamable HTTP in front of server-everything;
 /// stopped when dropped.
 struct HttpGateway {
-    child: Child,
+    _child: common::hooks::KillOnDrop,
     url: String,
-}
-
-impl Drop for HttpGateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// Start `toolgate mcp --listen ADDRESS` with `env`; the URL it serves, or
@@ -367,7 +360,7 @@ fn http_gateway(
         return Err(String::from_utf8_lossy(&output.stderr).into_owned());
     }
     Ok(HttpGateway {
-        child,
+        _child: common::hooks::KillOnDrop(child),
         url: line.trim().to_string(),
     })
 }

@@ -236,14 +236,17 @@ fn without_its_signing_key_the_daemon_refuses_to_start() {
 #[test]
 fn approvals_watch_prints_a_line_per_pause() {
     let setup = Setup::new("");
-    let mut watch = setup
-        .command()
-        .args(["approvals", "watch", "--interval", "50ms"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+    // Killed when the test ends, pass or fail (it would poll forever).
+    let mut watch = common::hooks::KillOnDrop(
+        setup
+            .command()
+            .args(["approvals", "watch", "--interval", "50ms"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut lines = BufReader::new(watch.0.stdout.take().unwrap()).lines();
     common::eventually("the daemon to answer", || {
         Client::new(setup.socket()).is_up()
     });
@@ -255,6 +258,4 @@ fn approvals_watch_prints_a_line_per_pause() {
         .to_string();
     assert!(line.contains("PAUSED Bash"), "{line}");
     assert!(line.contains(&format!("--request-id {id}")), "{line}");
-    let _ = watch.kill();
-    let _ = watch.wait();
 }

@@ -186,6 +186,16 @@ impl Drop for Setup {
     }
 }
 
+/// A child process killed when a test ends, pass or fail.
+pub struct KillOnDrop(pub Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Stops a store's daemon when a test ends, pass or fail.
 pub struct StopDaemon(pub PathBuf);
 

@@ -4,7 +4,9 @@
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
+
+use super::hooks::KillOnDrop;
 
 use serde_json::{Value, json};
 
@@ -14,15 +16,8 @@ const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
 
 /// A running chromedriver; stopped when dropped.
 pub struct Driver {
-    child: Child,
+    _child: KillOnDrop,
     url: String,
-}
-
-impl Drop for Driver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// A free loopback port (released for the caller to bind).
@@ -53,7 +48,7 @@ impl Driver {
             .spawn()
             .expect("chromedriver starts");
         let driver = Self {
-            child,
+            _child: KillOnDrop(child),
             url: format!("http://127.0.0.1:{port}"),
         };
         super::eventually("chromedriver to answer", || {
