@@ -73,19 +73,56 @@ fn a_wrong_expectation_fails_with_a_diff() {
 
 #[test]
 fn inspect_describes_bundled_policies_and_refuses_other_files() {
-    for policy in ["context-cost", "shadow-sentinel", "lease-gate"] {
+    // Each exports the gate and exactly the optional phases it implements.
+    for (policy, phases) in [
+        ("context-cost", &["budget"][..]),
+        (
+            "shadow-sentinel",
+            &["risk", "budget", "verdict", "observe"][..],
+        ),
+        ("lease-gate", &["observe"][..]),
+    ] {
         let output = toolgate(&["plugins", "inspect", "--json", &format!("bundled:{policy}")]);
         assert!(output.status.success());
         let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
         assert_eq!(report["loadable"], true);
         assert_eq!(report["policy"]["name"], policy);
-        assert_eq!(report["wit"], "toolgate:policy@0.1.0");
+        assert_eq!(report["wit"], "toolgate:policy@0.2.0");
         assert_eq!(report["sha256"].as_str().unwrap().len(), 64);
-        assert!(
-            report["exports"]
-                .as_array()
-                .unwrap()
-                .contains(&"toolgate:policy/gate@0.1.0".into())
+        let mut exports: Vec<&str> = report["exports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e.as_str().unwrap())
+            .collect();
+        exports.sort_unstable();
+        let mut expected: Vec<String> = ["gate"]
+            .iter()
+            .chain(phases)
+            .map(|p| format!("toolgate:policy/{p}@0.2.0"))
+            .collect();
+        expected.sort_unstable();
+        assert_eq!(exports, expected, "{policy}");
+        let described = &report["policy"];
+        assert_eq!(
+            described["classifies"],
+            phases.contains(&"risk"),
+            "{policy}"
+        );
+        assert_eq!(
+            described["accounts"],
+            phases.contains(&"budget"),
+            "{policy}"
+        );
+        assert_eq!(
+            described["parses_verdicts"],
+            phases.contains(&"verdict"),
+            "{policy}"
+        );
+        assert_eq!(
+            described["observes"],
+            phases.contains(&"observe"),
+            "{policy}"
         );
         assert!(report["imports"].as_array().unwrap().iter().all(|i| {
             let i = i.as_str().unwrap();

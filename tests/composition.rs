@@ -7,7 +7,7 @@ mod common;
 use common::{call, host, scripted};
 use serde_json::json;
 use toolgate::Verdict;
-use toolgate::decision::{PolicyVerdict, RiskCategory};
+use toolgate::decision::{PolicyVerdict, RiskLevel};
 
 fn decided_count(host: &toolgate::Toolgate, plugin: &str) -> u64 {
     host.command(plugin, "decided", "{}")
@@ -197,7 +197,8 @@ fn the_highest_risk_is_kept_and_attributed() {
         scripted("calm", 3, "verdict = \"allow\"\nrisk = \"low\""),
     ));
     let decision = host.evaluate(&call("Bash", json!({}))).unwrap();
-    assert_eq!(decision.risk.category, RiskCategory::Shell);
+    assert_eq!(decision.risk.category, "shell");
+    assert_eq!(decision.risk.level, RiskLevel::Critical);
     assert_eq!(decision.risk.by.as_deref(), Some("sheller"));
     assert_eq!(decision.risk.signals, ["scripted:shell"]);
 }

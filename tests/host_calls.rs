@@ -40,62 +40,135 @@ fn instances_created(host: &Toolgate, plugin: &str) -> u64 {
         .instances_created
 }
 
-#[test]
-fn a_probe_loop_is_bounded_in_decide_and_in_observe() {
-    let model = ModelServer::start(Reply::Content("ALLOW".into()));
-    let host = hostile(
-        "probe-loop",
-        "deadline_ms = 200\nprobe_max_calls = 3\nprobe_max_wait_ms = 1000",
-        &format!(
-            "[probe]\nendpoint = {:?}\nmax_timeout_ms = 60000",
-            model.url
-        ),
-    );
-    let decision = host.evaluate(&call("attack", json!({}))).unwrap();
-    let result = &decision.policies[0];
-    assert!(
-        result
-            .failure
-            .as_deref()
-            .is_some_and(|f| f.contains("deadline")),
-        "{result:?}"
-    );
-    assert_eq!(model.requests().len(), 3, "at most probe_max_calls probes");
+/// The `[probe]` table pointing at `model`.
+fn probe_at(model: &ModelServer) -> String {
+    format!(
+        "[probe]\nendpoint = {:?}\nmax_timeout_ms = 60000",
+        model.url
+    )
+}
 
-    // The PostToolUse side: observing returns, with the same budget.
-    host.observe(&call("attack", json!({})), toolgate::Outcome::Succeeded, "");
-    assert_eq!(model.requests().len(), 6);
-    // The next ordinary call is decided normally.
-    let next = host.evaluate(&call("Read", json!({}))).unwrap();
-    assert_eq!(next.policies[0].verdict, PolicyVerdict::Allow);
+/// The one note the hostile parser leaves: what the host handed it.
+fn parsed_reply(host: &Toolgate) -> String {
+    let decision = host.evaluate(&call("attack", json!({}))).unwrap();
+    assert_eq!(
+        decision.policies[0].verdict,
+        PolicyVerdict::Allow,
+        "{decision:?}"
+    );
+    decision.notes.into_iter().map(|n| n.text).collect()
 }
 
 #[test]
-fn a_slow_model_cannot_stretch_a_call_past_its_wall_clock_ceiling() {
-    // Each probe would wait 2 s; the evaluation may wait 300 ms in all.
+fn a_question_waits_no_longer_than_the_policys_probe_budget() {
+    // The policy asks with a 600 s timeout; the model answers after 2 s; the
+    // policy's limits allow 300 ms of waiting. Had the host honoured the
+    // policy's timeout, the parser would have seen the answer.
     let model = ModelServer::start(Reply::Delayed(
         std::time::Duration::from_secs(2),
         "ALLOW".into(),
     ));
-    let host = hostile(
-        "probe-loop",
-        "deadline_ms = 200\nprobe_max_calls = 10\nprobe_max_wait_ms = 300",
-        &format!(
-            "[probe]\nendpoint = {:?}\nmax_timeout_ms = 60000",
-            model.url
-        ),
+    let host = hostile("ask-slow", "probe_max_wait_ms = 300", &probe_at(&model));
+    assert_eq!(
+        parsed_reply(&host),
+        "reply: ModelReply::Unanswered(ModelError::Timeout)"
     );
+    assert_eq!(model.requests().len(), 1);
+}
+
+#[test]
+fn the_reply_reaches_the_parser_of_the_policy_that_asked() {
+    let model = ModelServer::start(Reply::Content("ALLOW".into()));
+    let host = hostile("ask-slow", "", &probe_at(&model));
+    assert_eq!(
+        parsed_reply(&host),
+        r#"reply: ModelReply::Answered("ALLOW")"#
+    );
+    let asked = &model.requests()[0];
+    assert_eq!(asked["messages"][0]["content"], "system");
+    assert_eq!(asked["messages"][1]["content"], "user");
+}
+
+#[test]
+fn probe_limits_of_zero_forbid_questions_without_asking() {
+    let model = ModelServer::start(Reply::Content("ALLOW".into()));
+    let host = hostile("ask-slow", "probe_max_calls = 0", &probe_at(&model));
+    assert_eq!(
+        parsed_reply(&host),
+        "reply: ModelReply::Unanswered(ModelError::BudgetSpent)"
+    );
+    assert!(model.requests().is_empty());
+}
+
+#[test]
+fn no_endpoint_reaches_the_parser_as_not_configured() {
+    let host = hostile("ask-slow", "", "");
+    assert_eq!(
+        parsed_reply(&host),
+        "reply: ModelReply::Unanswered(ModelError::NotConfigured)"
+    );
+}
+
+/// The hostile policy, fail-closed, running `attack`: its failure.
+fn fail_closed_failure(attack: &str, model: &ModelServer) -> (toolgate::Decision, String) {
+    let host = host(&format!(
+        "{}\n[plugins.hostile]\npath = {:?}\npriority = 1\nfail_mode = \"closed\"\n[plugins.hostile.config]\nattack = \"{attack}\"\n",
+        probe_at(model),
+        guest("hostile-policy").display().to_string(),
+    ));
     let decision = host.evaluate(&call("attack", json!({}))).unwrap();
+    let failure = decision.policies[0].failure.clone().unwrap_or_default();
+    (decision, failure)
+}
+
+#[test]
+fn a_reply_the_policy_cannot_parse_is_handled_by_its_fail_mode() {
+    let model = ModelServer::start(Reply::Content("ALLOW".into()));
+    let (decision, failure) = fail_closed_failure("ask-unparseable", &model);
+    assert_eq!(decision.verdict, toolgate::Verdict::Deny);
     assert!(
-        decision.policies[0]
-            .failure
-            .as_deref()
-            .is_some_and(|f| f.contains("deadline"))
+        failure.contains("could not parse the model's reply: this reply means nothing to me"),
+        "{failure}"
     );
+    // Fail-open turns the same failure into an abstention.
+    let host = hostile("ask-unparseable", "", &probe_at(&model));
+    let decision = host.evaluate(&call("attack", json!({}))).unwrap();
+    assert_eq!(decision.verdict, toolgate::Verdict::Allow);
+    assert_eq!(decision.policies[0].verdict, PolicyVerdict::Skip);
+}
+
+#[test]
+fn one_question_per_decision_and_a_bounded_question() {
+    let model = ModelServer::start(Reply::Content("ALLOW".into()));
+    let (decision, failure) = fail_closed_failure("ask-twice", &model);
+    assert_eq!(decision.verdict, toolgate::Verdict::Deny);
+    assert!(failure.contains("asked the model again"), "{failure}");
     assert_eq!(
         model.requests().len(),
         1,
-        "the first probe used the whole wait budget; none followed"
+        "the second question was never sent"
+    );
+
+    let (decision, failure) = fail_closed_failure("ask-huge", &model);
+    assert_eq!(decision.verdict, toolgate::Verdict::Deny);
+    assert!(failure.contains("over its 262144-byte limit"), "{failure}");
+    assert_eq!(model.requests().len(), 1, "a 1 MiB question is never sent");
+}
+
+#[test]
+fn asking_without_a_parser_is_a_failure_of_the_policy() {
+    // The scripted policy asks but exports no `verdict` interface.
+    let model = ModelServer::start(Reply::Content("ALLOW".into()));
+    let host = host(&format!(
+        "{}\n{}",
+        probe_at(&model),
+        scripted("asker", 1, "verdict = \"ask\"")
+    ));
+    let decision = host.evaluate(&call("Bash", json!({}))).unwrap();
+    let failure = decision.policies[0].failure.as_deref().unwrap_or_default();
+    assert!(
+        failure.contains("does not export toolgate:policy/verdict@0.2.0"),
+        "{failure}"
     );
 }
 

@@ -27,7 +27,49 @@ fn another_major_wit_version_is_refused_naming_both_versions() {
     let message = err.to_string();
     assert!(message.contains("future"), "{message}");
     assert!(message.contains("toolgate:policy@1.0.0"), "{message}");
+    assert!(message.contains("toolgate:policy@0.2.0"), "{message}");
+}
+
+#[test]
+fn a_contract_0_1_component_is_refused_pointing_to_the_migration_notes() {
+    // 0.x minors are incompatible (semver); 0.1's configure-then-decide gate
+    // and stub phases have no faithful adapter (see wit/CHANGELOG.md).
+    let err = load_error(&plugin_entry("old", &guest("old-contract-policy"), ""));
+    assert!(
+        matches!(&err, Error::Plugin { problem: PluginProblem::IncompatibleVersion { found, .. }, .. } if found == "0.1.0"),
+        "{err:?}"
+    );
+    let message = err.to_string();
     assert!(message.contains("toolgate:policy@0.1.0"), "{message}");
+    assert!(message.contains("toolgate:policy@0.2.0"), "{message}");
+    assert!(message.contains("wit/CHANGELOG.md"), "{message}");
+}
+
+#[test]
+fn a_policy_exporting_only_the_gate_loads_and_only_decides() {
+    // flip exports `gate` alone: no risk, budget, verdict or observe.
+    let host = try_host(&plugin_entry("flip", &guest("flip-allow-policy"), "")).unwrap();
+    let status = host.plugin_statuses().into_iter().next().unwrap();
+    let described = &status.policy;
+    assert!(
+        !described.classifies
+            && !described.accounts
+            && !described.parses_verdicts
+            && !described.observes,
+        "{described:?}"
+    );
+    let request = common::call("Bash", serde_json::json!({"command": "ls"}));
+    let decision = host.evaluate(&request).unwrap();
+    let result = &decision.policies[0];
+    assert_eq!(result.verdict, toolgate::decision::PolicyVerdict::Allow);
+    assert_eq!(result.failure, None);
+    assert_eq!(result.risk, None, "never asked to classify");
+    assert_eq!(result.budget, None, "never asked to account");
+    assert_eq!(decision.risk, toolgate::decision::RiskReport::default());
+    // Nothing to observe with: reporting an outcome is not an error.
+    host.observe(&request, toolgate::Outcome::Succeeded, "ran");
+    let status = host.plugin_statuses().into_iter().next().unwrap();
+    assert_eq!(status.instances_created, 1, "observe did not start one");
 }
 
 #[test]
@@ -44,7 +86,7 @@ fn a_component_without_the_gate_is_refused_naming_the_export() {
         "{err:?}"
     );
     assert!(
-        err.to_string().contains("toolgate:policy/gate@0.1.0"),
+        err.to_string().contains("toolgate:policy/gate@0.2.0"),
         "{err}"
     );
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::model_server::{ModelServer, Reply, refused_url};
 use common::{call, host};
 use serde_json::json;
-use toolgate::decision::{BudgetReport, ModelVerdict, PolicyVerdict, RiskCategory};
+use toolgate::decision::{BudgetReport, PolicyVerdict, RiskLevel};
 use toolgate::request::Origin;
 use toolgate::{Outcome, ToolRequest, Verdict};
 
@@ -48,7 +48,7 @@ fn probed(host: &toolgate::Toolgate, request: &ToolRequest) -> bool {
     decision.policies[0].verdict != PolicyVerdict::Skip
 }
 
-fn category(host: &toolgate::Toolgate, request: &ToolRequest) -> RiskCategory {
+fn category(host: &toolgate::Toolgate, request: &ToolRequest) -> String {
     host.evaluate(request).unwrap().risk.category
 }
 
@@ -56,22 +56,22 @@ fn category(host: &toolgate::Toolgate, request: &ToolRequest) -> RiskCategory {
 fn classification_follows_the_seed_and_claude_code_names() {
     let host = sentinel("", None);
     for (tool, expected) in [
-        ("builtin:shell", RiskCategory::Shell),
-        ("builtin:bash", RiskCategory::Shell),
-        ("bash", RiskCategory::Shell),
-        ("sh", RiskCategory::Shell),
-        ("Bash", RiskCategory::Shell),
-        ("builtin:write", RiskCategory::FileWrite),
-        ("builtin:edit", RiskCategory::FileWrite),
-        ("delete", RiskCategory::FileWrite),
-        ("Write", RiskCategory::FileWrite),
-        ("Edit", RiskCategory::FileWrite),
-        ("MultiEdit", RiskCategory::FileWrite),
-        ("NotebookEdit", RiskCategory::FileWrite),
-        ("builtin:read", RiskCategory::Low),
-        ("builtin:search", RiskCategory::Low),
-        ("Read", RiskCategory::Low),
-        ("some-server_frobnicate", RiskCategory::Low),
+        ("builtin:shell", "shell"),
+        ("builtin:bash", "shell"),
+        ("bash", "shell"),
+        ("sh", "shell"),
+        ("Bash", "shell"),
+        ("builtin:write", "file-write"),
+        ("builtin:edit", "file-write"),
+        ("delete", "file-write"),
+        ("Write", "file-write"),
+        ("Edit", "file-write"),
+        ("MultiEdit", "file-write"),
+        ("NotebookEdit", "file-write"),
+        ("builtin:read", "low"),
+        ("builtin:search", "low"),
+        ("Read", "low"),
+        ("some-server_frobnicate", "low"),
     ] {
         assert_eq!(
             category(&host, &in_session(tool, "s", 1)),
@@ -81,14 +81,29 @@ fn classification_follows_the_seed_and_claude_code_names() {
     }
     assert_eq!(
         category(&host, &mcp("some-server_frobnicate", "some-server")),
-        RiskCategory::McpUnclassified
+        "mcp-unclassified"
     );
     // The seed's CI-1239 regression: the *default* patterns escalate a real
     // MCP write tool id.
     assert_eq!(
         category(&host, &mcp("fs-test_write_file", "fs-test")),
-        RiskCategory::ExfilCapable
+        "exfil-capable"
     );
+    // The level orders this policy's categories among every policy's.
+    for (request, level) in [
+        (in_session("Read", "s", 1), RiskLevel::None),
+        (mcp("some-server_frobnicate", "some-server"), RiskLevel::Low),
+        (in_session("Write", "s", 1), RiskLevel::Medium),
+        (mcp("fs-test_write_file", "fs-test"), RiskLevel::High),
+        (in_session("Bash", "s", 1), RiskLevel::Critical),
+    ] {
+        assert_eq!(
+            host.evaluate(&request).unwrap().risk.level,
+            level,
+            "{}",
+            request.tool
+        );
+    }
 }
 
 #[test]
@@ -96,11 +111,11 @@ fn an_mcp_edit_tool_escalates_only_with_mcp_origin() {
     let host = sentinel("probe_patterns = [\"*edit*\"]", None);
     assert_eq!(
         category(&host, &in_session("github_edit_file", "s", 1)),
-        RiskCategory::FileWrite
+        "file-write"
     );
     assert_eq!(
         category(&host, &mcp("github_edit_file", "github")),
-        RiskCategory::ExfilCapable
+        "exfil-capable"
     );
 }
 
@@ -234,7 +249,7 @@ fn disabled_skips_everything_and_records_nothing() {
     let request = in_session("Bash", "s", 1);
     let decision = host.evaluate(&request).unwrap();
     assert_eq!(decision.policies[0].verdict, PolicyVerdict::Skip);
-    assert_eq!(decision.risk.category, RiskCategory::Low);
+    assert_eq!(decision.risk.category, "low");
     host.observe(&request, Outcome::Succeeded, "ran ls");
     host.store().persist();
     assert!(host.store().recent_events(10).unwrap().is_empty());
@@ -366,6 +381,42 @@ fn probe_results_never_reach_the_probe() {
 }
 
 #[test]
+fn observed_events_keep_their_risk_which_never_reaches_the_probe() {
+    let server = ModelServer::start(Reply::Content(ALLOW.into()));
+    let host = sentinel("", Some(&server.url));
+    // Runtimes name their calls (Claude Code's tool_use_id): the outcome
+    // reported later is matched to the decision by that id.
+    let mut first = in_session("Bash", "s", 1);
+    first.call_id = Some("toolu_1".into());
+    let decided = host.evaluate(&first).unwrap();
+    host.observe(&first, Outcome::Succeeded, "listed the files");
+    host.store().persist();
+    // The stream records the risk the call was decided at, and its origin.
+    let events = host.store().session_recent(POLICY, "s", 10, &[]).unwrap();
+    let observed = events.iter().find(|e| e.kind == "tool_call").unwrap();
+    let risk = observed
+        .risk
+        .as_ref()
+        .expect("the event carries the call's risk");
+    assert_eq!(decided.risk.category, "shell");
+    assert_eq!(
+        (risk.category.as_str(), risk.level),
+        ("shell", RiskLevel::Critical)
+    );
+    assert_eq!(observed.origin, Some(Origin::Builtin));
+
+    host.evaluate(&in_session("Bash", "s", 2)).unwrap();
+    let prompt = server.user_prompts().pop().unwrap();
+    assert!(prompt.contains("listed the files"), "{prompt}");
+    for forbidden in ["critical", "\"shell\"", "name:Bash", "risk"] {
+        assert!(
+            !prompt.contains(forbidden),
+            "{forbidden:?} leaked into {prompt}"
+        );
+    }
+}
+
+#[test]
 fn the_probe_allows_and_denies_with_the_models_reason() {
     let server = ModelServer::start(Reply::Content(ALLOW.into()));
     let host = sentinel("", Some(&server.url));
@@ -482,19 +533,32 @@ fn a_long_multibyte_deny_reason_is_recorded_cut_safely() {
 }
 
 #[test]
-fn verdict_parsing_runs_in_the_sandbox() {
-    let host = sentinel("", None);
-    let parse = |raw: &str| host.parse_model_reply(POLICY, raw).unwrap();
-    assert_eq!(parse(r#"{"verdict": "allow"}"#), ModelVerdict::Allow);
-    assert_eq!(
-        parse(r#"{"verdict": "deny", "reason": "suspicious pattern"}"#),
-        ModelVerdict::Deny("suspicious pattern".into())
-    );
-    assert!(matches!(parse(r#"{"verdict": "deny"}"#), ModelVerdict::Deny(r) if !r.is_empty()));
-    assert_eq!(parse("I think this is fine"), ModelVerdict::Allow);
-    assert_eq!(
-        parse("} {"),
-        ModelVerdict::Allow,
-        "no panic on a reversed pair"
-    );
+fn the_models_reply_is_parsed_in_the_sandbox_by_the_policy_that_asked() {
+    // The host asks the model (over real HTTP) and hands the raw reply to
+    // shadow-sentinel's own `verdict.parse`: whatever the reply, a verdict.
+    for (raw, expected) in [
+        (r#"{"verdict": "allow"}"#, None),
+        (
+            r#"{"verdict": "deny", "reason": "suspicious pattern"}"#,
+            Some("suspicious pattern"),
+        ),
+        (
+            r#"{"verdict": "deny"}"#,
+            Some("the safety probe denied this tool call"),
+        ),
+        ("I think this is fine", None),
+        ("} {", None),
+    ] {
+        let server = ModelServer::start(Reply::Content(raw.into()));
+        let host = sentinel("", Some(&server.url));
+        let decision = host.evaluate(&in_session("Bash", "s", 1)).unwrap();
+        match expected {
+            None => assert_eq!(decision.verdict, Verdict::Allow, "{raw:?}"),
+            Some(reason) => {
+                assert_eq!(decision.verdict, Verdict::Deny, "{raw:?}");
+                assert_eq!(decision.reason.as_deref(), Some(reason), "{raw:?}");
+            }
+        }
+        assert_eq!(server.requests().len(), 1, "{raw:?}");
+    }
 }

@@ -20,6 +20,8 @@ fn event(policy: &str, session: &str, kind: &str, tool: Option<&str>, n: u64) ->
         turn: n,
         kind: kind.into(),
         tool: tool.map(Into::into),
+        origin: None,
+        risk: None,
         detail: None,
         summary: Some(format!("event {n}")),
         at_ms: n,

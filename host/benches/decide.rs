@@ -140,6 +140,8 @@ fn prefill(host: &Toolgate, events: usize, leases: usize) {
             turn: (n / 1000) as u64,
             kind: "tool_call".into(),
             tool: Some(if n % 3 == 0 { "Bash" } else { "Read" }.into()),
+            origin: None,
+            risk: None,
             detail: Some("succeeded".into()),
             summary: Some(format!("ran step {n}")),
             at_ms: n as u64,
@@ -183,7 +185,8 @@ mod native {
     use lease_gate::catalogue::Catalogue;
     use lease_gate::gate::{GateInput, GateOutcome};
     use lease_gate::leases::Lease;
-    use toolgate_guest::{ExecutionMode, RiskCategory};
+    use shadow_sentinel::classify::Tier;
+    use toolgate_guest::ExecutionMode;
 
     pub struct Floor {
         pub store: Arc<Store>,
@@ -251,7 +254,7 @@ mod native {
             let (category, _) =
                 shadow_sentinel::classify::classify(&request.tool, from_mcp, &self.patterns);
             if let Some((pool, limit)) = shadow_sentinel::budget::pool(category, self.max_probes)
-                && category != RiskCategory::Low
+                && category != Tier::Low
                 && limit > 0
             {
                 let key =
@@ -285,6 +288,8 @@ mod native {
                             turn: e.turn,
                             kind: e.kind,
                             tool: e.tool,
+                            origin: None,
+                            risk: None,
                             detail: e.detail,
                             summary: e.summary,
                             at_ms: e.at_ms,
@@ -304,6 +309,8 @@ mod native {
                         turn: request.turn,
                         kind: "probe_result".into(),
                         tool: Some(request.tool.clone()),
+                        origin: None,
+                        risk: None,
                         detail: Some("allow".into()),
                         summary: Some("probe allowed".into()),
                         at_ms: toolgate::now_ms(),
@@ -711,6 +718,8 @@ fn main() {
             turn: i as u64,
             kind: "tool_call".into(),
             tool: Some("Bash".into()),
+            origin: None,
+            risk: None,
             detail: None,
             summary: Some("x".repeat(100)),
             at_ms: i as u64,

@@ -1,6 +1,117 @@
 //! The one place the WIT contract (`wit/`) becomes Rust for the host.
+//!
+//! The host binds the `full` world, the union of every export a policy may
+//! have, but never instantiates it as a whole: a policy exports `gate` and
+//! only the optional phases it implements, so each export is looked up on
+//! its own ([`ExportIndices`]) and an absent phase is simply never called.
+
+use wasmtime::component::{Instance, InstancePre};
+
+use crate::error::PluginProblem;
 
 wasmtime::component::bindgen!({
-    world: "policy",
+    world: "full",
     path: "../wit",
 });
+
+pub(crate) use exports::toolgate::policy::{budget, gate, observe, risk, verdict};
+
+/// Where a component's exports are, found once per plugin version.
+#[derive(Clone)]
+pub(crate) struct ExportIndices {
+    gate: gate::GuestIndices,
+    risk: Option<risk::GuestIndices>,
+    budget: Option<budget::GuestIndices>,
+    verdict: Option<verdict::GuestIndices>,
+    observe: Option<observe::GuestIndices>,
+}
+
+/// A live instance's exports.
+pub(crate) struct PolicyExports {
+    pub gate: gate::Guest,
+    pub risk: Option<risk::Guest>,
+    pub budget: Option<budget::Guest>,
+    pub verdict: Option<verdict::Guest>,
+    pub observe: Option<observe::Guest>,
+}
+
+/// The phases a component exports, by interface.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Phases {
+    pub classify: bool,
+    pub account: bool,
+    pub parse: bool,
+    pub observe: bool,
+}
+
+impl ExportIndices {
+    /// Find the exports on a pre-linked component. `gate` must be there; an
+    /// optional phase is absent when its interface is not exported at all,
+    /// and refused when it is exported without the functions it needs.
+    pub(crate) fn new<T>(pre: &InstancePre<T>) -> Result<Self, PluginProblem> {
+        let invalid = |err: wasmtime::Error| PluginProblem::Invalid(format!("{err:#}"));
+        let exported = |interface: &str| {
+            let name = format!("{}/{interface}@{}", crate::WIT_PACKAGE, crate::WIT_VERSION);
+            pre.component().get_export_index(None, &name).is_some()
+        };
+        Ok(Self {
+            gate: gate::GuestIndices::new(pre).map_err(invalid)?,
+            risk: optional(exported("risk"), || risk::GuestIndices::new(pre)).map_err(invalid)?,
+            budget: optional(exported("budget"), || budget::GuestIndices::new(pre))
+                .map_err(invalid)?,
+            verdict: optional(exported("verdict"), || verdict::GuestIndices::new(pre))
+                .map_err(invalid)?,
+            observe: optional(exported("observe"), || observe::GuestIndices::new(pre))
+                .map_err(invalid)?,
+        })
+    }
+
+    /// Which optional phases the component implements.
+    pub(crate) fn phases(&self) -> Phases {
+        Phases {
+            classify: self.risk.is_some(),
+            account: self.budget.is_some(),
+            parse: self.verdict.is_some(),
+            observe: self.observe.is_some(),
+        }
+    }
+
+    /// Type-check and bind the exports of a fresh instance.
+    pub(crate) fn load(
+        &self,
+        mut store: impl wasmtime::AsContextMut,
+        instance: &Instance,
+    ) -> wasmtime::Result<PolicyExports> {
+        let mut store = store.as_context_mut();
+        Ok(PolicyExports {
+            gate: self.gate.load(&mut store, instance)?,
+            risk: self
+                .risk
+                .as_ref()
+                .map(|i| i.load(&mut store, instance))
+                .transpose()?,
+            budget: self
+                .budget
+                .as_ref()
+                .map(|i| i.load(&mut store, instance))
+                .transpose()?,
+            verdict: self
+                .verdict
+                .as_ref()
+                .map(|i| i.load(&mut store, instance))
+                .transpose()?,
+            observe: self
+                .observe
+                .as_ref()
+                .map(|i| i.load(&mut store, instance))
+                .transpose()?,
+        })
+    }
+}
+
+fn optional<T>(
+    present: bool,
+    find: impl FnOnce() -> wasmtime::Result<T>,
+) -> wasmtime::Result<Option<T>> {
+    present.then(find).transpose()
+}

@@ -145,7 +145,7 @@ pub enum PluginProblem {
     },
     /// Built against an incompatible version of the WIT contract.
     #[error(
-        "built against toolgate:policy@{found}, but this host speaks toolgate:policy@{supported}; rebuild it against this host's wit/"
+        "built against toolgate:policy@{found}, but this host speaks toolgate:policy@{supported}; rebuild it against this host's wit/ (migration notes: wit/CHANGELOG.md)"
     )]
     IncompatibleVersion {
         /// The version the component was built against.

@@ -29,7 +29,7 @@ use serde::Deserialize;
 
 use crate::Toolgate;
 use crate::config::{Config, PluginConfig};
-use crate::decision::{BudgetReport, PolicyResult, PolicyVerdict, RiskCategory};
+use crate::decision::{BudgetReport, PolicyResult, PolicyVerdict};
 use crate::error::{Error, Result};
 use crate::request::ToolRequest;
 use crate::store::StoredEvent;
@@ -128,8 +128,8 @@ pub struct Expect {
     /// No notes at all.
     #[serde(default)]
     pub no_notes: bool,
-    /// Its risk category.
-    pub risk: Option<RiskCategory>,
+    /// Its risk category (e.g. "shell").
+    pub risk: Option<String>,
     /// Its budget status: ok, warning or exceeded.
     pub budget: Option<String>,
 }
@@ -204,6 +204,8 @@ fn run_case(
                 turn: event.turn,
                 kind: event.kind.clone(),
                 tool: event.tool.clone(),
+                origin: None,
+                risk: None,
                 detail: event.detail.clone(),
                 summary: event.summary.clone(),
                 at_ms: crate::now_ms(),
@@ -269,9 +271,9 @@ fn compare(expect: &Expect, got: &PolicyResult) -> Vec<String> {
     if expect.no_notes && !got.notes.is_empty() {
         differences.push(format!("notes: expected none, got {:?}", got.notes));
     }
-    if let Some(risk) = expect.risk {
-        let actual = got.risk.as_ref().map(|r| r.category);
-        if actual != Some(risk) {
+    if let Some(risk) = &expect.risk {
+        let actual = got.risk.as_ref().map(|r| r.category.as_str());
+        if actual != Some(risk.as_str()) {
             differences.push(format!("risk: expected {risk:?}, got {actual:?}"));
         }
     }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use crate::bindings::toolgate::policy::types as wit;
 use crate::config::{Config, PluginMode};
 pub use crate::decision::Outcome;
-use crate::decision::{Decision, ModelVerdict};
+use crate::decision::{Decision, RiskReport};
 use crate::decision_log::LogEntry;
 use crate::error::{Error, Result};
 use crate::gates::{GateKey, GateResolution, PendingGate};
@@ -32,6 +32,36 @@ pub struct Toolgate {
     probe: Arc<ProbeClient>,
     /// The plugins and config in force.
     pub(crate) registry: Registry,
+    /// The composed risk of recent calls, by call id, for `observe`.
+    recent_risks: RecentRisks,
+}
+
+/// The composed risk of the last [`RecentRisks::KEPT`] decided calls, so an
+/// outcome reported later (PostToolUse) reaches `observe` with the risk its
+/// call was decided at. Memory only: an outcome for a call this process did
+/// not decide carries the unclassified risk, as the contract says.
+#[derive(Default)]
+struct RecentRisks(std::sync::Mutex<std::collections::VecDeque<(String, RiskReport)>>);
+
+impl RecentRisks {
+    const KEPT: usize = 4096;
+
+    fn remember(&self, call_id: &str, risk: &RiskReport) {
+        let mut recent = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if recent.len() == Self::KEPT {
+            recent.pop_front();
+        }
+        recent.push_back((call_id.to_string(), risk.clone()));
+    }
+
+    fn of(&self, call_id: Option<&str>) -> RiskReport {
+        let recent = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        call_id
+            .filter(|id| !id.is_empty())
+            .and_then(|id| recent.iter().rev().find(|(c, _)| c == id))
+            .map(|(_, risk)| risk.clone())
+            .unwrap_or_default()
+    }
 }
 
 impl std::fmt::Debug for Toolgate {
@@ -66,6 +96,7 @@ impl Toolgate {
             store,
             probe,
             registry,
+            recent_risks: RecentRisks::default(),
         })
     }
 
@@ -132,6 +163,8 @@ impl Toolgate {
                 let live = plugins.for_call(PluginMode::Live, request);
                 let mut decision = pipeline::evaluate(&self.env(), &live, request)?;
                 decision.shadows = self.shadow(&plugins, request);
+                self.recent_risks
+                    .remember(&decision.call_id, &decision.risk);
                 decision
             }
         };
@@ -188,13 +221,15 @@ impl Toolgate {
                 Outcome::Denied => wit::ToolOutcome::Denied,
             },
             summary: summary.to_string(),
+            risk: (&self.recent_risks.of(request.call_id.as_deref())).into(),
         };
-        for plugin in plugins.iter().filter(|p| p.takes_part(request)) {
-            let result = env.sandbox(plugin, Some(request)).and_then(|mut sandbox| {
-                sandbox.call("observe", |p, s| {
-                    p.toolgate_policy_gate().call_observe(s, &event)
-                })
-            });
+        let observers = plugins
+            .iter()
+            .filter(|p| p.phases.observe && p.takes_part(request));
+        for plugin in observers {
+            let result = env
+                .sandbox(plugin, Some(request))
+                .and_then(|mut sandbox| sandbox.observe(&event));
             if let Err(failure) = result {
                 tracing::warn!(policy = %plugin.name, cause = %failure, "observe failed");
             }
@@ -294,34 +329,9 @@ impl Toolgate {
             .sandbox(&target, None)
             .map_err(|f| error(f.to_string()))?;
         sandbox
-            .call("command", |p, s| {
-                p.toolgate_policy_gate().call_command(s, name, args)
-            })
+            .call("command", |p, s| p.gate.call_command(s, name, args))
             .map_err(|f| error(f.to_string()))?
             .map_err(error)
-    }
-
-    /// Parse a model's reply with a policy's own `verdict.parse` (for
-    /// policies that declare the parse-verdict phase).
-    pub fn parse_model_reply(&self, plugin: &str, raw: &str) -> Result<ModelVerdict> {
-        let error = command_error(plugin, "parse-verdict");
-        let target = self.plugin_named(plugin, "parse-verdict")?;
-        if !target.description.parses_verdicts {
-            return Err(error("this policy does not parse model verdicts".into()));
-        }
-        let mut sandbox = self
-            .env()
-            .sandbox(&target, None)
-            .map_err(|f| error(f.to_string()))?;
-        let verdict = sandbox
-            .call("parse", |p, s| {
-                p.toolgate_policy_verdict().call_parse(s, raw)
-            })
-            .map_err(|f| error(f.to_string()))?;
-        Ok(match verdict {
-            wit::ModelVerdict::Allow => ModelVerdict::Allow,
-            wit::ModelVerdict::Deny(reason) => ModelVerdict::Deny(reason),
-        })
     }
 
     /// The named plugin, for an operator request.

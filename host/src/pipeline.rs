@@ -1,11 +1,13 @@
 //! Composition: run every policy over one call and compose their answers.
 //!
-//! 1. classify: policies with the `classify` phase report a risk; the host
-//!    keeps the highest.
-//! 2. in ascending priority: `account` (if the policy accounts) then
-//!    `decide`. The first deny wins and later policies do not run; otherwise
-//!    a pause beats allow; skip abstains. Notes from every policy that ran are
-//!    kept.
+//! 1. classify: policies that export `risk` report one; the host keeps the
+//!    highest level.
+//! 2. in ascending priority: `account` (if the policy exports `budget`) then
+//!    `decide`; a policy that answers `ask-model` has the host ask the model
+//!    (outside the sandbox, within the policy's probe limits) and its
+//!    `verdict.parse` turns the reply into its decision. The first deny wins
+//!    and later policies do not run; otherwise a pause beats allow; skip
+//!    abstains. Notes from every policy that ran are kept.
 //!
 //! A policy that fails (trap, deadline, memory, oversized output) is handled
 //! by its fail mode: `open` → skip plus a note, `closed` → deny naming it.
@@ -17,19 +19,22 @@ use crate::bindings::toolgate::policy::types as wit;
 use crate::compose::{Ballot, Composer, Next, Outcome, Vote, failure_ballot};
 use crate::config::FailMode;
 use crate::decision::{
-    BudgetReport, Decision, Note, PauseInfo, PolicyResult, PolicyVerdict, RiskCategory, RiskReport,
-    Verdict,
+    BudgetReport, Decision, Note, PauseInfo, PolicyResult, PolicyVerdict, RiskReport, Verdict,
 };
 use crate::error::Result;
 use crate::gates::{PauseKind, PendingGate, RecordedResolution, call_fingerprint, new_request_id};
 use crate::plugins::Plugin;
 use crate::pool::{Pooled, instance_key};
-use crate::probe::ProbeClient;
+use crate::probe::{ProbeClient, ProbeFailure};
 use crate::request::ToolRequest;
 use crate::runtime::{PolicyFailure, Runtime, Sandbox};
 use crate::sandbox::CallContext;
 use crate::store::Store;
 use crate::wit_convert::ToWit as _;
+
+/// The longest question (system and user text) a policy may put to the
+/// model, bytes.
+const MAX_QUESTION_BYTES: usize = 256 * 1024;
 
 /// What the pipeline needs from the host.
 pub(crate) struct Env<'a> {
@@ -61,7 +66,7 @@ impl Env<'_> {
             plugin.name.clone(),
             &plugin.limits,
             self.store.clone(),
-            self.probe.clone(),
+            plugin.config.clone(),
             request.and_then(|r| r.transcript_path.clone()),
             self.transcript_cap,
         );
@@ -76,14 +81,9 @@ impl Env<'_> {
         }
         let mut sandbox = self
             .runtime
-            .instantiate(&plugin.pre, &plugin.limits, call)?;
+            .instantiate(&plugin.prepared, &plugin.limits, call)?;
         plugin.pool.created_one();
-        sandbox
-            .call("configure", |p, s| {
-                p.toolgate_policy_gate()
-                    .call_configure(s, &plugin.config_json)
-            })?
-            .map_err(|message| PolicyFailure::Other(format!("configure refused: {message}")))?;
+        sandbox.open()?;
         Ok(Pooled::new(
             &plugin.pool,
             plugin.limits.reuse_instances,
@@ -226,7 +226,7 @@ pub(crate) fn evaluate(
     let (results, composer) = decide(env, &call, &risk, &mut slots);
     let (outcome, notes) = composer.finish();
     if let Outcome::Deny { policy, .. } = &outcome {
-        release_reservations(env, &call, &mut slots, &results, policy);
+        release_reservations(env, &call, &risk, &mut slots, &results, policy);
     }
     // Dropping the slots returns their instances to the pools.
     drop(slots);
@@ -242,11 +242,12 @@ pub(crate) fn evaluate(
 
 /// Phase 1: every policy that classifies reports a risk; the highest wins.
 fn classify(env: &Env<'_>, call: &Call<'_>, slots: &mut [Slot<'_>]) -> RiskReport {
-    for slot in slots.iter_mut().filter(|s| s.plugin.description.classifies) {
+    for slot in slots.iter_mut().filter(|s| s.plugin.phases.classify) {
         slot.risk = slot
             .run(env, call.request, |sandbox| {
-                sandbox.call("classify", |p, s| {
-                    p.toolgate_policy_risk().call_classify(s, &call.wit)
+                sandbox.call("classify", |p, s| match &p.risk {
+                    Some(risk) => risk.call_classify(s, &call.wit),
+                    None => unreachable!("filtered on the phase"),
                 })
             })
             .ok();
@@ -261,20 +262,17 @@ fn decide(
     risk: &RiskReport,
     slots: &mut [Slot<'_>],
 ) -> (Vec<PolicyResult>, Composer<wit::PauseRequest>) {
-    let wit_risk = wit::Risk {
-        category: risk.category.into(),
-        signals: risk.signals.clone(),
-    };
+    let wit_risk = wit::Risk::from(risk);
     let mut results = Vec::new();
     let mut composer = Composer::default();
     for slot in slots.iter_mut() {
         let plugin = slot.plugin;
         let own_call = call.for_policy(plugin);
-        let budget = if plugin.description.accounts {
+        let budget = if plugin.phases.account {
             slot.run(env, call.request, |sandbox| {
-                sandbox.call("account", |p, s| {
-                    p.toolgate_policy_budget()
-                        .call_account(s, &own_call, &wit_risk)
+                sandbox.call("account", |p, s| match &p.budget {
+                    Some(budget) => budget.call_account(s, &own_call, &wit_risk),
+                    None => unreachable!("checked on the phase"),
                 })
             })
             .map(Some)
@@ -284,14 +282,24 @@ fn decide(
         let limit = plugin.limits.max_output_bytes.get() as usize;
         let decided = budget.clone().and_then(|budget| {
             let budget = budget.unwrap_or(wit::BudgetStatus::Ok);
-            slot.run(env, call.request, |sandbox| {
+            let decision = slot.run(env, call.request, |sandbox| {
                 let decision = sandbox.call("decide", |p, s| {
-                    p.toolgate_policy_gate()
-                        .call_decide(s, &own_call, &wit_risk, &budget)
+                    p.gate.call_decide(s, &own_call, &wit_risk, &budget)
                 })?;
                 check_output_size(&decision, limit)?;
                 Ok(decision)
-            })
+            })?;
+            match decision.verdict {
+                wit::Verdict::AskModel(question) => {
+                    let reply = ask_model(env, plugin, &question);
+                    slot.run(env, call.request, |sandbox| {
+                        let decision = sandbox.parse_reply(&own_call, &reply)?;
+                        check_output_size(&decision, limit)?;
+                        Ok(decision)
+                    })
+                }
+                _ => Ok(decision),
+            }
         });
         let ballot = match decided {
             Ok(decision) => ballot_of(plugin, decision),
@@ -314,6 +322,7 @@ fn decide(
 fn release_reservations(
     env: &Env<'_>,
     call: &Call<'_>,
+    risk: &RiskReport,
     slots: &mut [Slot<'_>],
     results: &[PolicyResult],
     denier: &str,
@@ -322,14 +331,11 @@ fn release_reservations(
         call: call.wit.clone(),
         outcome: wit::ToolOutcome::Denied,
         summary: format!("denied by {denier}"),
+        risk: wit::Risk::from(risk),
     };
     for (slot, result) in slots.iter_mut().zip(results) {
-        if result.verdict == PolicyVerdict::Allow {
-            let _ = slot.run(env, call.request, |sandbox| {
-                sandbox.call("observe", |p, s| {
-                    p.toolgate_policy_gate().call_observe(s, &event)
-                })
-            });
+        if result.verdict == PolicyVerdict::Allow && slot.plugin.phases.observe {
+            let _ = slot.run(env, call.request, |sandbox| sandbox.observe(&event));
         }
     }
 }
@@ -415,6 +421,8 @@ fn ballot_of(plugin: &Plugin, decision: wit::Decision) -> Ballot<wit::PauseReque
             wit::Verdict::Skip => Vote::Skip,
             wit::Verdict::Deny(reason) => Vote::Deny(reason),
             wit::Verdict::Pause(pause) => Vote::Pause(pause),
+            // `parse_reply` refuses a second question, so none reaches here.
+            wit::Verdict::AskModel(_) => unreachable!("answered before the ballot"),
         },
         notes: decision.notes,
     }
@@ -441,11 +449,7 @@ fn policy_result(
         verdict,
         reason: reason.as_deref().map(crate::redact::for_display),
         notes: ballot.notes.clone(),
-        risk: slot.risk.as_ref().map(|r| RiskReport {
-            category: r.category.into(),
-            signals: r.signals.clone(),
-            by: None,
-        }),
+        risk: slot.risk.clone().map(RiskReport::from),
         budget: budget.as_ref().map(BudgetReport::from),
         failure: slot.failure.as_ref().map(ToString::to_string),
         logs,
@@ -454,28 +458,67 @@ fn policy_result(
     }
 }
 
-/// The highest category any policy reported; ties go to the earlier policy.
+/// The highest level any policy reported; ties go to the earlier policy.
 fn compose_risk(slots: &[Slot<'_>]) -> RiskReport {
     let mut best = RiskReport::default();
     for slot in slots {
         if let Some(risk) = &slot.risk {
-            let category = RiskCategory::from(risk.category);
-            if best.by.is_none() || category > best.category {
-                best = RiskReport {
-                    category,
-                    signals: risk.signals.clone(),
-                    by: Some(slot.plugin.name.to_string()),
-                };
+            let report = RiskReport {
+                by: Some(slot.plugin.name.to_string()),
+                ..RiskReport::from(risk.clone())
+            };
+            if best.by.is_none() || report.level > best.level {
+                best = report;
             }
         }
     }
     best
 }
 
+/// Ask the host's model the question `plugin`'s `decide` put, within that
+/// policy's probe limits. Never fails: what went wrong is the reply.
+fn ask_model(env: &Env<'_>, plugin: &Plugin, question: &wit::ModelQuestion) -> wit::ModelReply {
+    let limits = &plugin.limits;
+    if limits.probe_max_calls == 0 || limits.probe_max_wait_ms == 0 {
+        tracing::warn!(policy = %plugin.name, "model question refused: the policy's probe limits allow none");
+        return wit::ModelReply::Unanswered(wit::ModelError::BudgetSpent);
+    }
+    let timeout_ms = question.timeout_ms.min(limits.probe_max_wait_ms).max(1);
+    let _span = tracing::debug_span!("toolgate.probe", policy = %plugin.name, timeout_ms).entered();
+    match env.probe.ask(&question.system, &question.user, timeout_ms) {
+        Ok(text) => wit::ModelReply::Answered(text),
+        Err(failure) => {
+            // No endpoint is a normal state (the default config has none).
+            if matches!(failure, ProbeFailure::NotConfigured) {
+                tracing::debug!(policy = %plugin.name, "model question: no endpoint configured");
+            } else {
+                tracing::warn!(policy = %plugin.name, error = %failure, "model question failed");
+            }
+            wit::ModelReply::Unanswered(match failure {
+                ProbeFailure::NotConfigured => wit::ModelError::NotConfigured,
+                ProbeFailure::Timeout => wit::ModelError::Timeout,
+                other => wit::ModelError::Transport(other.to_string()),
+            })
+        }
+    }
+}
+
 fn check_output_size(decision: &wit::Decision, limit: usize) -> Result<(), PolicyFailure> {
     let reason = match &decision.verdict {
         wit::Verdict::Deny(reason) => reason.len(),
         wit::Verdict::Pause(pause) => pause_reason(pause).len(),
+        // A question is bounded by the host's own cap, not the output limit:
+        // a prompt with recent history is legitimately longer than a reason.
+        wit::Verdict::AskModel(question) => {
+            let bytes = question.system.len() + question.user.len();
+            if bytes > MAX_QUESTION_BYTES {
+                return Err(PolicyFailure::OutputTooLarge {
+                    bytes,
+                    limit: MAX_QUESTION_BYTES,
+                });
+            }
+            0
+        }
         _ => 0,
     };
     let bytes = reason + decision.notes.iter().map(String::len).sum::<usize>();

@@ -1,17 +1,15 @@
 //! Loading plugins: read the bytes (file or bundled), verify the pin, compile
-//! and pre-link, then `describe` and `configure` in a sandbox so a broken
-//! plugin or config is refused at load time, never at decision time.
+//! and pre-link, find its exports, then `describe` and `open` in a sandbox so
+//! a broken plugin or config is refused at load time, never at decision time.
 
 use std::sync::Arc;
 
-use crate::bindings::PolicyPre;
+use crate::bindings::Phases;
 use crate::bindings::toolgate::policy::types as wit;
 use crate::config::{FailMode, Limits, PluginConfig};
 use crate::error::{Error, PluginProblem, Result};
-use crate::probe::ProbeClient;
-use crate::runtime::{Runtime, digest};
+use crate::runtime::{PolicyFailure, Prepared, Runtime, digest};
 use crate::sandbox::CallContext;
-use crate::sandbox::SandboxState;
 use crate::store::Store;
 
 mod bundled {
@@ -41,21 +39,26 @@ pub struct PolicyDescription {
     pub accounts: bool,
     /// Whether it parses model verdicts.
     pub parses_verdicts: bool,
+    /// Whether it observes what happened to calls.
+    #[serde(default)]
+    pub observes: bool,
     /// Its default fail mode.
     pub default_fail_mode: FailMode,
     /// Its admin commands.
     pub commands: Vec<String>,
 }
 
-impl From<wit::PolicyInfo> for PolicyDescription {
-    fn from(info: wit::PolicyInfo) -> Self {
+impl PolicyDescription {
+    /// What `describe` said, and the phases its exports show.
+    pub(crate) fn new(info: wit::PolicyInfo, phases: Phases) -> Self {
         Self {
             name: info.name,
             version: info.version,
             description: info.description,
-            classifies: info.phases.contains(wit::Phases::CLASSIFY),
-            accounts: info.phases.contains(wit::Phases::ACCOUNT),
-            parses_verdicts: info.phases.contains(wit::Phases::PARSE_VERDICT),
+            classifies: phases.classify,
+            accounts: phases.account,
+            parses_verdicts: phases.parse,
+            observes: phases.observe,
             default_fail_mode: match info.default_fail_mode {
                 wit::FailMode::Open => FailMode::Open,
                 wit::FailMode::Closed => FailMode::Closed,
@@ -85,9 +88,11 @@ pub struct Plugin {
     pub limits: Limits,
     /// What it says about itself.
     pub description: PolicyDescription,
-    /// Its config table as JSON, handed to `configure` on every instance.
-    pub(crate) config_json: String,
-    pub(crate) pre: PolicyPre<SandboxState>,
+    /// Its config table, as `wasi:config/store` serves it to every instance.
+    pub(crate) config: Arc<[(String, String)]>,
+    pub(crate) prepared: Prepared,
+    /// The optional phases it exports.
+    pub(crate) phases: Phases,
     /// Configured instances of this version kept warm for reuse.
     pub(crate) pool: crate::pool::Pool,
 }
@@ -156,8 +161,17 @@ fn check_signature(
 }
 
 /// The config table as the JSON `configure` receives.
-pub(crate) fn config_json(entry: &PluginConfig) -> String {
-    serde_json::to_string(&entry.config).expect("TOML tables convert to JSON")
+/// A plugin's config table as `wasi:config/store` entries: one per
+/// top-level key, the value JSON-encoded (so a policy gets its types back).
+pub(crate) fn config_entries(entry: &PluginConfig) -> Arc<[(String, String)]> {
+    entry
+        .config
+        .iter()
+        .map(|(key, value)| {
+            let json = serde_json::to_string(value).expect("TOML values convert to JSON");
+            (key.clone(), json)
+        })
+        .collect()
 }
 
 impl Plugin {
@@ -177,7 +191,7 @@ impl Plugin {
             && self.rollout == entry.rollout
             && self.limits == entry.limits
             && entry.fail_mode.is_none_or(|mode| mode == self.fail_mode)
-            && self.config_json == config_json(entry)
+            && self.config == config_entries(entry)
     }
 }
 
@@ -203,36 +217,35 @@ pub(crate) fn load(
             actual: sha256,
         }));
     }
-    let pre = ctx.runtime.prepare(&bytes, &sha256).map_err(fail)?;
-    let config_json = config_json(entry);
+    let prepared = ctx.runtime.prepare(&bytes, &sha256).map_err(fail)?;
+    let config = config_entries(entry);
 
     let name: Arc<str> = Arc::from(name);
     let call = CallContext::new(
         name.clone(),
         &entry.limits,
         ctx.store.clone(),
-        Arc::new(ProbeClient::disabled()),
+        config.clone(),
         None,
         0,
     );
     let mut sandbox = ctx
         .runtime
-        .instantiate(&pre, &entry.limits, call)
+        .instantiate(&prepared, &entry.limits, call)
         .map_err(|failure| fail(PluginProblem::Rejected(format!("instantiation {failure}"))))?;
     let info = sandbox
-        .call("describe", |p, s| p.toolgate_policy_gate().call_describe(s))
+        .call("describe", |p, s| p.gate.call_describe(s))
         .map_err(|failure| fail(PluginProblem::Rejected(format!("describe {failure}"))))?;
-    sandbox
-        .call("configure", |p, s| {
-            p.toolgate_policy_gate().call_configure(s, &config_json)
-        })
-        .map_err(|failure| fail(PluginProblem::Rejected(format!("configure {failure}"))))?
-        .map_err(|message| {
-            fail(PluginProblem::Rejected(format!(
-                "rejected its config (plugins.{name}.config): {message}"
-            )))
-        })?;
-    let description = PolicyDescription::from(info);
+    sandbox.open().map_err(|failure| {
+        fail(PluginProblem::Rejected(match failure {
+            PolicyFailure::Config(message) => {
+                format!("rejected its config (plugins.{name}.config): {message}")
+            }
+            other => format!("open {other}"),
+        }))
+    })?;
+    let phases = prepared.exports.phases();
+    let description = PolicyDescription::new(info, phases);
     Ok(Plugin {
         fail_mode: entry.fail_mode.unwrap_or(description.default_fail_mode),
         name,
@@ -243,8 +256,9 @@ pub(crate) fn load(
         rollout: entry.rollout.clone(),
         limits: entry.limits,
         description,
-        config_json,
-        pre,
+        config,
+        prepared,
+        phases,
         pool: crate::pool::Pool::default(),
     })
 }

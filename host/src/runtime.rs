@@ -6,16 +6,17 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
-use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::component::{Component, HasSelf, InstancePre, Linker};
 use wasmtime::{Config, Engine, Store, Trap, UpdateDeadline};
 
-use crate::bindings::{Policy, PolicyPre};
+use crate::bindings::toolgate::policy::types as wit;
+use crate::bindings::{ExportIndices, Full, PolicyExports};
 use crate::config::Limits;
 use crate::error::PluginProblem;
 use crate::sandbox::{CallContext, CallDeadline, SandboxState};
 
 /// The WIT package version this host implements.
-pub const WIT_VERSION: &str = "0.1.0";
+pub const WIT_VERSION: &str = "0.2.0";
 /// The WIT package every policy targets.
 pub const WIT_PACKAGE: &str = "toolgate:policy";
 /// How often the engine's epoch advances; deadlines are counted in these.
@@ -59,7 +60,7 @@ impl Runtime {
 
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
-        Policy::add_to_linker::<_, HasSelf<SandboxState>>(&mut linker, |state| state)?;
+        Full::add_to_linker::<_, HasSelf<SandboxState>>(&mut linker, |state| state)?;
         Ok(Self {
             engine,
             linker,
@@ -68,11 +69,7 @@ impl Runtime {
     }
 
     /// Compile (or load from cache), check the contract, and pre-link.
-    pub(crate) fn prepare(
-        &self,
-        bytes: &[u8],
-        digest: &str,
-    ) -> Result<PolicyPre<SandboxState>, PluginProblem> {
+    pub(crate) fn prepare(&self, bytes: &[u8], digest: &str) -> Result<Prepared, PluginProblem> {
         check_is_component(bytes)?;
         let component = self.compile(bytes, digest)?;
         check_contract(&self.engine, &component)?;
@@ -80,7 +77,8 @@ impl Runtime {
             .linker
             .instantiate_pre(&component)
             .map_err(|err| PluginProblem::Invalid(format!("{err:#}")))?;
-        PolicyPre::new(pre).map_err(|err| PluginProblem::Invalid(format!("{err:#}")))
+        let exports = ExportIndices::new(&pre)?;
+        Ok(Prepared { pre, exports })
     }
 
     /// The names a component exports and imports (compiling it if needed).
@@ -151,7 +149,7 @@ impl Runtime {
     /// A fresh store and instance for one evaluation of `plugin`.
     pub(crate) fn instantiate(
         &self,
-        pre: &PolicyPre<SandboxState>,
+        prepared: &Prepared,
         limits: &Limits,
         call: CallContext,
     ) -> Result<Sandbox, PolicyFailure> {
@@ -163,19 +161,23 @@ impl Runtime {
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limiter);
         let deadline = Duration::from_millis(u64::from(limits.deadline_ms.get()));
-        store.data_mut().deadline = Some(CallDeadline::start(deadline, Duration::ZERO));
+        store.data_mut().deadline = Some(CallDeadline::start(deadline));
         store.set_epoch_deadline(ticks(deadline));
         store.epoch_deadline_callback(|ctx| {
             let state = ctx.data();
             let Some(deadline) = &state.deadline else {
                 return Ok(UpdateDeadline::Continue(1));
             };
-            match deadline.remaining(state.call.host_wait, state.call.wall_deadline) {
+            match deadline.remaining(state.call.wall_deadline) {
                 Some(left) => Ok(UpdateDeadline::Continue(ticks(left))),
                 None => Ok(UpdateDeadline::Interrupt),
             }
         });
-        match pre.instantiate(&mut store) {
+        let instance = prepared
+            .pre
+            .instantiate(&mut store)
+            .and_then(|instance| prepared.exports.load(&mut store, &instance));
+        match instance {
             Ok(policy) => Ok(Sandbox {
                 store,
                 policy,
@@ -188,10 +190,16 @@ impl Runtime {
     }
 }
 
+/// A compiled, pre-linked policy and where its exports are.
+pub(crate) struct Prepared {
+    pub(crate) pre: InstancePre<SandboxState>,
+    pub(crate) exports: ExportIndices,
+}
+
 /// A live instance for one evaluation.
 pub(crate) struct Sandbox {
     pub(crate) store: Store<SandboxState>,
-    pub(crate) policy: Policy,
+    pub(crate) policy: PolicyExports,
     deadline: Duration,
     /// The hard ceiling on one call, host waits included.
     wall_clock: Duration,
@@ -205,17 +213,66 @@ impl Sandbox {
     pub(crate) fn call<T>(
         &mut self,
         what: &'static str,
-        f: impl FnOnce(&Policy, &mut Store<SandboxState>) -> wasmtime::Result<T>,
+        f: impl FnOnce(&PolicyExports, &mut Store<SandboxState>) -> wasmtime::Result<T>,
     ) -> Result<T, PolicyFailure> {
-        let waited = self.store.data().call.host_wait;
         let state = self.store.data_mut();
-        state.deadline = Some(CallDeadline::start(self.deadline, waited));
+        state.deadline = Some(CallDeadline::start(self.deadline));
         state.call.wall_deadline = Some(Instant::now() + self.wall_clock);
         self.store.set_epoch_deadline(ticks(self.deadline));
         let result = f(&self.policy, &mut self.store);
         self.forward_output(what);
         self.failed |= result.is_err();
         result.map_err(|err| classify(&err, self.store.data()))
+    }
+
+    /// Build the instance from its config (`gate.open`); a refusal names
+    /// the key when the policy did.
+    pub(crate) fn open(&mut self) -> Result<(), PolicyFailure> {
+        self.call("open", |p, s| p.gate.call_open(s))?
+            .map_err(|err| PolicyFailure::Config(config_error_message(&err)))
+    }
+
+    /// Hand the model's reply to the policy's `verdict.parse`. A policy that
+    /// asked without exporting it, whose parser refuses the reply, or that
+    /// asks again, has failed (its fail mode applies).
+    pub(crate) fn parse_reply(
+        &mut self,
+        call: &wit::ToolCall,
+        reply: &wit::ModelReply,
+    ) -> Result<wit::Decision, PolicyFailure> {
+        if self.policy.verdict.is_none() {
+            self.failed = true;
+            return Err(PolicyFailure::Other(format!(
+                "asked the model but does not export {WIT_PACKAGE}/verdict@{WIT_VERSION} to read the reply"
+            )));
+        }
+        let decision = self
+            .call("parse", |p, s| match &p.verdict {
+                Some(verdict) => verdict.call_parse(s, call, reply),
+                None => unreachable!("checked above"),
+            })?
+            .map_err(|message| {
+                PolicyFailure::Other(format!("could not parse the model's reply: {message}"))
+            });
+        let decision = decision.and_then(|decision| match decision.verdict {
+            wit::Verdict::AskModel(_) => Err(PolicyFailure::Other(
+                "asked the model again while parsing its reply (one question per decision)".into(),
+            )),
+            _ => Ok(decision),
+        });
+        self.failed |= decision.is_err();
+        decision
+    }
+
+    /// Tell the policy what happened to a call, if it exports `observe`.
+    pub(crate) fn observe(&mut self, event: &wit::ToolEvent) -> Result<(), PolicyFailure> {
+        if self.policy.observe.is_none() {
+            return Ok(());
+        }
+        self.call("observe", |p, s| match &p.observe {
+            Some(observe) => observe.call_observe(s, event),
+            None => unreachable!("checked above"),
+        })
     }
 
     /// Prepare a warm instance for another evaluation: new per-call context
@@ -247,6 +304,14 @@ impl Sandbox {
     }
 }
 
+/// A policy's config refusal as one line: the key first, when it named one.
+fn config_error_message(err: &wit::ConfigError) -> String {
+    match &err.key {
+        Some(key) => format!("`{key}`: {}", err.message),
+        None => err.message.clone(),
+    }
+}
+
 fn ticks(duration: Duration) -> u64 {
     (duration.as_micros() / EPOCH_TICK.as_micros()).max(1) as u64
 }
@@ -266,6 +331,9 @@ pub enum PolicyFailure {
     /// Trapped (a panic is `unreachable`).
     #[error("trapped: {0}")]
     Trap(String),
+    /// Refused its configuration (`gate.open`).
+    #[error("refused its configuration: {0}")]
+    Config(String),
     /// Returned more than its output limit.
     #[error("returned {bytes} bytes of reason and notes, over its {limit}-byte limit")]
     OutputTooLarge {
@@ -332,12 +400,6 @@ fn check_contract(engine: &Engine, component: &Component) -> Result<(), PluginPr
             .is_some_and(|(_, version)| compatible(version));
         if !ours && !name.starts_with("wasi:") {
             return Err(PluginProblem::UnknownImport(name.to_string()));
-        }
-    }
-    for phase in ["risk", "budget", "verdict"] {
-        let name = format!("{WIT_PACKAGE}/{phase}@");
-        if !exports.iter().any(|e| e.starts_with(&name)) {
-            return Err(PluginProblem::MissingExport(format!("{name}{WIT_VERSION}")));
         }
     }
     Ok(())
@@ -444,9 +506,10 @@ mod tests {
 
     #[test]
     fn version_compatibility_follows_semver() {
-        assert!(compatible("0.1.0"));
-        assert!(compatible("0.1.7"));
-        assert!(!compatible("0.2.0"));
+        assert!(compatible("0.2.0"));
+        assert!(compatible("0.2.7"));
+        assert!(!compatible("0.1.0"));
+        assert!(!compatible("0.3.0"));
         assert!(!compatible("1.0.0"));
         assert!(!compatible("garbage"));
     }

@@ -19,7 +19,6 @@ use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use crate::config::Limits;
-use crate::probe::ProbeClient;
 use crate::store::Store;
 
 /// Everything a policy's store holds for one evaluation.
@@ -247,7 +246,8 @@ pub(crate) struct CallContext {
     /// The plugin's name: its namespace.
     pub policy: Arc<str>,
     pub store: Arc<Store>,
-    pub probe: Arc<ProbeClient>,
+    /// The policy's config table, as `wasi:config/store` serves it.
+    pub config: Arc<[(String, String)]>,
     /// Byte cap on the policy's state namespace.
     pub state_quota: u64,
     /// The transcript the runtime named for this call, if any.
@@ -258,15 +258,6 @@ pub(crate) struct CallContext {
     pub logs: Vec<String>,
     /// Transcript bytes read for this policy in this evaluation.
     pub transcript_bytes: u64,
-    /// Time spent blocked in host calls that have their own timeout (model
-    /// probes); the policy's CPU deadline does not count it, its wall-clock
-    /// ceiling does.
-    pub host_wait: Duration,
-    /// Probes made in this evaluation, and the most allowed.
-    pub probes: u32,
-    pub probe_max_calls: u32,
-    /// The most this evaluation may wait for probes in all.
-    pub probe_max_wait: Duration,
     /// When the call into the policy now running must end, whatever it
     /// waits for.
     pub wall_deadline: Option<Instant>,
@@ -281,76 +272,43 @@ impl CallContext {
         policy: Arc<str>,
         limits: &Limits,
         store: Arc<Store>,
-        probe: Arc<ProbeClient>,
+        config: Arc<[(String, String)]>,
         transcript: Option<PathBuf>,
         transcript_cap: u32,
     ) -> Self {
         Self {
             policy,
             store,
-            probe,
+            config,
             state_quota: limits.state_max_bytes,
             transcript,
             transcript_cap,
             logs: Vec::new(),
             transcript_bytes: 0,
-            host_wait: Duration::ZERO,
-            probes: 0,
-            probe_max_calls: limits.probe_max_calls,
-            probe_max_wait: Duration::from_millis(u64::from(limits.probe_max_wait_ms)),
             wall_deadline: None,
             events_appended: 0,
             events_per_call: limits.events_per_call,
         }
     }
-
-    /// Run a blocking host operation, keeping its time out of the policy's
-    /// CPU deadline.
-    pub(crate) fn waiting<T>(&mut self, op: impl FnOnce(&mut Self) -> T) -> T {
-        let start = Instant::now();
-        let result = op(self);
-        self.host_wait += start.elapsed();
-        result
-    }
-
-    /// How long the next host wait may last: what is left of the probe
-    /// budget and of the wall-clock ceiling, whichever is less.
-    pub(crate) fn wait_allowance(&self) -> Duration {
-        let budget = self.probe_max_wait.saturating_sub(self.host_wait);
-        match self.wall_deadline {
-            Some(deadline) => budget.min(deadline.saturating_duration_since(Instant::now())),
-            None => budget,
-        }
-    }
 }
 
-/// A call's deadline, counting only time not spent blocked in host calls
-/// that carry their own timeout.
+/// A call's CPU deadline, never past its wall-clock ceiling.
 pub(crate) struct CallDeadline {
     started: Instant,
     budget: Duration,
-    waited_before: Duration,
 }
 
 impl CallDeadline {
-    pub(crate) fn start(budget: Duration, waited_before: Duration) -> Self {
+    pub(crate) fn start(budget: Duration) -> Self {
         Self {
             started: Instant::now(),
             budget,
-            waited_before,
         }
     }
 
-    /// What is left: of the CPU budget (host waits excluded), and never
-    /// past the wall-clock ceiling.
-    pub(crate) fn remaining(
-        &self,
-        waited_now: Duration,
-        wall: Option<Instant>,
-    ) -> Option<Duration> {
-        let excluded = waited_now.saturating_sub(self.waited_before);
-        let used = self.started.elapsed().saturating_sub(excluded);
-        let left = self.budget.checked_sub(used)?;
+    /// What is left of the budget, and never past the wall-clock ceiling.
+    pub(crate) fn remaining(&self, wall: Option<Instant>) -> Option<Duration> {
+        let left = self.budget.checked_sub(self.started.elapsed())?;
         let left = match wall {
             Some(wall) => left.min(wall.saturating_duration_since(Instant::now())),
             None => left,

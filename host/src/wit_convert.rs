@@ -3,7 +3,7 @@
 //! data that needs no wasmtime.
 
 use crate::bindings::toolgate::policy::types as wit;
-use crate::decision::{BudgetReport, RiskCategory};
+use crate::decision::{BudgetReport, RiskLevel, RiskReport};
 use crate::gates::{GateResolution, RecordedResolution};
 use crate::request::{Mode, Origin, ToolRequest};
 
@@ -18,11 +18,7 @@ impl ToWit for ToolRequest {
         wit::ToolCall {
             call_id: call_id.to_string(),
             tool: self.tool.clone(),
-            origin: match &self.origin {
-                Origin::Builtin => wit::ToolOrigin::Builtin,
-                Origin::Mcp(server) => wit::ToolOrigin::Mcp(server.clone()),
-                Origin::Other(name) => wit::ToolOrigin::Other(name.clone()),
-            },
+            origin: (&self.origin).into(),
             arguments: self.arguments_json(),
             caller: wit::Caller {
                 session_id: self.session_id.clone(),
@@ -58,26 +54,67 @@ impl ToWit for ToolRequest {
     }
 }
 
-impl From<wit::RiskCategory> for RiskCategory {
-    fn from(category: wit::RiskCategory) -> Self {
-        match category {
-            wit::RiskCategory::Low => Self::Low,
-            wit::RiskCategory::McpUnclassified => Self::McpUnclassified,
-            wit::RiskCategory::FileWrite => Self::FileWrite,
-            wit::RiskCategory::ExfilCapable => Self::ExfilCapable,
-            wit::RiskCategory::Shell => Self::Shell,
+impl From<&Origin> for wit::ToolOrigin {
+    fn from(origin: &Origin) -> Self {
+        match origin {
+            Origin::Builtin => Self::Builtin,
+            Origin::Mcp(server) => Self::Mcp(server.clone()),
+            Origin::Other(name) => Self::Other(name.clone()),
         }
     }
 }
 
-impl From<RiskCategory> for wit::RiskCategory {
-    fn from(category: RiskCategory) -> Self {
-        match category {
-            RiskCategory::Low => Self::Low,
-            RiskCategory::McpUnclassified => Self::McpUnclassified,
-            RiskCategory::FileWrite => Self::FileWrite,
-            RiskCategory::ExfilCapable => Self::ExfilCapable,
-            RiskCategory::Shell => Self::Shell,
+impl From<wit::ToolOrigin> for Origin {
+    fn from(origin: wit::ToolOrigin) -> Self {
+        match origin {
+            wit::ToolOrigin::Builtin => Self::Builtin,
+            wit::ToolOrigin::Mcp(server) => Self::Mcp(server),
+            wit::ToolOrigin::Other(name) => Self::Other(name),
+        }
+    }
+}
+
+impl From<wit::RiskLevel> for RiskLevel {
+    fn from(level: wit::RiskLevel) -> Self {
+        match level {
+            wit::RiskLevel::None => Self::None,
+            wit::RiskLevel::Low => Self::Low,
+            wit::RiskLevel::Medium => Self::Medium,
+            wit::RiskLevel::High => Self::High,
+            wit::RiskLevel::Critical => Self::Critical,
+        }
+    }
+}
+
+impl From<RiskLevel> for wit::RiskLevel {
+    fn from(level: RiskLevel) -> Self {
+        match level {
+            RiskLevel::None => Self::None,
+            RiskLevel::Low => Self::Low,
+            RiskLevel::Medium => Self::Medium,
+            RiskLevel::High => Self::High,
+            RiskLevel::Critical => Self::Critical,
+        }
+    }
+}
+
+impl From<&RiskReport> for wit::Risk {
+    fn from(risk: &RiskReport) -> Self {
+        Self {
+            level: risk.level.into(),
+            category: risk.category.clone(),
+            signals: risk.signals.clone(),
+        }
+    }
+}
+
+impl From<wit::Risk> for RiskReport {
+    fn from(risk: wit::Risk) -> Self {
+        Self {
+            level: risk.level.into(),
+            category: risk.category,
+            signals: risk.signals,
+            by: None,
         }
     }
 }

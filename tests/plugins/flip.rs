@@ -1,7 +1,9 @@
 // Shared body of the two flip policies used by the hot-reload test: the same
 // policy name, two builds (so two digests), opposite answers.
 
-use toolgate_guest::{BudgetStatus, Decision, FailMode, Phases, Policy, PolicyInfo, Risk, ToolCall};
+use toolgate_guest::{
+    BudgetStatus, Config, ConfigError, Decision, FailMode, Policy, PolicyInfo, Risk, ToolCall,
+};
 
 struct Flip;
 
@@ -11,13 +13,12 @@ impl Policy for Flip {
             name: "flip".into(),
             version: if DENIES { "2.0.0-deny" } else { "1.0.0-allow" }.into(),
             description: "answers by version (test policy)".into(),
-            phases: Phases::decide_only(),
             default_fail_mode: FailMode::Closed,
             commands: Vec::new(),
         }
     }
 
-    fn configure(_config: &str) -> Result<Self, String> {
+    fn open(_config: Config) -> Result<Self, ConfigError> {
         Ok(Flip)
     }
 

@@ -13,7 +13,8 @@ pub mod transcript;
 
 use budget::{CostConfig, Standing, evaluate_cost, stop_text, warn_text};
 use toolgate_guest::{
-    BudgetStatus, Decision, FailMode, Phases, Policy, PolicyInfo, Risk, ToolCall, host,
+    Account, BudgetStatus, Config, ConfigError, Decision, FailMode, Policy, PolicyInfo, Risk,
+    ToolCall, host,
 };
 
 /// Added to a call permitted past the ceiling, so the agent knows why.
@@ -32,10 +33,16 @@ impl ContextCost {
             return None;
         }
         call.context_tokens.or_else(|| {
-            call.has_transcript
-                .then(|| host::transcript_tail(config.transcript_tail_bytes))
-                .flatten()
-                .and_then(|tail| transcript::latest_context_tokens(&tail))
+            if !call.has_transcript {
+                return None;
+            }
+            let tail = host::transcript_tail(config.transcript_tail_bytes)
+                .inspect_err(|why| {
+                    host::log(host::Level::Warn, &format!("transcript unreadable: {why}"))
+                })
+                .ok()
+                .flatten()?;
+            transcript::latest_context_tokens(&tail)
         })
     }
 }
@@ -46,25 +53,13 @@ impl Policy for ContextCost {
             name: "context-cost".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             description: "warns (and optionally stops) an agent carrying too much context".into(),
-            phases: Phases::ACCOUNT,
             default_fail_mode: FailMode::Open,
             commands: Vec::new(),
         }
     }
 
-    fn configure(config: &str) -> Result<Self, String> {
-        toolgate_guest::parse_config(config).map(Self)
-    }
-
-    fn account(&self, call: &ToolCall, _risk: &Risk) -> BudgetStatus {
-        let Some(tokens) = self.measure(call) else {
-            return BudgetStatus::Ok;
-        };
-        match evaluate_cost(tokens, &self.0) {
-            Standing::Ok => BudgetStatus::Ok,
-            Standing::Warning => BudgetStatus::Warning(warn_text(tokens, &self.0)),
-            Standing::Exceeded => BudgetStatus::Exceeded(stop_text(tokens, self.0.max_tokens)),
-        }
+    fn open(config: Config) -> Result<Self, ConfigError> {
+        config.parse().map(Self)
     }
 
     fn decide(&self, call: &ToolCall, _risk: &Risk, budget: &BudgetStatus) -> Decision {
@@ -83,4 +78,17 @@ impl Policy for ContextCost {
     }
 }
 
-toolgate_guest::export_policy!(ContextCost);
+impl Account for ContextCost {
+    fn account(&self, call: &ToolCall, _risk: &Risk) -> BudgetStatus {
+        let Some(tokens) = self.measure(call) else {
+            return BudgetStatus::Ok;
+        };
+        match evaluate_cost(tokens, &self.0) {
+            Standing::Ok => BudgetStatus::Ok,
+            Standing::Warning => BudgetStatus::Warning(warn_text(tokens, &self.0)),
+            Standing::Exceeded => BudgetStatus::Exceeded(stop_text(tokens, self.0.max_tokens)),
+        }
+    }
+}
+
+toolgate_guest::export_policy!(ContextCost, account);

@@ -18,11 +18,14 @@ use catalogue::{ActionSpec, Catalogue};
 use gate::{GateInput, GateOutcome};
 use leases::{Granted, Lease};
 use serde::Deserialize;
-use toolgate_guest::host::{self, state};
+use toolgate_guest::host::{self, StateError, state};
 use toolgate_guest::{
-    BudgetStatus, Decision, FailMode, Phases, Policy, PolicyInfo, Resolution, Risk, ToolCall,
-    ToolEvent, ToolOrigin, ToolOutcome,
+    BudgetStatus, Config, ConfigError, Decision, FailMode, Observe, Policy, PolicyInfo, Resolution,
+    Risk, ToolCall, ToolEvent, ToolOrigin, ToolOutcome,
 };
+
+/// A state read: a store failure is an error, never "no lease".
+type Read<T> = Result<T, StateError>;
 
 /// The most leases one thread may hold (older ones are still honoured;
 /// this bounds a scan).
@@ -61,14 +64,19 @@ pub struct LeaseGate {
 
 /// A state key from parts, each escaped so no id can reach into another's
 /// keys.
-/// (uses taken, uses refunded) of a lease.
-fn use_counters(lease_id: &str) -> (u64, u64) {
-    let read = |name: &str| {
-        state::get(&key(&[name, lease_id]))
+/// (uses taken, uses refunded) of a lease, read in one host call.
+fn use_counters(lease_id: &str) -> Read<(u64, u64)> {
+    let keys = [key(&["uses", lease_id]), key(&["refunds", lease_id])];
+    let counter = |value: Option<Vec<u8>>| {
+        value
             .and_then(|b| <[u8; 8]>::try_from(b.as_slice()).ok())
             .map_or(0, u64::from_le_bytes)
     };
-    (read("uses"), read("refunds"))
+    let mut values = state::get_many(&keys)?.into_iter();
+    Ok((
+        counter(values.next().flatten()),
+        counter(values.next().flatten()),
+    ))
 }
 
 /// The id of the lease a thread's kind plans.
@@ -92,59 +100,65 @@ pub fn action_name(call: &ToolCall) -> String {
 }
 
 impl LeaseGate {
-    fn leases_of(&self, thread: &str) -> Vec<Lease> {
-        state::keys(
+    /// A thread's leases: their keys, then every value in one host call.
+    fn leases_of(&self, thread: &str) -> Read<Vec<Lease>> {
+        let keys = state::keys(
             &format!("{}/", key(&["lease", thread])),
             MAX_LEASES_PER_THREAD,
-        )
-        .iter()
-        .filter_map(|k| state::get_json::<Lease>(k))
-        .collect()
+        )?;
+        Ok(state::get_many(&keys)?
+            .into_iter()
+            .flatten()
+            .filter_map(|bytes| serde_json::from_slice(&bytes).ok())
+            .collect())
     }
 
-    fn uses_left(lease: &Lease) -> bool {
+    fn uses_left(lease: &Lease) -> Read<bool> {
         let Some(max) = lease.max_uses else {
-            return true; // unlimited: no need to read the counter
+            return Ok(true); // unlimited: no need to read the counter
         };
-        let (taken, refunded) = use_counters(&lease.id);
-        taken.saturating_sub(refunded) < max
+        let (taken, refunded) = use_counters(&lease.id)?;
+        Ok(taken.saturating_sub(refunded) < max)
     }
 
     /// Take one use of `lease` for call `call_id`, atomically (concurrent
     /// calls cannot overspend it). Uses refunded by denied calls count as
     /// free again; reading a stale refund count can only refuse, never
     /// overspend.
-    fn take_use(lease: &Lease, max: u64, call_id: &str) -> bool {
-        let (_, refunded) = use_counters(&lease.id);
-        let taken = state::try_increment(&key(&["uses", &lease.id]), max.saturating_add(refunded));
-        if !matches!(taken, Ok(Some(_))) {
-            return false;
+    fn take_use(lease: &Lease, max: u64, call_id: &str) -> Read<bool> {
+        let (_, refunded) = use_counters(&lease.id)?;
+        let taken = state::try_increment(&key(&["uses", &lease.id]), max.saturating_add(refunded))?;
+        if taken.is_none() {
+            return Ok(false);
         }
         // Remember which lease this call used, to refund it if a later
         // policy denies the call.
-        let _ = state::set(&key(&["reserved", call_id]), lease.id.as_bytes());
-        true
+        state::set(&key(&["reserved", call_id]), lease.id.as_bytes())?;
+        Ok(true)
     }
 
     /// A later policy denied `call_id`: give back the use it took (once).
-    fn refund_use(call_id: &str) {
+    fn refund_use(call_id: &str) -> Read<()> {
         let reserved = key(&["reserved", call_id]);
-        let Some(lease_id) = state::get(&reserved).and_then(|b| String::from_utf8(b).ok()) else {
-            return;
+        let Some(lease_id) = state::get(&reserved)?.and_then(|b| String::from_utf8(b).ok()) else {
+            return Ok(());
         };
         // Exactly one refund per call, however often it is reported.
-        if let Ok(Some(_)) = state::try_increment(&key(&["refund-once", call_id]), 1) {
-            let _ = state::try_increment(&key(&["refunds", &lease_id]), u64::MAX);
+        if state::try_increment(&key(&["refund-once", call_id]), 1)?.is_some() {
+            state::try_increment(&key(&["refunds", &lease_id]), u64::MAX)?;
         }
-        let _ = state::delete(&reserved);
+        state::delete(&reserved)
     }
 
     /// A valid lease of `thread` covering `action` with a use left.
-    fn find_lease(&self, thread: &str, action: &str) -> Option<Lease> {
+    fn find_lease(&self, thread: &str, action: &str) -> Read<Option<Lease>> {
         let now = host::now_ms();
-        self.leases_of(thread)
-            .into_iter()
-            .find(|l| l.is_valid(now) && l.actions.covers(action) && Self::uses_left(l))
+        for lease in self.leases_of(thread)? {
+            if lease.is_valid(now) && lease.actions.covers(action) && Self::uses_left(&lease)? {
+                return Ok(Some(lease));
+            }
+        }
+        Ok(None)
     }
 
     fn grant(
@@ -187,20 +201,20 @@ impl LeaseGate {
     }
 
     /// Give a thread seen for the first time the leases its kind plans.
-    fn ensure_planned(&self, thread: &str, kind: &str) {
+    fn ensure_planned(&self, thread: &str, kind: &str) -> Read<()> {
         if !self.config.auto_plan {
-            return;
+            return Ok(());
         }
         let marker = key(&["planned", thread]);
         // A read first: the common case (already planned) needs no write.
-        if state::get(&marker).is_some() {
-            return;
+        if state::get(&marker)?.is_some() {
+            return Ok(());
         }
         // Every first call of a new thread writes the same planned lease (an
         // idempotent write, under a fixed id) before it looks for a lease,
         // so of several concurrent first calls none finds the thread bare.
         let planned = key(&["lease", thread, PLANNED_LEASE]);
-        if state::get(&planned).is_none() {
+        if state::get(&planned)?.is_none() {
             let lease = Lease {
                 id: PLANNED_LEASE.into(),
                 thread: thread.to_string(),
@@ -212,25 +226,23 @@ impl LeaseGate {
                 revoked: None,
                 parent: None,
             };
-            if let Err(err) = state::set_json(&planned, &lease) {
-                let message = format!("planning leases failed: {err:?}");
-                host::log(host::Level::Error, &message);
-                return;
-            }
+            state::set_json(&planned, &lease)?;
         }
-        let _ = state::try_increment(&marker, 1);
+        state::try_increment(&marker, 1)?;
+        Ok(())
     }
 
-    fn auto_approved(&self, user: &str, thread: &str) -> Vec<String> {
-        state::get_json(&key(&["auto", user, thread])).unwrap_or_default()
+    fn auto_approved(&self, user: &str, thread: &str) -> Read<Vec<String>> {
+        Ok(state::get_json(&key(&["auto", user, thread]))?.unwrap_or_default())
     }
 
-    fn remember_always(&self, user: &str, thread: &str, action: &str) {
-        let mut set = self.auto_approved(user, thread);
+    fn remember_always(&self, user: &str, thread: &str, action: &str) -> Read<()> {
+        let mut set = self.auto_approved(user, thread)?;
         if !set.iter().any(|a| a == action) {
             set.push(action.to_string());
-            let _ = state::set_json(&key(&["auto", user, thread]), &set);
+            state::set_json(&key(&["auto", user, thread]), &set)?;
         }
+        Ok(())
     }
 
     fn credential_key(user: &str, name: &str) -> String {
@@ -295,7 +307,6 @@ impl Policy for LeaseGate {
             name: "lease-gate".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             description: "capability leases per thread; approval and credential pauses".into(),
-            phases: Phases::decide_only(),
             default_fail_mode: FailMode::Closed,
             commands: [
                 "lease-grant",
@@ -309,87 +320,24 @@ impl Policy for LeaseGate {
         }
     }
 
-    fn configure(config: &str) -> Result<Self, String> {
-        let config: LeaseGateConfig = toolgate_guest::parse_config(config)?;
+    fn open(config: Config) -> Result<Self, ConfigError> {
+        let config: LeaseGateConfig = config.parse()?;
         let catalogue = Catalogue::new(&config.actions, config.unknown.clone());
         Ok(Self { config, catalogue })
     }
 
     fn decide(&self, call: &ToolCall, _risk: &Risk, _budget: &BudgetStatus) -> Decision {
-        let caller = &call.caller;
-        let (user, thread) = (caller.user_id.as_str(), caller.thread_id.as_str());
-        let action = action_name(call);
-        let spec = self.catalogue.spec(&action);
-        self.ensure_planned(thread, &caller.thread_kind);
-
-        let mut approved_now = false;
-        let mut credential_present = spec
-            .credential
-            .as_ref()
-            .is_some_and(|c| state::get(&Self::credential_key(user, &c.name)).is_some());
-        for resolution in &call.resolutions {
-            match resolution {
-                Resolution::Approved(grant) => {
-                    approved_now = true;
-                    if grant.always && spec.approval == catalogue::Approval::UnlessAutoApproved {
-                        self.remember_always(user, thread, &action);
-                    }
-                }
-                Resolution::Authenticated(name) => {
-                    if spec.credential.as_ref().is_some_and(|c| &c.name == name) {
-                        let _ = state::set(&Self::credential_key(user, name), b"on file");
-                        credential_present = true;
-                    }
-                }
-            }
-        }
-
-        let lease = self.find_lease(thread, &action);
-        let preview: String = call.arguments.chars().take(200).collect();
-        let outcome = gate::evaluate(&GateInput {
-            action: &action,
-            spec,
-            thread,
-            has_lease: lease.is_some(),
-            mode: caller.mode,
-            auto_approved: self.auto_approved(user, thread).contains(&action),
-            approved_now,
-            credential_present,
-            preview: &preview,
-        });
-        match outcome {
-            GateOutcome::Allow => {
-                let lease = lease.expect("allow implies a lease");
-                if let Some(max) = lease.max_uses
-                    && !Self::take_use(&lease, max, &call.call_id)
-                {
-                    return Decision::deny(format!(
-                        "lease {} for `{action}` is used up ({max} uses)",
-                        lease.id
-                    ));
-                }
-                Decision::allow()
-            }
-            GateOutcome::Deny(reason) => Decision::deny(reason),
-            GateOutcome::PauseForApproval {
-                description,
-                allow_always,
-            } => Decision::pause_for_approval(description, allow_always),
-            GateOutcome::PauseForCredential(c) => {
-                Decision::pause_for_credential(c.name, c.instructions, c.url)
-            }
-        }
-    }
-
-    fn observe(&self, event: &ToolEvent) {
-        if event.outcome == ToolOutcome::Denied {
-            Self::refund_use(&event.call.call_id);
-        } else {
-            let _ = state::delete(&key(&["reserved", &event.call.call_id]));
-        }
+        // Fail closed: without its store the gate cannot know of any lease.
+        self.decide_with_store(call).unwrap_or_else(|err| {
+            host::log(host::Level::Error, &format!("lease store failed: {err:?}"));
+            Decision::deny(
+                "lease-gate cannot read its leases right now (the store failed); try again shortly",
+            )
+        })
     }
 
     fn command(&self, name: &str, args: &str) -> Result<String, String> {
+        let store_failed = |err: StateError| format!("the lease store failed: {err:?}");
         match name {
             "lease-grant" => {
                 let a: GrantArgs = parse(name, args)?;
@@ -414,6 +362,7 @@ impl Policy for LeaseGate {
                 let a: RevokeArgs = parse(name, args)?;
                 let slot = key(&["lease", &a.thread, &a.lease]);
                 let mut lease: Lease = state::get_json(&slot)
+                    .map_err(store_failed)?
                     .ok_or_else(|| format!("thread `{}` has no lease `{}`", a.thread, a.lease))?;
                 lease.revoked = Some(a.reason);
                 state::set_json(&slot, &lease).map_err(|e| format!("{e:?}"))?;
@@ -421,13 +370,14 @@ impl Policy for LeaseGate {
             }
             "lease-list" => {
                 let a: ThreadArgs = parse(name, args)?;
-                json(&self.leases_of(&a.thread))
+                json(&self.leases_of(&a.thread).map_err(store_failed)?)
             }
             "lease-derive" => {
                 let a: DeriveArgs = parse(name, args)?;
                 let now = host::now_ms();
                 let mut children = Vec::new();
-                for parent in self.leases_of(&a.parent).iter().filter(|l| l.is_valid(now)) {
+                let parents = self.leases_of(&a.parent).map_err(store_failed)?;
+                for parent in parents.iter().filter(|l| l.is_valid(now)) {
                     if let Some(grant) = leases::child_grant(&parent.actions, a.actions.as_deref())
                     {
                         let remaining =
@@ -461,4 +411,90 @@ impl Policy for LeaseGate {
     }
 }
 
-toolgate_guest::export_policy!(LeaseGate);
+impl LeaseGate {
+    /// The decision, with every state read checked.
+    fn decide_with_store(&self, call: &ToolCall) -> Read<Decision> {
+        let caller = &call.caller;
+        let (user, thread) = (caller.user_id.as_str(), caller.thread_id.as_str());
+        let action = action_name(call);
+        let spec = self.catalogue.spec(&action);
+        self.ensure_planned(thread, &caller.thread_kind)?;
+
+        let mut approved_now = false;
+        let mut credential_present = match &spec.credential {
+            Some(c) => state::get(&Self::credential_key(user, &c.name))?.is_some(),
+            None => false,
+        };
+        for resolution in &call.resolutions {
+            match resolution {
+                Resolution::Approved(grant) => {
+                    approved_now = true;
+                    if grant.always && spec.approval == catalogue::Approval::UnlessAutoApproved {
+                        self.remember_always(user, thread, &action)?;
+                    }
+                }
+                Resolution::Authenticated(name) => {
+                    if spec.credential.as_ref().is_some_and(|c| &c.name == name) {
+                        state::set(&Self::credential_key(user, name), b"on file")?;
+                        credential_present = true;
+                    }
+                }
+            }
+        }
+
+        let lease = self.find_lease(thread, &action)?;
+        let preview: String = call.arguments.chars().take(200).collect();
+        let outcome = gate::evaluate(&GateInput {
+            action: &action,
+            spec,
+            thread,
+            has_lease: lease.is_some(),
+            mode: caller.mode,
+            auto_approved: self.auto_approved(user, thread)?.contains(&action),
+            approved_now,
+            credential_present,
+            preview: &preview,
+        });
+        Ok(match outcome {
+            GateOutcome::Allow => {
+                let lease = lease.expect("allow implies a lease");
+                if let Some(max) = lease.max_uses
+                    && !Self::take_use(&lease, max, &call.call_id)?
+                {
+                    return Ok(Decision::deny(format!(
+                        "lease {} for `{action}` is used up ({max} uses)",
+                        lease.id
+                    )));
+                }
+                Decision::allow()
+            }
+            GateOutcome::Deny(reason) => Decision::deny(reason),
+            GateOutcome::PauseForApproval {
+                description,
+                allow_always,
+            } => Decision::pause_for_approval(description, allow_always),
+            GateOutcome::PauseForCredential(c) => {
+                Decision::pause_for_credential(c.name, c.instructions, c.url)
+            }
+        })
+    }
+}
+
+impl Observe for LeaseGate {
+    fn observe(&self, event: &ToolEvent) {
+        let call_id = &event.call.call_id;
+        let done = if event.outcome == ToolOutcome::Denied {
+            Self::refund_use(call_id)
+        } else {
+            state::delete(&key(&["reserved", call_id]))
+        };
+        if let Err(err) = done {
+            host::log(
+                host::Level::Warn,
+                &format!("lease bookkeeping failed: {err:?}"),
+            );
+        }
+    }
+}
+
+toolgate_guest::export_policy!(LeaseGate, observe);

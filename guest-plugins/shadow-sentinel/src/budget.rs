@@ -3,7 +3,7 @@
 //! host's atomic `try-increment` so two concurrent decisions for one session
 //! can never both take the last slot.
 
-use toolgate_guest::RiskCategory;
+use crate::classify::Tier;
 
 /// Which counter a category draws from, and its cap for `max` probes per
 /// turn. `None`: the category is never probed.
@@ -14,13 +14,13 @@ use toolgate_guest::RiskCategory;
 ///   shell or file-write call later in the turn — at `max = 1` it gets none;
 /// - exfil-capable (MCP origin *and* a write-ish name) has its own counter
 ///   capped at `2 × max`: never starved by earlier probes, never unbounded.
-pub fn pool(category: RiskCategory, max: u32) -> Option<(&'static str, u64)> {
+pub fn pool(category: Tier, max: u32) -> Option<(&'static str, u64)> {
     let max = u64::from(max);
     match category {
-        RiskCategory::Low => None,
-        RiskCategory::ExfilCapable => Some(("exfil", max.saturating_mul(2))),
-        RiskCategory::McpUnclassified => Some(("shared", max.saturating_sub(1))),
-        RiskCategory::Shell | RiskCategory::FileWrite => Some(("shared", max)),
+        Tier::Low => None,
+        Tier::ExfilCapable => Some(("exfil", max.saturating_mul(2))),
+        Tier::McpUnclassified => Some(("shared", max.saturating_sub(1))),
+        Tier::Shell | Tier::FileWrite => Some(("shared", max)),
     }
 }
 
@@ -44,14 +44,14 @@ mod tests {
 
     #[test]
     fn caps_follow_the_seed() {
-        assert_eq!(pool(RiskCategory::Shell, 2), Some(("shared", 2)));
-        assert_eq!(pool(RiskCategory::FileWrite, 2), Some(("shared", 2)));
-        assert_eq!(pool(RiskCategory::McpUnclassified, 2), Some(("shared", 1)));
-        assert_eq!(pool(RiskCategory::McpUnclassified, 1), Some(("shared", 0)));
-        assert_eq!(pool(RiskCategory::McpUnclassified, 0), Some(("shared", 0)));
-        assert_eq!(pool(RiskCategory::ExfilCapable, 1), Some(("exfil", 2)));
-        assert_eq!(pool(RiskCategory::ExfilCapable, 0), Some(("exfil", 0)));
-        assert_eq!(pool(RiskCategory::Low, 5), None);
+        assert_eq!(pool(Tier::Shell, 2), Some(("shared", 2)));
+        assert_eq!(pool(Tier::FileWrite, 2), Some(("shared", 2)));
+        assert_eq!(pool(Tier::McpUnclassified, 2), Some(("shared", 1)));
+        assert_eq!(pool(Tier::McpUnclassified, 1), Some(("shared", 0)));
+        assert_eq!(pool(Tier::McpUnclassified, 0), Some(("shared", 0)));
+        assert_eq!(pool(Tier::ExfilCapable, 1), Some(("exfil", 2)));
+        assert_eq!(pool(Tier::ExfilCapable, 0), Some(("exfil", 0)));
+        assert_eq!(pool(Tier::Low, 5), None);
     }
 
     #[test]

@@ -6,7 +6,46 @@
 //! taken from the call, which the runtime reports — never from the tool's
 //! name, since real MCP tool ids (`server_tool`) carry no reliable prefix.
 
-use toolgate_guest::{RiskCategory, glob};
+use toolgate_guest::{RiskLevel, glob};
+
+/// This policy's risk tiers, in ascending order of danger.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Tier {
+    /// Nothing noteworthy: never probed.
+    Low,
+    /// An MCP tool no rule recognised: unknown effects, untrusted origin.
+    McpUnclassified,
+    /// Writes, edits or deletes local files.
+    FileWrite,
+    /// Could move data off the machine (an MCP tool that writes).
+    ExfilCapable,
+    /// Runs arbitrary commands.
+    Shell,
+}
+
+impl Tier {
+    /// The tier's name in the contract's open category vocabulary.
+    pub fn category(self) -> &'static str {
+        match self {
+            Tier::Low => "low",
+            Tier::McpUnclassified => "mcp-unclassified",
+            Tier::FileWrite => "file-write",
+            Tier::ExfilCapable => "exfil-capable",
+            Tier::Shell => "shell",
+        }
+    }
+
+    /// The contract's level, which orders this tier among other policies'.
+    pub fn level(self) -> RiskLevel {
+        match self {
+            Tier::Low => RiskLevel::None,
+            Tier::McpUnclassified => RiskLevel::Low,
+            Tier::FileWrite => RiskLevel::Medium,
+            Tier::ExfilCapable => RiskLevel::High,
+            Tier::Shell => RiskLevel::Critical,
+        }
+    }
+}
 
 /// Shell tools: the seed's names plus Claude Code's `Bash`.
 fn is_shell_name(tool: &str) -> bool {
@@ -34,36 +73,36 @@ fn is_file_write_name(tool: &str) -> bool {
 }
 
 /// The tier of `tool`, with the signal that decided it.
-pub fn classify(tool: &str, from_mcp: bool, patterns: &[String]) -> (RiskCategory, String) {
+pub fn classify(tool: &str, from_mcp: bool, patterns: &[String]) -> (Tier, String) {
     if is_shell_name(tool) {
-        return (RiskCategory::Shell, format!("name:{tool}"));
+        return (Tier::Shell, format!("name:{tool}"));
     }
     if is_file_write_name(tool) {
         // A writer served by an MCP server can also move data off the machine.
         let tier = if from_mcp {
-            RiskCategory::ExfilCapable
+            Tier::ExfilCapable
         } else {
-            RiskCategory::FileWrite
+            Tier::FileWrite
         };
         return (tier, format!("name:{tool}"));
     }
     if let Some(pattern) = patterns.iter().find(|p| glob::matches(p, tool)) {
         let signal = format!("pattern:{pattern}");
         if pattern.contains("shell") || pattern.contains("exec") {
-            return (RiskCategory::Shell, signal);
+            return (Tier::Shell, signal);
         }
         let writes = ["write", "edit", "delete", "file"]
             .iter()
             .any(|word| pattern.contains(word));
         if writes && !from_mcp {
-            return (RiskCategory::FileWrite, signal);
+            return (Tier::FileWrite, signal);
         }
-        return (RiskCategory::ExfilCapable, signal);
+        return (Tier::ExfilCapable, signal);
     }
     if from_mcp {
-        return (RiskCategory::McpUnclassified, "mcp-origin".into());
+        return (Tier::McpUnclassified, "mcp-origin".into());
     }
-    (RiskCategory::Low, String::new())
+    (Tier::Low, String::new())
 }
 
 #[cfg(test)]
@@ -75,7 +114,7 @@ mod tests {
         SentinelConfig::default().probe_patterns
     }
 
-    fn tier(tool: &str, mcp: bool) -> RiskCategory {
+    fn tier(tool: &str, mcp: bool) -> Tier {
         classify(tool, mcp, &defaults()).0
     }
 
@@ -90,7 +129,7 @@ mod tests {
             "sh",
             "Bash",
         ] {
-            assert_eq!(tier(tool, false), RiskCategory::Shell, "{tool}");
+            assert_eq!(tier(tool, false), Tier::Shell, "{tool}");
         }
     }
 
@@ -108,7 +147,7 @@ mod tests {
             "MultiEdit",
             "NotebookEdit",
         ] {
-            assert_eq!(tier(tool, false), RiskCategory::FileWrite, "{tool}");
+            assert_eq!(tier(tool, false), Tier::FileWrite, "{tool}");
         }
     }
 
@@ -122,17 +161,14 @@ mod tests {
             "Glob",
             "WebSearch",
         ] {
-            assert_eq!(tier(tool, false), RiskCategory::Low, "{tool}");
+            assert_eq!(tier(tool, false), Tier::Low, "{tool}");
         }
     }
 
     #[test]
     fn an_unmatched_mcp_tool_is_mcp_unclassified_but_the_same_name_builtin_is_low() {
-        assert_eq!(
-            tier("some-server_frobnicate", true),
-            RiskCategory::McpUnclassified
-        );
-        assert_eq!(tier("some-server_frobnicate", false), RiskCategory::Low);
+        assert_eq!(tier("some-server_frobnicate", true), Tier::McpUnclassified);
+        assert_eq!(tier("some-server_frobnicate", false), Tier::Low);
     }
 
     #[test]
@@ -140,36 +176,33 @@ mod tests {
         let patterns = vec!["*edit*".to_string()];
         assert_eq!(
             classify("github_edit_file", false, &patterns).0,
-            RiskCategory::FileWrite
+            Tier::FileWrite
         );
         assert_eq!(
             classify("github_edit_file", true, &patterns).0,
-            RiskCategory::ExfilCapable
+            Tier::ExfilCapable
         );
     }
 
     #[test]
     fn the_default_patterns_escalate_a_real_mcp_write_tool() {
         // Real MCP ids are `server_tool`: no prefix to match on.
-        assert_eq!(tier("fs-test_write_file", true), RiskCategory::ExfilCapable);
+        assert_eq!(tier("fs-test_write_file", true), Tier::ExfilCapable);
         let (_, signal) = classify("fs-test_write_file", true, &defaults());
         assert_eq!(signal, "pattern:*write*");
     }
 
     #[test]
     fn an_mcp_tool_named_like_a_builtin_keeps_its_tier_or_escalates() {
-        assert_eq!(tier("write", true), RiskCategory::ExfilCapable);
-        assert_eq!(tier("Bash", true), RiskCategory::Shell);
-        assert_eq!(tier("exec_command", true), RiskCategory::Shell);
+        assert_eq!(tier("write", true), Tier::ExfilCapable);
+        assert_eq!(tier("Bash", true), Tier::Shell);
+        assert_eq!(tier("exec_command", true), Tier::Shell);
     }
 
     #[test]
     fn a_pattern_without_risk_words_is_exfil_capable() {
         let patterns = vec!["*http*".to_string()];
-        assert_eq!(
-            classify("http_get", false, &patterns).0,
-            RiskCategory::ExfilCapable
-        );
+        assert_eq!(classify("http_get", false, &patterns).0, Tier::ExfilCapable);
     }
 
     #[test]

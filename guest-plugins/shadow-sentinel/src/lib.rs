@@ -1,24 +1,26 @@
 //! shadow-sentinel: defence-in-depth for risky tool calls.
 //!
 //! It classifies each call into a risk tier ([`classify`]); for risky tiers,
-//! within per-turn probe budgets ([`budget`]), it asks a language model
-//! through the host's `probe` capability whether the call is safe given the
-//! session's recent activity and other sessions' history with the same tool
-//! ([`probe`]). It records every observed tool call in its persistent event
-//! stream. It fails open by default: no endpoint, a timeout or an error
-//! allows, unless `deny_on_timeout` is set.
+//! within per-turn probe budgets ([`budget`]), its `decide` asks the host's
+//! model whether the call is safe given the session's recent activity and
+//! other sessions' history with the same tool ([`probe`]), and its `parse`
+//! reads the reply. It records every observed tool call in its persistent
+//! event stream. It fails open by default: no endpoint, a timeout or an
+//! error allows, unless `deny_on_timeout` is set.
 
 pub mod budget;
 pub mod classify;
 pub mod config;
 pub mod probe;
 
+use classify::Tier;
 use config::SentinelConfig;
-use toolgate_guest::ToolOutcome;
+use probe::ModelVerdict;
 use toolgate_guest::host::{self, Event, Level};
 use toolgate_guest::{
-    BudgetStatus, Decision, FailMode, ModelVerdict, Phases, Policy, PolicyInfo, Risk, RiskCategory,
-    ToolCall, ToolEvent, ToolOrigin,
+    Account, BudgetStatus, Classify, Config, ConfigError, Decision, FailMode, ModelError,
+    ModelReply, Observe, ParseVerdict, Policy, PolicyInfo, Risk, ToolCall, ToolEvent, ToolOrigin,
+    ToolOutcome,
 };
 
 /// Event kinds in the stream.
@@ -31,87 +33,88 @@ const SUMMARY_CHARS: usize = 250;
 pub struct ShadowSentinel(SentinelConfig);
 
 impl ShadowSentinel {
-    fn tier(&self, call: &ToolCall) -> (RiskCategory, String) {
+    fn tier(&self, call: &ToolCall) -> (Tier, String) {
         let from_mcp = matches!(call.origin, ToolOrigin::Mcp(_));
         classify::classify(&call.tool, from_mcp, &self.0.probe_patterns)
     }
 
     /// The events the model sees: other sessions' newest uses of this tool
     /// (half the budget), then this session's newest events, oldest first
-    /// within each part; probe results never.
+    /// within each part; probe results never. A part the store cannot read
+    /// is left out (and logged): the probe is defence in depth.
     fn context(&self, call: &ToolCall) -> Vec<Event> {
         let total = self.0.max_context_events;
         let cross_budget = total / 2;
         let session_budget = total - cross_budget;
         let hidden = [PROBE_RESULT.to_string()];
         let session = &call.caller.session_id;
-        let mut events = host::events::tool_history(&call.tool, session, cross_budget, &hidden);
-        events.extend(host::events::session_recent(
+        let readable = |read: Result<Vec<Event>, host::EventsError>| {
+            read.unwrap_or_else(|err| {
+                host::log(Level::Warn, &format!("event history unavailable: {err:?}"));
+                Vec::new()
+            })
+        };
+        let mut events = readable(host::events::tool_history(
+            &call.tool,
+            session,
+            cross_budget,
+            &hidden,
+        ));
+        events.extend(readable(host::events::session_recent(
             session,
             session_budget,
             &hidden,
-        ));
+        )));
         events
     }
 
-    fn record(&self, call: &ToolCall, kind: &str, detail: Option<String>, summary: String) {
+    fn record(
+        &self,
+        call: &ToolCall,
+        kind: &str,
+        detail: &str,
+        summary: String,
+        risk: Option<Risk>,
+    ) {
         host::events::append(&Event {
             session_id: call.caller.session_id.clone(),
             turn: call.caller.turn,
             kind: kind.into(),
             tool: Some(call.tool.clone()),
-            detail,
+            origin: Some(call.origin.clone()),
+            risk,
+            detail: Some(detail.into()),
             summary: Some(summary),
             at_ms: 0,
         });
     }
 
-    /// Ask the model; a failure answers per `deny_on_timeout`. Also returns
-    /// what to record about it.
-    fn probe(&self, call: &ToolCall) -> (ModelVerdict, String) {
-        let context = self.context(call);
-        let prompt = probe::user_prompt(&call.tool, &call.arguments, &context);
-        match host::probe(probe::SYSTEM_PROMPT, &prompt, self.0.probe_timeout_ms) {
-            Ok(raw) => {
-                let (verdict, warning) = probe::parse_verdict(&raw);
-                if let Some(warning) = warning {
-                    host::log(Level::Warn, &warning);
-                }
-                let summary = match &verdict {
-                    ModelVerdict::Allow => format!("probe allowed {}", call.tool),
-                    ModelVerdict::Deny(reason) => format!(
-                        "probe denied: {}",
-                        probe::cut_chars(reason, probe::REASON_SUMMARY_CHARS)
-                    ),
-                };
-                (verdict, summary)
+    /// The verdict for a question the model did not answer, per
+    /// `deny_on_timeout`, and what to record about it.
+    fn unanswered(&self, error: &ModelError) -> (ModelVerdict, String) {
+        let (level, cause) = match error {
+            ModelError::NotConfigured => {
+                (Level::Info, "no model endpoint is configured".to_string())
             }
-            Err(err) => {
-                let (level, cause) = match err {
-                    host::ProbeError::NotConfigured => {
-                        (Level::Info, "no model endpoint is configured".to_string())
-                    }
-                    host::ProbeError::Timeout => {
-                        (Level::Warn, "the safety probe timed out".to_string())
-                    }
-                    host::ProbeError::Transport(e) => {
-                        (Level::Warn, format!("the safety probe failed: {e}"))
-                    }
-                };
-                host::log(level, &cause);
-                if self.0.deny_on_timeout {
-                    let reason = format!("{cause}, and this policy is set to deny then");
-                    (
-                        ModelVerdict::Deny(reason),
-                        format!("probe unavailable ({cause}); denied"),
-                    )
-                } else {
-                    (
-                        ModelVerdict::Allow,
-                        format!("probe unavailable ({cause}); allowed"),
-                    )
-                }
-            }
+            ModelError::Timeout => (Level::Warn, "the safety probe timed out".to_string()),
+            ModelError::BudgetSpent => (
+                Level::Warn,
+                "the host's probe limits for this evaluation are spent".to_string(),
+            ),
+            ModelError::Transport(e) => (Level::Warn, format!("the safety probe failed: {e}")),
+        };
+        host::log(level, &cause);
+        if self.0.deny_on_timeout {
+            let reason = format!("{cause}, and this policy is set to deny then");
+            (
+                ModelVerdict::Deny(reason),
+                format!("probe unavailable ({cause}); denied"),
+            )
+        } else {
+            (
+                ModelVerdict::Allow,
+                format!("probe unavailable ({cause}); allowed"),
+            )
         }
     }
 }
@@ -122,34 +125,49 @@ impl Policy for ShadowSentinel {
             name: "shadow-sentinel".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             description: "classifies tool risk and asks a model about risky calls".into(),
-            phases: Phases::CLASSIFY | Phases::ACCOUNT | Phases::PARSE_VERDICT,
             default_fail_mode: FailMode::Open,
             commands: Vec::new(),
         }
     }
 
-    fn configure(config: &str) -> Result<Self, String> {
-        toolgate_guest::parse_config(config).map(Self)
+    fn open(config: Config) -> Result<Self, ConfigError> {
+        config.parse().map(Self)
     }
 
-    fn classify(&self, call: &ToolCall) -> Risk {
-        if !self.0.enabled {
-            return Risk {
-                category: RiskCategory::Low,
-                signals: Vec::new(),
-            };
+    /// Risky calls within budget are put to the model; the reply comes back
+    /// through [`ParseVerdict::parse`].
+    fn decide(&self, call: &ToolCall, _risk: &Risk, budget: &BudgetStatus) -> Decision {
+        if !self.0.enabled || self.tier(call).0 == Tier::Low {
+            return Decision::skip();
         }
-        let (category, signal) = self.tier(call);
+        if matches!(budget, BudgetStatus::Exceeded(_)) {
+            return Decision::skip();
+        }
+        let prompt = probe::user_prompt(&call.tool, &call.arguments, &self.context(call));
+        Decision::ask_model(probe::SYSTEM_PROMPT, prompt, self.0.probe_timeout_ms)
+    }
+}
+
+impl Classify for ShadowSentinel {
+    fn classify(&self, call: &ToolCall) -> Risk {
+        let (tier, signal) = if self.0.enabled {
+            self.tier(call)
+        } else {
+            (Tier::Low, String::new())
+        };
         Risk {
-            category,
+            level: tier.level(),
+            category: tier.category().into(),
             signals: (!signal.is_empty()).then_some(signal).into_iter().collect(),
         }
     }
+}
 
+impl Account for ShadowSentinel {
     fn account(&self, call: &ToolCall, _risk: &Risk) -> BudgetStatus {
-        let (category, _) = self.tier(call);
+        let (tier, _) = self.tier(call);
         let Some((pool, limit)) =
-            budget::pool(category, self.0.max_probes_per_turn).filter(|_| self.0.enabled)
+            budget::pool(tier, self.0.max_probes_per_turn).filter(|_| self.0.enabled)
         else {
             return BudgetStatus::Ok;
         };
@@ -177,26 +195,42 @@ impl Policy for ShadowSentinel {
             }
         }
     }
+}
 
-    fn decide(&self, call: &ToolCall, _risk: &Risk, budget: &BudgetStatus) -> Decision {
-        if !self.0.enabled || self.tier(call).0 == RiskCategory::Low {
-            return Decision::skip();
-        }
-        if matches!(budget, BudgetStatus::Exceeded(_)) {
-            return Decision::skip();
-        }
-        let (verdict, summary) = self.probe(call);
+impl ParseVerdict for ShadowSentinel {
+    /// Total: any reply (or none) yields a decision, and a `probe_result`
+    /// event records it.
+    fn parse(&self, call: &ToolCall, reply: &ModelReply) -> Result<Decision, String> {
+        let (verdict, summary) = match reply {
+            ModelReply::Answered(raw) => {
+                let (verdict, warning) = probe::parse_verdict(raw);
+                if let Some(warning) = warning {
+                    host::log(Level::Warn, &warning);
+                }
+                let summary = match &verdict {
+                    ModelVerdict::Allow => format!("probe allowed {}", call.tool),
+                    ModelVerdict::Deny(reason) => format!(
+                        "probe denied: {}",
+                        probe::cut_chars(reason, probe::REASON_SUMMARY_CHARS)
+                    ),
+                };
+                (verdict, summary)
+            }
+            ModelReply::Unanswered(error) => self.unanswered(error),
+        };
         let detail = match verdict {
             ModelVerdict::Allow => "allow",
             ModelVerdict::Deny(_) => "deny",
         };
-        self.record(call, PROBE_RESULT, Some(detail.into()), summary);
-        match verdict {
+        self.record(call, PROBE_RESULT, detail, summary, None);
+        Ok(match verdict {
             ModelVerdict::Allow => Decision::allow(),
             ModelVerdict::Deny(reason) => Decision::deny(reason),
-        }
+        })
     }
+}
 
+impl Observe for ShadowSentinel {
     fn observe(&self, event: &ToolEvent) {
         if !self.0.enabled {
             return;
@@ -207,15 +241,8 @@ impl Policy for ShadowSentinel {
             ToolOutcome::Denied => "denied",
         };
         let summary = probe::cut_chars(&event.summary, SUMMARY_CHARS).to_string();
-        self.record(&event.call, TOOL_CALL, Some(outcome.into()), summary);
-    }
-
-    fn parse_verdict(&self, raw: &str) -> ModelVerdict {
-        let (verdict, warning) = probe::parse_verdict(raw);
-        if let Some(warning) = warning {
-            host::log(Level::Warn, &warning);
-        }
-        verdict
+        let risk = Some(event.risk.clone());
+        self.record(&event.call, TOOL_CALL, outcome, summary, risk);
     }
 }
 
@@ -223,11 +250,18 @@ impl Policy for ShadowSentinel {
 fn forget_other_turns(session: &str, turn: u64) {
     let prefix = budget::session_prefix(session);
     let current = format!("{prefix}{turn}/");
-    for key in host::state::keys(&prefix, 64) {
+    let keys = host::state::keys(&prefix, 64).unwrap_or_else(|err| {
+        host::log(
+            Level::Warn,
+            &format!("old probe budgets unreadable: {err:?}"),
+        );
+        Vec::new()
+    });
+    for key in keys {
         if !key.starts_with(&current) {
             let _ = host::state::delete(&key);
         }
     }
 }
 
-toolgate_guest::export_policy!(ShadowSentinel);
+toolgate_guest::export_policy!(ShadowSentinel, classify, account, parse, observe);

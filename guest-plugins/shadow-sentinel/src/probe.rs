@@ -5,8 +5,16 @@
 //! a score, or any earlier probe verdict, which a crafted tool output could
 //! otherwise use to steer the model.
 
-use toolgate_guest::ModelVerdict;
 use toolgate_guest::host::Event;
+
+/// The model's answer, as this policy reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelVerdict {
+    /// The model found the call safe (or the reply was unusable).
+    Allow,
+    /// The model objected, with its reason.
+    Deny(String),
+}
 
 /// How much of the arguments the model sees.
 pub const ARGS_PREVIEW_CHARS: usize = 500;

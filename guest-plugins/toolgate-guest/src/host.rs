@@ -3,10 +3,9 @@
 //! These call into the host, so they only work inside a running toolgate
 //! host; keep them at the edges of policy code.
 
-pub use crate::bindings::toolgate::policy::context::Level;
-pub use crate::bindings::toolgate::policy::events::Event;
-pub use crate::bindings::toolgate::policy::probe::{ProbeError, ProbeRequest};
+pub use crate::bindings::toolgate::policy::events::{Event, EventsError};
 pub use crate::bindings::toolgate::policy::state::StateError;
+pub use crate::bindings::wasi::logging::logging::Level;
 
 /// Durable key-value state in this policy's own namespace.
 pub mod state {
@@ -14,13 +13,19 @@ pub mod state {
     use crate::bindings::toolgate::policy::state as raw;
 
     /// Read a value.
-    pub fn get(key: &str) -> Option<Vec<u8>> {
+    pub fn get(key: &str) -> Result<Option<Vec<u8>>, StateError> {
         raw::get(key)
     }
 
-    /// Read a JSON value; a missing or undecodable value reads as `None`.
-    pub fn get_json<T: serde::de::DeserializeOwned>(key: &str) -> Option<T> {
-        raw::get(key).and_then(|bytes| serde_json::from_slice(&bytes).ok())
+    /// Read several values in one host call, in the order asked.
+    pub fn get_many(keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, StateError> {
+        raw::get_many(keys)
+    }
+
+    /// Read a JSON value; a missing or undecodable value reads as `None`, a
+    /// store failure as `Err`.
+    pub fn get_json<T: serde::de::DeserializeOwned>(key: &str) -> Result<Option<T>, StateError> {
+        Ok(raw::get(key)?.and_then(|bytes| serde_json::from_slice(&bytes).ok()))
     }
 
     /// Write a value.
@@ -40,7 +45,7 @@ pub mod state {
     }
 
     /// Keys under `prefix`, in order, at most `limit`.
-    pub fn keys(prefix: &str, limit: u32) -> Vec<String> {
+    pub fn keys(prefix: &str, limit: u32) -> Result<Vec<String>, StateError> {
         raw::list_keys(prefix, limit)
     }
 
@@ -53,7 +58,7 @@ pub mod state {
 
 /// This policy's event stream.
 pub mod events {
-    pub use super::Event;
+    pub use super::{Event, EventsError};
     use crate::bindings::toolgate::policy::events as raw;
 
     /// Append an event (queued; never blocks the decision).
@@ -62,7 +67,11 @@ pub mod events {
     }
 
     /// The newest `limit` events of a session, oldest first.
-    pub fn session_recent(session: &str, limit: u32, exclude_kinds: &[String]) -> Vec<Event> {
+    pub fn session_recent(
+        session: &str,
+        limit: u32,
+        exclude_kinds: &[String],
+    ) -> Result<Vec<Event>, EventsError> {
         raw::session_recent(session, limit, exclude_kinds)
     }
 
@@ -72,31 +81,26 @@ pub mod events {
         exclude_session: &str,
         limit: u32,
         exclude_kinds: &[String],
-    ) -> Vec<Event> {
+    ) -> Result<Vec<Event>, EventsError> {
         raw::tool_history(tool, exclude_session, limit, exclude_kinds)
     }
 }
 
-/// Ask the host's configured model.
-pub fn probe(system: &str, user: &str, timeout_ms: u32) -> Result<String, ProbeError> {
-    crate::bindings::toolgate::policy::probe::ask(&ProbeRequest {
-        system: system.to_string(),
-        user: user.to_string(),
-        timeout_ms,
-    })
+/// The tail of this call's transcript; `Ok(None)` when the runtime named
+/// none, `Err` with the reason when the host could not read it.
+pub fn transcript_tail(max_bytes: u32) -> Result<Option<String>, String> {
+    use crate::bindings::toolgate::policy::context::{self, TranscriptError};
+    context::transcript_tail(max_bytes).map_err(|TranscriptError::Unreadable(why)| why)
 }
 
-/// The tail of this call's transcript, if the runtime named one.
-pub fn transcript_tail(max_bytes: u32) -> Option<String> {
-    crate::bindings::toolgate::policy::context::transcript_tail(max_bytes)
-}
-
-/// Milliseconds since the Unix epoch.
+/// Milliseconds since the Unix epoch (`wasi:clocks/wall-clock`, through std).
 pub fn now_ms() -> u64 {
-    crate::bindings::toolgate::policy::context::now_ms()
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
-/// Log through the host, attributed to this policy.
+/// Log through the host (`wasi:logging`), attributed to this policy.
 pub fn log(level: Level, message: &str) {
-    crate::bindings::toolgate::policy::context::log(level, message)
+    crate::bindings::wasi::logging::logging::log(level, "", message)
 }

@@ -1,9 +1,11 @@
-//! Helpers for writing toolgate policies.
+//! Helpers for writing toolgate policies (contract `toolgate:policy@0.2.0`).
 //!
-//! A policy implements [`Policy`] and exports itself with
-//! [`export_policy!`]. Every optional phase has a neutral default, so a small
-//! policy is `info`, `configure` and `decide`. The host capabilities are
-//! wrapped in [`host`] with Rust-friendly signatures.
+//! A policy implements [`Policy`] (`info`, `open`, `decide`) and, for each
+//! optional phase it has, that phase's trait: [`Classify`], [`Account`],
+//! [`ParseVerdict`], [`Observe`]. [`export_policy!`] exports the gate and
+//! exactly the phases it names, so the component's exports say what it
+//! implements and the host never calls anything else. The host capabilities
+//! are wrapped in [`host`] with Rust-friendly signatures.
 //!
 //! Policy logic should live in plain functions over these types so it can be
 //! unit-tested natively (`cargo test`) as well as through the wasm boundary;
@@ -14,7 +16,8 @@ use std::cell::RefCell;
 /// Re-exported so policies parse JSON with the same version.
 pub use serde_json;
 
-/// The generated bindings for the `toolgate:policy` world.
+/// The generated bindings for the `toolgate:policy/policy` world: the
+/// imports, the shared types and the `gate` export.
 #[allow(missing_docs, clippy::all)]
 pub mod bindings {
     wit_bindgen::generate!({
@@ -23,90 +26,115 @@ pub mod bindings {
         pub_export_macro: true,
         additional_derives: [PartialEq],
         default_bindings_module: "toolgate_guest::bindings",
+        generate_all,
     });
 }
 
+/// One module per optional phase world, sharing the types above. Each
+/// carries its own export macro and component-type section, which the
+/// component linker merges with the `policy` world's: exporting a phase is
+/// invoking its macro, not writing a stub.
+#[allow(missing_docs, clippy::all)]
+#[doc(hidden)]
+pub mod phases {
+    macro_rules! phase_world {
+        ($module:ident, $world:literal) => {
+            pub mod $module {
+                wit_bindgen::generate!({
+                    world: $world,
+                    path: "../../wit",
+                    pub_export_macro: true,
+                    with: {
+                        "toolgate:policy/types@0.2.0": crate::bindings::toolgate::policy::types,
+                    },
+                });
+            }
+        };
+    }
+    phase_world!(classifier, "classifier");
+    phase_world!(accountant, "accountant");
+    phase_world!(verdict_parser, "verdict-parser");
+    phase_world!(observer, "observer");
+}
+
+pub mod config;
 pub mod glob;
 pub mod host;
 mod verdicts;
 
-pub use bindings::exports::toolgate::policy::{budget, gate, risk, verdict};
+pub use bindings::exports::toolgate::policy::gate;
 pub use bindings::toolgate::policy::types::{
-    ApprovalGrant, ApprovalRequest, AuthRequest, BudgetStatus, Caller, Decision, ExecutionMode,
-    FailMode, ModelVerdict, PauseRequest, Phases, PolicyInfo, Resolution, Risk, RiskCategory,
-    ToolCall, ToolEvent, ToolOrigin, ToolOutcome, Verdict,
+    ApprovalGrant, ApprovalRequest, AuthRequest, BudgetStatus, Caller, ConfigError, Decision,
+    ExecutionMode, FailMode, ModelError, ModelQuestion, ModelReply, PauseRequest, PolicyInfo,
+    Resolution, Risk, RiskLevel, ToolCall, ToolEvent, ToolOrigin, ToolOutcome, Verdict,
 };
+pub use config::Config;
 
 /// A toolgate policy.
 ///
-/// The host calls [`Policy::configure`] once per instance, so `self` is the
-/// parsed configuration. An instance may serve several calls, but only of
-/// one user (by default, one session of that user), and it may be replaced
-/// by a fresh one at any time: do not rely on memory surviving, or being
-/// wiped, between calls; keep what must last in [`host::state`] or
+/// The host calls `gate.open` once per instance, before anything else; this
+/// crate builds `Self` there with [`Policy::open`] and hands it to every
+/// later call of that instance. An instance may serve several calls, but
+/// only of one user (by default, one session of that user), and it may be
+/// replaced by a fresh one at any time: do not rely on memory surviving, or
+/// being wiped, between calls; keep what must last in [`host::state`] or
 /// [`host::events`].
 pub trait Policy: Sized + 'static {
     /// Who the policy is; must not depend on configuration.
     fn info() -> PolicyInfo;
 
-    /// Build the policy from its config table (a JSON object). Errors are
-    /// shown to the operator: name the key and the fix.
-    fn configure(config: &str) -> Result<Self, String>;
+    /// Build the policy from its config table. Errors are shown to the
+    /// operator: name the key and the fix ([`Config::parse`] does).
+    fn open(config: Config) -> Result<Self, ConfigError>;
 
-    /// Classify the call's risk (phase `classify`).
-    fn classify(&self, _call: &ToolCall) -> Risk {
-        Risk {
-            category: RiskCategory::Low,
-            signals: Vec::new(),
-        }
-    }
-
-    /// Meter the call against a budget (phase `account`).
-    fn account(&self, _call: &ToolCall, _risk: &Risk) -> BudgetStatus {
-        BudgetStatus::Ok
-    }
-
-    /// Decide on the call.
+    /// Decide on the call (or ask the model: [`Decision::ask_model`]).
     fn decide(&self, call: &ToolCall, risk: &Risk, budget: &BudgetStatus) -> Decision;
-
-    /// Learn the outcome of a call.
-    fn observe(&self, _event: &ToolEvent) {}
 
     /// Answer an admin command.
     fn command(&self, name: &str, _args: &str) -> Result<String, String> {
         Err(format!("this policy has no command named `{name}`"))
     }
-
-    /// Parse a model's reply (phase `parse-verdict`).
-    fn parse_verdict(&self, _raw: &str) -> ModelVerdict {
-        ModelVerdict::Allow
-    }
 }
 
-/// Parse a policy's JSON config table into `T`, with an error that names the
-/// problem. Use `#[serde(deny_unknown_fields, default)]` on `T` so a typo is
-/// an error rather than a silently ignored key.
-pub fn parse_config<T: serde::de::DeserializeOwned>(config: &str) -> Result<T, String> {
-    serde_json::from_str(config).map_err(|err| format!("invalid policy config: {err}"))
+/// The optional `risk` phase: export with `export_policy!(P, classify)`.
+pub trait Classify: Policy {
+    /// Classify the call's risk. Must be pure (no state writes).
+    fn classify(&self, call: &ToolCall) -> Risk;
+}
+
+/// The optional `budget` phase: export with `export_policy!(P, account)`.
+pub trait Account: Policy {
+    /// Meter the call against a budget, right before `decide`.
+    fn account(&self, call: &ToolCall, risk: &Risk) -> BudgetStatus;
+}
+
+/// The optional `verdict` phase: export with `export_policy!(P, parse)`.
+pub trait ParseVerdict: Policy {
+    /// Turn the reply to the question this policy's `decide` asked into its
+    /// decision. `Err` is a failure of the policy (its fail mode applies).
+    fn parse(&self, call: &ToolCall, reply: &ModelReply) -> Result<Decision, String>;
+}
+
+/// The optional `observe` phase: export with `export_policy!(P, observe)`.
+pub trait Observe: Policy {
+    /// Learn the outcome of a call (possibly more than once).
+    fn observe(&self, event: &ToolEvent);
 }
 
 thread_local! {
-    static CONFIGURED: RefCell<Option<Box<dyn std::any::Any>>> = const { RefCell::new(None) };
+    static OPENED: RefCell<Option<Box<dyn std::any::Any>>> = const { RefCell::new(None) };
 }
 
-/// Run `f` with the configured policy, configuring with defaults if the host
-/// has not called `configure` (the host contract says it always does).
+/// Run `f` with the opened policy. The host opens every instance before
+/// any other call; if it ever did not, this traps with a message saying so
+/// rather than guessing a configuration.
 fn with_policy<P: Policy, R>(f: impl FnOnce(&P) -> R) -> R {
-    CONFIGURED.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        if slot.as_ref().and_then(|p| p.downcast_ref::<P>()).is_none() {
-            let policy = P::configure("{}").unwrap_or_else(|err| panic!("{err}"));
-            *slot = Some(Box::new(policy));
-        }
+    OPENED.with(|cell| {
+        let slot = cell.borrow();
         let policy = slot
             .as_ref()
             .and_then(|p| p.downcast_ref::<P>())
-            .expect("policy configured above");
+            .unwrap_or_else(|| panic!("toolgate called the policy before gate.open"));
         f(policy)
     })
 }
@@ -121,9 +149,9 @@ impl<P: Policy> gate::Guest for Exports<P> {
         P::info()
     }
 
-    fn configure(config: String) -> Result<(), String> {
-        let policy = P::configure(&config)?;
-        CONFIGURED.with(|cell| *cell.borrow_mut() = Some(Box::new(policy)));
+    fn open() -> Result<(), ConfigError> {
+        let policy = P::open(Config::from_host()?)?;
+        OPENED.with(|cell| *cell.borrow_mut() = Some(Box::new(policy)));
         Ok(())
     }
 
@@ -131,47 +159,96 @@ impl<P: Policy> gate::Guest for Exports<P> {
         with_policy(|p: &P| p.decide(&call, &risk, &budget))
     }
 
-    fn observe(event: ToolEvent) {
-        with_policy(|p: &P| p.observe(&event))
-    }
-
     fn command(name: String, args: String) -> Result<String, String> {
         with_policy(|p: &P| p.command(&name, &args))
     }
 }
 
-impl<P: Policy> risk::Guest for Exports<P> {
+impl<P: Classify> phases::classifier::exports::toolgate::policy::risk::Guest for Exports<P> {
     fn classify(call: ToolCall) -> Risk {
         with_policy(|p: &P| p.classify(&call))
     }
 }
 
-impl<P: Policy> budget::Guest for Exports<P> {
+impl<P: Account> phases::accountant::exports::toolgate::policy::budget::Guest for Exports<P> {
     fn account(call: ToolCall, risk: Risk) -> BudgetStatus {
         with_policy(|p: &P| p.account(&call, &risk))
     }
 }
 
-impl<P: Policy> verdict::Guest for Exports<P> {
-    fn parse(raw: String) -> ModelVerdict {
-        with_policy(|p: &P| p.parse_verdict(&raw))
+impl<P: ParseVerdict> phases::verdict_parser::exports::toolgate::policy::verdict::Guest
+    for Exports<P>
+{
+    fn parse(call: ToolCall, reply: ModelReply) -> Result<Decision, String> {
+        with_policy(|p: &P| p.parse(&call, &reply))
     }
 }
 
-/// Export a [`Policy`] implementation as this component's `toolgate:policy`
-/// world: `toolgate_guest::export_policy!(MyPolicy);`
+impl<P: Observe> phases::observer::exports::toolgate::policy::observe::Guest for Exports<P> {
+    fn observe(event: ToolEvent) {
+        with_policy(|p: &P| p.observe(&event))
+    }
+}
+
+/// Export a [`Policy`] as this component's `toolgate:policy` gate, plus the
+/// optional phases named after it (`classify`, `account`, `parse`,
+/// `observe`), each of which needs its trait implemented:
+///
+/// ```ignore
+/// toolgate_guest::export_policy!(MyPolicy, classify, observe);
+/// ```
 ///
 /// The exports exist only when building for wasm, so the same crate also
 /// builds natively for unit tests of its logic.
 #[macro_export]
 macro_rules! export_policy {
-    ($policy:ty) => {
+    ($policy:ty $(, $phase:ident)* $(,)?) => {
         #[cfg(target_arch = "wasm32")]
         type ToolgatePolicyExports = $crate::Exports<$policy>;
         #[cfg(target_arch = "wasm32")]
         $crate::bindings::export!(ToolgatePolicyExports with_types_in $crate::bindings);
+        $( $crate::__export_phase!($policy, $phase); )*
         // Natively nothing is exported; keep the policy "used" for lints.
         #[cfg(not(target_arch = "wasm32"))]
-        const _: fn(&str) -> Result<$policy, String> = <$policy as $crate::Policy>::configure;
+        const _: fn($crate::Config) -> Result<$policy, $crate::ConfigError> =
+            <$policy as $crate::Policy>::open;
+    };
+}
+
+/// One optional phase's exports; see [`export_policy!`].
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __export_phase {
+    ($policy:ty, classify) => {
+        #[cfg(target_arch = "wasm32")]
+        $crate::phases::classifier::export!(ToolgatePolicyExports with_types_in $crate::phases::classifier);
+        #[cfg(not(target_arch = "wasm32"))]
+        const _: fn(&$policy, &$crate::ToolCall) -> $crate::Risk = <$policy as $crate::Classify>::classify;
+    };
+    ($policy:ty, account) => {
+        #[cfg(target_arch = "wasm32")]
+        $crate::phases::accountant::export!(ToolgatePolicyExports with_types_in $crate::phases::accountant);
+        #[cfg(not(target_arch = "wasm32"))]
+        const _: fn(&$policy, &$crate::ToolCall, &$crate::Risk) -> $crate::BudgetStatus =
+            <$policy as $crate::Account>::account;
+    };
+    ($policy:ty, parse) => {
+        #[cfg(target_arch = "wasm32")]
+        $crate::phases::verdict_parser::export!(ToolgatePolicyExports with_types_in $crate::phases::verdict_parser);
+        #[cfg(not(target_arch = "wasm32"))]
+        const _: fn(&$policy, &$crate::ToolCall, &$crate::ModelReply) -> Result<$crate::Decision, String> =
+            <$policy as $crate::ParseVerdict>::parse;
+    };
+    ($policy:ty, observe) => {
+        #[cfg(target_arch = "wasm32")]
+        $crate::phases::observer::export!(ToolgatePolicyExports with_types_in $crate::phases::observer);
+        #[cfg(not(target_arch = "wasm32"))]
+        const _: fn(&$policy, &$crate::ToolEvent) = <$policy as $crate::Observe>::observe;
+    };
+    ($policy:ty, $other:ident) => {
+        compile_error!(concat!(
+            "unknown policy phase `", stringify!($other),
+            "`; the optional phases are classify, account, parse and observe"
+        ));
     };
 }

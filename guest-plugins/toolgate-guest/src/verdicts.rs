@@ -1,6 +1,8 @@
 //! Small constructors that keep policy code short and readable.
 
-use crate::{ApprovalRequest, AuthRequest, Decision, PauseRequest, Phases, Verdict};
+use crate::{
+    ApprovalRequest, AuthRequest, ConfigError, Decision, ModelQuestion, PauseRequest, Verdict,
+};
 
 impl Decision {
     /// Let the call run.
@@ -39,6 +41,16 @@ impl Decision {
         })))
     }
 
+    /// Ask the host's model first; the policy's [`crate::ParseVerdict`]
+    /// turns the reply into its decision.
+    pub fn ask_model(system: impl Into<String>, user: impl Into<String>, timeout_ms: u32) -> Self {
+        Self::of(Verdict::AskModel(ModelQuestion {
+            system: system.into(),
+            user: user.into(),
+            timeout_ms,
+        }))
+    }
+
     /// A decision with the given verdict and no notes.
     pub fn of(verdict: Verdict) -> Self {
         Self {
@@ -54,9 +66,20 @@ impl Decision {
     }
 }
 
-impl Phases {
-    /// No optional phase: the policy only decides.
-    pub fn decide_only() -> Self {
-        Self::empty()
+impl ConfigError {
+    /// A problem with one key.
+    pub fn at(key: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            key: Some(key.into()),
+            message: message.into(),
+        }
+    }
+
+    /// A problem with the table as a whole.
+    pub fn whole(message: impl Into<String>) -> Self {
+        Self {
+            key: None,
+            message: message.into(),
+        }
     }
 }

@@ -1,8 +1,8 @@
-//! `toolgate:policy/context`: the call's transcript tail, the clock, the log.
+//! `toolgate:policy/context`: the call's transcript tail.
 
 use std::io::{Read, Seek, SeekFrom};
 
-use crate::bindings::toolgate::policy::context::{Host, Level};
+use crate::bindings::toolgate::policy::context::{Host, TranscriptError};
 use crate::sandbox::SandboxState;
 
 /// Read at most `max` bytes from the end of `path`: constant cost whatever
@@ -18,43 +18,18 @@ fn read_tail(path: &std::path::Path, max: u64) -> std::io::Result<String> {
 }
 
 impl Host for SandboxState {
-    fn transcript_tail(&mut self, max_bytes: u32) -> Option<String> {
+    fn transcript_tail(&mut self, max_bytes: u32) -> Result<Option<String>, TranscriptError> {
         let call = &mut self.call;
-        let path = call.transcript.as_ref()?;
-        let max = max_bytes.min(call.transcript_cap);
-        let tail = read_tail(path, u64::from(max))
-            .inspect_err(|err| {
-                tracing::debug!(policy = %call.policy, path = %path.display(), error = %err, "transcript unreadable")
-            })
-            .ok()?;
-        call.transcript_bytes += tail.len() as u64;
-        Some(tail)
-    }
-
-    fn now_ms(&mut self) -> u64 {
-        crate::now_ms()
-    }
-
-    fn log(&mut self, level: Level, message: String) {
-        let message = super::cut(message, super::MAX_LOG_LINE);
-        if !self.output.charge(message.len()) {
-            return;
-        }
-        let policy = &*self.call.policy;
-        let name = match level {
-            Level::Trace => "trace",
-            Level::Debug => "debug",
-            Level::Info => "info",
-            Level::Warn => "warn",
-            Level::Error => "error",
+        let Some(path) = call.transcript.as_ref() else {
+            return Ok(None);
         };
-        self.call.logs.push(format!("{name}: {message}"));
-        match level {
-            Level::Trace => tracing::trace!(policy, "{message}"),
-            Level::Debug => tracing::debug!(policy, "{message}"),
-            Level::Info => tracing::info!(policy, "{message}"),
-            Level::Warn => tracing::warn!(policy, "{message}"),
-            Level::Error => tracing::error!(policy, "{message}"),
-        }
+        let max = max_bytes.min(call.transcript_cap);
+        let tail = read_tail(path, u64::from(max)).map_err(|err| {
+            tracing::debug!(policy = %call.policy, path = %path.display(), error = %err, "transcript unreadable");
+            // The path is the runtime's, not the policy's business.
+            TranscriptError::Unreadable(err.kind().to_string())
+        })?;
+        call.transcript_bytes += tail.len() as u64;
+        Ok(Some(tail))
     }
 }

@@ -1,7 +1,9 @@
 //! `toolgate:policy/events`: the policy's own append-only event stream.
 
 use super::{MAX_FIELD, MAX_LIST, MAX_LIST_ARGUMENT, cut};
-use crate::bindings::toolgate::policy::events::{Event, Host};
+use crate::bindings::toolgate::policy::events::{Event, EventsError, Host};
+use crate::decision::RiskReport;
+use crate::request::Origin;
 use crate::sandbox::SandboxState;
 use crate::store::StoredEvent;
 
@@ -14,16 +16,46 @@ fn kinds(mut exclude: Vec<String>) -> Vec<String> {
     exclude.into_iter().map(|k| cut(k, MAX_FIELD)).collect()
 }
 
+/// Names kept to the short-field cap.
+fn capped_origin(origin: Origin) -> Origin {
+    match origin {
+        Origin::Builtin => Origin::Builtin,
+        Origin::Mcp(server) => Origin::Mcp(cut(server, MAX_FIELD)),
+        Origin::Other(name) => Origin::Other(cut(name, MAX_FIELD)),
+    }
+}
+
+/// A category and signals kept to the caps every list argument has.
+fn capped_risk(mut risk: RiskReport) -> RiskReport {
+    risk.category = cut(risk.category, MAX_FIELD);
+    risk.signals.truncate(MAX_LIST_ARGUMENT);
+    risk.signals = risk
+        .signals
+        .into_iter()
+        .map(|s| cut(s, MAX_FIELD))
+        .collect();
+    risk
+}
+
 fn to_wit(event: StoredEvent) -> Event {
     Event {
         session_id: event.session_id,
         turn: event.turn,
         kind: event.kind,
         tool: event.tool,
+        origin: event.origin.as_ref().map(Into::into),
+        risk: event.risk.as_ref().map(Into::into),
         detail: event.detail,
         summary: event.summary,
         at_ms: event.at_ms,
     }
+}
+
+/// A failed read, logged for the operator and told to the policy as such
+/// (never as "no events").
+fn read_failed(policy: &str, err: crate::Error) -> EventsError {
+    tracing::warn!(policy, error = %err, "event read failed");
+    EventsError::Storage(err.to_string())
 }
 
 impl Host for SandboxState {
@@ -43,6 +75,8 @@ impl Host for SandboxState {
             turn: event.turn,
             kind: cut(event.kind, MAX_FIELD),
             tool: event.tool.map(|t| cut(t, MAX_FIELD)),
+            origin: event.origin.map(|o| capped_origin(o.into())),
+            risk: event.risk.map(|r| capped_risk(r.into())),
             detail: event.detail.map(|t| cut(t, MAX_EVENT_TEXT)),
             summary: event.summary.map(|t| cut(t, MAX_EVENT_TEXT)),
             at_ms: crate::now_ms(),
@@ -54,7 +88,7 @@ impl Host for SandboxState {
         session_id: String,
         limit: u32,
         exclude_kinds: Vec<String>,
-    ) -> Vec<Event> {
+    ) -> Result<Vec<Event>, EventsError> {
         let call = &self.call;
         call.store
             .session_recent(
@@ -63,13 +97,8 @@ impl Host for SandboxState {
                 (limit as usize).min(MAX_LIST),
                 &kinds(exclude_kinds),
             )
-            .inspect_err(
-                |err| tracing::warn!(policy = %call.policy, error = %err, "event read failed"),
-            )
-            .unwrap_or_default()
-            .into_iter()
-            .map(to_wit)
-            .collect()
+            .map(|events| events.into_iter().map(to_wit).collect())
+            .map_err(|err| read_failed(&call.policy, err))
     }
 
     fn tool_history(
@@ -78,7 +107,7 @@ impl Host for SandboxState {
         exclude_session: String,
         limit: u32,
         exclude_kinds: Vec<String>,
-    ) -> Vec<Event> {
+    ) -> Result<Vec<Event>, EventsError> {
         let call = &self.call;
         call.store
             .tool_history(
@@ -88,12 +117,7 @@ impl Host for SandboxState {
                 (limit as usize).min(MAX_LIST),
                 &kinds(exclude_kinds),
             )
-            .inspect_err(
-                |err| tracing::warn!(policy = %call.policy, error = %err, "event read failed"),
-            )
-            .unwrap_or_default()
-            .into_iter()
-            .map(to_wit)
-            .collect()
+            .map(|events| events.into_iter().map(to_wit).collect())
+            .map_err(|err| read_failed(&call.policy, err))
     }
 }

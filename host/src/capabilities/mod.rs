@@ -1,12 +1,14 @@
-//! The host capabilities policies import, one module per WIT interface.
+//! The host capabilities policies import, one module per WIT interface
+//! (toolgate's own and the WASI ones the contract uses).
 //!
 //! Every capability is scoped by [`CallContext::policy`]: a policy names keys
 //! and streams, the host decides whose they are. There is no way in the WIT
 //! to name another policy.
 
+mod config;
 mod context;
 mod events;
-mod probe;
+mod logging;
 mod state;
 
 use crate::sandbox::SandboxState;

@@ -532,13 +532,13 @@ fn risk_text(gate: &PendingGate) -> String {
     let Some(risk) = &gate.risk else {
         return "not recorded".into();
     };
-    let category = serde_json::to_value(risk.category)
+    let level = serde_json::to_value(risk.level)
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_default();
-    let mut text = category;
+    let mut text = format!("{} ({level})", risk.category);
     if !risk.signals.is_empty() {
-        text.push_str(&format!(" ({})", risk.signals.join(", ")));
+        text.push_str(&format!(": {}", risk.signals.join(", ")));
     }
     if let Some(by) = &risk.by {
         text.push_str(&format!(", by {by}"));

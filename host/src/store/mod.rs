@@ -67,6 +67,12 @@ pub struct StoredEvent {
     pub kind: String,
     /// The tool, for tool events.
     pub tool: Option<String>,
+    /// Where the tool came from (an MCP tool keeps its server).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<crate::request::Origin>,
+    /// The call's risk, when the policy recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub risk: Option<crate::decision::RiskReport>,
     /// e.g. a probe verdict.
     pub detail: Option<String>,
     /// A short summary.
@@ -90,7 +96,7 @@ pub enum StateWriteError {
 }
 
 enum WriterMessage {
-    Append(StoredEvent),
+    Append(Box<StoredEvent>),
     Decision(Box<LogEntry>),
     Flush(mpsc::Sender<()>),
 }
@@ -299,10 +305,20 @@ impl Store {
 
     /// Read a value from `policy`'s namespace.
     pub fn state_get(&self, policy: &str, key: &str) -> Result<Option<Vec<u8>>> {
+        let mut values = self.state_get_many(policy, std::slice::from_ref(&key))?;
+        Ok(values.pop().flatten())
+    }
+
+    /// Read several values from `policy`'s namespace in one snapshot.
+    pub fn state_get_many(&self, policy: &str, keys: &[&str]) -> Result<Vec<Option<Vec<u8>>>> {
         let txn = self.db.begin_read().map_err(|e| self.error(e))?;
         let table = txn.open_table(STATE).map_err(|e| self.error(e))?;
-        let value = table.get((policy, key)).map_err(|e| self.error(e))?;
-        Ok(value.map(|v| v.value().to_vec()))
+        keys.iter()
+            .map(|key| {
+                let value = table.get((policy, *key)).map_err(|e| self.error(e))?;
+                Ok(value.map(|v| v.value().to_vec()))
+            })
+            .collect()
     }
 
     /// Keys in `policy`'s namespace starting with `prefix`, at most `limit`.
@@ -439,7 +455,7 @@ impl Store {
             self.dropped_events.fetch_add(1, Ordering::Relaxed);
             return;
         };
-        if let Err(err) = sender.try_send(WriterMessage::Append(event)) {
+        if let Err(err) = sender.try_send(WriterMessage::Append(Box::new(event))) {
             let event = match err {
                 TrySendError::Full(WriterMessage::Append(e))
                 | TrySendError::Disconnected(WriterMessage::Append(e)) => e,
@@ -738,7 +754,7 @@ impl Batch {
         let mut message = Some(first);
         while let Some(m) = message.take() {
             match m {
-                WriterMessage::Append(event) => batch.events.push(event),
+                WriterMessage::Append(event) => batch.events.push(*event),
                 WriterMessage::Decision(entry) => batch.decisions.push(*entry),
                 WriterMessage::Flush(done) => batch.flushes.push(done),
             }

@@ -103,34 +103,54 @@ pub struct Note {
     pub text: String,
 }
 
-/// Risk categories, in ascending order of danger.
+/// How dangerous a call is, in ascending order; the composed risk is the
+/// highest level any policy reported.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum RiskCategory {
+pub enum RiskLevel {
     /// Nothing noteworthy.
     #[default]
+    None,
+    /// Worth a look (e.g. an MCP tool no rule recognised).
     Low,
-    /// An MCP tool no rule recognised.
-    McpUnclassified,
-    /// Writes local files.
-    FileWrite,
+    /// Changes local state (e.g. writes files).
+    Medium,
     /// Could move data off the machine.
-    ExfilCapable,
+    High,
     /// Runs arbitrary commands.
-    Shell,
+    Critical,
 }
 
-/// A risk classification and who made it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// The category of a call no policy classified.
+pub const UNCLASSIFIED: &str = "low";
+
+/// A risk classification and who made it. Categories are an open
+/// vocabulary chosen by policies ("shell", "file-write", ...); the level
+/// orders them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RiskReport {
-    /// The category.
-    pub category: RiskCategory,
+    /// How dangerous (records written before contract 0.2 have none).
+    #[serde(default)]
+    pub level: RiskLevel,
+    /// The category, kebab-case.
+    pub category: String,
     /// The signals behind it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub signals: Vec<String>,
     /// The policy that reported it (for the composed risk).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub by: Option<String>,
+}
+
+impl Default for RiskReport {
+    fn default() -> Self {
+        Self {
+            level: RiskLevel::None,
+            category: UNCLASSIFIED.into(),
+            signals: Vec::new(),
+            by: None,
+        }
+    }
 }
 
 /// Where a paused call waits.
@@ -216,14 +236,4 @@ pub struct PolicyResult {
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
-}
-
-/// A model's reply as a policy parsed it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "verdict", content = "reason", rename_all = "lowercase")]
-pub enum ModelVerdict {
-    /// The model found the call safe (or the reply was unusable).
-    Allow,
-    /// The model objected, with its reason.
-    Deny(String),
 }

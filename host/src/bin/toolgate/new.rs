@@ -26,10 +26,22 @@ const HELPER: &[(&str, &str)] = &[
         "src/verdicts.rs",
         include_str!("../../../../guest-plugins/toolgate-guest/src/verdicts.rs"),
     ),
+    (
+        "src/config.rs",
+        include_str!("../../../../guest-plugins/toolgate-guest/src/config.rs"),
+    ),
     ("wit/types.wit", include_str!("../../../../wit/types.wit")),
     ("wit/phases.wit", include_str!("../../../../wit/phases.wit")),
     ("wit/host.wit", include_str!("../../../../wit/host.wit")),
     ("wit/world.wit", include_str!("../../../../wit/world.wit")),
+    (
+        "wit/deps/config/store.wit",
+        include_str!("../../../../wit/deps/config/store.wit"),
+    ),
+    (
+        "wit/deps/logging/logging.wit",
+        include_str!("../../../../wit/deps/logging/logging.wit"),
+    ),
 ];
 
 #[derive(clap::Subcommand)]
@@ -144,26 +156,28 @@ fn policy_source(name: &str) -> String {
 //! unit-tested natively (`cargo test`).
 
 use serde::Deserialize;
-use toolgate_guest::{{BudgetStatus, Decision, FailMode, Phases, Policy, PolicyInfo, Risk, ToolCall}};
+use toolgate_guest::{{
+    BudgetStatus, Config, ConfigError, Decision, FailMode, Policy, PolicyInfo, Risk, ToolCall,
+}};
 
 /// The policy's table in the toolgate config.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, default)]
-struct Config {{
+struct Settings {{
     /// Command fragments to refuse.
     blocked: Vec<String>,
 }}
 
-impl Default for Config {{
+impl Default for Settings {{
     fn default() -> Self {{
         Self {{ blocked: vec!["rm -rf /".into()] }}
     }}
 }}
 
-struct Sample(Config);
+struct Sample(Settings);
 
 /// The decision, as a plain function.
-fn judge(config: &Config, tool: &str, command: Option<&str>) -> Decision {{
+fn judge(config: &Settings, tool: &str, command: Option<&str>) -> Decision {{
     let Some(command) = command.filter(|_| tool == "Bash") else {{
         return Decision::skip();
     }};
@@ -179,14 +193,13 @@ impl Policy for Sample {{
             name: "{name}".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             description: "refuses blocked shell commands".into(),
-            phases: Phases::decide_only(),
             default_fail_mode: FailMode::Open,
             commands: Vec::new(),
         }}
     }}
 
-    fn configure(config: &str) -> Result<Self, String> {{
-        toolgate_guest::parse_config(config).map(Self)
+    fn open(config: Config) -> Result<Self, ConfigError> {{
+        config.parse().map(Self)
     }}
 
     fn decide(&self, call: &ToolCall, _risk: &Risk, _budget: &BudgetStatus) -> Decision {{
@@ -195,6 +208,8 @@ impl Policy for Sample {{
     }}
 }}
 
+// Only the gate: add `classify`, `account`, `parse` or `observe` here (and
+// implement that phase's trait) to export an optional phase.
 toolgate_guest::export_policy!(Sample);
 
 #[cfg(test)]
@@ -204,7 +219,7 @@ mod tests {{
 
     #[test]
     fn blocks_only_what_is_configured() {{
-        let config = Config::default();
+        let config = Settings::default();
         assert!(matches!(judge(&config, "Bash", Some("rm -rf /")).verdict, Verdict::Deny(_)));
         assert!(matches!(judge(&config, "Bash", Some("ls")).verdict, Verdict::Skip));
         assert!(matches!(judge(&config, "Read", None).verdict, Verdict::Skip));

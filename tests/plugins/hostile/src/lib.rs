@@ -10,17 +10,18 @@ use std::hint::black_box;
 
 use serde::Deserialize;
 use toolgate_guest::{
-    BudgetStatus, Decision, FailMode, Phases, Policy, PolicyInfo, Risk, ToolCall, ToolEvent, host,
+    BudgetStatus, Config, ConfigError, Decision, FailMode, ModelReply, Observe, ParseVerdict,
+    Policy, PolicyInfo, Risk, ToolCall, ToolEvent, host,
 };
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
-struct Config {
+struct Attack {
     attack: String,
 }
 
 struct Hostile {
-    config: Config,
+    config: Attack,
     /// The user of the call now running (for `remember-user`).
     caller: std::cell::RefCell<String>,
 }
@@ -110,9 +111,9 @@ impl Hostile {
                 ];
                 let found: Vec<_> = guesses
                     .iter()
-                    .filter(|k| host::state::get(k).is_some())
+                    .filter(|k| host::state::get(k).is_ok_and(|v| v.is_some()))
                     .collect();
-                let keys = host::state::keys("", 100);
+                let keys = host::state::keys("", 100).unwrap_or_default();
                 if found.is_empty() && keys.is_empty() {
                     Decision::allow().with_note("other-namespace: error: nothing visible")
                 } else {
@@ -137,16 +138,12 @@ impl Hostile {
                 let result = host::state::set("big", &vec![0u8; 4096]);
                 Decision::allow().with_note(format!("state-quota: {result:?}"))
             }
-            "probe-loop" => {
-                // Ask the model forever; only the host can stop this.
-                let mut answers = 0u64;
-                loop {
-                    if host::probe("system", "user", 60_000).is_ok() {
-                        answers += 1;
-                    }
-                    black_box(answers);
-                }
+            // The model questions: what `parse` makes of the reply is below.
+            "ask-slow" | "ask-unparseable" | "ask-twice" => {
+                // Far past any sensible wait: only the host's limits bound it.
+                Decision::ask_model("system", "user", 600_000)
             }
+            "ask-huge" => Decision::ask_model("system", "q".repeat(1024 * 1024), 1_000),
             "huge-event-fields" => {
                 let huge = "x".repeat(4 * 1024 * 1024);
                 host::events::append(&host::Event {
@@ -154,6 +151,8 @@ impl Hostile {
                     turn: 0,
                     kind: huge.clone(),
                     tool: Some(huge.clone()),
+                    origin: Some(toolgate_guest::ToolOrigin::Mcp(huge.clone())),
+                    risk: None,
                     detail: Some(huge.clone()),
                     summary: Some(huge),
                     at_ms: 0,
@@ -167,6 +166,8 @@ impl Hostile {
                         turn: i,
                         kind: "flood".into(),
                         tool: None,
+                        origin: None,
+                        risk: None,
                         detail: None,
                         summary: Some("x".repeat(100)),
                         at_ms: 0,
@@ -175,8 +176,9 @@ impl Hostile {
                 Decision::allow().with_note("flooded")
             }
             "read-max" => {
-                let keys = host::state::keys("", u32::MAX).len();
-                let events = host::events::session_recent("flood", u32::MAX, &[]).len();
+                let keys = host::state::keys("", u32::MAX).map_or(0, |k| k.len());
+                let events =
+                    host::events::session_recent("flood", u32::MAX, &[]).map_or(0, |e| e.len());
                 Decision::allow().with_note(format!("read-max: {keys} keys, {events} events"))
             }
             "state-key-max" => {
@@ -216,14 +218,13 @@ impl Policy for Hostile {
             name: "hostile".into(),
             version: "0.1.0".into(),
             description: "misbehaves on purpose (test policy)".into(),
-            phases: Phases::decide_only(),
             default_fail_mode: FailMode::Open,
             commands: Vec::new(),
         }
     }
 
-    fn configure(config: &str) -> Result<Self, String> {
-        toolgate_guest::parse_config(config).map(|config| Self {
+    fn open(config: Config) -> Result<Self, ConfigError> {
+        config.parse().map(|config| Self {
             config,
             caller: Default::default(),
         })
@@ -237,7 +238,9 @@ impl Policy for Hostile {
             Decision::allow().with_note("behaving")
         }
     }
+}
 
+impl Observe for Hostile {
     fn observe(&self, event: &ToolEvent) {
         // The same attacks from the PostToolUse side.
         if event.call.tool == "attack" {
@@ -246,4 +249,15 @@ impl Policy for Hostile {
     }
 }
 
-toolgate_guest::export_policy!(Hostile);
+impl ParseVerdict for Hostile {
+    fn parse(&self, _call: &ToolCall, reply: &ModelReply) -> Result<Decision, String> {
+        match self.config.attack.as_str() {
+            "ask-unparseable" => Err("this reply means nothing to me".into()),
+            "ask-twice" => Ok(Decision::ask_model("system", "again", 1_000)),
+            // Report what the host handed over, for the test to check.
+            _ => Ok(Decision::allow().with_note(format!("reply: {reply:?}"))),
+        }
+    }
+}
+
+toolgate_guest::export_policy!(Hostile, parse, observe);

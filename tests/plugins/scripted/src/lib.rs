@@ -3,18 +3,20 @@
 
 use serde::Deserialize;
 use toolgate_guest::{
-    BudgetStatus, Decision, FailMode, Phases, Policy, PolicyInfo, Resolution, Risk, RiskCategory,
-    ToolCall, host,
+    BudgetStatus, Classify, Config, ConfigError, Decision, FailMode, Policy, PolicyInfo,
+    Resolution, Risk, RiskLevel, ToolCall, host,
 };
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
 struct Script {
-    /// "allow", "deny", "pause", "auth" or "skip".
+    /// "allow", "deny", "pause", "auth", "skip" or "ask" (ask the model,
+    /// which this policy cannot parse: it exports no `verdict`).
     verdict: String,
     reason: String,
     notes: Vec<String>,
-    /// A risk category to report from `classify`.
+    /// A risk category to report from `classify` (the bundled categories
+    /// get their usual level; any other name is `medium`).
     risk: Option<String>,
     /// Add a note counting the calls this instance has decided, to show
     /// whether the host reused it.
@@ -34,40 +36,24 @@ impl Policy for Scripted {
             name: "scripted".into(),
             version: "0.1.0".into(),
             description: "answers from its config (test policy)".into(),
-            phases: Phases::CLASSIFY,
             default_fail_mode: FailMode::Open,
             commands: vec!["decided".into()],
         }
     }
 
-    fn configure(config: &str) -> Result<Self, String> {
-        let script: Script = toolgate_guest::parse_config(config)?;
-        if !["", "allow", "deny", "pause", "auth", "skip"].contains(&script.verdict.as_str()) {
-            return Err(format!(
-                "verdict `{}` is not one of allow, deny, pause, auth, skip",
-                script.verdict
+    fn open(config: Config) -> Result<Self, ConfigError> {
+        let script: Script = config.parse()?;
+        if !["", "allow", "deny", "pause", "auth", "skip", "ask"].contains(&script.verdict.as_str())
+        {
+            return Err(ConfigError::at(
+                "verdict",
+                format!(
+                    "`{}` is not one of allow, deny, pause, auth, skip, ask",
+                    script.verdict
+                ),
             ));
         }
         Ok(Self(script))
-    }
-
-    fn classify(&self, _call: &ToolCall) -> Risk {
-        let category = match self.0.risk.as_deref() {
-            Some("shell") => RiskCategory::Shell,
-            Some("exfil-capable") => RiskCategory::ExfilCapable,
-            Some("file-write") => RiskCategory::FileWrite,
-            Some("mcp-unclassified") => RiskCategory::McpUnclassified,
-            _ => RiskCategory::Low,
-        };
-        Risk {
-            category,
-            signals: self
-                .0
-                .risk
-                .iter()
-                .map(|r| format!("scripted:{r}"))
-                .collect(),
-        }
     }
 
     fn decide(&self, call: &ToolCall, _risk: &Risk, _budget: &BudgetStatus) -> Decision {
@@ -95,6 +81,7 @@ impl Policy for Scripted {
                 Decision::pause_for_credential("token", &self.0.reason, None)
             }
             "skip" => Decision::skip(),
+            "ask" => Decision::ask_model("system", "user", 1_000),
             _ => Decision::allow(),
         };
         let decision = self
@@ -113,6 +100,7 @@ impl Policy for Scripted {
         match name {
             "decided" => {
                 let count = host::state::get("decided")
+                    .map_err(|err| format!("state unavailable: {err:?}"))?
                     .and_then(|b| b.try_into().ok())
                     .map(u64::from_le_bytes)
                     .unwrap_or(0);
@@ -123,4 +111,28 @@ impl Policy for Scripted {
     }
 }
 
-toolgate_guest::export_policy!(Scripted);
+impl Classify for Scripted {
+    fn classify(&self, _call: &ToolCall) -> Risk {
+        let category = self.0.risk.clone().unwrap_or_else(|| "low".into());
+        let level = match category.as_str() {
+            "low" => RiskLevel::None,
+            "mcp-unclassified" => RiskLevel::Low,
+            "file-write" => RiskLevel::Medium,
+            "exfil-capable" => RiskLevel::High,
+            "shell" => RiskLevel::Critical,
+            _ => RiskLevel::Medium,
+        };
+        Risk {
+            level,
+            signals: self
+                .0
+                .risk
+                .iter()
+                .map(|r| format!("scripted:{r}"))
+                .collect(),
+            category,
+        }
+    }
+}
+
+toolgate_guest::export_policy!(Scripted, classify);
