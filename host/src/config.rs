@@ -400,12 +400,14 @@ pub struct Limits {
     /// Who may share a warm instance: `session` (the default: one user's
     /// one session) or `user` (one user's sessions). Never two users.
     pub isolation: Isolation,
-    /// Model probes per evaluation; further ones fail at once.
+    /// Model questions per evaluation. A policy asks at most one per
+    /// decision, so 0 forbids asking and any other value allows it.
     pub probe_max_calls: u32,
-    /// Total time per evaluation a policy may wait for model probes, ms.
+    /// The longest the host waits for the model on this policy's behalf per
+    /// evaluation, ms.
     pub probe_max_wait_ms: u32,
-    /// Hard wall-clock ceiling on one call into the policy, host waits
-    /// included, ms. Default (0): `deadline_ms + probe_max_wait_ms`.
+    /// Hard wall-clock ceiling on one call into the policy, time blocked in
+    /// host calls (store I/O) included, ms. Default (0): `deadline_ms + probe_max_wait_ms`.
     pub wall_clock_ms: u32,
     /// Events a policy may append in one evaluation; more are dropped.
     pub events_per_call: u32,
