@@ -1,54 +1,24 @@
-//! The embedded redb store: per-policy state namespaces, the per-policy event
-//! streams, and pending gates (see `gates`).
-//!
-//! redb is blocking; callers run on plain threads (or `spawn_blocking`).
-//! Event appends go through a bounded queue to one writer thread that commits
-//! in batches, so recording an event never blocks a decision; dropping the
-//! [`Store`] drains the queue first, so nothing queued is lost on a clean
-//! shutdown.
+//! The store: per-policy state namespaces and event streams, pending gates
+//! and resolutions, the decision log and turn counters — behind one narrow
+//! interface (the traits below), so the pipeline, the capabilities and the
+//! daemon never name a storage engine. `embedded` (redb, one file) is the
+//! default.
 
-mod decisions;
-mod gates;
-pub mod hygiene;
-mod terminals;
+mod embedded;
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
+use std::path::Path;
 
-use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 
 use crate::config::LogConfig;
-use crate::decision_log::LogEntry;
-use crate::error::{Error, Result};
-use decisions::{DECISIONS, apply_retention};
-use hygiene::{Retention, SweepReport};
+use crate::decision_log::{LogEntry, LogFilter};
+use crate::error::Result;
+use crate::gates::{GateError, GateKey, GateResolution, PendingGate, RecordedResolution};
+use embedded::RedbStore;
+pub use embedded::hygiene;
+pub use embedded::{DURABLE_WITHIN, EVENT_QUEUE_CAPACITY};
+use hygiene::{Retention, StoreStats, SweepReport};
 
-/// (policy, key) → value.
-const STATE: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("state");
-/// policy → bytes used by its namespace (keys + values).
-pub(crate) const STATE_USAGE: TableDefinition<&str, u64> = TableDefinition::new("state_usage");
-/// seq → event (JSON).
-pub(crate) const EVENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("events");
-/// (policy, session, seq) → ().
-pub(crate) const EVENTS_BY_SESSION: TableDefinition<(&str, &str, u64), ()> =
-    TableDefinition::new("events_by_session");
-/// (policy, tool, seq) → session.
-pub(crate) const EVENTS_BY_TOOL: TableDefinition<(&str, &str, u64), &str> =
-    TableDefinition::new("events_by_tool");
-/// (user, thread) → pending gate (JSON).
-pub(crate) const GATES: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("gates");
-
-/// How many event appends may wait for the writer before new ones are dropped
-/// (with a warning).
-pub const EVENT_QUEUE_CAPACITY: usize = 4096;
-/// The most appends committed in one write transaction.
-const EVENT_BATCH: usize = 256;
-/// Non-durable commits (policy state) become durable within this time.
-pub const DURABLE_WITHIN: std::time::Duration = std::time::Duration::from_millis(100);
 /// The longest key or value a policy may store.
 pub const MAX_STATE_ENTRY: usize = 1024 * 1024;
 /// The longest state key a policy may use, bytes.
@@ -95,749 +65,212 @@ pub enum StateWriteError {
     Storage(String),
 }
 
-enum WriterMessage {
-    Append(Box<StoredEvent>),
-    Decision(Box<LogEntry>),
-    Flush(mpsc::Sender<()>),
-}
-
-/// session → current turn, for runtimes that do not number turns.
-pub(crate) const TURNS: TableDefinition<&str, u64> = TableDefinition::new("turns");
-
-/// The toolgate store: one redb file.
-pub struct Store {
-    db: Arc<Database>,
-    path: PathBuf,
-    queue: Mutex<Option<SyncSender<WriterMessage>>>,
-    writer: Mutex<Option<JoinHandle<()>>>,
-    dropped_events: AtomicU64,
-    log_config: Arc<std::sync::RwLock<LogConfig>>,
-    retention: Arc<std::sync::RwLock<Retention>>,
-    /// Set when a non-durable commit happened; the writer makes it durable.
-    dirty: Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl std::fmt::Debug for Store {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store").field("path", &self.path).finish()
-    }
-}
-
-impl Store {
-    /// Open (or create) the store at `path`, waiting up to `wait` while
-    /// another process holds it (redb allows one owner at a time), then
-    /// failing with [`Error::StoreBusy`].
-    pub fn open_waiting(path: &Path, wait: std::time::Duration) -> Result<Self> {
-        let started = std::time::Instant::now();
-        let mut pause = std::time::Duration::from_millis(5);
-        loop {
-            match Self::open(path) {
-                Err(Error::StoreBusy { .. }) if started.elapsed() < wait => {
-                    std::thread::sleep(pause.min(wait.saturating_sub(started.elapsed())));
-                    pause = (pause * 2).min(std::time::Duration::from_millis(100));
-                }
-                Err(Error::StoreBusy { path, .. }) => {
-                    return Err(Error::StoreBusy {
-                        path,
-                        waited_ms: started.elapsed().as_millis() as u64,
-                    });
-                }
-                other => return other,
-            }
-        }
-    }
-
-    /// Open (or create) the store at `path`, creating parent directories.
-    /// Fails at once with [`Error::StoreBusy`] if another process holds it.
-    pub fn open(path: &Path) -> Result<Self> {
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|err| Error::Store {
-                path: path.to_path_buf(),
-                message: format!("cannot create its directory: {err}"),
-            })?;
-        }
-        let db = Database::create(path).map_err(|err| open_error(path, err.into()))?;
-        let store_err = |err: redb::Error| open_error(path, err);
-        let txn = db.begin_write().map_err(|e| store_err(e.into()))?;
-        {
-            txn.open_table(STATE).map_err(|e| store_err(e.into()))?;
-            txn.open_table(STATE_USAGE)
-                .map_err(|e| store_err(e.into()))?;
-            txn.open_table(EVENTS).map_err(|e| store_err(e.into()))?;
-            txn.open_table(EVENTS_BY_SESSION)
-                .map_err(|e| store_err(e.into()))?;
-            txn.open_table(EVENTS_BY_TOOL)
-                .map_err(|e| store_err(e.into()))?;
-            txn.open_table(GATES).map_err(|e| store_err(e.into()))?;
-            txn.open_table(DECISIONS).map_err(|e| store_err(e.into()))?;
-            txn.open_table(TURNS).map_err(|e| store_err(e.into()))?;
-            txn.open_table(hygiene::EVENTS_BY_POLICY)
-                .map_err(|e| store_err(e.into()))?;
-            txn.open_table(hygiene::EVENT_COUNTS)
-                .map_err(|e| store_err(e.into()))?;
-            txn.open_table(hygiene::TURN_SEEN)
-                .map_err(|e| store_err(e.into()))?;
-            txn.open_table(gates::RESOLUTIONS)
-                .map_err(|e| store_err(e.into()))?;
-        }
-        txn.commit().map_err(|e| store_err(e.into()))?;
-
-        let db = Arc::new(db);
-        let (sender, receiver) = mpsc::sync_channel(EVENT_QUEUE_CAPACITY);
-        let writer_db = Arc::clone(&db);
-        let log_config = Arc::new(std::sync::RwLock::new(LogConfig::default()));
-        let writer_log = Arc::clone(&log_config);
-        let retention = Arc::new(std::sync::RwLock::new(Retention::default()));
-        let writer_retention = Arc::clone(&retention);
-        let dirty = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let writer_dirty = Arc::clone(&dirty);
-        let writer = std::thread::Builder::new()
-            .name("toolgate-event-writer".into())
-            .spawn(move || {
-                run_event_writer(
-                    &writer_db,
-                    receiver,
-                    &writer_log,
-                    &writer_retention,
-                    &writer_dirty,
-                )
-            })
-            .map_err(|err| Error::Store {
-                path: path.to_path_buf(),
-                message: format!("cannot start the event writer: {err}"),
-            })?;
-        Ok(Self {
-            db,
-            path: path.to_path_buf(),
-            queue: Mutex::new(Some(sender)),
-            writer: Mutex::new(Some(writer)),
-            dropped_events: AtomicU64::new(0),
-            log_config,
-            retention,
-            dirty,
-        })
-    }
-
-    /// Set the decision log's contents and retention.
-    pub fn set_log_config(&self, config: LogConfig) {
-        *self.log_config.write().unwrap_or_else(|p| p.into_inner()) = config;
-    }
-
-    /// Set how long events, gates, resolutions and turn counters are kept.
-    pub fn set_retention(&self, retention: Retention) {
-        *self.retention.write().unwrap_or_else(|p| p.into_inner()) = retention;
-    }
-
-    /// Sweep now what is past its retention (the writer also does this every
-    /// `sweep_interval`).
-    pub fn sweep(&self) -> Result<SweepReport> {
-        let retention = self
-            .retention
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        let report =
-            hygiene::sweep(&self.db, &retention, crate::now_ms()).map_err(|e| self.error(e))?;
-        self.dirty.store(true, Ordering::Release);
-        Ok(report)
-    }
-
-    /// The decision log's settings.
-    pub fn log_config(&self) -> LogConfig {
-        *self.log_config.read().unwrap_or_else(|p| p.into_inner())
-    }
-
-    pub(crate) fn queue_decision(&self, entry: LogEntry) {
-        let queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
-        let sent = queue
-            .as_ref()
-            .is_some_and(|q| q.try_send(WriterMessage::Decision(Box::new(entry))).is_ok());
-        if !sent {
-            self.dropped_events.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!("decision log entry dropped: the write queue is full or closed");
-        }
-    }
-
-    /// Start the next turn of `session` and return its number (from 1).
-    pub fn next_turn(&self, session: &str) -> Result<u64> {
-        let txn = self.fast_write().map_err(|e| self.error(e))?;
-        let turn = {
-            let mut table = txn.open_table(TURNS).map_err(|e| self.error(e))?;
-            let turn = table
-                .get(session)
-                .map_err(|e| self.error(e))?
-                .map_or(0, |v| v.value())
-                + 1;
-            table.insert(session, turn).map_err(|e| self.error(e))?;
-            txn.open_table(hygiene::TURN_SEEN)
-                .map_err(|e| self.error(e))?
-                .insert(session, crate::now_ms())
-                .map_err(|e| self.error(e))?;
-            turn
-        };
-        txn.commit().map_err(|e| self.error(e))?;
-        Ok(turn)
-    }
-
-    /// The current turn of `session` (0 before its first).
-    pub fn turn(&self, session: &str) -> Result<u64> {
-        let txn = self.db.begin_read().map_err(|e| self.error(e))?;
-        let table = txn.open_table(TURNS).map_err(|e| self.error(e))?;
-        let turn = table.get(session).map_err(|e| self.error(e))?;
-        Ok(turn.map_or(0, |v| v.value()))
-    }
-
-    /// The redb file.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    pub(crate) fn db(&self) -> &Database {
-        &self.db
-    }
-
-    pub(crate) fn error(&self, err: impl Into<redb::Error>) -> Error {
-        Error::Store {
-            path: self.path.clone(),
-            message: err.into().to_string(),
-        }
-    }
-
+/// Policy state: per-policy key-value namespaces with quotas and a bounded
+/// atomic counter.
+pub trait StateStore {
     /// Read a value from `policy`'s namespace.
-    pub fn state_get(&self, policy: &str, key: &str) -> Result<Option<Vec<u8>>> {
+    fn state_get(&self, policy: &str, key: &str) -> Result<Option<Vec<u8>>> {
         let mut values = self.state_get_many(policy, std::slice::from_ref(&key))?;
         Ok(values.pop().flatten())
     }
-
     /// Read several values from `policy`'s namespace in one snapshot.
-    pub fn state_get_many(&self, policy: &str, keys: &[&str]) -> Result<Vec<Option<Vec<u8>>>> {
-        let txn = self.db.begin_read().map_err(|e| self.error(e))?;
-        let table = txn.open_table(STATE).map_err(|e| self.error(e))?;
-        keys.iter()
-            .map(|key| {
-                let value = table.get((policy, *key)).map_err(|e| self.error(e))?;
-                Ok(value.map(|v| v.value().to_vec()))
-            })
-            .collect()
-    }
-
+    fn state_get_many(&self, policy: &str, keys: &[&str]) -> Result<Vec<Option<Vec<u8>>>>;
     /// Keys in `policy`'s namespace starting with `prefix`, at most `limit`.
-    pub fn state_keys(&self, policy: &str, prefix: &str, limit: usize) -> Result<Vec<String>> {
-        let txn = self.db.begin_read().map_err(|e| self.error(e))?;
-        let table = txn.open_table(STATE).map_err(|e| self.error(e))?;
-        let mut keys = Vec::new();
-        for entry in table.range((policy, prefix)..).map_err(|e| self.error(e))? {
-            let (key, _) = entry.map_err(|e| self.error(e))?;
-            let (owner, key) = key.value();
-            if owner != policy || !key.starts_with(prefix) || keys.len() >= limit {
-                break;
-            }
-            keys.push(key.to_string());
-        }
-        Ok(keys)
-    }
-
+    fn state_keys(&self, policy: &str, prefix: &str, limit: usize) -> Result<Vec<String>>;
     /// Write (`Some`) or delete (`None`) a value in `policy`'s namespace,
     /// keeping the namespace under `quota` bytes.
-    pub fn state_put(
+    fn state_put(
         &self,
         policy: &str,
         key: &str,
         value: Option<&[u8]>,
         quota: u64,
-    ) -> Result<(), StateWriteError> {
-        if key.len() > MAX_STATE_KEY || value.is_some_and(|v| v.len() > MAX_STATE_ENTRY) {
-            return Err(StateWriteError::TooLarge);
-        }
-        self.with_state_txn(policy, quota, |table| {
-            let old = entry_size(table, policy, key)?;
-            let new = match value {
-                Some(value) => {
-                    table.insert((policy, key), value)?;
-                    (key.len() + value.len()) as i64
-                }
-                None => {
-                    table.remove((policy, key))?;
-                    0
-                }
-            };
-            Ok(((), new - old))
-        })
-    }
-
+    ) -> Result<(), StateWriteError>;
     /// Atomically increment the counter at `key` (8 bytes, little-endian) if
-    /// it is below `limit`. Redb serialises write transactions, so two
-    /// concurrent callers can never both take the last unit.
-    pub fn state_try_increment(
+    /// it is below `limit`: two concurrent callers, in this process or
+    /// another host, can never both take the last unit.
+    fn state_try_increment(
         &self,
         policy: &str,
         key: &str,
         limit: u64,
         quota: u64,
-    ) -> Result<Option<u64>, StateWriteError> {
-        if key.len() > MAX_STATE_KEY {
-            return Err(StateWriteError::TooLarge);
-        }
-        self.with_state_txn(policy, quota, |table| {
-            let old = entry_size(table, policy, key)?;
-            let current = table
-                .get((policy, key))?
-                .and_then(|v| <[u8; 8]>::try_from(v.value()).ok())
-                .map(u64::from_le_bytes)
-                .unwrap_or(0);
-            if current >= limit {
-                return Ok((None, 0));
-            }
-            let next = current + 1;
-            table.insert((policy, key), next.to_le_bytes().as_slice())?;
-            Ok((Some(next), (key.len() + 8) as i64 - old))
-        })
-    }
-
-    /// Run `change` on the state table in one write transaction; it returns
-    /// its result and how many bytes it added to the namespace. Commits only
-    /// if a growing namespace stays within `quota`.
-    fn with_state_txn<T>(
-        &self,
-        policy: &str,
-        quota: u64,
-        change: impl FnOnce(
-            &mut redb::Table<(&str, &str), &[u8]>,
-        ) -> std::result::Result<(T, i64), redb::StorageError>,
-    ) -> Result<T, StateWriteError> {
-        let storage = |e: redb::Error| StateWriteError::Storage(e.to_string());
-        let txn = self.fast_write().map_err(storage)?;
-        let result = {
-            let mut table = txn.open_table(STATE).map_err(|e| storage(e.into()))?;
-            let mut usage = txn.open_table(STATE_USAGE).map_err(|e| storage(e.into()))?;
-            let before = usage
-                .get(policy)
-                .map_err(|e| storage(e.into()))?
-                .map_or(0, |v| v.value());
-            let (result, delta) = change(&mut table).map_err(|e| storage(e.into()))?;
-            let after = before.saturating_add_signed(delta);
-            if delta > 0 && after > quota {
-                return Err(StateWriteError::QuotaExceeded(quota));
-            }
-            usage.insert(policy, after).map_err(|e| storage(e.into()))?;
-            result
-        };
-        txn.commit().map_err(|e| storage(e.into()))?;
-        Ok(result)
-    }
-
-    /// A write transaction that commits without waiting for the disk: the
-    /// writer thread makes it durable within [`DURABLE_WITHIN`] (group
-    /// commit), and at shutdown. Policy state and turn counters use it; the
-    /// writer's own batches (events, the decision log) are group-committed
-    /// the same way; only pending gates commit durably at once.
-    fn fast_write(&self) -> std::result::Result<redb::WriteTransaction, redb::Error> {
-        let mut txn = self.db.begin_write()?;
-        txn.set_durability(redb::Durability::None)?;
-        self.dirty.store(true, Ordering::Release);
-        Ok(txn)
-    }
-
+    ) -> Result<Option<u64>, StateWriteError>;
     /// Bytes used by `policy`'s namespace, as of the last write.
-    pub fn state_usage(&self, policy: &str) -> Result<u64> {
-        let txn = self.db.begin_read().map_err(|e| self.error(e))?;
-        let table = txn.open_table(STATE_USAGE).map_err(|e| self.error(e))?;
-        let usage = table.get(policy).map_err(|e| self.error(e))?;
-        Ok(usage.map(|v| v.value()).unwrap_or(0))
-    }
+    fn state_usage(&self, policy: &str) -> Result<u64>;
+}
 
-    /// Queue an event for the writer. Never blocks: when the queue is full
-    /// the event is dropped and counted (see [`Store::dropped_events`]).
-    pub fn append_event(&self, event: StoredEvent) {
-        let queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(sender) = queue.as_ref() else {
-            tracing::warn!(policy = %event.policy, kind = %event.kind, "event dropped: the store is shutting down");
-            self.dropped_events.fetch_add(1, Ordering::Relaxed);
-            return;
-        };
-        if let Err(err) = sender.try_send(WriterMessage::Append(Box::new(event))) {
-            let event = match err {
-                TrySendError::Full(WriterMessage::Append(e))
-                | TrySendError::Disconnected(WriterMessage::Append(e)) => e,
-                _ => return,
-            };
-            self.dropped_events.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(
-                policy = %event.policy,
-                kind = %event.kind,
-                capacity = EVENT_QUEUE_CAPACITY,
-                "event dropped: the write queue is full"
-            );
-        }
-    }
-
-    /// Events dropped because the queue was full.
-    pub fn dropped_events(&self) -> u64 {
-        self.dropped_events.load(Ordering::Relaxed)
-    }
-
-    /// Wait until everything written or queued so far (state, events, the
-    /// decision log) is committed and durable on disk. Concurrent callers
-    /// share one fsync.
-    pub fn persist(&self) {
-        let (done, wait) = mpsc::channel();
-        let sent = {
-            let queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
-            queue
-                .as_ref()
-                .is_some_and(|q| q.send(WriterMessage::Flush(done)).is_ok())
-        };
-        if sent {
-            let _ = wait.recv();
-        }
-    }
-
-    /// Drain the event queue and stop the writer. Called by `Drop`; call it
-    /// explicitly to shut down at a known point.
-    pub fn shutdown(&self) {
-        drop(self.queue.lock().unwrap_or_else(|p| p.into_inner()).take());
-        if let Some(writer) = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            let _ = writer.join();
-        }
-    }
-
+/// The per-policy event streams.
+pub trait EventStore {
+    /// Record an event. Never blocks a decision: a backend may queue it and
+    /// drop it (counted, see [`Maintenance::dropped_events`]) when full.
+    fn append_event(&self, event: StoredEvent);
     /// The newest `limit` events of `session` in `policy`'s stream, oldest
     /// first, leaving out kinds in `exclude_kinds`.
-    pub fn session_recent(
+    fn session_recent(
         &self,
         policy: &str,
         session: &str,
         limit: usize,
         exclude_kinds: &[String],
-    ) -> Result<Vec<StoredEvent>> {
-        let txn = self.db.begin_read().map_err(|e| self.error(e))?;
-        let index = txn
-            .open_table(EVENTS_BY_SESSION)
-            .map_err(|e| self.error(e))?;
-        let events = txn.open_table(EVENTS).map_err(|e| self.error(e))?;
-        let mut found = Vec::new();
-        let range = index
-            .range((policy, session, 0)..=(policy, session, u64::MAX))
-            .map_err(|e| self.error(e))?;
-        for entry in range.rev() {
-            if found.len() >= limit {
-                break;
-            }
-            let (key, _) = entry.map_err(|e| self.error(e))?;
-            let seq = key.value().2;
-            if let Some(event) = self.load_event(&events, seq)?
-                && !exclude_kinds.contains(&event.kind)
-            {
-                found.push(event);
-            }
-        }
-        found.reverse();
-        Ok(found)
-    }
-
+    ) -> Result<Vec<StoredEvent>>;
     /// The newest `limit` events for `tool` from sessions other than
     /// `exclude_session`, oldest first. The session is excluded while
     /// scanning, before the limit applies.
-    pub fn tool_history(
+    fn tool_history(
         &self,
         policy: &str,
         tool: &str,
         exclude_session: &str,
         limit: usize,
         exclude_kinds: &[String],
-    ) -> Result<Vec<StoredEvent>> {
-        let txn = self.db.begin_read().map_err(|e| self.error(e))?;
-        let index = txn.open_table(EVENTS_BY_TOOL).map_err(|e| self.error(e))?;
-        let events = txn.open_table(EVENTS).map_err(|e| self.error(e))?;
-        let mut found = Vec::new();
-        let range = index
-            .range((policy, tool, 0)..=(policy, tool, u64::MAX))
-            .map_err(|e| self.error(e))?;
-        for entry in range.rev() {
-            if found.len() >= limit {
-                break;
-            }
-            let (key, session) = entry.map_err(|e| self.error(e))?;
-            if session.value() == exclude_session {
-                continue;
-            }
-            if let Some(event) = self.load_event(&events, key.value().2)?
-                && !exclude_kinds.contains(&event.kind)
-            {
-                found.push(event);
-            }
-        }
-        found.reverse();
-        Ok(found)
-    }
-
-    fn load_event(
-        &self,
-        events: &impl ReadableTable<u64, &'static [u8]>,
-        seq: u64,
-    ) -> Result<Option<StoredEvent>> {
-        let Some(bytes) = events.get(seq).map_err(|e| self.error(e))? else {
-            return Ok(None);
-        };
-        serde_json::from_slice(bytes.value())
-            .map(Some)
-            .map_err(|err| Error::Store {
-                path: self.path.clone(),
-                message: format!("event {seq} is unreadable ({err}); the file may be damaged"),
-            })
-    }
-
+    ) -> Result<Vec<StoredEvent>>;
     /// The newest `limit` events across all policies, oldest first.
-    pub fn recent_events(&self, limit: usize) -> Result<Vec<(u64, StoredEvent)>> {
-        let txn = self.db.begin_read().map_err(|e| self.error(e))?;
-        let events = txn.open_table(EVENTS).map_err(|e| self.error(e))?;
-        let mut found = Vec::new();
-        for entry in events.iter().map_err(|e| self.error(e))?.rev().take(limit) {
-            let (seq, bytes) = entry.map_err(|e| self.error(e))?;
-            if let Ok(event) = serde_json::from_slice(bytes.value()) {
-                found.push((seq.value(), event));
-            }
-        }
-        found.reverse();
-        Ok(found)
+    fn recent_events(&self, limit: usize) -> Result<Vec<(u64, StoredEvent)>>;
+}
+
+/// Pending gates and the resolutions people made on them.
+pub trait GateStore {
+    /// Store a gate, replacing any earlier gate of the same (user, thread).
+    fn insert_gate(&self, gate: &PendingGate) -> Result<()>;
+    /// The pending gate for `key`, unless there is none or it has expired.
+    fn peek_gate(&self, key: &GateKey, now_ms: u64) -> Result<Option<PendingGate>>;
+    /// Every unexpired gate, optionally only one user's.
+    fn list_gates(&self, user_id: Option<&str>, now_ms: u64) -> Result<Vec<PendingGate>>;
+    /// Take the gate at `key` if every check passes; otherwise leave it.
+    /// Exactly one caller can take a gate, whichever host it talks to. An
+    /// expired gate is removed and reported as [`GateError::Expired`].
+    fn take_gate(
+        &self,
+        key: &GateKey,
+        request_id: &str,
+        channel: &str,
+        trusted_channels: &[String],
+        now_ms: u64,
+    ) -> Result<PendingGate, GateError>;
+    /// Remember a resolution for the resubmitted call, for `ttl`.
+    fn record_resolution(
+        &self,
+        gate: &PendingGate,
+        resolution: GateResolution,
+        ttl: std::time::Duration,
+    ) -> Result<()>;
+    /// Unexpired resolutions recorded for this call so far, oldest first.
+    fn resolutions_for(
+        &self,
+        user_id: &str,
+        thread_id: &str,
+        fingerprint: &str,
+        now_ms: u64,
+    ) -> Result<Vec<RecordedResolution>>;
+    /// Forget the resolutions of a call once it has been finally decided.
+    fn clear_resolutions(&self, user_id: &str, thread_id: &str, fingerprint: &str) -> Result<()>;
+}
+
+/// The decision log.
+pub trait DecisionLog {
+    /// Queue a decision for the log (never blocks).
+    fn log_decision(&self, entry: LogEntry);
+    /// The newest `limit` entries matching `filter`, oldest first.
+    fn decision_log(&self, filter: &LogFilter, limit: usize) -> Result<Vec<(u64, LogEntry)>>;
+}
+
+/// Turn counters, for runtimes that do not number turns.
+pub trait TurnStore {
+    /// Start the next turn of `session` and return its number (from 1).
+    fn next_turn(&self, session: &str) -> Result<u64>;
+    /// The current turn of `session` (0 before its first).
+    fn turn(&self, session: &str) -> Result<u64>;
+}
+
+/// Where agents' hooks came from (see `daemon::peer`).
+pub trait TerminalStore {
+    /// Remember that an agent's hook came from these keys.
+    fn record_agent_terminals(&self, keys: &[String]) -> Result<()>;
+    /// Whether an agent's hook ever came from any of these keys.
+    fn is_agent_terminal(&self, keys: &[String]) -> Result<bool>;
+}
+
+/// Settings, durability and housekeeping.
+pub trait Maintenance {
+    /// Set the decision log's contents and retention.
+    fn set_log_config(&self, config: LogConfig);
+    /// Set how long events, gates, resolutions and turn counters are kept.
+    fn set_retention(&self, retention: Retention);
+    /// Sweep now what is past its retention.
+    fn sweep(&self) -> Result<SweepReport>;
+    /// The decision log's settings.
+    fn log_config(&self) -> LogConfig;
+    /// The local path that names this store: the redb file. The daemon's
+    /// socket and the self-protection guard are placed by it.
+    fn path(&self) -> &Path;
+    /// Events (and log entries) dropped because a queue was full.
+    fn dropped_events(&self) -> u64;
+    /// Wait until everything written or queued so far is committed and
+    /// durable.
+    fn persist(&self);
+    /// Drain queues and stop background work; called on drop too.
+    fn shutdown(&self);
+    /// Sizes per table and per policy.
+    fn stats(&self) -> Result<StoreStats>;
+}
+
+/// Everything the pipeline, the capabilities and the daemon need from a
+/// store. A backend implements the parts; this is their sum.
+pub trait Backend:
+    StateStore
+    + EventStore
+    + GateStore
+    + DecisionLog
+    + TurnStore
+    + TerminalStore
+    + Maintenance
+    + Send
+    + Sync
+    + std::fmt::Debug
+{
+}
+
+impl<T> Backend for T where
+    T: StateStore
+        + EventStore
+        + GateStore
+        + DecisionLog
+        + TurnStore
+        + TerminalStore
+        + Maintenance
+        + Send
+        + Sync
+        + std::fmt::Debug
+{
+}
+
+/// The toolgate store: a [`Backend`] chosen when it is opened. Its methods
+/// are the backend traits' (through `Deref`).
+#[derive(Debug)]
+pub struct Store(Box<dyn Backend>);
+
+impl std::ops::Deref for Store {
+    type Target = dyn Backend;
+
+    fn deref(&self) -> &Self::Target {
+        &*self.0
     }
 }
 
-impl Drop for Store {
-    fn drop(&mut self) {
-        self.shutdown();
+impl Store {
+    /// Open (or create) the redb store at `path`, waiting up to `wait` while
+    /// another process holds it (redb allows one owner at a time), then
+    /// failing with [`Error::StoreBusy`](crate::Error::StoreBusy).
+    pub fn open_waiting(path: &Path, wait: std::time::Duration) -> Result<Self> {
+        RedbStore::open_waiting(path, wait).map(|s| Self(Box::new(s)))
     }
-}
 
-/// Bytes an existing entry uses (key + value), 0 when absent.
-fn entry_size(
-    table: &redb::Table<(&str, &str), &[u8]>,
-    policy: &str,
-    key: &str,
-) -> std::result::Result<i64, redb::StorageError> {
-    Ok(table
-        .get((policy, key))?
-        .map_or(0, |v| (key.len() + v.value().len()) as i64))
-}
-
-fn open_error(path: &Path, err: redb::Error) -> Error {
-    let message = match err {
-        redb::Error::DatabaseAlreadyOpen => {
-            return Error::StoreBusy {
-                path: path.to_path_buf(),
-                waited_ms: 0,
-            };
-        }
-        redb::Error::Corrupted(detail) => format!(
-            "it is not a valid toolgate store ({detail}); move it aside and toolgate will create \
-             a new one"
-        ),
-        redb::Error::UpgradeRequired(version) => format!(
-            "it was written in an old redb file format ({version}); move it aside and toolgate \
-             will create a new one"
-        ),
-        other => format!("{other}; if the file is not a toolgate store, move it aside"),
-    };
-    Error::Store {
-        path: path.to_path_buf(),
-        message,
+    /// Open (or create) the redb store at `path`, creating parent
+    /// directories. Fails at once with
+    /// [`Error::StoreBusy`](crate::Error::StoreBusy) if another process
+    /// holds it.
+    pub fn open(path: &Path) -> Result<Self> {
+        RedbStore::open(path).map(|s| Self(Box::new(s)))
     }
-}
-
-/// The writer thread: commit queued events and decision-log entries in
-/// batches until the queue closes.
-fn run_event_writer(
-    db: &Database,
-    queue: Receiver<WriterMessage>,
-    log_config: &std::sync::RwLock<LogConfig>,
-    retention: &std::sync::RwLock<Retention>,
-    dirty: &std::sync::atomic::AtomicBool,
-) {
-    let mut last_sweep = std::time::Instant::now();
-    let mut next_seq = match last_event_seq(db) {
-        Ok(seq) => seq.map_or(0, |s| s + 1),
-        Err(err) => {
-            tracing::error!(error = %err, "event writer cannot read the store; events will be dropped");
-            return;
-        }
-    };
-    // An empty durable commit makes earlier non-durable ones durable. Under
-    // load the queue never goes quiet, so the time since the last one
-    // decides too.
-    let last_durable = std::cell::Cell::new(std::time::Instant::now());
-    // `force` (a caller waits in `persist`) commits even when nothing looks
-    // dirty: a writer may have set the flag and not committed yet.
-    let make_durable = |force: bool| {
-        last_durable.set(std::time::Instant::now());
-        if dirty.swap(false, Ordering::AcqRel) || force {
-            let committed = db
-                .begin_write()
-                .map_err(redb::Error::from)
-                .and_then(|txn| txn.commit().map_err(redb::Error::from));
-            if let Err(err) = committed {
-                dirty.store(true, Ordering::Release);
-                tracing::warn!(error = %err, "cannot make recent state durable");
-            }
-        }
-    };
-    loop {
-        let first = match queue.recv_timeout(DURABLE_WITHIN / 2) {
-            Ok(message) => message,
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                make_durable(false);
-                sweep_if_due(db, retention, &mut last_sweep, dirty);
-                continue;
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
-        };
-        let Batch {
-            events: batch,
-            decisions,
-            flushes,
-        } = Batch::collect(first, &queue);
-        if !decisions.is_empty() || !batch.is_empty() {
-            dirty.store(true, Ordering::Release);
-        }
-        if !decisions.is_empty() {
-            let config = *log_config.read().unwrap_or_else(|p| p.into_inner());
-            if let Err(err) = commit_decisions(db, &decisions, &config) {
-                tracing::warn!(error = %err, count = decisions.len(), "failed to write the decision log");
-            }
-        }
-        if !batch.is_empty() {
-            let count = batch.len();
-            let retention = retention.read().unwrap_or_else(|p| p.into_inner()).clone();
-            match commit_events(db, next_seq, &batch, &retention) {
-                Ok(()) => next_seq += count as u64,
-                Err(err) => {
-                    tracing::warn!(error = %err, count, "failed to persist queued events")
-                }
-            }
-        }
-        if !flushes.is_empty() || last_durable.get().elapsed() >= DURABLE_WITHIN {
-            make_durable(!flushes.is_empty());
-        }
-        for done in flushes {
-            let _ = done.send(());
-        }
-        sweep_if_due(db, retention, &mut last_sweep, dirty);
-    }
-    make_durable(true);
-}
-
-fn last_event_seq(db: &Database) -> std::result::Result<Option<u64>, redb::Error> {
-    let txn = db.begin_read()?;
-    let events = txn.open_table(EVENTS)?;
-    Ok(events.last()?.map(|(seq, _)| seq.value()))
-}
-
-/// A write transaction that does not wait for the disk; the writer makes
-/// it durable within [`DURABLE_WITHIN`] and at shutdown.
-fn group_committed(db: &Database) -> std::result::Result<redb::WriteTransaction, redb::Error> {
-    let mut txn = db.begin_write()?;
-    txn.set_durability(redb::Durability::None)?;
-    Ok(txn)
-}
-
-/// What the writer commits together.
-#[derive(Default)]
-struct Batch {
-    events: Vec<StoredEvent>,
-    decisions: Vec<LogEntry>,
-    flushes: Vec<mpsc::Sender<()>>,
-}
-
-impl Batch {
-    /// `first` and whatever else is queued, up to [`EVENT_BATCH`] rows.
-    fn collect(first: WriterMessage, queue: &Receiver<WriterMessage>) -> Self {
-        let mut batch = Self::default();
-        let mut message = Some(first);
-        while let Some(m) = message.take() {
-            match m {
-                WriterMessage::Append(event) => batch.events.push(*event),
-                WriterMessage::Decision(entry) => batch.decisions.push(*entry),
-                WriterMessage::Flush(done) => batch.flushes.push(done),
-            }
-            if batch.events.len() + batch.decisions.len() < EVENT_BATCH {
-                message = queue.try_recv().ok();
-            }
-        }
-        batch
-    }
-}
-
-/// Run the retention sweep when its interval has passed.
-fn sweep_if_due(
-    db: &Database,
-    retention: &std::sync::RwLock<Retention>,
-    last_sweep: &mut std::time::Instant,
-    dirty: &std::sync::atomic::AtomicBool,
-) {
-    let retention = retention.read().unwrap_or_else(|p| p.into_inner()).clone();
-    if last_sweep.elapsed() < retention.sweep_interval {
-        return;
-    }
-    *last_sweep = std::time::Instant::now();
-    match hygiene::sweep(db, &retention, crate::now_ms()) {
-        Ok(report) if report != SweepReport::default() => {
-            dirty.store(true, Ordering::Release);
-            tracing::info!(?report, "swept what is past its retention");
-        }
-        Ok(_) => {}
-        Err(err) => tracing::warn!(error = %err, "the retention sweep failed"),
-    }
-}
-
-fn commit_events(
-    db: &Database,
-    first_seq: u64,
-    batch: &[StoredEvent],
-    retention: &Retention,
-) -> std::result::Result<(), redb::Error> {
-    let txn = group_committed(db)?;
-    let mut appended: std::collections::BTreeMap<&str, Vec<u64>> = Default::default();
-    for (seq, event) in (first_seq..).zip(batch) {
-        appended.entry(event.policy.as_str()).or_default().push(seq);
-    }
-    {
-        let mut events = txn.open_table(EVENTS)?;
-        let mut by_session = txn.open_table(EVENTS_BY_SESSION)?;
-        let mut by_tool = txn.open_table(EVENTS_BY_TOOL)?;
-        for (seq, event) in (first_seq..).zip(batch) {
-            let bytes = serde_json::to_vec(event).expect("events always serialise");
-            events.insert(seq, bytes.as_slice())?;
-            by_session.insert((event.policy.as_str(), event.session_id.as_str(), seq), ())?;
-            if let Some(tool) = &event.tool {
-                by_tool.insert(
-                    (event.policy.as_str(), tool.as_str(), seq),
-                    event.session_id.as_str(),
-                )?;
-            }
-        }
-    }
-    let dropped = hygiene::index_and_trim(&txn, &appended, retention)?;
-    if dropped > 0 {
-        tracing::debug!(dropped, "events past their policy's quota were dropped");
-    }
-    txn.commit()?;
-    Ok(())
-}
-
-fn commit_decisions(
-    db: &Database,
-    entries: &[LogEntry],
-    config: &LogConfig,
-) -> std::result::Result<(), redb::Error> {
-    let txn = group_committed(db)?;
-    {
-        let mut table = txn.open_table(DECISIONS)?;
-        let first = table.last()?.map_or(0, |(seq, _)| seq.value() + 1);
-        for (seq, entry) in (first..).zip(entries) {
-            let bytes = serde_json::to_vec(entry).expect("log entries always serialise");
-            table.insert(seq, bytes.as_slice())?;
-        }
-        apply_retention(&mut table, config, crate::now_ms())?;
-    }
-    txn.commit()?;
-    Ok(())
 }

@@ -3,17 +3,18 @@
 
 use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 
-use super::{GATES, Store};
+use super::{GATES, RedbStore};
 use crate::error::{GateError, Result};
 use crate::gates::{GateKey, GateResolution, PendingGate, RecordedResolution};
+use crate::store::GateStore;
 
 /// (user, thread, call fingerprint) → resolutions so far (JSON).
 pub(crate) const RESOLUTIONS: TableDefinition<(&str, &str, &str), &[u8]> =
     TableDefinition::new("gate_resolutions");
 
-impl Store {
+impl GateStore for RedbStore {
     /// Store a gate, replacing any earlier gate of the same (user, thread).
-    pub fn insert_gate(&self, gate: &PendingGate) -> Result<()> {
+    fn insert_gate(&self, gate: &PendingGate) -> Result<()> {
         let bytes = serde_json::to_vec(gate).expect("gates always serialise");
         let txn = self.db().begin_write().map_err(|e| self.error(e))?;
         {
@@ -30,7 +31,7 @@ impl Store {
     }
 
     /// The pending gate for `key`, unless there is none or it has expired.
-    pub fn peek_gate(&self, key: &GateKey, now_ms: u64) -> Result<Option<PendingGate>> {
+    fn peek_gate(&self, key: &GateKey, now_ms: u64) -> Result<Option<PendingGate>> {
         let txn = self.db().begin_read().map_err(|e| self.error(e))?;
         let table = txn.open_table(GATES).map_err(|e| self.error(e))?;
         let gate = table
@@ -41,7 +42,7 @@ impl Store {
     }
 
     /// Every unexpired gate, optionally only one user's.
-    pub fn list_gates(&self, user_id: Option<&str>, now_ms: u64) -> Result<Vec<PendingGate>> {
+    fn list_gates(&self, user_id: Option<&str>, now_ms: u64) -> Result<Vec<PendingGate>> {
         let txn = self.db().begin_read().map_err(|e| self.error(e))?;
         let table = txn.open_table(GATES).map_err(|e| self.error(e))?;
         let mut gates = Vec::new();
@@ -59,7 +60,7 @@ impl Store {
 
     /// Take the gate at `key` if every check passes; otherwise leave it.
     /// An expired gate is removed and reported as [`GateError::Expired`].
-    pub fn take_gate(
+    fn take_gate(
         &self,
         key: &GateKey,
         request_id: &str,
@@ -109,7 +110,7 @@ impl Store {
     }
 
     /// Remember a resolution for the resubmitted call, for `ttl`.
-    pub fn record_resolution(
+    fn record_resolution(
         &self,
         gate: &PendingGate,
         resolution: GateResolution,
@@ -144,7 +145,7 @@ impl Store {
     }
 
     /// Unexpired resolutions recorded for this call so far, oldest first.
-    pub fn resolutions_for(
+    fn resolutions_for(
         &self,
         user_id: &str,
         thread_id: &str,
@@ -169,12 +170,7 @@ impl Store {
     }
 
     /// Forget the resolutions of a call once it has been finally decided.
-    pub fn clear_resolutions(
-        &self,
-        user_id: &str,
-        thread_id: &str,
-        fingerprint: &str,
-    ) -> Result<()> {
+    fn clear_resolutions(&self, user_id: &str, thread_id: &str, fingerprint: &str) -> Result<()> {
         let txn = self.db().begin_write().map_err(|e| self.error(e))?;
         {
             let mut table = txn.open_table(RESOLUTIONS).map_err(|e| self.error(e))?;

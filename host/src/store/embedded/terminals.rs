@@ -5,15 +5,16 @@
 
 use redb::{ReadableDatabase as _, TableDefinition};
 
-use super::Store;
+use super::RedbStore;
 use crate::error::Result;
+use crate::store::TerminalStore;
 
 /// key → when an agent's hook last came from it (ms).
 const AGENT_TERMINALS: TableDefinition<&str, u64> = TableDefinition::new("agent_terminals");
 
-impl Store {
+impl TerminalStore for RedbStore {
     /// Remember that an agent's hook came from these keys.
-    pub fn record_agent_terminals(&self, keys: &[String]) -> Result<()> {
+    fn record_agent_terminals(&self, keys: &[String]) -> Result<()> {
         if keys.is_empty() {
             return Ok(());
         }
@@ -31,7 +32,7 @@ impl Store {
     }
 
     /// Whether an agent's hook ever came from any of these keys.
-    pub fn is_agent_terminal(&self, keys: &[String]) -> Result<bool> {
+    fn is_agent_terminal(&self, keys: &[String]) -> Result<bool> {
         let txn = self.db().begin_read().map_err(|e| self.error(e))?;
         let table = match txn.open_table(AGENT_TERMINALS) {
             Ok(table) => table,

@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use super::gates::RESOLUTIONS;
 use super::{
-    EVENTS, EVENTS_BY_SESSION, EVENTS_BY_TOOL, GATES, STATE_USAGE, Store, StoredEvent, TURNS,
+    EVENTS, EVENTS_BY_SESSION, EVENTS_BY_TOOL, GATES, RedbStore, STATE_USAGE, StoredEvent, TURNS,
 };
 use crate::error::{Error, Result};
 use crate::gates::{PendingGate, RecordedResolution};
@@ -337,9 +337,9 @@ pub struct PolicyStats {
     pub events: u64,
 }
 
-impl Store {
+impl RedbStore {
     /// Sizes per table and per policy.
-    pub fn stats(&self) -> Result<StoreStats> {
+    pub(super) fn compute_stats(&self) -> Result<StoreStats> {
         let txn = self.db().begin_read().map_err(|e| self.error(e))?;
         let mut tables = BTreeMap::new();
         for handle in txn.list_tables().map_err(|e| self.error(e))? {
@@ -377,7 +377,7 @@ impl Store {
             }
         }
         Ok(StoreStats {
-            file_bytes: std::fs::metadata(self.path()).map_or(0, |m| m.len()),
+            file_bytes: std::fs::metadata(&self.path).map_or(0, |m| m.len()),
             tables,
             policies,
         })

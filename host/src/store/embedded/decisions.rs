@@ -4,10 +4,11 @@
 
 use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
 
-use super::Store;
+use super::RedbStore;
 use crate::config::LogConfig;
 use crate::decision_log::{LogEntry, LogFilter};
 use crate::error::Result;
+use crate::store::DecisionLog;
 
 /// seq → entry (JSON).
 pub(crate) const DECISIONS: TableDefinition<u64, &[u8]> = TableDefinition::new("decisions");
@@ -40,14 +41,14 @@ pub(crate) fn apply_retention(
     Ok(removed)
 }
 
-impl Store {
+impl DecisionLog for RedbStore {
     /// Queue a decision for the log (never blocks).
-    pub fn log_decision(&self, entry: LogEntry) {
+    fn log_decision(&self, entry: LogEntry) {
         self.queue_decision(entry);
     }
 
     /// The newest `limit` entries matching `filter`, oldest first.
-    pub fn decision_log(&self, filter: &LogFilter, limit: usize) -> Result<Vec<(u64, LogEntry)>> {
+    fn decision_log(&self, filter: &LogFilter, limit: usize) -> Result<Vec<(u64, LogEntry)>> {
         let txn = self.db().begin_read().map_err(|e| self.error(e))?;
         let table = match txn.open_table(DECISIONS) {
             Ok(table) => table,
