@@ -1,5 +1,6 @@
-//! Pending gates: the seed's lifecycle and attack cases against the real redb
-//! file, plus pause → resolve → resume through the pipeline.
+//! Pending gates: the seed's lifecycle and attack cases against every store
+//! backend (a real redb file, and a real PostgreSQL where its binaries are),
+//! plus pause → resolve → resume through the pipeline.
 
 mod common;
 
@@ -41,12 +42,6 @@ fn sample_gate(user: &str, thread: &str, channel: &str) -> PendingGate {
     }
 }
 
-fn open_store() -> (Store, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("gates.redb")).unwrap();
-    (store, dir)
-}
-
 fn take(
     store: &Store,
     gate: &PendingGate,
@@ -64,130 +59,157 @@ fn take(
 
 #[test]
 fn full_lifecycle_insert_peek_take_gone() {
-    let (store, _dir) = open_store();
-    let gate = sample_gate("user1", "t1", "telegram");
-    store.insert_gate(&gate).unwrap();
-    let seen = store.peek_gate(&gate.key(), toolgate::now_ms()).unwrap();
-    assert_eq!(seen.unwrap().tool, "http");
-    let taken = take(&store, &gate, &gate.request_id, "telegram").unwrap();
-    assert_eq!(taken.tool, "http");
-    assert!(
-        store
-            .peek_gate(&gate.key(), toolgate::now_ms())
-            .unwrap()
-            .is_none()
-    );
-}
-
-#[test]
-fn another_channel_cannot_resolve_and_does_not_consume() {
-    let (store, _dir) = open_store();
-    let gate = sample_gate("user1", "t1", "telegram");
-    store.insert_gate(&gate).unwrap();
-    let err = take(&store, &gate, &gate.request_id, "slack").unwrap_err();
-    assert!(matches!(err, GateError::ChannelMismatch { .. }), "{err:?}");
-    assert!(
-        store
-            .peek_gate(&gate.key(), toolgate::now_ms())
-            .unwrap()
-            .is_some()
-    );
-    assert!(take(&store, &gate, &gate.request_id, "telegram").is_ok());
-}
-
-#[test]
-fn trusted_channels_resolve_any_channels_gate() {
-    let (store, _dir) = open_store();
-    for (i, channel) in TRUSTED.iter().enumerate() {
-        let gate = sample_gate("user1", &format!("t{i}"), "signal");
+    for (backend, store, _keep) in
+        common::pg_cluster::every_backend("full_lifecycle_insert_peek_take_gone")
+    {
+        eprintln!("backend: {backend}");
+        let gate = sample_gate("user1", "t1", "telegram");
         store.insert_gate(&gate).unwrap();
+        let seen = store.peek_gate(&gate.key(), toolgate::now_ms()).unwrap();
+        assert_eq!(seen.unwrap().tool, "http");
+        let taken = take(&store, &gate, &gate.request_id, "telegram").unwrap();
+        assert_eq!(taken.tool, "http");
         assert!(
-            take(&store, &gate, &gate.request_id, channel).is_ok(),
-            "trusted channel {channel} must resolve a gate from signal"
+            store
+                .peek_gate(&gate.key(), toolgate::now_ms())
+                .unwrap()
+                .is_none()
         );
     }
 }
 
 #[test]
+fn another_channel_cannot_resolve_and_does_not_consume() {
+    for (backend, store, _keep) in
+        common::pg_cluster::every_backend("another_channel_cannot_resolve_and_does_not_consume")
+    {
+        eprintln!("backend: {backend}");
+        let gate = sample_gate("user1", "t1", "telegram");
+        store.insert_gate(&gate).unwrap();
+        let err = take(&store, &gate, &gate.request_id, "slack").unwrap_err();
+        assert!(matches!(err, GateError::ChannelMismatch { .. }), "{err:?}");
+        assert!(
+            store
+                .peek_gate(&gate.key(), toolgate::now_ms())
+                .unwrap()
+                .is_some()
+        );
+        assert!(take(&store, &gate, &gate.request_id, "telegram").is_ok());
+    }
+}
+
+#[test]
+fn trusted_channels_resolve_any_channels_gate() {
+    for (backend, store, _keep) in
+        common::pg_cluster::every_backend("trusted_channels_resolve_any_channels_gate")
+    {
+        eprintln!("backend: {backend}");
+        for (i, channel) in TRUSTED.iter().enumerate() {
+            let gate = sample_gate("user1", &format!("t{i}"), "signal");
+            store.insert_gate(&gate).unwrap();
+            assert!(
+                take(&store, &gate, &gate.request_id, channel).is_ok(),
+                "trusted channel {channel} must resolve a gate from signal"
+            );
+        }
+    }
+}
+
+#[test]
 fn gates_are_scoped_to_user_and_thread() {
-    let (store, _dir) = open_store();
-    let gate = sample_gate("user1", "thread-a", "web");
-    store.insert_gate(&gate).unwrap();
-    let now = toolgate::now_ms();
-    let other_thread = GateKey {
-        user_id: "user1".into(),
-        thread_id: "thread-b".into(),
-    };
-    let other_user = GateKey {
-        user_id: "user2".into(),
-        thread_id: "thread-a".into(),
-    };
-    assert!(store.peek_gate(&other_thread, now).unwrap().is_none());
-    assert!(store.peek_gate(&other_user, now).unwrap().is_none());
-    assert!(store.peek_gate(&gate.key(), now).unwrap().is_some());
-    let err = store
-        .take_gate(&other_user, &gate.request_id, "web", &trusted(), now)
-        .unwrap_err();
-    assert!(matches!(err, GateError::NotFound { .. }));
+    for (backend, store, _keep) in
+        common::pg_cluster::every_backend("gates_are_scoped_to_user_and_thread")
+    {
+        eprintln!("backend: {backend}");
+        let gate = sample_gate("user1", "thread-a", "web");
+        store.insert_gate(&gate).unwrap();
+        let now = toolgate::now_ms();
+        let other_thread = GateKey {
+            user_id: "user1".into(),
+            thread_id: "thread-b".into(),
+        };
+        let other_user = GateKey {
+            user_id: "user2".into(),
+            thread_id: "thread-a".into(),
+        };
+        assert!(store.peek_gate(&other_thread, now).unwrap().is_none());
+        assert!(store.peek_gate(&other_user, now).unwrap().is_none());
+        assert!(store.peek_gate(&gate.key(), now).unwrap().is_some());
+        let err = store
+            .take_gate(&other_user, &gate.request_id, "web", &trusted(), now)
+            .unwrap_err();
+        assert!(matches!(err, GateError::NotFound { .. }));
+    }
 }
 
 #[test]
 fn an_expired_gate_never_resolves_and_does_not_show() {
-    let (store, _dir) = open_store();
-    let mut gate = sample_gate("user1", "t1", "web");
-    gate.expires_at_ms = toolgate::now_ms() - 10_000;
-    store.insert_gate(&gate).unwrap();
-    assert!(
-        store
-            .peek_gate(&gate.key(), toolgate::now_ms())
-            .unwrap()
-            .is_none()
-    );
-    assert!(
-        store
-            .list_gates(None, toolgate::now_ms())
-            .unwrap()
-            .is_empty()
-    );
-    let err = take(&store, &gate, &gate.request_id, "web").unwrap_err();
-    assert_eq!(err, GateError::Expired);
+    for (backend, store, _keep) in
+        common::pg_cluster::every_backend("an_expired_gate_never_resolves_and_does_not_show")
+    {
+        eprintln!("backend: {backend}");
+        let mut gate = sample_gate("user1", "t1", "web");
+        gate.expires_at_ms = toolgate::now_ms() - 10_000;
+        store.insert_gate(&gate).unwrap();
+        assert!(
+            store
+                .peek_gate(&gate.key(), toolgate::now_ms())
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            store
+                .list_gates(None, toolgate::now_ms())
+                .unwrap()
+                .is_empty()
+        );
+        let err = take(&store, &gate, &gate.request_id, "web").unwrap_err();
+        assert_eq!(err, GateError::Expired);
+    }
 }
 
 #[test]
 fn a_wrong_request_id_does_not_consume() {
-    let (store, _dir) = open_store();
-    let gate = sample_gate("user1", "t1", "web");
-    store.insert_gate(&gate).unwrap();
-    let err = take(&store, &gate, &new_request_id(), "web").unwrap_err();
-    assert_eq!(err, GateError::RequestIdMismatch);
-    assert!(take(&store, &gate, &gate.request_id, "web").is_ok());
+    for (backend, store, _keep) in
+        common::pg_cluster::every_backend("a_wrong_request_id_does_not_consume")
+    {
+        eprintln!("backend: {backend}");
+        let gate = sample_gate("user1", "t1", "web");
+        store.insert_gate(&gate).unwrap();
+        let err = take(&store, &gate, &new_request_id(), "web").unwrap_err();
+        assert_eq!(err, GateError::RequestIdMismatch);
+        assert!(take(&store, &gate, &gate.request_id, "web").is_ok());
+    }
 }
 
 #[test]
 fn concurrent_takes_exactly_one_wins() {
-    let (store, _dir) = open_store();
-    let store = Arc::new(store);
-    for round in 0..20 {
-        let gate = sample_gate("user1", &format!("race-{round}"), "web");
-        store.insert_gate(&gate).unwrap();
-        let barrier = Arc::new(Barrier::new(2));
-        let takers: Vec<_> = (0..2)
-            .map(|_| {
-                let (store, barrier, gate) = (store.clone(), barrier.clone(), gate.clone());
-                std::thread::spawn(move || {
-                    barrier.wait();
-                    take(&store, &gate, &gate.request_id, "web")
+    for (backend, store, _keep) in
+        common::pg_cluster::every_backend("concurrent_takes_exactly_one_wins")
+    {
+        eprintln!("backend: {backend}");
+        for round in 0..20 {
+            let gate = sample_gate("user1", &format!("race-{round}"), "web");
+            store.insert_gate(&gate).unwrap();
+            let barrier = Arc::new(Barrier::new(2));
+            let takers: Vec<_> = (0..2)
+                .map(|_| {
+                    let (store, barrier, gate) = (store.clone(), barrier.clone(), gate.clone());
+                    std::thread::spawn(move || {
+                        barrier.wait();
+                        take(&store, &gate, &gate.request_id, "web")
+                    })
                 })
-            })
-            .collect();
-        let results: Vec<_> = takers.into_iter().map(|t| t.join().unwrap()).collect();
-        let wins = results.iter().filter(|r| r.is_ok()).count();
-        assert_eq!(wins, 1, "round {round}: {results:?}");
-        assert!(
-            results
-                .iter()
-                .any(|r| matches!(r, Err(GateError::NotFound { .. })))
-        );
+                .collect();
+            let results: Vec<_> = takers.into_iter().map(|t| t.join().unwrap()).collect();
+            let wins = results.iter().filter(|r| r.is_ok()).count();
+            assert_eq!(wins, 1, "round {round}: {results:?}");
+            assert!(
+                results
+                    .iter()
+                    .any(|r| matches!(r, Err(GateError::NotFound { .. })))
+            );
+        }
     }
 }
 

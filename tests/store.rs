@@ -1,5 +1,7 @@
-//! The redb store: namespaces, atomic counters, quotas, event queries, the
-//! drain on shutdown, and clear errors for bad files.
+//! The store, on every backend (redb, and PostgreSQL where its binaries
+//! are): namespaces, atomic counters, quotas, event queries; then what is
+//! particular to each — redb's drain on shutdown and clear errors for bad
+//! files, PostgreSQL's guarantees across hosts.
 
 mod common;
 
@@ -7,6 +9,7 @@ use std::sync::{Arc, Barrier};
 
 use toolgate::store::{StateWriteError, Store, StoredEvent};
 
+/// A redb store (for what is particular to redb).
 fn open() -> (Arc<Store>, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("t.redb")).unwrap();
@@ -30,130 +33,152 @@ fn event(policy: &str, session: &str, kind: &str, tool: Option<&str>, n: u64) ->
 
 #[test]
 fn namespaces_are_private() {
-    let (store, _dir) = open();
-    store
-        .state_put("a", "k", Some(b"from a"), u64::MAX)
-        .unwrap();
-    store
-        .state_put("b", "k", Some(b"from b"), u64::MAX)
-        .unwrap();
-    assert_eq!(store.state_get("a", "k").unwrap().unwrap(), b"from a");
-    assert_eq!(store.state_get("b", "k").unwrap().unwrap(), b"from b");
-    assert_eq!(store.state_keys("a", "", 10).unwrap(), ["k"]);
-    store.state_put("a", "k", None, u64::MAX).unwrap();
-    assert!(store.state_get("a", "k").unwrap().is_none());
-    assert!(store.state_get("b", "k").unwrap().is_some());
+    for (backend, store, _keep) in common::pg_cluster::every_backend("namespaces_are_private") {
+        eprintln!("backend: {backend}");
+        store
+            .state_put("a", "k", Some(b"from a"), u64::MAX)
+            .unwrap();
+        store
+            .state_put("b", "k", Some(b"from b"), u64::MAX)
+            .unwrap();
+        assert_eq!(store.state_get("a", "k").unwrap().unwrap(), b"from a");
+        assert_eq!(store.state_get("b", "k").unwrap().unwrap(), b"from b");
+        assert_eq!(store.state_keys("a", "", 10).unwrap(), ["k"]);
+        store.state_put("a", "k", None, u64::MAX).unwrap();
+        assert!(store.state_get("a", "k").unwrap().is_none());
+        assert!(store.state_get("b", "k").unwrap().is_some());
+    }
 }
 
 #[test]
 fn key_listing_honours_prefix_and_limit() {
-    let (store, _dir) = open();
-    for key in ["lease/1", "lease/2", "lease/3", "other"] {
-        store.state_put("p", key, Some(b"x"), u64::MAX).unwrap();
+    for (backend, store, _keep) in
+        common::pg_cluster::every_backend("key_listing_honours_prefix_and_limit")
+    {
+        eprintln!("backend: {backend}");
+        for key in ["lease/1", "lease/2", "lease/3", "other"] {
+            store.state_put("p", key, Some(b"x"), u64::MAX).unwrap();
+        }
+        store
+            .state_put("q", "lease/9", Some(b"x"), u64::MAX)
+            .unwrap();
+        assert_eq!(
+            store.state_keys("p", "lease/", 10).unwrap(),
+            ["lease/1", "lease/2", "lease/3"]
+        );
+        assert_eq!(
+            store.state_keys("p", "lease/", 2).unwrap(),
+            ["lease/1", "lease/2"]
+        );
     }
-    store
-        .state_put("q", "lease/9", Some(b"x"), u64::MAX)
-        .unwrap();
-    assert_eq!(
-        store.state_keys("p", "lease/", 10).unwrap(),
-        ["lease/1", "lease/2", "lease/3"]
-    );
-    assert_eq!(
-        store.state_keys("p", "lease/", 2).unwrap(),
-        ["lease/1", "lease/2"]
-    );
 }
 
 #[test]
 fn concurrent_increments_never_both_take_the_last_unit() {
-    let (store, _dir) = open();
-    let limit = 50;
-    let barrier = Arc::new(Barrier::new(4));
-    let workers: Vec<_> = (0..4)
-        .map(|_| {
-            let (store, barrier) = (store.clone(), barrier.clone());
-            std::thread::spawn(move || {
-                barrier.wait();
-                (0..40)
-                    .filter(|_| {
-                        store
-                            .state_try_increment("p", "budget", limit, u64::MAX)
-                            .unwrap()
-                            .is_some()
-                    })
-                    .count()
+    for (backend, store, _keep) in
+        common::pg_cluster::every_backend("concurrent_increments_never_both_take_the_last_unit")
+    {
+        eprintln!("backend: {backend}");
+        let limit = 50;
+        let barrier = Arc::new(Barrier::new(4));
+        let workers: Vec<_> = (0..4)
+            .map(|_| {
+                let (store, barrier) = (store.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    (0..40)
+                        .filter(|_| {
+                            store
+                                .state_try_increment("p", "budget", limit, u64::MAX)
+                                .unwrap()
+                                .is_some()
+                        })
+                        .count()
+                })
             })
-        })
-        .collect();
-    let granted: usize = workers.into_iter().map(|w| w.join().unwrap()).sum();
-    assert_eq!(
-        granted as u64, limit,
-        "exactly `limit` units are handed out"
-    );
-    assert_eq!(
-        store
-            .state_try_increment("p", "budget", limit, u64::MAX)
-            .unwrap(),
-        None
-    );
+            .collect();
+        let granted: usize = workers.into_iter().map(|w| w.join().unwrap()).sum();
+        assert_eq!(
+            granted as u64, limit,
+            "exactly `limit` units are handed out"
+        );
+        assert_eq!(
+            store
+                .state_try_increment("p", "budget", limit, u64::MAX)
+                .unwrap(),
+            None
+        );
+    }
 }
 
 #[test]
 fn the_quota_refuses_growth_but_allows_shrinking() {
-    let (store, _dir) = open();
-    store.state_put("p", "a", Some(&[0; 60]), 100).unwrap();
-    let err = store.state_put("p", "b", Some(&[0; 60]), 100).unwrap_err();
-    assert_eq!(err, StateWriteError::QuotaExceeded(100));
-    assert!(
-        store.state_get("p", "b").unwrap().is_none(),
-        "the refused write left nothing"
-    );
-    store.state_put("p", "a", Some(&[0; 10]), 100).unwrap();
-    store.state_put("p", "b", Some(&[0; 60]), 100).unwrap();
-    assert_eq!(store.state_usage("p").unwrap(), 2 + 10 + 60);
+    for (backend, store, _keep) in
+        common::pg_cluster::every_backend("the_quota_refuses_growth_but_allows_shrinking")
+    {
+        eprintln!("backend: {backend}");
+        store.state_put("p", "a", Some(&[0; 60]), 100).unwrap();
+        let err = store.state_put("p", "b", Some(&[0; 60]), 100).unwrap_err();
+        assert_eq!(err, StateWriteError::QuotaExceeded(100));
+        assert!(
+            store.state_get("p", "b").unwrap().is_none(),
+            "the refused write left nothing"
+        );
+        store.state_put("p", "a", Some(&[0; 10]), 100).unwrap();
+        store.state_put("p", "b", Some(&[0; 60]), 100).unwrap();
+        assert_eq!(store.state_usage("p").unwrap(), 2 + 10 + 60);
+    }
 }
 
 #[test]
 fn session_events_come_newest_limited_oldest_first_without_excluded_kinds() {
-    let (store, _dir) = open();
-    for n in 0..10 {
-        let kind = if n % 3 == 0 {
-            "probe_result"
-        } else {
-            "tool_call"
-        };
-        store.append_event(event("s", "me", kind, Some("Bash"), n));
+    for (backend, store, _keep) in common::pg_cluster::every_backend(
+        "session_events_come_newest_limited_oldest_first_without_excluded_kinds",
+    ) {
+        eprintln!("backend: {backend}");
+        for n in 0..10 {
+            let kind = if n % 3 == 0 {
+                "probe_result"
+            } else {
+                "tool_call"
+            };
+            store.append_event(event("s", "me", kind, Some("Bash"), n));
+        }
+        store.append_event(event("s", "other", "tool_call", Some("Bash"), 99));
+        store.append_event(event("not-s", "me", "tool_call", Some("Bash"), 100));
+        store.persist();
+        let recent = store
+            .session_recent("s", "me", 4, &["probe_result".into()])
+            .unwrap();
+        let turns: Vec<_> = recent.iter().map(|e| e.turn).collect();
+        assert_eq!(turns, [4, 5, 7, 8]);
     }
-    store.append_event(event("s", "other", "tool_call", Some("Bash"), 99));
-    store.append_event(event("not-s", "me", "tool_call", Some("Bash"), 100));
-    store.persist();
-    let recent = store
-        .session_recent("s", "me", 4, &["probe_result".into()])
-        .unwrap();
-    let turns: Vec<_> = recent.iter().map(|e| e.turn).collect();
-    assert_eq!(turns, [4, 5, 7, 8]);
 }
 
 #[test]
 fn tool_history_excludes_the_current_session_inside_the_query() {
-    let (store, _dir) = open();
-    // Two old events from another session, then a flood from the current one.
-    store.append_event(event("s", "other", "tool_call", Some("Bash"), 1));
-    store.append_event(event("s", "other", "probe_result", Some("Bash"), 2));
-    store.append_event(event("s", "third", "tool_call", Some("Bash"), 3));
-    for n in 10..60 {
-        store.append_event(event("s", "me", "tool_call", Some("Bash"), n));
+    for (backend, store, _keep) in common::pg_cluster::every_backend(
+        "tool_history_excludes_the_current_session_inside_the_query",
+    ) {
+        eprintln!("backend: {backend}");
+        // Two old events from another session, then a flood from the current one.
+        store.append_event(event("s", "other", "tool_call", Some("Bash"), 1));
+        store.append_event(event("s", "other", "probe_result", Some("Bash"), 2));
+        store.append_event(event("s", "third", "tool_call", Some("Bash"), 3));
+        for n in 10..60 {
+            store.append_event(event("s", "me", "tool_call", Some("Bash"), n));
+        }
+        store.append_event(event("s", "other", "tool_call", Some("Write"), 70));
+        store.persist();
+        let history = store
+            .tool_history("s", "Bash", "me", 5, &["probe_result".into()])
+            .unwrap();
+        let seen: Vec<_> = history
+            .iter()
+            .map(|e| (e.session_id.as_str(), e.turn))
+            .collect();
+        assert_eq!(seen, [("other", 1), ("third", 3)]);
     }
-    store.append_event(event("s", "other", "tool_call", Some("Write"), 70));
-    store.persist();
-    let history = store
-        .tool_history("s", "Bash", "me", 5, &["probe_result".into()])
-        .unwrap();
-    let seen: Vec<_> = history
-        .iter()
-        .map(|e| (e.session_id.as_str(), e.turn))
-        .collect();
-    assert_eq!(seen, [("other", 1), ("third", 3)]);
 }
 
 #[test]

@@ -4,6 +4,7 @@
 //! Unknown keys are errors (a typo must not silently disable a limit), and
 //! every error names the file, the key and the fix.
 
+use crate::locations::default_dir;
 use std::collections::BTreeMap;
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
@@ -659,9 +660,11 @@ impl Config {
             .map_or_else(|| "<bundled default>".into(), |p| p.display().to_string())
     }
 
-    /// The store path: the config's, else the default location.
+    /// The store: the config's (a redb path, or a `postgres://` URL kept as
+    /// it is), else the default redb file.
     pub fn store_path(&self) -> PathBuf {
         match &self.store {
+            Some(url) if crate::locations::is_database_url(url) => url.clone(),
             Some(path) => self.resolve(path),
             None => default_dir("XDG_STATE_HOME", ".local/state").join("toolgate.redb"),
         }
@@ -685,17 +688,6 @@ impl Config {
         } else {
             self.base_dir.join(path)
         }
-    }
-}
-
-/// `$VAR/toolgate`, else `$HOME/<fallback>/toolgate`, else `./.toolgate`.
-fn default_dir(var: &str, fallback: &str) -> PathBuf {
-    if let Some(dir) = std::env::var_os(var).filter(|v| !v.is_empty()) {
-        return PathBuf::from(dir).join("toolgate");
-    }
-    match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
-        Some(home) => PathBuf::from(home).join(fallback).join("toolgate"),
-        None => PathBuf::from(".toolgate"),
     }
 }
 

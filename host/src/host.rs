@@ -80,7 +80,7 @@ impl Toolgate {
     pub fn open(config: Config, store: Option<PathBuf>) -> Result<Self> {
         let store_path = store.unwrap_or_else(|| config.store_path());
         let wait = Duration::from_millis(config.store_wait_ms);
-        let store = Arc::new(Store::open_waiting(&store_path, wait)?);
+        let store = Arc::new(Store::open_location(&store_path, wait)?);
         store.set_log_config(config.log);
         store.set_retention(crate::store::hygiene::Retention::from_config(&config));
         let cache_max_age = Duration::from_secs(config.retention.cache_max_age_days * 24 * 3600);

@@ -118,6 +118,7 @@ pub mod logs;
 pub mod messages_api;
 pub mod model_server;
 pub mod npm;
+pub mod pg_cluster;
 pub mod scripted_http;
 pub mod webdriver;
 

@@ -39,8 +39,9 @@ impl Launcher {
     /// arguments before `serve`, e.g. `--config FILE --store FILE`).
     pub fn new(store: &Path, program: impl Into<OsString>, args: Vec<OsString>) -> Self {
         let socket = socket_for_store(store);
+        let local = crate::locations::local_store_name(store);
         let beside = |suffix: &str| {
-            let mut path = store.as_os_str().to_owned();
+            let mut path = local.as_os_str().to_owned();
             path.push(suffix);
             PathBuf::from(path)
         };

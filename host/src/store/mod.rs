@@ -5,6 +5,7 @@
 //! default.
 
 mod embedded;
+mod postgres;
 
 use std::path::Path;
 
@@ -245,6 +246,50 @@ impl<T> Backend for T where
 {
 }
 
+/// What an attempt to take a gate comes to. The checks are the contract,
+/// not the engine's: every backend runs this one judgement inside the
+/// transaction (or row lock) that makes the take exclusive.
+pub(crate) enum Take {
+    /// Every check passed: remove the gate and hand it over.
+    Taken(Box<PendingGate>),
+    /// It had expired: remove it and report [`GateError::Expired`].
+    Expired,
+    /// Leave it as it is.
+    Refused(GateError),
+}
+
+/// Judge taking the gate stored at `key` (`None`: there is none; `Err`: it
+/// could not be read) for `request_id` from `channel`.
+pub(crate) fn judge_take(
+    stored: Option<std::result::Result<PendingGate, String>>,
+    key: &GateKey,
+    request_id: &str,
+    channel: &str,
+    trusted_channels: &[String],
+    now_ms: u64,
+) -> Take {
+    match stored {
+        None => Take::Refused(GateError::NotFound {
+            user_id: key.user_id.clone(),
+            thread_id: key.thread_id.clone(),
+        }),
+        Some(Err(err)) => Take::Refused(GateError::Storage(format!("unreadable gate: {err}"))),
+        Some(Ok(gate)) if gate.is_expired(now_ms) => Take::Expired,
+        Some(Ok(gate)) if gate.request_id != request_id => {
+            Take::Refused(GateError::RequestIdMismatch)
+        }
+        Some(Ok(gate))
+            if gate.source_channel != channel && !trusted_channels.iter().any(|t| t == channel) =>
+        {
+            Take::Refused(GateError::ChannelMismatch {
+                expected: gate.source_channel,
+                actual: channel.to_string(),
+            })
+        }
+        Some(Ok(gate)) => Take::Taken(Box::new(gate)),
+    }
+}
+
 /// The toolgate store: a [`Backend`] chosen when it is opened. Its methods
 /// are the backend traits' (through `Deref`).
 #[derive(Debug)]
@@ -272,5 +317,25 @@ impl Store {
     /// holds it.
     pub fn open(path: &Path) -> Result<Self> {
         RedbStore::open(path).map(|s| Self(Box::new(s)))
+    }
+
+    /// Open the store `location` names: a `postgres://` URL connects to
+    /// that database, anything else is a redb file (waiting up to `wait`
+    /// while another process holds it).
+    pub fn open_location(location: &Path, wait: std::time::Duration) -> Result<Self> {
+        if crate::locations::is_database_url(location) {
+            let local = crate::locations::local_store_name(location);
+            Self::connect(&location.to_string_lossy(), &local)
+        } else {
+            Self::open_waiting(location, wait)
+        }
+    }
+
+    /// Connect to the PostgreSQL database at `url` (a `postgres://` URL;
+    /// what it leaves out comes from the `PG*` variables), creating or
+    /// migrating toolgate's schema. `path` is the store's local name: where
+    /// the daemon's socket goes and what messages say.
+    pub fn connect(url: &str, path: &Path) -> Result<Self> {
+        postgres::PostgresStore::connect(url, path).map(|s| Self(Box::new(s)))
     }
 }

@@ -217,7 +217,7 @@ fn in_process(runtime: Runtime, ctx: &Ctx, input: &str, on_error: OnError) -> Op
     };
     let answered = match needs {
         Needs::Nothing => Ok(quiet),
-        Needs::Store => Store::open_waiting(&ctx.store_path(), store_wait(&ctx.config))
+        Needs::Store => Store::open_location(&ctx.store_path(), store_wait(&ctx.config))
             .and_then(|store| store.next_turn(&session))
             .map(|_| quiet)
             .map_err(anyhow::Error::from),

@@ -55,7 +55,13 @@ impl Ctx {
         if let Some(config) = &self.config_path {
             args.extend(["--config".into(), absolute(config)?.into()]);
         }
-        args.extend(["--store".into(), absolute(&self.store_path())?.into()]);
+        let store = self.store_path();
+        let store = if toolgate::locations::is_database_url(&store) {
+            store
+        } else {
+            absolute(&store)?
+        };
+        args.extend(["--store".into(), store.into()]);
         let mut launcher = Launcher::new(&self.store_path(), exe, args);
         if let Some(socket) = socket {
             launcher = launcher.with_socket(socket.clone());

@@ -6,7 +6,7 @@ use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 use super::{GATES, RedbStore};
 use crate::error::{GateError, Result};
 use crate::gates::{GateKey, GateResolution, PendingGate, RecordedResolution};
-use crate::store::GateStore;
+use crate::store::{GateStore, Take, judge_take};
 
 /// (user, thread, call fingerprint) → resolutions so far (JSON).
 pub(crate) const RESOLUTIONS: TableDefinition<(&str, &str, &str), &[u8]> =
@@ -73,36 +73,20 @@ impl GateStore for RedbStore {
         let outcome = {
             let mut table = txn.open_table(GATES).map_err(|e| storage(e.into()))?;
             let slot = (key.user_id.as_str(), key.thread_id.as_str());
-            let gate = table
-                .get(slot)
-                .map_err(|e| storage(e.into()))?
-                .map(|v| serde_json::from_slice::<PendingGate>(v.value()));
-            match gate {
-                None => Err(GateError::NotFound {
-                    user_id: key.user_id.clone(),
-                    thread_id: key.thread_id.clone(),
-                }),
-                Some(Err(err)) => Err(GateError::Storage(format!("unreadable gate: {err}"))),
-                Some(Ok(gate)) if gate.is_expired(now_ms) => {
+            let gate = table.get(slot).map_err(|e| storage(e.into()))?.map(|v| {
+                serde_json::from_slice::<PendingGate>(v.value()).map_err(|e| e.to_string())
+            });
+            match judge_take(gate, key, request_id, channel, trusted_channels, now_ms) {
+                Take::Taken(gate) => {
+                    table.remove(slot).map_err(|e| storage(e.into()))?;
+                    Ok(*gate)
+                }
+                Take::Expired => {
                     table.remove(slot).map_err(|e| storage(e.into()))?;
                     Err(GateError::Expired)
                 }
-                Some(Ok(gate)) if gate.request_id != request_id => {
-                    return Err(GateError::RequestIdMismatch);
-                }
-                Some(Ok(gate))
-                    if gate.source_channel != channel
-                        && !trusted_channels.iter().any(|t| t == channel) =>
-                {
-                    return Err(GateError::ChannelMismatch {
-                        expected: gate.source_channel,
-                        actual: channel.to_string(),
-                    });
-                }
-                Some(Ok(gate)) => {
-                    table.remove(slot).map_err(|e| storage(e.into()))?;
-                    Ok(gate)
-                }
+                // Nothing changed: the transaction is dropped, not committed.
+                Take::Refused(refusal) => return Err(refusal),
             }
         };
         txn.commit().map_err(|e| storage(e.into()))?;

@@ -1,0 +1,847 @@
+//! The PostgreSQL backend: one database shared by a fleet of toolgate hosts.
+//!
+//! Every guarantee the embedded store gives within one process holds here
+//! across hosts, from PostgreSQL's row locks under its default isolation
+//! (READ COMMITTED), never from a lock of our own:
+//!
+//! - `try-increment` reads the counter `FOR UPDATE`: a second host racing for
+//!   the last unit waits for the first to commit, then re-reads the row and
+//!   finds it taken. A counter that does not exist yet is created with
+//!   `INSERT … ON CONFLICT DO NOTHING`; the loser of that race starts over.
+//! - State quotas: every write that changes a namespace's size holds that
+//!   policy's `state_usage` row `FOR UPDATE` while it checks and updates the
+//!   total, so two hosts cannot both squeeze under the quota.
+//! - A gate is taken with its row `FOR UPDATE` and deleted in the same
+//!   transaction: exactly one taker, whichever host the person and the agent
+//!   talk to.
+//! - Turns: one `INSERT … ON CONFLICT DO UPDATE … RETURNING` statement.
+//!
+//! Event appends and decision-log entries go through a bounded queue to one
+//! writer thread per host that inserts them in batches (never blocking a
+//! decision), as the embedded store does.
+
+mod schema;
+mod writer;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, SyncSender};
+use std::sync::{Arc, Mutex, RwLock};
+use std::thread::JoinHandle;
+
+use postgres::{Client, Config as PgConfig, NoTls};
+
+use super::hygiene::{PolicyStats, Retention, StoreStats, SweepReport, TableStats};
+use super::{
+    DecisionLog, EVENT_QUEUE_CAPACITY, EventStore, GateStore, MAX_STATE_ENTRY, MAX_STATE_KEY,
+    Maintenance, StateStore, StateWriteError, StoredEvent, Take, TerminalStore, TurnStore,
+    judge_take,
+};
+use crate::config::LogConfig;
+use crate::decision_log::{LogEntry, LogFilter};
+use crate::error::{Error, Result};
+use crate::gates::{GateError, GateKey, GateResolution, PendingGate, RecordedResolution};
+use crate::locations::redacted_url as redacted;
+use writer::Message;
+
+/// Idle connections kept per host.
+const MAX_IDLE_CONNECTIONS: usize = 8;
+
+/// The PostgreSQL store.
+pub(crate) struct PostgresStore {
+    pool: Arc<Pool>,
+    /// The local name of this store (see `Config::store_path`): where the
+    /// daemon's socket goes, and what messages name.
+    path: PathBuf,
+    queue: Mutex<Option<SyncSender<Message>>>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+    dropped: Arc<AtomicU64>,
+    log_config: Arc<RwLock<LogConfig>>,
+    retention: Arc<RwLock<Retention>>,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("database", &self.pool.display)
+            .finish()
+    }
+}
+
+/// Connections to one database, reused. Credentials come from the URL or
+/// the standard `PG*` variables and are never logged: messages name the
+/// database by [`Pool::display`], which has no password.
+pub(crate) struct Pool {
+    config: PgConfig,
+    display: String,
+    idle: Mutex<Vec<Client>>,
+}
+
+/// A connection on loan; it goes back to the pool unless it broke.
+pub(crate) struct Pooled<'p> {
+    pool: &'p Pool,
+    client: Option<Client>,
+}
+
+impl std::ops::Deref for Pooled<'_> {
+    type Target = Client;
+    fn deref(&self) -> &Client {
+        self.client.as_ref().expect("present until dropped")
+    }
+}
+
+impl std::ops::DerefMut for Pooled<'_> {
+    fn deref_mut(&mut self) -> &mut Client {
+        self.client.as_mut().expect("present until dropped")
+    }
+}
+
+impl Drop for Pooled<'_> {
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take().filter(|c| !c.is_closed()) {
+            let mut idle = self.pool.idle.lock().unwrap_or_else(|p| p.into_inner());
+            if idle.len() < MAX_IDLE_CONNECTIONS {
+                idle.push(client);
+            }
+        }
+    }
+}
+
+impl Pool {
+    /// Parse `url` (a `postgres://` or `postgresql://` URL; unset parts from
+    /// `PGHOST`, `PGPORT`, `PGUSER`, `PGPASSWORD`, `PGDATABASE`).
+    fn new(url: &str) -> Result<Self> {
+        let mut config: PgConfig = url.parse().map_err(|err| Error::Store {
+            path: PathBuf::from(redacted(url)),
+            message: format!("not a usable PostgreSQL URL: {err}"),
+        })?;
+        apply_environment(&mut config);
+        if matches!(config.get_ssl_mode(), postgres::config::SslMode::Require) {
+            return Err(Error::Store {
+                path: PathBuf::from(redacted(url)),
+                message: "sslmode=require is not supported by this build yet; reach the \
+                          database over a Unix socket or a TLS-terminating proxy, or use \
+                          sslmode=disable on a trusted network"
+                    .into(),
+            });
+        }
+        config.application_name("toolgate");
+        Ok(Self {
+            display: redacted(url),
+            config,
+            idle: Mutex::new(Vec::new()),
+        })
+    }
+
+    pub(crate) fn get(&self) -> Result<Pooled<'_>> {
+        let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let client = match idle {
+            Some(client) => client,
+            None => self.config.connect(NoTls).map_err(|e| self.error(e))?,
+        };
+        Ok(Pooled {
+            pool: self,
+            client: Some(client),
+        })
+    }
+
+    pub(crate) fn error(&self, err: postgres::Error) -> Error {
+        Error::Store {
+            path: PathBuf::from(&self.display),
+            message: describe(&err),
+        }
+    }
+}
+
+/// A PostgreSQL error as one line: the server's message when there is one.
+fn describe(err: &postgres::Error) -> String {
+    match err.as_db_error() {
+        Some(db) => format!("{} ({})", db.message(), db.code().code()),
+        None => err.to_string(),
+    }
+}
+
+/// Fill what the URL left unset from the standard `PG*` variables.
+fn apply_environment(config: &mut PgConfig) {
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    if config.get_hosts().is_empty() {
+        match var("PGHOST") {
+            Some(host) => {
+                config.host(&host);
+            }
+            None => {
+                config.host("/var/run/postgresql");
+            }
+        }
+    }
+    if config.get_ports().is_empty()
+        && let Some(port) = var("PGPORT").and_then(|p| p.parse().ok())
+    {
+        config.port(port);
+    }
+    if config.get_user().is_none()
+        && let Some(user) = var("PGUSER").or_else(|| var("USER"))
+    {
+        config.user(&user);
+    }
+    if config.get_password().is_none()
+        && let Some(password) = var("PGPASSWORD")
+    {
+        config.password(password);
+    }
+    if config.get_dbname().is_none()
+        && let Some(db) = var("PGDATABASE")
+    {
+        config.dbname(&db);
+    }
+}
+
+impl PostgresStore {
+    /// Connect, create or migrate the schema, and start the writer.
+    pub(crate) fn connect(url: &str, path: &Path) -> Result<Self> {
+        let pool = Arc::new(Pool::new(url)?);
+        schema::migrate(&mut *pool.get()?).map_err(|e| pool.error(e))?;
+        let (sender, receiver) = mpsc::sync_channel(EVENT_QUEUE_CAPACITY);
+        let dropped = Arc::new(AtomicU64::new(0));
+        let log_config = Arc::new(RwLock::new(LogConfig::default()));
+        let retention = Arc::new(RwLock::new(Retention::default()));
+        let writer = writer::Writer {
+            pool: Arc::clone(&pool),
+            log_config: Arc::clone(&log_config),
+            retention: Arc::clone(&retention),
+            dropped: Arc::clone(&dropped),
+        };
+        let writer = std::thread::Builder::new()
+            .name("toolgate-pg-writer".into())
+            .spawn(move || writer.run(receiver))
+            .map_err(|err| Error::Store {
+                path: path.to_path_buf(),
+                message: format!("cannot start the event writer: {err}"),
+            })?;
+        Ok(Self {
+            pool,
+            path: path.to_path_buf(),
+            queue: Mutex::new(Some(sender)),
+            writer: Mutex::new(Some(writer)),
+            dropped,
+            log_config,
+            retention,
+        })
+    }
+
+    fn send(&self, message: Message) {
+        let queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        let sent = queue.as_ref().is_some_and(|q| q.try_send(message).is_ok());
+        if !sent {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!("store write dropped: the write queue is full or closed");
+        }
+    }
+
+    fn storage(&self, err: postgres::Error) -> StateWriteError {
+        StateWriteError::Storage(describe(&err))
+    }
+}
+
+fn counter(bytes: &[u8]) -> u64 {
+    <[u8; 8]>::try_from(bytes).map_or(0, u64::from_le_bytes)
+}
+
+fn i64_of(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// Lock `policy`'s usage row (creating it) and return its bytes: every
+/// size-changing write of one policy, from any host, serialises here.
+fn lock_usage(
+    txn: &mut postgres::Transaction<'_>,
+    policy: &str,
+) -> std::result::Result<u64, postgres::Error> {
+    txn.execute(
+        "INSERT INTO state_usage (policy, bytes) VALUES ($1, 0) ON CONFLICT DO NOTHING",
+        &[&policy],
+    )?;
+    let row = txn.query_one(
+        "SELECT bytes FROM state_usage WHERE policy = $1 FOR UPDATE",
+        &[&policy],
+    )?;
+    Ok(row.get::<_, i64>(0).max(0) as u64)
+}
+
+fn entry_size(key: &str, value: &[u8]) -> u64 {
+    (key.len() + value.len()) as u64
+}
+
+impl StateStore for PostgresStore {
+    fn state_get_many(&self, policy: &str, keys: &[&str]) -> Result<Vec<Option<Vec<u8>>>> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut client = self.pool.get()?;
+        let rows = client
+            .query(
+                "SELECT key, value FROM state WHERE policy = $1 AND key = ANY($2)",
+                &[&policy, &keys],
+            )
+            .map_err(|e| self.pool.error(e))?;
+        let mut found: std::collections::HashMap<String, Vec<u8>> = rows
+            .into_iter()
+            .map(|row| (row.get(0), row.get(1)))
+            .collect();
+        Ok(keys.iter().map(|k| found.remove(*k)).collect())
+    }
+
+    fn state_keys(&self, policy: &str, prefix: &str, limit: usize) -> Result<Vec<String>> {
+        let mut client = self.pool.get()?;
+        // A range, not LIKE: a prefix may hold `%` or `_`. Keys compare by
+        // bytes (the column is COLLATE "C"), as the embedded store orders them.
+        let rows = client
+            .query(
+                "SELECT key FROM state WHERE policy = $1 AND key >= $2 \
+                 AND left(key, length($2)) = $2 ORDER BY key LIMIT $3",
+                &[&policy, &prefix, &(limit as i64)],
+            )
+            .map_err(|e| self.pool.error(e))?;
+        Ok(rows.into_iter().map(|row| row.get(0)).collect())
+    }
+
+    fn state_put(
+        &self,
+        policy: &str,
+        key: &str,
+        value: Option<&[u8]>,
+        quota: u64,
+    ) -> std::result::Result<(), StateWriteError> {
+        if key.len() > MAX_STATE_KEY || value.is_some_and(|v| v.len() > MAX_STATE_ENTRY) {
+            return Err(StateWriteError::TooLarge);
+        }
+        let mut client = self
+            .pool
+            .get()
+            .map_err(|e| StateWriteError::Storage(e.to_string()))?;
+        let mut txn = client.transaction().map_err(|e| self.storage(e))?;
+        let used = lock_usage(&mut txn, policy).map_err(|e| self.storage(e))?;
+        let old = txn
+            .query_opt(
+                "SELECT value FROM state WHERE policy = $1 AND key = $2",
+                &[&policy, &key],
+            )
+            .map_err(|e| self.storage(e))?
+            .map(|row| entry_size(key, &row.get::<_, Vec<u8>>(0)));
+        let new = value.map(|v| entry_size(key, v));
+        let total = used - old.unwrap_or(0).min(used) + new.unwrap_or(0);
+        if new > old && total > quota {
+            return Err(StateWriteError::QuotaExceeded(quota));
+        }
+        match value {
+            Some(value) => txn.execute(
+                "INSERT INTO state (policy, key, value) VALUES ($1, $2, $3) \
+                 ON CONFLICT (policy, key) DO UPDATE SET value = EXCLUDED.value",
+                &[&policy, &key, &value],
+            ),
+            None => txn.execute(
+                "DELETE FROM state WHERE policy = $1 AND key = $2",
+                &[&policy, &key],
+            ),
+        }
+        .map_err(|e| self.storage(e))?;
+        txn.execute(
+            "UPDATE state_usage SET bytes = $2 WHERE policy = $1",
+            &[&policy, &i64_of(total)],
+        )
+        .map_err(|e| self.storage(e))?;
+        txn.commit().map_err(|e| self.storage(e))
+    }
+
+    fn state_try_increment(
+        &self,
+        policy: &str,
+        key: &str,
+        limit: u64,
+        quota: u64,
+    ) -> std::result::Result<Option<u64>, StateWriteError> {
+        if key.len() > MAX_STATE_KEY {
+            return Err(StateWriteError::TooLarge);
+        }
+        let mut client = self
+            .pool
+            .get()
+            .map_err(|e| StateWriteError::Storage(e.to_string()))?;
+        loop {
+            let mut txn = client.transaction().map_err(|e| self.storage(e))?;
+            let current = txn
+                .query_opt(
+                    "SELECT value FROM state WHERE policy = $1 AND key = $2 FOR UPDATE",
+                    &[&policy, &key],
+                )
+                .map_err(|e| self.storage(e))?
+                .map(|row| counter(&row.get::<_, Vec<u8>>(0)));
+            if current.unwrap_or(0) >= limit {
+                return Ok(None);
+            }
+            let next = current.unwrap_or(0) + 1;
+            let bytes = next.to_le_bytes().to_vec();
+            if current.is_some() {
+                // The value keeps its size: no quota change, no usage lock.
+                txn.execute(
+                    "UPDATE state SET value = $3 WHERE policy = $1 AND key = $2",
+                    &[&policy, &key, &bytes],
+                )
+                .map_err(|e| self.storage(e))?;
+                txn.commit().map_err(|e| self.storage(e))?;
+                return Ok(Some(next));
+            }
+            let used = lock_usage(&mut txn, policy).map_err(|e| self.storage(e))?;
+            let total = used + entry_size(key, &bytes);
+            if total > quota {
+                return Err(StateWriteError::QuotaExceeded(quota));
+            }
+            let inserted = txn
+                .execute(
+                    "INSERT INTO state (policy, key, value) VALUES ($1, $2, $3) \
+                     ON CONFLICT DO NOTHING",
+                    &[&policy, &key, &bytes],
+                )
+                .map_err(|e| self.storage(e))?;
+            if inserted == 0 {
+                // Another host created the counter first: read it again.
+                continue;
+            }
+            txn.execute(
+                "UPDATE state_usage SET bytes = $2 WHERE policy = $1",
+                &[&policy, &i64_of(total)],
+            )
+            .map_err(|e| self.storage(e))?;
+            txn.commit().map_err(|e| self.storage(e))?;
+            return Ok(Some(next));
+        }
+    }
+
+    fn state_usage(&self, policy: &str) -> Result<u64> {
+        let mut client = self.pool.get()?;
+        let row = client
+            .query_opt(
+                "SELECT bytes FROM state_usage WHERE policy = $1",
+                &[&policy],
+            )
+            .map_err(|e| self.pool.error(e))?;
+        Ok(row.map_or(0, |r| r.get::<_, i64>(0).max(0) as u64))
+    }
+}
+
+/// Events as stored: the JSON of [`StoredEvent`], with its sequence number.
+fn events_of(rows: Vec<postgres::Row>) -> Vec<(u64, StoredEvent)> {
+    rows.into_iter()
+        .filter_map(|row| {
+            let seq: i64 = row.get(0);
+            let body: Vec<u8> = row.get(1);
+            serde_json::from_slice(&body).ok().map(|e| (seq as u64, e))
+        })
+        .collect()
+}
+
+impl EventStore for PostgresStore {
+    fn append_event(&self, event: StoredEvent) {
+        self.send(Message::Event(Box::new(event)));
+    }
+
+    fn session_recent(
+        &self,
+        policy: &str,
+        session: &str,
+        limit: usize,
+        exclude_kinds: &[String],
+    ) -> Result<Vec<StoredEvent>> {
+        let mut client = self.pool.get()?;
+        let rows = client
+            .query(
+                "SELECT seq, body FROM events WHERE policy = $1 AND session_id = $2 \
+                 AND NOT (kind = ANY($3)) ORDER BY seq DESC LIMIT $4",
+                &[&policy, &session, &exclude_kinds, &(limit as i64)],
+            )
+            .map_err(|e| self.pool.error(e))?;
+        Ok(events_of(rows).into_iter().rev().map(|(_, e)| e).collect())
+    }
+
+    fn tool_history(
+        &self,
+        policy: &str,
+        tool: &str,
+        exclude_session: &str,
+        limit: usize,
+        exclude_kinds: &[String],
+    ) -> Result<Vec<StoredEvent>> {
+        let mut client = self.pool.get()?;
+        let rows = client
+            .query(
+                "SELECT seq, body FROM events WHERE policy = $1 AND tool = $2 \
+                 AND session_id <> $3 AND NOT (kind = ANY($4)) ORDER BY seq DESC LIMIT $5",
+                &[
+                    &policy,
+                    &tool,
+                    &exclude_session,
+                    &exclude_kinds,
+                    &(limit as i64),
+                ],
+            )
+            .map_err(|e| self.pool.error(e))?;
+        Ok(events_of(rows).into_iter().rev().map(|(_, e)| e).collect())
+    }
+
+    fn recent_events(&self, limit: usize) -> Result<Vec<(u64, StoredEvent)>> {
+        let mut client = self.pool.get()?;
+        let rows = client
+            .query(
+                "SELECT seq, body FROM events ORDER BY seq DESC LIMIT $1",
+                &[&(limit as i64)],
+            )
+            .map_err(|e| self.pool.error(e))?;
+        Ok(events_of(rows).into_iter().rev().collect())
+    }
+}
+
+fn gate_of(body: &[u8]) -> std::result::Result<PendingGate, String> {
+    serde_json::from_slice(body).map_err(|e| e.to_string())
+}
+
+impl GateStore for PostgresStore {
+    fn insert_gate(&self, gate: &PendingGate) -> Result<()> {
+        let body = serde_json::to_vec(gate).expect("gates always serialise");
+        let mut client = self.pool.get()?;
+        client
+            .execute(
+                "INSERT INTO gates (user_id, thread_id, expires_at_ms, body) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (user_id, thread_id) DO UPDATE \
+                 SET expires_at_ms = EXCLUDED.expires_at_ms, body = EXCLUDED.body",
+                &[
+                    &gate.user_id,
+                    &gate.thread_id,
+                    &i64_of(gate.expires_at_ms),
+                    &body,
+                ],
+            )
+            .map_err(|e| self.pool.error(e))?;
+        Ok(())
+    }
+
+    fn peek_gate(&self, key: &GateKey, now_ms: u64) -> Result<Option<PendingGate>> {
+        let mut client = self.pool.get()?;
+        let row = client
+            .query_opt(
+                "SELECT body FROM gates WHERE user_id = $1 AND thread_id = $2",
+                &[&key.user_id, &key.thread_id],
+            )
+            .map_err(|e| self.pool.error(e))?;
+        Ok(row
+            .and_then(|r| gate_of(&r.get::<_, Vec<u8>>(0)).ok())
+            .filter(|g| !g.is_expired(now_ms)))
+    }
+
+    fn list_gates(&self, user_id: Option<&str>, now_ms: u64) -> Result<Vec<PendingGate>> {
+        let mut client = self.pool.get()?;
+        let rows = client
+            .query(
+                "SELECT body FROM gates WHERE ($1::text IS NULL OR user_id = $1) \
+                 ORDER BY user_id, thread_id",
+                &[&user_id],
+            )
+            .map_err(|e| self.pool.error(e))?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|r| gate_of(&r.get::<_, Vec<u8>>(0)).ok())
+            .filter(|g| !g.is_expired(now_ms))
+            .collect())
+    }
+
+    fn take_gate(
+        &self,
+        key: &GateKey,
+        request_id: &str,
+        channel: &str,
+        trusted_channels: &[String],
+        now_ms: u64,
+    ) -> std::result::Result<PendingGate, GateError> {
+        let storage = |e: postgres::Error| GateError::Storage(describe(&e));
+        let mut client = self
+            .pool
+            .get()
+            .map_err(|e| GateError::Storage(e.to_string()))?;
+        let mut txn = client.transaction().map_err(storage)?;
+        let stored = txn
+            .query_opt(
+                "SELECT body FROM gates WHERE user_id = $1 AND thread_id = $2 FOR UPDATE",
+                &[&key.user_id, &key.thread_id],
+            )
+            .map_err(storage)?
+            .map(|r| gate_of(&r.get::<_, Vec<u8>>(0)));
+        let delete = |txn: &mut postgres::Transaction<'_>| {
+            txn.execute(
+                "DELETE FROM gates WHERE user_id = $1 AND thread_id = $2",
+                &[&key.user_id, &key.thread_id],
+            )
+        };
+        let outcome = match judge_take(stored, key, request_id, channel, trusted_channels, now_ms) {
+            Take::Taken(gate) => {
+                delete(&mut txn).map_err(storage)?;
+                Ok(*gate)
+            }
+            Take::Expired => {
+                delete(&mut txn).map_err(storage)?;
+                Err(GateError::Expired)
+            }
+            Take::Refused(refusal) => return Err(refusal),
+        };
+        txn.commit().map_err(storage)?;
+        outcome
+    }
+
+    fn record_resolution(
+        &self,
+        gate: &PendingGate,
+        resolution: GateResolution,
+        ttl: std::time::Duration,
+    ) -> Result<()> {
+        let recorded = RecordedResolution {
+            policy: gate.policy.clone(),
+            resolution,
+            request_id: gate.request_id.clone(),
+            expires_at_ms: crate::now_ms().saturating_add(ttl.as_millis() as u64),
+        };
+        let body = serde_json::to_vec(&recorded).expect("resolutions always serialise");
+        let mut client = self.pool.get()?;
+        client
+            .execute(
+                "INSERT INTO resolutions (user_id, thread_id, fingerprint, expires_at_ms, body) \
+                 VALUES ($1, $2, $3, $4, $5)",
+                &[
+                    &gate.user_id,
+                    &gate.thread_id,
+                    &gate.fingerprint,
+                    &i64_of(recorded.expires_at_ms),
+                    &body,
+                ],
+            )
+            .map_err(|e| self.pool.error(e))?;
+        Ok(())
+    }
+
+    fn resolutions_for(
+        &self,
+        user_id: &str,
+        thread_id: &str,
+        fingerprint: &str,
+        now_ms: u64,
+    ) -> Result<Vec<RecordedResolution>> {
+        let mut client = self.pool.get()?;
+        let rows = client
+            .query(
+                "SELECT body FROM resolutions WHERE user_id = $1 AND thread_id = $2 \
+                 AND fingerprint = $3 AND expires_at_ms > $4 ORDER BY seq",
+                &[&user_id, &thread_id, &fingerprint, &i64_of(now_ms)],
+            )
+            .map_err(|e| self.pool.error(e))?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|r| serde_json::from_slice(&r.get::<_, Vec<u8>>(0)).ok())
+            .collect())
+    }
+
+    fn clear_resolutions(&self, user_id: &str, thread_id: &str, fingerprint: &str) -> Result<()> {
+        let mut client = self.pool.get()?;
+        client
+            .execute(
+                "DELETE FROM resolutions WHERE user_id = $1 AND thread_id = $2 AND fingerprint = $3",
+                &[&user_id, &thread_id, &fingerprint],
+            )
+            .map_err(|e| self.pool.error(e))?;
+        Ok(())
+    }
+}
+
+impl DecisionLog for PostgresStore {
+    fn log_decision(&self, entry: LogEntry) {
+        self.send(Message::Decision(Box::new(entry)));
+    }
+
+    fn decision_log(&self, filter: &LogFilter, limit: usize) -> Result<Vec<(u64, LogEntry)>> {
+        let verdict = filter
+            .verdict
+            .map(|v| writer::verdict_name(&v))
+            .transpose()
+            .map_err(|message| Error::Store {
+                path: self.path.clone(),
+                message,
+            })?;
+        let mut client = self.pool.get()?;
+        let rows = client
+            .query(
+                "SELECT seq, body FROM decisions WHERE ($1::text IS NULL OR session_id = $1) \
+                 AND ($2::text IS NULL OR tool = $2) AND ($3::text IS NULL OR verdict = $3) \
+                 ORDER BY seq DESC LIMIT $4",
+                &[&filter.session, &filter.tool, &verdict, &(limit as i64)],
+            )
+            .map_err(|e| self.pool.error(e))?;
+        let mut found: Vec<(u64, LogEntry)> = rows
+            .into_iter()
+            .filter_map(|row| {
+                let seq: i64 = row.get(0);
+                let body: Vec<u8> = row.get(1);
+                serde_json::from_slice(&body).ok().map(|e| (seq as u64, e))
+            })
+            .collect();
+        found.reverse();
+        Ok(found)
+    }
+}
+
+impl TurnStore for PostgresStore {
+    fn next_turn(&self, session: &str) -> Result<u64> {
+        let mut client = self.pool.get()?;
+        let row = client
+            .query_one(
+                "INSERT INTO turns (session_id, turn, seen_at_ms) VALUES ($1, 1, $2) \
+                 ON CONFLICT (session_id) DO UPDATE \
+                 SET turn = turns.turn + 1, seen_at_ms = EXCLUDED.seen_at_ms RETURNING turn",
+                &[&session, &i64_of(crate::now_ms())],
+            )
+            .map_err(|e| self.pool.error(e))?;
+        Ok(row.get::<_, i64>(0) as u64)
+    }
+
+    fn turn(&self, session: &str) -> Result<u64> {
+        let mut client = self.pool.get()?;
+        let row = client
+            .query_opt("SELECT turn FROM turns WHERE session_id = $1", &[&session])
+            .map_err(|e| self.pool.error(e))?;
+        Ok(row.map_or(0, |r| r.get::<_, i64>(0) as u64))
+    }
+}
+
+impl TerminalStore for PostgresStore {
+    fn record_agent_terminals(&self, keys: &[String]) -> Result<()> {
+        let mut client = self.pool.get()?;
+        let now = i64_of(crate::now_ms());
+        for key in keys {
+            client
+                .execute(
+                    "INSERT INTO agent_terminals (key, seen_at_ms) VALUES ($1, $2) \
+                     ON CONFLICT (key) DO UPDATE SET seen_at_ms = EXCLUDED.seen_at_ms",
+                    &[key, &now],
+                )
+                .map_err(|e| self.pool.error(e))?;
+        }
+        Ok(())
+    }
+
+    fn is_agent_terminal(&self, keys: &[String]) -> Result<bool> {
+        let mut client = self.pool.get()?;
+        let row = client
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM agent_terminals WHERE key = ANY($1))",
+                &[&keys],
+            )
+            .map_err(|e| self.pool.error(e))?;
+        Ok(row.get(0))
+    }
+}
+
+impl Maintenance for PostgresStore {
+    fn set_log_config(&self, config: LogConfig) {
+        *self.log_config.write().unwrap_or_else(|p| p.into_inner()) = config;
+    }
+
+    fn set_retention(&self, retention: Retention) {
+        *self.retention.write().unwrap_or_else(|p| p.into_inner()) = retention;
+    }
+
+    fn sweep(&self) -> Result<SweepReport> {
+        let retention = self
+            .retention
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let mut client = self.pool.get()?;
+        writer::sweep(&mut client, &retention, crate::now_ms()).map_err(|e| self.pool.error(e))
+    }
+
+    fn log_config(&self) -> LogConfig {
+        *self.log_config.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn dropped_events(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    fn persist(&self) {
+        let (done, wait) = mpsc::channel();
+        let queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        let sent = queue
+            .as_ref()
+            .is_some_and(|q| q.send(Message::Flush(done)).is_ok());
+        drop(queue);
+        if sent {
+            let _ = wait.recv();
+        }
+    }
+
+    fn shutdown(&self) {
+        drop(self.queue.lock().unwrap_or_else(|p| p.into_inner()).take());
+        if let Some(writer) = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = writer.join();
+        }
+    }
+
+    fn stats(&self) -> Result<StoreStats> {
+        let mut client = self.pool.get()?;
+        let mut tables = std::collections::BTreeMap::new();
+        for table in schema::TABLES {
+            let row = client
+                .query_one(
+                    &format!(
+                        "SELECT count(*), coalesce(pg_total_relation_size('{table}'), 0) FROM {table}"
+                    ),
+                    &[],
+                )
+                .map_err(|e| self.pool.error(e))?;
+            tables.insert(
+                table.to_string(),
+                TableStats {
+                    rows: row.get::<_, i64>(0) as u64,
+                    stored_bytes: row.get::<_, i64>(1) as u64,
+                },
+            );
+        }
+        let mut policies = std::collections::BTreeMap::<String, PolicyStats>::new();
+        for row in client
+            .query("SELECT policy, bytes FROM state_usage", &[])
+            .map_err(|e| self.pool.error(e))?
+        {
+            policies.entry(row.get(0)).or_default().state_bytes = row.get::<_, i64>(1) as u64;
+        }
+        for row in client
+            .query("SELECT policy, count(*) FROM events GROUP BY policy", &[])
+            .map_err(|e| self.pool.error(e))?
+        {
+            policies.entry(row.get(0)).or_default().events = row.get::<_, i64>(1) as u64;
+        }
+        let file_bytes = client
+            .query_one("SELECT pg_database_size(current_database())", &[])
+            .map_err(|e| self.pool.error(e))?
+            .get::<_, i64>(0) as u64;
+        Ok(StoreStats {
+            file_bytes,
+            tables,
+            policies,
+        })
+    }
+}
+
+impl Drop for PostgresStore {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}

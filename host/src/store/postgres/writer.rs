@@ -1,0 +1,204 @@
+//! The host's one writer of events and decision-log entries: batches from a
+//! bounded queue, one transaction per batch, trimming each policy's stream to
+//! its quota and the log to its retention, and sweeping on schedule.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, RwLock};
+use std::time::Instant;
+
+use postgres::Client;
+
+use super::{Pool, i64_of};
+use crate::config::LogConfig;
+use crate::decision::Verdict;
+use crate::decision_log::LogEntry;
+use crate::store::StoredEvent;
+use crate::store::hygiene::{Retention, SweepReport};
+
+/// The most queued writes committed in one transaction.
+const BATCH: usize = 256;
+
+pub(super) enum Message {
+    Event(Box<StoredEvent>),
+    Decision(Box<LogEntry>),
+    /// Answer once everything queued before it is committed.
+    Flush(Sender<()>),
+}
+
+pub(super) struct Writer {
+    pub pool: Arc<Pool>,
+    pub log_config: Arc<RwLock<LogConfig>>,
+    pub retention: Arc<RwLock<Retention>>,
+    pub dropped: Arc<AtomicU64>,
+}
+
+/// How a verdict is spelled in the `decisions.verdict` column.
+pub(super) fn verdict_name(verdict: &Verdict) -> Result<String, String> {
+    match serde_json::to_value(verdict) {
+        Ok(serde_json::Value::String(name)) => Ok(name),
+        other => Err(format!("unexpected verdict encoding: {other:?}")),
+    }
+}
+
+impl Writer {
+    pub(super) fn run(self, queue: Receiver<Message>) {
+        let mut last_sweep = Instant::now();
+        loop {
+            let interval = self.retention().sweep_interval;
+            let first = match queue.recv_timeout(interval) {
+                Ok(message) => Some(message),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => return,
+            };
+            let mut batch = Vec::new();
+            let mut flushes = Vec::new();
+            let mut next = first;
+            while let Some(message) = next.take() {
+                match message {
+                    Message::Flush(done) => flushes.push(done),
+                    other => batch.push(other),
+                }
+                if batch.len() < BATCH {
+                    next = queue.try_recv().ok();
+                }
+            }
+            if !batch.is_empty() {
+                let written = batch.len() as u64;
+                if let Err(err) = self.commit(batch) {
+                    self.dropped.fetch_add(written, Ordering::Relaxed);
+                    tracing::error!(error = %err, written, "store writes lost: the batch could not be committed");
+                }
+            }
+            if last_sweep.elapsed() >= interval {
+                last_sweep = Instant::now();
+                let retention = self.retention();
+                let swept = self
+                    .pool
+                    .get()
+                    .map_err(|e| e.to_string())
+                    .and_then(|mut c| {
+                        sweep(&mut c, &retention, crate::now_ms()).map_err(|e| e.to_string())
+                    });
+                if let Err(err) = swept {
+                    tracing::warn!(error = %err, "store sweep failed; it runs again later");
+                }
+            }
+            for done in flushes {
+                let _ = done.send(());
+            }
+        }
+    }
+
+    fn retention(&self) -> Retention {
+        self.retention
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn commit(&self, batch: Vec<Message>) -> Result<(), String> {
+        let mut client = self.pool.get().map_err(|e| e.to_string())?;
+        let mut txn = client.transaction().map_err(|e| e.to_string())?;
+        let mut policies = std::collections::BTreeSet::new();
+        let mut logged = false;
+        for message in batch {
+            match message {
+                Message::Event(event) => {
+                    let body = serde_json::to_vec(&event).expect("events always serialise");
+                    txn.execute(
+                        "INSERT INTO events (policy, session_id, tool, kind, at_ms, body) \
+                         VALUES ($1, $2, $3, $4, $5, $6)",
+                        &[
+                            &event.policy,
+                            &event.session_id,
+                            &event.tool,
+                            &event.kind,
+                            &i64_of(event.at_ms),
+                            &body,
+                        ],
+                    )
+                    .map_err(|e| e.to_string())?;
+                    policies.insert(event.policy);
+                }
+                Message::Decision(entry) => {
+                    let body = serde_json::to_vec(&entry).expect("log entries always serialise");
+                    txn.execute(
+                        "INSERT INTO decisions (at_ms, session_id, tool, verdict, body) \
+                         VALUES ($1, $2, $3, $4, $5)",
+                        &[
+                            &i64_of(entry.at_ms),
+                            &entry.session_id,
+                            &entry.tool,
+                            &verdict_name(&entry.verdict)?,
+                            &body,
+                        ],
+                    )
+                    .map_err(|e| e.to_string())?;
+                    logged = true;
+                }
+                Message::Flush(_) => unreachable!("flushes are answered by the loop"),
+            }
+        }
+        let retention = self.retention();
+        for policy in policies {
+            let quota = retention
+                .events_max
+                .get(&policy)
+                .copied()
+                .unwrap_or(retention.default_events_max);
+            // Keep the newest `quota` events of the policy.
+            txn.execute(
+                "DELETE FROM events WHERE policy = $1 AND seq <= \
+                 (SELECT seq FROM events WHERE policy = $1 ORDER BY seq DESC OFFSET $2 LIMIT 1)",
+                &[&policy, &i64_of(quota)],
+            )
+            .map_err(|e| e.to_string())?;
+        }
+        if logged {
+            let config = *self.log_config.read().unwrap_or_else(|p| p.into_inner());
+            let cutoff = crate::now_ms().saturating_sub(config.max_age_secs.saturating_mul(1000));
+            txn.execute(
+                "DELETE FROM decisions WHERE at_ms < $1 OR seq <= \
+                 (SELECT seq FROM decisions ORDER BY seq DESC OFFSET $2 LIMIT 1)",
+                &[&i64_of(cutoff), &i64_of(config.max_entries)],
+            )
+            .map_err(|e| e.to_string())?;
+        }
+        txn.commit().map_err(|e| e.to_string())
+    }
+}
+
+/// Remove what is past its retention: old events, expired gates and
+/// resolutions, turn counters of idle sessions.
+pub(super) fn sweep(
+    client: &mut Client,
+    retention: &Retention,
+    now_ms: u64,
+) -> Result<SweepReport, postgres::Error> {
+    let age = |d: std::time::Duration| i64_of(now_ms.saturating_sub(d.as_millis() as u64));
+    let mut txn = client.transaction()?;
+    let events = txn.execute(
+        "DELETE FROM events WHERE at_ms < $1",
+        &[&age(retention.events_max_age)],
+    )?;
+    let gates = txn.execute(
+        "DELETE FROM gates WHERE expires_at_ms <= $1",
+        &[&i64_of(now_ms)],
+    )?;
+    let resolutions = txn.execute(
+        "DELETE FROM resolutions WHERE expires_at_ms <= $1",
+        &[&i64_of(now_ms)],
+    )?;
+    let sessions = txn.execute(
+        "DELETE FROM turns WHERE seen_at_ms < $1",
+        &[&age(retention.sessions_max_idle)],
+    )?;
+    txn.commit()?;
+    Ok(SweepReport {
+        events,
+        gates,
+        resolutions,
+        sessions,
+    })
+}

@@ -1,0 +1,229 @@
+//! A throwaway PostgreSQL cluster for the tests that need one: `initdb` into
+//! a temp directory, `postgres` listening only on a Unix socket there (no
+//! TCP port to collide on), run as `nobody` when the tests run as root
+//! (PostgreSQL refuses root). Dropping it stops the server and removes the
+//! directory, also when the test panics (drop runs while unwinding).
+//!
+//! A machine without PostgreSQL's server binaries gets `None` from
+//! [`Cluster::start`], with a line saying the test was skipped and why; CI
+//! installs them (`.ci/run`), so there they always run.
+
+#![allow(dead_code)]
+
+use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The superuser the cluster is created with (trust auth, socket only).
+const SUPERUSER: &str = "toolgate";
+
+/// A running throwaway cluster.
+pub struct Cluster {
+    server: Option<Child>,
+    socket_dir: PathBuf,
+    databases: std::sync::atomic::AtomicU32,
+    _dir: tempfile::TempDir,
+}
+
+/// Where `initdb` and `postgres` are: on `PATH`, else Debian's versioned
+/// directory.
+fn server_binaries() -> Option<PathBuf> {
+    let on_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .find(|dir| dir.join("initdb").is_file() && dir.join("postgres").is_file())
+    });
+    on_path.or_else(|| {
+        let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+            .ok()?
+            .flatten()
+            .map(|e| e.path().join("bin"))
+            .filter(|bin| bin.join("initdb").is_file() && bin.join("postgres").is_file())
+            .collect();
+        versions.sort();
+        versions.pop()
+    })
+}
+
+/// The uid and gid to run the server as: ours, or `nobody`'s when we are root.
+fn server_user() -> Option<(u32, u32)> {
+    let me = std::fs::metadata("/proc/self").ok()?;
+    if me.uid() != 0 {
+        return Some((me.uid(), me.gid()));
+    }
+    let id = |flag: &str| -> Option<u32> {
+        let out = Command::new("id").args([flag, "nobody"]).output().ok()?;
+        String::from_utf8(out.stdout).ok()?.trim().parse().ok()
+    };
+    Some((id("-u")?, id("-g")?))
+}
+
+impl Cluster {
+    /// Start a cluster, or `None` (printing why the caller's test is skipped)
+    /// when this machine has no PostgreSQL server binaries.
+    pub fn start(test: &str) -> Option<Self> {
+        let Some(bin) = server_binaries() else {
+            eprintln!(
+                "SKIPPED {test}: no PostgreSQL server binaries (initdb, postgres) on PATH or under \
+                 /usr/lib/postgresql; install postgresql to run it (.ci/run does)"
+            );
+            return None;
+        };
+        let (uid, gid) = server_user().expect("cannot tell which user to run postgres as");
+        let dir = tempfile::Builder::new().prefix("tg-pg").tempdir().unwrap();
+        // The server's user must reach its directory.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let data = dir.path().join("data");
+        std::fs::create_dir(&data).unwrap();
+        std::os::unix::fs::chown(&data, Some(uid), Some(gid)).unwrap();
+        let as_server = |program: &str| {
+            let mut command = Command::new(bin.join(program));
+            command.uid(uid).gid(gid).env_remove("PGDATA");
+            command
+        };
+        let init = as_server("initdb")
+            .args(["-D"])
+            .arg(&data)
+            .args(["-U", SUPERUSER, "--auth=trust", "-E", "UTF8", "--no-sync"])
+            .stdout(Stdio::null())
+            .output()
+            .expect("cannot run initdb");
+        assert!(
+            init.status.success(),
+            "initdb failed: {}",
+            String::from_utf8_lossy(&init.stderr)
+        );
+        let log = std::fs::File::create(dir.path().join("server.log")).unwrap();
+        std::os::unix::fs::chown(dir.path().join("server.log"), Some(uid), Some(gid)).unwrap();
+        let server = as_server("postgres")
+            .arg("-D")
+            .arg(&data)
+            .arg("-k")
+            .arg(&data)
+            .args([
+                "-c",
+                "listen_addresses=",
+                "-c",
+                "fsync=off",
+                "-c",
+                "max_connections=200",
+            ])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("cannot start postgres");
+        let cluster = Self {
+            server: Some(server),
+            socket_dir: data,
+            databases: Default::default(),
+            _dir: dir,
+        };
+        cluster.wait_ready();
+        Some(cluster)
+    }
+
+    fn wait_ready(&self) {
+        let started = Instant::now();
+        loop {
+            if postgres::Client::connect(&self.url("postgres"), postgres::NoTls).is_ok() {
+                return;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "postgres did not accept connections; its log: {}",
+                std::fs::read_to_string(self._dir.path().join("server.log")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The URL of database `name` on this cluster's socket.
+    pub fn url(&self, name: &str) -> String {
+        let host: String = self
+            .socket_dir
+            .to_string_lossy()
+            .replace('%', "%25")
+            .replace('/', "%2F");
+        format!("postgres://{SUPERUSER}@{host}/{name}")
+    }
+
+    /// A fresh, empty database; its URL.
+    pub fn database(&self) -> String {
+        let n = self
+            .databases
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("t{n}");
+        let mut admin = postgres::Client::connect(&self.url("postgres"), postgres::NoTls).unwrap();
+        admin
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .unwrap();
+        self.url(&name)
+    }
+
+    /// The directory holding the server's socket.
+    pub fn socket_dir(&self) -> &Path {
+        &self.socket_dir
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let Some(mut server) = self.server.take() else {
+            return;
+        };
+        // Fast shutdown (SIGINT): disconnect clients, stop cleanly.
+        let _ = Command::new("kill")
+            .args(["-INT", &server.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = server.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = server.kill();
+        let _ = server.wait();
+    }
+}
+
+/// A store on every backend this machine can run, for one parameterised
+/// test: redb always, PostgreSQL when its binaries are here (else a line
+/// saying it was skipped). Each comes with what keeps it alive (its temp
+/// dir, its cluster), dropped after the store.
+pub fn every_backend(
+    test: &str,
+) -> Vec<(
+    &'static str,
+    std::sync::Arc<toolgate::store::Store>,
+    Box<dyn std::any::Any>,
+)> {
+    let dir = tempfile::tempdir().unwrap();
+    let redb = toolgate::store::Store::open(&dir.path().join("t.redb")).unwrap();
+    let mut backends: Vec<(&'static str, _, Box<dyn std::any::Any>)> =
+        vec![("redb", std::sync::Arc::new(redb), Box::new(dir))];
+    if let Some(cluster) = Cluster::start(test) {
+        let store = cluster.store();
+        backends.push(("postgres", std::sync::Arc::new(store), Box::new(cluster)));
+    }
+    backends
+}
+
+impl Cluster {
+    /// A store on a fresh database of this cluster (one "host" of a fleet;
+    /// call again on the same URL for another).
+    pub fn store(&self) -> toolgate::store::Store {
+        self.store_at(&self.database())
+    }
+
+    /// Another host's store on the database at `url`.
+    pub fn store_at(&self, url: &str) -> toolgate::store::Store {
+        let local = self._dir.path().join(format!(
+            "host-{}",
+            self.databases
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        toolgate::store::Store::connect(url, &local).unwrap()
+    }
+}
