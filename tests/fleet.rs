@@ -197,3 +197,191 @@ fn credentials_stay_out_of_messages_and_a_newer_schema_is_refused() {
         .to_string();
     assert!(err.contains("newer than this build"), "{err}");
 }
+
+/// Every record of a store, in export order.
+fn records(store: &toolgate::store::Store) -> Vec<toolgate::store::Record> {
+    let mut all = Vec::new();
+    store
+        .export(&mut |record| {
+            all.push(record);
+            Ok(())
+        })
+        .unwrap();
+    all
+}
+
+#[test]
+fn store_copy_moves_everything_from_redb_to_postgres_and_back() {
+    let Some(cluster) = Cluster::start("store_copy_moves_everything") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let original = dir.path().join("original.redb");
+    {
+        // A store with a bit of everything, written by a real host.
+        let body = format!(
+            "{}[plugins.shadow-sentinel]\npath = \"bundled:shadow-sentinel\"\npriority = 10\n",
+            common::scripted("approver", 1, "verdict = \"pause\"\nreason = \"Deploy?\"")
+        );
+        let (config, _config_dir) = config(&body);
+        let host = Toolgate::open(config, Some(original.clone())).unwrap();
+        let mut deploy = call("deploy", json!({}));
+        deploy.call_id = Some("toolu_1".into());
+        let paused = host.evaluate(&deploy).unwrap();
+        common::approve(&host, &paused);
+        host.observe(&deploy, toolgate::Outcome::Succeeded, "deployed");
+        host.command("approver", "decided", "{}").unwrap();
+        host.store().next_turn("s").unwrap();
+        host.store()
+            .record_agent_terminals(&["sid:42".into()])
+            .unwrap();
+        host.evaluate(&call("other", json!({}))).unwrap();
+        host.store().persist();
+    }
+    let before = records(&toolgate::store::Store::open(&original).unwrap());
+    for kind in [
+        "State",
+        "Event",
+        "Gate",
+        "Resolutions",
+        "Decision",
+        "Turn",
+        "AgentTerminal",
+    ] {
+        assert!(
+            before.iter().any(|r| format!("{r:?}").starts_with(kind)),
+            "the sample has a {kind} record: {before:?}"
+        );
+    }
+
+    let url = cluster.database();
+    let back = dir.path().join("back.redb");
+    let copy = |from: &std::path::Path, to: &std::path::Path| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .args(["store", "copy", "--from"])
+            .arg(from)
+            .arg("--to")
+            .arg(to)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let report = copy(&original, std::path::Path::new(&url));
+    assert!(
+        report.contains("pending gates") || report.contains("events"),
+        "{report}"
+    );
+    copy(std::path::Path::new(&url), &back);
+    assert_eq!(
+        records(&toolgate::store::Store::open(&back).unwrap()),
+        before,
+        "redb → PostgreSQL → redb gives back every record"
+    );
+
+    // A destination that already holds something is refused.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["store", "copy", "--from"])
+        .arg(&original)
+        .arg("--to")
+        .arg(&url)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not empty"));
+}
+
+#[test]
+fn three_serve_processes_share_the_budget_and_survive_losing_one() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use toolgate::daemon::{Client, DaemonRequest};
+
+    let Some(cluster) = Cluster::start("three_serve_processes_share_the_budget") else {
+        return;
+    };
+    let model = ModelServer::start(Reply::Content(r#"{"verdict": "allow"}"#.into()));
+    let dir = tempfile::tempdir().unwrap();
+    let config_file = dir.path().join("toolgate.toml");
+    std::fs::write(
+        &config_file,
+        common::config_text(&format!(
+            "[probe]\nendpoint = {:?}\n[plugins.shadow-sentinel]\npath = \"bundled:shadow-sentinel\"\npriority = 10\n[plugins.shadow-sentinel.config]\nmax_probes_per_turn = 3\n",
+            model.url
+        )),
+    )
+    .unwrap();
+    let url = cluster.database();
+    let sockets: Vec<_> = (0..3)
+        .map(|i| dir.path().join(format!("host{i}.sock")))
+        .collect();
+    let mut servers: Vec<Option<common::hooks::KillOnDrop>> = sockets
+        .iter()
+        .map(|socket| {
+            let child = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+                .arg("--config")
+                .arg(&config_file)
+                .args(["--store", &url, "serve", "--socket"])
+                .arg(socket)
+                .env("XDG_STATE_HOME", dir.path())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            Some(common::hooks::KillOnDrop(child))
+        })
+        .collect();
+    for socket in &sockets {
+        common::eventually("a host to answer", || Client::new(socket).is_up());
+    }
+
+    // 8 clients spread over the hosts; when half the decisions are in, one
+    // host is killed outright, and its clients move to the next host.
+    let decided = Arc::new(AtomicUsize::new(0));
+    let clients: Vec<_> = (0..8)
+        .map(|client| {
+            let (sockets, decided) = (sockets.clone(), decided.clone());
+            std::thread::spawn(move || {
+                let mut host = client % 3;
+                for n in 0..125 {
+                    let mut request = call("Bash", json!({"command": format!("ls {client}-{n}")}));
+                    request.session_id = "shared-session".into();
+                    request.turn = 1;
+                    let ask = DaemonRequest::Evaluate { request };
+                    let answer = loop {
+                        match Client::new(&sockets[host]).call(&ask) {
+                            Ok(answer) => break answer,
+                            Err(_) => host = (host + 1) % 3,
+                        }
+                    };
+                    assert_eq!(answer["verdict"], "allow", "{answer}");
+                    decided.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+        })
+        .collect();
+    common::eventually("half the decisions", || {
+        decided.load(Ordering::SeqCst) >= 500
+    });
+    drop(servers[2].take()); // SIGKILL, mid-load
+    for client in clients {
+        client.join().unwrap();
+    }
+    assert_eq!(
+        decided.load(Ordering::SeqCst),
+        1000,
+        "every call was decided"
+    );
+    assert_eq!(
+        model.requests().len(),
+        3,
+        "the turn's budget held across the hosts, the killed one included"
+    );
+    // The survivors keep serving.
+    for socket in &sockets[..2] {
+        assert!(Client::new(socket).is_up());
+    }
+}

@@ -216,6 +216,65 @@ pub trait Maintenance {
     fn stats(&self) -> Result<StoreStats>;
 }
 
+/// One stored item, whatever backend holds it: what `toolgate store copy`
+/// moves from one backend to another.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Record {
+    /// A key of a policy's state namespace.
+    State {
+        /// The policy.
+        policy: String,
+        /// The key.
+        key: String,
+        /// The value.
+        value: Vec<u8>,
+    },
+    /// An event of a policy's stream.
+    Event(StoredEvent),
+    /// A pending gate.
+    Gate(PendingGate),
+    /// The resolutions recorded for one call.
+    Resolutions {
+        /// The user.
+        user_id: String,
+        /// The thread.
+        thread_id: String,
+        /// The call's fingerprint.
+        fingerprint: String,
+        /// Oldest first.
+        recorded: Vec<RecordedResolution>,
+    },
+    /// A decision-log entry.
+    Decision(LogEntry),
+    /// A session's turn counter.
+    Turn {
+        /// The session.
+        session: String,
+        /// Its current turn.
+        turn: u64,
+        /// When it last moved (ms).
+        seen_at_ms: u64,
+    },
+    /// A key an agent's hook came from.
+    AgentTerminal {
+        /// The key (`sid:N`, `tty:N`).
+        key: String,
+        /// When a hook last came from it (ms).
+        seen_at_ms: u64,
+    },
+}
+
+/// Moving a whole store between backends.
+pub trait Transfer {
+    /// Hand every record to `each`: state, gates, resolutions, turns and
+    /// terminals, then events and decisions oldest first.
+    fn export(&self, each: &mut dyn FnMut(Record) -> Result<()>) -> Result<()>;
+    /// Write one record as the source held it (no quota applies: the
+    /// source already enforced it). Events and decisions may be queued:
+    /// call [`Maintenance::persist`] before relying on them.
+    fn import(&self, record: Record) -> Result<()>;
+}
+
 /// Everything the pipeline, the capabilities and the daemon need from a
 /// store. A backend implements the parts; this is their sum.
 pub trait Backend:
@@ -226,6 +285,7 @@ pub trait Backend:
     + TurnStore
     + TerminalStore
     + Maintenance
+    + Transfer
     + Send
     + Sync
     + std::fmt::Debug
@@ -240,6 +300,7 @@ impl<T> Backend for T where
         + TurnStore
         + TerminalStore
         + Maintenance
+        + Transfer
         + Send
         + Sync
         + std::fmt::Debug

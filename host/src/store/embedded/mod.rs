@@ -12,6 +12,7 @@ mod decisions;
 mod gates;
 pub mod hygiene;
 mod terminals;
+mod transfer;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -10,7 +10,8 @@ use crate::error::Result;
 use crate::store::TerminalStore;
 
 /// key → when an agent's hook last came from it (ms).
-const AGENT_TERMINALS: TableDefinition<&str, u64> = TableDefinition::new("agent_terminals");
+pub(super) const AGENT_TERMINALS: TableDefinition<&str, u64> =
+    TableDefinition::new("agent_terminals");
 
 impl TerminalStore for RedbStore {
     /// Remember that an agent's hook came from these keys.

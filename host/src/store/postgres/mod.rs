@@ -21,6 +21,7 @@
 //! decision), as the embedded store does.
 
 mod schema;
+mod transfer;
 mod writer;
 
 use std::path::{Path, PathBuf};
