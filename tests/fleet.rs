@@ -385,3 +385,41 @@ fn three_serve_processes_share_the_budget_and_survive_losing_one() {
         assert!(Client::new(socket).is_up());
     }
 }
+
+#[test]
+fn a_reload_on_one_host_reaches_every_host_of_the_fleet() {
+    let Some(cluster) = Cluster::start("a_reload_on_one_host_reaches_every_host") else {
+        return;
+    };
+    // One plugin file and one config, as a fleet deploys them to every host.
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = dir.path().join("flip.wasm");
+    std::fs::copy(guest("flip-allow-policy"), &plugin).unwrap();
+    let config_file = dir.path().join("toolgate.toml");
+    std::fs::write(
+        &config_file,
+        common::config_text("[plugins.flip]\npath = \"flip.wasm\"\npriority = 1\n"),
+    )
+    .unwrap();
+    let url = cluster.database();
+    let fleet: Vec<_> = (0..3)
+        .map(|_| {
+            let config = toolgate::Config::load(&config_file).unwrap();
+            Toolgate::open(config, Some(url.clone().into())).unwrap()
+        })
+        .collect();
+    let verdict = |host: &Toolgate| host.evaluate(&call("Bash", json!({}))).unwrap().verdict;
+    assert!(fleet.iter().all(|h| verdict(h) == Verdict::Allow));
+
+    // The operator swaps the plugin and reloads one host.
+    let swapped = dir.path().join("flip.wasm.new");
+    std::fs::copy(guest("flip-deny-policy"), &swapped).unwrap();
+    std::fs::rename(&swapped, &plugin).unwrap();
+    fleet[0].reload().unwrap();
+    assert_eq!(verdict(&fleet[0]), Verdict::Deny);
+    for (n, host) in fleet.iter().enumerate().skip(1) {
+        common::eventually(&format!("host {n} to follow the reload"), || {
+            verdict(host) == Verdict::Deny
+        });
+    }
+}

@@ -104,7 +104,17 @@ impl Toolgate {
     /// plugin, and swap in what changed, atomically. Calls already running
     /// finish on the version they started with. A plugin that fails keeps its
     /// previous version; a config that fails to parse changes nothing.
+    ///
+    /// On a shared store (PostgreSQL) the other hosts are told, and reload
+    /// from their own config before their next decision.
     pub fn reload(&self) -> Result<ReloadReport> {
+        let report = self.reload_here()?;
+        self.store.announce_reload();
+        Ok(report)
+    }
+
+    /// Reload this host only.
+    fn reload_here(&self) -> Result<ReloadReport> {
         let config = self.registry.reload(&self.runtime, &self.store)?;
         self.store.set_log_config(config.log);
         self.store
@@ -153,6 +163,17 @@ impl Toolgate {
 
     /// Decide on one proposed call. A pause is stored as a pending gate.
     pub fn evaluate(&self, request: &ToolRequest) -> Result<Decision> {
+        if self.store.reload_requested() {
+            match self.reload_here() {
+                Ok(report) => tracing::info!(
+                    ?report,
+                    "reloaded: another host of the fleet announced a change"
+                ),
+                Err(err) => {
+                    tracing::error!(error = %err, "a fleet reload failed here; the previous version keeps serving")
+                }
+            }
+        }
         let plane = self.registry.control_plane();
         let decision = match plane.check(request) {
             // Before any policy: the agent may not operate toolgate itself.

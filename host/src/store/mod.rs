@@ -214,6 +214,14 @@ pub trait Maintenance {
     fn shutdown(&self);
     /// Sizes per table and per policy.
     fn stats(&self) -> Result<StoreStats>;
+    /// Tell the other hosts sharing this store that the config or a plugin
+    /// changed, so they reload too. A store only one process can open has
+    /// no one to tell.
+    fn announce_reload(&self) {}
+    /// Whether another host announced a reload since the last call.
+    fn reload_requested(&self) -> bool {
+        false
+    }
 }
 
 /// One stored item, whatever backend holds it: what `toolgate store copy`

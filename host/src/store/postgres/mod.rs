@@ -20,6 +20,7 @@
 //! writer thread per host that inserts them in batches (never blocking a
 //! decision), as the embedded store does.
 
+mod reload;
 mod schema;
 mod transfer;
 mod writer;
@@ -59,6 +60,7 @@ pub(crate) struct PostgresStore {
     dropped: Arc<AtomicU64>,
     log_config: Arc<RwLock<LogConfig>>,
     retention: Arc<RwLock<Retention>>,
+    reloads: reload::Listener,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -155,7 +157,7 @@ impl Pool {
 }
 
 /// A PostgreSQL error as one line: the server's message when there is one.
-fn describe(err: &postgres::Error) -> String {
+pub(super) fn describe(err: &postgres::Error) -> String {
     match err.as_db_error() {
         Some(db) => format!("{} ({})", db.message(), db.code().code()),
         None => err.to_string(),
@@ -219,7 +221,12 @@ impl PostgresStore {
                 path: path.to_path_buf(),
                 message: format!("cannot start the event writer: {err}"),
             })?;
+        let reloads = reload::Listener::start(Arc::clone(&pool)).map_err(|err| Error::Store {
+            path: path.to_path_buf(),
+            message: format!("cannot listen for fleet reloads: {err}"),
+        })?;
         Ok(Self {
+            reloads,
             pool,
             path: path.to_path_buf(),
             queue: Mutex::new(Some(sender)),
@@ -794,6 +801,16 @@ impl Maintenance for PostgresStore {
         if let Some(writer) = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take() {
             let _ = writer.join();
         }
+    }
+
+    fn announce_reload(&self) {
+        if let Err(err) = self.reloads.announce(&self.pool) {
+            tracing::warn!(error = %err, "could not tell the fleet about this reload");
+        }
+    }
+
+    fn reload_requested(&self) -> bool {
+        self.reloads.requested()
     }
 
     fn stats(&self) -> Result<StoreStats> {
