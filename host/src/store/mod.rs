@@ -273,14 +273,38 @@ pub enum Record {
 }
 
 /// Moving a whole store between backends.
-pub trait Transfer {
+pub trait Transfer: StateStore + EventStore + GateStore + DecisionLog + Maintenance {
     /// Hand every record to `each`: state, gates, resolutions, turns and
     /// terminals, then events and decisions oldest first.
     fn export(&self, each: &mut dyn FnMut(Record) -> Result<()>) -> Result<()>;
+
+    /// Write a record the other traits cannot write as it was: resolutions
+    /// (with their own expiry), turns and terminals (with their times).
+    fn import_as_is(&self, record: Record) -> Result<()>;
+
     /// Write one record as the source held it (no quota applies: the
     /// source already enforced it). Events and decisions may be queued:
     /// call [`Maintenance::persist`] before relying on them.
-    fn import(&self, record: Record) -> Result<()>;
+    fn import(&self, record: Record) -> Result<()> {
+        match record {
+            Record::State { policy, key, value } => self
+                .state_put(&policy, &key, Some(&value), u64::MAX)
+                .map_err(|err| crate::Error::Store {
+                    path: self.path().to_path_buf(),
+                    message: format!("state {policy}/{key}: {err}"),
+                }),
+            Record::Event(event) => {
+                self.append_event(event);
+                Ok(())
+            }
+            Record::Gate(gate) => self.insert_gate(&gate),
+            Record::Decision(entry) => {
+                self.log_decision(entry);
+                Ok(())
+            }
+            other => self.import_as_is(other),
+        }
+    }
 }
 
 /// Everything the pipeline, the capabilities and the daemon need from a
@@ -313,6 +337,35 @@ impl<T> Backend for T where
         + Sync
         + std::fmt::Debug
 {
+}
+
+/// What a backend and its writer thread read on every batch: the decision
+/// log's settings and the retention, replaced on reload.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Settings {
+    log: std::sync::Arc<std::sync::RwLock<LogConfig>>,
+    retention: std::sync::Arc<std::sync::RwLock<Retention>>,
+}
+
+impl Settings {
+    pub(crate) fn log(&self) -> LogConfig {
+        *self.log.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn set_log(&self, config: LogConfig) {
+        *self.log.write().unwrap_or_else(|p| p.into_inner()) = config;
+    }
+
+    pub(crate) fn retention(&self) -> Retention {
+        self.retention
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    pub(crate) fn set_retention(&self, retention: Retention) {
+        *self.retention.write().unwrap_or_else(|p| p.into_inner()) = retention;
+    }
 }
 
 /// What an attempt to take a gate comes to. The checks are the contract,

@@ -23,7 +23,7 @@ use std::thread::JoinHandle;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 
 use super::{
-    EventStore, MAX_STATE_ENTRY, MAX_STATE_KEY, Maintenance, StateStore, StateWriteError,
+    EventStore, MAX_STATE_ENTRY, MAX_STATE_KEY, Maintenance, Settings, StateStore, StateWriteError,
     StoredEvent, TurnStore,
 };
 use crate::config::LogConfig;
@@ -70,8 +70,7 @@ pub struct RedbStore {
     queue: Mutex<Option<SyncSender<WriterMessage>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
     dropped_events: AtomicU64,
-    log_config: Arc<std::sync::RwLock<LogConfig>>,
-    retention: Arc<std::sync::RwLock<Retention>>,
+    settings: Settings,
     /// Set when a non-durable commit happened; the writer makes it durable.
     dirty: Arc<std::sync::atomic::AtomicBool>,
 }
@@ -146,23 +145,13 @@ impl RedbStore {
         let db = Arc::new(db);
         let (sender, receiver) = mpsc::sync_channel(EVENT_QUEUE_CAPACITY);
         let writer_db = Arc::clone(&db);
-        let log_config = Arc::new(std::sync::RwLock::new(LogConfig::default()));
-        let writer_log = Arc::clone(&log_config);
-        let retention = Arc::new(std::sync::RwLock::new(Retention::default()));
-        let writer_retention = Arc::clone(&retention);
+        let settings = Settings::default();
+        let writer_settings = settings.clone();
         let dirty = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let writer_dirty = Arc::clone(&dirty);
         let writer = std::thread::Builder::new()
             .name("toolgate-event-writer".into())
-            .spawn(move || {
-                run_event_writer(
-                    &writer_db,
-                    receiver,
-                    &writer_log,
-                    &writer_retention,
-                    &writer_dirty,
-                )
-            })
+            .spawn(move || run_event_writer(&writer_db, receiver, &writer_settings, &writer_dirty))
             .map_err(|err| Error::Store {
                 path: path.to_path_buf(),
                 message: format!("cannot start the event writer: {err}"),
@@ -173,8 +162,7 @@ impl RedbStore {
             queue: Mutex::new(Some(sender)),
             writer: Mutex::new(Some(writer)),
             dropped_events: AtomicU64::new(0),
-            log_config,
-            retention,
+            settings,
             dirty,
         })
     }
@@ -263,24 +251,18 @@ impl RedbStore {
 }
 
 impl Maintenance for RedbStore {
-    /// Set the decision log's contents and retention.
     fn set_log_config(&self, config: LogConfig) {
-        *self.log_config.write().unwrap_or_else(|p| p.into_inner()) = config;
+        self.settings.set_log(config);
     }
 
-    /// Set how long events, gates, resolutions and turn counters are kept.
     fn set_retention(&self, retention: Retention) {
-        *self.retention.write().unwrap_or_else(|p| p.into_inner()) = retention;
+        self.settings.set_retention(retention);
     }
 
     /// Sweep now what is past its retention (the writer also does this every
     /// `sweep_interval`).
     fn sweep(&self) -> Result<SweepReport> {
-        let retention = self
-            .retention
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let retention = self.settings.retention();
         let report =
             hygiene::sweep(&self.db, &retention, crate::now_ms()).map_err(|e| self.error(e))?;
         self.dirty.store(true, Ordering::Release);
@@ -289,7 +271,7 @@ impl Maintenance for RedbStore {
 
     /// The decision log's settings.
     fn log_config(&self) -> LogConfig {
-        *self.log_config.read().unwrap_or_else(|p| p.into_inner())
+        self.settings.log()
     }
 
     fn path(&self) -> &Path {
@@ -621,8 +603,7 @@ fn open_error(path: &Path, err: redb::Error) -> Error {
 fn run_event_writer(
     db: &Database,
     queue: Receiver<WriterMessage>,
-    log_config: &std::sync::RwLock<LogConfig>,
-    retention: &std::sync::RwLock<Retention>,
+    settings: &Settings,
     dirty: &std::sync::atomic::AtomicBool,
 ) {
     let mut last_sweep = std::time::Instant::now();
@@ -657,7 +638,7 @@ fn run_event_writer(
             Ok(message) => message,
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 make_durable(false);
-                sweep_if_due(db, retention, &mut last_sweep, dirty);
+                sweep_if_due(db, settings, &mut last_sweep, dirty);
                 continue;
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
@@ -670,16 +651,14 @@ fn run_event_writer(
         if !decisions.is_empty() || !batch.is_empty() {
             dirty.store(true, Ordering::Release);
         }
-        if !decisions.is_empty() {
-            let config = *log_config.read().unwrap_or_else(|p| p.into_inner());
-            if let Err(err) = commit_decisions(db, &decisions, &config) {
-                tracing::warn!(error = %err, count = decisions.len(), "failed to write the decision log");
-            }
+        if !decisions.is_empty()
+            && let Err(err) = commit_decisions(db, &decisions, &settings.log())
+        {
+            tracing::warn!(error = %err, count = decisions.len(), "failed to write the decision log");
         }
         if !batch.is_empty() {
             let count = batch.len();
-            let retention = retention.read().unwrap_or_else(|p| p.into_inner()).clone();
-            match commit_events(db, next_seq, &batch, &retention) {
+            match commit_events(db, next_seq, &batch, &settings.retention()) {
                 Ok(()) => next_seq += count as u64,
                 Err(err) => {
                     tracing::warn!(error = %err, count, "failed to persist queued events")
@@ -692,7 +671,7 @@ fn run_event_writer(
         for done in flushes {
             let _ = done.send(());
         }
-        sweep_if_due(db, retention, &mut last_sweep, dirty);
+        sweep_if_due(db, settings, &mut last_sweep, dirty);
     }
     make_durable(true);
 }
@@ -741,11 +720,11 @@ impl Batch {
 /// Run the retention sweep when its interval has passed.
 fn sweep_if_due(
     db: &Database,
-    retention: &std::sync::RwLock<Retention>,
+    settings: &Settings,
     last_sweep: &mut std::time::Instant,
     dirty: &std::sync::atomic::AtomicBool,
 ) {
-    let retention = retention.read().unwrap_or_else(|p| p.into_inner()).clone();
+    let retention = settings.retention();
     if last_sweep.elapsed() < retention.sweep_interval {
         return;
     }

@@ -8,9 +8,7 @@ use super::hygiene::TURN_SEEN;
 use super::terminals::AGENT_TERMINALS;
 use super::{EVENTS, GATES, RedbStore, STATE, TURNS};
 use crate::error::Result;
-use crate::store::{
-    DecisionLog as _, EventStore as _, GateStore as _, Record, StateStore as _, Transfer,
-};
+use crate::store::{Record, Transfer};
 
 impl RedbStore {
     /// Every row of `table`, or none when the table was never created.
@@ -91,7 +89,7 @@ impl Transfer for RedbStore {
         })
     }
 
-    fn import(&self, record: Record) -> Result<()> {
+    fn import_as_is(&self, record: Record) -> Result<()> {
         let put =
             |write: &dyn Fn(&redb::WriteTransaction) -> std::result::Result<(), redb::Error>| {
                 let txn = self.db().begin_write().map_err(|e| self.error(e))?;
@@ -99,17 +97,6 @@ impl Transfer for RedbStore {
                 txn.commit().map_err(|e| self.error(e))
             };
         match record {
-            Record::State { policy, key, value } => self
-                .state_put(&policy, &key, Some(&value), u64::MAX)
-                .map_err(|err| crate::Error::Store {
-                    path: self.path.clone(),
-                    message: format!("state {policy}/{key}: {err}"),
-                }),
-            Record::Event(event) => {
-                self.append_event(event);
-                Ok(())
-            }
-            Record::Gate(gate) => self.insert_gate(&gate),
             Record::Resolutions {
                 user_id,
                 thread_id,
@@ -124,10 +111,6 @@ impl Transfer for RedbStore {
                     )?;
                     Ok(())
                 })
-            }
-            Record::Decision(entry) => {
-                self.log_decision(entry);
-                Ok(())
             }
             Record::Turn {
                 session,
@@ -144,6 +127,8 @@ impl Transfer for RedbStore {
                     .insert(key.as_str(), seen_at_ms)?;
                 Ok(())
             }),
+            // Everything else has a common path.
+            other => self.import(other),
         }
     }
 }

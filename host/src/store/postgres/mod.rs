@@ -28,7 +28,7 @@ mod writer;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, SyncSender};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use postgres::{Client, Config as PgConfig, NoTls};
@@ -36,8 +36,8 @@ use postgres::{Client, Config as PgConfig, NoTls};
 use super::hygiene::{PolicyStats, Retention, StoreStats, SweepReport, TableStats};
 use super::{
     DecisionLog, EVENT_QUEUE_CAPACITY, EventStore, GateStore, MAX_STATE_ENTRY, MAX_STATE_KEY,
-    Maintenance, StateStore, StateWriteError, StoredEvent, Take, TerminalStore, TurnStore,
-    judge_take,
+    Maintenance, Settings, StateStore, StateWriteError, StoredEvent, Take, TerminalStore,
+    TurnStore, judge_take,
 };
 use crate::config::LogConfig;
 use crate::decision_log::{LogEntry, LogFilter};
@@ -58,8 +58,7 @@ pub(crate) struct PostgresStore {
     queue: Mutex<Option<SyncSender<Message>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
     dropped: Arc<AtomicU64>,
-    log_config: Arc<RwLock<LogConfig>>,
-    retention: Arc<RwLock<Retention>>,
+    settings: Settings,
     reloads: reload::Listener,
 }
 
@@ -206,12 +205,10 @@ impl PostgresStore {
         schema::migrate(&mut *pool.get()?).map_err(|e| pool.error(e))?;
         let (sender, receiver) = mpsc::sync_channel(EVENT_QUEUE_CAPACITY);
         let dropped = Arc::new(AtomicU64::new(0));
-        let log_config = Arc::new(RwLock::new(LogConfig::default()));
-        let retention = Arc::new(RwLock::new(Retention::default()));
+        let settings = Settings::default();
         let writer = writer::Writer {
             pool: Arc::clone(&pool),
-            log_config: Arc::clone(&log_config),
-            retention: Arc::clone(&retention),
+            settings: settings.clone(),
             dropped: Arc::clone(&dropped),
         };
         let writer = std::thread::Builder::new()
@@ -232,8 +229,7 @@ impl PostgresStore {
             queue: Mutex::new(Some(sender)),
             writer: Mutex::new(Some(writer)),
             dropped,
-            log_config,
-            retention,
+            settings,
         })
     }
 
@@ -755,25 +751,21 @@ impl TerminalStore for PostgresStore {
 
 impl Maintenance for PostgresStore {
     fn set_log_config(&self, config: LogConfig) {
-        *self.log_config.write().unwrap_or_else(|p| p.into_inner()) = config;
+        self.settings.set_log(config);
     }
 
     fn set_retention(&self, retention: Retention) {
-        *self.retention.write().unwrap_or_else(|p| p.into_inner()) = retention;
+        self.settings.set_retention(retention);
     }
 
     fn sweep(&self) -> Result<SweepReport> {
-        let retention = self
-            .retention
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let retention = self.settings.retention();
         let mut client = self.pool.get()?;
         writer::sweep(&mut client, &retention, crate::now_ms()).map_err(|e| self.pool.error(e))
     }
 
     fn log_config(&self) -> LogConfig {
-        *self.log_config.read().unwrap_or_else(|p| p.into_inner())
+        self.settings.log()
     }
 
     fn path(&self) -> &Path {

@@ -2,9 +2,7 @@
 
 use super::{PostgresStore, i64_of};
 use crate::error::Result;
-use crate::store::{
-    DecisionLog as _, EventStore as _, GateStore as _, Record, StateStore as _, Transfer,
-};
+use crate::store::{Record, Transfer};
 
 /// Rows are read in pages, so a large store is never held in memory whole.
 const PAGE: i64 = 1000;
@@ -127,7 +125,7 @@ impl Transfer for PostgresStore {
         )
     }
 
-    fn import(&self, record: Record) -> Result<()> {
+    fn import_as_is(&self, record: Record) -> Result<()> {
         let execute = |query: &str, params: &[&(dyn postgres::types::ToSql + Sync)]| {
             self.pool
                 .get()?
@@ -136,17 +134,6 @@ impl Transfer for PostgresStore {
                 .map_err(|e| self.pool.error(e))
         };
         match record {
-            Record::State { policy, key, value } => self
-                .state_put(&policy, &key, Some(&value), u64::MAX)
-                .map_err(|err| crate::Error::Store {
-                    path: self.path.clone(),
-                    message: format!("state {policy}/{key}: {err}"),
-                }),
-            Record::Event(event) => {
-                self.append_event(event);
-                Ok(())
-            }
-            Record::Gate(gate) => self.insert_gate(&gate),
             Record::Resolutions {
                 user_id,
                 thread_id,
@@ -166,10 +153,6 @@ impl Transfer for PostgresStore {
                     ],
                 )
             }),
-            Record::Decision(entry) => {
-                self.log_decision(entry);
-                Ok(())
-            }
             Record::Turn {
                 session,
                 turn,
@@ -185,6 +168,8 @@ impl Transfer for PostgresStore {
                  ON CONFLICT (key) DO UPDATE SET seen_at_ms = EXCLUDED.seen_at_ms",
                 &[&key, &i64_of(seen_at_ms)],
             ),
+            // Everything else has a common path.
+            other => self.import(other),
         }
     }
 }

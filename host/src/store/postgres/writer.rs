@@ -2,19 +2,18 @@
 //! bounded queue, one transaction per batch, trimming each policy's stream to
 //! its quota and the log to its retention, and sweeping on schedule.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
 use postgres::Client;
 
 use super::{Pool, i64_of};
-use crate::config::LogConfig;
 use crate::decision::Verdict;
 use crate::decision_log::LogEntry;
-use crate::store::StoredEvent;
 use crate::store::hygiene::{Retention, SweepReport};
+use crate::store::{Settings, StoredEvent};
 
 /// The most queued writes committed in one transaction.
 const BATCH: usize = 256;
@@ -28,8 +27,7 @@ pub(super) enum Message {
 
 pub(super) struct Writer {
     pub pool: Arc<Pool>,
-    pub log_config: Arc<RwLock<LogConfig>>,
-    pub retention: Arc<RwLock<Retention>>,
+    pub settings: Settings,
     pub dropped: Arc<AtomicU64>,
 }
 
@@ -91,10 +89,7 @@ impl Writer {
     }
 
     fn retention(&self) -> Retention {
-        self.retention
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.settings.retention()
     }
 
     fn commit(&self, batch: Vec<Message>) -> Result<(), String> {
@@ -156,7 +151,7 @@ impl Writer {
             .map_err(|e| e.to_string())?;
         }
         if logged {
-            let config = *self.log_config.read().unwrap_or_else(|p| p.into_inner());
+            let config = self.settings.log();
             let cutoff = crate::now_ms().saturating_sub(config.max_age_secs.saturating_mul(1000));
             txn.execute(
                 "DELETE FROM decisions WHERE at_ms < $1 OR seq <= \
