@@ -423,3 +423,48 @@ fn a_reload_on_one_host_reaches_every_host_of_the_fleet() {
         });
     }
 }
+
+#[test]
+fn sslmode_require_connects_over_verified_tls_only() {
+    let Some(cluster) = Cluster::start_tls("sslmode_require_connects_over_verified_tls_only")
+    else {
+        return;
+    };
+    let (port, ca) = cluster.tls.clone().unwrap();
+    let database = cluster.database();
+    let name = database.rsplit('/').next().unwrap();
+    let url = format!("postgres://toolgate@localhost:{port}/{name}?sslmode=require");
+    let stats = |root: Option<&std::path::Path>| {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"));
+        command
+            .args(["--store", &url, "store", "stats", "--json"])
+            .env("XDG_STATE_HOME", cluster.socket_dir())
+            .env("XDG_RUNTIME_DIR", cluster.socket_dir())
+            .env_remove("PGSSLROOTCERT");
+        if let Some(root) = root {
+            command.env("PGSSLROOTCERT", root);
+        }
+        command.output().unwrap()
+    };
+    // The database's CA is not a web PKI root: refused, saying why.
+    let refused = stats(None);
+    assert!(!refused.status.success());
+    let why = String::from_utf8_lossy(&refused.stderr);
+    assert!(why.to_lowercase().contains("certificate"), "{why}");
+
+    // Trusting its CA: connected, and over TLS.
+    let ok = stats(Some(&ca));
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&ok.stdout).unwrap();
+    assert!(report["tables"]["state"].is_object(), "{report}");
+    let mut admin = postgres::Client::connect(&database, postgres::NoTls).unwrap();
+    let schema_made = admin
+        .query_one("SELECT count(*) FROM toolgate_schema", &[])
+        .unwrap()
+        .get::<_, i64>(0);
+    assert_eq!(schema_made, 1, "the TLS connection created the schema");
+}

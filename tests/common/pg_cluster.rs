@@ -23,6 +23,9 @@ const SUPERUSER: &str = "toolgate";
 pub struct Cluster {
     server: Option<Child>,
     socket_dir: PathBuf,
+    /// With [`Cluster::start_tls`]: the TCP port it also listens on, with
+    /// TLS, and the CA that signed its certificate.
+    pub tls: Option<(u16, PathBuf)>,
     databases: std::sync::atomic::AtomicU32,
     _dir: tempfile::TempDir,
 }
@@ -63,6 +66,16 @@ impl Cluster {
     /// Start a cluster, or `None` (printing why the caller's test is skipped)
     /// when this machine has no PostgreSQL server binaries.
     pub fn start(test: &str) -> Option<Self> {
+        Self::start_with(test, false)
+    }
+
+    /// A cluster that also listens on 127.0.0.1 with TLS, its certificate
+    /// (for `localhost`) signed by a CA made for it.
+    pub fn start_tls(test: &str) -> Option<Self> {
+        Self::start_with(test, true)
+    }
+
+    fn start_with(test: &str, tls: bool) -> Option<Self> {
         let Some(bin) = server_binaries() else {
             eprintln!(
                 "SKIPPED {test}: no PostgreSQL server binaries (initdb, postgres) on PATH or under \
@@ -96,19 +109,34 @@ impl Cluster {
         );
         let log = std::fs::File::create(dir.path().join("server.log")).unwrap();
         std::os::unix::fs::chown(dir.path().join("server.log"), Some(uid), Some(gid)).unwrap();
+        let mut settings: Vec<String> = vec![
+            "listen_addresses=".into(),
+            "fsync=off".into(),
+            "max_connections=200".into(),
+        ];
+        let tls = tls.then(|| {
+            let ca = make_certificates(dir.path(), &data, uid, gid);
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            settings = vec![
+                "listen_addresses=127.0.0.1".into(),
+                format!("port={port}"),
+                "fsync=off".into(),
+                "ssl=on".into(),
+                "ssl_cert_file=server.crt".into(),
+                "ssl_key_file=server.key".into(),
+            ];
+            (port, ca)
+        });
         let server = as_server("postgres")
             .arg("-D")
             .arg(&data)
             .arg("-k")
             .arg(&data)
-            .args([
-                "-c",
-                "listen_addresses=",
-                "-c",
-                "fsync=off",
-                "-c",
-                "max_connections=200",
-            ])
+            .args(settings.iter().flat_map(|s| ["-c", s.as_str()]))
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -116,6 +144,7 @@ impl Cluster {
         let cluster = Self {
             server: Some(server),
             socket_dir: data,
+            tls,
             databases: Default::default(),
             _dir: dir,
         };
@@ -145,7 +174,11 @@ impl Cluster {
             .to_string_lossy()
             .replace('%', "%25")
             .replace('/', "%2F");
-        format!("postgres://{SUPERUSER}@{host}/{name}")
+        let port = self
+            .tls
+            .as_ref()
+            .map_or(String::new(), |(p, _)| format!(":{p}"));
+        format!("postgres://{SUPERUSER}@{host}{port}/{name}")
     }
 
     /// A fresh, empty database; its URL.
@@ -165,6 +198,80 @@ impl Cluster {
     pub fn socket_dir(&self) -> &Path {
         &self.socket_dir
     }
+}
+
+/// A CA, and a certificate for `localhost` signed by it in the data
+/// directory (owned by the server's user, the key 0600 as PostgreSQL
+/// requires). Returns the CA's certificate.
+fn make_certificates(dir: &Path, data: &Path, uid: u32, gid: u32) -> PathBuf {
+    let openssl = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .current_dir(dir)
+            .args(args)
+            .output()
+            .expect("openssl is needed for the TLS test");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=toolgate test CA",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+    ]);
+    openssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=localhost",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+    ]);
+    std::fs::write(
+        dir.join("san.ext"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\n",
+    )
+    .unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        "san.ext",
+        "-out",
+        "server.crt",
+    ]);
+    for (name, mode) in [("server.crt", 0o644), ("server.key", 0o600)] {
+        let to = data.join(name);
+        std::fs::copy(dir.join(name), &to).unwrap();
+        std::os::unix::fs::chown(&to, Some(uid), Some(gid)).unwrap();
+        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    dir.join("ca.crt")
 }
 
 impl Drop for Cluster {

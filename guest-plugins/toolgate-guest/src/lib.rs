@@ -194,7 +194,7 @@ impl<P: Observe> phases::observer::exports::toolgate::policy::observe::Guest for
 /// optional phases named after it (`classify`, `account`, `parse`,
 /// `observe`), each of which needs its trait implemented:
 ///
-/// ```ignore
+/// ```text
 /// toolgate_guest::export_policy!(MyPolicy, classify, observe);
 /// ```
 ///

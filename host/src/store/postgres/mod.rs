@@ -22,6 +22,7 @@
 
 mod reload;
 mod schema;
+mod tls;
 mod transfer;
 mod writer;
 
@@ -75,6 +76,8 @@ impl std::fmt::Debug for PostgresStore {
 /// database by [`Pool::display`], which has no password.
 pub(crate) struct Pool {
     config: PgConfig,
+    /// Set when the URL asks for TLS (`sslmode=require`).
+    tls: Option<tokio_postgres_rustls::MakeRustlsConnect>,
     display: String,
     idle: Mutex<Vec<Client>>,
 }
@@ -118,28 +121,37 @@ impl Pool {
             message: format!("not a usable PostgreSQL URL: {err}"),
         })?;
         apply_environment(&mut config);
-        if matches!(config.get_ssl_mode(), postgres::config::SslMode::Require) {
-            return Err(Error::Store {
-                path: PathBuf::from(redacted(url)),
-                message: "sslmode=require is not supported by this build yet; reach the \
-                          database over a Unix socket or a TLS-terminating proxy, or use \
-                          sslmode=disable on a trusted network"
-                    .into(),
-            });
-        }
+        let tls = match config.get_ssl_mode() {
+            postgres::config::SslMode::Require => {
+                Some(tls::connector().map_err(|message| Error::Store {
+                    path: PathBuf::from(redacted(url)),
+                    message,
+                })?)
+            }
+            _ => None,
+        };
         config.application_name("toolgate");
         Ok(Self {
             display: redacted(url),
             config,
+            tls,
             idle: Mutex::new(Vec::new()),
         })
+    }
+
+    /// A new connection, over TLS when the URL asks for it.
+    pub(crate) fn connect(&self) -> std::result::Result<Client, postgres::Error> {
+        match &self.tls {
+            Some(tls) => self.config.connect(tls.clone()),
+            None => self.config.connect(NoTls),
+        }
     }
 
     pub(crate) fn get(&self) -> Result<Pooled<'_>> {
         let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
         let client = match idle {
             Some(client) => client,
-            None => self.config.connect(NoTls).map_err(|e| self.error(e))?,
+            None => self.connect().map_err(|e| self.error(e))?,
         };
         Ok(Pooled {
             pool: self,
@@ -155,12 +167,20 @@ impl Pool {
     }
 }
 
-/// A PostgreSQL error as one line: the server's message when there is one.
+/// A PostgreSQL error as one line: the server's message when there is one,
+/// else the error and its causes (a TLS handshake failure says why).
 pub(super) fn describe(err: &postgres::Error) -> String {
-    match err.as_db_error() {
-        Some(db) => format!("{} ({})", db.message(), db.code().code()),
-        None => err.to_string(),
+    if let Some(db) = err.as_db_error() {
+        return format!("{} ({})", db.message(), db.code().code());
     }
+    let mut text = err.to_string();
+    let mut cause = std::error::Error::source(err);
+    while let Some(inner) = cause {
+        text.push_str(": ");
+        text.push_str(&inner.to_string());
+        cause = inner.source();
+    }
+    text
 }
 
 /// Fill what the URL left unset from the standard `PG*` variables.

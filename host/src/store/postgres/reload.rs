@@ -66,10 +66,7 @@ impl Listener {
 
 /// A connection listening on the channel.
 fn subscribe(pool: &Pool) -> Result<postgres::Client, String> {
-    let mut client = pool
-        .config
-        .connect(postgres::NoTls)
-        .map_err(|e| super::describe(&e))?;
+    let mut client = pool.connect().map_err(|e| super::describe(&e))?;
     client
         .batch_execute(&format!("LISTEN {CHANNEL}"))
         .map_err(|e| super::describe(&e))?;
