@@ -468,3 +468,139 @@ fn sslmode_require_connects_over_verified_tls_only() {
         .get::<_, i64>(0);
     assert_eq!(schema_made, 1, "the TLS connection created the schema");
 }
+
+/// `n` `toolgate serve` processes on the database at `url`, each on its own
+/// socket in `dir`, none watching files (reloads come from SIGHUP or the
+/// fleet).
+fn serve_hosts(
+    n: usize,
+    config_file: &std::path::Path,
+    url: &str,
+    dir: &std::path::Path,
+) -> (Vec<common::hooks::KillOnDrop>, Vec<std::path::PathBuf>) {
+    let sockets: Vec<_> = (0..n).map(|i| dir.join(format!("host{i}.sock"))).collect();
+    let servers = sockets
+        .iter()
+        .map(|socket| {
+            let child = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+                .arg("--config")
+                .arg(config_file)
+                .args(["--store", url, "serve", "--watch-ms", "0", "--socket"])
+                .arg(socket)
+                .env("XDG_STATE_HOME", dir)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            common::hooks::KillOnDrop(child)
+        })
+        .collect();
+    for socket in &sockets {
+        common::eventually("a host to answer", || {
+            toolgate::daemon::Client::new(socket).is_up()
+        });
+    }
+    (servers, sockets)
+}
+
+#[test]
+fn serve_processes_share_gates_leases_and_reloads() {
+    use sha2::Digest as _;
+    use toolgate::daemon::{Client, DaemonRequest};
+
+    let Some(cluster) = Cluster::start("serve_processes_share_gates_leases_and_reloads") else {
+        return;
+    };
+    const TOKEN: &str = "web-adapter-token";
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = dir.path().join("flip.wasm");
+    std::fs::copy(guest("flip-allow-policy"), &plugin).unwrap();
+    let config_file = dir.path().join("toolgate.toml");
+    std::fs::write(
+        &config_file,
+        common::config_text(&format!(
+            "[approvals.tokens]\nweb = \"{}\"\n\
+             [plugins.flip]\npath = \"flip.wasm\"\npriority = 1\n\
+             [plugins.lease-gate]\npath = \"bundled:lease-gate\"\npriority = 20\n\
+             [plugins.lease-gate.config]\nauto_plan = false\n\
+             [plugins.lease-gate.config.actions.echo]\neffects = [\"read-local\"]\n\
+             [plugins.lease-gate.config.actions.deploy]\neffects = [\"write-external\"]\napproval = \"always\"\n",
+            hex::encode(sha2::Sha256::digest(TOKEN))
+        )),
+    )
+    .unwrap();
+    let url = cluster.database();
+    let (servers, sockets) = serve_hosts(3, &config_file, &url, dir.path());
+    let host = |n: usize| Client::new(&sockets[n]);
+    let on_t1 = |tool: &str| {
+        let mut request: ToolRequest = call(tool, json!({}));
+        request.thread_id = Some("t1".into());
+        request.channel = "web".into();
+        request.mode = Mode::Interactive;
+        request
+    };
+    let decide = |n: usize, request: &ToolRequest| {
+        host(n)
+            .call(&DaemonRequest::Evaluate {
+                request: request.clone(),
+            })
+            .unwrap()
+    };
+
+    // An operator's embedding of toolgate on the same database grants the
+    // leases (admin commands over a daemon's socket need a person at a
+    // terminal, which a test is not).
+    let config = toolgate::Config::load(&config_file).unwrap();
+    let operator = Toolgate::open(config, Some(url.clone().into())).unwrap();
+    for grant in [
+        json!({"thread": "t1", "actions": ["echo"], "max_uses": 2}),
+        json!({"thread": "t1", "actions": ["deploy"]}),
+    ] {
+        operator
+            .command("lease-gate", "lease-grant", &grant.to_string())
+            .unwrap();
+    }
+
+    // A lease granted elsewhere is used up over hosts B, C and A.
+    assert_eq!(decide(1, &on_t1("echo"))["verdict"], "allow");
+    assert_eq!(decide(2, &on_t1("echo"))["verdict"], "allow");
+    let spent = decide(0, &on_t1("echo"));
+    assert_eq!(spent["verdict"], "deny", "{spent}");
+
+    // A gate paused on A is resolved through B; the call resumes on C, once.
+    let paused = decide(0, &on_t1("deploy"));
+    assert_eq!(paused["verdict"], "pause", "{paused}");
+    let resolve = |n: usize| {
+        host(n).call(&DaemonRequest::Resolve {
+            user: paused["pause"]["user_id"].as_str().unwrap().into(),
+            thread: "t1".into(),
+            request_id: paused["pause"]["request_id"].as_str().unwrap().into(),
+            channel: "web".into(),
+            token: Some(TOKEN.into()),
+            resolution: GateResolution::Approve { always: false },
+        })
+    };
+    resolve(1).unwrap();
+    assert!(resolve(2).is_err(), "taken once, whichever host is asked");
+    assert_eq!(decide(2, &on_t1("deploy"))["verdict"], "allow");
+    assert_eq!(decide(0, &on_t1("deploy"))["verdict"], "pause");
+
+    // The operator swaps a plugin and signals one host; all three follow.
+    let swapped = dir.path().join("flip.wasm.new");
+    std::fs::copy(guest("flip-deny-policy"), &swapped).unwrap();
+    std::fs::rename(&swapped, &plugin).unwrap();
+    let a = servers[0].0.id().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-HUP", &a])
+            .status()
+            .unwrap()
+            .success()
+    );
+    for n in 0..3 {
+        common::eventually(&format!("host {n} to serve the new plugin"), || {
+            let decision = decide(n, &on_t1("echo"));
+            decision["decided_by"] == "flip"
+        });
+    }
+}
