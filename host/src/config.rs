@@ -44,7 +44,7 @@ pub struct Config {
     /// The most of a transcript's tail the host reads for a policy.
     #[serde(default = "default_transcript_tail")]
     pub transcript_tail_max_bytes: u32,
-    /// The language model behind the `probe` capability.
+    /// The language model the host asks a policy's `ask-model` questions.
     #[serde(default)]
     pub probe: ProbeConfig,
     /// The decision log.
@@ -305,7 +305,7 @@ pub struct PluginConfig {
     /// Sandbox limits.
     #[serde(default)]
     pub limits: Limits,
-    /// The policy's own table, handed to its `configure` as JSON.
+    /// The policy's own table, served to it through `wasi:config/store`.
     #[serde(default)]
     pub config: toml::Table,
 }

@@ -166,7 +166,7 @@ pub enum PluginProblem {
     /// Compilation or linking failed.
     #[error("cannot compile or link it: {0}")]
     Invalid(String),
-    /// `describe` or `configure` failed.
+    /// `describe` or `open` failed.
     #[error("{0}")]
     Rejected(String),
     /// A required signature is missing, malformed, untrusted or invalid.

@@ -160,7 +160,6 @@ fn check_signature(
     Ok(())
 }
 
-/// The config table as the JSON `configure` receives.
 /// A plugin's config table as `wasi:config/store` entries: one per
 /// top-level key, the value JSON-encoded (so a policy gets its types back).
 pub(crate) fn config_entries(entry: &PluginConfig) -> Arc<[(String, String)]> {

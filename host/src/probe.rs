@@ -1,4 +1,4 @@
-//! The model client behind the `probe` capability: an OpenAI-compatible
+//! The model client that asks policies' `ask-model` questions: an OpenAI-compatible
 //! chat-completions endpoint (llama.cpp server, vLLM, Ollama, hosted APIs).
 //!
 //! The host owns the endpoint, the model and the key; a policy supplies only

@@ -94,7 +94,7 @@ impl Registry {
 
     /// Build the plugin set `config` describes, reusing unchanged plugins of
     /// `previous`. Each new or changed plugin is compiled, linked,
-    /// `describe`d and `configure`d before it can serve. `strict` (at start)
+    /// `describe`d and `open`ed before it can serve. `strict` (at start)
     /// makes any failure fatal; otherwise a failing plugin keeps its previous
     /// version and the failure is reported.
     fn build_set(
