@@ -42,12 +42,10 @@ pub(crate) fn apply_retention(
 }
 
 impl DecisionLog for RedbStore {
-    /// Queue a decision for the log (never blocks).
     fn log_decision(&self, entry: LogEntry) {
         self.queue_decision(entry);
     }
 
-    /// The newest `limit` entries matching `filter`, oldest first.
     fn decision_log(&self, filter: &LogFilter, limit: usize) -> Result<Vec<(u64, LogEntry)>> {
         let txn = self.db().begin_read().map_err(|e| self.error(e))?;
         let table = match txn.open_table(DECISIONS) {

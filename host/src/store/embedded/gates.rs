@@ -13,7 +13,6 @@ pub(crate) const RESOLUTIONS: TableDefinition<(&str, &str, &str), &[u8]> =
     TableDefinition::new("gate_resolutions");
 
 impl GateStore for RedbStore {
-    /// Store a gate, replacing any earlier gate of the same (user, thread).
     fn insert_gate(&self, gate: &PendingGate) -> Result<()> {
         let bytes = serde_json::to_vec(gate).expect("gates always serialise");
         let txn = self.db().begin_write().map_err(|e| self.error(e))?;
@@ -30,7 +29,6 @@ impl GateStore for RedbStore {
         Ok(())
     }
 
-    /// The pending gate for `key`, unless there is none or it has expired.
     fn peek_gate(&self, key: &GateKey, now_ms: u64) -> Result<Option<PendingGate>> {
         let txn = self.db().begin_read().map_err(|e| self.error(e))?;
         let table = txn.open_table(GATES).map_err(|e| self.error(e))?;
@@ -41,7 +39,6 @@ impl GateStore for RedbStore {
         Ok(gate.filter(|g| !g.is_expired(now_ms)))
     }
 
-    /// Every unexpired gate, optionally only one user's.
     fn list_gates(&self, user_id: Option<&str>, now_ms: u64) -> Result<Vec<PendingGate>> {
         let txn = self.db().begin_read().map_err(|e| self.error(e))?;
         let table = txn.open_table(GATES).map_err(|e| self.error(e))?;
@@ -93,7 +90,6 @@ impl GateStore for RedbStore {
         outcome
     }
 
-    /// Remember a resolution for the resubmitted call, for `ttl`.
     fn record_resolution(
         &self,
         gate: &PendingGate,
@@ -128,7 +124,6 @@ impl GateStore for RedbStore {
         Ok(())
     }
 
-    /// Unexpired resolutions recorded for this call so far, oldest first.
     fn resolutions_for(
         &self,
         user_id: &str,
@@ -153,7 +148,6 @@ impl GateStore for RedbStore {
             .collect())
     }
 
-    /// Forget the resolutions of a call once it has been finally decided.
     fn clear_resolutions(&self, user_id: &str, thread_id: &str, fingerprint: &str) -> Result<()> {
         let txn = self.db().begin_write().map_err(|e| self.error(e))?;
         {

@@ -269,7 +269,6 @@ impl Maintenance for RedbStore {
         Ok(report)
     }
 
-    /// The decision log's settings.
     fn log_config(&self) -> LogConfig {
         self.settings.log()
     }
@@ -314,7 +313,6 @@ impl Maintenance for RedbStore {
 }
 
 impl TurnStore for RedbStore {
-    /// Start the next turn of `session` and return its number (from 1).
     fn next_turn(&self, session: &str) -> Result<u64> {
         let txn = self.fast_write().map_err(|e| self.error(e))?;
         let turn = {
@@ -335,7 +333,6 @@ impl TurnStore for RedbStore {
         Ok(turn)
     }
 
-    /// The current turn of `session` (0 before its first).
     fn turn(&self, session: &str) -> Result<u64> {
         let txn = self.db.begin_read().map_err(|e| self.error(e))?;
         let table = txn.open_table(TURNS).map_err(|e| self.error(e))?;
@@ -345,13 +342,11 @@ impl TurnStore for RedbStore {
 }
 
 impl StateStore for RedbStore {
-    /// Read a value from `policy`'s namespace.
     fn state_get(&self, policy: &str, key: &str) -> Result<Option<Vec<u8>>> {
         let mut values = self.state_get_many(policy, std::slice::from_ref(&key))?;
         Ok(values.pop().flatten())
     }
 
-    /// Read several values from `policy`'s namespace in one snapshot.
     fn state_get_many(&self, policy: &str, keys: &[&str]) -> Result<Vec<Option<Vec<u8>>>> {
         let txn = self.db.begin_read().map_err(|e| self.error(e))?;
         let table = txn.open_table(STATE).map_err(|e| self.error(e))?;
@@ -363,7 +358,6 @@ impl StateStore for RedbStore {
             .collect()
     }
 
-    /// Keys in `policy`'s namespace starting with `prefix`, at most `limit`.
     fn state_keys(&self, policy: &str, prefix: &str, limit: usize) -> Result<Vec<String>> {
         let txn = self.db.begin_read().map_err(|e| self.error(e))?;
         let table = txn.open_table(STATE).map_err(|e| self.error(e))?;
@@ -379,8 +373,6 @@ impl StateStore for RedbStore {
         Ok(keys)
     }
 
-    /// Write (`Some`) or delete (`None`) a value in `policy`'s namespace,
-    /// keeping the namespace under `quota` bytes.
     fn state_put(
         &self,
         policy: &str,
@@ -436,7 +428,6 @@ impl StateStore for RedbStore {
         })
     }
 
-    /// Bytes used by `policy`'s namespace, as of the last write.
     fn state_usage(&self, policy: &str) -> Result<u64> {
         let txn = self.db.begin_read().map_err(|e| self.error(e))?;
         let table = txn.open_table(STATE_USAGE).map_err(|e| self.error(e))?;
@@ -471,8 +462,6 @@ impl EventStore for RedbStore {
         }
     }
 
-    /// The newest `limit` events of `session` in `policy`'s stream, oldest
-    /// first, leaving out kinds in `exclude_kinds`.
     fn session_recent(
         &self,
         policy: &str,
@@ -505,9 +494,6 @@ impl EventStore for RedbStore {
         Ok(found)
     }
 
-    /// The newest `limit` events for `tool` from sessions other than
-    /// `exclude_session`, oldest first. The session is excluded while
-    /// scanning, before the limit applies.
     fn tool_history(
         &self,
         policy: &str,
@@ -541,7 +527,6 @@ impl EventStore for RedbStore {
         Ok(found)
     }
 
-    /// The newest `limit` events across all policies, oldest first.
     fn recent_events(&self, limit: usize) -> Result<Vec<(u64, StoredEvent)>> {
         let txn = self.db.begin_read().map_err(|e| self.error(e))?;
         let events = txn.open_table(EVENTS).map_err(|e| self.error(e))?;

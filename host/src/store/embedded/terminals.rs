@@ -14,7 +14,6 @@ pub(super) const AGENT_TERMINALS: TableDefinition<&str, u64> =
     TableDefinition::new("agent_terminals");
 
 impl TerminalStore for RedbStore {
-    /// Remember that an agent's hook came from these keys.
     fn record_agent_terminals(&self, keys: &[String]) -> Result<()> {
         if keys.is_empty() {
             return Ok(());
@@ -32,7 +31,6 @@ impl TerminalStore for RedbStore {
         Ok(())
     }
 
-    /// Whether an agent's hook ever came from any of these keys.
     fn is_agent_terminal(&self, keys: &[String]) -> Result<bool> {
         let txn = self.db().begin_read().map_err(|e| self.error(e))?;
         let table = match txn.open_table(AGENT_TERMINALS) {
