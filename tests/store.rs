@@ -201,6 +201,29 @@ fn queued_events_are_drained_on_shutdown() {
 }
 
 #[test]
+fn logged_decisions_are_drained_on_shutdown() {
+    // Decision-log entries wait in a buffer that never wakes the writer:
+    // closing the store must still commit them.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("drain-log.redb");
+    {
+        let store = Store::open(&path).unwrap();
+        for n in 0..10 {
+            let request = toolgate::ToolRequest::new("Bash", serde_json::json!({"n": n}));
+            let decision = toolgate::Decision::refused_by_host(&request, "test".into());
+            store.log_decision(toolgate::decision_log::LogEntry::new(
+                &request,
+                &decision,
+                toolgate::decision_log::ArgumentsView::Digest,
+            ));
+        }
+    }
+    let store = Store::open(&path).unwrap();
+    let logged = store.decision_log(&Default::default(), 100).unwrap();
+    assert_eq!(logged.len(), 10);
+}
+
+#[test]
 fn a_file_that_is_not_a_store_gets_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("garbage.redb");

@@ -23,8 +23,8 @@ use std::thread::JoinHandle;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 
 use super::{
-    EventStore, MAX_STATE_ENTRY, MAX_STATE_KEY, Maintenance, Settings, StateStore, StateWriteError,
-    StoredEvent, TurnStore,
+    EventStore, LogBuffer, MAX_STATE_ENTRY, MAX_STATE_KEY, Maintenance, Settings, StateStore,
+    StateWriteError, StoredEvent, TurnStore,
 };
 use crate::config::LogConfig;
 use crate::decision_log::LogEntry;
@@ -56,7 +56,6 @@ const EVENT_BATCH: usize = 256;
 pub const DURABLE_WITHIN: std::time::Duration = std::time::Duration::from_millis(100);
 enum WriterMessage {
     Append(Box<StoredEvent>),
-    Decision(Box<LogEntry>),
     Flush(mpsc::Sender<()>),
 }
 
@@ -71,6 +70,8 @@ pub struct RedbStore {
     writer: Mutex<Option<JoinHandle<()>>>,
     dropped_events: AtomicU64,
     settings: Settings,
+    /// Decision-log entries for the writer (see [`LogBuffer`]).
+    log_buffer: Arc<LogBuffer>,
     /// Set when a non-durable commit happened; the writer makes it durable.
     dirty: Arc<std::sync::atomic::AtomicBool>,
 }
@@ -147,11 +148,21 @@ impl RedbStore {
         let writer_db = Arc::clone(&db);
         let settings = Settings::default();
         let writer_settings = settings.clone();
+        let log_buffer = Arc::new(LogBuffer::default());
+        let writer_log = Arc::clone(&log_buffer);
         let dirty = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let writer_dirty = Arc::clone(&dirty);
         let writer = std::thread::Builder::new()
             .name("toolgate-event-writer".into())
-            .spawn(move || run_event_writer(&writer_db, receiver, &writer_settings, &writer_dirty))
+            .spawn(move || {
+                run_event_writer(
+                    &writer_db,
+                    receiver,
+                    &writer_log,
+                    &writer_settings,
+                    &writer_dirty,
+                )
+            })
             .map_err(|err| Error::Store {
                 path: path.to_path_buf(),
                 message: format!("cannot start the event writer: {err}"),
@@ -162,19 +173,16 @@ impl RedbStore {
             queue: Mutex::new(Some(sender)),
             writer: Mutex::new(Some(writer)),
             dropped_events: AtomicU64::new(0),
+            log_buffer,
             settings,
             dirty,
         })
     }
 
     pub(crate) fn queue_decision(&self, entry: LogEntry) {
-        let queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
-        let sent = queue
-            .as_ref()
-            .is_some_and(|q| q.try_send(WriterMessage::Decision(Box::new(entry))).is_ok());
-        if !sent {
+        if !self.log_buffer.push(entry) {
             self.dropped_events.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!("decision log entry dropped: the write queue is full or closed");
+            tracing::warn!("decision log entry dropped: the log queue is full");
         }
     }
 
@@ -588,6 +596,7 @@ fn open_error(path: &Path, err: redb::Error) -> Error {
 fn run_event_writer(
     db: &Database,
     queue: Receiver<WriterMessage>,
+    log_buffer: &LogBuffer,
     settings: &Settings,
     dirty: &std::sync::atomic::AtomicBool,
 ) {
@@ -618,10 +627,20 @@ fn run_event_writer(
             }
         }
     };
+    let log_decisions = |decisions: &[LogEntry]| {
+        if decisions.is_empty() {
+            return;
+        }
+        dirty.store(true, Ordering::Release);
+        if let Err(err) = commit_decisions(db, decisions, &settings.log()) {
+            tracing::warn!(error = %err, count = decisions.len(), "failed to write the decision log");
+        }
+    };
     loop {
         let first = match queue.recv_timeout(DURABLE_WITHIN / 2) {
             Ok(message) => message,
             Err(mpsc::RecvTimeoutError::Timeout) => {
+                log_decisions(&log_buffer.take());
                 make_durable(false);
                 sweep_if_due(db, settings, &mut last_sweep, dirty);
                 continue;
@@ -630,16 +649,11 @@ fn run_event_writer(
         };
         let Batch {
             events: batch,
-            decisions,
             flushes,
         } = Batch::collect(first, &queue);
-        if !decisions.is_empty() || !batch.is_empty() {
+        log_decisions(&log_buffer.take());
+        if !batch.is_empty() {
             dirty.store(true, Ordering::Release);
-        }
-        if !decisions.is_empty()
-            && let Err(err) = commit_decisions(db, &decisions, &settings.log())
-        {
-            tracing::warn!(error = %err, count = decisions.len(), "failed to write the decision log");
         }
         if !batch.is_empty() {
             let count = batch.len();
@@ -658,6 +672,7 @@ fn run_event_writer(
         }
         sweep_if_due(db, settings, &mut last_sweep, dirty);
     }
+    log_decisions(&log_buffer.take());
     make_durable(true);
 }
 
@@ -679,7 +694,6 @@ fn group_committed(db: &Database) -> std::result::Result<redb::WriteTransaction,
 #[derive(Default)]
 struct Batch {
     events: Vec<StoredEvent>,
-    decisions: Vec<LogEntry>,
     flushes: Vec<mpsc::Sender<()>>,
 }
 
@@ -691,10 +705,9 @@ impl Batch {
         while let Some(m) = message.take() {
             match m {
                 WriterMessage::Append(event) => batch.events.push(*event),
-                WriterMessage::Decision(entry) => batch.decisions.push(*entry),
                 WriterMessage::Flush(done) => batch.flushes.push(done),
             }
-            if batch.events.len() + batch.decisions.len() < EVENT_BATCH {
+            if batch.events.len() < EVENT_BATCH {
                 message = queue.try_recv().ok();
             }
         }

@@ -36,9 +36,9 @@ use postgres::{Client, Config as PgConfig, NoTls};
 
 use super::hygiene::{PolicyStats, Retention, StoreStats, SweepReport, TableStats};
 use super::{
-    DecisionLog, EVENT_QUEUE_CAPACITY, EventStore, GateStore, MAX_STATE_ENTRY, MAX_STATE_KEY,
-    Maintenance, Settings, StateStore, StateWriteError, StoredEvent, Take, TerminalStore,
-    TurnStore, judge_take,
+    DecisionLog, EVENT_QUEUE_CAPACITY, EventStore, GateStore, LogBuffer, MAX_STATE_ENTRY,
+    MAX_STATE_KEY, Maintenance, Settings, StateStore, StateWriteError, StoredEvent, Take,
+    TerminalStore, TurnStore, judge_take,
 };
 use crate::config::LogConfig;
 use crate::decision_log::{LogEntry, LogFilter};
@@ -60,6 +60,7 @@ pub(crate) struct PostgresStore {
     writer: Mutex<Option<JoinHandle<()>>>,
     dropped: Arc<AtomicU64>,
     settings: Settings,
+    log_buffer: Arc<LogBuffer>,
     reloads: reload::Listener,
 }
 
@@ -226,9 +227,11 @@ impl PostgresStore {
         let (sender, receiver) = mpsc::sync_channel(EVENT_QUEUE_CAPACITY);
         let dropped = Arc::new(AtomicU64::new(0));
         let settings = Settings::default();
+        let log_buffer = Arc::new(LogBuffer::default());
         let writer = writer::Writer {
             pool: Arc::clone(&pool),
             settings: settings.clone(),
+            log_buffer: Arc::clone(&log_buffer),
             dropped: Arc::clone(&dropped),
         };
         let writer = std::thread::Builder::new()
@@ -250,6 +253,7 @@ impl PostgresStore {
             writer: Mutex::new(Some(writer)),
             dropped,
             settings,
+            log_buffer,
         })
     }
 
@@ -684,7 +688,10 @@ impl GateStore for PostgresStore {
 
 impl DecisionLog for PostgresStore {
     fn log_decision(&self, entry: LogEntry) {
-        self.send(Message::Decision(Box::new(entry)));
+        if !self.log_buffer.push(entry) {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!("decision log entry dropped: the log queue is full");
+        }
     }
 
     fn decision_log(&self, filter: &LogFilter, limit: usize) -> Result<Vec<(u64, LogEntry)>> {

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use postgres::Client;
 
@@ -13,21 +13,25 @@ use super::{Pool, i64_of};
 use crate::decision::Verdict;
 use crate::decision_log::LogEntry;
 use crate::store::hygiene::{Retention, SweepReport};
-use crate::store::{Settings, StoredEvent};
+use crate::store::{LogBuffer, Settings, StoredEvent};
 
 /// The most queued writes committed in one transaction.
 const BATCH: usize = 256;
 
 pub(super) enum Message {
     Event(Box<StoredEvent>),
-    Decision(Box<LogEntry>),
     /// Answer once everything queued before it is committed.
     Flush(Sender<()>),
 }
 
+/// How often the writer looks for decision-log entries when nothing else
+/// wakes it.
+const TICK: Duration = Duration::from_millis(50);
+
 pub(super) struct Writer {
     pub pool: Arc<Pool>,
     pub settings: Settings,
+    pub log_buffer: Arc<LogBuffer>,
     pub dropped: Arc<AtomicU64>,
 }
 
@@ -44,10 +48,10 @@ impl Writer {
         let mut last_sweep = Instant::now();
         loop {
             let interval = self.retention().sweep_interval;
-            let first = match queue.recv_timeout(interval) {
-                Ok(message) => Some(message),
-                Err(RecvTimeoutError::Timeout) => None,
-                Err(RecvTimeoutError::Disconnected) => return,
+            let (first, closing) = match queue.recv_timeout(TICK) {
+                Ok(message) => (Some(message), false),
+                Err(RecvTimeoutError::Timeout) => (None, false),
+                Err(RecvTimeoutError::Disconnected) => (None, true),
             };
             let mut batch = Vec::new();
             let mut flushes = Vec::new();
@@ -61,9 +65,10 @@ impl Writer {
                     next = queue.try_recv().ok();
                 }
             }
-            if !batch.is_empty() {
-                let written = batch.len() as u64;
-                if let Err(err) = self.commit(batch) {
+            let decisions = self.log_buffer.take();
+            if !batch.is_empty() || !decisions.is_empty() {
+                let written = (batch.len() + decisions.len()) as u64;
+                if let Err(err) = self.commit(batch, decisions) {
                     self.dropped.fetch_add(written, Ordering::Relaxed);
                     tracing::error!(error = %err, written, "store writes lost: the batch could not be committed");
                 }
@@ -85,6 +90,9 @@ impl Writer {
             for done in flushes {
                 let _ = done.send(());
             }
+            if closing {
+                return;
+            }
         }
     }
 
@@ -92,11 +100,10 @@ impl Writer {
         self.settings.retention()
     }
 
-    fn commit(&self, batch: Vec<Message>) -> Result<(), String> {
+    fn commit(&self, batch: Vec<Message>, decisions: Vec<LogEntry>) -> Result<(), String> {
         let mut client = self.pool.get().map_err(|e| e.to_string())?;
         let mut txn = client.transaction().map_err(|e| e.to_string())?;
         let mut policies = std::collections::BTreeSet::new();
-        let mut logged = false;
         for message in batch {
             match message {
                 Message::Event(event) => {
@@ -116,24 +123,24 @@ impl Writer {
                     .map_err(|e| e.to_string())?;
                     policies.insert(event.policy);
                 }
-                Message::Decision(entry) => {
-                    let body = serde_json::to_vec(&entry).expect("log entries always serialise");
-                    txn.execute(
-                        "INSERT INTO decisions (at_ms, session_id, tool, verdict, body) \
-                         VALUES ($1, $2, $3, $4, $5)",
-                        &[
-                            &i64_of(entry.at_ms),
-                            &entry.session_id,
-                            &entry.tool,
-                            &verdict_name(&entry.verdict)?,
-                            &body,
-                        ],
-                    )
-                    .map_err(|e| e.to_string())?;
-                    logged = true;
-                }
                 Message::Flush(_) => unreachable!("flushes are answered by the loop"),
             }
+        }
+        let logged = !decisions.is_empty();
+        for entry in decisions {
+            let body = serde_json::to_vec(&entry).expect("log entries always serialise");
+            txn.execute(
+                "INSERT INTO decisions (at_ms, session_id, tool, verdict, body) \
+                 VALUES ($1, $2, $3, $4, $5)",
+                &[
+                    &i64_of(entry.at_ms),
+                    &entry.session_id,
+                    &entry.tool,
+                    &verdict_name(&entry.verdict)?,
+                    &body,
+                ],
+            )
+            .map_err(|e| e.to_string())?;
         }
         let retention = self.retention();
         for policy in policies {
