@@ -1,10 +1,10 @@
 //! The embedded redb backend: one file, one owning process.
 //!
 //! redb is blocking; callers run on plain threads (or `spawn_blocking`).
-//! Event appends go through a bounded queue to one writer thread that commits
-//! in batches, so recording an event never blocks a decision; dropping the
-//! store drains the queue first, so nothing queued is lost on a clean
-//! shutdown. Policy state and turn counters commit without an fsync and the
+//! Event appends go through a bounded queue, decision-log entries through a
+//! buffer (see `LogBuffer`), to one writer thread that commits in batches, so
+//! recording never blocks a decision; dropping the store drains both first,
+//! so nothing queued is lost on a clean shutdown. Policy state and turn counters commit without an fsync and the
 //! writer makes them durable within [`DURABLE_WITHIN`]; gates, resolutions
 //! and the decision log's flush commit durably.
 

@@ -16,9 +16,9 @@
 //!   talk to.
 //! - Turns: one `INSERT … ON CONFLICT DO UPDATE … RETURNING` statement.
 //!
-//! Event appends and decision-log entries go through a bounded queue to one
-//! writer thread per host that inserts them in batches (never blocking a
-//! decision), as the embedded store does.
+//! Event appends go through a bounded queue, decision-log entries through a
+//! buffer, to one writer thread per host that inserts them in batches (never
+//! blocking a decision), as the embedded store does.
 
 mod reload;
 mod schema;
