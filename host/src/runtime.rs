@@ -220,6 +220,8 @@ impl Sandbox {
         state.call.wall_deadline = Some(Instant::now() + self.wall_clock);
         self.store.set_epoch_deadline(ticks(self.deadline));
         let result = f(&self.policy, &mut self.store);
+        // The next call reads what others wrote meanwhile.
+        self.store.data_mut().call.reads = None;
         self.forward_output(what);
         self.failed |= result.is_err();
         result.map_err(|err| classify(&err, self.store.data()))

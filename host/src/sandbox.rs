@@ -264,6 +264,11 @@ pub(crate) struct CallContext {
     /// Events appended in this evaluation, and the most allowed.
     pub events_appended: u32,
     pub events_per_call: u32,
+    /// The snapshot the policy's reads in the call now running see: taken
+    /// at its first read, dropped after the policy's own writes (so it reads
+    /// them) and when the call ends (so the next one sees what others
+    /// wrote). One read transaction per call instead of one per read.
+    pub reads: Option<Box<dyn crate::store::StateSnapshot>>,
 }
 
 impl CallContext {
@@ -288,6 +293,7 @@ impl CallContext {
             wall_deadline: None,
             events_appended: 0,
             events_per_call: limits.events_per_call,
+            reads: None,
         }
     }
 }

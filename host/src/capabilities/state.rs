@@ -22,6 +22,27 @@ fn read_failed(policy: &str, err: crate::Error) -> StateError {
     StateError::Storage(err.to_string())
 }
 
+impl SandboxState {
+    /// The call's snapshot of this policy's namespace, taken on first use.
+    fn reads(&mut self) -> Result<&dyn crate::store::StateSnapshot, StateError> {
+        let call = &mut self.call;
+        if call.reads.is_none() {
+            let snapshot = call
+                .store
+                .state_snapshot(&call.policy)
+                .map_err(|err| read_failed(&call.policy, err))?;
+            call.reads = Some(snapshot);
+        }
+        Ok(call.reads.as_deref().expect("set above"))
+    }
+
+    /// A write of the policy's own: later reads in this call must see it.
+    fn wrote<T>(&mut self, result: T) -> T {
+        self.call.reads = None;
+        result
+    }
+}
+
 impl Host for SandboxState {
     fn get(&mut self, key: String) -> Result<Option<Vec<u8>>, StateError> {
         Ok(self.get_many(vec![key])?.pop().flatten())
@@ -36,11 +57,11 @@ impl Host for SandboxState {
             .filter(|k| k.len() <= MAX_STATE_KEY)
             .map(String::as_str)
             .collect();
-        let call = &self.call;
-        let mut found = call
-            .store
-            .state_get_many(&call.policy, &readable)
-            .map_err(|err| read_failed(&call.policy, err))?
+        let policy = self.call.policy.clone();
+        let mut found = self
+            .reads()?
+            .get_many(&readable)
+            .map_err(|err| read_failed(&policy, err))?
             .into_iter();
         let mut values: Vec<_> = keys
             .iter()
@@ -58,33 +79,32 @@ impl Host for SandboxState {
 
     fn set(&mut self, key: String, value: Vec<u8>) -> Result<(), StateError> {
         let call = &self.call;
-        Ok(call
+        let written = call
             .store
-            .state_put(&call.policy, &key, Some(&value), call.state_quota)?)
+            .state_put(&call.policy, &key, Some(&value), call.state_quota);
+        Ok(self.wrote(written)?)
     }
 
     fn delete(&mut self, key: String) -> Result<(), StateError> {
         let call = &self.call;
-        Ok(call
+        let written = call
             .store
-            .state_put(&call.policy, &key, None, call.state_quota)?)
+            .state_put(&call.policy, &key, None, call.state_quota);
+        Ok(self.wrote(written)?)
     }
 
     fn list_keys(&mut self, prefix: String, limit: u32) -> Result<Vec<String>, StateError> {
-        let call = &self.call;
-        call.store
-            .state_keys(
-                &call.policy,
-                &cut(prefix, MAX_STATE_KEY),
-                (limit as usize).min(MAX_LIST),
-            )
-            .map_err(|err| read_failed(&call.policy, err))
+        let policy = self.call.policy.clone();
+        self.reads()?
+            .keys(&cut(prefix, MAX_STATE_KEY), (limit as usize).min(MAX_LIST))
+            .map_err(|err| read_failed(&policy, err))
     }
 
     fn try_increment(&mut self, key: String, limit: u64) -> Result<Option<u64>, StateError> {
         let call = &self.call;
-        Ok(call
+        let written = call
             .store
-            .state_try_increment(&call.policy, &key, limit, call.state_quota)?)
+            .state_try_increment(&call.policy, &key, limit, call.state_quota);
+        Ok(self.wrote(written)?)
     }
 }

@@ -66,6 +66,15 @@ pub enum StateWriteError {
     Storage(String),
 }
 
+/// Reads of one policy's namespace from one snapshot: what a policy's
+/// reads within one call into it see (see `capabilities::state`).
+pub trait StateSnapshot: Send {
+    /// The values of `keys`, in order.
+    fn get_many(&self, keys: &[&str]) -> Result<Vec<Option<Vec<u8>>>>;
+    /// Keys starting with `prefix`, in order, at most `limit`.
+    fn keys(&self, prefix: &str, limit: usize) -> Result<Vec<String>>;
+}
+
 /// Policy state: per-policy key-value namespaces with quotas and a bounded
 /// atomic counter.
 pub trait StateStore {
@@ -76,6 +85,10 @@ pub trait StateStore {
     }
     /// Read several values from `policy`'s namespace in one snapshot.
     fn state_get_many(&self, policy: &str, keys: &[&str]) -> Result<Vec<Option<Vec<u8>>>>;
+    /// A snapshot of `policy`'s namespace for several reads. A backend
+    /// without cheap snapshots may read the live data each time (no older
+    /// than a snapshot would be).
+    fn state_snapshot(&self, policy: &str) -> Result<Box<dyn StateSnapshot>>;
     /// Keys in `policy`'s namespace starting with `prefix`, at most `limit`.
     fn state_keys(&self, policy: &str, prefix: &str, limit: usize) -> Result<Vec<String>>;
     /// Write (`Some`) or delete (`None`) a value in `policy`'s namespace,

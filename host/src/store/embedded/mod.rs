@@ -23,8 +23,8 @@ use std::thread::JoinHandle;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 
 use super::{
-    EventStore, LogBuffer, MAX_STATE_ENTRY, MAX_STATE_KEY, Maintenance, Settings, StateStore,
-    StateWriteError, StoredEvent, TurnStore,
+    EventStore, LogBuffer, MAX_STATE_ENTRY, MAX_STATE_KEY, Maintenance, Settings, StateSnapshot,
+    StateStore, StateWriteError, StoredEvent, TurnStore,
 };
 use crate::config::LogConfig;
 use crate::decision_log::LogEntry;
@@ -356,29 +356,21 @@ impl StateStore for RedbStore {
     }
 
     fn state_get_many(&self, policy: &str, keys: &[&str]) -> Result<Vec<Option<Vec<u8>>>> {
-        let txn = self.db.begin_read().map_err(|e| self.error(e))?;
-        let table = txn.open_table(STATE).map_err(|e| self.error(e))?;
-        keys.iter()
-            .map(|key| {
-                let value = table.get((policy, *key)).map_err(|e| self.error(e))?;
-                Ok(value.map(|v| v.value().to_vec()))
-            })
-            .collect()
+        self.state_snapshot(policy)?.get_many(keys)
     }
 
     fn state_keys(&self, policy: &str, prefix: &str, limit: usize) -> Result<Vec<String>> {
+        self.state_snapshot(policy)?.keys(prefix, limit)
+    }
+
+    fn state_snapshot(&self, policy: &str) -> Result<Box<dyn StateSnapshot>> {
         let txn = self.db.begin_read().map_err(|e| self.error(e))?;
         let table = txn.open_table(STATE).map_err(|e| self.error(e))?;
-        let mut keys = Vec::new();
-        for entry in table.range((policy, prefix)..).map_err(|e| self.error(e))? {
-            let (key, _) = entry.map_err(|e| self.error(e))?;
-            let (owner, key) = key.value();
-            if owner != policy || !key.starts_with(prefix) || keys.len() >= limit {
-                break;
-            }
-            keys.push(key.to_string());
-        }
-        Ok(keys)
+        Ok(Box::new(Snapshot {
+            policy: policy.to_string(),
+            path: self.path.clone(),
+            table,
+        }))
     }
 
     fn state_put(
@@ -547,6 +539,54 @@ impl EventStore for RedbStore {
         }
         found.reverse();
         Ok(found)
+    }
+}
+
+/// One policy's namespace in one read transaction.
+struct Snapshot {
+    policy: String,
+    path: PathBuf,
+    table: redb::ReadOnlyTable<(&'static str, &'static str), &'static [u8]>,
+}
+
+impl Snapshot {
+    fn error(&self, err: impl Into<redb::Error>) -> Error {
+        Error::Store {
+            path: self.path.clone(),
+            message: err.into().to_string(),
+        }
+    }
+}
+
+impl StateSnapshot for Snapshot {
+    fn get_many(&self, keys: &[&str]) -> Result<Vec<Option<Vec<u8>>>> {
+        keys.iter()
+            .map(|key| {
+                let value = self
+                    .table
+                    .get((self.policy.as_str(), *key))
+                    .map_err(|e| self.error(e))?;
+                Ok(value.map(|v| v.value().to_vec()))
+            })
+            .collect()
+    }
+
+    fn keys(&self, prefix: &str, limit: usize) -> Result<Vec<String>> {
+        let policy = self.policy.as_str();
+        let mut keys = Vec::new();
+        for entry in self
+            .table
+            .range((policy, prefix)..)
+            .map_err(|e| self.error(e))?
+        {
+            let (key, _) = entry.map_err(|e| self.error(e))?;
+            let (owner, key) = key.value();
+            if owner != policy || !key.starts_with(prefix) || keys.len() >= limit {
+                break;
+            }
+            keys.push(key.to_string());
+        }
+        Ok(keys)
     }
 }
 

@@ -37,8 +37,8 @@ use postgres::{Client, Config as PgConfig, NoTls};
 use super::hygiene::{PolicyStats, Retention, StoreStats, SweepReport, TableStats};
 use super::{
     DecisionLog, EVENT_QUEUE_CAPACITY, EventStore, GateStore, LogBuffer, MAX_STATE_ENTRY,
-    MAX_STATE_KEY, Maintenance, Settings, StateStore, StateWriteError, StoredEvent, Take,
-    TerminalStore, TurnStore, judge_take,
+    MAX_STATE_KEY, Maintenance, Settings, StateSnapshot, StateStore, StateWriteError, StoredEvent,
+    Take, TerminalStore, TurnStore, judge_take,
 };
 use crate::config::LogConfig;
 use crate::decision_log::{LogEntry, LogFilter};
@@ -300,37 +300,71 @@ fn entry_size(key: &str, value: &[u8]) -> u64 {
     (key.len() + value.len()) as u64
 }
 
+/// `policy`'s values of `keys`, in order.
+fn read_many(pool: &Pool, policy: &str, keys: &[&str]) -> Result<Vec<Option<Vec<u8>>>> {
+    if keys.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows = pool
+        .get()?
+        .query(
+            "SELECT key, value FROM state WHERE policy = $1 AND key = ANY($2)",
+            &[&policy, &keys],
+        )
+        .map_err(|e| pool.error(e))?;
+    let mut found: std::collections::HashMap<String, Vec<u8>> = rows
+        .into_iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect();
+    Ok(keys.iter().map(|k| found.remove(*k)).collect())
+}
+
+/// `policy`'s keys under `prefix`, in order, at most `limit`.
+fn read_keys(pool: &Pool, policy: &str, prefix: &str, limit: usize) -> Result<Vec<String>> {
+    // A range, not LIKE: a prefix may hold `%` or `_`. Keys compare by bytes
+    // (the column is COLLATE "C"), as the embedded store orders them.
+    let rows = pool
+        .get()?
+        .query(
+            "SELECT key FROM state WHERE policy = $1 AND key >= $2 \
+             AND left(key, length($2)) = $2 ORDER BY key LIMIT $3",
+            &[&policy, &prefix, &(limit as i64)],
+        )
+        .map_err(|e| pool.error(e))?;
+    Ok(rows.into_iter().map(|row| row.get(0)).collect())
+}
+
+/// Reads of the live data: each one current, which is never older than a
+/// snapshot taken at the start of the call would be.
+struct Live {
+    pool: Arc<Pool>,
+    policy: String,
+}
+
+impl StateSnapshot for Live {
+    fn get_many(&self, keys: &[&str]) -> Result<Vec<Option<Vec<u8>>>> {
+        read_many(&self.pool, &self.policy, keys)
+    }
+
+    fn keys(&self, prefix: &str, limit: usize) -> Result<Vec<String>> {
+        read_keys(&self.pool, &self.policy, prefix, limit)
+    }
+}
+
 impl StateStore for PostgresStore {
     fn state_get_many(&self, policy: &str, keys: &[&str]) -> Result<Vec<Option<Vec<u8>>>> {
-        if keys.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut client = self.pool.get()?;
-        let rows = client
-            .query(
-                "SELECT key, value FROM state WHERE policy = $1 AND key = ANY($2)",
-                &[&policy, &keys],
-            )
-            .map_err(|e| self.pool.error(e))?;
-        let mut found: std::collections::HashMap<String, Vec<u8>> = rows
-            .into_iter()
-            .map(|row| (row.get(0), row.get(1)))
-            .collect();
-        Ok(keys.iter().map(|k| found.remove(*k)).collect())
+        read_many(&self.pool, policy, keys)
     }
 
     fn state_keys(&self, policy: &str, prefix: &str, limit: usize) -> Result<Vec<String>> {
-        let mut client = self.pool.get()?;
-        // A range, not LIKE: a prefix may hold `%` or `_`. Keys compare by
-        // bytes (the column is COLLATE "C"), as the embedded store orders them.
-        let rows = client
-            .query(
-                "SELECT key FROM state WHERE policy = $1 AND key >= $2 \
-                 AND left(key, length($2)) = $2 ORDER BY key LIMIT $3",
-                &[&policy, &prefix, &(limit as i64)],
-            )
-            .map_err(|e| self.pool.error(e))?;
-        Ok(rows.into_iter().map(|row| row.get(0)).collect())
+        read_keys(&self.pool, policy, prefix, limit)
+    }
+
+    fn state_snapshot(&self, policy: &str) -> Result<Box<dyn StateSnapshot>> {
+        Ok(Box::new(Live {
+            pool: Arc::clone(&self.pool),
+            policy: policy.to_string(),
+        }))
     }
 
     fn state_put(
