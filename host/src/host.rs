@@ -41,25 +41,40 @@ pub struct Toolgate {
 /// call was decided at. Memory only: an outcome for a call this process did
 /// not decide carries the unclassified risk, as the contract says.
 #[derive(Default)]
-struct RecentRisks(std::sync::Mutex<std::collections::VecDeque<(String, RiskReport)>>);
+struct RecentRisks(std::sync::Mutex<RiskMemo>);
+
+/// Risks by call id, and the ids in the order they came (to forget the
+/// oldest): a lookup per outcome is a hash probe, not a scan.
+#[derive(Default)]
+struct RiskMemo {
+    by_call: std::collections::HashMap<String, RiskReport>,
+    order: std::collections::VecDeque<String>,
+}
 
 impl RecentRisks {
     const KEPT: usize = 4096;
 
     fn remember(&self, call_id: &str, risk: &RiskReport) {
-        let mut recent = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if recent.len() == Self::KEPT {
-            recent.pop_front();
+        let mut memo = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if memo.order.len() == Self::KEPT
+            && let Some(oldest) = memo.order.pop_front()
+        {
+            memo.by_call.remove(&oldest);
         }
-        recent.push_back((call_id.to_string(), risk.clone()));
+        if memo
+            .by_call
+            .insert(call_id.to_string(), risk.clone())
+            .is_none()
+        {
+            memo.order.push_back(call_id.to_string());
+        }
     }
 
     fn of(&self, call_id: Option<&str>) -> RiskReport {
-        let recent = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let memo = self.0.lock().unwrap_or_else(|p| p.into_inner());
         call_id
-            .filter(|id| !id.is_empty())
-            .and_then(|id| recent.iter().rev().find(|(c, _)| c == id))
-            .map(|(_, risk)| risk.clone())
+            .and_then(|id| memo.by_call.get(id))
+            .cloned()
             .unwrap_or_default()
     }
 }
