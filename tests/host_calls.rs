@@ -250,6 +250,33 @@ fn a_warm_instance_never_carries_one_users_memory_to_another() {
 }
 
 #[test]
+fn a_fresh_instance_sees_nothing_an_earlier_one_wrote_to_memory() {
+    // Each evaluation gets a fresh instance, typically in the slot the last
+    // one used. Whatever the host does to make that cheap (it resets written
+    // pages in place where the kernel reports them), the memory must start
+    // from the policy's image: no marker, near or 8 MiB into the heap.
+    let host = hostile("remember-far", "reuse_instances = false", "");
+    for round in 0..5 {
+        let user = format!("user-{round}");
+        assert_eq!(
+            notes(&host, &attack_as(&user, &user)),
+            ["marked-pages: 0"],
+            "round {round}"
+        );
+    }
+    assert_eq!(instances_created(&host, "hostile"), 5);
+    // The probe does see what stays: a warm instance of one session keeps
+    // its memory, marker included (32 sampled pages of 8 MiB).
+    let host = hostile("remember-far", "", "");
+    assert_eq!(notes(&host, &attack_as("alice", "s1")), ["marked-pages: 0"]);
+    assert_eq!(
+        notes(&host, &attack_as("alice", "s1")),
+        ["marked-pages: 32"]
+    );
+    assert_eq!(notes(&host, &attack_as("bob", "s2")), ["marked-pages: 0"]);
+}
+
+#[test]
 fn pre_post_pre_uses_one_instance() {
     let host = host(&scripted("keeper", 1, "verdict = \"allow\""));
     let request = call("Bash", json!({"command": "ls"}));

@@ -194,6 +194,24 @@ impl Hostile {
                 seen.push(self.caller.borrow().clone());
                 Decision::allow().with_note(format!("seen-before: [{earlier}]"))
             }
+            "remember-far" => {
+                // What an earlier instance wrote into linear memory, both
+                // near the heap's start and megabytes past it: a block is
+                // read before it is written, then filled with a marker and
+                // freed, so the next allocation of this size lands on it.
+                const LEN: usize = 8 << 20;
+                const MARK: u8 = 0xa5;
+                let mut block: Vec<u8> = Vec::with_capacity(LEN);
+                let marked = (4096..LEN)
+                    .step_by(256 << 10)
+                    .filter(
+                        |&at| unsafe { std::ptr::read_volatile(block.as_ptr().add(at)) } == MARK,
+                    )
+                    .count();
+                unsafe { std::ptr::write_bytes(block.as_mut_ptr(), MARK, LEN) };
+                black_box(&mut block);
+                Decision::allow().with_note(format!("marked-pages: {marked}"))
+            }
             "log-kib" => {
                 host::log(host::Level::Info, &"l".repeat(1024));
                 Decision::allow()
