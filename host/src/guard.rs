@@ -60,6 +60,23 @@ const ADMIN_WORDS: &[&str] = &[
     "open",
 ];
 
+/// Agent runtimes' hook settings, named in any tool's text with either
+/// separator: touching them could remove toolgate's hook.
+const HOOK_SETTINGS: [([&str; 2], &str); 3] = [
+    (
+        [".claude/settings", ".claude\\settings"],
+        "Claude Code's hook settings (.claude/settings*.json)",
+    ),
+    (
+        [".gemini/settings", ".gemini\\settings"],
+        "Gemini CLI's hook settings (.gemini/settings.json)",
+    ),
+    (
+        [".cursor/hooks", ".cursor\\hooks"],
+        "Cursor's hooks (.cursor/hooks.json)",
+    ),
+];
+
 /// The locations toolgate protects, for one config and store.
 #[derive(Debug, Clone, Default)]
 pub struct ControlPlane {
@@ -138,19 +155,8 @@ impl ControlPlane {
     }
 
     fn check_text(&self, text: &str) -> Option<String> {
-        let hook_settings = [
-            (
-                ".claude/settings",
-                "Claude Code's hook settings (.claude/settings*.json)",
-            ),
-            (
-                ".gemini/settings",
-                "Gemini CLI's hook settings (.gemini/settings.json)",
-            ),
-            (".cursor/hooks", "Cursor's hooks (.cursor/hooks.json)"),
-        ];
-        for (needle, what) in hook_settings {
-            if text.contains(needle) || text.contains(&needle.replace('/', "\\")) {
+        for (needles, what) in HOOK_SETTINGS {
+            if needles.iter().any(|needle| text.contains(needle)) {
                 return Some(format!("touch {what}"));
             }
         }
@@ -159,7 +165,11 @@ impl ControlPlane {
         }
         let expanded = self.expand_home(text);
         // Only a word with a separator, or a toolgate file name, can name a
-        // protected path: the rest is skipped without allocating.
+        // protected path: the rest is skipped without allocating, and text
+        // with neither is not split at all (a large file's content).
+        if !expanded.contains('/') && !expanded.contains("toolgate") {
+            return None;
+        }
         let could_be_path = |w: &&str| w.contains('/') || w.contains("toolgate");
         for word in words(&expanded).filter(could_be_path) {
             let path = normalise(Path::new(word));
@@ -220,7 +230,8 @@ impl ControlPlane {
         let Some(home) = self.home.as_ref().map(|h| h.display().to_string()) else {
             return text.into();
         };
-        if !text.contains(['~', '$']) {
+        // Two byte searches: a `[char]` pattern would test every character.
+        if !text.contains('~') && !text.contains('$') {
             return text.into(); // nothing to expand: no copy
         }
         let text = text.replace("${HOME}", &home).replace("$HOME", &home);
@@ -242,8 +253,14 @@ impl ControlPlane {
 /// The words of shell-ish text: split at white space, quotes and shell
 /// operators.
 fn words(text: &str) -> impl Iterator<Item = &str> {
-    text.split(|c: char| c.is_whitespace() || "'\"=;|&()<>`,:".contains(c))
-        .filter(|word| !word.is_empty())
+    text.split(|c: char| {
+        c.is_whitespace()
+            || matches!(
+                c,
+                '\'' | '"' | '=' | ';' | '|' | '&' | '(' | ')' | '<' | '>' | '`' | ',' | ':'
+            )
+    })
+    .filter(|word| !word.is_empty())
 }
 
 /// `path` ends with the components of `suffix` (a prefix of its last
