@@ -213,6 +213,7 @@ fn logged_decisions_are_drained_on_shutdown() {
             let decision = toolgate::Decision::refused_by_host(&request, "test".into());
             store.log_decision(toolgate::decision_log::LogEntry::new(
                 &request,
+                &request.arguments_text(),
                 &decision,
                 toolgate::decision_log::ArgumentsView::Digest,
             ));

@@ -20,7 +20,7 @@ use crate::plugins::{self, Plugin, PluginSet};
 use crate::probe::ProbeClient;
 use crate::registry::Registry;
 pub use crate::registry::ReloadReport;
-use crate::request::ToolRequest;
+use crate::request::{ArgumentsText, ToolRequest};
 use crate::runtime::Runtime;
 use crate::store::Store;
 use crate::wit_convert::ToWit as _;
@@ -189,6 +189,7 @@ impl Toolgate {
                 }
             }
         }
+        let arguments = request.arguments_text();
         let plane = self.registry.control_plane();
         let decision = match plane.check(request) {
             // Before any policy: the agent may not operate toolgate itself.
@@ -197,8 +198,8 @@ impl Toolgate {
                 // Hold this version of the plugin set for the whole evaluation.
                 let plugins = self.plugins();
                 let live = plugins.for_call(PluginMode::Live, request);
-                let mut decision = pipeline::evaluate(&self.env(), &live, request)?;
-                decision.shadows = self.shadow(&plugins, request);
+                let mut decision = pipeline::evaluate(&self.env(), &live, request, &arguments)?;
+                decision.shadows = self.shadow(&plugins, request, &arguments);
                 self.recent_risks
                     .remember(&decision.call_id, &decision.risk);
                 decision
@@ -207,7 +208,7 @@ impl Toolgate {
         let log = self.store.log_config();
         if log.enabled {
             self.store
-                .log_decision(LogEntry::new(request, &decision, log.arguments));
+                .log_decision(LogEntry::new(request, &arguments, &decision, log.arguments));
         }
         Ok(decision)
     }
@@ -220,6 +221,7 @@ impl Toolgate {
         &self,
         plugins: &PluginSet,
         request: &ToolRequest,
+        arguments: &ArgumentsText,
     ) -> Vec<crate::decision::PolicyResult> {
         let shadows = plugins.for_call(PluginMode::Shadow, request);
         if shadows.is_empty() {
@@ -233,7 +235,7 @@ impl Toolgate {
             .iter()
             .filter_map(|shadow| {
                 let alone = std::slice::from_ref(shadow);
-                match pipeline::evaluate(&env, alone, request) {
+                match pipeline::evaluate(&env, alone, request, arguments) {
                     Ok(decision) => decision.policies.into_iter().next(),
                     Err(err) => {
                         tracing::warn!(policy = %shadow.name, error = %err, "shadow evaluation failed");
@@ -250,7 +252,11 @@ impl Toolgate {
         let plugins = self.plugins();
         let env = self.env();
         let event = wit::ToolEvent {
-            call: request.to_wit(request.call_id.as_deref().unwrap_or(""), &[]),
+            call: request.to_wit(
+                request.call_id.as_deref().unwrap_or(""),
+                &request.arguments_json(),
+                &[],
+            ),
             outcome: match outcome {
                 Outcome::Succeeded => wit::ToolOutcome::Succeeded,
                 Outcome::Failed => wit::ToolOutcome::Failed,

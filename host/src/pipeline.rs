@@ -26,7 +26,7 @@ use crate::gates::{PauseKind, PendingGate, RecordedResolution, call_fingerprint,
 use crate::plugins::Plugin;
 use crate::pool::{Pooled, instance_key};
 use crate::probe::{ProbeClient, ProbeFailure};
-use crate::request::ToolRequest;
+use crate::request::{ArgumentsText, ToolRequest};
 use crate::runtime::{PolicyFailure, Runtime, Sandbox};
 use crate::sandbox::CallContext;
 use crate::store::Store;
@@ -160,6 +160,7 @@ impl<'p> Slot<'p> {
 /// The call as every step of one evaluation sees it.
 struct Call<'r> {
     request: &'r ToolRequest,
+    arguments: &'r ArgumentsText,
     id: String,
     fingerprint: String,
     /// Unexpired resolutions of this exact call.
@@ -169,22 +170,23 @@ struct Call<'r> {
 }
 
 impl<'r> Call<'r> {
-    fn prepare(env: &Env<'_>, request: &'r ToolRequest) -> Result<Self> {
+    fn prepare(
+        env: &Env<'_>,
+        request: &'r ToolRequest,
+        arguments: &'r ArgumentsText,
+    ) -> Result<Self> {
         let id = request.call_id.clone().unwrap_or_else(new_request_id);
-        let fingerprint = call_fingerprint(
-            &request.tool,
-            &request.origin.key(),
-            &request.arguments_json(),
-        );
+        let fingerprint = call_fingerprint(&request.tool, &request.origin.key(), &arguments.sha256);
         let resolutions = env.store.resolutions_for(
             &request.user_id,
             request.thread(),
             &fingerprint,
             crate::now_ms(),
         )?;
-        let wit = request.to_wit(&id, &[]);
+        let wit = request.to_wit(&id, &arguments.json, &[]);
         Ok(Self {
             request,
+            arguments,
             id,
             fingerprint,
             resolutions,
@@ -204,7 +206,7 @@ impl<'r> Call<'r> {
         if own.is_empty() {
             std::borrow::Cow::Borrowed(&self.wit)
         } else {
-            std::borrow::Cow::Owned(self.request.to_wit(&self.id, &own))
+            std::borrow::Cow::Owned(self.request.to_wit(&self.id, &self.arguments.json, &own))
         }
     }
 }
@@ -214,13 +216,14 @@ pub(crate) fn evaluate(
     env: &Env<'_>,
     plugins: &[Arc<Plugin>],
     request: &ToolRequest,
+    arguments: &ArgumentsText,
 ) -> Result<Decision> {
     let started = Instant::now();
     let span =
         tracing::info_span!("toolgate.decide", tool = %request.tool, session = %request.session_id);
     let _entered = span.enter();
 
-    let call = Call::prepare(env, request)?;
+    let call = Call::prepare(env, request, arguments)?;
     let mut slots: Vec<Slot<'_>> = plugins.iter().map(Slot::new).collect();
     let risk = classify(env, &call, &mut slots);
     let (results, composer) = decide(env, &call, &risk, &mut slots);
@@ -390,7 +393,7 @@ fn conclude(
                 source_channel: request.channel.clone(),
                 tool: request.tool.clone(),
                 call_id: call.id.clone(),
-                arguments: crate::redact::for_display(&request.arguments_json()),
+                arguments: crate::redact::for_display(&call.arguments.json),
                 fingerprint: call.fingerprint.clone(),
                 pause: pause_kind(pause),
                 risk: Some(decision.risk.clone()),

@@ -9,17 +9,28 @@ use crate::request::{Mode, Origin, ToolRequest};
 
 /// The WIT view of a call, for the policies.
 pub(crate) trait ToWit {
-    /// The call as `tool-call`, with these resolutions.
-    fn to_wit(&self, call_id: &str, resolutions: &[RecordedResolution]) -> wit::ToolCall;
+    /// The call as `tool-call`, with its arguments as JSON text (serialised
+    /// once per evaluation) and these resolutions.
+    fn to_wit(
+        &self,
+        call_id: &str,
+        arguments: &str,
+        resolutions: &[RecordedResolution],
+    ) -> wit::ToolCall;
 }
 
 impl ToWit for ToolRequest {
-    fn to_wit(&self, call_id: &str, resolutions: &[RecordedResolution]) -> wit::ToolCall {
+    fn to_wit(
+        &self,
+        call_id: &str,
+        arguments: &str,
+        resolutions: &[RecordedResolution],
+    ) -> wit::ToolCall {
         wit::ToolCall {
             call_id: call_id.to_string(),
             tool: self.tool.clone(),
             origin: (&self.origin).into(),
-            arguments: self.arguments_json(),
+            arguments: arguments.to_string(),
             caller: wit::Caller {
                 session_id: self.session_id.clone(),
                 thread_id: self.thread().to_string(),

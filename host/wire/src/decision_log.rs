@@ -6,10 +6,9 @@
 //! arguments can carry secrets.
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::decision::{Decision, PolicyVerdict, Verdict};
-use crate::request::ToolRequest;
+use crate::request::{ArgumentsText, ToolRequest};
 
 /// How tool arguments appear in the decision log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
@@ -129,7 +128,12 @@ impl LogEntry {
     }
 
     /// The log entry for `decision` on `request`.
-    pub fn new(request: &ToolRequest, decision: &Decision, view: ArgumentsView) -> Self {
+    pub fn new(
+        request: &ToolRequest,
+        arguments: &ArgumentsText,
+        decision: &Decision,
+        view: ArgumentsView,
+    ) -> Self {
         Self {
             call_id: decision.call_id.clone(),
             at_ms: crate::now_ms(),
@@ -138,7 +142,7 @@ impl LogEntry {
             user_id: request.user_id.clone(),
             channel: request.channel.clone(),
             tool: request.tool.clone(),
-            arguments: view_arguments(&request.arguments, view),
+            arguments: view_arguments(&request.arguments, arguments, view),
             arguments_view: view,
             call: LoggedCall {
                 origin: request.origin.clone(),
@@ -169,13 +173,16 @@ impl From<&crate::decision::PolicyResult> for LoggedPolicy {
     }
 }
 
-/// How arguments appear in the log.
-pub fn view_arguments(arguments: &serde_json::Value, view: ArgumentsView) -> serde_json::Value {
+/// How arguments appear in the log (`text` is the same arguments, serialised
+/// and hashed once for the evaluation).
+pub fn view_arguments(
+    arguments: &serde_json::Value,
+    text: &ArgumentsText,
+    view: ArgumentsView,
+) -> serde_json::Value {
     match view {
         ArgumentsView::Full => crate::redact::redact_json(arguments),
-        ArgumentsView::Digest => serde_json::json!({
-            "sha256": hex::encode(Sha256::digest(arguments.to_string().as_bytes()))
-        }),
+        ArgumentsView::Digest => serde_json::json!({ "sha256": hex::encode(text.sha256) }),
         ArgumentsView::Redacted => redact(arguments),
         ArgumentsView::None => serde_json::Value::Null,
     }
@@ -204,4 +211,25 @@ pub struct LogFilter {
     pub tool: Option<String>,
     /// Only this verdict.
     pub verdict: Option<Verdict>,
+}
+
+#[cfg(test)]
+mod tests {
+    use sha2::{Digest, Sha256};
+
+    use super::*;
+
+    #[test]
+    fn the_digest_view_is_the_sha256_of_the_compact_arguments() {
+        // What an operator recomputes from the call they have: the hash of
+        // its arguments as compact JSON, however often they were serialised.
+        let request = ToolRequest::new("Write", serde_json::json!({"path": "a", "n": [1, 2]}));
+        let text = request.arguments_text();
+        assert_eq!(text.json, r#"{"n":[1,2],"path":"a"}"#);
+        let view = view_arguments(&request.arguments, &text, ArgumentsView::Digest);
+        assert_eq!(
+            view["sha256"],
+            hex::encode(Sha256::digest(br#"{"n":[1,2],"path":"a"}"#))
+        );
+    }
 }

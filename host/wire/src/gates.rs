@@ -146,13 +146,15 @@ pub fn new_request_id() -> String {
 
 /// The fingerprint that ties a resubmitted call to earlier resolutions:
 /// the tool, where it comes from (an approval of `mcp:a/x` is not one of
-/// `mcp:b/x`) and the exact arguments.
-pub fn call_fingerprint(tool: &str, origin: &str, arguments: &str) -> String {
+/// `mcp:b/x`) and the exact arguments, by their sha256
+/// ([`crate::request::ArgumentsText`]), so large arguments are hashed once.
+pub fn call_fingerprint(tool: &str, origin: &str, arguments_sha256: &[u8; 32]) -> String {
     let mut hash = Sha256::new();
-    for part in [tool, origin, arguments] {
+    for part in [tool, origin] {
         hash.update((part.len() as u64).to_le_bytes());
         hash.update(part.as_bytes());
     }
+    hash.update(arguments_sha256);
     hex::encode(hash.finalize())
 }
 
@@ -186,4 +188,25 @@ pub enum GateError {
     /// The store failed.
     #[error("store error: {0}")]
     Storage(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::request::ToolRequest;
+
+    #[test]
+    fn a_fingerprint_tells_tool_origin_and_arguments_apart() {
+        let fingerprint = |tool: &str, origin: &str, arguments: serde_json::Value| {
+            let text = ToolRequest::new(tool, arguments).arguments_text();
+            call_fingerprint(tool, origin, &text.sha256)
+        };
+        let base = fingerprint("x", "mcp:a", serde_json::json!({"q": 1}));
+        assert_eq!(base, fingerprint("x", "mcp:a", serde_json::json!({"q": 1})));
+        assert_ne!(base, fingerprint("x", "mcp:b", serde_json::json!({"q": 1})));
+        assert_ne!(base, fingerprint("y", "mcp:a", serde_json::json!({"q": 1})));
+        assert_ne!(base, fingerprint("x", "mcp:a", serde_json::json!({"q": 2})));
+        // Lengths keep the parts apart: `xm` + `cp:a` is not `x` + `mcp:a`.
+        assert_ne!(base, fingerprint("xm", "cp:a", serde_json::json!({"q": 1})));
+    }
 }

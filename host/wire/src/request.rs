@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 use crate::InvalidRequest;
 
@@ -159,6 +160,26 @@ impl ToolRequest {
     pub fn arguments_json(&self) -> String {
         self.arguments.to_string()
     }
+
+    /// The arguments serialised once for an evaluation, with their sha256.
+    pub fn arguments_text(&self) -> ArgumentsText {
+        let json = self.arguments_json();
+        let sha256 = Sha256::digest(json.as_bytes()).into();
+        ArgumentsText { json, sha256 }
+    }
+}
+
+/// A call's arguments serialised once per evaluation: the JSON text every
+/// policy receives and its sha256, from which both the call's fingerprint
+/// and the decision log's digest are made. Serialising and hashing a large
+/// argument (a file being written) once instead of per use is most of what
+/// such a call costs the host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArgumentsText {
+    /// Compact JSON.
+    pub json: String,
+    /// The sha256 of `json`.
+    pub sha256: [u8; 32],
 }
 
 #[cfg(test)]
