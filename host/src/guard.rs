@@ -84,6 +84,13 @@ pub struct ControlPlane {
     paths: Vec<PathBuf>,
     /// Path prefixes: the store and its siblings (`STORE.sock`, ...).
     prefixes: Vec<String>,
+    /// The last components of `paths` and `prefixes`: a relative word can
+    /// name a protected location only if one of these starts with its own
+    /// last component, which is checked before any path is built.
+    names: Vec<String>,
+    /// The first components of `paths` and `prefixes`, for the same check
+    /// on absolute words.
+    roots: Vec<String>,
     /// The user's home, for `~` and `$HOME`.
     home: Option<PathBuf>,
 }
@@ -103,10 +110,23 @@ impl ControlPlane {
             paths.push(normalise(&exe));
         }
         paths.retain(|p| p.components().count() > 1);
-        let store = normalise(store).display().to_string();
+        let store = normalise(store);
+        let component = |c: Option<Component<'_>>| match c {
+            Some(Component::Normal(name)) => name.to_str().map(str::to_string),
+            _ => None,
+        };
+        let all = || paths.iter().chain([&store]);
+        let names = all()
+            .filter_map(|p| component(p.components().next_back()))
+            .collect();
+        let roots = all()
+            .filter_map(|p| component(p.components().nth(1)))
+            .collect();
         Self {
             paths,
-            prefixes: vec![store],
+            prefixes: vec![store.display().to_string()],
+            names,
+            roots,
             home,
         }
     }
@@ -170,7 +190,8 @@ impl ControlPlane {
         if !expanded.contains('/') && !expanded.contains("toolgate") {
             return None;
         }
-        let could_be_path = |w: &&str| w.contains('/') || w.contains("toolgate");
+        let could_be_path =
+            |w: &&str| (w.contains('/') || w.contains("toolgate")) && self.could_name_protected(w);
         for word in words(&expanded).filter(could_be_path) {
             let path = normalise(Path::new(word));
             if let Some(what) = self.protects(&path) {
@@ -178,6 +199,24 @@ impl ControlPlane {
             }
         }
         None
+    }
+
+    /// Whether `word` may name a protected location, judged without building
+    /// a path: an absolute word only if its first component is a protected
+    /// location's (or it has `.`/`..` components, which need the whole
+    /// path); a relative one only if its last component starts a protected
+    /// location's name (what `protects` requires of it), or is `.`/`..`.
+    fn could_name_protected(&self, word: &str) -> bool {
+        if let Some(rest) = word.strip_prefix('/') {
+            let first = rest.trim_start_matches('/').split('/').next().unwrap_or("");
+            return word.contains("/.") || self.roots.iter().any(|root| root == first);
+        }
+        let last = word
+            .trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .unwrap_or(word);
+        matches!(last, "" | "." | "..") || self.names.iter().any(|name| name.starts_with(last))
     }
 
     /// What protected location `path` is or is under; a relative path is
@@ -251,16 +290,46 @@ impl ControlPlane {
 }
 
 /// The words of shell-ish text: split at white space, quotes and shell
-/// operators.
+/// operators. Byte by byte through a table for ASCII (a large argument is
+/// mostly ASCII), decoding only other characters, for Unicode white space.
 fn words(text: &str) -> impl Iterator<Item = &str> {
-    text.split(|c: char| {
-        c.is_whitespace()
-            || matches!(
-                c,
-                '\'' | '"' | '=' | ';' | '|' | '&' | '(' | ')' | '<' | '>' | '`' | ',' | ':'
-            )
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        let mut start = None;
+        while at < text.len() {
+            let (breaks, len) = break_at(text, at);
+            match (breaks, start) {
+                (true, Some(from)) => return Some(&text[from..at]),
+                (false, None) => start = Some(at),
+                _ => {}
+            }
+            at += len;
+        }
+        start.map(|from| &text[from..])
     })
-    .filter(|word| !word.is_empty())
+}
+
+/// Whether the character at byte `at` (a character boundary) ends a word,
+/// and its length in bytes.
+fn break_at(text: &str, at: usize) -> (bool, usize) {
+    /// White space (as `char::is_whitespace`) and the shell's quotes and
+    /// operators, among ASCII.
+    const ASCII_BREAKS: [bool; 128] = {
+        let mut table = [false; 128];
+        let breaks = b" \t\n\x0b\x0c\r'\"=;|&()<>`,:";
+        let mut i = 0;
+        while i < breaks.len() {
+            table[breaks[i] as usize] = true;
+            i += 1;
+        }
+        table
+    };
+    let byte = text.as_bytes()[at];
+    if byte.is_ascii() {
+        return (ASCII_BREAKS[byte as usize], 1);
+    }
+    let c = text[at..].chars().next().expect("a character boundary");
+    (c.is_whitespace(), c.len_utf8())
 }
 
 /// `path` ends with the components of `suffix` (a prefix of its last
@@ -331,9 +400,43 @@ fn visit_strings(value: &serde_json::Value, f: &mut impl FnMut(&str)) {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
     use serde_json::json;
 
     use super::*;
+
+    proptest! {
+        #[test]
+        fn words_split_as_the_character_rule_says(
+            text in "[a-z/.~ \t\u{0b}\u{85}\u{a0}\u{2003}\u{3000}é'\"=;|&()<>`,:$-]{0,40}"
+        ) {
+            // The rule, one character at a time: white space (Unicode's),
+            // quotes and shell operators end a word.
+            let rule: Vec<&str> = text
+                .split(|c: char| c.is_whitespace() || "'\"=;|&()<>`,:".contains(c))
+                .filter(|w| !w.is_empty())
+                .collect();
+            prop_assert_eq!(words(&text).collect::<Vec<_>>(), rule);
+        }
+    }
+
+    #[test]
+    fn unrelated_paths_are_passed_over_without_building_them() {
+        let plane = plane();
+        for word in ["src/lib.rs", "//", "/usr/bin/env", "docs/guide.md", "a/b"] {
+            assert!(!plane.could_name_protected(word), "{word}");
+        }
+        for word in [
+            "state/toolgate/toolgate.redb",
+            "toolgate.toml",
+            "/etc/x",
+            "/usr/../etc/toolgate",
+            "x/..",
+            "policies/",
+        ] {
+            assert!(plane.could_name_protected(word), "{word}");
+        }
+    }
 
     fn plane() -> ControlPlane {
         let mut plane = ControlPlane::new(
