@@ -84,6 +84,26 @@ fn an_infinite_loop_hits_the_deadline() {
 }
 
 #[test]
+fn an_infinite_loop_after_the_host_sat_idle_still_hits_the_deadline() {
+    // Deadlines are counted in epoch ticks, and the ticker sleeps when no
+    // guest runs (~100 ms of quiet): the next call must wake it, or a
+    // spinning policy would hold the decision for ever.
+    let host = std::sync::Arc::new(hostile("loop", "open", ""));
+    host.evaluate(&call("Read", json!({}))).unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let (done, decided) = std::sync::mpsc::channel();
+    let spinning = std::sync::Arc::clone(&host);
+    std::thread::spawn(move || {
+        let _ = done.send(spinning.evaluate(&call("attack", json!({}))).unwrap());
+    });
+    let decision = decided
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the spinning policy was never interrupted: the epoch did not advance");
+    let failure = decision.policies[0].failure.as_deref().unwrap_or_default();
+    assert!(failure.contains("deadline"), "{failure:?}");
+}
+
+#[test]
 fn a_memory_bomb_hits_the_memory_cap() {
     attack_fails_open("memory-bomb", "memory_mib = 32", "memory limit");
 }

@@ -25,6 +25,7 @@ pub mod compose;
 pub mod config;
 pub mod cursor;
 pub mod daemon;
+mod epoch;
 mod error;
 pub mod fixtures;
 pub mod gemini_cli;

@@ -1,8 +1,9 @@
-//! The wasmtime side: one engine with an epoch ticker, components compiled
+//! The wasmtime side: one engine with an epoch ticker (`epoch.rs`), components compiled
 //! once and cached on disk by content hash and engine settings, an
 //! `InstancePre` per plugin, and a fresh `Store` per evaluation.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
@@ -12,6 +13,7 @@ use wasmtime::{Config, Engine, Store, Trap, UpdateDeadline};
 use crate::bindings::toolgate::policy::types as wit;
 use crate::bindings::{ExportIndices, Full, PolicyExports};
 use crate::config::Limits;
+use crate::epoch::{self, EpochTicker};
 use crate::error::PluginProblem;
 use crate::sandbox::{CallContext, CallDeadline, SandboxState};
 
@@ -19,8 +21,6 @@ use crate::sandbox::{CallContext, CallDeadline, SandboxState};
 pub const WIT_VERSION: &str = "0.2.0";
 /// The WIT package every policy targets.
 pub const WIT_PACKAGE: &str = "toolgate:policy";
-/// How often the engine's epoch advances; deadlines are counted in these.
-const EPOCH_TICK: Duration = Duration::from_millis(1);
 
 /// Component instances that may be live at once, per engine.
 const POOL_SLOTS: u32 = 1000;
@@ -33,6 +33,7 @@ const KEEP_RESIDENT_TABLE: usize = 64 << 10;
 /// The shared wasmtime engine and linker.
 pub(crate) struct Runtime {
     engine: Engine,
+    ticker: Arc<EpochTicker>,
     linker: Linker<SandboxState>,
     cache_dir: Option<PathBuf>,
 }
@@ -74,13 +75,14 @@ impl Runtime {
         }
         config.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pooling));
         let engine = Engine::new(&config)?;
-        start_epoch_ticker(&engine);
+        let ticker = Arc::new(EpochTicker::start(&engine)?);
 
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
         Full::add_to_linker::<_, HasSelf<SandboxState>>(&mut linker, |state| state)?;
         Ok(Self {
             engine,
+            ticker,
             linker,
             cache_dir,
         })
@@ -191,14 +193,17 @@ impl Runtime {
                 None => Ok(UpdateDeadline::Interrupt),
             }
         });
+        let running = self.ticker.running();
         let instance = prepared
             .pre
             .instantiate(&mut store)
             .and_then(|instance| prepared.exports.load(&mut store, &instance));
+        drop(running);
         match instance {
             Ok(policy) => Ok(Sandbox {
                 store,
                 policy,
+                ticker: Arc::clone(&self.ticker),
                 deadline,
                 wall_clock: limits.wall_clock(),
                 failed: false,
@@ -218,6 +223,8 @@ pub(crate) struct Prepared {
 pub(crate) struct Sandbox {
     pub(crate) store: Store<SandboxState>,
     pub(crate) policy: PolicyExports,
+    /// Keeps the epoch advancing while a call runs.
+    ticker: Arc<EpochTicker>,
     deadline: Duration,
     /// The hard ceiling on one call, host waits included.
     wall_clock: Duration,
@@ -237,7 +244,9 @@ impl Sandbox {
         state.deadline = Some(CallDeadline::start(self.deadline));
         state.call.wall_deadline = Some(Instant::now() + self.wall_clock);
         self.store.set_epoch_deadline(ticks(self.deadline));
+        let running = self.ticker.running();
         let result = f(&self.policy, &mut self.store);
+        drop(running);
         // The next call reads what others wrote meanwhile.
         self.store.data_mut().call.reads = None;
         self.forward_output(what);
@@ -333,7 +342,7 @@ fn config_error_message(err: &wit::ConfigError) -> String {
 }
 
 fn ticks(duration: Duration) -> u64 {
-    (duration.as_micros() / EPOCH_TICK.as_micros()).max(1) as u64
+    (duration.as_micros() / epoch::TICK.as_micros()).max(1) as u64
 }
 
 /// Why a call into a policy failed, classified by type.
@@ -498,21 +507,6 @@ impl std::hash::Hasher for HashWriter {
     fn write(&mut self, bytes: &[u8]) {
         self.0.update(bytes);
     }
-}
-
-/// Advance the engine's epoch every tick for as long as the engine lives.
-fn start_epoch_ticker(engine: &Engine) {
-    let weak = engine.weak();
-    std::thread::Builder::new()
-        .name("toolgate-epoch".into())
-        .spawn(move || {
-            while let Some(engine) = weak.upgrade() {
-                engine.increment_epoch();
-                drop(engine);
-                std::thread::sleep(EPOCH_TICK);
-            }
-        })
-        .expect("cannot start the epoch ticker thread");
 }
 
 /// The sha256 of a plugin's bytes, hex.
