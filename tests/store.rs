@@ -131,6 +131,26 @@ fn the_quota_refuses_growth_but_allows_shrinking() {
 }
 
 #[test]
+fn deleting_keys_present_or_not_keeps_the_quota_exact() {
+    for (backend, store, _keep) in
+        common::pg_cluster::every_backend("deleting_keys_present_or_not_keeps_the_quota_exact")
+    {
+        eprintln!("backend: {backend}");
+        // A key that was never there: nothing changes, nothing fails.
+        store.state_put("p", "never", None, 100).unwrap();
+        assert_eq!(store.state_usage("p").unwrap(), 0);
+        store.state_put("p", "a", Some(&[0; 60]), 100).unwrap();
+        store.state_put("p", "gone", None, 100).unwrap();
+        assert_eq!(store.state_usage("p").unwrap(), 1 + 60);
+        // A key that is there goes, and so does its share of the quota.
+        store.state_put("p", "a", None, 100).unwrap();
+        assert!(store.state_get("p", "a").unwrap().is_none());
+        assert_eq!(store.state_usage("p").unwrap(), 0);
+        store.state_put("p", "b", Some(&[0; 90]), 100).unwrap();
+    }
+}
+
+#[test]
 fn session_events_come_newest_limited_oldest_first_without_excluded_kinds() {
     for (backend, store, _keep) in common::pg_cluster::every_backend(
         "session_events_come_newest_limited_oldest_first_without_excluded_kinds",
