@@ -229,6 +229,34 @@ fn gates_survive_a_restart() {
 }
 
 #[test]
+fn a_resolution_recorded_before_a_restart_is_still_found() {
+    // The embedded store skips the lookup while it knows it holds no
+    // resolution; what it finds in the file at open counts.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("resolutions.redb");
+    let gate = sample_gate("user1", "t1", "telegram");
+    let lookup = |store: &Store| {
+        store
+            .resolutions_for("user1", "t1", &gate.fingerprint, toolgate::now_ms())
+            .unwrap()
+    };
+    {
+        let store = Store::open(&path).unwrap();
+        assert!(lookup(&store).is_empty());
+        store
+            .record_resolution(
+                &gate,
+                GateResolution::Approve { always: false },
+                std::time::Duration::from_secs(600),
+            )
+            .unwrap();
+        assert_eq!(lookup(&store).len(), 1);
+    }
+    let store = Store::open(&path).unwrap();
+    assert_eq!(lookup(&store).len(), 1);
+}
+
+#[test]
 fn a_resolved_pause_lets_the_same_call_run_without_pausing_again() {
     let host = host(&scripted(
         "approver",

@@ -74,6 +74,11 @@ pub struct RedbStore {
     log_buffer: Arc<LogBuffer>,
     /// Set when a non-durable commit happened; the writer makes it durable.
     dirty: Arc<std::sync::atomic::AtomicBool>,
+    /// Whether the file may hold a resolution: false only while it holds
+    /// none and this process has recorded none. The file is this process's
+    /// alone (redb locks it), so while false every call's lookup of its
+    /// resolutions is answered without a read transaction.
+    pub(crate) may_hold_resolutions: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for RedbStore {
@@ -142,6 +147,11 @@ impl RedbStore {
                 .map_err(|e| store_err(e.into()))?;
         }
         txn.commit().map_err(|e| store_err(e.into()))?;
+        let holds_resolutions = (|| -> std::result::Result<bool, redb::Error> {
+            let txn = db.begin_read()?;
+            Ok(txn.open_table(gates::RESOLUTIONS)?.first()?.is_some())
+        })()
+        .map_err(store_err)?;
 
         let db = Arc::new(db);
         let (sender, receiver) = mpsc::sync_channel(EVENT_QUEUE_CAPACITY);
@@ -176,6 +186,7 @@ impl RedbStore {
             log_buffer,
             settings,
             dirty,
+            may_hold_resolutions: holds_resolutions.into(),
         })
     }
 

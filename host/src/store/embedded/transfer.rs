@@ -104,6 +104,8 @@ impl Transfer for RedbStore {
                 recorded,
             } => {
                 let bytes = serde_json::to_vec(&recorded).expect("resolutions always serialise");
+                self.may_hold_resolutions
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
                 put(&|txn| {
                     txn.open_table(RESOLUTIONS)?.insert(
                         (user_id.as_str(), thread_id.as_str(), fingerprint.as_str()),
