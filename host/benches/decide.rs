@@ -339,6 +339,55 @@ fn machine() -> String {
     format!("{cpu}, {cores} cores")
 }
 
+/// Claude Code's rhythm: PreToolUse (decide), PostToolUse (observe), the
+/// next PreToolUse, for 8 sessions of 2 users taking turns. Every session's
+/// instances stay warm, so the steady path instantiates nothing.
+fn rhythm(host: &Toolgate, n: usize) {
+    let session = |i: usize| {
+        let mut request = low(i);
+        request.user_id = format!("user-{}", i % 2);
+        request.session_id = format!("rhythm-{}", i % 8);
+        request.thread_id = Some(format!("t-{}", i % 8));
+        request.call_id = Some(format!("call-{i}"));
+        request
+    };
+    let created = || -> u64 {
+        host.plugin_statuses()
+            .iter()
+            .map(|p| p.instances_created)
+            .sum()
+    };
+    let step = |i: usize| {
+        let request = session(i);
+        assert_eq!(host.evaluate(&request).unwrap().verdict, Verdict::Allow);
+        host.observe(&request, toolgate::Outcome::Succeeded, "ok");
+    };
+    (0..64).for_each(step); // every session has had its first call
+    let before = created();
+    let mut decide = Vec::with_capacity(n);
+    let mut observe = Vec::with_capacity(n);
+    for i in 64..64 + n {
+        let request = session(i);
+        let start = Instant::now();
+        assert_eq!(host.evaluate(&request).unwrap().verdict, Verdict::Allow);
+        decide.push(start.elapsed());
+        let start = Instant::now();
+        host.observe(&request, toolgate::Outcome::Succeeded, "ok");
+        observe.push(start.elapsed());
+    }
+    let fresh = created() - before;
+    row(
+        "Claude Code's rhythm, 8 sessions of 2 users taking turns: PreToolUse",
+        &summarize(decide),
+        &format!("{fresh} instances created in {n} steady rounds"),
+    );
+    row(
+        "the same rhythm: PostToolUse (observe)",
+        &summarize(observe),
+        "",
+    );
+}
+
 fn row(name: &str, s: &Summary, extra: &str) {
     println!("| {name} | {:.1} | {:.1} | {extra} |", s.p50, s.p99);
 }
@@ -407,11 +456,23 @@ fn main() {
         request
     };
     let steady = time(n, 200, |i| check(&skip_host, one_session(i)));
+    // Each thread its own session, so each keeps its own warm instances.
+    let steady_tput = |threads: usize| {
+        throughput(threads, n * 2 / threads, |t, i| {
+            let mut request = one_session(i);
+            request.session_id = format!("s-steady-{t}");
+            check(&skip_host, request)
+        })
+    };
+    let (steady1, steady2) = (steady_tput(1), steady_tput(2));
     row(
         "low-risk `Read`, one session's consecutive calls (warm instances)",
         &steady,
-        "the per-session steady path",
+        &format!(
+            "the per-session steady path; {steady1:.0}/s on 1 thread, {steady2:.0}/s on 2 (a session per thread)"
+        ),
     );
+    rhythm(&skip_host, n);
 
     // ---- the native floor
     println!("\n## Native floor (the same logic as plain Rust over the same store)\n");
@@ -448,12 +509,13 @@ fn main() {
     // ---- each policy alone, and host overhead
     println!("\n## Each policy alone, and the host's own overhead\n");
     println!("| policy | p50 µs | p99 µs | call |\n|---|---|---|---|");
+    let mut warm_rows = Vec::new();
     for (name, path, make, table) in [
         (
             "allow-only (host overhead)",
-            guest("scripted-policy").display().to_string(),
+            guest("flip-allow-policy").display().to_string(),
             low as fn(usize) -> ToolRequest,
-            "verdict = \"allow\"",
+            "",
         ),
         (
             "context-cost",
@@ -483,13 +545,25 @@ fn main() {
             d,
             &format!("{name}.redb").replace(' ', "-"),
         );
-        let s = time(n, 200, |i| {
+        let call = |i: usize, session: Option<&str>| {
             let mut r = make(i);
             r.thread_kind = "foreground".into();
             r.thread_id = Some("one-thread".into()); // planned once, in the warm-up
+            if let Some(session) = session {
+                r.session_id = session.into();
+            }
             host.evaluate(&r).unwrap();
-        });
-        row(name, &s, "`Read`");
+        };
+        let s = time(n, 200, |i| call(i, None));
+        row(
+            name,
+            &s,
+            "`Read`, another of 1 000 sessions each call (fresh instance)",
+        );
+        warm_rows.push((name, time(n, 200, |i| call(i, Some("one-session")))));
+    }
+    for (name, s) in warm_rows {
+        row(name, &s, "`Read`, one session's calls (warm instance)");
     }
 
     // ---- cold start and hot swap
@@ -792,7 +866,7 @@ fn main() {
         let low_s = time(n / 3, 50, |i| check(&scale_host, low(i + size)));
         println!("| {size} | {:.1} | {:.1} |", probe.p50, low_s.p50);
     }
-    println!("\n| policies (allow-only) | p50 µs |\n|---|---|");
+    println!("\n| policies (allow-only) | p50 µs, fresh instances | p50 µs, warm |\n|---|---|---|");
     for count in [1, 5, 10, 20] {
         let mut text = format!(
             "cache_dir = {:?}\n[log]\nenabled = false\n",
@@ -800,8 +874,8 @@ fn main() {
         );
         for p in 0..count {
             text.push_str(&format!(
-                "[plugins.p{p}]\npath = {:?}\npriority = {p}\n[plugins.p{p}.config]\nverdict = \"allow\"\n",
-                guest("scripted-policy").display().to_string()
+                "[plugins.p{p}]\npath = {:?}\npriority = {p}\n",
+                guest("flip-allow-policy").display().to_string()
             ));
         }
         let host = open(
@@ -809,21 +883,44 @@ fn main() {
             d,
             &format!("policies-{count}.redb"),
         );
-        let s = time(n / 3, 50, |i| {
+        let fresh = time(n / 3, 50, |i| {
             host.evaluate(&low(i)).unwrap();
         });
-        println!("| {count} | {:.1} |", s.p50);
+        let warm = time(n / 3, 50, |i| {
+            let mut request = low(i);
+            request.session_id = "one-session".into();
+            host.evaluate(&request).unwrap();
+        });
+        println!("| {count} | {:.1} | {:.1} |", fresh.p50, warm.p50);
     }
-    println!("\n| argument size | p50 µs (3 bundled policies, `Bash`, probe skipped) |\n|---|---|");
+    println!(
+        "\n| argument size | p50 µs (3 bundled policies, `Bash`, probe skipped), fresh instances | warm | warm, code-like text |\n|---|---|---|---|"
+    );
     let args_host = open(bundled_config(d, None, 0, ""), d, "args.redb");
     prefill(&args_host, 0, 1000);
+    // Code-like text has paths, quotes and operators for the self-protection
+    // scan to split; a run of one letter has none.
+    let line = "let path = \"src/lib.rs\"; // see docs/guide.md (x <= y)\n";
     for size in [100usize, 10_000, 100_000, 1_000_000] {
-        let content = "x".repeat(size);
-        let s = time(if size >= 100_000 { 50 } else { n / 3 }, 10, |i| {
-            let r = request("Bash", json!({"command": content}), i);
-            check(&args_host, r);
-        });
-        println!("| {size} B | {:.1} |", s.p50);
+        let letters = "x".repeat(size);
+        let code = line.repeat(size / line.len() + 1)[..size].to_string();
+        let runs = if size >= 100_000 { 50 } else { n / 3 };
+        let measure = |content: &str, session: Option<&str>| {
+            time(runs, 10, |i| {
+                let mut r = request("Bash", json!({"command": content}), i);
+                if let Some(session) = session {
+                    r.session_id = session.into();
+                }
+                check(&args_host, r);
+            })
+        };
+        let fresh = measure(&letters, None);
+        let warm = measure(&letters, Some("one-session"));
+        let code = measure(&code, Some("one-session"));
+        println!(
+            "| {size} B | {:.1} | {:.1} | {:.1} |",
+            fresh.p50, warm.p50, code.p50
+        );
     }
 }
 
