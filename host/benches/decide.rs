@@ -9,6 +9,10 @@
 //! The native floor lives here, not in the product: it calls the policies'
 //! own pure functions natively and does the same store operations directly.
 
+/// The allocator the `toolgate` binary (the daemon) runs with.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

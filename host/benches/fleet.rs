@@ -10,6 +10,10 @@
 #[path = "../../tests/common/pg_cluster.rs"]
 mod pg_cluster;
 
+/// The allocator the `toolgate` binary (the daemon) runs with.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};

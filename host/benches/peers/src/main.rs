@@ -6,6 +6,10 @@
 //! store). Each engine gets its request built per call; the program checks
 //! that all three agree on every call, then prints p50/p99 per decision.
 
+/// The allocator the `toolgate` binary runs with, for all three engines.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::time::Instant;
 
 use cedar_policy::{Authorizer, Context, Decision, Entities, EntityUid, PolicySet, Request};
