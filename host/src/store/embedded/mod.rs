@@ -685,7 +685,11 @@ fn run_event_writer(
             }
         }
     };
-    let log_decisions = |decisions: &[LogEntry]| {
+    // Drained entries land here; its allocation goes back to the buffer.
+    let mut decisions = Vec::new();
+    let mut log_decisions = || {
+        log_buffer.drain_into(&mut decisions);
+        let decisions = &decisions;
         if decisions.is_empty() {
             return;
         }
@@ -698,7 +702,7 @@ fn run_event_writer(
         let first = match queue.recv_timeout(DURABLE_WITHIN / 2) {
             Ok(message) => message,
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                log_decisions(&log_buffer.take());
+                log_decisions();
                 make_durable(false);
                 sweep_if_due(db, settings, &mut last_sweep, dirty);
                 continue;
@@ -709,7 +713,7 @@ fn run_event_writer(
             events: batch,
             flushes,
         } = Batch::collect(first, &queue);
-        log_decisions(&log_buffer.take());
+        log_decisions();
         if !batch.is_empty() {
             dirty.store(true, Ordering::Release);
         }
@@ -730,7 +734,7 @@ fn run_event_writer(
         }
         sweep_if_due(db, settings, &mut last_sweep, dirty);
     }
-    log_decisions(&log_buffer.take());
+    log_decisions();
     make_durable(true);
 }
 

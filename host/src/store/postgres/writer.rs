@@ -46,6 +46,7 @@ pub(super) fn verdict_name(verdict: &Verdict) -> Result<String, String> {
 impl Writer {
     pub(super) fn run(self, queue: Receiver<Message>) {
         let mut last_sweep = Instant::now();
+        let mut decisions = Vec::new();
         loop {
             let interval = self.retention().sweep_interval;
             let (first, closing) = match queue.recv_timeout(TICK) {
@@ -65,10 +66,10 @@ impl Writer {
                     next = queue.try_recv().ok();
                 }
             }
-            let decisions = self.log_buffer.take();
+            self.log_buffer.drain_into(&mut decisions);
             if !batch.is_empty() || !decisions.is_empty() {
                 let written = (batch.len() + decisions.len()) as u64;
-                if let Err(err) = self.commit(batch, decisions) {
+                if let Err(err) = self.commit(batch, &decisions) {
                     self.dropped.fetch_add(written, Ordering::Relaxed);
                     tracing::error!(error = %err, written, "store writes lost: the batch could not be committed");
                 }
@@ -100,7 +101,7 @@ impl Writer {
         self.settings.retention()
     }
 
-    fn commit(&self, batch: Vec<Message>, decisions: Vec<LogEntry>) -> Result<(), String> {
+    fn commit(&self, batch: Vec<Message>, decisions: &[LogEntry]) -> Result<(), String> {
         let mut client = self.pool.get().map_err(|e| e.to_string())?;
         let mut txn = client.transaction().map_err(|e| e.to_string())?;
         let mut policies = std::collections::BTreeSet::new();
@@ -128,7 +129,7 @@ impl Writer {
         }
         let logged = !decisions.is_empty();
         for entry in decisions {
-            let body = serde_json::to_vec(&entry).expect("log entries always serialise");
+            let body = serde_json::to_vec(entry).expect("log entries always serialise");
             txn.execute(
                 "INSERT INTO decisions (at_ms, session_id, tool, verdict, body) \
                  VALUES ($1, $2, $3, $4, $5)",
