@@ -1,0 +1,145 @@
+//! One kind of decision in a loop, for a sampling profiler: where the
+//! benchmark (`cargo bench --bench decide`) says how long, this says where.
+//!
+//! ```sh
+//! cargo build --release --example profile_decide
+//! perf record -e cpu-clock --call-graph dwarf,16384 \
+//!     target/release/examples/profile_decide warm 20000
+//! perf report --children --sort symbol
+//! ```
+//!
+//! Cases: `warm` (one session's consecutive calls), `fresh` (each call from
+//! another of 1 000 sessions), `allow` / `allow-warm` (one allow-only
+//! policy), `big` / `big-warm` (a 100 KB argument), `code-warm` (100 KB of
+//! code-like text), `rhythm` (PreToolUse then PostToolUse over 8 sessions of
+//! 2 users). It prints p50 and p99; the compiled components are cached in
+//! the system's temporary directory so a second run profiles no compiling.
+
+/// The allocator the `toolgate` binary runs with.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use toolgate::request::Mode;
+use toolgate::{Config, ToolRequest, Toolgate, Verdict};
+
+const USAGE: &str =
+    "usage: profile_decide warm|fresh|allow|allow-warm|big|big-warm|code-warm|rhythm [CALLS]";
+
+fn main() -> anyhow::Result<()> {
+    let mut args = std::env::args().skip(1);
+    let case = args.next().unwrap_or_else(|| "warm".into());
+    let calls: usize = match args.next() {
+        Some(n) => n.parse().map_err(|_| anyhow::anyhow!("{USAGE}"))?,
+        None => 20_000,
+    };
+    let allow_only = case.starts_with("allow");
+    let dir = tempfile::tempdir()?;
+    let host = Toolgate::open(
+        config(dir.path(), allow_only)?,
+        Some(dir.path().join("p.redb")),
+    )?;
+    if !allow_only {
+        for thread in 0..1000 {
+            let grant = json!({"thread": format!("t-{thread}"), "actions": ["Read", "Bash"]});
+            host.command("lease-gate", "lease-grant", &grant.to_string())?;
+        }
+    }
+    let letters = "x".repeat(100_000);
+    let line = "let path = \"src/lib.rs\"; // see docs/guide.md (x <= y)\n";
+    let code = line.repeat(100_000 / line.len() + 1)[..100_000].to_string();
+    let read = || json!({"file_path": "src/lib.rs"});
+    let make = |i: usize| -> anyhow::Result<ToolRequest> {
+        Ok(match case.as_str() {
+            "warm" | "allow-warm" | "rhythm" => request("Read", read(), i, true),
+            "fresh" | "allow" => request("Read", read(), i, false),
+            "big" => request("Bash", json!({"command": letters}), i, false),
+            "big-warm" => request("Bash", json!({"command": letters}), i, true),
+            "code-warm" => request("Bash", json!({"command": code}), i, true),
+            _ => anyhow::bail!("{USAGE}"),
+        })
+    };
+    let mut decide = Vec::with_capacity(calls);
+    let mut observe = Vec::with_capacity(calls);
+    for i in 0..200 + calls {
+        let mut request = make(i)?;
+        if case == "rhythm" {
+            request.user_id = format!("user-{}", i % 2);
+            request.session_id = format!("rhythm-{}", i % 8);
+            request.thread_id = Some(format!("t-{}", i % 8));
+            request.call_id = Some(format!("call-{i}"));
+        }
+        let start = Instant::now();
+        let decision = host.evaluate(&request)?;
+        let decided = start.elapsed();
+        anyhow::ensure!(
+            decision.verdict == Verdict::Allow,
+            "call {i} was not allowed: {:?}",
+            decision.reason
+        );
+        let start = Instant::now();
+        if case == "rhythm" {
+            host.observe(&request, toolgate::Outcome::Succeeded, "ok");
+        }
+        if i >= 200 {
+            decide.push(decided);
+            observe.push(start.elapsed());
+        }
+    }
+    println!("{case}: decide {}", summary(decide));
+    if case == "rhythm" {
+        println!("{case}: observe {}", summary(observe));
+    }
+    Ok(())
+}
+
+/// The bundled three policies with planning off (the leases decide), or one
+/// allow-only policy with no host calls at all.
+fn config(dir: &std::path::Path, allow_only: bool) -> anyhow::Result<Config> {
+    let cache = std::env::temp_dir().join("toolgate-profile-cache");
+    let plugins = if allow_only {
+        let flip = std::path::Path::new(env!("TOOLGATE_GUEST_DIR")).join("flip_allow_policy.wasm");
+        format!(
+            "[log]\nenabled = false\n[plugins.allow]\npath = {:?}\n",
+            flip.display().to_string()
+        )
+    } else {
+        "[plugins.lease-gate]\npath = \"bundled:lease-gate\"\npriority = 5\n\
+         [plugins.lease-gate.config]\nauto_plan = false\n\
+         [plugins.shadow-sentinel]\npath = \"bundled:shadow-sentinel\"\npriority = 10\n\
+         [plugins.shadow-sentinel.config]\nmax_probes_per_turn = 0\n\
+         [plugins.context-cost]\npath = \"bundled:context-cost\"\npriority = 30\n"
+            .to_string()
+    };
+    let text = format!("cache_dir = {:?}\n{plugins}", cache.display().to_string());
+    Ok(Config::parse(&text, "profile", dir.to_path_buf())?)
+}
+
+/// A call of thread `t-(i mod 1000)`, in one session (`warm`) or in
+/// session `s-(i mod 1000)`.
+fn request(tool: &str, arguments: serde_json::Value, i: usize, warm: bool) -> ToolRequest {
+    let mut request = ToolRequest::new(tool, arguments);
+    request.session_id = if warm {
+        "s-steady".into()
+    } else {
+        format!("s-{}", i % 1000)
+    };
+    request.thread_id = Some(format!("t-{}", i % 1000));
+    request.thread_kind = "research".into();
+    request.turn = i as u64;
+    request.mode = Mode::InteractiveAutoApprove;
+    request
+}
+
+fn summary(mut samples: Vec<Duration>) -> String {
+    samples.sort();
+    let at = |q: f64| samples[((samples.len() - 1) as f64 * q) as usize];
+    format!(
+        "p50 {:?}, p99 {:?} over {} calls",
+        at(0.5),
+        at(0.99),
+        samples.len()
+    )
+}
