@@ -420,6 +420,31 @@ mod tests {
         }
     }
 
+    proptest! {
+        // Enough cases to reach `..` walks back onto a protected root.
+        #![proptest_config(ProptestConfig::with_cases(4000))]
+        #[test]
+        fn the_quick_filter_never_passes_over_a_protected_path(
+            absolute in any::<bool>(),
+            parts in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "etc", "toolgate", "toolgate.toml", "toolgate.to", "home", "dev",
+                    ".local", "state", "toolgate.redb", "toolgate.re", "opt", "policies",
+                    "x", ".", "..", "",
+                ]),
+                1..7,
+            ),
+        ) {
+            // Whatever `protects` would find, the filter in front of it lets
+            // through: it only saves work, never changes an answer.
+            let word = format!("{}{}", if absolute { "/" } else { "" }, parts.join("/"));
+            let plane = plane();
+            if plane.protects(&normalise(Path::new(&word))).is_some() {
+                prop_assert!(plane.could_name_protected(&word), "{word}");
+            }
+        }
+    }
+
     #[test]
     fn unrelated_paths_are_passed_over_without_building_them() {
         let plane = plane();
