@@ -231,9 +231,9 @@ fn logged_decisions_are_drained_on_shutdown() {
         for n in 0..10 {
             let request = toolgate::ToolRequest::new("Bash", serde_json::json!({"n": n}));
             let decision = toolgate::Decision::refused_by_host(&request, "test".into());
-            store.log_decision(toolgate::decision_log::LogEntry::new(
+            store.log_decision(toolgate::decision_log::PendingLogEntry::new(
                 &request,
-                &request.arguments_text(),
+                request.arguments_text(),
                 &decision,
                 toolgate::decision_log::ArgumentsView::Digest,
             ));
@@ -242,6 +242,12 @@ fn logged_decisions_are_drained_on_shutdown() {
     let store = Store::open(&path).unwrap();
     let logged = store.decision_log(&Default::default(), 100).unwrap();
     assert_eq!(logged.len(), 10);
+    // The writer hashed what the deciding thread left unhashed.
+    for (n, (_, entry)) in logged.iter().enumerate() {
+        let compact = format!("{{\"n\":{n}}}");
+        let digest = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(compact));
+        assert_eq!(entry.arguments["sha256"], digest.as_str(), "entry {n}");
+    }
 }
 
 #[test]

@@ -12,7 +12,7 @@ use crate::bindings::toolgate::policy::types as wit;
 use crate::config::{Config, PluginMode};
 pub use crate::decision::Outcome;
 use crate::decision::{Decision, RiskReport};
-use crate::decision_log::LogEntry;
+use crate::decision_log::PendingLogEntry;
 use crate::error::{Error, Result};
 use crate::gates::{GateKey, GateResolution, PendingGate};
 use crate::pipeline::{self, Env};
@@ -207,8 +207,12 @@ impl Toolgate {
         };
         let log = self.store.log_config();
         if log.enabled {
-            self.store
-                .log_decision(LogEntry::new(request, &arguments, &decision, log.arguments));
+            self.store.log_decision(PendingLogEntry::new(
+                request,
+                arguments,
+                &decision,
+                log.arguments,
+            ));
         }
         Ok(decision)
     }

@@ -162,7 +162,8 @@ struct Call<'r> {
     request: &'r ToolRequest,
     arguments: &'r ArgumentsText,
     id: String,
-    fingerprint: String,
+    /// Taken on first use (see [`Call::fingerprint`]).
+    fingerprint: std::cell::OnceCell<String>,
     /// Unexpired resolutions of this exact call.
     resolutions: Vec<RecordedResolution>,
     /// The WIT view without resolutions (what classification sees).
@@ -176,21 +177,37 @@ impl<'r> Call<'r> {
         arguments: &'r ArgumentsText,
     ) -> Result<Self> {
         let id = request.call_id.clone().unwrap_or_else(new_request_id);
-        let fingerprint = call_fingerprint(&request.tool, &request.origin.key(), &arguments.sha256);
-        let resolutions = env.store.resolutions_for(
-            &request.user_id,
-            request.thread(),
-            &fingerprint,
-            crate::now_ms(),
-        )?;
         let wit = request.to_wit(&id, &arguments.json, &[]);
-        Ok(Self {
+        let mut call = Self {
             request,
             arguments,
             id,
-            fingerprint,
-            resolutions,
+            fingerprint: Default::default(),
+            resolutions: Vec::new(),
             wit,
+        };
+        if env.store.may_hold_resolutions() {
+            call.resolutions = env.store.resolutions_for(
+                &request.user_id,
+                request.thread(),
+                call.fingerprint(),
+                crate::now_ms(),
+            )?;
+        }
+        Ok(call)
+    }
+
+    /// What ties this call to resolutions of its pauses: needed only to
+    /// look them up or to pause, so most decisions never hash their
+    /// arguments.
+    fn fingerprint(&self) -> &str {
+        self.fingerprint.get_or_init(|| {
+            let request = self.request;
+            call_fingerprint(
+                &request.tool,
+                &request.origin.key(),
+                self.arguments.sha256(),
+            )
         })
     }
 
@@ -236,7 +253,7 @@ pub(crate) fn evaluate(
     let mut decision = conclude(env, &call, outcome, notes, risk, results)?;
     if !env.dry_run && decision.verdict != Verdict::Pause && !call.resolutions.is_empty() {
         env.store
-            .clear_resolutions(&request.user_id, request.thread(), &call.fingerprint)?;
+            .clear_resolutions(&request.user_id, request.thread(), call.fingerprint())?;
     }
     decision.duration_us = started.elapsed().as_micros() as u64;
     tracing::info!(verdict = ?decision.verdict, decided_by = ?decision.decided_by, duration_us = decision.duration_us, "decision");
@@ -394,7 +411,7 @@ fn conclude(
                 tool: request.tool.clone(),
                 call_id: call.id.clone(),
                 arguments: crate::redact::for_display(&call.arguments.json),
-                fingerprint: call.fingerprint.clone(),
+                fingerprint: call.fingerprint().to_string(),
                 pause: pause_kind(pause),
                 risk: Some(decision.risk.clone()),
                 created_at_ms: now,

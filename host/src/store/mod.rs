@@ -12,7 +12,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::config::LogConfig;
-use crate::decision_log::{LogEntry, LogFilter};
+use crate::decision_log::{LogEntry, LogFilter, PendingLogEntry};
 use crate::error::Result;
 use crate::gates::{GateError, GateKey, GateResolution, PendingGate, RecordedResolution};
 use embedded::RedbStore;
@@ -169,6 +169,12 @@ pub trait GateStore {
         resolution: GateResolution,
         ttl: std::time::Duration,
     ) -> Result<()>;
+    /// Whether any resolution may be stored: false lets a decision skip
+    /// both the lookup and the call's fingerprint (hashing its arguments).
+    /// It must never be false while a resolution is stored.
+    fn may_hold_resolutions(&self) -> bool {
+        true
+    }
     /// Unexpired resolutions recorded for this call so far, oldest first.
     fn resolutions_for(
         &self,
@@ -183,8 +189,9 @@ pub trait GateStore {
 
 /// The decision log.
 pub trait DecisionLog {
-    /// Queue a decision for the log (never blocks).
-    fn log_decision(&self, entry: LogEntry);
+    /// Queue a decision for the log (never blocks); the writer completes
+    /// it (see [`PendingLogEntry`]).
+    fn log_decision(&self, entry: PendingLogEntry);
     /// The newest `limit` entries matching `filter`, oldest first.
     fn decision_log(&self, filter: &LogFilter, limit: usize) -> Result<Vec<(u64, LogEntry)>>;
 }
@@ -312,7 +319,7 @@ pub trait Transfer: StateStore + EventStore + GateStore + DecisionLog + Maintena
             }
             Record::Gate(gate) => self.insert_gate(&gate),
             Record::Decision(entry) => {
-                self.log_decision(entry);
+                self.log_decision(entry.into());
                 Ok(())
             }
             other => self.import_as_is(other),
@@ -382,36 +389,82 @@ impl Settings {
 }
 
 /// Decision-log entries waiting for a backend's writer thread. Logging a
-/// decision only pushes here and never wakes the writer: a wake-up per
-/// decision cost the deciding thread a futex syscall and the writer a
-/// commit per entry (profiled: a third of the process's CPU at full load).
-/// The writer takes the entries on its next pass — its tick, other writes,
-/// or a flush, so [`Maintenance::persist`] still covers them.
+/// decision only pushes here and, as a rule, does not wake the writer: a
+/// wake-up per decision cost the deciding thread a futex syscall and the
+/// writer a commit per entry (profiled: a third of the process's CPU at full
+/// load). The writer takes the entries on its next pass — its tick, other
+/// writes, or a flush, so [`Maintenance::persist`] still covers them.
+///
+/// Entries may carry arguments still to hash (see [`PendingLogEntry`]).
+/// Those bytes are bounded: past [`LogBuffer::DRAIN_AT`] the writer is
+/// asked to drain now, and past [`LogBuffer::MAX_UNHASHED`] a decision
+/// hashes its own arguments, so large arguments cannot pile up in memory.
 #[derive(Debug, Default)]
-pub(crate) struct LogBuffer(std::sync::Mutex<Vec<LogEntry>>);
+pub(crate) struct LogBuffer(std::sync::Mutex<Waiting>);
+
+#[derive(Debug, Default)]
+struct Waiting {
+    entries: Vec<PendingLogEntry>,
+    /// Bytes of arguments in `entries` still to hash.
+    unhashed: usize,
+    /// Whether the writer has been asked to drain and has not yet.
+    drain_asked: bool,
+}
 
 impl LogBuffer {
-    /// Queue an entry; false (dropped) when [`EVENT_QUEUE_CAPACITY`]
-    /// entries are already waiting.
-    pub(crate) fn push(&self, entry: LogEntry) -> bool {
-        let mut waiting = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if waiting.len() >= EVENT_QUEUE_CAPACITY {
-            return false;
+    /// Unhashed argument bytes at which the writer is asked to drain now.
+    pub(crate) const DRAIN_AT: usize = 1 << 20;
+    /// Unhashed argument bytes past which a decision hashes its own.
+    pub(crate) const MAX_UNHASHED: usize = 8 << 20;
+
+    /// Queue an entry: counted in `dropped` (and warned of) when
+    /// [`EVENT_QUEUE_CAPACITY`] entries are already waiting; `wake` is
+    /// called when the writer should drain before its next tick.
+    pub(crate) fn queue(
+        &self,
+        mut entry: PendingLogEntry,
+        dropped: &std::sync::atomic::AtomicU64,
+        wake: impl FnOnce(),
+    ) {
+        let over = |w: &Waiting| w.unhashed + entry.unhashed_len() > Self::MAX_UNHASHED;
+        if entry.unhashed_len() > 0 && over(&self.lock()) {
+            entry.hash_now(); // outside the lock: the writer is not held up
         }
-        waiting.push(entry);
-        true
+        let mut waiting = self.lock();
+        if waiting.entries.len() >= EVENT_QUEUE_CAPACITY {
+            drop(waiting);
+            dropped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::warn!("decision log entry dropped: the log queue is full");
+            return;
+        }
+        waiting.unhashed += entry.unhashed_len();
+        waiting.entries.push(entry);
+        let ask = waiting.unhashed >= Self::DRAIN_AT && !waiting.drain_asked;
+        waiting.drain_asked |= ask;
+        drop(waiting);
+        if ask {
+            wake();
+        }
     }
 
-    /// Everything waiting, oldest first, into `drained` (emptied first).
-    /// The two vectors swap, so the buffer keeps the allocation the writer
-    /// drained last time: neither side grows one from nothing on every pass
-    /// (that regrowth, page faults included, was ~5 % of a warm decision).
-    pub(crate) fn drain_into(&self, drained: &mut Vec<LogEntry>) {
-        drained.clear();
-        std::mem::swap(
-            drained,
-            &mut *self.0.lock().unwrap_or_else(|p| p.into_inner()),
-        );
+    /// Everything waiting, oldest first, completed on the calling (writer)
+    /// thread. `scratch` swaps with the buffer, so the buffer keeps the
+    /// allocation the writer drained last time: the deciding thread does
+    /// not grow one from nothing on every pass (that regrowth, page faults
+    /// included, was ~5 % of a warm decision).
+    pub(crate) fn take(&self, scratch: &mut Vec<PendingLogEntry>) -> Vec<LogEntry> {
+        scratch.clear();
+        {
+            let mut waiting = self.lock();
+            std::mem::swap(scratch, &mut waiting.entries);
+            waiting.unhashed = 0;
+            waiting.drain_asked = false;
+        }
+        scratch.drain(..).map(PendingLogEntry::into_entry).collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Waiting> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -506,5 +559,68 @@ impl Store {
     /// the daemon's socket goes and what messages say.
     pub fn connect(url: &str, path: &Path) -> Result<Self> {
         postgres::PostgresStore::connect(url, path).map(|s| Self(Box::new(s)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use sha2::{Digest, Sha256};
+
+    use super::*;
+    use crate::decision_log::ArgumentsView;
+    use crate::{Decision, ToolRequest};
+
+    /// An unhashed log entry whose arguments are `bytes` long when compact.
+    fn entry(n: usize, bytes: usize) -> (PendingLogEntry, String) {
+        let request = ToolRequest::new(
+            "Write",
+            serde_json::json!({"n": n, "content": "x".repeat(bytes)}),
+        );
+        let text = request.arguments_text();
+        let digest = hex::encode(Sha256::digest(text.json.as_bytes()));
+        let decision = Decision::refused_by_host(&request, "test".into());
+        let entry = PendingLogEntry::new(&request, text, &decision, ArgumentsView::Digest);
+        (entry, digest)
+    }
+
+    #[test]
+    fn large_arguments_waiting_for_the_writer_stay_bounded_and_are_all_digested() {
+        let buffer = LogBuffer::default();
+        let dropped = AtomicU64::new(0);
+        let wakes = AtomicU64::new(0);
+        let mut digests = Vec::new();
+        // 24 MiB of arguments while the writer never comes.
+        for n in 0..24 {
+            let (entry, digest) = entry(n, 1 << 20);
+            buffer.queue(entry, &dropped, || {
+                wakes.fetch_add(1, Ordering::Relaxed);
+            });
+            digests.push(digest);
+            let unhashed = buffer.lock().unhashed;
+            assert!(
+                unhashed <= LogBuffer::MAX_UNHASHED,
+                "{unhashed} bytes of arguments wait unhashed after {} entries",
+                n + 1
+            );
+        }
+        // Asked once, not once per entry, while the writer has not drained.
+        assert_eq!(wakes.load(Ordering::Relaxed), 1);
+        assert_eq!(dropped.load(Ordering::Relaxed), 0);
+        let logged = buffer.take(&mut Vec::new());
+        let logged: Vec<_> = logged
+            .iter()
+            .map(|e| e.arguments["sha256"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(logged, digests, "hashed then or now, every digest is right");
+        // Drained: the next large entry may wait, and asks again.
+        let (entry, _) = entry(24, LogBuffer::DRAIN_AT);
+        let bytes = entry.unhashed_len();
+        buffer.queue(entry, &dropped, || {
+            wakes.fetch_add(1, Ordering::Relaxed);
+        });
+        assert_eq!(buffer.lock().unhashed, bytes);
+        assert_eq!(wakes.load(Ordering::Relaxed), 2);
     }
 }

@@ -199,7 +199,7 @@ mod tests {
     fn a_fingerprint_tells_tool_origin_and_arguments_apart() {
         let fingerprint = |tool: &str, origin: &str, arguments: serde_json::Value| {
             let text = ToolRequest::new(tool, arguments).arguments_text();
-            call_fingerprint(tool, origin, &text.sha256)
+            call_fingerprint(tool, origin, text.sha256())
         };
         let base = fingerprint("x", "mcp:a", serde_json::json!({"q": 1}));
         assert_eq!(base, fingerprint("x", "mcp:a", serde_json::json!({"q": 1})));

@@ -6,7 +6,7 @@ use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefiniti
 
 use super::RedbStore;
 use crate::config::LogConfig;
-use crate::decision_log::{LogEntry, LogFilter};
+use crate::decision_log::{LogEntry, LogFilter, PendingLogEntry};
 use crate::error::Result;
 use crate::store::DecisionLog;
 
@@ -42,7 +42,7 @@ pub(crate) fn apply_retention(
 }
 
 impl DecisionLog for RedbStore {
-    fn log_decision(&self, entry: LogEntry) {
+    fn log_decision(&self, entry: PendingLogEntry) {
         self.queue_decision(entry);
     }
 

@@ -129,6 +129,10 @@ impl GateStore for RedbStore {
         Ok(())
     }
 
+    fn may_hold_resolutions(&self) -> bool {
+        self.may_hold_resolutions.load(Ordering::SeqCst)
+    }
+
     fn resolutions_for(
         &self,
         user_id: &str,
@@ -136,9 +140,6 @@ impl GateStore for RedbStore {
         fingerprint: &str,
         now_ms: u64,
     ) -> Result<Vec<RecordedResolution>> {
-        if !self.may_hold_resolutions.load(Ordering::SeqCst) {
-            return Ok(Vec::new());
-        }
         let txn = self.db().begin_read().map_err(|e| self.error(e))?;
         let table = match txn.open_table(RESOLUTIONS) {
             Ok(table) => table,

@@ -27,7 +27,7 @@ use super::{
     StateStore, StateWriteError, StoredEvent, TurnStore,
 };
 use crate::config::LogConfig;
-use crate::decision_log::LogEntry;
+use crate::decision_log::{LogEntry, PendingLogEntry};
 use crate::error::{Error, Result};
 use decisions::{DECISIONS, apply_retention};
 use hygiene::{Retention, SweepReport};
@@ -57,6 +57,8 @@ pub const DURABLE_WITHIN: std::time::Duration = std::time::Duration::from_millis
 enum WriterMessage {
     Append(Box<StoredEvent>),
     Flush(mpsc::Sender<()>),
+    /// Take the decision log's waiting entries now (see `LogBuffer`).
+    Drain,
 }
 
 /// session → current turn, for runtimes that do not number turns.
@@ -76,8 +78,8 @@ pub struct RedbStore {
     dirty: Arc<std::sync::atomic::AtomicBool>,
     /// Whether the file may hold a resolution: false only while it holds
     /// none and this process has recorded none. The file is this process's
-    /// alone (redb locks it), so while false every call's lookup of its
-    /// resolutions is answered without a read transaction.
+    /// alone (redb locks it), so while false a decision neither reads its
+    /// resolutions nor fingerprints its call.
     pub(crate) may_hold_resolutions: std::sync::atomic::AtomicBool,
 }
 
@@ -190,11 +192,12 @@ impl RedbStore {
         })
     }
 
-    pub(crate) fn queue_decision(&self, entry: LogEntry) {
-        if !self.log_buffer.push(entry) {
-            self.dropped_events.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!("decision log entry dropped: the log queue is full");
-        }
+    pub(crate) fn queue_decision(&self, entry: PendingLogEntry) {
+        self.log_buffer.queue(entry, &self.dropped_events, || {
+            let queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+            // A full queue wakes the writer anyway; a closed one drains.
+            let _ = queue.as_ref().map(|q| q.try_send(WriterMessage::Drain));
+        });
     }
 
     pub(crate) fn db(&self) -> &Database {
@@ -685,16 +688,15 @@ fn run_event_writer(
             }
         }
     };
-    // Drained entries land here; its allocation goes back to the buffer.
-    let mut decisions = Vec::new();
+    // Its allocation goes back to the buffer (see `LogBuffer::take`).
+    let mut scratch = Vec::new();
     let mut log_decisions = || {
-        log_buffer.drain_into(&mut decisions);
-        let decisions = &decisions;
+        let decisions = log_buffer.take(&mut scratch);
         if decisions.is_empty() {
             return;
         }
         dirty.store(true, Ordering::Release);
-        if let Err(err) = commit_decisions(db, decisions, &settings.log()) {
+        if let Err(err) = commit_decisions(db, &decisions, &settings.log()) {
             tracing::warn!(error = %err, count = decisions.len(), "failed to write the decision log");
         }
     };
@@ -768,6 +770,8 @@ impl Batch {
             match m {
                 WriterMessage::Append(event) => batch.events.push(*event),
                 WriterMessage::Flush(done) => batch.flushes.push(done),
+                // Every pass takes the log's entries.
+                WriterMessage::Drain => {}
             }
             if batch.events.len() < EVENT_BATCH {
                 message = queue.try_recv().ok();

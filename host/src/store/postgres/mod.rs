@@ -41,7 +41,7 @@ use super::{
     Take, TerminalStore, TurnStore, judge_take,
 };
 use crate::config::LogConfig;
-use crate::decision_log::{LogEntry, LogFilter};
+use crate::decision_log::{LogEntry, LogFilter, PendingLogEntry};
 use crate::error::{Error, Result};
 use crate::gates::{GateError, GateKey, GateResolution, PendingGate, RecordedResolution};
 use crate::locations::redacted_url as redacted;
@@ -721,11 +721,12 @@ impl GateStore for PostgresStore {
 }
 
 impl DecisionLog for PostgresStore {
-    fn log_decision(&self, entry: LogEntry) {
-        if !self.log_buffer.push(entry) {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!("decision log entry dropped: the log queue is full");
-        }
+    fn log_decision(&self, entry: PendingLogEntry) {
+        self.log_buffer.queue(entry, &self.dropped, || {
+            let queue = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+            // A full queue wakes the writer anyway; a closed one drains.
+            let _ = queue.as_ref().map(|q| q.try_send(Message::Drain));
+        });
     }
 
     fn decision_log(&self, filter: &LogFilter, limit: usize) -> Result<Vec<(u64, LogEntry)>> {

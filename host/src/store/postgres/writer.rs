@@ -22,6 +22,8 @@ pub(super) enum Message {
     Event(Box<StoredEvent>),
     /// Answer once everything queued before it is committed.
     Flush(Sender<()>),
+    /// Take the decision log's waiting entries now (see `LogBuffer`).
+    Drain,
 }
 
 /// How often the writer looks for decision-log entries when nothing else
@@ -46,7 +48,7 @@ pub(super) fn verdict_name(verdict: &Verdict) -> Result<String, String> {
 impl Writer {
     pub(super) fn run(self, queue: Receiver<Message>) {
         let mut last_sweep = Instant::now();
-        let mut decisions = Vec::new();
+        let mut scratch = Vec::new();
         loop {
             let interval = self.retention().sweep_interval;
             let (first, closing) = match queue.recv_timeout(TICK) {
@@ -60,13 +62,15 @@ impl Writer {
             while let Some(message) = next.take() {
                 match message {
                     Message::Flush(done) => flushes.push(done),
+                    // Every pass takes the log's entries.
+                    Message::Drain => {}
                     other => batch.push(other),
                 }
                 if batch.len() < BATCH {
                     next = queue.try_recv().ok();
                 }
             }
-            self.log_buffer.drain_into(&mut decisions);
+            let decisions = self.log_buffer.take(&mut scratch);
             if !batch.is_empty() || !decisions.is_empty() {
                 let written = (batch.len() + decisions.len()) as u64;
                 if let Err(err) = self.commit(batch, &decisions) {
@@ -124,7 +128,7 @@ impl Writer {
                     .map_err(|e| e.to_string())?;
                     policies.insert(event.policy);
                 }
-                Message::Flush(_) => unreachable!("flushes are answered by the loop"),
+                Message::Flush(_) | Message::Drain => unreachable!("answered by the loop"),
             }
         }
         let logged = !decisions.is_empty();
