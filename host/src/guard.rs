@@ -60,21 +60,21 @@ const ADMIN_WORDS: &[&str] = &[
     "open",
 ];
 
-/// Agent runtimes' hook settings, named in any tool's text with either
-/// separator: touching them could remove toolgate's hook.
-const HOOK_SETTINGS: [([&str; 2], &str); 3] = [
+/// Agent runtimes' hook settings, named in any tool's text as the
+/// directory, either separator, then the file name's start: touching them
+/// could remove toolgate's hook.
+const HOOK_SETTINGS: [(&str, &str, &str); 3] = [
     (
-        [".claude/settings", ".claude\\settings"],
+        ".claude",
+        "settings",
         "Claude Code's hook settings (.claude/settings*.json)",
     ),
     (
-        [".gemini/settings", ".gemini\\settings"],
+        ".gemini",
+        "settings",
         "Gemini CLI's hook settings (.gemini/settings.json)",
     ),
-    (
-        [".cursor/hooks", ".cursor\\hooks"],
-        "Cursor's hooks (.cursor/hooks.json)",
-    ),
+    (".cursor", "hooks", "Cursor's hooks (.cursor/hooks.json)"),
 ];
 
 /// The locations toolgate protects, for one config and store.
@@ -174,20 +174,26 @@ impl ControlPlane {
         })
     }
 
+    /// Each whole-text search here is one SIMD pass (`memchr`), and none
+    /// is repeated: a large argument (a file being written) is read a few
+    /// times, not once per needle.
     fn check_text(&self, text: &str) -> Option<String> {
-        for (needles, what) in HOOK_SETTINGS {
-            if needles.iter().any(|needle| text.contains(needle)) {
-                return Some(format!("touch {what}"));
-            }
+        if let Some(what) = hook_settings_named(text) {
+            return Some(format!("touch {what}"));
         }
-        if let Some(command) = toolgate_admin_command(text) {
+        let names_toolgate = contains(text, "toolgate");
+        if names_toolgate && let Some(command) = toolgate_admin_command(text) {
             return Some(format!("run the administrative command `{command}`"));
         }
         let expanded = self.expand_home(text);
+        let names_toolgate = match &expanded {
+            std::borrow::Cow::Borrowed(_) => names_toolgate,
+            std::borrow::Cow::Owned(expanded) => contains(expanded, "toolgate"),
+        };
         // Only a word with a separator, or a toolgate file name, can name a
         // protected path: the rest is skipped without allocating, and text
         // with neither is not split at all (a large file's content).
-        if !expanded.contains('/') && !expanded.contains("toolgate") {
+        if !names_toolgate && memchr::memchr(b'/', expanded.as_bytes()).is_none() {
             return None;
         }
         let could_be_path =
@@ -269,8 +275,8 @@ impl ControlPlane {
         let Some(home) = self.home.as_ref().map(|h| h.display().to_string()) else {
             return text.into();
         };
-        // Two byte searches: a `[char]` pattern would test every character.
-        if !text.contains('~') && !text.contains('$') {
+        // One byte search: a `[char]` pattern would test every character.
+        if memchr::memchr2(b'~', b'$', text.as_bytes()).is_none() {
             return text.into(); // nothing to expand: no copy
         }
         let text = text.replace("${HOME}", &home).replace("$HOME", &home);
@@ -351,11 +357,32 @@ fn path_ends_with(path: &Path, suffix: &Path) -> bool {
         })
 }
 
-/// The `toolgate …` administrative command in `text`, if there is one.
+/// Whether `needle` occurs in `text`.
+fn contains(text: &str, needle: &str) -> bool {
+    memchr::memmem::find(text.as_bytes(), needle.as_bytes()).is_some()
+}
+
+/// The hook settings `text` names, if it names any: each file name is
+/// searched for once, and only where it occurs is the directory before it
+/// compared (`settings` is rarer in ordinary text than `.claude`).
+fn hook_settings_named(text: &str) -> Option<&'static str> {
+    let bytes = text.as_bytes();
+    let named = |dir: &str, file: &str| {
+        memchr::memmem::find_iter(bytes, file.as_bytes()).any(|at| {
+            let before = &bytes[..at];
+            matches!(before.last(), Some(b'/' | b'\\'))
+                && before[..before.len() - 1].ends_with(dir.as_bytes())
+        })
+    };
+    HOOK_SETTINGS
+        .iter()
+        .find(|(dir, file, _)| named(dir, file))
+        .map(|(_, _, what)| *what)
+}
+
+/// The `toolgate …` administrative command in `text`, which names
+/// `toolgate`, if there is one.
 fn toolgate_admin_command(text: &str) -> Option<String> {
-    if !text.contains("toolgate") {
-        return None;
-    }
     let words: Vec<&str> = words(text).flat_map(|w| w.split('$')).collect();
     let invokes = words.iter().any(|w| {
         Path::new(w)
@@ -417,6 +444,24 @@ mod tests {
                 .filter(|w| !w.is_empty())
                 .collect();
             prop_assert_eq!(words(&text).collect::<Vec<_>>(), rule);
+        }
+
+        #[test]
+        fn hook_settings_are_found_wherever_a_needle_occurs(
+            pieces in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    ".claude", ".gemini", ".cursor", "/", "\\", "settings", "hooks",
+                    "setting", "claude", "x", " ", "ü",
+                ]),
+                0..12,
+            ),
+        ) {
+            // The rule: any of the six directory-separator-file needles.
+            let text = pieces.concat();
+            let rule = HOOK_SETTINGS.iter().find(|(dir, file, _)| {
+                ["/", "\\"].iter().any(|sep| text.contains(&format!("{dir}{sep}{file}")))
+            });
+            prop_assert_eq!(hook_settings_named(&text), rule.map(|(_, _, what)| *what));
         }
     }
 
