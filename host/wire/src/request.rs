@@ -159,7 +159,12 @@ impl ToolRequest {
 
     /// The arguments as compact JSON text.
     pub fn arguments_json(&self) -> String {
-        self.arguments.to_string()
+        use std::fmt::Write;
+        // Sized up front: grown from nothing by doubling, a large argument's
+        // text was copied again and again, each time into fresh pages.
+        let mut json = String::with_capacity(json_size_hint(&self.arguments));
+        write!(json, "{}", self.arguments).expect("writing to a String cannot fail");
+        json
     }
 
     /// The arguments serialised once for an evaluation.
@@ -167,6 +172,23 @@ impl ToolRequest {
         ArgumentsText {
             json: self.arguments_json(),
             sha256: OnceLock::new(),
+        }
+    }
+}
+
+/// About the length of `value` as compact JSON (exact without escapes).
+fn json_size_hint(value: &serde_json::Value) -> usize {
+    use serde_json::Value;
+    match value {
+        Value::Null | Value::Bool(_) => 5,
+        Value::Number(_) => 20,
+        Value::String(text) => text.len() + 2,
+        Value::Array(items) => 2 + items.iter().map(|v| json_size_hint(v) + 1).sum::<usize>(),
+        Value::Object(map) => {
+            2 + map
+                .iter()
+                .map(|(k, v)| k.len() + 4 + json_size_hint(v))
+                .sum::<usize>()
         }
     }
 }
@@ -208,6 +230,22 @@ mod tests {
         assert_eq!(request.thread(), "default");
         assert_eq!(request.origin, Origin::Builtin);
         assert_eq!(request.arguments, serde_json::json!({}));
+    }
+
+    #[test]
+    fn arguments_serialise_as_compact_json_however_their_size_was_guessed() {
+        // The hint is exact, short (escapes, long numbers) or long (small
+        // numbers, null): the text must not depend on it.
+        for arguments in [
+            serde_json::json!({}),
+            serde_json::json!(null),
+            serde_json::json!([1, -2.5e300, 18446744073709551615u64, true, null]),
+            serde_json::json!({"a\n\"b": "tab\t quote\" é \u{1}", "n": {"deep": [[], {}]}}),
+            serde_json::json!({"content": "x".repeat(100_000)}),
+        ] {
+            let request = ToolRequest::new("Write", arguments.clone());
+            assert_eq!(request.arguments_json(), arguments.to_string());
+        }
     }
 
     #[test]
