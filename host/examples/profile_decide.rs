@@ -12,7 +12,8 @@
 //! another of 1 000 sessions), `allow` / `allow-warm` (one allow-only
 //! policy), `big` / `big-warm` (a 100 KB argument), `code-warm` (100 KB of
 //! code-like text), `rhythm` (PreToolUse then PostToolUse over 8 sessions of
-//! 2 users). It prints p50 and p99; the compiled components are cached in
+//! 2 users), `throughput` (warm calls on two threads, a session each, as
+//! decisions/s). It prints p50 and p99; the compiled components are cached in
 //! the system's temporary directory so a second run profiles no compiling.
 
 /// The allocator the `toolgate` binary runs with.
@@ -25,8 +26,8 @@ use serde_json::json;
 use toolgate::request::Mode;
 use toolgate::{Config, ToolRequest, Toolgate, Verdict};
 
-const USAGE: &str =
-    "usage: profile_decide warm|fresh|allow|allow-warm|big|big-warm|code-warm|rhythm [CALLS]";
+const USAGE: &str = "usage: profile_decide \
+    warm|fresh|allow|allow-warm|big|big-warm|code-warm|rhythm|throughput [CALLS]";
 
 fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
@@ -46,6 +47,9 @@ fn main() -> anyhow::Result<()> {
             let grant = json!({"thread": format!("t-{thread}"), "actions": ["Read", "Bash"]});
             host.command("lease-gate", "lease-grant", &grant.to_string())?;
         }
+    }
+    if case == "throughput" {
+        return throughput(&host, calls);
     }
     let letters = "x".repeat(100_000);
     let line = "let path = \"src/lib.rs\"; // see docs/guide.md (x <= y)\n";
@@ -92,6 +96,38 @@ fn main() -> anyhow::Result<()> {
     if case == "rhythm" {
         println!("{case}: observe {}", summary(observe));
     }
+    Ok(())
+}
+
+/// `calls` warm decisions on each of two threads, each thread its own
+/// session (so its own warm instances), as decisions per second.
+fn throughput(host: &Toolgate, calls: usize) -> anyhow::Result<()> {
+    let started = Instant::now();
+    std::thread::scope(|scope| {
+        let threads: Vec<_> = (0..2)
+            .map(|t| {
+                scope.spawn(move || -> anyhow::Result<()> {
+                    for i in 0..calls {
+                        let mut request =
+                            request("Read", json!({"file_path": "src/lib.rs"}), i, true);
+                        request.session_id = format!("s-steady-{t}");
+                        let decision = host.evaluate(&request)?;
+                        anyhow::ensure!(
+                            decision.verdict == Verdict::Allow,
+                            "{:?}",
+                            decision.reason
+                        );
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .try_for_each(|t| t.join().expect("a deciding thread panicked"))
+    })?;
+    let rate = (2 * calls) as f64 / started.elapsed().as_secs_f64();
+    println!("throughput: {rate:.0} decisions/s on 2 threads");
     Ok(())
 }
 
