@@ -43,7 +43,11 @@ fn main() {
         .current_dir(&root)
         .args(["build", "--release", "--target", TARGET])
         .arg("--target-dir")
-        .arg(&target_dir);
+        .arg(&target_dir)
+        // Whole-program optimisation: smaller components that instantiate
+        // faster and run faster, for ~a minute more of building, once.
+        .env("CARGO_PROFILE_RELEASE_LTO", "true")
+        .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "1");
     for guest in &guests {
         cargo.args(["-p", &guest.package]);
     }
