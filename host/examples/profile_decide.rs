@@ -10,7 +10,7 @@
 //!
 //! Cases: `warm` (one session's consecutive calls), `fresh` (each call from
 //! another of 1 000 sessions), `allow` / `allow-warm` (one allow-only
-//! policy), `big` / `big-warm` (a 100 KB argument), `code-warm` (100 KB of
+//! policy), `allow20` / `allow20-warm` (twenty), `big` / `big-warm` (a 100 KB argument), `code-warm` (100 KB of
 //! code-like text), `rhythm` (PreToolUse then PostToolUse over 8 sessions of
 //! 2 users), `throughput` (warm calls on two threads, a session each, as
 //! decisions/s). It prints p50 and p99; the compiled components are cached in
@@ -27,7 +27,7 @@ use toolgate::request::Mode;
 use toolgate::{Config, ToolRequest, Toolgate, Verdict};
 
 const USAGE: &str = "usage: profile_decide \
-    warm|fresh|allow|allow-warm|big|big-warm|code-warm|rhythm|throughput [CALLS]";
+    warm|fresh|allow|allow-warm|allow20|allow20-warm|big|big-warm|code-warm|rhythm|throughput [CALLS]";
 
 fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
@@ -36,13 +36,17 @@ fn main() -> anyhow::Result<()> {
         Some(n) => n.parse().map_err(|_| anyhow::anyhow!("{USAGE}"))?,
         None => 20_000,
     };
-    let allow_only = case.starts_with("allow");
+    let allow_only = match case.as_str() {
+        "allow" | "allow-warm" => 1,
+        "allow20" | "allow20-warm" => 20,
+        _ => 0,
+    };
     let dir = tempfile::tempdir()?;
     let host = Toolgate::open(
         config(dir.path(), allow_only)?,
         Some(dir.path().join("p.redb")),
     )?;
-    if !allow_only {
+    if allow_only == 0 {
         for thread in 0..1000 {
             let grant = json!({"thread": format!("t-{thread}"), "actions": ["Read", "Bash"]});
             host.command("lease-gate", "lease-grant", &grant.to_string())?;
@@ -57,8 +61,8 @@ fn main() -> anyhow::Result<()> {
     let read = || json!({"file_path": "src/lib.rs"});
     let make = |i: usize| -> anyhow::Result<ToolRequest> {
         Ok(match case.as_str() {
-            "warm" | "allow-warm" | "rhythm" => request("Read", read(), i, true),
-            "fresh" | "allow" => request("Read", read(), i, false),
+            "warm" | "allow-warm" | "allow20-warm" | "rhythm" => request("Read", read(), i, true),
+            "fresh" | "allow" | "allow20" => request("Read", read(), i, false),
             "big" => request("Bash", json!({"command": letters}), i, false),
             "big-warm" => request("Bash", json!({"command": letters}), i, true),
             "code-warm" => request("Bash", json!({"command": code}), i, true),
@@ -131,16 +135,20 @@ fn throughput(host: &Toolgate, calls: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The bundled three policies with planning off (the leases decide), or one
-/// allow-only policy with no host calls at all.
-fn config(dir: &std::path::Path, allow_only: bool) -> anyhow::Result<Config> {
+/// The bundled three policies with planning off (the leases decide), or
+/// `allow_only` allow-only policies with no host calls at all.
+fn config(dir: &std::path::Path, allow_only: usize) -> anyhow::Result<Config> {
     let cache = std::env::temp_dir().join("toolgate-profile-cache");
-    let plugins = if allow_only {
+    let plugins = if allow_only > 0 {
         let flip = std::path::Path::new(env!("TOOLGATE_GUEST_DIR")).join("flip_allow_policy.wasm");
-        format!(
-            "[log]\nenabled = false\n[plugins.allow]\npath = {:?}\n",
-            flip.display().to_string()
-        )
+        let mut plugins = String::from("[log]\nenabled = false\n");
+        for n in 0..allow_only {
+            plugins += &format!(
+                "[plugins.allow-{n}]\npath = {:?}\npriority = {n}\n",
+                flip.display().to_string()
+            );
+        }
+        plugins
     } else {
         "[plugins.lease-gate]\npath = \"bundled:lease-gate\"\npriority = 5\n\
          [plugins.lease-gate.config]\nauto_plan = false\n\
