@@ -174,9 +174,10 @@ impl ControlPlane {
         })
     }
 
-    /// Each whole-text search here is one SIMD pass (`memchr`), and none
-    /// is repeated: a large argument (a file being written) is read a few
-    /// times, not once per needle.
+    /// Each whole-text search here is one SIMD pass (`memchr`): a large
+    /// argument (a file being written) is read a handful of times — three
+    /// for the hook settings, one for `toolgate`, one or two for `~`, `$`
+    /// and `/` — not once per needle.
     fn check_text(&self, text: &str) -> Option<String> {
         if let Some(what) = hook_settings_named(text) {
             return Some(format!("touch {what}"));
@@ -362,9 +363,10 @@ fn contains(text: &str, needle: &str) -> bool {
     memchr::memmem::find(text.as_bytes(), needle.as_bytes()).is_some()
 }
 
-/// The hook settings `text` names, if it names any: each file name is
-/// searched for once, and only where it occurs is the directory before it
-/// compared (`settings` is rarer in ordinary text than `.claude`).
+/// The hook settings `text` names, if it names any (the first in
+/// [`HOOK_SETTINGS`] order): for each entry its file name is searched for,
+/// and only where it occurs is the directory before it compared
+/// (`settings` is rarer in ordinary text than `.claude`).
 fn hook_settings_named(text: &str) -> Option<&'static str> {
     let bytes = text.as_bytes();
     let named = |dir: &str, file: &str| {
