@@ -162,7 +162,6 @@ impl LogEntry {
 /// arguments may still be unhashed: the store's writer thread hashes them
 /// when it turns this into a [`LogEntry`], so hashing a large argument (a
 /// file being written: ~50 µs per 100 KB) does not lengthen the decision.
-#[derive(Debug)]
 pub struct PendingLogEntry {
     entry: LogEntry,
     /// The arguments whose sha256 is the entry's `arguments`, still to do.
@@ -208,6 +207,18 @@ impl PendingLogEntry {
     pub fn into_entry(mut self) -> LogEntry {
         self.hash_now();
         self.entry
+    }
+}
+
+impl std::fmt::Debug for PendingLogEntry {
+    /// The entry as it will be logged and the size of what is still to
+    /// hash — never the unhashed arguments themselves, which may hold
+    /// secrets the `digest` view exists to keep out of logs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PendingLogEntry")
+            .field("entry", &self.entry)
+            .field("unhashed_bytes", &self.unhashed_len())
+            .finish()
     }
 }
 
@@ -267,6 +278,21 @@ mod tests {
     use sha2::{Digest, Sha256};
 
     use super::*;
+
+    #[test]
+    fn a_pending_entry_never_shows_its_unhashed_arguments() {
+        let request = ToolRequest::new("Bash", serde_json::json!({"token": "sk-live-SECRET"}));
+        let decision = Decision::refused_by_host(&request, "test".into());
+        let pending = PendingLogEntry::new(
+            &request,
+            request.arguments_text(),
+            &decision,
+            ArgumentsView::Digest,
+        );
+        let shown = format!("{pending:?}");
+        assert!(!shown.contains("SECRET"), "{shown}");
+        assert!(shown.contains("unhashed_bytes"), "{shown}");
+    }
 
     #[test]
     fn the_digest_view_is_the_sha256_of_the_compact_arguments() {
