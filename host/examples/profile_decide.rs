@@ -13,8 +13,11 @@
 //! policy), `allow20` / `allow20-warm` (twenty), `big` / `big-warm` (a 100 KB argument), `code-warm` (100 KB of
 //! code-like text), `rhythm` (PreToolUse then PostToolUse over 8 sessions of
 //! 2 users), `throughput` (warm calls on two threads, a session each, as
-//! decisions/s). It prints p50 and p99; the compiled components are cached in
-//! the system's temporary directory so a second run profiles no compiling.
+//! decisions/s, with the CPU time the deciding threads and the store's
+//! writer thread spent per decision). It prints p50 and p99; the compiled
+//! components are cached in the system's temporary directory so a second
+//! run profiles no compiling. `PROFILE_LOG=off` runs the bundled policies
+//! with the decision log off, to see what logging costs.
 
 /// The allocator the `toolgate` binary runs with.
 #[global_allocator]
@@ -106,11 +109,12 @@ fn main() -> anyhow::Result<()> {
 /// `calls` warm decisions on each of two threads, each thread its own
 /// session (so its own warm instances), as decisions per second.
 fn throughput(host: &Toolgate, calls: usize) -> anyhow::Result<()> {
+    let writer_before = thread_cpu_ns("toolgate-event-");
     let started = Instant::now();
     std::thread::scope(|scope| {
         let threads: Vec<_> = (0..2)
             .map(|t| {
-                scope.spawn(move || -> anyhow::Result<()> {
+                scope.spawn(move || -> anyhow::Result<Option<u64>> {
                     for i in 0..calls {
                         let mut request =
                             request("Read", json!({"file_path": "src/lib.rs"}), i, true);
@@ -122,17 +126,63 @@ fn throughput(host: &Toolgate, calls: usize) -> anyhow::Result<()> {
                             decision.reason
                         );
                     }
-                    Ok(())
+                    Ok(own_cpu_ns())
                 })
             })
             .collect();
         threads
             .into_iter()
-            .try_for_each(|t| t.join().expect("a deciding thread panicked"))
-    })?;
-    let rate = (2 * calls) as f64 / started.elapsed().as_secs_f64();
-    println!("throughput: {rate:.0} decisions/s on 2 threads");
-    Ok(())
+            .map(|t| t.join().expect("a deciding thread panicked"))
+            .sum::<anyhow::Result<Option<u64>>>()
+    })
+    .map(|deciders| {
+        let decisions = 2 * calls;
+        let rate = decisions as f64 / started.elapsed().as_secs_f64();
+        println!("throughput: {rate:.0} decisions/s on 2 threads");
+        let per_decision = |ns: u64| ns as f64 / 1000.0 / decisions as f64;
+        if let Some(ns) = deciders {
+            println!(
+                "  deciding threads' CPU: {:.1} µs per decision",
+                per_decision(ns)
+            );
+        }
+        let writer = thread_cpu_ns("toolgate-event-").zip(writer_before);
+        if let Some((after, before)) = writer {
+            let ns = after.saturating_sub(before);
+            println!(
+                "  store writer's CPU:    {:.1} µs per decision",
+                per_decision(ns)
+            );
+        }
+    })
+}
+
+/// The calling thread's CPU time so far (Linux: `schedstat`), if known.
+fn own_cpu_ns() -> Option<u64> {
+    schedstat_ns(std::path::Path::new("/proc/thread-self/schedstat"))
+}
+
+/// The CPU time so far of this process's thread whose name starts with
+/// `name` (as the kernel shows it: 15 bytes at most), if there is one.
+fn thread_cpu_ns(name: &str) -> Option<u64> {
+    std::fs::read_dir("/proc/self/task")
+        .ok()?
+        .flatten()
+        .find_map(|task| {
+            let comm = std::fs::read_to_string(task.path().join("comm")).ok()?;
+            comm.starts_with(name)
+                .then(|| schedstat_ns(&task.path().join("schedstat")))
+                .flatten()
+        })
+}
+
+fn schedstat_ns(path: &std::path::Path) -> Option<u64> {
+    std::fs::read_to_string(path)
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// The bundled three policies with planning off (the leases decide), or
@@ -157,7 +207,16 @@ fn config(dir: &std::path::Path, allow_only: usize) -> anyhow::Result<Config> {
          [plugins.context-cost]\npath = \"bundled:context-cost\"\npriority = 30\n"
             .to_string()
     };
-    let text = format!("cache_dir = {:?}\n{plugins}", cache.display().to_string());
+    // `PROFILE_LOG=off`: the same decisions with the decision log off, to
+    // see what logging costs.
+    let log = match std::env::var("PROFILE_LOG").as_deref() {
+        Ok("off") if allow_only == 0 => "[log]\nenabled = false\n",
+        _ => "",
+    };
+    let text = format!(
+        "cache_dir = {:?}\n{log}{plugins}",
+        cache.display().to_string()
+    );
     Ok(Config::parse(&text, "profile", dir.to_path_buf())?)
 }
 
