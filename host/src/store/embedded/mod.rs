@@ -847,8 +847,10 @@ fn commit_decisions(
     {
         let mut table = txn.open_table(DECISIONS)?;
         let first = table.last()?.map_or(0, |(seq, _)| seq.value() + 1);
+        let mut bytes = Vec::with_capacity(1024);
         for (seq, entry) in (first..).zip(entries) {
-            let bytes = serde_json::to_vec(entry).expect("log entries always serialise");
+            bytes.clear();
+            serde_json::to_writer(&mut bytes, entry).expect("log entries always serialise");
             table.insert(seq, bytes.as_slice())?;
         }
         apply_retention(&mut table, config, crate::now_ms())?;
