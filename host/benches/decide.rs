@@ -488,8 +488,9 @@ fn main() {
     };
     let steady = time(n, 200, |i| check(&skip_host, one_session(i)));
     // Each thread its own session, so each keeps its own warm instances.
-    // 60 000 decisions (about a second): long enough for the store's
-    // writer, which shares the two cores, to be measured at its own pace.
+    // 20 × n decisions (60 000, about a second; 6 000 quick): long enough
+    // for the store's writer, which shares the two cores, to be measured
+    // at its own pace.
     let steady_tput = |threads: usize| {
         throughput(threads, n * 20 / threads, |t, i| {
             let mut request = one_session(i);

@@ -109,7 +109,7 @@ fn main() -> anyhow::Result<()> {
 /// `calls` warm decisions on each of two threads, each thread its own
 /// session (so its own warm instances), as decisions per second.
 fn throughput(host: &Toolgate, calls: usize) -> anyhow::Result<()> {
-    let writer_before = thread_cpu_ns("toolgate-event-");
+    let writer_before = thread_cpu_ns(STORE_WRITER);
     let started = Instant::now();
     std::thread::scope(|scope| {
         let threads: Vec<_> = (0..2)
@@ -146,7 +146,7 @@ fn throughput(host: &Toolgate, calls: usize) -> anyhow::Result<()> {
                 per_decision(ns)
             );
         }
-        let writer = thread_cpu_ns("toolgate-event-").zip(writer_before);
+        let writer = thread_cpu_ns(STORE_WRITER).zip(writer_before);
         if let Some((after, before)) = writer {
             let ns = after.saturating_sub(before);
             println!(
@@ -156,6 +156,10 @@ fn throughput(host: &Toolgate, calls: usize) -> anyhow::Result<()> {
         }
     })
 }
+
+/// The redb store's writer thread, as the kernel names it (15 bytes of
+/// `toolgate-event-writer`).
+const STORE_WRITER: &str = "toolgate-event-";
 
 /// The calling thread's CPU time so far (Linux: `schedstat`), if known.
 fn own_cpu_ns() -> Option<u64> {
