@@ -14,10 +14,15 @@ use toolgate::{ToolRequest, Toolgate};
 /// A host running the hostile policy's `attack` with `limits`, after `top`
 /// (top-level config keys).
 fn hostile(attack: &str, limits: &str, top: &str) -> common::TestHost {
-    host(&format!(
-        "{top}\n[plugins.hostile]\npath = {:?}\npriority = 1\n[plugins.hostile.config]\nattack = \"{attack}\"\n[plugins.hostile.limits]\n{limits}\n",
+    host(&format!("{top}\n{}", hostile_plugin(attack, limits)))
+}
+
+/// The `[plugins.hostile]` tables.
+fn hostile_plugin(attack: &str, limits: &str) -> String {
+    format!(
+        "[plugins.hostile]\npath = {:?}\npriority = 1\n[plugins.hostile.config]\nattack = \"{attack}\"\n[plugins.hostile.limits]\n{limits}\n",
         guest("hostile-policy").display().to_string(),
-    ))
+    )
 }
 
 fn attack_as(user: &str, session: &str) -> ToolRequest {
@@ -32,12 +37,27 @@ fn notes(host: &Toolgate, request: &ToolRequest) -> Vec<String> {
     decision.notes.into_iter().map(|n| n.text).collect()
 }
 
-fn instances_created(host: &Toolgate, plugin: &str) -> u64 {
+fn status(host: &Toolgate, plugin: &str) -> toolgate::plugins::PluginStatus {
     host.plugin_statuses()
         .into_iter()
         .find(|p| p.name == plugin)
         .unwrap()
-        .instances_created
+}
+
+fn instances_created(host: &Toolgate, plugin: &str) -> u64 {
+    status(host, plugin).instances_created
+}
+
+/// Wait for the chores thread to have `n` spares of `plugin` ready.
+fn wait_for_spares(host: &Toolgate, plugin: &str, n: usize) {
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while status(host, plugin).spare_instances < n {
+        assert!(
+            std::time::Instant::now() < give_up,
+            "no {n} spares of {plugin} after 30 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
 }
 
 /// The `[probe]` table pointing at `model`.
@@ -274,6 +294,50 @@ fn a_fresh_instance_sees_nothing_an_earlier_one_wrote_to_memory() {
         ["marked-pages: 32"]
     );
     assert_eq!(notes(&host, &attack_as("bob", "s2")), ["marked-pages: 0"]);
+}
+
+#[test]
+fn a_new_session_gets_a_spare_that_served_no_one() {
+    // After a call needed a fresh instance, spares are made off the
+    // decision path and opened as a fresh instance is. They serve no call
+    // until one takes them, so another user's session finds one as clean as
+    // a fresh instance: no marker from alice's call in its memory.
+    let host = hostile("remember-far", "", "");
+    assert_eq!(notes(&host, &attack_as("alice", "s1")), ["marked-pages: 0"]);
+    wait_for_spares(&host, "hostile", 2);
+    for user in ["bob", "carol"] {
+        assert_eq!(notes(&host, &attack_as(user, user)), ["marked-pages: 0"]);
+    }
+    let status = status(&host, "hostile");
+    assert_eq!(
+        (status.instances_created, status.instances_from_spares),
+        (3, 2),
+        "alice's instance made for her call, bob's and carol's spares"
+    );
+    // Alice's warm instance still serves her session (and has her marker).
+    assert_eq!(
+        notes(&host, &attack_as("alice", "s1")),
+        ["marked-pages: 32"]
+    );
+}
+
+#[test]
+fn a_host_dropped_while_making_spares_lets_go_of_its_store() {
+    // Every first call below queues 16 spares to be made on the chores
+    // thread, and each spare holds the store. Dropping the host must wait
+    // for that work, or the next open of the same file finds it in use.
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store.redb");
+    for round in 0..20 {
+        let plugin = hostile_plugin("remember-far", "spare_instances = 16");
+        // Not waiting for a store another holder has open.
+        let (config, _config_dir) = common::config(&format!("store_wait_ms = 0\n{plugin}"));
+        let host = Toolgate::open(config, Some(store.clone()))
+            .unwrap_or_else(|err| panic!("round {round}: {err}"));
+        let harmless = call("Read", json!({"file_path": "README.md"}));
+        host.evaluate(&harmless).unwrap();
+        drop(host);
+    }
 }
 
 #[test]

@@ -401,6 +401,9 @@ pub struct Limits {
     /// Who may share a warm instance: `session` (the default: one user's
     /// one session) or `user` (one user's sessions). Never two users.
     pub isolation: Isolation,
+    /// Opened instances that have served no call, kept ready (made off the
+    /// decision path) for calls with no warm instance; 0 turns them off.
+    pub spare_instances: u32,
     /// Model questions per evaluation. A policy asks at most one per
     /// decision, so 0 forbids asking and any other value allows it.
     pub probe_max_calls: u32,
@@ -431,6 +434,8 @@ pub enum Isolation {
 pub const MAX_PROBE_CALLS: u32 = 32;
 /// See [`MAX_PROBE_CALLS`].
 pub const MAX_PROBE_WAIT_MS: u32 = 120_000;
+/// See [`MAX_PROBE_CALLS`].
+pub const MAX_SPARE_INSTANCES: u32 = 16;
 
 impl Limits {
     /// The hard wall-clock ceiling on one call into the policy.
@@ -456,6 +461,7 @@ impl Default for Limits {
             log_max_bytes: 16 * 1024,
             reuse_instances: true,
             isolation: Isolation::Session,
+            spare_instances: 2,
             probe_max_calls: 3,
             probe_max_wait_ms: 10_000,
             wall_clock_ms: 0,
@@ -540,6 +546,13 @@ impl Config {
             {
                 return Err(err(format!(
                     "plugins.{name}.rollout.percent must be between 0 and 100"
+                )));
+            }
+            if limits.spare_instances > MAX_SPARE_INSTANCES {
+                return Err(err(format!(
+                    "plugins.{name}.limits.spare_instances is {}; at most {MAX_SPARE_INSTANCES} \
+                     (each holds an instance's memory while it waits)",
+                    limits.spare_instances
                 )));
             }
             if limits.memory_mib.get() > 4096 {
@@ -739,6 +752,15 @@ mod tests {
         // The type says it: the error quotes the line and wants a nonzero value.
         assert!(
             err.contains("deadline_ms = 0") && err.contains("nonzero"),
+            "{err}"
+        );
+        let err = parse(
+            "[plugins.a]\npath = \"a.wasm\"\npriority = 1\n[plugins.a.limits]\nspare_instances = 17\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("plugins.a.limits.spare_instances is 17; at most 16"),
             "{err}"
         );
     }

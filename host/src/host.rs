@@ -27,6 +27,8 @@ use crate::wit_convert::ToWit as _;
 
 /// A toolgate host: loaded policies over one store.
 pub struct Toolgate {
+    /// First, so it is dropped first: its chores thread is joined before
+    /// the store and the plugins (whose instances hold the store) go.
     runtime: Runtime,
     store: Arc<Store>,
     probe: Arc<ProbeClient>,

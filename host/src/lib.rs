@@ -20,6 +20,7 @@
 
 mod bindings;
 mod capabilities;
+mod chores;
 pub mod claude_code;
 pub mod compose;
 pub mod config;

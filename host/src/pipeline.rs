@@ -50,18 +50,16 @@ pub(crate) struct Env<'a> {
 impl Env<'_> {
     /// A configured sandbox for `plugin`, on loan for one evaluation: a
     /// warm one of the same user (and session) when the plugin allows reuse
-    /// and one is idle, else a fresh instance. It goes back when dropped.
+    /// and one is idle, else a spare, else a fresh instance. It goes back
+    /// when dropped.
     pub(crate) fn sandbox<'p>(
         &self,
-        plugin: &'p Plugin,
+        plugin: &'p Arc<Plugin>,
         request: Option<&ToolRequest>,
     ) -> Result<Pooled<'p>, PolicyFailure> {
         let key = instance_key(plugin.limits.isolation, request);
-        let warm = if plugin.limits.reuse_instances {
-            plugin.pool.take(&key)
-        } else {
-            None
-        };
+        let reuse = plugin.limits.reuse_instances;
+        let warm = if reuse { plugin.pool.take(&key) } else { None };
         let call = CallContext::new(
             plugin.name.clone(),
             &plugin.limits,
@@ -72,24 +70,59 @@ impl Env<'_> {
         );
         if let Some(mut sandbox) = warm {
             sandbox.reset(call);
-            return Ok(Pooled::new(
-                &plugin.pool,
-                plugin.limits.reuse_instances,
-                key,
-                sandbox,
-            ));
+            return Ok(Pooled::new(&plugin.pool, reuse, key, sandbox));
         }
-        let mut sandbox = self
-            .runtime
-            .instantiate(&plugin.prepared, &plugin.limits, call)?;
-        plugin.pool.created_one();
-        sandbox.open()?;
-        Ok(Pooled::new(
-            &plugin.pool,
-            plugin.limits.reuse_instances,
-            key,
-            sandbox,
-        ))
+        let spare = plugin.pool.take_spare();
+        plugin.pool.created_one(spare.is_some());
+        self.make_spares(plugin);
+        let sandbox = match spare {
+            Some(mut sandbox) => {
+                sandbox.reset(call);
+                sandbox
+            }
+            None => {
+                let mut sandbox =
+                    self.runtime
+                        .instantiate(&plugin.prepared, &plugin.limits, call)?;
+                sandbox.open()?;
+                sandbox
+            }
+        };
+        Ok(Pooled::new(&plugin.pool, reuse, key, sandbox))
+    }
+
+    /// Top `plugin`'s spares up on the chores thread, unless that is
+    /// queued already, or spares are off or failed for this version. A
+    /// spare is opened as a fresh instance is, with no caller: no
+    /// transcript, nothing of anyone's call.
+    fn make_spares(&self, plugin: &Arc<Plugin>) {
+        if !plugin.pool.wants_spares() {
+            return;
+        }
+        let (weak_plugin, weak_store) = (Arc::downgrade(plugin), Arc::downgrade(self.store));
+        let instantiator = self.runtime.instantiator();
+        let refill = move || {
+            let (Some(plugin), Some(store)) = (weak_plugin.upgrade(), weak_store.upgrade()) else {
+                return;
+            };
+            plugin.pool.refill(|| {
+                let call = CallContext::new(
+                    plugin.name.clone(),
+                    &plugin.limits,
+                    store.clone(),
+                    plugin.config.clone(),
+                    None,
+                    0,
+                );
+                let mut sandbox =
+                    instantiator.instantiate(&plugin.prepared, &plugin.limits, call)?;
+                sandbox.open()?;
+                Ok(sandbox)
+            });
+        };
+        if self.runtime.chores().offer(Box::new(refill), true).is_err() {
+            plugin.pool.refill_dropped();
+        }
     }
 }
 

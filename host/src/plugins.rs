@@ -258,7 +258,10 @@ pub(crate) fn load(
         config,
         prepared,
         phases,
-        pool: crate::pool::Pool::default(),
+        pool: crate::pool::Pool::new(
+            entry.limits.spare_instances as usize,
+            ctx.runtime.chores().clone(),
+        ),
     })
 }
 
@@ -301,10 +304,16 @@ pub struct PluginStatus {
     pub policy: PolicyDescription,
     /// Why its last reload failed, if it did (this version keeps serving).
     pub problem: Option<String>,
-    /// Instances of this version created (instantiated and configured) so
-    /// far; warm reuse keeps it low.
+    /// Instances of this version that have served calls so far (made for
+    /// a call, or a spare taken); warm reuse keeps it low.
     #[serde(default)]
     pub instances_created: u64,
+    /// Of those, spares: made ahead of need, off the decision path.
+    #[serde(default)]
+    pub instances_from_spares: u64,
+    /// Spares waiting now.
+    #[serde(default)]
+    pub spare_instances: usize,
 }
 
 /// The plugins that serve decisions, sorted by priority (then name).

@@ -9,13 +9,19 @@
 //! PreToolUse, PostToolUse, next PreToolUse of one session) the same
 //! instance serves again. An instance any call into which failed is
 //! dropped, never reused.
+//!
+//! A call with no warm instance takes a *spare*: an instance opened ahead of
+//! need on the chores thread (`chores.rs`) that has served no call, so it
+//! carries nothing of any user and may go to anyone. The instances the pool
+//! lets go are dropped on that thread too.
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use crate::chores::ChoreQueue;
 use crate::config::Isolation;
 use crate::request::ToolRequest;
-use crate::runtime::Sandbox;
+use crate::runtime::{PolicyFailure, Sandbox};
 
 /// Idle instances one plugin version keeps, over all keys; past it the
 /// least recently returned goes.
@@ -24,16 +30,43 @@ const MAX_IDLE: usize = 32;
 /// The key of calls that carry no user (operator commands).
 const OPERATOR: &str = "\0operator";
 
-/// Idle instances of one plugin version, by key.
-#[derive(Default)]
+/// Idle instances of one plugin version: warm ones by key, and spares.
 pub(crate) struct Pool {
     /// Oldest first.
     idle: Mutex<Vec<(String, Sandbox)>>,
-    /// Instances created (instantiated and configured) so far.
+    /// Opened instances that have served no call.
+    spares: Mutex<Vec<Sandbox>>,
+    /// How many spares to keep (`limits.spare_instances`).
+    spare_target: usize,
+    /// A refill is queued or running.
+    refilling: AtomicBool,
+    /// Making a spare failed: this version makes no more, and calls make
+    /// their own fresh instances (whose failures they report).
+    spares_failed: AtomicBool,
+    /// Instances that have served a call so far (fresh or spare).
     created: AtomicU64,
+    /// Of those, spares.
+    from_spares: AtomicU64,
+    /// Where instances the pool lets go are dropped.
+    chores: ChoreQueue,
 }
 
 impl Pool {
+    /// A pool keeping `spare_target` spares and dropping the instances it
+    /// lets go through `chores`.
+    pub(crate) fn new(spare_target: usize, chores: ChoreQueue) -> Self {
+        Self {
+            idle: Mutex::default(),
+            spares: Mutex::default(),
+            spare_target,
+            refilling: AtomicBool::new(false),
+            spares_failed: AtomicBool::new(false),
+            created: AtomicU64::new(0),
+            from_spares: AtomicU64::new(0),
+            chores,
+        }
+    }
+
     /// An idle instance for `key`, the most recently returned first.
     pub(crate) fn take(&self, key: &str) -> Option<Sandbox> {
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
@@ -41,22 +74,90 @@ impl Pool {
         Some(idle.remove(at).1)
     }
 
+    /// A spare, the oldest first (it has waited longest).
+    pub(crate) fn take_spare(&self) -> Option<Sandbox> {
+        let mut spares = self.spares.lock().unwrap_or_else(|p| p.into_inner());
+        (!spares.is_empty()).then(|| spares.remove(0))
+    }
+
     fn put(&self, key: String, sandbox: Sandbox) {
-        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-        idle.push((key, sandbox));
-        if idle.len() > MAX_IDLE {
-            idle.remove(0);
+        let evicted = {
+            let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+            idle.push((key, sandbox));
+            (idle.len() > MAX_IDLE).then(|| idle.remove(0).1)
+        };
+        if let Some(evicted) = evicted {
+            self.retire(evicted);
         }
     }
 
-    /// Count a fresh instance.
-    pub(crate) fn created_one(&self) {
-        self.created.fetch_add(1, Ordering::Relaxed);
+    /// Drop an instance that will not serve again: on the chores thread
+    /// when this version keeps spares (the thread is busy refilling them
+    /// then anyway), else here. Waking an idle thread for each drop costs
+    /// the caller more than the drop: a fresh composed decision with no
+    /// spares took 57 µs (p50) dropping inline and 84 µs handing drops over.
+    fn retire(&self, sandbox: Sandbox) {
+        if self.spare_target > 0 {
+            self.chores.drop_later(sandbox);
+        } else {
+            drop(sandbox);
+        }
     }
 
-    /// Instances created so far.
-    pub(crate) fn created(&self) -> u64 {
-        self.created.load(Ordering::Relaxed)
+    /// Whether a refill should be queued now; if so, marks one as queued.
+    pub(crate) fn wants_spares(&self) -> bool {
+        self.spare_target > 0
+            && !self.spares_failed.load(Ordering::Relaxed)
+            && !self.refilling.swap(true, Ordering::Relaxed)
+    }
+
+    /// The refill queued after [`Pool::wants_spares`] did not happen.
+    pub(crate) fn refill_dropped(&self) {
+        self.refilling.store(false, Ordering::Relaxed);
+    }
+
+    /// Make spares with `make` up to the target. A failure stops this
+    /// version's spares for good: it is logged, and calls then make their
+    /// own instances and report what goes wrong.
+    pub(crate) fn refill(&self, mut make: impl FnMut() -> Result<Sandbox, PolicyFailure>) {
+        // A spare taken from here on queues the next refill.
+        self.refilling.store(false, Ordering::Relaxed);
+        while self.spare_count() < self.spare_target {
+            match make() {
+                Ok(sandbox) => self
+                    .spares
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(sandbox),
+                Err(failure) => {
+                    tracing::warn!(cause = %failure, "making a spare instance failed; this plugin version makes no more");
+                    self.spares_failed.store(true, Ordering::Relaxed);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Spares idle now.
+    pub(crate) fn spare_count(&self) -> usize {
+        self.spares.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Count an instance starting to serve calls.
+    pub(crate) fn created_one(&self, spare: bool) {
+        self.created.fetch_add(1, Ordering::Relaxed);
+        if spare {
+            self.from_spares.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Instances that have served calls so far, and how many of them were
+    /// spares.
+    pub(crate) fn created(&self) -> (u64, u64) {
+        (
+            self.created.load(Ordering::Relaxed),
+            self.from_spares.load(Ordering::Relaxed),
+        )
     }
 }
 
@@ -110,6 +211,40 @@ impl Drop for Pooled<'_> {
         };
         if !sandbox.failed && self.reuse {
             self.pool.put(std::mem::take(&mut self.key), sandbox);
+        } else {
+            self.pool.retire(sandbox);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chores::Chores;
+
+    #[test]
+    fn one_refill_is_queued_at_a_time_and_a_failed_spare_stops_them() {
+        let chores = Chores::start().unwrap();
+        let pool = Pool::new(2, chores.queue().clone());
+        assert!(pool.wants_spares(), "the first request queues a refill");
+        assert!(!pool.wants_spares(), "not a second while one is queued");
+        pool.refill_dropped();
+        assert!(
+            pool.wants_spares(),
+            "a refill that never ran does not block the next"
+        );
+        let mut attempts = 0;
+        pool.refill(|| {
+            attempts += 1;
+            Err(PolicyFailure::Other("open trapped".into()))
+        });
+        assert_eq!((attempts, pool.spare_count()), (1, 0));
+        assert!(!pool.wants_spares(), "no spares after one failed");
+    }
+
+    #[test]
+    fn a_pool_without_spares_never_queues_a_refill() {
+        let chores = Chores::start().unwrap();
+        assert!(!Pool::new(0, chores.queue().clone()).wants_spares());
     }
 }

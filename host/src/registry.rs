@@ -154,15 +154,20 @@ impl Registry {
         let problems = self.problems();
         self.plugins()
             .iter()
-            .map(|p| PluginStatus {
-                name: p.name.to_string(),
-                priority: p.priority,
-                source: p.source.clone(),
-                sha256: p.sha256.clone(),
-                fail_mode: p.fail_mode,
-                policy: p.description.clone(),
-                problem: problems.get(&*p.name).cloned(),
-                instances_created: p.pool.created(),
+            .map(|p| {
+                let (instances_created, instances_from_spares) = p.pool.created();
+                PluginStatus {
+                    name: p.name.to_string(),
+                    priority: p.priority,
+                    source: p.source.clone(),
+                    sha256: p.sha256.clone(),
+                    fail_mode: p.fail_mode,
+                    policy: p.description.clone(),
+                    problem: problems.get(&*p.name).cloned(),
+                    instances_created,
+                    instances_from_spares,
+                    spare_instances: p.pool.spare_count(),
+                }
             })
             .collect()
     }

@@ -12,6 +12,7 @@ use wasmtime::{Config, Engine, Store, Trap, UpdateDeadline};
 
 use crate::bindings::toolgate::policy::types as wit;
 use crate::bindings::{ExportIndices, Full, PolicyExports};
+use crate::chores::{ChoreQueue, Chores};
 use crate::config::Limits;
 use crate::epoch::{self, EpochTicker};
 use crate::error::PluginProblem;
@@ -32,6 +33,9 @@ const KEEP_RESIDENT_TABLE: usize = 64 << 10;
 
 /// The shared wasmtime engine and linker.
 pub(crate) struct Runtime {
+    /// Instance churn off the decision path. Dropped (stopped and joined)
+    /// first, so no chore outlives the engine's owner.
+    chores: Chores,
     engine: Engine,
     ticker: Arc<EpochTicker>,
     linker: Linker<SandboxState>,
@@ -76,16 +80,31 @@ impl Runtime {
         config.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pooling));
         let engine = Engine::new(&config)?;
         let ticker = Arc::new(EpochTicker::start(&engine)?);
+        let chores = Chores::start()?;
 
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
         Full::add_to_linker::<_, HasSelf<SandboxState>>(&mut linker, |state| state)?;
         Ok(Self {
+            chores,
             engine,
             ticker,
             linker,
             cache_dir,
         })
+    }
+
+    /// Where work that need not delay a decision goes.
+    pub(crate) fn chores(&self) -> &ChoreQueue {
+        self.chores.queue()
+    }
+
+    /// What making instances needs, for a chore to take along.
+    pub(crate) fn instantiator(&self) -> Instantiator {
+        Instantiator {
+            engine: self.engine.clone(),
+            ticker: Arc::clone(&self.ticker),
+        }
     }
 
     /// Compile (or load from cache), check the contract, and pre-link.
@@ -173,43 +192,72 @@ impl Runtime {
         limits: &Limits,
         call: CallContext,
     ) -> Result<Sandbox, PolicyFailure> {
-        let state = SandboxState::new(
-            call,
-            limits.memory_mib.get() as usize * 1024 * 1024,
-            limits.log_max_bytes as usize,
-        );
-        let mut store = Store::new(&self.engine, state);
-        store.limiter(|state| &mut state.limiter);
-        let deadline = Duration::from_millis(u64::from(limits.deadline_ms.get()));
-        store.data_mut().deadline = Some(CallDeadline::start(deadline));
-        store.set_epoch_deadline(ticks(deadline));
-        store.epoch_deadline_callback(|ctx| {
-            let state = ctx.data();
-            let Some(deadline) = &state.deadline else {
-                return Ok(UpdateDeadline::Continue(1));
-            };
-            match deadline.remaining(state.call.wall_deadline) {
-                Some(left) => Ok(UpdateDeadline::Continue(ticks(left))),
-                None => Ok(UpdateDeadline::Interrupt),
-            }
-        });
-        let running = self.ticker.running();
-        let instance = prepared
-            .pre
-            .instantiate(&mut store)
-            .and_then(|instance| prepared.exports.load(&mut store, &instance));
-        drop(running);
-        match instance {
-            Ok(policy) => Ok(Sandbox {
-                store,
-                policy,
-                ticker: Arc::clone(&self.ticker),
-                deadline,
-                wall_clock: limits.wall_clock(),
-                failed: false,
-            }),
-            Err(err) => Err(classify(&err, store.data())),
+        instantiate(&self.engine, &self.ticker, prepared, limits, call)
+    }
+}
+
+/// The engine and its epoch clock: what making an instance needs, apart
+/// from the plugin.
+pub(crate) struct Instantiator {
+    engine: Engine,
+    ticker: Arc<EpochTicker>,
+}
+
+impl Instantiator {
+    /// See [`Runtime::instantiate`].
+    pub(crate) fn instantiate(
+        &self,
+        prepared: &Prepared,
+        limits: &Limits,
+        call: CallContext,
+    ) -> Result<Sandbox, PolicyFailure> {
+        instantiate(&self.engine, &self.ticker, prepared, limits, call)
+    }
+}
+
+fn instantiate(
+    engine: &Engine,
+    ticker: &Arc<EpochTicker>,
+    prepared: &Prepared,
+    limits: &Limits,
+    call: CallContext,
+) -> Result<Sandbox, PolicyFailure> {
+    let state = SandboxState::new(
+        call,
+        limits.memory_mib.get() as usize * 1024 * 1024,
+        limits.log_max_bytes as usize,
+    );
+    let mut store = Store::new(engine, state);
+    store.limiter(|state| &mut state.limiter);
+    let deadline = Duration::from_millis(u64::from(limits.deadline_ms.get()));
+    store.data_mut().deadline = Some(CallDeadline::start(deadline));
+    store.set_epoch_deadline(ticks(deadline));
+    store.epoch_deadline_callback(|ctx| {
+        let state = ctx.data();
+        let Some(deadline) = &state.deadline else {
+            return Ok(UpdateDeadline::Continue(1));
+        };
+        match deadline.remaining(state.call.wall_deadline) {
+            Some(left) => Ok(UpdateDeadline::Continue(ticks(left))),
+            None => Ok(UpdateDeadline::Interrupt),
         }
+    });
+    let running = ticker.running();
+    let instance = prepared
+        .pre
+        .instantiate(&mut store)
+        .and_then(|instance| prepared.exports.load(&mut store, &instance));
+    drop(running);
+    match instance {
+        Ok(policy) => Ok(Sandbox {
+            store,
+            policy,
+            ticker: Arc::clone(ticker),
+            deadline,
+            wall_clock: limits.wall_clock(),
+            failed: false,
+        }),
+        Err(err) => Err(classify(&err, store.data())),
     }
 }
 
