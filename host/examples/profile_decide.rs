@@ -9,7 +9,8 @@
 //! ```
 //!
 //! Cases: `warm` (one session's consecutive calls), `fresh` (each call from
-//! another of 1 000 sessions), `allow` / `allow-warm` (one allow-only
+//! another of 1 000 sessions, back to back), `fresh-paced` (the same with
+//! a millisecond between calls), `allow` / `allow-warm` (one allow-only
 //! policy), `allow20` / `allow20-warm` (twenty), `big` / `big-warm` (a 100 KB argument), `code-warm` (100 KB of
 //! code-like text), `rhythm` (PreToolUse then PostToolUse over 8 sessions of
 //! 2 users), `throughput` (warm calls on two threads, a session each, as
@@ -17,7 +18,8 @@
 //! writer thread spent per decision). It prints p50 and p99; the compiled
 //! components are cached in the system's temporary directory so a second
 //! run profiles no compiling. `PROFILE_LOG=off` runs the bundled policies
-//! with the decision log off, to see what logging costs.
+//! with the decision log off, to see what logging costs; `PROFILE_SPARES=N`
+//! keeps N spare instances per policy (0: none; see `limits.spare_instances`).
 
 /// The allocator the `toolgate` binary runs with.
 #[global_allocator]
@@ -30,7 +32,7 @@ use toolgate::request::Mode;
 use toolgate::{Config, ToolRequest, Toolgate, Verdict};
 
 const USAGE: &str = "usage: profile_decide \
-    warm|fresh|allow|allow-warm|allow20|allow20-warm|big|big-warm|code-warm|rhythm|throughput [CALLS]";
+    warm|fresh|fresh-paced|allow|allow-warm|allow20|allow20-warm|big|big-warm|code-warm|rhythm|throughput [CALLS]";
 
 fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
@@ -65,7 +67,7 @@ fn main() -> anyhow::Result<()> {
     let make = |i: usize| -> anyhow::Result<ToolRequest> {
         Ok(match case.as_str() {
             "warm" | "allow-warm" | "allow20-warm" | "rhythm" => request("Read", read(), i, true),
-            "fresh" | "allow" | "allow20" => request("Read", read(), i, false),
+            "fresh" | "fresh-paced" | "allow" | "allow20" => request("Read", read(), i, false),
             "big" => request("Bash", json!({"command": letters}), i, false),
             "big-warm" => request("Bash", json!({"command": letters}), i, true),
             "code-warm" => request("Bash", json!({"command": code}), i, true),
@@ -76,6 +78,9 @@ fn main() -> anyhow::Result<()> {
     let mut observe = Vec::with_capacity(calls);
     for i in 0..200 + calls {
         let mut request = make(i)?;
+        if case == "fresh-paced" {
+            std::thread::sleep(PACE);
+        }
         if case == "rhythm" {
             request.user_id = format!("user-{}", i % 2);
             request.session_id = format!("rhythm-{}", i % 8);
@@ -100,11 +105,20 @@ fn main() -> anyhow::Result<()> {
         }
     }
     println!("{case}: decide {}", summary(decide));
+    let (made, spares) = host.plugin_statuses().iter().fold((0, 0), |(m, s), p| {
+        (m + p.instances_created, s + p.instances_from_spares)
+    });
+    println!("  instances that served calls: {made}, of them spares made ahead: {spares}");
     if case == "rhythm" {
         println!("{case}: observe {}", summary(observe));
     }
     Ok(())
 }
+
+/// The gap between `fresh-paced` calls: a thousand sessions' calls a
+/// second, far more than one daemon's agents make, but with the idle
+/// moments between calls that a real host has.
+const PACE: Duration = Duration::from_millis(1);
 
 /// `calls` warm decisions on each of two threads, each thread its own
 /// session (so its own warm instances), as decisions per second.
@@ -221,7 +235,15 @@ fn config(dir: &std::path::Path, allow_only: usize) -> anyhow::Result<Config> {
         "cache_dir = {:?}\n{log}{plugins}",
         cache.display().to_string()
     );
-    Ok(Config::parse(&text, "profile", dir.to_path_buf())?)
+    let mut config = Config::parse(&text, "profile", dir.to_path_buf())?;
+    // `PROFILE_SPARES=N`: keep N spare instances per policy (0: none).
+    if let Ok(spares) = std::env::var("PROFILE_SPARES") {
+        let spares = spares.parse()?;
+        for plugin in config.plugins.values_mut() {
+            plugin.limits.spare_instances = spares;
+        }
+    }
+    Ok(config)
 }
 
 /// A call of thread `t-(i mod 1000)`, in one session (`warm`) or in
