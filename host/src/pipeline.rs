@@ -105,7 +105,7 @@ impl Env<'_> {
             let (Some(plugin), Some(store)) = (weak_plugin.upgrade(), weak_store.upgrade()) else {
                 return;
             };
-            plugin.pool.refill(|| {
+            let made = plugin.pool.refill(|| {
                 let call = CallContext::new(
                     plugin.name.clone(),
                     &plugin.limits,
@@ -119,6 +119,13 @@ impl Env<'_> {
                 sandbox.open()?;
                 Ok(sandbox)
             });
+            if let Err(failure) = made {
+                tracing::warn!(
+                    policy = %plugin.name,
+                    cause = %failure,
+                    "making a spare instance failed; this version makes no more, calls make their own"
+                );
+            }
         };
         if self.runtime.chores().offer(Box::new(refill), true).is_err() {
             plugin.pool.refill_dropped();

@@ -117,25 +117,23 @@ impl Pool {
     }
 
     /// Make spares with `make` up to the target. A failure stops this
-    /// version's spares for good: it is logged, and calls then make their
-    /// own instances and report what goes wrong.
-    pub(crate) fn refill(&self, mut make: impl FnMut() -> Result<Sandbox, PolicyFailure>) {
+    /// version's spares for good, and is returned for the caller to log:
+    /// calls then make their own instances and report what goes wrong.
+    pub(crate) fn refill(
+        &self,
+        mut make: impl FnMut() -> Result<Sandbox, PolicyFailure>,
+    ) -> Result<(), PolicyFailure> {
         // A spare taken from here on queues the next refill.
         self.refilling.store(false, Ordering::Relaxed);
         while self.spare_count() < self.spare_target {
-            match make() {
-                Ok(sandbox) => self
-                    .spares
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push(sandbox),
-                Err(failure) => {
-                    tracing::warn!(cause = %failure, "making a spare instance failed; this plugin version makes no more");
-                    self.spares_failed.store(true, Ordering::Relaxed);
-                    return;
-                }
-            }
+            let spare =
+                make().inspect_err(|_| self.spares_failed.store(true, Ordering::Relaxed))?;
+            self.spares
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(spare);
         }
+        Ok(())
     }
 
     /// Spares idle now.
@@ -234,10 +232,11 @@ mod tests {
             "a refill that never ran does not block the next"
         );
         let mut attempts = 0;
-        pool.refill(|| {
+        let failed = pool.refill(|| {
             attempts += 1;
             Err(PolicyFailure::Other("open trapped".into()))
         });
+        assert!(failed.is_err());
         assert_eq!((attempts, pool.spare_count()), (1, 0));
         assert!(!pool.wants_spares(), "no spares after one failed");
     }
