@@ -218,7 +218,7 @@ mod native {
     pub struct Floor {
         pub store: Arc<Store>,
         catalogue: Catalogue,
-        patterns: Vec<String>,
+        patterns: Vec<toolgate_guest::glob::Glob>,
         max_probes: u32,
         probe: Option<toolgate::probe::ProbeClient>,
     }

@@ -6,7 +6,8 @@
 //! taken from the call, which the runtime reports — never from the tool's
 //! name, since real MCP tool ids (`server_tool`) carry no reliable prefix.
 
-use toolgate_guest::{RiskLevel, glob};
+use toolgate_guest::RiskLevel;
+use toolgate_guest::glob::Glob;
 
 /// This policy's risk tiers, in ascending order of danger.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -73,7 +74,7 @@ fn is_file_write_name(tool: &str) -> bool {
 }
 
 /// The tier of `tool`, with the signal that decided it.
-pub fn classify(tool: &str, from_mcp: bool, patterns: &[String]) -> (Tier, String) {
+pub fn classify(tool: &str, from_mcp: bool, patterns: &[Glob]) -> (Tier, String) {
     if is_shell_name(tool) {
         return (Tier::Shell, format!("name:{tool}"));
     }
@@ -86,8 +87,9 @@ pub fn classify(tool: &str, from_mcp: bool, patterns: &[String]) -> (Tier, Strin
         };
         return (tier, format!("name:{tool}"));
     }
-    if let Some(pattern) = patterns.iter().find(|p| glob::matches(p, tool)) {
+    if let Some(pattern) = patterns.iter().find(|p| p.matches(tool)) {
         let signal = format!("pattern:{pattern}");
+        let pattern = pattern.as_str();
         if pattern.contains("shell") || pattern.contains("exec") {
             return (Tier::Shell, signal);
         }
@@ -110,7 +112,7 @@ mod tests {
     use super::*;
     use crate::config::SentinelConfig;
 
-    fn defaults() -> Vec<String> {
+    fn defaults() -> Vec<Glob> {
         SentinelConfig::default().probe_patterns
     }
 
@@ -173,7 +175,7 @@ mod tests {
 
     #[test]
     fn an_mcp_write_tool_escalates_to_exfil_capable() {
-        let patterns = vec!["*edit*".to_string()];
+        let patterns = vec![Glob::new("*edit*")];
         assert_eq!(
             classify("github_edit_file", false, &patterns).0,
             Tier::FileWrite
@@ -201,15 +203,16 @@ mod tests {
 
     #[test]
     fn a_pattern_without_risk_words_is_exfil_capable() {
-        let patterns = vec!["*http*".to_string()];
+        let patterns = vec![Glob::new("*http*")];
         assert_eq!(classify("http_get", false, &patterns).0, Tier::ExfilCapable);
     }
 
     #[test]
     fn globs_match_like_the_seed() {
-        assert!(glob::matches("mcp:*/file_*", "mcp:myserver/file_read"));
-        assert!(!glob::matches("mcp:*/file_*", "builtin:shell"));
-        assert!(glob::matches("builtin:shell", "builtin:shell"));
-        assert!(!glob::matches("builtin:shell", "builtin:write"));
+        let glob = |pattern: &str, value: &str| Glob::new(pattern).matches(value);
+        assert!(glob("mcp:*/file_*", "mcp:myserver/file_read"));
+        assert!(!glob("mcp:*/file_*", "builtin:shell"));
+        assert!(glob("builtin:shell", "builtin:shell"));
+        assert!(!glob("builtin:shell", "builtin:write"));
     }
 }

@@ -1,6 +1,7 @@
 //! The sentinel's config table.
 
 use serde::Deserialize;
+use toolgate_guest::glob::Glob;
 
 /// Configuration, with the defaults the bundled config ships.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -23,8 +24,8 @@ pub struct SentinelConfig {
     /// Glob patterns (`*` = any run of characters) over tool names. A match
     /// is classified by the pattern's own words: `shell`/`exec` → shell;
     /// `write`/`edit`/`delete`/`file` → file-write (exfil-capable for MCP
-    /// tools); anything else → exfil-capable.
-    pub probe_patterns: Vec<String>,
+    /// tools); anything else → exfil-capable. Compiled once, at `open`.
+    pub probe_patterns: Vec<Glob>,
 }
 
 impl Default for SentinelConfig {
@@ -39,7 +40,7 @@ impl Default for SentinelConfig {
                 "*shell*", "*exec*", "*write*", "*edit*", "*delete*", "*file*", "*upload*",
                 "*send*", "*post*",
             ]
-            .map(String::from)
+            .map(Glob::new)
             .to_vec(),
         }
     }

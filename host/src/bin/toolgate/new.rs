@@ -144,6 +144,7 @@ publish = false
 wit-bindgen = "0.61"
 serde = { version = "1", features = ["derive"] }
 serde_json = "1"
+memchr = "2"
 "#;
 
 fn policy_source(name: &str) -> String {
