@@ -82,12 +82,29 @@ fn use_counters(lease_id: &str) -> Read<(u64, u64)> {
 /// The id of the lease a thread's kind plans.
 const PLANNED_LEASE: &str = "planned";
 
+/// A state key of `parts` joined by `/`, each part escaped (`%` → `%25`,
+/// `/` → `%2F`) so that no part can reach into another's keys: thread `a/b`
+/// never lists thread `a`'s leases.
 fn key(parts: &[&str]) -> String {
-    parts
-        .iter()
-        .map(|p| p.replace('%', "%25").replace('/', "%2F"))
-        .collect::<Vec<_>>()
-        .join("/")
+    let mut key = String::with_capacity(parts.iter().map(|p| p.len() + 1).sum());
+    for (i, part) in parts.iter().enumerate() {
+        if i > 0 {
+            key.push('/');
+        }
+        // Most parts (ids, tool names) need no escaping: copied whole.
+        if !part.bytes().any(|b| b == b'%' || b == b'/') {
+            key.push_str(part);
+            continue;
+        }
+        for c in part.chars() {
+            match c {
+                '%' => key.push_str("%25"),
+                '/' => key.push_str("%2F"),
+                c => key.push(c),
+            }
+        }
+    }
+    key
 }
 
 /// The lease-gate name of the call's action: MCP tools are
@@ -498,3 +515,19 @@ impl Observe for LeaseGate {
 }
 
 toolgate_guest::export_policy!(LeaseGate, observe);
+
+#[cfg(test)]
+mod tests {
+    use super::key;
+
+    #[test]
+    fn key_parts_are_escaped_so_none_reaches_into_another() {
+        assert_eq!(key(&["lease", "t-1", "l-9"]), "lease/t-1/l-9");
+        assert_eq!(key(&["lease", "a/b"]), "lease/a%2Fb");
+        assert_eq!(key(&["lease", "a%2Fb"]), "lease/a%252Fb");
+        assert_eq!(key(&["lease", "100%/é"]), "lease/100%25%2Fé");
+        assert_eq!(key(&[""]), "");
+        // Thread `a/b`'s prefix is not under thread `a`'s.
+        assert!(!key(&["lease", "a/b"]).starts_with(&format!("{}/", key(&["lease", "a"]))));
+    }
+}

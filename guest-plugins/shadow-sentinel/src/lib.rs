@@ -29,13 +29,27 @@ const PROBE_RESULT: &str = "probe_result";
 /// Observed summaries are cut to this many characters.
 const SUMMARY_CHARS: usize = 250;
 
-/// The policy: its parsed config.
-pub struct ShadowSentinel(SentinelConfig);
+/// The policy: its parsed config, and the last tier it worked out.
+pub struct ShadowSentinel(SentinelConfig, LastTier);
+
+/// The tier of the last tool classified: `classify`, `account` and `decide`
+/// each need the call's tier, so one classification serves all three.
+#[derive(Default)]
+struct LastTier(std::cell::RefCell<Option<(String, bool, Tier, String)>>);
 
 impl ShadowSentinel {
     fn tier(&self, call: &ToolCall) -> (Tier, String) {
         let from_mcp = matches!(call.origin, ToolOrigin::Mcp(_));
-        classify::classify(&call.tool, from_mcp, &self.0.probe_patterns)
+        let mut last = self.1.0.borrow_mut();
+        if let Some((tool, mcp, tier, signal)) = &*last
+            && *tool == call.tool
+            && *mcp == from_mcp
+        {
+            return (*tier, signal.clone());
+        }
+        let (tier, signal) = classify::classify(&call.tool, from_mcp, &self.0.probe_patterns);
+        *last = Some((call.tool.clone(), from_mcp, tier, signal.clone()));
+        (tier, signal)
     }
 
     /// The events the model sees: other sessions' newest uses of this tool
@@ -131,7 +145,9 @@ impl Policy for ShadowSentinel {
     }
 
     fn open(config: Config) -> Result<Self, ConfigError> {
-        config.parse().map(Self)
+        config
+            .parse()
+            .map(|config| Self(config, LastTier::default()))
     }
 
     /// Risky calls within budget are put to the model; the reply comes back
