@@ -65,7 +65,12 @@ impl Chores {
             .spawn(move || {
                 while let Ok(Message::Run { chore, optional }) = receiver.recv() {
                     if !(optional && worker.stopping.load(Ordering::Relaxed)) {
-                        chore();
+                        // A chore that panics loses its own work only; the
+                        // thread carries on with the next.
+                        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(chore));
+                        if ran.is_err() {
+                            tracing::error!("a chore panicked; its work is lost, later chores run");
+                        }
                     }
                     worker.queued.fetch_sub(1, Ordering::Relaxed);
                 }
@@ -142,6 +147,22 @@ mod tests {
             rx.try_iter().collect::<Vec<_>>(),
             (0..10).collect::<Vec<_>>()
         );
+    }
+
+    #[test]
+    fn a_chore_that_panics_does_not_stop_the_ones_after_it() {
+        let chores = Chores::start().unwrap();
+        let (tx, rx) = mpsc::channel();
+        chores
+            .queue()
+            .offer(Box::new(|| panic!("a bug in a chore")), false)
+            .unwrap_or_else(|_| panic!("refused"));
+        chores
+            .queue()
+            .offer(Box::new(move || tx.send("after").unwrap()), false)
+            .unwrap_or_else(|_| panic!("refused"));
+        drop(chores);
+        assert_eq!(rx.try_iter().collect::<Vec<_>>(), ["after"]);
     }
 
     #[test]
