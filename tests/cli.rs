@@ -73,6 +73,39 @@ fn check_on_the_sample_requests_prints_composed_decisions() {
     );
 }
 
+#[cfg(target_os = "linux")]
+#[test]
+fn a_perf_map_names_the_policies_own_functions_when_asked() {
+    // What a policy author profiles with: `perf` reads /tmp/perf-<pid>.map
+    // to name the compiled guests' functions.
+    let dir = tempfile::tempdir().unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["check", "examples/requests/bash-ls.json", "--store"])
+        .arg(dir.path().join("cli.redb"))
+        .env("XDG_CACHE_HOME", dir.path().join("cache"))
+        .env("TOOLGATE_PERF_MAP", "1")
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let map = std::path::PathBuf::from(format!("/tmp/perf-{}.map", child.id()));
+    let output = child.wait_with_output().unwrap();
+    let text = std::fs::read_to_string(&map).unwrap_or_default();
+    let _ = std::fs::remove_file(&map);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        text.contains("toolgate:policy/gate@0.2.0#decide") && text.contains("lease_gate"),
+        "no policy functions in {}: {} bytes",
+        map.display(),
+        text.len()
+    );
+}
+
 #[test]
 fn a_deny_exits_3_with_the_reason() {
     let dir = tempfile::tempdir().unwrap();

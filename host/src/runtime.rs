@@ -23,6 +23,11 @@ pub const WIT_VERSION: &str = "0.2.0";
 /// The WIT package every policy targets.
 pub const WIT_PACKAGE: &str = "toolgate:policy";
 
+/// Set (to anything but `0`) to have the engine write the compiled
+/// policies' function names to `/tmp/perf-<pid>.map`, so that `perf` can
+/// say which of a policy's own functions its time goes to (Linux).
+pub const PERF_MAP_ENV: &str = "TOOLGATE_PERF_MAP";
+
 /// Component instances that may be live at once, per engine.
 const POOL_SLOTS: u32 = 1000;
 
@@ -54,6 +59,9 @@ impl Runtime {
         }
         let mut config = Config::new();
         config.epoch_interruption(true);
+        if std::env::var_os(PERF_MAP_ENV).is_some_and(|v| v != "0") {
+            config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        }
         // Fresh instances are frequent (one per user and session, see
         // `pool.rs`): slots prepared in advance, memory images mapped
         // copy-on-write, make them cheap.
