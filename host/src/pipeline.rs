@@ -81,9 +81,11 @@ impl Env<'_> {
                 sandbox
             }
             None => {
-                let mut sandbox =
-                    self.runtime
-                        .instantiate(&plugin.prepared, &plugin.limits, call)?;
+                let mut sandbox = self.runtime.instantiator().instantiate(
+                    &plugin.prepared,
+                    &plugin.limits,
+                    call,
+                )?;
                 sandbox.open()?;
                 sandbox
             }
@@ -100,7 +102,7 @@ impl Env<'_> {
             return;
         }
         let (weak_plugin, weak_store) = (Arc::downgrade(plugin), Arc::downgrade(self.store));
-        let instantiator = self.runtime.instantiator();
+        let instantiator = self.runtime.instantiator().clone();
         let refill = move || {
             let (Some(plugin), Some(store)) = (weak_plugin.upgrade(), weak_store.upgrade()) else {
                 return;

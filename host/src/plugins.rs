@@ -230,6 +230,7 @@ pub(crate) fn load(
     );
     let mut sandbox = ctx
         .runtime
+        .instantiator()
         .instantiate(&prepared, &entry.limits, call)
         .map_err(|failure| fail(PluginProblem::Rejected(format!("instantiation {failure}"))))?;
     let info = sandbox

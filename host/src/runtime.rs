@@ -41,8 +41,8 @@ pub(crate) struct Runtime {
     /// Instance churn off the decision path. Dropped (stopped and joined)
     /// first, so no chore outlives the engine's owner.
     chores: Chores,
-    engine: Engine,
-    ticker: Arc<EpochTicker>,
+    /// The engine and its epoch clock.
+    instances: Instantiator,
     linker: Linker<SandboxState>,
     cache_dir: Option<PathBuf>,
 }
@@ -95,8 +95,7 @@ impl Runtime {
         Full::add_to_linker::<_, HasSelf<SandboxState>>(&mut linker, |state| state)?;
         Ok(Self {
             chores,
-            engine,
-            ticker,
+            instances: Instantiator { engine, ticker },
             linker,
             cache_dir,
         })
@@ -107,19 +106,16 @@ impl Runtime {
         self.chores.queue()
     }
 
-    /// What making instances needs, for a chore to take along.
-    pub(crate) fn instantiator(&self) -> Instantiator {
-        Instantiator {
-            engine: self.engine.clone(),
-            ticker: Arc::clone(&self.ticker),
-        }
+    /// What makes instances (a chore takes a clone along).
+    pub(crate) fn instantiator(&self) -> &Instantiator {
+        &self.instances
     }
 
     /// Compile (or load from cache), check the contract, and pre-link.
     pub(crate) fn prepare(&self, bytes: &[u8], digest: &str) -> Result<Prepared, PluginProblem> {
         check_is_component(bytes)?;
         let component = self.compile(bytes, digest)?;
-        check_contract(&self.engine, &component)?;
+        check_contract(&self.instances.engine, &component)?;
         let pre = self
             .linker
             .instantiate_pre(&component)
@@ -138,11 +134,11 @@ impl Runtime {
         let component = self.compile(bytes, digest)?;
         let ty = component.component_type();
         let exports = ty
-            .exports(&self.engine)
+            .exports(&self.instances.engine)
             .map(|(n, _)| n.to_string())
             .collect();
         let imports = ty
-            .imports(&self.engine)
+            .imports(&self.instances.engine)
             .map(|(n, _)| n.to_string())
             .collect();
         Ok((exports, imports))
@@ -152,7 +148,7 @@ impl Runtime {
         let cached = self.cache_dir.as_ref().map(|dir| {
             let mut engine_hash = HashWriter(Sha256::new());
             std::hash::Hash::hash(
-                &self.engine.precompile_compatibility_hash(),
+                &self.instances.engine.precompile_compatibility_hash(),
                 &mut engine_hash,
             );
             let engine_hash = hex::encode(engine_hash.0.finalize());
@@ -163,7 +159,7 @@ impl Runtime {
         {
             return Ok(component);
         }
-        let component = Component::new(&self.engine, bytes)
+        let component = Component::new(&self.instances.engine, bytes)
             .map_err(|err| PluginProblem::Invalid(format!("{err:#}")))?;
         if let Some(path) = &cached {
             store_cached(path, &component);
@@ -188,84 +184,65 @@ impl Runtime {
         // (0700), and anyone who can write there can run code as this user.
         // The checksum only detects damage (a torn or corrupt write); the
         // compatibility hash in the name keeps another engine's artifacts out.
-        unsafe { Component::deserialize(&self.engine, &bytes[32..]) }
+        unsafe { Component::deserialize(&self.instances.engine, &bytes[32..]) }
             .inspect_err(|err| tracing::warn!(path = %path.display(), error = %err, "unusable cache entry; recompiling"))
             .ok()
-    }
-
-    /// A fresh store and instance for one evaluation of `plugin`.
-    pub(crate) fn instantiate(
-        &self,
-        prepared: &Prepared,
-        limits: &Limits,
-        call: CallContext,
-    ) -> Result<Sandbox, PolicyFailure> {
-        instantiate(&self.engine, &self.ticker, prepared, limits, call)
     }
 }
 
 /// The engine and its epoch clock: what making an instance needs, apart
 /// from the plugin.
+#[derive(Clone)]
 pub(crate) struct Instantiator {
     engine: Engine,
     ticker: Arc<EpochTicker>,
 }
 
 impl Instantiator {
-    /// See [`Runtime::instantiate`].
+    /// A fresh store and instance for one evaluation of a plugin.
     pub(crate) fn instantiate(
         &self,
         prepared: &Prepared,
         limits: &Limits,
         call: CallContext,
     ) -> Result<Sandbox, PolicyFailure> {
-        instantiate(&self.engine, &self.ticker, prepared, limits, call)
-    }
-}
-
-fn instantiate(
-    engine: &Engine,
-    ticker: &Arc<EpochTicker>,
-    prepared: &Prepared,
-    limits: &Limits,
-    call: CallContext,
-) -> Result<Sandbox, PolicyFailure> {
-    let state = SandboxState::new(
-        call,
-        limits.memory_mib.get() as usize * 1024 * 1024,
-        limits.log_max_bytes as usize,
-    );
-    let mut store = Store::new(engine, state);
-    store.limiter(|state| &mut state.limiter);
-    let deadline = Duration::from_millis(u64::from(limits.deadline_ms.get()));
-    store.data_mut().deadline = Some(CallDeadline::start(deadline));
-    store.set_epoch_deadline(ticks(deadline));
-    store.epoch_deadline_callback(|ctx| {
-        let state = ctx.data();
-        let Some(deadline) = &state.deadline else {
-            return Ok(UpdateDeadline::Continue(1));
-        };
-        match deadline.remaining(state.call.wall_deadline) {
-            Some(left) => Ok(UpdateDeadline::Continue(ticks(left))),
-            None => Ok(UpdateDeadline::Interrupt),
+        let state = SandboxState::new(
+            call,
+            limits.memory_mib.get() as usize * 1024 * 1024,
+            limits.log_max_bytes as usize,
+        );
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|state| &mut state.limiter);
+        let deadline = Duration::from_millis(u64::from(limits.deadline_ms.get()));
+        store.data_mut().deadline = Some(CallDeadline::start(deadline));
+        store.set_epoch_deadline(ticks(deadline));
+        store.epoch_deadline_callback(|ctx| {
+            let state = ctx.data();
+            let Some(deadline) = &state.deadline else {
+                return Ok(UpdateDeadline::Continue(1));
+            };
+            match deadline.remaining(state.call.wall_deadline) {
+                Some(left) => Ok(UpdateDeadline::Continue(ticks(left))),
+                None => Ok(UpdateDeadline::Interrupt),
+            }
+        });
+        let running = self.ticker.running();
+        let instance = prepared
+            .pre
+            .instantiate(&mut store)
+            .and_then(|instance| prepared.exports.load(&mut store, &instance));
+        drop(running);
+        match instance {
+            Ok(policy) => Ok(Sandbox {
+                store,
+                policy,
+                ticker: Arc::clone(&self.ticker),
+                deadline,
+                wall_clock: limits.wall_clock(),
+                failed: false,
+            }),
+            Err(err) => Err(classify(&err, store.data())),
         }
-    });
-    let running = ticker.running();
-    let instance = prepared
-        .pre
-        .instantiate(&mut store)
-        .and_then(|instance| prepared.exports.load(&mut store, &instance));
-    drop(running);
-    match instance {
-        Ok(policy) => Ok(Sandbox {
-            store,
-            policy,
-            ticker: Arc::clone(ticker),
-            deadline,
-            wall_clock: limits.wall_clock(),
-            failed: false,
-        }),
-        Err(err) => Err(classify(&err, store.data())),
     }
 }
 
