@@ -73,7 +73,7 @@ impl Env<'_> {
             return Ok(Pooled::new(&plugin.pool, reuse, key, sandbox));
         }
         let spare = plugin.pool.take_spare();
-        plugin.pool.created_one(spare.is_some());
+        let from_spare = spare.is_some();
         self.make_spares(plugin);
         let sandbox = match spare {
             Some(mut sandbox) => {
@@ -90,6 +90,7 @@ impl Env<'_> {
                 sandbox
             }
         };
+        plugin.pool.created_one(from_spare);
         Ok(Pooled::new(&plugin.pool, reuse, key, sandbox))
     }
 
