@@ -87,7 +87,7 @@ fn inspect_describes_bundled_policies_and_refuses_other_files() {
         let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
         assert_eq!(report["loadable"], true);
         assert_eq!(report["policy"]["name"], policy);
-        assert_eq!(report["wit"], "toolgate:policy@0.2.0");
+        assert_eq!(report["wit"], "toolgate:policy@0.3.0");
         assert_eq!(report["sha256"].as_str().unwrap().len(), 64);
         let mut exports: Vec<&str> = report["exports"]
             .as_array()
@@ -99,7 +99,7 @@ fn inspect_describes_bundled_policies_and_refuses_other_files() {
         let mut expected: Vec<String> = ["gate"]
             .iter()
             .chain(phases)
-            .map(|p| format!("toolgate:policy/{p}@0.2.0"))
+            .map(|p| format!("toolgate:policy/{p}@0.3.0"))
             .collect();
         expected.sort_unstable();
         assert_eq!(exports, expected, "{policy}");

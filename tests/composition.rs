@@ -222,6 +222,40 @@ fn no_policies_means_allow() {
 }
 
 #[test]
+fn a_warm_instance_decides_each_call_on_that_call_not_the_one_before() {
+    // The call crosses into a policy once per evaluation (`gate.begin`) and
+    // stays in the instance's memory for its phases: every evaluation on a
+    // reused instance must begin again, or it would decide on the last call.
+    let host = host(&scripted(
+        "picky",
+        1,
+        "verdict = \"allow\"\nreason = \"not this one\"\n\
+         deny_if_arguments_contain = \"deny-me\"\nreport_instance = true",
+    ));
+    let decide = |arguments: serde_json::Value| {
+        let decision = host.evaluate(&call("Bash", arguments)).unwrap();
+        let notes: Vec<_> = decision.notes.into_iter().map(|n| n.text).collect();
+        (decision.verdict, notes)
+    };
+    let denied = decide(json!({"command": "echo deny-me"}));
+    let allowed = decide(json!({"command": "echo fine"}));
+    let denied_again = decide(json!({"command": "echo deny-me too"}));
+    assert_eq!(
+        denied,
+        (Verdict::Deny, vec!["instance-calls:1".to_string()])
+    );
+    assert_eq!(
+        allowed,
+        (Verdict::Allow, vec!["instance-calls:2".to_string()]),
+        "the same warm instance, deciding on the new call"
+    );
+    assert_eq!(
+        denied_again,
+        (Verdict::Deny, vec!["instance-calls:3".to_string()])
+    );
+}
+
+#[test]
 fn warm_instances_are_reused_unless_the_operator_says_otherwise() {
     let notes = |host: &common::TestHost| {
         host.evaluate(&call("Read", json!({})))

@@ -9,6 +9,10 @@
 //!    and later policies do not run; otherwise a pause beats allow; skip
 //!    abstains. Notes from every policy that ran are kept.
 //!
+//! Each policy's instance is taken at its first step, which begins the
+//! evaluation there (`gate.begin`): the call is lowered into each policy
+//! once, and its phases read it from the policy's own memory.
+//!
 //! A policy that fails (trap, deadline, memory, oversized output) is handled
 //! by its fail mode: `open` → skip plus a note, `closed` → deny naming it.
 
@@ -156,13 +160,15 @@ impl<'p> Slot<'p> {
         }
     }
 
-    /// Run `f` on this policy's sandbox (created on first use), timing it.
-    /// A failure retires the instance and is remembered: no later step of
+    /// Run `f` on this policy's sandbox, timing it. The sandbox is taken
+    /// on first use and begins the evaluation of `call` there, so the call
+    /// crosses into each policy once however many of its phases run. A
+    /// failure retires the instance and is remembered: no later step of
     /// this evaluation runs this policy again.
     fn run<T>(
         &mut self,
         env: &Env<'_>,
-        request: &ToolRequest,
+        call: &Call<'_>,
         f: impl FnOnce(&mut Sandbox) -> Result<T, PolicyFailure>,
     ) -> Result<T, PolicyFailure> {
         if let Some(failure) = &self.failure {
@@ -173,9 +179,11 @@ impl<'p> Slot<'p> {
         let result = match &mut self.sandbox {
             Some(sandbox) => f(sandbox),
             None => env
-                .sandbox(self.plugin, Some(request))
+                .sandbox(self.plugin, Some(call.request))
                 .and_then(|mut sandbox| {
-                    let result = f(&mut sandbox);
+                    let result = sandbox
+                        .begin(&call.for_policy(self.plugin))
+                        .and_then(|()| f(&mut sandbox));
                     self.sandbox = Some(sandbox);
                     result
                 }),
@@ -209,7 +217,8 @@ struct Call<'r> {
     fingerprint: std::cell::OnceCell<String>,
     /// Unexpired resolutions of this exact call.
     resolutions: Vec<RecordedResolution>,
-    /// The WIT view without resolutions (what classification sees).
+    /// The WIT view without resolutions: what a policy with none of its
+    /// own begins with, and what `observe` hears.
     wit: wit::ToolCall,
 }
 
@@ -307,9 +316,9 @@ pub(crate) fn evaluate(
 fn classify(env: &Env<'_>, call: &Call<'_>, slots: &mut [Slot<'_>]) -> RiskReport {
     for slot in slots.iter_mut().filter(|s| s.plugin.phases.classify) {
         slot.risk = slot
-            .run(env, call.request, |sandbox| {
+            .run(env, call, |sandbox| {
                 sandbox.call("classify", |p, s| match &p.risk {
-                    Some(risk) => risk.call_classify(s, &call.wit),
+                    Some(risk) => risk.call_classify(s),
                     None => unreachable!("filtered on the phase"),
                 })
             })
@@ -330,11 +339,10 @@ fn decide(
     let mut composer = Composer::default();
     for slot in slots.iter_mut() {
         let plugin = slot.plugin;
-        let own_call = call.for_policy(plugin);
         let budget = if plugin.phases.account {
-            slot.run(env, call.request, |sandbox| {
+            slot.run(env, call, |sandbox| {
                 sandbox.call("account", |p, s| match &p.budget {
-                    Some(budget) => budget.call_account(s, &own_call, &wit_risk),
+                    Some(budget) => budget.call_account(s, &wit_risk),
                     None => unreachable!("checked on the phase"),
                 })
             })
@@ -345,18 +353,17 @@ fn decide(
         let limit = plugin.limits.max_output_bytes.get() as usize;
         let decided = budget.clone().and_then(|budget| {
             let budget = budget.unwrap_or(wit::BudgetStatus::Ok);
-            let decision = slot.run(env, call.request, |sandbox| {
-                let decision = sandbox.call("decide", |p, s| {
-                    p.gate.call_decide(s, &own_call, &wit_risk, &budget)
-                })?;
+            let decision = slot.run(env, call, |sandbox| {
+                let decision =
+                    sandbox.call("decide", |p, s| p.gate.call_decide(s, &wit_risk, &budget))?;
                 check_output_size(&decision, limit)?;
                 Ok(decision)
             })?;
             match decision.verdict {
                 wit::Verdict::AskModel(question) => {
                     let reply = ask_model(env, plugin, &question);
-                    slot.run(env, call.request, |sandbox| {
-                        let decision = sandbox.parse_reply(&own_call, &reply)?;
+                    slot.run(env, call, |sandbox| {
+                        let decision = sandbox.parse_reply(&reply)?;
                         check_output_size(&decision, limit)?;
                         Ok(decision)
                     })
@@ -398,7 +405,7 @@ fn release_reservations(
     };
     for (slot, result) in slots.iter_mut().zip(results) {
         if result.verdict == PolicyVerdict::Allow && slot.plugin.phases.observe {
-            let _ = slot.run(env, call.request, |sandbox| sandbox.observe(&event));
+            let _ = slot.run(env, call, |sandbox| sandbox.observe(&event));
         }
     }
 }

@@ -19,7 +19,7 @@ use crate::error::PluginProblem;
 use crate::sandbox::{CallContext, CallDeadline, SandboxState};
 
 /// The WIT package version this host implements.
-pub const WIT_VERSION: &str = "0.2.0";
+pub const WIT_VERSION: &str = "0.3.0";
 /// The WIT package every policy targets.
 pub const WIT_PACKAGE: &str = "toolgate:policy";
 
@@ -294,12 +294,17 @@ impl Sandbox {
             .map_err(|err| PolicyFailure::Config(config_error_message(&err)))
     }
 
+    /// Start evaluating `call` on this instance (`gate.begin`): the call
+    /// crosses into the sandbox once, and the phases that follow read it.
+    pub(crate) fn begin(&mut self, call: &wit::ToolCall) -> Result<(), PolicyFailure> {
+        self.call("begin", |p, s| p.gate.call_begin(s, call))
+    }
+
     /// Hand the model's reply to the policy's `verdict.parse`. A policy that
     /// asked without exporting it, whose parser refuses the reply, or that
     /// asks again, has failed (its fail mode applies).
     pub(crate) fn parse_reply(
         &mut self,
-        call: &wit::ToolCall,
         reply: &wit::ModelReply,
     ) -> Result<wit::Decision, PolicyFailure> {
         if self.policy.verdict.is_none() {
@@ -310,7 +315,7 @@ impl Sandbox {
         }
         let decision = self
             .call("parse", |p, s| match &p.verdict {
-                Some(verdict) => verdict.call_parse(s, call, reply),
+                Some(verdict) => verdict.call_parse(s, reply),
                 None => unreachable!("checked above"),
             })?
             .map_err(|message| {
@@ -553,10 +558,11 @@ mod tests {
 
     #[test]
     fn version_compatibility_follows_semver() {
-        assert!(compatible("0.2.0"));
-        assert!(compatible("0.2.7"));
+        assert!(compatible("0.3.0"));
+        assert!(compatible("0.3.7"));
         assert!(!compatible("0.1.0"));
-        assert!(!compatible("0.3.0"));
+        assert!(!compatible("0.2.0"));
+        assert!(!compatible("0.4.0"));
         assert!(!compatible("1.0.0"));
         assert!(!compatible("garbage"));
     }

@@ -1,4 +1,4 @@
-//! Helpers for writing toolgate policies (contract `toolgate:policy@0.2.0`).
+//! Helpers for writing toolgate policies (contract `toolgate:policy@0.3.0`).
 //!
 //! A policy implements [`Policy`] (`info`, `open`, `decide`) and, for each
 //! optional phase it has, that phase's trait: [`Classify`], [`Account`],
@@ -45,7 +45,7 @@ pub mod phases {
                     path: "../../wit",
                     pub_export_macro: true,
                     with: {
-                        "toolgate:policy/types@0.2.0": crate::bindings::toolgate::policy::types,
+                        "toolgate:policy/types@0.3.0": crate::bindings::toolgate::policy::types,
                     },
                 });
             }
@@ -123,6 +123,9 @@ pub trait Observe: Policy {
 
 thread_local! {
     static OPENED: RefCell<Option<Box<dyn std::any::Any>>> = const { RefCell::new(None) };
+    /// The call of the evaluation in progress (`gate.begin`): it crosses
+    /// into the sandbox once, and every phase of the evaluation borrows it.
+    static BEGUN: RefCell<Option<ToolCall>> = const { RefCell::new(None) };
 }
 
 /// Run `f` with the opened policy. The host opens every instance before
@@ -136,6 +139,19 @@ fn with_policy<P: Policy, R>(f: impl FnOnce(&P) -> R) -> R {
             .and_then(|p| p.downcast_ref::<P>())
             .unwrap_or_else(|| panic!("toolgate called the policy before gate.open"));
         f(policy)
+    })
+}
+
+/// Run `f` with the opened policy and the begun call. The host begins
+/// every evaluation before its phases; if it ever did not, this traps
+/// rather than deciding on another call.
+fn with_call<P: Policy, R>(f: impl FnOnce(&P, &ToolCall) -> R) -> R {
+    BEGUN.with(|cell| {
+        let call = cell.borrow();
+        let call = call
+            .as_ref()
+            .unwrap_or_else(|| panic!("toolgate called a phase before gate.begin"));
+        with_policy(|policy: &P| f(policy, call))
     })
 }
 
@@ -155,8 +171,12 @@ impl<P: Policy> gate::Guest for Exports<P> {
         Ok(())
     }
 
-    fn decide(call: ToolCall, risk: Risk, budget: BudgetStatus) -> Decision {
-        with_policy(|p: &P| p.decide(&call, &risk, &budget))
+    fn begin(call: ToolCall) {
+        BEGUN.with(|cell| *cell.borrow_mut() = Some(call));
+    }
+
+    fn decide(risk: Risk, budget: BudgetStatus) -> Decision {
+        with_call(|p: &P, call| p.decide(call, &risk, &budget))
     }
 
     fn command(name: String, args: String) -> Result<String, String> {
@@ -165,22 +185,22 @@ impl<P: Policy> gate::Guest for Exports<P> {
 }
 
 impl<P: Classify> phases::classifier::exports::toolgate::policy::risk::Guest for Exports<P> {
-    fn classify(call: ToolCall) -> Risk {
-        with_policy(|p: &P| p.classify(&call))
+    fn classify() -> Risk {
+        with_call(|p: &P, call| p.classify(call))
     }
 }
 
 impl<P: Account> phases::accountant::exports::toolgate::policy::budget::Guest for Exports<P> {
-    fn account(call: ToolCall, risk: Risk) -> BudgetStatus {
-        with_policy(|p: &P| p.account(&call, &risk))
+    fn account(risk: Risk) -> BudgetStatus {
+        with_call(|p: &P, call| p.account(call, &risk))
     }
 }
 
 impl<P: ParseVerdict> phases::verdict_parser::exports::toolgate::policy::verdict::Guest
     for Exports<P>
 {
-    fn parse(call: ToolCall, reply: ModelReply) -> Result<Decision, String> {
-        with_policy(|p: &P| p.parse(&call, &reply))
+    fn parse(reply: ModelReply) -> Result<Decision, String> {
+        with_call(|p: &P, call| p.parse(call, &reply))
     }
 }
 
