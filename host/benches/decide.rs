@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use toolgate::decision_log::{ArgumentsView, PendingLogEntry};
-use toolgate::request::{Mode, Origin};
+use toolgate::request::Mode;
 use toolgate::store::{Store, StoredEvent};
 use toolgate::{Config, ToolRequest, Toolgate, Verdict};
 
@@ -207,151 +207,8 @@ fn shell(n: usize) -> ToolRequest {
 }
 
 /// The same three policies' logic as plain native Rust over the same store.
-mod native {
-    use super::*;
-    use lease_gate::catalogue::Catalogue;
-    use lease_gate::gate::{GateInput, GateOutcome};
-    use lease_gate::leases::Lease;
-    use shadow_sentinel::classify::Tier;
-    use toolgate_guest::ExecutionMode;
-
-    pub struct Floor {
-        pub store: Arc<Store>,
-        catalogue: Catalogue,
-        patterns: Vec<toolgate_guest::glob::Glob>,
-        max_probes: u32,
-        probe: Option<toolgate::probe::ProbeClient>,
-    }
-
-    impl Floor {
-        pub fn new(store: Arc<Store>, max_probes: u32, probe_url: Option<&str>) -> Self {
-            Self {
-                store,
-                catalogue: Catalogue::new(&Default::default(), None),
-                patterns: shadow_sentinel::config::SentinelConfig::default().probe_patterns,
-                max_probes,
-                probe: probe_url.map(|url| {
-                    toolgate::probe::ProbeClient::new(&toolgate::config::ProbeConfig {
-                        endpoint: Some(url.into()),
-                        model: String::new(),
-                        api_key_env: None,
-                        max_timeout_ms: 2000,
-                    })
-                }),
-            }
-        }
-
-        pub fn decide(&self, request: &ToolRequest) -> Verdict {
-            let thread = request.thread();
-            // lease-gate
-            let prefix = format!("lease/{thread}/");
-            let lease = self
-                .store
-                .state_keys("lease-gate", &prefix, 256)
-                .unwrap()
-                .iter()
-                .filter_map(|k| self.store.state_get("lease-gate", k).unwrap())
-                .filter_map(|b| serde_json::from_slice::<Lease>(&b).ok())
-                .find(|l| l.is_valid(toolgate::now_ms()) && l.actions.covers(&request.tool));
-            let _planned = self
-                .store
-                .state_get("lease-gate", &format!("planned/{thread}"))
-                .unwrap();
-            let _auto = self
-                .store
-                .state_get("lease-gate", &format!("auto/{}/{thread}", request.user_id))
-                .unwrap();
-            let spec = self.catalogue.spec(&request.tool);
-            let outcome = lease_gate::gate::evaluate(&GateInput {
-                action: &request.tool,
-                spec,
-                thread,
-                has_lease: lease.is_some(),
-                mode: ExecutionMode::InteractiveAutoApprove,
-                auto_approved: false,
-                approved_now: false,
-                credential_present: false,
-                preview: "",
-            });
-            if !matches!(outcome, GateOutcome::Allow) {
-                return Verdict::Deny;
-            }
-            // shadow-sentinel
-            let from_mcp = matches!(request.origin, Origin::Mcp(_));
-            let (category, _) =
-                shadow_sentinel::classify::classify(&request.tool, from_mcp, &self.patterns);
-            if let Some((pool, limit)) = shadow_sentinel::budget::pool(category, self.max_probes)
-                && category != Tier::Low
-                && limit > 0
-            {
-                let key =
-                    shadow_sentinel::budget::counter_key(&request.session_id, request.turn, pool);
-                if self
-                    .store
-                    .state_try_increment("shadow-sentinel", &key, limit, u64::MAX)
-                    .unwrap()
-                    .is_some()
-                {
-                    let hidden = ["probe_result".to_string()];
-                    let mut events = self
-                        .store
-                        .tool_history(
-                            "shadow-sentinel",
-                            &request.tool,
-                            &request.session_id,
-                            10,
-                            &hidden,
-                        )
-                        .unwrap();
-                    events.extend(
-                        self.store
-                            .session_recent("shadow-sentinel", &request.session_id, 10, &hidden)
-                            .unwrap(),
-                    );
-                    let context: Vec<toolgate_guest::host::Event> = events
-                        .into_iter()
-                        .map(|e| toolgate_guest::host::Event {
-                            session_id: e.session_id,
-                            turn: e.turn,
-                            kind: e.kind,
-                            tool: e.tool,
-                            origin: None,
-                            risk: None,
-                            detail: e.detail,
-                            summary: e.summary,
-                            at_ms: e.at_ms,
-                        })
-                        .collect();
-                    let prompt = shadow_sentinel::probe::user_prompt(
-                        &request.tool,
-                        &request.arguments_json(),
-                        &context,
-                    );
-                    if let Some(probe) = &self.probe {
-                        let _ = probe.ask(shadow_sentinel::probe::SYSTEM_PROMPT, &prompt, 2000);
-                    }
-                    self.store.append_event(StoredEvent {
-                        policy: "shadow-sentinel".into(),
-                        session_id: request.session_id.clone(),
-                        turn: request.turn,
-                        kind: "probe_result".into(),
-                        tool: Some(request.tool.clone()),
-                        origin: None,
-                        risk: None,
-                        detail: Some("allow".into()),
-                        summary: Some("probe allowed".into()),
-                        at_ms: toolgate::now_ms(),
-                    });
-                }
-            }
-            // context-cost
-            let config = context_cost::budget::CostConfig::default();
-            let tokens = request.context_tokens.unwrap_or(0);
-            let _ = context_cost::budget::evaluate_cost(tokens, &config);
-            Verdict::Allow
-        }
-    }
-}
+#[path = "support/native_floor.rs"]
+mod native;
 
 fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")

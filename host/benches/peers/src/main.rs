@@ -3,19 +3,27 @@
 //! under 600 000 tokens. Written once as a Cedar policy, once in Rego
 //! (regorus), and served by toolgate's bundled lease-gate + context-cost
 //! (sandboxed WebAssembly components, leases and counters in the redb
-//! store). Each engine gets its request built per call; the program checks
-//! that all three agree on every call, then prints p50/p99 per decision.
+//! store), and by the same two policies' functions compiled natively over
+//! that store (the floor under any sandbox). Each gets its request built per
+//! call; the program checks that all four agree on every call, then prints
+//! p50/p99 per decision.
 
 /// The allocator the `toolgate` binary runs with, for all three engines.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use cedar_policy::{Authorizer, Context, Decision, Entities, EntityUid, PolicySet, Request};
+use context_cost::budget::CostConfig;
 use serde_json::{Value, json};
 use toolgate::request::Mode;
 use toolgate::{Config, ToolRequest, Toolgate, Verdict};
+
+#[path = "../../support/native_floor.rs"]
+mod native_floor;
+use native_floor::Floor;
 
 const MAX_TOKENS: u64 = 600_000;
 const THREADS: usize = 100;
@@ -128,6 +136,28 @@ fn toolgate_decision(
     tokens: u64,
     per_thread_session: bool,
 ) -> toolgate::Decision {
+    host.evaluate(&request(thread, tool, tokens, per_thread_session))
+        .unwrap()
+}
+
+/// The native floor of toolgate's two policies: their own functions,
+/// compiled into this program, reading the leases from the same store.
+fn native_floor(host: &Toolgate) -> Floor {
+    Floor::new(Arc::clone(host.store()), 0, None).with_cost(CostConfig {
+        warn_tokens: 0,
+        max_tokens: MAX_TOKENS,
+        subagents_only: false,
+        ..CostConfig::default()
+    })
+}
+
+fn native_decide(floor: &Floor, thread: usize, tool: &str, tokens: u64) -> bool {
+    let request = request(thread, tool, tokens, true);
+    floor.lease_gate(&request) && floor.context_cost(&request)
+}
+
+/// The call as toolgate (and its native floor) receives it.
+fn request(thread: usize, tool: &str, tokens: u64, per_thread_session: bool) -> ToolRequest {
     let arguments: Value = match tool {
         "Bash" => json!({"command": "cargo test --workspace"}),
         _ => json!({"file_path": "src/lib.rs", "content": "x"}),
@@ -142,7 +172,7 @@ fn toolgate_decision(
     request.thread_kind = "research".into();
     request.mode = Mode::InteractiveAutoApprove;
     request.context_tokens = Some(tokens);
-    host.evaluate(&request).unwrap()
+    request
 }
 
 fn main() {
@@ -152,6 +182,7 @@ fn main() {
         policies: CEDAR.parse().unwrap(),
         authorizer: Authorizer::new(),
     };
+    let floor = native_floor(&host);
     let mut rego = regorus::Engine::new();
     rego.add_policy("toolgate.rego".into(), REGO.into())
         .unwrap();
@@ -165,16 +196,19 @@ fn main() {
             cedar.decide(thread, tool, tokens),
             rego_decide(&mut rego, thread, tool, tokens),
             toolgate_decide(&host, thread, tool, tokens),
+            native_decide(&floor, thread, tool, tokens),
         ];
         assert!(
             answers.iter().all(|a| *a == expected),
             "call {n} (thread {thread}, {tool}, {tokens} tokens): expected {expected}, \
-             cedar/rego/toolgate said {answers:?}; toolgate's reason: {:?}",
+             cedar/rego/toolgate/native said {answers:?}; toolgate's reason: {:?}",
             toolgate_decision(&host, thread, tool, tokens, true).reason
         );
         allowed += usize::from(expected);
     }
-    println!("{CALLS} calls, {allowed} allowed: cedar, rego and toolgate agree on every one");
+    println!(
+        "{CALLS} calls, {allowed} allowed: cedar, rego, toolgate and its native floor agree on every one"
+    );
 
     // Then the cost of one decision, the request built per call.
     let time = |name: &str, decide: &mut dyn FnMut(usize, &str, u64) -> bool| {
@@ -186,13 +220,16 @@ fn main() {
             micros.push(start.elapsed().as_secs_f64() * 1e6);
         }
         let (p50, p99) = percentiles(micros);
-        println!("{name:<32} p50 {p50:>7.1} µs   p99 {p99:>7.1} µs");
+        println!("{name:<34} p50 {p50:>7.1} µs   p99 {p99:>7.1} µs");
     };
     time("cedar-policy 4 (one policy)", &mut |t, tool, k| {
         cedar.decide(t, tool, k)
     });
     time("regorus (Rego)", &mut |t, tool, k| {
         rego_decide(&mut rego, t, tool, k)
+    });
+    time("native floor (no sandbox, no log)", &mut |t, tool, k| {
+        native_decide(&floor, t, tool, k)
     });
     time("toolgate, a session per thread", &mut |t, tool, k| {
         toolgate_decide(&host, t, tool, k)
