@@ -30,7 +30,7 @@ use crate::gates::{PauseKind, PendingGate, RecordedResolution, call_fingerprint,
 use crate::plugins::Plugin;
 use crate::pool::{Pooled, instance_key};
 use crate::probe::{ProbeClient, ProbeFailure};
-use crate::request::{ArgumentsText, ToolRequest};
+use crate::request::{ArgumentsText, ToolRequest, new_call_id};
 use crate::runtime::{PolicyFailure, Runtime, Sandbox};
 use crate::sandbox::CallContext;
 use crate::store::Store;
@@ -228,7 +228,7 @@ impl<'r> Call<'r> {
         request: &'r ToolRequest,
         arguments: &'r ArgumentsText,
     ) -> Result<Self> {
-        let id = request.call_id.clone().unwrap_or_else(new_request_id);
+        let id = request.call_id.clone().unwrap_or_else(new_call_id);
         let wit = request.to_wit(&id, &arguments.json, &[]);
         let mut call = Self {
             request,

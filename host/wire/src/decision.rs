@@ -64,7 +64,7 @@ impl Decision {
             call_id: request
                 .call_id
                 .clone()
-                .unwrap_or_else(crate::gates::new_request_id),
+                .unwrap_or_else(crate::request::new_call_id),
             policies: Vec::new(),
             shadows: Vec::new(),
             duration_us: 0,

@@ -129,6 +129,22 @@ fn default_thread_kind() -> String {
     "foreground".into()
 }
 
+/// An id for a call whose runtime sent none. It needs to be unique, not
+/// secret: runtimes choose their own ids on the agent's side and decisions
+/// echo them. So one draw from the OS per process, then a counter — not a
+/// system call per decision, as an unguessable id would cost.
+pub fn new_call_id() -> String {
+    static PROCESS: OnceLock<u64> = OnceLock::new();
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let process = PROCESS.get_or_init(|| {
+        let mut bytes = [0u8; 8];
+        getrandom::fill(&mut bytes).expect("the OS random source is available");
+        u64::from_le_bytes(bytes)
+    });
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("call-{process:016x}-{n}")
+}
+
 impl ToolRequest {
     /// A request for `tool` with every other field at its default.
     pub fn new(tool: impl Into<String>, arguments: serde_json::Value) -> Self {
@@ -222,6 +238,12 @@ impl ArgumentsText {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn call_ids_made_up_for_calls_without_one_are_unique() {
+        let ids: std::collections::HashSet<String> = (0..10_000).map(|_| new_call_id()).collect();
+        assert_eq!(ids.len(), 10_000);
+    }
 
     #[test]
     fn only_tool_is_required() {
