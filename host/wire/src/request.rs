@@ -129,20 +129,19 @@ fn default_thread_kind() -> String {
     "foreground".into()
 }
 
-/// An id for a call whose runtime sent none. It needs to be unique, not
-/// secret: runtimes choose their own ids on the agent's side and decisions
-/// echo them. So one draw from the OS per process, then a counter — not a
-/// system call per decision, as an unguessable id would cost.
+/// An id for a call whose runtime sent none: unique, and not guessable
+/// from outside the process (a gate raised for the call is closed by a
+/// report naming its id, see `close_answered_gate`). A counter run through
+/// two hashers keyed once from the OS (SipHash, a keyed PRF): not a system
+/// call per decision, as drawing 128 random bits each time would cost.
 pub fn new_call_id() -> String {
-    static PROCESS: OnceLock<u64> = OnceLock::new();
+    use std::hash::BuildHasher;
+    static KEYS: OnceLock<(std::hash::RandomState, std::hash::RandomState)> = OnceLock::new();
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let process = PROCESS.get_or_init(|| {
-        let mut bytes = [0u8; 8];
-        getrandom::fill(&mut bytes).expect("the OS random source is available");
-        u64::from_le_bytes(bytes)
-    });
+    let (high, low) =
+        KEYS.get_or_init(|| (std::hash::RandomState::new(), std::hash::RandomState::new()));
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    format!("call-{process:016x}-{n}")
+    format!("{:016x}{:016x}", high.hash_one(n), low.hash_one(n))
 }
 
 impl ToolRequest {
