@@ -203,6 +203,7 @@ fn a_corrupt_cache_entry_is_recompiled_not_trusted() {
     let entries: Vec<_> = std::fs::read_dir(&cache)
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "cwasm"))
         .collect();
     assert_eq!(entries.len(), 1, "one cache entry per component");
     let mut bytes = std::fs::read(&entries[0]).unwrap();

@@ -19,6 +19,7 @@
 #![deny(missing_docs)]
 
 mod bindings;
+mod cache;
 mod capabilities;
 mod chores;
 pub mod claude_code;

@@ -2,7 +2,7 @@
 //! once and cached on disk by content hash and engine settings, an
 //! `InstancePre` per plugin, and a fresh `Store` per evaluation.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,6 +12,7 @@ use wasmtime::{Config, Engine, Store, Trap, UpdateDeadline};
 
 use crate::bindings::toolgate::policy::types as wit;
 use crate::bindings::{ExportIndices, Full, PolicyExports};
+use crate::cache::ArtifactCache;
 use crate::chores::{ChoreQueue, Chores};
 use crate::config::Limits;
 use crate::epoch::{self, EpochTicker};
@@ -44,7 +45,7 @@ pub(crate) struct Runtime {
     /// The engine and its epoch clock.
     instances: Instantiator,
     linker: Linker<SandboxState>,
-    cache_dir: Option<PathBuf>,
+    cache: Option<ArtifactCache>,
 }
 
 impl Runtime {
@@ -54,9 +55,7 @@ impl Runtime {
         cache_dir: Option<PathBuf>,
         cache_max_age: Duration,
     ) -> wasmtime::Result<Self> {
-        if let Some(dir) = &cache_dir {
-            evict_stale(dir, cache_max_age);
-        }
+        let cache = cache_dir.and_then(|dir| ArtifactCache::open(&dir, cache_max_age));
         let mut config = Config::new();
         config.epoch_interruption(true);
         if std::env::var_os(PERF_MAP_ENV).is_some_and(|v| v != "0") {
@@ -97,7 +96,7 @@ impl Runtime {
             chores,
             instances: Instantiator { engine, ticker },
             linker,
-            cache_dir,
+            cache,
         })
     }
 
@@ -145,48 +144,31 @@ impl Runtime {
     }
 
     fn compile(&self, bytes: &[u8], digest: &str) -> Result<Component, PluginProblem> {
-        let cached = self.cache_dir.as_ref().map(|dir| {
+        let engine = &self.instances.engine;
+        let entry = self.cache.as_ref().map(|cache| {
             let mut engine_hash = HashWriter(Sha256::new());
-            std::hash::Hash::hash(
-                &self.instances.engine.precompile_compatibility_hash(),
-                &mut engine_hash,
-            );
-            let engine_hash = hex::encode(engine_hash.0.finalize());
-            dir.join(format!("{digest}-{}.cwasm", &engine_hash[..16]))
+            std::hash::Hash::hash(&engine.precompile_compatibility_hash(), &mut engine_hash);
+            cache.entry(digest, &hex::encode(engine_hash.0.finalize()))
         });
-        if let Some(path) = &cached
-            && let Some(component) = self.load_cached(path)
-        {
-            return Ok(component);
+        if let Some(artifact) = entry.as_ref().and_then(|e| e.load()) {
+            // SAFETY: deserialising runs native code from the artifact. The
+            // entry verified under the cache's key for this component's
+            // sha256 and this engine (see `cache`), so toolgate itself
+            // compiled it from these bytes.
+            match unsafe { Component::deserialize(engine, &artifact) } {
+                Ok(component) => return Ok(component),
+                Err(err) => tracing::warn!(error = %err, "unusable cache entry; recompiling"),
+            }
         }
-        let component = Component::new(&self.instances.engine, bytes)
+        let component = Component::new(engine, bytes)
             .map_err(|err| PluginProblem::Invalid(format!("{err:#}")))?;
-        if let Some(path) = &cached {
-            store_cached(path, &component);
+        if let Some(entry) = &entry {
+            match component.serialize() {
+                Ok(artifact) => entry.store(&artifact),
+                Err(err) => tracing::warn!(error = %err, "cannot serialise a compiled component"),
+            }
         }
         Ok(component)
-    }
-
-    /// A cache entry is `sha256(artifact) || artifact`; anything that does not
-    /// verify is recompiled, never trusted.
-    fn load_cached(&self, path: &Path) -> Option<Component> {
-        let bytes = std::fs::read(path).ok()?;
-        // Mark it used, so eviction (by age of last use) keeps it.
-        if let Ok(file) = std::fs::File::options().append(true).open(path) {
-            let _ = file.set_modified(std::time::SystemTime::now());
-        }
-        if bytes.len() < 32 || Sha256::digest(&bytes[32..]).as_slice() != &bytes[..32] {
-            tracing::warn!(path = %path.display(), "corrupt compiled-artifact cache entry; recompiling");
-            return None;
-        }
-        // SAFETY: deserialising runs native code from the file, so the cache
-        // directory is trusted like the binary: toolgate creates it owner-only
-        // (0700), and anyone who can write there can run code as this user.
-        // The checksum only detects damage (a torn or corrupt write); the
-        // compatibility hash in the name keeps another engine's artifacts out.
-        unsafe { Component::deserialize(&self.instances.engine, &bytes[32..]) }
-            .inspect_err(|err| tracing::warn!(path = %path.display(), error = %err, "unusable cache entry; recompiling"))
-            .ok()
     }
 }
 
@@ -483,55 +465,6 @@ fn compatible(version: &str) -> bool {
             major == our_major && (major != 0 || minor == our_minor)
         }
         _ => false,
-    }
-}
-
-fn store_cached(path: &Path, component: &Component) {
-    let write = || -> std::io::Result<()> {
-        let artifact = component
-            .serialize()
-            .map_err(|e| std::io::Error::other(e.to_string()))?;
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
-            // Owner-only: what is in here runs as native code (see load_cached).
-            std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
-        }
-        let mut bytes = Sha256::digest(&artifact).to_vec();
-        bytes.extend_from_slice(&artifact);
-        // Write then rename, so a reader never sees half a file.
-        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-        std::fs::write(&tmp, &bytes)?;
-        std::fs::rename(&tmp, path)
-    };
-    if let Err(err) = write() {
-        tracing::warn!(path = %path.display(), error = %err, "cannot write the compiled-artifact cache");
-    }
-}
-
-/// Remove compiled-artifact cache entries last used longer ago than
-/// `max_age` (their modification time is touched on every use).
-fn evict_stale(dir: &Path, max_age: Duration) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let now = std::time::SystemTime::now();
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let stale = path.extension().is_some_and(|e| e == "cwasm")
-            && entry
-                .metadata()
-                .and_then(|m| m.modified())
-                .is_ok_and(|used| now.duration_since(used).is_ok_and(|age| age > max_age));
-        if stale {
-            match std::fs::remove_file(&path) {
-                Ok(()) => {
-                    tracing::info!(path = %path.display(), "evicted an unused compiled component")
-                }
-                Err(err) => {
-                    tracing::debug!(path = %path.display(), error = %err, "cannot evict a cache entry")
-                }
-            }
-        }
     }
 }
 
