@@ -120,6 +120,7 @@ impl HookEvent {
         request.turn = turn;
         request.mode = mode(self.permission_mode.as_deref());
         request.transcript_path = self.transcript_path.clone();
+        request.cwd = self.cwd.as_ref().map(PathBuf::from);
         Ok(request)
     }
 }

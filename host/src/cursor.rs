@@ -232,6 +232,7 @@ impl CursorEvent {
         request.channel = "cursor".into();
         request.turn = turn;
         request.transcript_path = self.transcript_path.clone();
+        request.cwd = self.cwd.as_ref().map(std::path::PathBuf::from);
         Ok(request)
     }
 

@@ -52,6 +52,9 @@ pub struct GeminiEvent {
     /// For MCP tools: the server and the tool's own name.
     #[serde(default)]
     pub mcp_context: Option<McpContext>,
+    /// The directory Gemini CLI runs in.
+    #[serde(default)]
+    pub cwd: Option<std::path::PathBuf>,
 }
 
 /// What Gemini CLI says of an MCP tool.
@@ -121,6 +124,7 @@ impl GeminiEvent {
         request.channel = "gemini-cli".into();
         request.turn = turn;
         request.transcript_path = self.transcript_path.clone();
+        request.cwd = self.cwd.clone();
         Ok(request)
     }
 }

@@ -56,6 +56,11 @@ pub struct ToolRequest {
     /// The agent's transcript (JSONL); policies may read its tail.
     #[serde(default)]
     pub transcript_path: Option<PathBuf>,
+    /// The directory the tool runs in, when the runtime says: relative
+    /// paths in the arguments are resolved against it by the host's
+    /// self-protection (not given to policies).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<PathBuf>,
 }
 
 /// Where a tool comes from.

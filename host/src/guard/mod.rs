@@ -21,16 +21,47 @@
 //!   `toolgate` command with an administrative word (resolve, approve,
 //!   command, serve, hook, reload, install, open, lease-grant, ...).
 //!
+//! Then it judges what a path *is*, not how it is spelled ([`resolve`]):
+//! shell text is read as the shell reads it ([`shell`]: quotes removed,
+//! `~user`, `$HOME`, braces, globs against the real filesystem, `cd`
+//! followed, `sh -c` read), every word is made absolute against the tool's
+//! directory and resolved through symlinks and `/proc/…/root`, and compared
+//! with the protected locations by real path and by inode (a hard link).
+//! A command that renames or removes (`mv`, `rm`, `ln`, `cp` into, …) may
+//! not name a directory that holds a protected location either.
+//!
 //! What it cannot see (see "Safety model" in README.md): commands assembled
-//! at run time (`base64 -d | sh`, variables spliced together, globs such as
-//! `~/.local/state/tool*`), or a program that does the same without naming
-//! any of these. The daemon's own checks (authenticated resolutions) hold
-//! independently of it.
+//! at run time (`base64 -d | sh`, a variable read from a file, a program
+//! that does the same without naming any of these). Per-user mode rests on
+//! this guard; system mode puts toolgate's files out of the agent's reach,
+//! and the guard is then a seatbelt. The daemon's own checks (authenticated
+//! resolutions) hold independently of it.
+
+mod resolve;
+mod shell;
 
 use std::path::{Component, Path, PathBuf};
 
 use crate::config::Config;
 use crate::request::ToolRequest;
+use resolve::{Kind, Protected};
+
+/// Commands that rename, remove, relink or copy into what they name: such a
+/// command may not name a directory that holds a protected location.
+const DESTRUCTIVE: &[&str] = &[
+    "mv", "rm", "rmdir", "unlink", "ln", "cp", "install", "rsync", "chmod", "chown", "chgrp",
+    "chattr", "setfacl", "truncate", "shred", "mount", "umount", "tar", "unzip", "rename",
+    // find's own way to remove (`-exec rm` names `rm`).
+    "-delete",
+];
+
+/// Shell text longer than this is left to the text checks alone: reading
+/// it as the shell would costs time on the decision path, and a command
+/// that long is a file being written, not a command typed.
+const MAX_SHELL_TEXT: usize = 64 * 1024;
+
+/// The most paths one glob is matched to.
+const MAX_GLOB_MATCHES: usize = 64;
 
 /// Tools that only read; their arguments are not checked.
 const READ_ONLY_TOOLS: &[&str] = &[
@@ -77,6 +108,14 @@ const HOOK_SETTINGS: [(&str, &str, &str); 3] = [
     (".cursor", "hooks", "Cursor's hooks (.cursor/hooks.json)"),
 ];
 
+/// The runtimes' hook settings under the user's home.
+const USER_HOOK_SETTINGS: [&str; 4] = [
+    ".claude/settings.json",
+    ".claude/settings.local.json",
+    ".gemini/settings.json",
+    ".cursor/hooks.json",
+];
+
 /// The locations toolgate protects, for one config and store.
 #[derive(Debug, Clone, Default)]
 pub struct ControlPlane {
@@ -93,6 +132,11 @@ pub struct ControlPlane {
     roots: Vec<String>,
     /// The user's home, for `~` and `$HOME`.
     home: Option<PathBuf>,
+    /// The protected locations by what they are: real paths and inodes.
+    real: Vec<Protected>,
+    /// What no tool may even read: the compiled-artifact cache, whose key
+    /// would let an agent forge an entry (see `cache.rs`).
+    secrets: Vec<Protected>,
 }
 
 impl ControlPlane {
@@ -107,6 +151,9 @@ impl ControlPlane {
             paths.push(normalise(Path::new(&dir)).join("settings.json"));
         }
         if let Ok(exe) = std::env::current_exe() {
+            // The thin hook client beside it: replaced by `/bin/true`, every
+            // hook would allow.
+            paths.push(normalise(&exe.with_file_name("toolgate-hook")));
             paths.push(normalise(&exe));
         }
         paths.retain(|p| p.components().count() > 1);
@@ -122,13 +169,37 @@ impl ControlPlane {
         let roots = all()
             .filter_map(|p| component(p.components().nth(1)))
             .collect();
+        // The runtimes' user-level hook settings, by what they are: `mv
+        // ~/.claude ~/.claude.off` removes the hook as surely as emptying
+        // the file.
+        let settings = home.iter().flat_map(|home| {
+            USER_HOOK_SETTINGS
+                .iter()
+                .map(move |rel| Protected::new(&home.join(rel), Kind::Tree))
+        });
+        let real = paths
+            .iter()
+            .map(|p| Protected::new(p, Kind::Tree))
+            .chain([Protected::new(&store, Kind::Prefix)])
+            .chain(settings)
+            .collect();
         Self {
             paths,
             prefixes: vec![store.display().to_string()],
             names,
             roots,
             home,
+            real,
+            secrets: Vec::new(),
         }
+    }
+
+    /// Also refuse every tool call that names `secret`, reads included.
+    pub fn with_secret(mut self, secret: &Path) -> Self {
+        let secret = normalise(&std::path::absolute(secret).unwrap_or_else(|_| secret.into()));
+        self.real.push(Protected::new(&secret, Kind::Tree));
+        self.secrets.push(Protected::new(&secret, Kind::Tree));
+        self
     }
 
     /// The control plane of a host running `config` over `store`.
@@ -147,16 +218,25 @@ impl ControlPlane {
         protected.extend(config.cache_path());
         protected.push(crate::locations::socket_for_store(store));
         let absolute = |p: PathBuf| std::path::absolute(&p).unwrap_or(p);
-        Self::new(
+        let plane = Self::new(
             protected.into_iter().map(absolute),
             &absolute(store.to_path_buf()),
-        )
+        );
+        match config.cache_path() {
+            Some(dir) => plane.with_secret(&dir),
+            None => plane,
+        }
     }
 
     /// Why `request` targets toolgate's control plane, if it does.
     pub fn check(&self, request: &ToolRequest) -> Option<String> {
         if READ_ONLY_TOOLS.contains(&request.tool.as_str()) {
-            return None;
+            return self.reads_secret(request).map(|what| {
+                format!(
+                    "toolgate refused this call: it would read {what}, a secret of toolgate's own \
+                     that no agent may see."
+                )
+            });
         }
         let mut found = None;
         visit_strings(&request.arguments, &mut |text| {
@@ -164,6 +244,9 @@ impl ControlPlane {
                 found = self.check_text(text);
             }
         });
+        if found.is_none() {
+            found = self.check_resolved(request);
+        }
         found.map(|what| {
             format!(
                 "toolgate refused this call: it would {what}, which belongs to toolgate's own \
@@ -172,6 +255,129 @@ impl ControlPlane {
                  agent session."
             )
         })
+    }
+
+    /// What the call's paths are, resolved: a shell command's words (the
+    /// `command` of a shell tool) as the shell would pass them, and any
+    /// other argument that is a path.
+    fn check_resolved(&self, request: &ToolRequest) -> Option<String> {
+        let cwd = request.cwd.as_deref();
+        let env = shell::Env {
+            home: self.home.as_deref(),
+            cwd,
+        };
+        let shell_tool = request.tool == "Bash";
+        let mut found = None;
+        visit_keyed_strings(&request.arguments, None, &mut |key, text| {
+            if found.is_some() {
+                return;
+            }
+            found = if shell_tool && key == Some("command") {
+                self.check_shell(text, &env)
+            } else if looks_like_path(text) {
+                let word = shell::expand_tilde(text, self.home.as_deref());
+                self.check_path(&word, cwd, false)
+            } else {
+                None
+            };
+        });
+        found
+    }
+
+    /// The secret a read-only tool's path argument is, if it is one.
+    fn reads_secret(&self, request: &ToolRequest) -> Option<String> {
+        if self.secrets.is_empty() {
+            return None;
+        }
+        let mut found = None;
+        visit_strings(&request.arguments, &mut |text| {
+            if found.is_none() && looks_like_path(text) {
+                let word = shell::expand_tilde(text, self.home.as_deref());
+                let real = resolve::real_path(Path::new(&word), request.cwd.as_deref());
+                let inode = real.as_deref().and_then(resolve::inode_of);
+                found = self
+                    .secrets
+                    .iter()
+                    .find(|s| {
+                        real.as_deref().is_some_and(|r| s.covers(r))
+                            || (inode.is_some() && s.inode == inode)
+                    })
+                    .map(|s| s.real.display().to_string());
+            }
+        });
+        found
+    }
+
+    /// Every word of shell `text`, resolved where its command runs.
+    fn check_shell(&self, text: &str, env: &shell::Env<'_>) -> Option<String> {
+        if text.len() > MAX_SHELL_TEXT {
+            return None;
+        }
+        for command in shell::commands(text, env)? {
+            let destructive = command.names().any(|name| DESTRUCTIVE.contains(&name));
+            let cwd = command.cwd.as_deref();
+            for word in command.words.iter().flat_map(|w| w.literals()) {
+                // `--file=PATH`: the path; other options are not paths.
+                let word = match word.strip_prefix('-') {
+                    Some(option) => match option.split_once('=') {
+                        Some((_, value)) => value,
+                        None => continue,
+                    },
+                    None => word,
+                };
+                if let Some(what) = self.check_path(word, cwd, destructive) {
+                    return Some(what);
+                }
+                for matched in glob_matches(word, cwd) {
+                    if let Some(what) = self.check_path(&matched, cwd, destructive) {
+                        return Some(what);
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// What protected location the path `word` is, holds (for a
+    /// `destructive` command), or is a hard link to.
+    fn check_path(&self, word: &str, cwd: Option<&Path>, destructive: bool) -> Option<String> {
+        let real = resolve::real_path(Path::new(word), cwd)?;
+        let shown = |p: &Path| p.display().to_string();
+        if let Some(protected) = self.real.iter().find(|p| p.covers(&real)) {
+            return Some(format!("use {}", shown(&protected.real)));
+        }
+        if let Some(what) = hook_settings_at(&real) {
+            return Some(format!("touch {what}"));
+        }
+        if let Some(inode) = resolve::inode_of(&real)
+            && let Some(protected) = self.real.iter().find(|p| p.inode == Some(inode))
+        {
+            return Some(format!(
+                "use {} through the hard link {}",
+                shown(&protected.real),
+                shown(&real)
+            ));
+        }
+        if destructive
+            && let Some(dir) = real.file_name().and_then(|n| n.to_str())
+            && let Some((_, _, what)) = HOOK_SETTINGS.iter().find(|(d, ..)| *d == dir)
+        {
+            return Some(format!("rename, remove or replace the directory of {what}"));
+        }
+        // The root holds everything: a command naming it (`rm -rf /`) is
+        // the policies' business (shadow-sentinel asks about it), not a way
+        // to single out toolgate's files.
+        if destructive
+            && real.parent().is_some()
+            && let Some(protected) = self.real.iter().find(|p| p.real.starts_with(&real))
+        {
+            return Some(format!(
+                "rename, remove or replace {}, which holds {}",
+                shown(&real),
+                shown(&protected.real)
+            ));
+        }
+        None
     }
 
     /// Each whole-text search here is one SIMD pass (`memchr`): a large
@@ -416,6 +622,67 @@ fn normalise(path: &Path) -> PathBuf {
         }
     }
     out
+}
+
+/// The hook settings a real path is, by its shape (`…/.claude/settings*`,
+/// `…/.gemini/settings*`, `…/.cursor/hooks*`, Claude Code's managed
+/// settings), wherever the project is.
+fn hook_settings_at(path: &Path) -> Option<&'static str> {
+    if path.starts_with("/etc/claude-code") {
+        return Some("Claude Code's managed settings (/etc/claude-code)");
+    }
+    let file = path.file_name()?.to_str()?;
+    let dir = path.parent()?.file_name()?.to_str()?;
+    HOOK_SETTINGS
+        .iter()
+        .find(|(d, f, _)| *d == dir && file.starts_with(f))
+        .map(|(_, _, what)| *what)
+}
+
+/// Whether an argument of a non-shell tool is a path worth resolving: one
+/// line, absolute or `~`, or with a separator.
+fn looks_like_path(text: &str) -> bool {
+    text.len() <= 4096
+        && !text.contains('\n')
+        && (text.starts_with('/') || text.starts_with('~') || text.contains('/'))
+}
+
+/// What a glob word matches on the real filesystem (relative to `cwd`), at
+/// most [`MAX_GLOB_MATCHES`].
+fn glob_matches(word: &str, cwd: Option<&Path>) -> Vec<String> {
+    if !word.contains(['*', '?', '[']) {
+        return Vec::new();
+    }
+    let pattern = match cwd {
+        Some(cwd) if !word.starts_with('/') => cwd.join(word).display().to_string(),
+        _ => word.to_string(),
+    };
+    let Ok(paths) = glob::glob(&pattern) else {
+        return Vec::new();
+    };
+    paths
+        .filter_map(Result::ok)
+        .take(MAX_GLOB_MATCHES)
+        .map(|p| p.display().to_string())
+        .collect()
+}
+
+/// Every string in `value` with the object key it sits under.
+fn visit_keyed_strings<'v>(
+    value: &'v serde_json::Value,
+    key: Option<&'v str>,
+    f: &mut impl FnMut(Option<&str>, &str),
+) {
+    match value {
+        serde_json::Value::String(text) => f(key, text),
+        serde_json::Value::Array(items) => {
+            items.iter().for_each(|v| visit_keyed_strings(v, key, f))
+        }
+        serde_json::Value::Object(map) => map
+            .iter()
+            .for_each(|(k, v)| visit_keyed_strings(v, Some(k), f)),
+        _ => {}
+    }
 }
 
 fn visit_strings(value: &serde_json::Value, f: &mut impl FnMut(&str)) {

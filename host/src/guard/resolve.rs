@@ -1,0 +1,177 @@
+//! What a path *is*, not how it is spelled: made absolute against the
+//! directory the tool runs in, `/proc/…/root` and `/proc/self/cwd` read as
+//! what they stand for, symlinks followed through the real filesystem, and
+//! compared with the protected locations by their real paths and inodes,
+//! so `/proc/self/root/home/dev/.claude/settings.json`, a symlink made in
+//! an earlier call and a hard link all name what they point at.
+
+use std::os::unix::fs::MetadataExt as _;
+use std::path::{Component, Path, PathBuf};
+
+/// A protected location, by what it is.
+#[derive(Debug, Clone)]
+pub struct Protected {
+    /// Its real path (the lexical one where it does not exist yet).
+    pub real: PathBuf,
+    /// Its device and inode, when it exists: a hard link elsewhere is the
+    /// same file.
+    pub inode: Option<(u64, u64)>,
+    /// Whether everything under it is protected too (a directory), or
+    /// only it and the names that start with it (`STORE.sock`, …).
+    pub kind: Kind,
+}
+
+/// How a protected location covers what is near it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// The path and everything under it.
+    Tree,
+    /// The path, everything under it, and every sibling whose name starts
+    /// with its name (the store's socket, lock and log files).
+    Prefix,
+}
+
+impl Protected {
+    /// `path` as it is now on disk.
+    pub fn new(path: &Path, kind: Kind) -> Self {
+        let real = real_path(path, None).unwrap_or_else(|| path.to_path_buf());
+        let inode = std::fs::metadata(&real).ok().map(|m| (m.dev(), m.ino()));
+        Self { real, inode, kind }
+    }
+
+    /// Whether the real path `path` is this location or under it.
+    pub fn covers(&self, path: &Path) -> bool {
+        if path.starts_with(&self.real) {
+            return true;
+        }
+        self.kind == Kind::Prefix
+            && path.parent() == self.real.parent()
+            && match (path.file_name(), self.real.file_name()) {
+                (Some(name), Some(ours)) => {
+                    name.as_encoded_bytes().starts_with(ours.as_encoded_bytes())
+                }
+                _ => false,
+            }
+    }
+}
+
+/// The device and inode `path` names now (following symlinks), if it exists.
+pub fn inode_of(path: &Path) -> Option<(u64, u64)> {
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// `path` made absolute against `cwd` and resolved through the real
+/// filesystem as far as it exists; the rest is appended lexically. `None`
+/// for a relative path without a `cwd`.
+pub fn real_path(path: &Path, cwd: Option<&Path>) -> Option<PathBuf> {
+    let absolute = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        cwd?.join(path)
+    };
+    let absolute = through_proc(&absolute, cwd);
+    // The longest prefix that exists, resolved by the kernel's rules (one
+    // `canonicalize` for a path that exists, two for a new file in an
+    // existing directory), then the rest lexically.
+    let parts: Vec<Component<'_>> = absolute.components().collect();
+    for keep in (1..=parts.len()).rev() {
+        let prefix: PathBuf = parts[..keep].iter().collect();
+        let Ok(mut real) = std::fs::canonicalize(&prefix) else {
+            continue;
+        };
+        for part in &parts[keep..] {
+            match part {
+                Component::ParentDir => {
+                    real.pop();
+                }
+                Component::Normal(name) => real.push(name),
+                _ => {}
+            }
+        }
+        return Some(real);
+    }
+    Some(absolute)
+}
+
+/// `/proc/PID/root/…` is `/…` (toolgate assumes no chroot), and
+/// `/proc/self/cwd/…` the tool's own directory. (Other processes' `/proc`
+/// links the real filesystem answers, where it lets the daemon read them.)
+fn through_proc(path: &Path, cwd: Option<&Path>) -> PathBuf {
+    let mut parts = path.components();
+    let [
+        Some(Component::RootDir),
+        Some(Component::Normal(proc)),
+        Some(Component::Normal(pid)),
+        Some(Component::Normal(link)),
+    ] = [parts.next(), parts.next(), parts.next(), parts.next()]
+    else {
+        return path.to_path_buf();
+    };
+    if proc != "proc" {
+        return path.to_path_buf();
+    }
+    let rest = parts.as_path();
+    let own = pid == "self" || pid == "thread-self";
+    match (link.to_str(), cwd) {
+        (Some("root"), _) => Path::new("/").join(rest),
+        (Some("cwd"), Some(cwd)) if own => through_proc(&cwd.join(rest), None),
+        _ => path.to_path_buf(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dots_repeated_slashes_and_proc_root_are_what_they_stand_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir(real.join("conf")).unwrap();
+        let target = real.join("conf/toolgate.toml");
+        std::fs::write(&target, "x").unwrap();
+        for spelling in [
+            format!("{}/conf/./toolgate.toml", real.display()),
+            format!("{}//conf///toolgate.toml", real.display()),
+            format!("{}/conf/../conf/toolgate.toml", real.display()),
+            format!("/proc/self/root{}/conf/toolgate.toml", real.display()),
+            format!("/proc/1/root{}/conf/toolgate.toml", real.display()),
+        ] {
+            assert_eq!(
+                real_path(Path::new(&spelling), None).unwrap(),
+                target,
+                "{spelling}"
+            );
+        }
+        assert_eq!(
+            real_path(
+                Path::new("/proc/self/cwd/toolgate.toml"),
+                Some(&real.join("conf"))
+            )
+            .unwrap(),
+            target
+        );
+        assert_eq!(
+            real_path(Path::new("toolgate.toml"), Some(&real.join("conf"))).unwrap(),
+            target
+        );
+    }
+
+    #[test]
+    fn symlinks_and_hard_links_name_what_they_point_at() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir(real.join("conf")).unwrap();
+        std::fs::write(real.join("conf/toolgate.toml"), "x").unwrap();
+        std::os::unix::fs::symlink(real.join("conf"), real.join("link")).unwrap();
+        std::fs::hard_link(real.join("conf/toolgate.toml"), real.join("hard")).unwrap();
+        let protected = Protected::new(&real.join("conf"), Kind::Tree);
+        let via_link = real_path(&real.join("link/toolgate.toml"), None).unwrap();
+        assert!(protected.covers(&via_link), "{}", via_link.display());
+        let file = Protected::new(&real.join("conf/toolgate.toml"), Kind::Tree);
+        assert_eq!(inode_of(&real.join("hard")), file.inode);
+        // Not yet existing below a symlink: resolved as far as it exists.
+        let new = real_path(&real.join("link/new.toml"), None).unwrap();
+        assert_eq!(new, real.join("conf/new.toml"));
+    }
+}

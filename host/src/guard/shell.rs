@@ -1,0 +1,542 @@
+//! Shell text read as the shell would read it, without running any of it:
+//! commands split at control operators, each word with its quotes removed
+//! and the expansions that need no execution done (`~`, `~user`, `$HOME`,
+//! `$PWD`, variables assigned earlier in the same text, brace expansion),
+//! `cd` followed so relative words resolve where the shell would, and the
+//! text of `sh -c`, `eval` and command substitutions read the same way.
+//!
+//! Tokens and word pieces come from `brush-parser`, a POSIX/bash parser:
+//! `tool''gate.toml`, `"settings".json`, `$'\x74oolgate'` and
+//! `~/.claude/./settings.json` are then the words they are to the shell.
+//! What only running could tell (`$(…)`'s output, other variables,
+//! arithmetic) is an [`Word::Unknown`], left to the text checks.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use brush_parser::word::{self, BraceExpressionMember, BraceExpressionOrText, WordPiece};
+use brush_parser::{ParserOptions, Token};
+
+/// How deep `sh -c`, `eval` and `$(…)` are followed.
+const MAX_DEPTH: usize = 4;
+/// The most words a brace expansion yields before the rest is unknown.
+const MAX_ALTERNATIVES: usize = 256;
+/// Shells whose `-c` text is itself read.
+const SHELLS: &[&str] = &["sh", "bash", "dash", "zsh", "ksh", "mksh", "busybox"];
+
+/// One simple command, as far as it is known without running anything.
+#[derive(Debug, Default)]
+pub struct Command {
+    /// Its words after the assignments, and the targets of its
+    /// redirections: each a literal (with every brace alternative) or
+    /// unknown.
+    pub words: Vec<Word>,
+    /// The directory it runs in, if known.
+    pub cwd: Option<PathBuf>,
+}
+
+impl Command {
+    /// The literal words' file names (`/bin/rm` is `rm`).
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.words.iter().flat_map(Word::literals).map(|w| {
+            Path::new(w)
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or(w)
+        })
+    }
+}
+
+/// One word of a command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Word {
+    /// What the shell would pass: one string, or several after brace
+    /// expansion. Globs are not expanded here (the caller matches them
+    /// against the filesystem).
+    Literal(Vec<String>),
+    /// Needs execution to know.
+    Unknown,
+}
+
+impl Word {
+    /// Its literal values (none if unknown).
+    pub fn literals(&self) -> impl Iterator<Item = &str> {
+        match self {
+            Word::Literal(all) => all.as_slice(),
+            Word::Unknown => &[],
+        }
+        .iter()
+        .map(String::as_str)
+    }
+}
+
+/// What a word's expansion may use: the home directory and the user
+/// database for `~user`.
+pub struct Env<'a> {
+    /// `$HOME` and `~`.
+    pub home: Option<&'a Path>,
+    /// The directory the text runs in.
+    pub cwd: Option<&'a Path>,
+}
+
+/// The commands of `text`; `None` if it is not shell syntax the parser
+/// reads (an unterminated quote): the caller's text checks still apply.
+pub fn commands(text: &str, env: &Env<'_>) -> Option<Vec<Command>> {
+    let mut out = Vec::new();
+    let mut reader = Reader {
+        env,
+        vars: HashMap::new(),
+        out: &mut out,
+    };
+    reader.read(text, env.cwd.map(Path::to_path_buf), 0)?;
+    Some(out)
+}
+
+struct Reader<'e, 'o> {
+    env: &'e Env<'e>,
+    /// `NAME=literal` assignments seen so far.
+    vars: HashMap<String, String>,
+    out: &'o mut Vec<Command>,
+}
+
+impl Reader<'_, '_> {
+    fn read(&mut self, text: &str, cwd: Option<PathBuf>, depth: usize) -> Option<()> {
+        if depth > MAX_DEPTH {
+            return Some(());
+        }
+        let tokens = brush_parser::tokenize_str(text).ok()?;
+        let mut cwd = cwd;
+        let mut current = Command {
+            cwd: cwd.clone(),
+            ..Command::default()
+        };
+        let mut raw: Vec<String> = Vec::new(); // the current command's raw words
+        let mut redirect_next = false;
+        for token in tokens {
+            match token {
+                Token::Operator(op, _) if is_redirect(&op) => redirect_next = true,
+                Token::Operator(..) => {
+                    cwd = self.finish(std::mem::take(&mut current), &raw, cwd, depth);
+                    raw.clear();
+                    current.cwd = cwd.clone();
+                    redirect_next = false;
+                }
+                Token::Word(text, _) => {
+                    // Leading assignments: remembered, not words.
+                    if !redirect_next
+                        && current.words.is_empty()
+                        && let Some((name, value)) = assignment(&text)
+                    {
+                        if let Word::Literal(values) = self.word(value, cwd.as_deref(), depth) {
+                            if let [one] = values.as_slice() {
+                                self.vars.insert(name.to_string(), one.clone());
+                            }
+                        } else {
+                            self.vars.remove(name);
+                        }
+                        continue;
+                    }
+                    redirect_next = false;
+                    let word = self.word(&text, cwd.as_deref(), depth);
+                    current.words.push(word);
+                    raw.push(text);
+                }
+            }
+        }
+        self.finish(current, &raw, cwd, depth);
+        Some(())
+    }
+
+    /// Record `command`, read the text it hands to a shell, and return the
+    /// directory the next command runs in.
+    fn finish(
+        &mut self,
+        command: Command,
+        raw: &[String],
+        cwd: Option<PathBuf>,
+        depth: usize,
+    ) -> Option<PathBuf> {
+        let literal = |i: usize| match command.words.get(i) {
+            Some(Word::Literal(one)) if one.len() == 1 => Some(one[0].clone()),
+            _ => None,
+        };
+        let name = literal(0).map(|n| {
+            Path::new(&n)
+                .file_name()
+                .map_or(n.clone(), |f| f.to_string_lossy().into_owned())
+        });
+        let mut next_cwd = cwd.clone();
+        match name.as_deref() {
+            Some("cd" | "pushd") => {
+                let target = literal(1).or_else(|| self.env.home.map(|h| h.display().to_string()));
+                next_cwd = match (target, &cwd) {
+                    (Some(t), _) if Path::new(&t).is_absolute() => Some(PathBuf::from(t)),
+                    (Some(t), Some(base)) => Some(base.join(t)),
+                    _ => None,
+                };
+            }
+            Some("eval") => {
+                let text: Vec<String> = (1..command.words.len()).filter_map(literal).collect();
+                self.read(&text.join(" "), cwd.clone(), depth + 1);
+            }
+            Some(shell) if SHELLS.contains(&shell) => {
+                if let Some(at) = raw.iter().position(|w| w == "-c")
+                    && let Some(text) = literal(at + 1)
+                {
+                    self.read(&text, cwd.clone(), depth + 1);
+                }
+            }
+            _ => {}
+        }
+        if !command.words.is_empty() {
+            self.out.push(command);
+        }
+        next_cwd
+    }
+
+    /// One word, expanded as far as is possible without running anything;
+    /// the commands it substitutes are read too.
+    fn word(&mut self, text: &str, cwd: Option<&Path>, depth: usize) -> Word {
+        let options = ParserOptions::default();
+        let alternatives = match word::parse_brace_expansions(text, &options) {
+            Ok(Some(parts)) => {
+                let mut all = vec![String::new()];
+                if !expand_braces(&parts, &mut all) {
+                    return Word::Unknown;
+                }
+                all
+            }
+            _ => vec![text.to_string()],
+        };
+        let mut literals = Vec::with_capacity(alternatives.len());
+        let mut known = true;
+        for alternative in alternatives {
+            match word::parse(&alternative, &options) {
+                Ok(pieces) => {
+                    let mut out = String::new();
+                    for piece in pieces {
+                        known &= self.piece(&piece.piece, cwd, depth, &mut out);
+                    }
+                    literals.push(out);
+                }
+                Err(_) => known = false,
+            }
+        }
+        if known {
+            Word::Literal(literals)
+        } else {
+            Word::Unknown
+        }
+    }
+
+    /// Append `piece`'s value to `out`; false if only running could tell.
+    fn piece(
+        &mut self,
+        piece: &WordPiece,
+        cwd: Option<&Path>,
+        depth: usize,
+        out: &mut String,
+    ) -> bool {
+        match piece {
+            WordPiece::Text(text) | WordPiece::SingleQuotedText(text) => out.push_str(text),
+            WordPiece::AnsiCQuotedText(text) => out.push_str(&ansi_c(text)),
+            WordPiece::EscapeSequence(text) => {
+                out.push_str(text.strip_prefix('\\').unwrap_or(text))
+            }
+            WordPiece::DoubleQuotedSequence(pieces)
+            | WordPiece::GettextDoubleQuotedSequence(pieces) => {
+                let mut known = true;
+                for inner in pieces {
+                    known &= self.piece(&inner.piece, cwd, depth, out);
+                }
+                return known;
+            }
+            WordPiece::TildeExpansion(tilde) => match tilde_dir(tilde, self.env.home, cwd) {
+                Some(dir) => out.push_str(&dir.display().to_string()),
+                None => return false,
+            },
+            WordPiece::ParameterExpansion(expr) => match self.parameter(expr, cwd) {
+                Some(value) => out.push_str(&value),
+                None => return false,
+            },
+            WordPiece::CommandSubstitution(text)
+            | WordPiece::BackquotedCommandSubstitution(text) => {
+                self.read(text, cwd.map(Path::to_path_buf), depth + 1);
+                return false;
+            }
+            WordPiece::ArithmeticExpression(_) => return false,
+        }
+        true
+    }
+
+    /// `$NAME` / `${NAME}` when its value is known here.
+    fn parameter(&self, expr: &word::ParameterExpr, cwd: Option<&Path>) -> Option<String> {
+        let word::ParameterExpr::Parameter {
+            parameter: word::Parameter::Named(name),
+            indirect: false,
+        } = expr
+        else {
+            return None;
+        };
+        if let Some(value) = self.vars.get(name) {
+            return Some(value.clone());
+        }
+        match name.as_str() {
+            "HOME" => self.env.home.map(|h| h.display().to_string()),
+            "PWD" => cwd.map(|c| c.display().to_string()),
+            _ => None,
+        }
+    }
+}
+
+/// Redirection operators: the next word is a file the command opens.
+fn is_redirect(op: &str) -> bool {
+    matches!(
+        op,
+        ">" | ">>" | "<" | ">|" | "<>" | "&>" | "&>>" | ">&" | "<&" | "<<<"
+    )
+}
+
+/// `NAME=VALUE` at the start of a command.
+fn assignment(word: &str) -> Option<(&str, &str)> {
+    let (name, value) = word.split_once('=')?;
+    let valid = !name.is_empty()
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    valid.then_some((name, value))
+}
+
+/// The directory a tilde prefix names.
+fn tilde_dir(tilde: &word::TildeExpr, home: Option<&Path>, cwd: Option<&Path>) -> Option<PathBuf> {
+    match tilde {
+        word::TildeExpr::Home => home.map(Path::to_path_buf),
+        word::TildeExpr::UserHome(user) => home_of(user),
+        word::TildeExpr::WorkingDir => cwd.map(Path::to_path_buf),
+        _ => None,
+    }
+}
+
+/// A path argument's leading `~` or `~user` expanded, as the shell would
+/// have done before the tool got it.
+pub fn expand_tilde(text: &str, home: Option<&Path>) -> String {
+    let Some(rest) = text.strip_prefix('~') else {
+        return text.to_string();
+    };
+    let (user, tail) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let dir = if user.is_empty() {
+        home.map(Path::to_path_buf)
+    } else {
+        home_of(user)
+    };
+    dir.map_or_else(|| text.to_string(), |d| format!("{}{tail}", d.display()))
+}
+
+/// A user's home directory from the user database (`/etc/passwd`).
+pub fn home_of(user: &str) -> Option<PathBuf> {
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split(':').collect();
+        (fields.first() == Some(&user) && fields.len() > 5).then(|| PathBuf::from(fields[5]))
+    })
+}
+
+/// Every word a brace expression yields, appended to each of `all`; false
+/// past [`MAX_ALTERNATIVES`].
+fn expand_braces(parts: &[BraceExpressionOrText], all: &mut Vec<String>) -> bool {
+    for part in parts {
+        let choices: Vec<String> = match part {
+            BraceExpressionOrText::Text(text) => vec![text.clone()],
+            BraceExpressionOrText::Expr(members) => {
+                let mut choices = Vec::new();
+                for member in members {
+                    if !member_words(member, &mut choices) {
+                        return false;
+                    }
+                }
+                choices
+            }
+        };
+        if all.len().saturating_mul(choices.len()) > MAX_ALTERNATIVES {
+            return false;
+        }
+        *all = all
+            .iter()
+            .flat_map(|prefix| choices.iter().map(move |c| format!("{prefix}{c}")))
+            .collect();
+    }
+    true
+}
+
+fn member_words(member: &BraceExpressionMember, out: &mut Vec<String>) -> bool {
+    match member {
+        BraceExpressionMember::Child(parts) => {
+            let mut words = vec![String::new()];
+            if !expand_braces(parts, &mut words) {
+                return false;
+            }
+            out.extend(words);
+        }
+        BraceExpressionMember::NumberSequence {
+            start,
+            end,
+            increment,
+        } => {
+            let step = increment.unsigned_abs().max(1) as usize;
+            let (low, high) = (*start.min(end), *start.max(end));
+            if (high - low) as usize / step > MAX_ALTERNATIVES {
+                return false;
+            }
+            out.extend((low..=high).step_by(step).map(|n| n.to_string()));
+        }
+        BraceExpressionMember::CharSequence {
+            start,
+            end,
+            increment,
+        } => {
+            let step = increment.unsigned_abs().max(1) as usize;
+            let (low, high) = ((*start).min(*end), (*start).max(*end));
+            out.extend((low..=high).step_by(step).map(String::from));
+        }
+    }
+    out.len() <= MAX_ALTERNATIVES
+}
+
+/// The text of `$'…'` with its escapes decoded (bash's rules).
+fn ansi_c(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        let Some(escape) = chars.next() else {
+            out.push('\\');
+            break;
+        };
+        let mut digits = |radix: u32, max: usize, first: Option<char>| {
+            let mut value = first.and_then(|d| d.to_digit(radix)).unwrap_or(0);
+            let mut taken = usize::from(first.is_some());
+            while taken < max
+                && let Some(d) = chars.peek().and_then(|d| d.to_digit(radix))
+            {
+                value = value * radix + d;
+                chars.next();
+                taken += 1;
+            }
+            char::from_u32(value)
+        };
+        let decoded = match escape {
+            'n' => Some('\n'),
+            't' => Some('\t'),
+            'r' => Some('\r'),
+            'a' => Some('\x07'),
+            'b' => Some('\x08'),
+            'e' | 'E' => Some('\x1b'),
+            'f' => Some('\x0c'),
+            'v' => Some('\x0b'),
+            '\\' | '\'' | '"' | '?' => Some(escape),
+            'x' => digits(16, 2, None),
+            'u' => digits(16, 4, None),
+            'U' => digits(16, 8, None),
+            '0'..='7' => digits(8, 3, Some(escape)),
+            other => {
+                out.push('\\');
+                Some(other)
+            }
+        };
+        out.extend(decoded);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn literal_words(text: &str) -> Vec<Vec<String>> {
+        let env = Env {
+            home: Some(Path::new("/home/dev")),
+            cwd: Some(Path::new("/home/dev/project")),
+        };
+        commands(text, &env)
+            .unwrap()
+            .into_iter()
+            .map(|c| {
+                c.words
+                    .iter()
+                    .map(|w| match w {
+                        Word::Literal(all) => all.join("|"),
+                        Word::Unknown => "?".into(),
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn quotes_and_escapes_are_removed_as_the_shell_removes_them() {
+        assert_eq!(
+            literal_words(r#"cat tool''gate.toml "settings".json set\tings $'\x74ool\147ate'"#),
+            [[
+                "cat",
+                "toolgate.toml",
+                "settings.json",
+                "settings",
+                "toolgate"
+            ]]
+        );
+    }
+
+    #[test]
+    fn tilde_home_and_assigned_variables_expand() {
+        assert_eq!(
+            literal_words("d=~/.claude; mv \"$d\" ${HOME}/x ~root/y"),
+            [["mv", "/home/dev/.claude", "/home/dev/x", "/root/y"]]
+        );
+    }
+
+    #[test]
+    fn braces_expand_and_substitutions_are_unknown_but_read() {
+        assert_eq!(
+            literal_words("rm ~/.claude/{settings,other}.json $(echo hi) `id`"),
+            [
+                vec!["echo", "hi"],
+                vec!["id"],
+                vec![
+                    "rm",
+                    "/home/dev/.claude/settings.json|/home/dev/.claude/other.json",
+                    "?",
+                    "?"
+                ],
+            ]
+        );
+    }
+
+    #[test]
+    fn cd_moves_where_relative_words_resolve_and_sh_c_is_read() {
+        let env = Env {
+            home: Some(Path::new("/home/dev")),
+            cwd: Some(Path::new("/home/dev/project")),
+        };
+        let commands = commands(
+            "cd ~/.claude && echo '{}' > settings.json; bash -c 'rm x'",
+            &env,
+        )
+        .unwrap();
+        let echo = commands
+            .iter()
+            .find(|c| c.names().any(|n| n == "echo"))
+            .unwrap();
+        assert_eq!(echo.cwd.as_deref(), Some(Path::new("/home/dev/.claude")));
+        assert_eq!(
+            echo.words.last(),
+            Some(&Word::Literal(vec!["settings.json".into()]))
+        );
+        assert!(
+            commands
+                .iter()
+                .any(|c| c.names().collect::<Vec<_>>() == ["rm", "x"])
+        );
+    }
+}
