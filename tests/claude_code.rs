@@ -93,7 +93,8 @@ fn write_and_edit_fall_through_silently() {
                 json!({"file_path": "/tmp/a", "content": "x"})
             )
         ),
-        None
+        Some(json!({})),
+        "no decision is said as {{}}"
     );
     assert_eq!(
         hook(
@@ -104,7 +105,8 @@ fn write_and_edit_fall_through_silently() {
                 json!({"file_path": "/tmp/a", "old_string": "x", "new_string": "y"})
             )
         ),
-        None
+        Some(json!({})),
+        "no decision is said as {{}}"
     );
 }
 
@@ -198,12 +200,12 @@ fn malformed_stdin_is_denied_with_a_diagnosis() {
 fn a_post_tool_use_shows_in_the_sentinel_stream_at_the_current_turn() {
     let dir = tempfile::tempdir().unwrap();
     let prompt = json!({"session_id": "b7e4c0de-0000-4000-8000-000000000001", "hook_event_name": "UserPromptSubmit", "prompt": "list files"});
-    assert_eq!(hook(dir.path(), &prompt), None);
-    assert_eq!(hook(dir.path(), &prompt), None);
+    assert_eq!(hook(dir.path(), &prompt), Some(json!({})));
+    assert_eq!(hook(dir.path(), &prompt), Some(json!({})));
     let mut post = event("PostToolUse", "Bash", json!({"command": "ls"}));
     post["tool_response"] =
         json!({"stdout": "Cargo.toml\nsrc", "stderr": "", "interrupted": false});
-    assert_eq!(hook(dir.path(), &post), None);
+    assert_eq!(hook(dir.path(), &post), Some(json!({})));
     let events = run(dir.path(), &["events", "--limit", "5"], "");
     let last: Value = serde_json::from_str(
         String::from_utf8(events.stdout)
@@ -271,7 +273,7 @@ fn install_prints_and_merges_settings() {
         )
         .unwrap();
     let ran = shell.wait_with_output().unwrap();
-    assert!(ran.status.success() && ran.stdout.is_empty(), "{ran:?}");
+    assert!(ran.status.success() && ran.stdout == b"{}\n", "{ran:?}");
     let stop = Client::new(toolgate::daemon::socket_for_store(&dir.join("cc.redb")));
     let pid = stop.call(&DaemonRequest::Health).unwrap()["pid"].to_string();
     let _ = Command::new("kill").args(["-TERM", &pid]).status();

@@ -33,7 +33,7 @@ fn thirty_two_hooks_at_once_start_one_daemon_and_none_is_denied() {
         assert_eq!(output.status.code(), Some(0));
         assert_eq!(
             parse_answer(&output.stdout),
-            None,
+            Some(json!({})),
             "a Read is allowed silently; stderr: {}",
             String::from_utf8_lossy(&output.stderr)
         );
@@ -57,7 +57,7 @@ fn a_thousand_hook_events_from_eight_clients_have_no_errors() {
     let setup = Setup::new("");
     // SessionStart brings the daemon up (and compiles the policies).
     let started = event("SessionStart", "s0", "", json!({}), "");
-    assert_eq!(setup.hook(&started), None);
+    assert_eq!(setup.hook(&started), Some(json!({})));
     assert!(setup.daemon_pid().is_some());
     let socket = setup.socket();
     let clients: Vec<_> = (0..8)
@@ -77,9 +77,10 @@ fn a_thousand_hook_events_from_eight_clients_have_no_errors() {
                             runtime: HookRuntime::ClaudeCode,
                             event: payload.to_string(),
                             on_error: Default::default(),
+                            config: None,
                         })
                         .unwrap_or_else(|err| panic!("client {c} call {i}: {err}"));
-                    assert_eq!(answer, Value::Null, "silent allow / observe");
+                    assert_eq!(answer, json!("{}"), "an allow or observe is said as {{}}");
                 }
             })
         })
@@ -158,7 +159,7 @@ fn a_pause_answered_in_claude_codes_prompt_is_closed_by_post_tool_use() {
 
     // The person said yes in Claude Code; the call ran.
     let post = event("PostToolUse", "s-ask", "Bash", input, "toolu_ask");
-    assert_eq!(setup.hook(&post), None);
+    assert_eq!(setup.hook(&post), Some(json!({})));
     assert_eq!(pending(&setup), 0, "the gate is closed, not left to expire");
 
     // Closing it approved nothing: the same call asks again.
@@ -183,7 +184,11 @@ fn a_new_turn_loads_no_policy() {
         "prompt_id": "p1",
     });
     for _ in 0..2 {
-        assert_eq!(setup.hook(&prompt), None, "a new turn answers nothing");
+        assert_eq!(
+            setup.hook(&prompt),
+            Some(json!({})),
+            "a new turn answers nothing"
+        );
     }
     let store = toolgate::store::Store::open(&setup.store()).unwrap();
     assert_eq!(store.turn("s-turns").unwrap(), 2, "both turns counted");
@@ -205,7 +210,7 @@ fn sigkill_mid_load_loses_nothing_acknowledged_and_the_next_hook_restarts_it() {
     let setup = Setup::new("");
     assert_eq!(
         setup.hook(&event("SessionStart", "s", "", json!({}), "")),
-        None
+        Some(json!({}))
     );
     let first = setup.daemon_pid().unwrap();
     let socket = setup.socket();
@@ -232,6 +237,7 @@ fn sigkill_mid_load_loses_nothing_acknowledged_and_the_next_hook_restarts_it() {
                         runtime: HookRuntime::ClaudeCode,
                         event: payload.to_string(),
                         on_error: Default::default(),
+                        config: None,
                     };
                     match client.call(&request) {
                         Ok(_) => acknowledged.push(id),
@@ -265,7 +271,7 @@ fn sigkill_mid_load_loses_nothing_acknowledged_and_the_next_hook_restarts_it() {
         json!({"file_path": "/y"}),
         "after",
     );
-    assert_eq!(setup.hook(&next), None);
+    assert_eq!(setup.hook(&next), Some(json!({})));
     let second = setup.daemon_pid().unwrap();
     assert_ne!(first, second);
 
@@ -320,7 +326,7 @@ fn without_a_daemon_that_can_start_the_hook_falls_back_as_told() {
     let local = setup.run(&["hook", "claude-code", "--connect", socket], &payload);
     assert_eq!(
         parse_answer(&local.stdout),
-        None,
+        Some(json!({})),
         "evaluated in-process: allowed"
     );
 }
@@ -353,7 +359,7 @@ fn an_in_process_fallback_waits_for_a_busy_store_instead_of_denying() {
     let output = child.wait_with_output().unwrap();
     assert_eq!(
         parse_answer(&output.stdout),
-        None,
+        Some(json!({})),
         "allowed, not denied as busy"
     );
 }
@@ -367,7 +373,7 @@ fn past_max_in_flight_the_daemon_answers_busy() {
     let setup = Setup::new(&hostile);
     assert_eq!(
         setup.hook(&event("SessionStart", "s", "", json!({}), "")),
-        None
+        Some(json!({}))
     );
     let socket = setup.socket();
     let slow = {
@@ -440,7 +446,7 @@ fn a_daemon_whose_socket_file_is_removed_stops() {
     let setup = Setup::new("");
     assert_eq!(
         setup.hook(&event("SessionStart", "s", "", json!({}), "")),
-        None
+        Some(json!({}))
     );
     let pid = setup.daemon_pid().unwrap();
     std::fs::remove_file(setup.socket()).unwrap();
@@ -452,7 +458,7 @@ fn a_daemon_whose_socket_file_is_removed_stops() {
     // The store is free again: the next hook starts a fresh daemon.
     assert_eq!(
         setup.hook(&event("SessionStart", "s", "", json!({}), "")),
-        None
+        Some(json!({}))
     );
     assert_ne!(setup.daemon_pid().unwrap(), pid);
 }

@@ -659,6 +659,7 @@ fn main() {
         runtime: toolgate::daemon::HookRuntime::ClaudeCode,
         event: pre.clone(),
         on_error: Default::default(),
+        config: None,
     };
     let client_only = time(n, 100, |_| {
         client.call(&hook_request).unwrap();

@@ -81,10 +81,11 @@ pub enum Needs {
 }
 
 /// What [`handle`] produced.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Handled {
-    /// The text the hook prints on stdout, if any.
-    pub output: Option<String>,
+    /// The text the hook prints on stdout: never empty, since the
+    /// installed command line counts no output as a failure.
+    pub output: String,
     /// The decision, for a `PreToolUse` that was evaluated.
     pub decision: Option<Decision>,
 }
@@ -159,11 +160,10 @@ pub(crate) fn answer_or_fail(
     let mut decision = None;
     let output = handle(&mut decision).unwrap_or_else(|err| {
         tracing::error!(error = %err, "hook failed; answering with the fail mode");
-        let answer = runtime.failure_answer(on_error, &err.to_string());
-        answer.unwrap_or_else(|| json!({}))
+        runtime.failure_answer(on_error, &err.to_string())
     });
     Handled {
-        output: Some(output.to_string()),
+        output: output.to_string(),
         decision,
     }
 }
@@ -204,7 +204,7 @@ fn pre_tool_use(decision: &str, reason: &str, context: Option<String>) -> Value 
 /// The answer to a `PreToolUse` event: deny → `deny` with the reason; pause
 /// → `ask` with the reason; allow with notes → no decision (Claude Code's
 /// normal permission flow applies) and the notes as `additionalContext`;
-/// allow without notes → nothing.
+/// allow without notes → nothing (printed as `{}`).
 pub fn answer(decision: &Decision) -> Option<Value> {
     let notes = (!decision.notes.is_empty()).then(|| {
         decision
@@ -222,11 +222,6 @@ pub fn answer(decision: &Decision) -> Option<Value> {
             json!({"hookSpecificOutput": {"hookEventName": "PreToolUse", "additionalContext": context}})
         }),
     }
-}
-
-/// The answer when toolgate itself failed.
-pub fn failure_answer(on_error: OnError, error: &str) -> Option<Value> {
-    HookRuntime::ClaudeCode.failure_answer(on_error, error)
 }
 
 /// A tool's outcome and a short summary, from `tool_response`.
@@ -255,19 +250,19 @@ pub fn start_turn(store: &Store, event: &HookEvent) -> Result<()> {
 }
 
 /// Handle one event end to end. Never fails: errors become `on_error`'s
-/// answer.
+/// answer, and "no decision" is `{}` (the installed command line treats no
+/// output as a failure: a hook replaced by `/bin/true` prints nothing).
 pub fn handle(host: &Toolgate, input: &str, on_error: OnError) -> Handled {
-    let mut decision = None;
-    let answered = (|| -> Result<Option<Value>> {
+    answer_or_fail(HookRuntime::ClaudeCode, on_error, |decision| {
         let event = HookEvent::parse(input)?;
-        match event.hook_event_name.as_str() {
-            "UserPromptSubmit" => start_turn(host.store(), &event).map(|()| None),
+        let answer = match event.hook_event_name.as_str() {
+            "UserPromptSubmit" => start_turn(host.store(), &event).map(|()| None)?,
             "PreToolUse" => {
                 let request = event.to_request(host.store().turn(&event.session_id)?)?;
                 let evaluated = host.evaluate(&request)?;
                 let output = answer(&evaluated);
-                decision = Some(evaluated);
-                Ok(output)
+                *decision = Some(evaluated);
+                output
             }
             "PostToolUse" => {
                 let request = event.to_request(host.store().turn(&event.session_id)?)?;
@@ -278,22 +273,12 @@ pub fn handle(host: &Toolgate, input: &str, on_error: OnError) -> Handled {
                 }
                 let (outcome, summary) = outcome_of(event.tool_response.as_ref());
                 host.observe(&request, outcome, &summary);
-                Ok(None)
+                None
             }
-            _ => Ok(None),
-        }
-    })();
-    let output = match answered {
-        Ok(value) => value,
-        Err(err) => {
-            tracing::error!(error = %err, "hook failed; answering with the fail mode");
-            failure_answer(on_error, &err.to_string())
-        }
-    };
-    Handled {
-        output: output.map(|v| v.to_string()),
-        decision,
-    }
+            _ => None,
+        };
+        Ok(answer.unwrap_or_else(|| json!({})))
+    })
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
+use toolgate_wire::protocol::ConfigIdentity;
 
 /// The bundled default config, compiled into the binary.
 pub const DEFAULT_CONFIG: &str = include_str!("../../examples/default.toml");
@@ -92,6 +93,11 @@ pub struct Config {
     /// Not a config key.
     #[serde(skip)]
     pub source: Option<PathBuf>,
+    /// Which config this is (file and digest, or the bundled default), for
+    /// a daemon to refuse a hook installed with another. `None` for a
+    /// config given as text. Not a config key.
+    #[serde(skip)]
+    pub identity: Option<ConfigIdentity>,
 }
 
 /// Store hygiene: nothing grows without bound (see `hygiene.rs`).
@@ -503,13 +509,16 @@ impl Config {
             .unwrap_or_else(|| PathBuf::from("."));
         let mut config = Self::parse(&text, &path.display().to_string(), base_dir)?;
         config.source = Some(path.to_path_buf());
+        config.identity = Some(ConfigIdentity::of_file(path, text.as_bytes()));
         Ok(config)
     }
 
     /// The bundled default config. Its relative paths resolve against the
     /// current directory.
     pub fn bundled_default() -> Result<Self> {
-        Self::parse(DEFAULT_CONFIG, "<bundled default>", PathBuf::from("."))
+        let mut config = Self::parse(DEFAULT_CONFIG, "<bundled default>", PathBuf::from("."))?;
+        config.identity = Some(ConfigIdentity::Bundled);
+        Ok(config)
     }
 
     /// Parse config text; `origin` names it in errors.

@@ -72,6 +72,18 @@ pub enum Error {
     #[error("not allowed: {0}")]
     Unauthorized(String),
 
+    /// The daemon serves another config than the one the caller names.
+    #[error(
+        "the toolgate daemon serves {serving}, not {named}: stop it (it restarts with the \
+         right config at the next hook) or name the config it serves"
+    )]
+    ConfigMismatch {
+        /// What the daemon serves.
+        serving: String,
+        /// What the caller named.
+        named: String,
+    },
+
     /// The daemon answered with an error; `kind` says what sort.
     #[error("toolgate daemon: {message}")]
     Remote {
@@ -108,7 +120,7 @@ impl Error {
     /// daemon.
     pub fn kind(&self) -> ErrorKind {
         match self {
-            Error::Config { .. } => ErrorKind::Config,
+            Error::Config { .. } | Error::ConfigMismatch { .. } => ErrorKind::Config,
             Error::Plugin { .. } => ErrorKind::Plugin,
             Error::Store { .. } => ErrorKind::Store,
             Error::StoreBusy { .. } | Error::Busy(_) => ErrorKind::Busy,

@@ -11,19 +11,25 @@
 //! RUNTIME`), which starts the daemon or answers in-process, and passes
 //! on its output and exit status. It never fails open by itself.
 //!
+//! It answers only from the daemon it expects: the socket's peer must run as
+//! `--daemon-uid` (default: this user), from the kernel's word
+//! (`SO_PEERCRED`); anything else at that path is refused with a deny.
+//!
 //! Usage: `toolgate-hook --socket PATH [--runtime claude-code|gemini-cli|cursor]
-//! [--on-error deny|ask|allow] -- TOOLGATE-COMMAND…`
+//! [--on-error deny|ask|allow] [--daemon-uid UID] -- TOOLGATE-COMMAND…`
 
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::os::unix::net::UnixStream;
+use std::path::Path;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
-use toolgate_wire::protocol::{self, DaemonRequest, HookRuntime, OnError};
+use toolgate_wire::peer;
+use toolgate_wire::protocol::{self, ConfigIdentity, DaemonRequest, HookRuntime, OnError};
 
 const USAGE: &str = "usage: toolgate-hook --socket PATH [--runtime claude-code|gemini-cli|cursor] \
-     [--on-error deny|ask|allow] -- TOOLGATE-COMMAND...";
+     [--on-error deny|ask|allow] [--daemon-uid UID] -- TOOLGATE-COMMAND...";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -35,6 +41,7 @@ fn main() -> ExitCode {
     let mut socket = None;
     let mut on_error = OnError::Deny;
     let mut runtime = HookRuntime::ClaudeCode;
+    let mut daemon_uid = peer::own_uid();
     let mut words = ours.iter();
     while let Some(word) = words.next() {
         match (word.as_str(), words.next()) {
@@ -42,6 +49,13 @@ fn main() -> ExitCode {
             ("--runtime", Some(name)) => match HookRuntime::ALL.iter().find(|r| r.name() == name) {
                 Some(named) => runtime = *named,
                 None => {
+                    eprintln!("{USAGE}");
+                    return ExitCode::from(2);
+                }
+            },
+            ("--daemon-uid", Some(uid)) => match uid.parse() {
+                Ok(uid) => daemon_uid = uid,
+                Err(_) => {
                     eprintln!("{USAGE}");
                     return ExitCode::from(2);
                 }
@@ -65,35 +79,92 @@ fn main() -> ExitCode {
     if std::io::stdin().read_to_string(&mut event).is_err() {
         event.clear(); // the full command reports the unreadable input
     }
-    if let Some(socket) = socket
-        && let Some(answer) = ask_daemon(&socket, runtime, &event, on_error)
-    {
-        if let Some(text) = answer.as_str() {
-            println!("{text}");
+    let asked = socket.map(|socket| Daemon {
+        socket,
+        uid: daemon_uid,
+    });
+    match asked.map(|daemon| daemon.ask(runtime, &event, on_error, fallback)) {
+        Some(Asked::Answer(answer)) => println!("{answer}"),
+        Some(Asked::Impostor(why)) => println!("{}", runtime.failure_answer(on_error, &why)),
+        Some(Asked::NoAnswer) | None => {
+            return run_full_command(fallback, runtime, on_error, &event);
         }
-        return ExitCode::SUCCESS;
     }
-    run_full_command(fallback, runtime, on_error, &event)
+    ExitCode::SUCCESS
 }
 
-/// The daemon's answer to the event (a string to print, or null), or `None`
-/// when it could not give one.
-fn ask_daemon(socket: &str, runtime: HookRuntime, event: &str, on_error: OnError) -> Option<Value> {
-    let mut stream = UnixStream::connect(socket).ok()?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .ok()?;
-    let request = DaemonRequest::Hook {
-        runtime,
-        event: event.to_string(),
-        on_error,
-    };
-    let mut line = serde_json::to_string(&request).ok()?;
-    line.push('\n');
-    stream.write_all(line.as_bytes()).ok()?;
-    let mut answer = String::new();
-    BufReader::new(stream).read_line(&mut answer).ok()?;
-    protocol::decode(&answer).ok()
+/// The daemon this hook expects: where it listens and as whom it runs.
+struct Daemon {
+    socket: String,
+    uid: u32,
+}
+
+/// What asking the daemon gave.
+enum Asked {
+    /// The text to print.
+    Answer(String),
+    /// Something other than the daemon serves the socket: why.
+    Impostor(String),
+    /// No daemon answered (not running, busy, or an error): the full
+    /// command takes over.
+    NoAnswer,
+}
+
+impl Daemon {
+    fn ask(
+        &self,
+        runtime: HookRuntime,
+        event: &str,
+        on_error: OnError,
+        fallback: &[String],
+    ) -> Asked {
+        let Some(config) = config_named(fallback) else {
+            return Asked::NoAnswer;
+        };
+        let Ok(mut stream) = UnixStream::connect(&self.socket) else {
+            return Asked::NoAnswer;
+        };
+        if let Err(why) = peer::expect_daemon(&stream, self.uid) {
+            return Asked::Impostor(format!("{}: {why}", self.socket));
+        }
+        let request = DaemonRequest::Hook {
+            runtime,
+            event: event.to_string(),
+            on_error,
+            config: Some(config),
+        };
+        let answered = (|| {
+            stream
+                .set_read_timeout(Some(Duration::from_secs(30)))
+                .ok()?;
+            let mut line = serde_json::to_string(&request).ok()?;
+            line.push('\n');
+            stream.write_all(line.as_bytes()).ok()?;
+            let mut answer = String::new();
+            BufReader::new(stream).read_line(&mut answer).ok()?;
+            match protocol::decode(&answer).ok()? {
+                Value::String(text) if !text.is_empty() => Some(text),
+                _ => None,
+            }
+        })();
+        answered.map_or(Asked::NoAnswer, Asked::Answer)
+    }
+}
+
+/// The config the full command names (`--config FILE`, else the bundled
+/// default), so the daemon refuses if it serves another; `None` when the
+/// file cannot be read (the full command then reports it).
+fn config_named(command: &[String]) -> Option<ConfigIdentity> {
+    let mut words = command.iter();
+    while let Some(word) = words.next() {
+        if word == "--config" {
+            return ConfigIdentity::read(Path::new(words.next()?)).ok();
+        }
+        if let Some(path) = word.strip_prefix("--config=") {
+            return ConfigIdentity::read(Path::new(path)).ok();
+        }
+    }
+    Some(ConfigIdentity::Bundled)
 }
 
 /// Hand the event to the full `toolgate … hook RUNTIME` command.
@@ -119,9 +190,7 @@ fn run_full_command(
             // A runtime lets a tool run when its hook fails (exit 1): answer
             // with the fail mode ourselves instead.
             let reason = format!("toolgate-hook cannot run {program}: {err}");
-            if let Some(answer) = runtime.failure_answer(on_error, &reason) {
-                println!("{answer}");
-            }
+            println!("{}", runtime.failure_answer(on_error, &reason));
             return ExitCode::SUCCESS;
         }
     };

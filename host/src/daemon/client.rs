@@ -19,6 +19,7 @@ pub struct Client {
     socket: PathBuf,
     timeout: Duration,
     busy_wait: Duration,
+    daemon_uid: u32,
 }
 
 impl Client {
@@ -28,7 +29,16 @@ impl Client {
             socket: socket.into(),
             timeout: Duration::from_secs(30),
             busy_wait: Duration::from_secs(5),
+            daemon_uid: toolgate_wire::peer::own_uid(),
         }
+    }
+
+    /// Talk only to a daemon running as `uid` (default: this process's
+    /// user); a socket served by anyone else is refused as
+    /// [`Error::Unauthorized`], never believed.
+    pub fn with_daemon_uid(mut self, uid: u32) -> Self {
+        self.daemon_uid = uid;
+        self
     }
 
     /// How long to keep retrying while the daemon answers `busy` (default 5 s).
@@ -70,6 +80,8 @@ impl Client {
             message: err.to_string(),
         };
         let mut stream = UnixStream::connect(&self.socket).map_err(unreachable)?;
+        toolgate_wire::peer::expect_daemon(&stream, self.daemon_uid)
+            .map_err(|why| Error::Unauthorized(format!("{}: {why}", self.socket.display())))?;
         stream
             .set_read_timeout(Some(self.timeout))
             .map_err(unreachable)?;

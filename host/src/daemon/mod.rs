@@ -39,7 +39,7 @@ use crate::{Config, Toolgate};
 
 pub use client::{Client, socket_for_store};
 pub use peer::Peer;
-pub use protocol::{DaemonRequest, HookRuntime};
+pub use protocol::{ConfigIdentity, DaemonRequest, HookRuntime};
 
 /// How a daemon runs, beyond its host.
 #[derive(Debug, Clone)]
@@ -161,7 +161,14 @@ impl Daemon {
                 runtime,
                 event,
                 on_error,
+                config,
             } => {
+                if let Some(named) = &config
+                    && let Err(refusal) = self.serves(named)
+                {
+                    let answer = runtime.failure_answer(on_error, &refusal.to_string());
+                    return Ok(Value::String(answer.to_string()));
+                }
                 let handled = match runtime {
                     HookRuntime::ClaudeCode => claude_code::handle(host, &event, on_error),
                     HookRuntime::GeminiCli => crate::gemini_cli::handle(host, &event, on_error),
@@ -170,7 +177,7 @@ impl Daemon {
                 if let Some(decision) = &handled.decision {
                     self.decided(decision);
                 }
-                handled.output.map_or(Value::Null, Value::String)
+                Value::String(handled.output)
             }
             DaemonRequest::Evaluate { request } => {
                 let decision = host.evaluate(&request)?;
@@ -278,6 +285,7 @@ impl Daemon {
 
     /// Liveness, and who this daemon is (its pid, store and config).
     fn health(&self) -> Value {
+        let identity = self.host.registry.with_config(|c| c.identity.clone());
         json!({
             "status": "ok",
             "pid": std::process::id(),
@@ -285,6 +293,37 @@ impl Daemon {
             "plugins": self.host.plugins().len(),
             "store": self.host.store().path(),
             "config": self.host.registry.with_config(Config::origin),
+            "config_identity": identity,
+        })
+    }
+
+    /// Whether this daemon serves the config `named`. The same file with
+    /// other bytes is read again first (a person edited it and the reload
+    /// has not happened yet); another file, or the bundled default in
+    /// place of a file, is refused: the caller then fails closed rather
+    /// than getting this config's answer.
+    pub fn serves(&self, named: &ConfigIdentity) -> Result<()> {
+        let serving = || self.host.registry.with_config(|c| c.identity.clone());
+        let Some(mut current) = serving() else {
+            return Ok(()); // a config given as text: nothing to compare
+        };
+        let same_file = |a: &ConfigIdentity, b: &ConfigIdentity| match (a, b) {
+            (ConfigIdentity::File { path: x, .. }, ConfigIdentity::File { path: y, .. }) => x == y,
+            _ => false,
+        };
+        if &current != named && same_file(&current, named) {
+            // A failed reload keeps the old config, which is then refused.
+            if let Err(err) = self.reload() {
+                tracing::warn!(error = %err, "the config changed but does not reload");
+            }
+            current = serving().unwrap_or(current);
+        }
+        if &current == named {
+            return Ok(());
+        }
+        Err(Error::ConfigMismatch {
+            serving: current.describe(),
+            named: named.describe(),
         })
     }
 

@@ -4,7 +4,9 @@
 
 use serde_json::Value;
 
-pub use toolgate_wire::protocol::{DaemonRequest, HookRuntime, MAX_REQUEST_BYTES, OnError};
+pub use toolgate_wire::protocol::{
+    ConfigIdentity, DaemonRequest, HookRuntime, MAX_REQUEST_BYTES, OnError,
+};
 
 use crate::error::{Error, ErrorKind, Result};
 

@@ -10,6 +10,7 @@ pub mod decision;
 pub mod decision_log;
 pub mod gates;
 pub mod locations;
+pub mod peer;
 pub mod protocol;
 pub mod redact;
 pub mod request;

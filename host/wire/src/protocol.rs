@@ -27,6 +27,52 @@ pub enum OnError {
     Allow,
 }
 
+/// Which config a caller means: a file (its canonical path and the sha256
+/// of its bytes) or the bundled default. A hook names it, so a daemon that
+/// serves another config refuses instead of answering with its own (a
+/// daemon started without `--config` must not answer a hook installed with
+/// a stricter one).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ConfigIdentity {
+    /// The config built into the binary.
+    Bundled,
+    /// A config file.
+    File {
+        /// Its canonical path.
+        path: String,
+        /// The sha256 of its bytes, as hex.
+        sha256: String,
+    },
+}
+
+impl ConfigIdentity {
+    /// The identity of the config file at `path`, whose bytes are `text`.
+    pub fn of_file(path: &std::path::Path, text: &[u8]) -> Self {
+        use sha2::Digest as _;
+        let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        Self::File {
+            path: path.display().to_string(),
+            sha256: hex::encode(sha2::Sha256::digest(text)),
+        }
+    }
+
+    /// The identity of the config file at `path`, read now.
+    pub fn read(path: &std::path::Path) -> std::io::Result<Self> {
+        Ok(Self::of_file(path, &std::fs::read(path)?))
+    }
+
+    /// For a person: the file and the start of its digest.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Bundled => "the bundled default config".into(),
+            Self::File { path, sha256 } => {
+                format!("{path} (sha256 {})", sha256.get(..12).unwrap_or(sha256))
+            }
+        }
+    }
+}
+
 /// The longest request accepted, on either transport.
 pub const MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
 
@@ -45,6 +91,10 @@ pub enum DaemonRequest {
         /// What to answer if toolgate fails on this event.
         #[serde(default)]
         on_error: OnError,
+        /// The config the hook was installed with; a daemon serving another
+        /// one answers with a refusal. Absent: not checked.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        config: Option<ConfigIdentity>,
     },
     /// Decide on a call.
     Evaluate {
@@ -160,42 +210,43 @@ impl HookRuntime {
         }
     }
 
-    /// What its hook prints when toolgate itself failed on an event (no
-    /// output: `None`). Lives here so the thin client, which loads no
-    /// policies, answers exactly as the full adapter would. A runtime that
-    /// cannot ask denies for `ask`.
-    pub fn failure_answer(self, on_error: OnError, error: &str) -> Option<Value> {
+    /// What its hook prints when toolgate itself failed on an event: always
+    /// something (`{}` for "no decision"), because the installed command
+    /// line blocks on an empty answer. Lives here so the thin client, which
+    /// loads no policies, answers exactly as the full adapter would. A
+    /// runtime that cannot ask denies for `ask`.
+    pub fn failure_answer(self, on_error: OnError, error: &str) -> Value {
         let reason = format!(
             "toolgate failed, so this call was not checked: {error}. Diagnose with `toolgate \
              check` on the same call, or rerun with TOOLGATE_LOG=debug."
         );
         match (self, on_error) {
-            (Self::ClaudeCode, OnError::Allow) => None,
+            (Self::ClaudeCode, OnError::Allow) => serde_json::json!({}),
             (Self::ClaudeCode, _) => {
                 let decision = if on_error == OnError::Ask {
                     "ask"
                 } else {
                     "deny"
                 };
-                Some(serde_json::json!({"hookSpecificOutput": {
+                serde_json::json!({"hookSpecificOutput": {
                     "hookEventName": "PreToolUse",
                     "permissionDecision": decision,
                     "permissionDecisionReason": reason,
-                }}))
+                }})
             }
-            (Self::GeminiCli | Self::Cursor, OnError::Allow) => Some(serde_json::json!({})),
-            (Self::GeminiCli, _) => Some(serde_json::json!({"decision": "deny", "reason": reason})),
+            (Self::GeminiCli | Self::Cursor, OnError::Allow) => serde_json::json!({}),
+            (Self::GeminiCli, _) => serde_json::json!({"decision": "deny", "reason": reason}),
             (Self::Cursor, _) => {
                 let permission = if on_error == OnError::Ask {
                     "ask"
                 } else {
                     "deny"
                 };
-                Some(serde_json::json!({
+                serde_json::json!({
                     "permission": permission,
                     "user_message": reason,
                     "agent_message": reason,
-                }))
+                })
             }
         }
     }

@@ -63,6 +63,18 @@ pub enum HookCommand {
     },
 }
 
+impl HookCommand {
+    /// The runtime and flags of an adapter subcommand (not `install`).
+    pub fn adapter(&self) -> Option<(Runtime, &HookArgs)> {
+        match self {
+            HookCommand::ClaudeCode(args) => Some((Runtime::ClaudeCode, args)),
+            HookCommand::GeminiCli(args) => Some((Runtime::GeminiCli, args)),
+            HookCommand::Cursor(args) => Some((Runtime::Cursor, args)),
+            HookCommand::Install { .. } => None,
+        }
+    }
+}
+
 #[derive(clap::Args)]
 pub struct HookArgs {
     /// Use the daemon at SOCKET instead of the store's own (STORE.sock).
@@ -106,9 +118,8 @@ impl Runtime {
     }
 
     /// The answer when toolgate itself failed.
-    fn failure(self, on_error: OnError, message: &str) -> Option<String> {
-        let answer = self.wire().failure_answer(on_error, message);
-        answer.map(|value| value.to_string())
+    fn failure(self, on_error: OnError, message: &str) -> String {
+        self.wire().failure_answer(on_error, message).to_string()
     }
 }
 
@@ -152,9 +163,22 @@ pub fn run(runtime: Runtime, args: &HookArgs, ctx: &Ctx) -> ExitCode {
             std::panic::catch_unwind(run).unwrap_or_else(|_| failure("toolgate panicked"))
         }
     };
-    if let Some(answer) = answer {
-        println!("{answer}");
-    }
+    println!("{answer}");
+    ExitCode::SUCCESS
+}
+
+/// The answer of a hook whose config could not be loaded: the runtime's
+/// failure answer (a deny by default), never an exit 1, which the runtimes
+/// read as "run the tool".
+pub fn config_failed(runtime: Runtime, args: &HookArgs, error: &toolgate::Error) -> ExitCode {
+    // Read the event first: a runtime whose write fails may count the hook
+    // as failed, and some let the tool run then.
+    let _ = std::io::stdin().read_to_string(&mut String::new());
+    let message = format!("its config cannot be loaded: {error}");
+    println!(
+        "{}",
+        runtime.failure(OnError::from(args.on_error), &message)
+    );
     ExitCode::SUCCESS
 }
 
@@ -165,7 +189,7 @@ fn answer_event(
     ctx: &Ctx,
     input: &str,
     on_error: OnError,
-) -> Option<String> {
+) -> String {
     if args.no_daemon {
         return in_process(runtime, ctx, input, on_error);
     }
@@ -173,6 +197,7 @@ fn answer_event(
         runtime: runtime.wire(),
         event: input.to_string(),
         on_error,
+        config: ctx.config.identity.clone(),
     };
     let client = Client::new(ctx.socket(args.connect.as_ref()));
     let answered = match client.call(&request) {
@@ -184,7 +209,8 @@ fn answer_event(
         other => other.map_err(|e| e.to_string()),
     };
     match answered {
-        Ok(output) => output.as_str().map(str::to_string),
+        Ok(Value::String(output)) => output,
+        Ok(_) => runtime.failure(on_error, "the daemon answered a hook event with no answer"),
         Err(err) if matches!(args.fallback, Fallback::Fail) => runtime.failure(on_error, &err),
         Err(err) => {
             tracing::warn!(error = %err, "no daemon; answering in-process");
@@ -194,7 +220,7 @@ fn answer_event(
 }
 
 /// Answer in this process, loading policies only for tool events.
-fn in_process(runtime: Runtime, ctx: &Ctx, input: &str, on_error: OnError) -> Option<String> {
+fn in_process(runtime: Runtime, ctx: &Ctx, input: &str, on_error: OnError) -> String {
     let failure = |message: &str| runtime.failure(on_error, message);
     let parsed = match runtime {
         Runtime::ClaudeCode => HookEvent::parse(input).map(|e| (e.needs(), e.session_id)),
@@ -211,9 +237,8 @@ fn in_process(runtime: Runtime, ctx: &Ctx, input: &str, on_error: OnError) -> Op
     };
     // What the runtime expects when there is nothing to decide.
     let quiet = match (runtime, needs) {
-        (Runtime::ClaudeCode, _) => None,
-        (Runtime::Cursor, Needs::Store) => Some(r#"{"continue":true}"#.to_string()),
-        _ => Some("{}".to_string()),
+        (Runtime::Cursor, Needs::Store) => r#"{"continue":true}"#.to_string(),
+        _ => "{}".to_string(),
     };
     let answered = match needs {
         Needs::Nothing => Ok(quiet),
@@ -266,8 +291,15 @@ pub fn settings(ctx: &Ctx, connect: Option<&PathBuf>, runtime: Runtime) -> anyho
     }
     let command = shlex::try_join(words.iter().map(String::as_str))
         .context("a path holds a NUL byte and cannot go in a shell command")?;
+    let command = fail_closed(&command);
+    // Claude Code ≥ 2.1.295 also blocks by itself when a hook fails.
+    let on_failure = runtime == Runtime::ClaudeCode && claude_code_blocks_on_failure();
     let hook = |matcher: Option<&str>| {
-        let mut entry = json!({"hooks": [{"type": "command", "command": command}]});
+        let mut handler = json!({"type": "command", "command": command});
+        if on_failure {
+            handler["onFailure"] = json!("block");
+        }
+        let mut entry = json!({"hooks": [handler]});
         if let Some(matcher) = matcher {
             entry["matcher"] = json!(matcher);
         }
@@ -308,6 +340,56 @@ pub fn settings(ctx: &Ctx, connect: Option<&PathBuf>, runtime: Runtime) -> anyho
             json!({"version": 1, "hooks": hooks})
         }
     })
+}
+
+/// The shell line a runtime runs for `command`, failing closed. Claude
+/// Code, Gemini CLI and Cursor run the tool when a hook exits 1, when its
+/// program is missing (127), and when it exits 0 with nothing on stdout (a
+/// hook replaced by `/bin/true`). toolgate's hooks always exit 0 with a
+/// non-empty answer, so anything else becomes exit 2, which each of them
+/// reads as "block", with the reason on stderr.
+pub fn fail_closed(command: &str) -> String {
+    format!(
+        "out=$({command}) && [ -n \"$out\" ] && printf '%s\\n' \"$out\" || {{ echo \
+         'toolgate: the hook failed or gave no answer, so this call is blocked (is toolgate \
+         installed? `toolgate hook install` writes the hook again)' >&2; exit 2; }}"
+    )
+}
+
+/// The first Claude Code release whose hooks take `"onFailure": "block"`.
+const CLAUDE_CODE_ON_FAILURE: (u32, u32, u32) = (2, 1, 295);
+
+/// Whether the `claude` on PATH takes `onFailure` (or none is installed
+/// yet: then the current release, which does). An older release is told
+/// to upgrade: its hooks still fail closed through the command line above.
+fn claude_code_blocks_on_failure() -> bool {
+    let Ok(out) = std::process::Command::new("claude")
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+    else {
+        return true;
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    match parse_version(&text) {
+        Some(version) if version < CLAUDE_CODE_ON_FAILURE => {
+            eprintln!(
+                "note: Claude Code {}.{}.{} has no \"onFailure\" for hooks; upgrade to 2.1.295 or \
+                 later for Claude Code to block by itself when a hook fails",
+                version.0, version.1, version.2
+            );
+            false
+        }
+        _ => true,
+    }
+}
+
+/// `MAJOR.MINOR.PATCH` at the start of a `--version` line.
+fn parse_version(text: &str) -> Option<(u32, u32, u32)> {
+    let word = text.split_whitespace().next()?;
+    let mut parts = word.splitn(3, '.').map(|p| p.parse().ok());
+    Some((parts.next()??, parts.next()??, parts.next()??))
 }
 
 pub fn install(

@@ -155,9 +155,18 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    let config = match &cli.config {
-        Some(path) => Config::load(path)?,
-        None => Config::bundled_default()?,
+    let loaded = match &cli.config {
+        Some(path) => Config::load(path),
+        None => Config::bundled_default(),
+    };
+    let config = match (loaded, &cli.command) {
+        (Ok(config), _) => config,
+        // A hook answers even then: the runtimes run the tool on exit 1.
+        (Err(err), Subcommands::Hook(command)) if command.adapter().is_some() => {
+            let (runtime, args) = command.adapter().expect("checked");
+            return Ok(hook::config_failed(runtime, args, &err));
+        }
+        (Err(err), _) => return Err(err.into()),
     };
     let ctx = Ctx {
         config,
@@ -165,20 +174,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         store_override: cli.store.clone(),
     };
     match cli.command {
-        Subcommands::Hook(hook::HookCommand::ClaudeCode(args)) => {
-            Ok(hook::run(hook::Runtime::ClaudeCode, &args, &ctx))
-        }
-        Subcommands::Hook(hook::HookCommand::GeminiCli(args)) => {
-            Ok(hook::run(hook::Runtime::GeminiCli, &args, &ctx))
-        }
-        Subcommands::Hook(hook::HookCommand::Cursor(args)) => {
-            Ok(hook::run(hook::Runtime::Cursor, &args, &ctx))
-        }
         Subcommands::Hook(hook::HookCommand::Install {
             write,
             connect,
             runtime,
         }) => hook::install(&ctx, write.as_ref(), connect.as_ref(), runtime),
+        Subcommands::Hook(command) => {
+            let (runtime, args) = command.adapter().expect("install is matched above");
+            Ok(hook::run(runtime, args, &ctx))
+        }
         Subcommands::Serve(args) => serve::run(&ctx, &args),
         Subcommands::Mcp(args) => mcp::run(&ctx, args),
         Subcommands::New(command) => new::run(command),

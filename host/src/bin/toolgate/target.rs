@@ -9,7 +9,9 @@ use std::time::Duration;
 use anyhow::Context as _;
 use serde_json::Value;
 use toolgate::daemon::launch::Launcher;
-use toolgate::daemon::{Client, Daemon, DaemonOptions, DaemonRequest, socket_for_store};
+use toolgate::daemon::{
+    Client, ConfigIdentity, Daemon, DaemonOptions, DaemonRequest, socket_for_store,
+};
 use toolgate::{Config, Toolgate};
 
 /// What every command knows: the config and the store it names.
@@ -73,14 +75,43 @@ impl Ctx {
     /// daemon may do (resolving pauses, admin commands).
     pub fn daemon(&self) -> anyhow::Result<Target> {
         let client = self.launcher(None)?.ensure_running()?;
+        self.check_serves(&client.call(&DaemonRequest::Health)?)?;
         Ok(Target::Daemon(client))
+    }
+
+    /// Refuse a daemon (its `health`) that serves another config file than
+    /// the one this command names with `--config`: its answers would be
+    /// another config's. A command naming none takes the daemon's. (The
+    /// same file with other bytes is the daemon's to reload; hooks, which
+    /// always name theirs, are checked by the daemon itself.)
+    fn check_serves(&self, health: &Value) -> anyhow::Result<()> {
+        let serving: Option<ConfigIdentity> =
+            serde_json::from_value(health["config_identity"].clone()).unwrap_or(None);
+        let (Some(_), Some(named), Some(serving)) =
+            (&self.config_path, &self.config.identity, serving)
+        else {
+            return Ok(());
+        };
+        let file = |identity: &ConfigIdentity| match identity {
+            ConfigIdentity::File { path, .. } => Some(path.clone()),
+            ConfigIdentity::Bundled => None,
+        };
+        if file(named) != file(&serving) {
+            return Err(toolgate::Error::ConfigMismatch {
+                serving: serving.describe(),
+                named: named.describe(),
+            }
+            .into());
+        }
+        Ok(())
     }
 
     /// The running daemon when one answers at `socket` (default: the
     /// store's), else this process.
     pub fn target(&self, socket: Option<&PathBuf>) -> anyhow::Result<Target> {
         let client = Client::new(self.socket(socket));
-        if client.is_up() {
+        if let Ok(health) = client.call(&DaemonRequest::Health) {
+            self.check_serves(&health)?;
             return Ok(Target::Daemon(client));
         }
         if let Some(socket) = socket {
