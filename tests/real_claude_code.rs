@@ -18,8 +18,10 @@ use serde_json::{Value, json};
 use toolgate::daemon::{Client, DaemonRequest, socket_for_store};
 
 const BIN: &str = env!("CARGO_BIN_EXE_toolgate");
-/// The Claude Code release line these facts were measured on.
-const CLAUDE_CODE: &str = "@anthropic-ai/claude-code@2.1";
+/// The Claude Code release these facts were measured on: an exact
+/// version, since a range resolves differently per machine (`@2.1` gave
+/// 2.1.197 on one while 2.1.332 was current). `.ci/run` installs the same.
+const CLAUDE_CODE: &str = "@anthropic-ai/claude-code@2.1.332";
 
 /// The installed `claude`, installing it if needed; `None` (with the reason
 /// printed) only when npm cannot reach the registry.
@@ -211,4 +213,182 @@ fn inside_claude_code_parallel_reads_run_and_a_risky_bash_gets_toolgates_reason(
         observed_reads, 2,
         "PostToolUse recorded both Reads: {events}"
     );
+}
+
+/// Run the real Claude Code once, `-p`, in `project` with `home`'s
+/// settings, against `api`; its output.
+fn run_claude(
+    claude: &std::path::Path,
+    home: &std::path::Path,
+    project: &std::path::Path,
+    api: &MessagesApi,
+    prompt: &str,
+) -> std::process::Output {
+    let child = Command::new(claude)
+        .args(["-p", prompt])
+        .args(["--output-format", "stream-json", "--verbose"])
+        .args(["--setting-sources", "user", "--model", "claude-sonnet-4-5"])
+        .args(["--permission-mode", "bypassPermissions"])
+        .current_dir(project)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("IS_SANDBOX", "1")
+        .env("CLAUDE_CONFIG_DIR", home.join(".claude"))
+        .env("ANTHROPIC_BASE_URL", &api.base_url)
+        .env("ANTHROPIC_API_KEY", "offline-test-key")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_TELEMETRY", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("DISABLE_ERROR_REPORTING", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    common::wait_bounded(child, Duration::from_secs(240))
+}
+
+/// Every way an agent broke toolgate, inside the real Claude Code in
+/// bypassPermissions mode: the `Write` the config pauses for a person must
+/// not run, and the model is told why. Each breakage is undone before the
+/// next.
+#[test]
+fn inside_claude_code_a_broken_toolgate_blocks_the_tool() {
+    let Some(claude) = claude_binary() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let project = dir.path().join("project");
+    let bin = dir.path().join("bin");
+    for d in [home.join(".claude"), project.clone(), bin.clone()] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    // The binaries linked into a directory the test may break.
+    let thin = env!("CARGO_BIN_EXE_toolgate-hook");
+    let copy = |from: &str, name: &str| {
+        let to = bin.join(name);
+        let _ = std::fs::remove_file(&to);
+        std::fs::copy(from, &to).unwrap();
+    };
+    copy(BIN, "toolgate");
+    copy(thin, "toolgate-hook");
+    let config = dir.path().join("toolgate.toml");
+    let body = format!(
+        "store = \"state/toolgate.redb\"\n{}\n[plugins.lease-gate.config.actions.Write]\neffects = [\"write-local\"]\napproval = \"always\"\n",
+        toolgate::config::DEFAULT_CONFIG
+    );
+    let config_text = common::config_text(&body);
+    std::fs::write(&config, &config_text).unwrap();
+    let store = dir.path().join("state/toolgate.redb");
+    let _stop = StopDaemon(store.clone());
+    let settings = home.join(".claude/settings.json");
+    let installed = Command::new(bin.join("toolgate"))
+        .arg("--config")
+        .arg(&config)
+        .args(["hook", "install", "--write"])
+        .arg(&settings)
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .output()
+        .unwrap();
+    assert!(installed.status.success(), "{installed:?}");
+    let written = std::fs::read_to_string(&settings).unwrap();
+    assert!(written.contains("\"onFailure\": \"block\""), "{written}");
+
+    let target = project.join("approved.txt");
+    let kill_daemon = || {
+        if let Ok(health) = Client::new(socket_for_store(&store)).call(&DaemonRequest::Health) {
+            let pid = health["pid"].to_string();
+            let _ = Command::new("kill").args(["-KILL", &pid]).status();
+        }
+        let _ = std::fs::remove_file(socket_for_store(&store));
+    };
+    type Breakage<'a> = (&'a str, Box<dyn Fn() + 'a>, &'a str);
+    let cases: Vec<Breakage<'_>> = vec![
+        ("working", Box::new(|| {}), "Allow `Write`?"),
+        (
+            "hook binary missing",
+            Box::new(|| std::fs::remove_file(bin.join("toolgate-hook")).unwrap()),
+            "toolgate: the hook failed or gave no answer",
+        ),
+        (
+            "hook binary replaced by /bin/true",
+            Box::new(|| {
+                std::fs::remove_file(bin.join("toolgate-hook")).unwrap();
+                std::fs::copy("/bin/true", bin.join("toolgate-hook")).unwrap();
+            }),
+            "toolgate: the hook failed or gave no answer",
+        ),
+        (
+            "both binaries missing",
+            Box::new(|| {
+                std::fs::remove_file(bin.join("toolgate-hook")).unwrap();
+                std::fs::remove_file(bin.join("toolgate")).unwrap();
+            }),
+            "toolgate: the hook failed or gave no answer",
+        ),
+        (
+            "config unparsable, daemon killed",
+            Box::new(|| {
+                kill_daemon();
+                std::fs::write(&config, "[plugins.lease-gate\n").unwrap();
+            }),
+            "config cannot be loaded",
+        ),
+        (
+            "config missing, daemon killed",
+            Box::new(|| {
+                kill_daemon();
+                std::fs::remove_file(&config).unwrap();
+            }),
+            "config cannot be loaded",
+        ),
+    ];
+    for (what, breakage, expected) in cases {
+        breakage();
+        let api = MessagesApi::start(vec![
+            vec![Block::ToolUse(
+                "toolu_write".into(),
+                "Write".into(),
+                json!({"file_path": target.display().to_string(), "content": "written\n"}),
+            )],
+            vec![Block::Text("Understood.".into())],
+        ]);
+        let output = run_claude(&claude, &home, &project, &api, "Write approved.txt.");
+        let diagnosis = format!(
+            "{what}: status {:?}\nstdout:\n{}\nstderr:\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(!target.exists(), "the paused Write ran: {diagnosis}");
+        // Blocked where the failure first shows: the Write's own hook (its
+        // result an error the model reads), or already the prompt's
+        // (`UserPromptSubmit`), so the model never ran at all.
+        let turns = api.turns();
+        let results = turns.get(1).map(tool_results).unwrap_or_default();
+        match results.iter().find(|(id, ..)| id == "toolu_write") {
+            Some((_, is_error, reason)) => {
+                assert!(*is_error, "{what}: {reason}");
+                assert!(
+                    reason.contains(expected),
+                    "{what}: the model reads why: {reason}"
+                );
+            }
+            None => {
+                let transcript = String::from_utf8_lossy(&output.stdout);
+                assert!(turns.is_empty(), "{what}: the model ran: {diagnosis}");
+                assert!(
+                    transcript.contains("UserPromptSubmit operation blocked by hook")
+                        && transcript.contains(expected),
+                    "{what}: blocked at the prompt with toolgate's message: {diagnosis}"
+                );
+            }
+        }
+        // Undo.
+        copy(BIN, "toolgate");
+        copy(thin, "toolgate-hook");
+        std::fs::write(&config, &config_text).unwrap();
+    }
 }
