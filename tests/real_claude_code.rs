@@ -392,3 +392,104 @@ fn inside_claude_code_a_broken_toolgate_blocks_the_tool() {
         std::fs::write(&config, &config_text).unwrap();
     }
 }
+
+/// Claude Code's HTTP hooks into the daemon, as `toolgate hook install`
+/// writes them for a config that serves HTTP: the paused `Write` is put to
+/// the person (under `-p`, refused with toolgate's reason); and with
+/// nothing but a dead socket at the hook's address, the tool is blocked,
+/// not run.
+#[test]
+fn inside_claude_code_http_hooks_decide_and_a_dead_daemon_blocks() {
+    let Some(claude) = claude_binary() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let project = dir.path().join("project");
+    for d in [home.join(".claude"), project.clone()] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let config = dir.path().join("toolgate.toml");
+    let body = format!(
+        "store = \"state/toolgate.redb\"\n{}\n[plugins.lease-gate.config.actions.Write]\neffects = [\"write-local\"]\napproval = \"always\"\n[daemon]\nhttp = \"127.0.0.1:{port}\"\n",
+        toolgate::config::DEFAULT_CONFIG
+    );
+    std::fs::write(&config, common::config_text(&body)).unwrap();
+    let store = dir.path().join("state/toolgate.redb");
+    let stop = StopDaemon(store.clone());
+    let settings = home.join(".claude/settings.json");
+    let installed = Command::new(BIN)
+        .arg("--config")
+        .arg(&config)
+        .args(["hook", "install", "--write"])
+        .arg(&settings)
+        .output()
+        .unwrap();
+    assert!(installed.status.success(), "{installed:?}");
+    let written = std::fs::read_to_string(&settings).unwrap();
+    assert!(written.contains("\"type\": \"http\""), "{written}");
+
+    let target = project.join("approved.txt");
+    let write = || {
+        MessagesApi::start(vec![
+            vec![Block::ToolUse(
+                "toolu_write".into(),
+                "Write".into(),
+                json!({"file_path": target.display().to_string(), "content": "written\n"}),
+            )],
+            vec![Block::Text("Understood.".into())],
+        ])
+    };
+    let api = write();
+    let output = run_claude(&claude, &home, &project, &api, "Write approved.txt.");
+    let diagnosis = format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let turns = api.turns();
+    let results = turns.get(1).map(tool_results).unwrap_or_default();
+    let (_, is_error, reason) = results
+        .iter()
+        .find(|(id, ..)| id == "toolu_write")
+        .unwrap_or_else(|| panic!("no result for the Write: {diagnosis}"));
+    assert!(*is_error && reason.contains("Allow `Write`?"), "{reason}");
+    assert!(!target.exists());
+    let log = Client::new(socket_for_store(&store))
+        .call(&DaemonRequest::Log {
+            filter: Default::default(),
+            limit: 10,
+        })
+        .expect("the SessionStart command started the daemon");
+    assert!(
+        log.to_string().contains("\"Write\""),
+        "decided over HTTP: {log}"
+    );
+
+    // The daemon stopped, and its address taken by something that closes
+    // every connection at once (so SessionStart cannot bring the daemon's
+    // HTTP back): every HTTP hook fails, and Claude Code blocks.
+    drop(stop);
+    common::eventually("the daemon to stop", || !socket_for_store(&store).exists());
+    let squatter = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    std::thread::spawn(move || {
+        for stream in squatter.incoming() {
+            drop(stream);
+        }
+    });
+    let _stop = StopDaemon(store.clone());
+    let api = write();
+    let output = run_claude(&claude, &home, &project, &api, "Write approved.txt.");
+    let transcript = String::from_utf8_lossy(&output.stdout);
+    assert!(!target.exists(), "the Write ran: {transcript}");
+    assert!(
+        transcript.contains("onFailure"),
+        "Claude Code says it blocked because of onFailure: {transcript}"
+    );
+}

@@ -1,7 +1,9 @@
 //! The loopback HTTP server, on hyper: `GET /health`, `GET /metrics`
 //! (Prometheus text), `POST /v1/rpc` (a [`DaemonRequest`] body, its
-//! answer as the response body) and the approvals inbox under
-//! `/approvals` (see [`super::inbox`]).
+//! answer as the response body), `POST /v1/hooks/RUNTIME` (an agent
+//! runtime's HTTP hook: the event as the body, the hook's answer as the
+//! response) and the approvals inbox under `/approvals` (see
+//! [`super::inbox`]).
 //!
 //! hyper parses the protocol (chunked bodies included); we bound what it
 //! reads: headers within [`HEADER_TIMEOUT`] and [`MAX_HEADER_BYTES`], a body
@@ -19,8 +21,8 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 
 use super::Daemon;
-use super::inbox::Body;
-use super::protocol::MAX_REQUEST_BYTES;
+use super::inbox::{Body, form_value};
+use super::protocol::{ConfigIdentity, DaemonRequest, HookRuntime, MAX_REQUEST_BYTES, OnError};
 use crate::error::ErrorKind;
 
 /// A client must send its headers within this.
@@ -67,46 +69,127 @@ impl Daemon {
                 .body(Full::from(self.metrics_text()).boxed())
                 .expect("static headers are valid"),
             (&Method::POST, "/v1/rpc") => self.rpc(request.into_body()).await,
+            (&Method::POST, path) if path.starts_with(HOOKS) => self.hook(request).await,
             (_, "/health" | "/metrics" | "/v1/rpc") => text_response(
                 StatusCode::METHOD_NOT_ALLOWED,
-                "GET /health, GET /metrics, POST /v1/rpc\n",
+                "GET /health, GET /metrics, POST /v1/rpc, POST /v1/hooks/RUNTIME\n",
             ),
             _ => text_response(
                 StatusCode::NOT_FOUND,
-                "try GET /health, GET /metrics, POST /v1/rpc or GET /approvals\n",
+                "try GET /health, GET /metrics, POST /v1/rpc, POST /v1/hooks/RUNTIME or GET \
+                 /approvals\n",
             ),
         }
     }
 
     async fn rpc(self: Arc<Self>, body: Incoming) -> Response<Body> {
-        use hyper::body::Body as _;
-        let too_large = || {
-            let message = format!("request body larger than {MAX_REQUEST_BYTES} bytes\n");
-            text_response(StatusCode::PAYLOAD_TOO_LARGE, &message)
+        let text = match read_body(body).await {
+            Ok(text) => text,
+            Err(refusal) => return refusal,
         };
-        // A declared length past the limit is refused before reading.
-        if body.size_hint().lower() > MAX_REQUEST_BYTES as u64 {
-            return too_large();
-        }
-        let read = Limited::new(body, MAX_REQUEST_BYTES).collect();
-        let body = match tokio::time::timeout(BODY_TIMEOUT, read).await {
-            Err(_) => return text_response(StatusCode::REQUEST_TIMEOUT, "body too slow\n"),
-            Ok(Err(err)) if err.is::<http_body_util::LengthLimitError>() => return too_large(),
-            Ok(Err(err)) => {
-                return text_response(StatusCode::BAD_REQUEST, &format!("bad body: {err}\n"));
-            }
-            Ok(Ok(collected)) => collected.to_bytes(),
-        };
-        let Ok(text) = std::str::from_utf8(&body) else {
-            return text_response(StatusCode::BAD_REQUEST, "the body must be UTF-8 JSON\n");
-        };
-        let answer = self.respond(text, super::Caller::Http).await;
+        let answer = self.respond(&text, super::Caller::Http).await;
         let status = match super::protocol::decode_answer(&answer) {
             Ok(_) => StatusCode::OK,
             Err(err) => status_of(err.kind()),
         };
         json_response(status, answer)
     }
+
+    /// An agent runtime's HTTP hook (`POST /v1/hooks/claude-code?config=
+    /// PATH&on_error=deny`): the event is the body, and the answer is what
+    /// the command hook would print, always with `200`. A failure is the
+    /// runtime's failure answer (a deny by default), so the model reads why;
+    /// only a daemon that cannot answer at all leaves the runtime to its own
+    /// `onFailure: "block"`. `config` names the config the hook was
+    /// installed with, read here as the command hook reads it; without it,
+    /// the bundled default.
+    async fn hook(self: Arc<Self>, request: Request<Incoming>) -> Response<Body> {
+        let name = &request.uri().path()[HOOKS.len()..];
+        let Some(runtime) = HookRuntime::ALL.into_iter().find(|r| r.name() == name) else {
+            let names: Vec<&str> = HookRuntime::ALL.iter().map(|r| r.name()).collect();
+            let message = format!(
+                "no hook adapter `{name}`; try one of {}\n",
+                names.join(", ")
+            );
+            return text_response(StatusCode::NOT_FOUND, &message);
+        };
+        let query = request.uri().query().unwrap_or("").to_string();
+        let on_error = match form_value(&query, "on_error").as_deref() {
+            None | Some("deny") => OnError::Deny,
+            Some("ask") => OnError::Ask,
+            Some("allow") => OnError::Allow,
+            Some(other) => {
+                let message = format!("on_error must be deny, ask or allow, not `{other}`\n");
+                return text_response(StatusCode::BAD_REQUEST, &message);
+            }
+        };
+        let failed =
+            |message: &str| hook_response(runtime.failure_answer(on_error, message).to_string());
+        let event = match read_body(request.into_body()).await {
+            Ok(text) => text,
+            Err(_) => return failed("the hook's request body could not be read"),
+        };
+        let config = match form_value(&query, "config") {
+            None => ConfigIdentity::Bundled,
+            Some(path) => match ConfigIdentity::read(std::path::Path::new(&path)) {
+                Ok(identity) => identity,
+                Err(err) => return failed(&format!("its config {path} cannot be read: {err}")),
+            },
+        };
+        let request = DaemonRequest::Hook {
+            runtime,
+            event,
+            on_error,
+            config: Some(config),
+        };
+        let text = serde_json::to_string(&request).expect("requests serialise");
+        let answer = self.respond(&text, super::Caller::Http).await;
+        match super::protocol::decode_answer(&answer) {
+            Ok(serde_json::Value::String(output)) => hook_response(output),
+            Ok(_) => failed("the daemon gave no answer"),
+            Err(err) => failed(&err.to_string()),
+        }
+    }
+}
+
+/// Where the HTTP hooks are served, before the runtime's name.
+pub const HOOKS: &str = "/v1/hooks/";
+
+/// A request body within [`BODY_TIMEOUT`] and [`MAX_REQUEST_BYTES`], as
+/// UTF-8; else the response that refuses it.
+async fn read_body(body: Incoming) -> Result<String, Response<Body>> {
+    use hyper::body::Body as _;
+    let too_large = || {
+        let message = format!("request body larger than {MAX_REQUEST_BYTES} bytes\n");
+        text_response(StatusCode::PAYLOAD_TOO_LARGE, &message)
+    };
+    // A declared length past the limit is refused before reading.
+    if body.size_hint().lower() > MAX_REQUEST_BYTES as u64 {
+        return Err(too_large());
+    }
+    let read = Limited::new(body, MAX_REQUEST_BYTES).collect();
+    let body = match tokio::time::timeout(BODY_TIMEOUT, read).await {
+        Err(_) => {
+            return Err(text_response(
+                StatusCode::REQUEST_TIMEOUT,
+                "body too slow\n",
+            ));
+        }
+        Ok(Err(err)) if err.is::<http_body_util::LengthLimitError>() => return Err(too_large()),
+        Ok(Err(err)) => {
+            return Err(text_response(
+                StatusCode::BAD_REQUEST,
+                &format!("bad body: {err}\n"),
+            ));
+        }
+        Ok(Ok(collected)) => collected.to_bytes(),
+    };
+    String::from_utf8(body.to_vec())
+        .map_err(|_| text_response(StatusCode::BAD_REQUEST, "the body must be UTF-8 JSON\n"))
+}
+
+fn hook_response(output: String) -> Response<Body> {
+    json_response(StatusCode::OK, output)
 }
 
 /// The HTTP status for an error kind; the body carries the kind itself.

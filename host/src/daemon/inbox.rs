@@ -599,8 +599,9 @@ pub fn escape(text: &str) -> String {
     out
 }
 
-/// A value of an `application/x-www-form-urlencoded` string.
-fn form_value(form: &str, name: &str) -> Option<String> {
+/// A value of an `application/x-www-form-urlencoded` string (a form, or
+/// a URL's query).
+pub(super) fn form_value(form: &str, name: &str) -> Option<String> {
     form.split('&')
         .filter_map(|pair| pair.split_once('='))
         .find(|(key, _)| *key == name)

@@ -60,6 +60,14 @@ pub enum HookCommand {
         /// The agent runtime whose settings to write.
         #[arg(long = "for", value_enum, default_value_t = Runtime::ClaudeCode)]
         runtime: Runtime,
+        /// How Claude Code reaches toolgate: `http` (in-process requests to
+        /// the daemon's `[daemon] http` address, no process per call; a
+        /// daemon that is down blocks), `command` (a process per call), or
+        /// `auto`: http when the config serves HTTP and Claude Code has
+        /// HTTP hooks (2.1.295+), else command. SessionStart is always a
+        /// command: it starts the daemon.
+        #[arg(long, value_enum, default_value_t = Transport::Auto)]
+        transport: Transport,
     },
 }
 
@@ -121,6 +129,17 @@ impl Runtime {
     fn failure(self, on_error: OnError, message: &str) -> String {
         self.wire().failure_answer(on_error, message).to_string()
     }
+}
+
+/// How a runtime's hooks reach toolgate.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Transport {
+    /// HTTP where the config and the runtime allow it, else a command.
+    Auto,
+    /// A process per event.
+    Command,
+    /// An HTTP request to the daemon per event (Claude Code only).
+    Http,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -256,7 +275,12 @@ fn in_process(runtime: Runtime, ctx: &Ctx, input: &str, on_error: OnError) -> St
 }
 
 /// The hooks toolgate needs in `runtime`'s settings.
-pub fn settings(ctx: &Ctx, connect: Option<&PathBuf>, runtime: Runtime) -> anyhow::Result<Value> {
+pub fn settings(
+    ctx: &Ctx,
+    connect: Option<&PathBuf>,
+    runtime: Runtime,
+    transport: Transport,
+) -> anyhow::Result<Value> {
     let exe = std::env::current_exe().context("cannot find the toolgate binary's path")?;
     let mut words = vec![exe.display().to_string()];
     if let Some(config) = &ctx.config_path {
@@ -293,10 +317,32 @@ pub fn settings(ctx: &Ctx, connect: Option<&PathBuf>, runtime: Runtime) -> anyho
         .context("a path holds a NUL byte and cannot go in a shell command")?;
     let command = fail_closed(&command);
     // Claude Code ≥ 2.1.295 also blocks by itself when a hook fails.
-    let on_failure = runtime == Runtime::ClaudeCode && claude_code_blocks_on_failure();
-    let hook = |matcher: Option<&str>| {
-        let mut handler = json!({"type": "command", "command": command});
-        if on_failure {
+    let current = runtime == Runtime::ClaudeCode && claude_code_is_current();
+    let http = match (transport, runtime, ctx.config.daemon.http) {
+        (Transport::Command, ..) => None,
+        (Transport::Http, Runtime::ClaudeCode, Some(address)) => Some(address),
+        (Transport::Http, Runtime::ClaudeCode, None) => anyhow::bail!(
+            "HTTP hooks need the daemon to serve HTTP: set [daemon] http = \"127.0.0.1:7878\" \
+             in the config (or install with --transport command)"
+        ),
+        (Transport::Http, ..) => anyhow::bail!(
+            "only Claude Code has HTTP hooks; install {} with --transport command",
+            runtime.subcommand()
+        ),
+        (Transport::Auto, Runtime::ClaudeCode, address) if current => address,
+        (Transport::Auto, ..) => None,
+    };
+    let url = http
+        .map(|address| hook_url(address, runtime, ctx))
+        .transpose()?;
+    let hook = |matcher: Option<&str>, may_be_http: bool| {
+        let mut handler = match &url {
+            Some(url) if may_be_http => {
+                json!({"type": "http", "url": url, "timeout": HTTP_HOOK_TIMEOUT_SECS})
+            }
+            _ => json!({"type": "command", "command": command}),
+        };
+        if current {
             handler["onFailure"] = json!("block");
         }
         let mut entry = json!({"hooks": [handler]});
@@ -306,19 +352,19 @@ pub fn settings(ctx: &Ctx, connect: Option<&PathBuf>, runtime: Runtime) -> anyho
         json!([entry])
     };
     // SessionStart starts the daemon (and compiles the policies) before
-    // the session's first tool call.
+    // the session's first tool call, so it is always a command.
     Ok(match runtime {
         Runtime::ClaudeCode => json!({"hooks": {
-            "SessionStart": hook(None),
-            "PreToolUse": hook(Some("*")),
-            "PostToolUse": hook(Some("*")),
-            "UserPromptSubmit": hook(None),
+            "SessionStart": hook(None, false),
+            "PreToolUse": hook(Some("*"), true),
+            "PostToolUse": hook(Some("*"), true),
+            "UserPromptSubmit": hook(None, true),
         }}),
         Runtime::GeminiCli => json!({"hooks": {
-            "SessionStart": hook(None),
-            "BeforeTool": hook(Some(".*")),
-            "AfterTool": hook(Some(".*")),
-            "BeforeAgent": hook(None),
+            "SessionStart": hook(None, false),
+            "BeforeTool": hook(Some(".*"), false),
+            "AfterTool": hook(Some(".*"), false),
+            "BeforeAgent": hook(None, false),
         }}),
         // Cursor: no matchers; failClosed blocks the action if the hook
         // itself cannot run.
@@ -356,13 +402,59 @@ pub fn fail_closed(command: &str) -> String {
     )
 }
 
-/// The first Claude Code release whose hooks take `"onFailure": "block"`.
-const CLAUDE_CODE_ON_FAILURE: (u32, u32, u32) = (2, 1, 295);
+/// What the hooks are, for the person installing them.
+fn describe(settings: &Value) -> String {
+    let text = settings.to_string();
+    let transport = if text.contains("\"type\":\"http\"") {
+        "HTTP to the daemon (SessionStart as a command, to start it)"
+    } else {
+        "a command per event"
+    };
+    let failure = if text.contains("onFailure") {
+        "; a failed hook blocks the tool (onFailure: block, and exit 2)"
+    } else {
+        "; a failed hook blocks the tool (exit 2)"
+    };
+    format!("{transport}{failure}")
+}
 
-/// Whether the `claude` on PATH takes `onFailure` (or none is installed
-/// yet: then the current release, which does). An older release is told
-/// to upgrade: its hooks still fail closed through the command line above.
-fn claude_code_blocks_on_failure() -> bool {
+/// The first Claude Code release with HTTP hooks and `"onFailure":
+/// "block"`.
+const CLAUDE_CODE_HTTP_HOOKS: (u32, u32, u32) = (2, 1, 295);
+
+/// How long Claude Code waits for an HTTP hook, in seconds: a decision
+/// takes microseconds, but a daemon starting up may be compiling.
+const HTTP_HOOK_TIMEOUT_SECS: u64 = 30;
+
+/// The URL of the daemon's HTTP hook for `runtime`, naming the config the
+/// way the command hook does.
+fn hook_url(address: std::net::SocketAddr, runtime: Runtime, ctx: &Ctx) -> anyhow::Result<String> {
+    let mut url = format!("http://{address}/v1/hooks/{}", runtime.subcommand());
+    if let Some(config) = &ctx.config_path {
+        let config = std::fs::canonicalize(config)
+            .with_context(|| format!("cannot find {}", config.display()))?;
+        let encoded: String = config
+            .display()
+            .to_string()
+            .bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
+                    (b as char).to_string()
+                }
+                other => format!("%{other:02X}"),
+            })
+            .collect();
+        url.push_str("?config=");
+        url.push_str(&encoded);
+    }
+    Ok(url)
+}
+
+/// Whether the `claude` on PATH has HTTP hooks and `onFailure` (or none is
+/// installed yet: then the current release, which does). An older release
+/// is told to upgrade: its hooks still fail closed through the command
+/// line above.
+fn claude_code_is_current() -> bool {
     let Ok(out) = std::process::Command::new("claude")
         .arg("--version")
         .stdin(std::process::Stdio::null())
@@ -373,7 +465,7 @@ fn claude_code_blocks_on_failure() -> bool {
     };
     let text = String::from_utf8_lossy(&out.stdout);
     match parse_version(&text) {
-        Some(version) if version < CLAUDE_CODE_ON_FAILURE => {
+        Some(version) if version < CLAUDE_CODE_HTTP_HOOKS => {
             eprintln!(
                 "note: Claude Code {}.{}.{} has no \"onFailure\" for hooks; upgrade to 2.1.295 or \
                  later for Claude Code to block by itself when a hook fails",
@@ -397,9 +489,13 @@ pub fn install(
     write: Option<&PathBuf>,
     connect: Option<&PathBuf>,
     runtime: Runtime,
+    transport: Transport,
 ) -> anyhow::Result<ExitCode> {
-    let ours = settings(ctx, connect, runtime)?;
-    let marker = format!("hook {}", runtime.subcommand());
+    let ours = settings(ctx, connect, runtime, transport)?;
+    let markers = [
+        format!("hook {}", runtime.subcommand()),
+        format!("/v1/hooks/{}", runtime.subcommand()),
+    ];
     let Some(path) = write else {
         println!("{}", serde_json::to_string_pretty(&ours)?);
         return Ok(ExitCode::SUCCESS);
@@ -428,7 +524,10 @@ pub fn install(
             .as_array_mut()
             .with_context(|| format!("`hooks.{event}` must be an array"))?;
         // Replace an earlier toolgate entry rather than adding a second one.
-        list.retain(|entry| !entry.to_string().contains(&marker));
+        list.retain(|entry| {
+            let text = entry.to_string();
+            !markers.iter().any(|marker| text.contains(marker.as_str()))
+        });
         list.extend(entries.as_array().expect("built above").iter().cloned());
     }
     // Keep what was there: a backup beside it.
@@ -443,6 +542,10 @@ pub fn install(
     }
     std::fs::write(path, serde_json::to_string_pretty(&settings)? + "\n")
         .with_context(|| format!("cannot write {}", path.display()))?;
-    eprintln!("toolgate hooks written to {}", path.display());
+    eprintln!(
+        "toolgate hooks written to {}: {}",
+        path.display(),
+        describe(&ours)
+    );
     Ok(ExitCode::SUCCESS)
 }

@@ -178,7 +178,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             write,
             connect,
             runtime,
-        }) => hook::install(&ctx, write.as_ref(), connect.as_ref(), runtime),
+            transport,
+        }) => hook::install(&ctx, write.as_ref(), connect.as_ref(), runtime, transport),
         Subcommands::Hook(command) => {
             let (runtime, args) = command.adapter().expect("install is matched above");
             Ok(hook::run(runtime, args, &ctx))

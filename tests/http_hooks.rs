@@ -1,0 +1,144 @@
+//! Claude Code's HTTP hooks into the daemon: `POST /v1/hooks/claude-code`
+//! answers exactly as the command hook would, names its config the same
+//! way, and `toolgate hook install` writes them (with `onFailure: "block"`)
+//! when the config serves HTTP.
+
+mod common;
+
+use common::hooks::{Setup, event};
+use serde_json::{Value, json};
+
+const WRITE_ALWAYS: &str = "[plugins.lease-gate.config.actions.Write]\neffects = [\"write-local\"]\napproval = \"always\"\n";
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn with_http(extra: &str) -> (Setup, u16) {
+    let port = free_port();
+    let setup = Setup::new(&format!("{extra}[daemon]\nhttp = \"127.0.0.1:{port}\"\n"));
+    (setup, port)
+}
+
+/// POST one event as Claude Code does; the status and the parsed body.
+fn post(port: u16, query: &str, event: &Value) -> (u16, Value) {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let mut response = agent
+        .post(format!(
+            "http://127.0.0.1:{port}/v1/hooks/claude-code{query}"
+        ))
+        .header("content-type", "application/json")
+        .send(event.to_string())
+        .unwrap();
+    let status = response.status().as_u16();
+    let body = response.body_mut().read_to_string().unwrap();
+    (status, serde_json::from_str(&body).unwrap_or(json!(body)))
+}
+
+fn write_call() -> Value {
+    let mut call = event(
+        "PreToolUse",
+        "s1",
+        "Write",
+        json!({"file_path": "/home/dev/project/notes.md", "content": "hi"}),
+        "toolu_w",
+    );
+    call["permission_mode"] = json!("bypassPermissions");
+    call
+}
+
+fn config_query(setup: &Setup) -> String {
+    let config = std::fs::canonicalize(setup.dir.path().join("toolgate.toml")).unwrap();
+    format!("?config={}", config.display())
+}
+
+fn permission(answer: &Value) -> (&str, &str) {
+    let out = &answer["hookSpecificOutput"];
+    (
+        out["permissionDecision"].as_str().unwrap_or(""),
+        out["permissionDecisionReason"].as_str().unwrap_or(""),
+    )
+}
+
+#[test]
+fn an_http_hook_is_answered_as_the_command_hook_would() {
+    let (setup, port) = with_http(WRITE_ALWAYS);
+    let _daemon = common::hooks::KillOnDrop(setup.serve(&[]));
+    let (status, answer) = post(port, &config_query(&setup), &write_call());
+    assert_eq!(status, 200);
+    let (decision, reason) = permission(&answer);
+    assert_eq!(decision, "ask", "{answer}");
+    assert!(reason.contains("Allow `Write`?"), "{reason}");
+
+    let mut prompt = event("UserPromptSubmit", "s1", "", json!({}), "");
+    prompt["prompt"] = json!("next");
+    assert_eq!(post(port, &config_query(&setup), &prompt), (200, json!({})));
+
+    // Not JSON: the runtime's deny, with why, still 200.
+    let (status, answer) = post(port, &config_query(&setup), &json!("not an event"));
+    assert_eq!(status, 200);
+    assert_eq!(permission(&answer).0, "deny", "{answer}");
+}
+
+#[test]
+fn an_http_hook_naming_another_config_is_refused() {
+    let (setup, port) = with_http(WRITE_ALWAYS);
+    let _daemon = common::hooks::KillOnDrop(setup.serve(&[]));
+    let other = setup.dir.path().join("other.toml");
+    std::fs::write(&other, "").unwrap();
+    for query in [String::new(), format!("?config={}", other.display())] {
+        let (status, answer) = post(port, &query, &write_call());
+        assert_eq!(status, 200);
+        let (decision, reason) = permission(&answer);
+        assert_eq!(decision, "deny", "{query}: {answer}");
+        assert!(reason.contains("the toolgate daemon serves"), "{reason}");
+    }
+    let (_, answer) = post(port, "?config=/nonexistent/toolgate.toml", &write_call());
+    assert!(permission(&answer).1.contains("cannot be read"), "{answer}");
+}
+
+#[test]
+fn install_writes_http_hooks_when_the_config_serves_http() {
+    let (setup, port) = with_http("");
+    let out = setup.run(&["hook", "install"], "");
+    assert!(out.status.success(), "{out:?}");
+    let settings: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let handler = |event: &str| settings["hooks"][event][0]["hooks"][0].clone();
+    let config = std::fs::canonicalize(setup.dir.path().join("toolgate.toml")).unwrap();
+    for event in ["PreToolUse", "PostToolUse", "UserPromptSubmit"] {
+        let handler = handler(event);
+        assert_eq!(handler["type"], "http", "{event}: {handler}");
+        assert_eq!(
+            handler["url"],
+            format!(
+                "http://127.0.0.1:{port}/v1/hooks/claude-code?config={}",
+                config.display()
+            )
+        );
+        assert_eq!(handler["onFailure"], "block");
+    }
+    // SessionStart starts the daemon, so it stays a command.
+    assert_eq!(handler("SessionStart")["type"], "command");
+
+    let command = setup.run(&["hook", "install", "--transport", "command"], "");
+    let settings: Value = serde_json::from_slice(&command.stdout).unwrap();
+    assert_eq!(
+        settings["hooks"]["PreToolUse"][0]["hooks"][0]["type"],
+        "command"
+    );
+
+    let plain = Setup::new("");
+    let refused = plain.run(&["hook", "install", "--transport", "http"], "");
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("[daemon] http"),
+        "{refused:?}"
+    );
+}
