@@ -222,18 +222,25 @@ impl HookRuntime {
         );
         match (self, on_error) {
             (Self::ClaudeCode, OnError::Allow) => serde_json::json!({}),
-            (Self::ClaudeCode, _) => {
-                let decision = if on_error == OnError::Ask {
-                    "ask"
-                } else {
-                    "deny"
-                };
-                serde_json::json!({"hookSpecificOutput": {
+            (Self::ClaudeCode, OnError::Ask) => serde_json::json!({"hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": "ask",
+                "permissionDecisionReason": reason,
+            }}),
+            // `decision: block` blocks whatever the event was (a failure
+            // may come before the event is read): Claude Code then drops a
+            // `hookSpecificOutput` for another event with a warning instead
+            // of counting the answer as a failed hook, so a broken toolgate
+            // blocks a prompt with this reason too.
+            (Self::ClaudeCode, OnError::Deny) => serde_json::json!({
+                "decision": "block",
+                "reason": reason,
+                "hookSpecificOutput": {
                     "hookEventName": "PreToolUse",
-                    "permissionDecision": decision,
+                    "permissionDecision": "deny",
                     "permissionDecisionReason": reason,
-                }})
-            }
+                },
+            }),
             (Self::GeminiCli | Self::Cursor, OnError::Allow) => serde_json::json!({}),
             (Self::GeminiCli, _) => serde_json::json!({"decision": "deny", "reason": reason}),
             (Self::Cursor, _) => {
