@@ -9,6 +9,7 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod check;
+mod doctor;
 mod gates;
 mod hook;
 mod log;
@@ -128,6 +129,11 @@ enum Subcommands {
     /// The store's size per table and per policy; compacting it.
     #[command(subcommand)]
     Store(store::StoreCommand),
+    /// Check this install: which runtimes' hooks are there and whether they
+    /// fail closed, user or system mode and what it protects, whether the
+    /// running daemon serves the config the hooks name. Prints the fix for
+    /// each problem; exit 1 when protection is missing.
+    Doctor(doctor::DoctorArgs),
     /// Show the newest events in the policies' event streams.
     Events {
         /// How many.
@@ -218,6 +224,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Subcommands::Store(command) => store::run(&ctx, command),
         Subcommands::Shadow(command) => shadow::run(&ctx, command),
         Subcommands::Replay(args) => replay::run(&ctx, &args),
+        Subcommands::Doctor(args) => doctor::run(&args),
         Subcommands::Events { limit } => {
             let events = ctx.target(None)?.call(DaemonRequest::Events { limit })?;
             for row in events.as_array().into_iter().flatten() {

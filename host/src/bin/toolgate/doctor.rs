@@ -1,0 +1,456 @@
+//! `toolgate doctor`: for the install as it is, which runtimes' hooks are
+//! there and whether they fail closed, which mode it is in and what that
+//! mode does and does not protect, whether the running daemon serves the
+//! config the hooks name — and the fix for each problem.
+
+use std::os::unix::fs::MetadataExt as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use serde_json::Value;
+use toolgate::daemon::{Client, ConfigIdentity, DaemonRequest, socket_for_store};
+
+#[derive(clap::Args)]
+pub struct DoctorArgs {
+    /// Also check this settings file (Claude Code, Gemini CLI or Cursor
+    /// format); the usual places are always checked.
+    #[arg(long, value_name = "SETTINGS.json")]
+    settings: Vec<PathBuf>,
+}
+
+/// One thing checked: what was found, and the fix if it is a problem.
+struct Finding {
+    ok: bool,
+    what: String,
+    fix: Option<String>,
+}
+
+impl Finding {
+    fn good(what: impl Into<String>) -> Self {
+        Self {
+            ok: true,
+            what: what.into(),
+            fix: None,
+        }
+    }
+
+    fn bad(what: impl Into<String>, fix: impl Into<String>) -> Self {
+        Self {
+            ok: false,
+            what: what.into(),
+            fix: Some(fix.into()),
+        }
+    }
+}
+
+/// A toolgate hook handler found in a settings file.
+struct Handler {
+    event: String,
+    /// The shell line, or the URL of an HTTP hook.
+    target: Target,
+    on_failure_block: bool,
+}
+
+enum Target {
+    Command(String),
+    Http(String),
+}
+
+/// The events each runtime's hooks must cover for toolgate to decide.
+const DECIDING_EVENT: [(&str, &str); 3] = [
+    ("claude-code", "PreToolUse"),
+    ("gemini-cli", "BeforeTool"),
+    ("cursor", "beforeShellExecution"),
+];
+
+pub fn run(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
+    let mut findings = Vec::new();
+    let mut named_configs: Vec<(Option<PathBuf>, Option<PathBuf>)> = Vec::new();
+    let mut owned_by_me = Vec::new();
+    let mut any = false;
+    for (runtime, path) in settings_files(&args.settings) {
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let shown = path.display();
+        let Ok(settings) = serde_json::from_str::<Value>(&text) else {
+            findings.push(Finding::bad(
+                format!("{shown} is not valid JSON, so {runtime} ignores its hooks"),
+                format!("fix the file, then `toolgate hook install --write {shown}`"),
+            ));
+            continue;
+        };
+        let handlers = toolgate_handlers(&settings, runtime);
+        if handlers.is_empty() {
+            continue;
+        }
+        any = true;
+        owned_by_me.push(path.clone());
+        findings.extend(check_handlers(runtime, &path, &handlers));
+        for handler in &handlers {
+            named_configs.push(named(&handler.target));
+            if let Target::Command(line) = &handler.target
+                && let Some(program) = program_of(line)
+            {
+                owned_by_me.push(program);
+            }
+        }
+    }
+    if !any {
+        findings.push(Finding::bad(
+            "no toolgate hooks in any runtime's settings: nothing asks toolgate",
+            "toolgate hook install --write ~/.claude/settings.json (or --for gemini-cli / cursor)",
+        ));
+    }
+    named_configs.sort();
+    named_configs.dedup();
+    for (config, store) in &named_configs {
+        findings.push(check_daemon(config.as_deref(), store.as_deref()));
+        owned_by_me.extend(config.clone());
+    }
+
+    owned_by_me.sort();
+    owned_by_me.dedup();
+    let mine: Vec<&PathBuf> = owned_by_me.iter().filter(|p| is_mine(p)).collect();
+    let user_mode = !mine.is_empty() || !any;
+    let mode = if user_mode {
+        "user mode"
+    } else {
+        "system mode: this user owns nothing toolgate relies on"
+    };
+    for finding in &findings {
+        let mark = if finding.ok { "ok " } else { "!! " };
+        println!("{mark} {}", finding.what);
+        if let Some(fix) = &finding.fix {
+            println!("    fix: {fix}");
+        }
+    }
+    let closed = findings.iter().all(|f| f.ok);
+    println!();
+    println!(
+        "{mode}, {}",
+        if closed {
+            "fail-closed"
+        } else {
+            "NOT fail-closed"
+        }
+    );
+    if user_mode && any {
+        println!(
+            "  You own toolgate's files ({}), and so does any agent you run as you. \
+             Self-protection refuses the calls it can recognise (any spelling of these paths, \
+             their directories, the hook settings), and a broken or missing toolgate blocks \
+             the tool; but a command assembled at run time can still change them. System \
+             mode puts them out of the agent's reach (README, \"Safety model\").",
+            mine.iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    Ok(if closed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// The settings files to look in, with their runtime.
+fn settings_files(extra: &[PathBuf]) -> Vec<(&'static str, PathBuf)> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let claude_dir = std::env::var_os("CLAUDE_CONFIG_DIR")
+        .map(PathBuf::from)
+        .or_else(|| home.as_ref().map(|h| h.join(".claude")));
+    let mut files = Vec::new();
+    files.extend(claude_dir.map(|d| ("claude-code", d.join("settings.json"))));
+    files.push((
+        "claude-code",
+        PathBuf::from("/etc/claude-code/managed-settings.json"),
+    ));
+    if let Some(home) = &home {
+        files.push(("gemini-cli", home.join(".gemini/settings.json")));
+        files.push(("cursor", home.join(".cursor/hooks.json")));
+    }
+    for path in extra {
+        let runtime = if path.to_string_lossy().contains(".gemini") {
+            "gemini-cli"
+        } else if path.to_string_lossy().contains(".cursor") {
+            "cursor"
+        } else {
+            "claude-code"
+        };
+        files.push((runtime, path.clone()));
+    }
+    files.sort();
+    files.dedup();
+    files
+}
+
+/// toolgate's handlers in a settings file: commands running `toolgate …
+/// hook RUNTIME`, and HTTP hooks to `/v1/hooks/RUNTIME`.
+fn toolgate_handlers(settings: &Value, runtime: &str) -> Vec<Handler> {
+    let marker = format!("hook {runtime}");
+    let url_marker = format!("/v1/hooks/{runtime}");
+    let mut found = Vec::new();
+    let Some(events) = settings["hooks"].as_object() else {
+        return found;
+    };
+    for (event, groups) in events {
+        for group in groups.as_array().into_iter().flatten() {
+            // Claude Code and Gemini CLI nest handlers in matcher groups;
+            // Cursor lists them directly.
+            let handlers: Vec<&Value> = match group["hooks"].as_array() {
+                Some(inner) => inner.iter().collect(),
+                None => vec![group],
+            };
+            for handler in handlers {
+                let target = match (handler["command"].as_str(), handler["url"].as_str()) {
+                    (Some(line), _) if line.contains(&marker) => Target::Command(line.into()),
+                    (_, Some(url)) if url.contains(&url_marker) => Target::Http(url.into()),
+                    _ => continue,
+                };
+                found.push(Handler {
+                    event: event.clone(),
+                    target,
+                    on_failure_block: handler["onFailure"] == "block"
+                        || handler["failClosed"] == true,
+                });
+            }
+        }
+    }
+    found
+}
+
+fn check_handlers(runtime: &str, path: &Path, handlers: &[Handler]) -> Vec<Finding> {
+    let shown = path.display();
+    let reinstall = format!("toolgate hook install --for {runtime} --write {shown}");
+    let mut findings = Vec::new();
+    let deciding = DECIDING_EVENT
+        .iter()
+        .find(|(r, _)| *r == runtime)
+        .map(|(_, e)| *e);
+    match deciding {
+        Some(event) if !handlers.iter().any(|h| h.event == event) => findings.push(Finding::bad(
+            format!("{runtime} ({shown}): no {event} hook, so no call is decided"),
+            reinstall.clone(),
+        )),
+        _ => findings.push(Finding::good(format!(
+            "{runtime} ({shown}): toolgate hooks on {}",
+            handlers
+                .iter()
+                .map(|h| h.event.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
+    for handler in handlers {
+        let event = &handler.event;
+        match &handler.target {
+            Target::Command(line) => {
+                if !(line.contains("[ -n \"$out\" ]") && line.contains("exit 2")) {
+                    findings.push(Finding::bad(
+                        format!(
+                            "{runtime} {event}: the command fails open if its program is missing, \
+                             replaced or crashes (an install from before fail-closed hooks)"
+                        ),
+                        reinstall.clone(),
+                    ));
+                }
+                match program_of(line) {
+                    Some(program) if is_executable(&program) => {}
+                    Some(program) => findings.push(Finding::bad(
+                        format!(
+                            "{runtime} {event}: {} is missing or not executable, so every call \
+                             is blocked",
+                            program.display()
+                        ),
+                        format!("reinstall toolgate (cargo install --path host), then {reinstall}"),
+                    )),
+                    None => {}
+                }
+            }
+            Target::Http(url) => {
+                if !http_answers(url) {
+                    findings.push(Finding::bad(
+                        format!(
+                            "{runtime} {event}: nothing answers at {url}, so every call is blocked"
+                        ),
+                        "start the daemon: a new session's SessionStart hook does, or \
+                         `toolgate --config CONFIG serve`",
+                    ));
+                }
+            }
+        }
+        if runtime == "claude-code" && !handler.on_failure_block {
+            findings.push(Finding::bad(
+                format!(
+                    "claude-code {event}: no \"onFailure\": \"block\", so a hook that fails in a \
+                     way the command line does not catch lets the tool run"
+                ),
+                format!("upgrade Claude Code to 2.1.295 or later, then {reinstall}"),
+            ));
+        }
+    }
+    findings
+}
+
+/// The config (`--config`) and store (`--store`) a hook names.
+fn named(target: &Target) -> (Option<PathBuf>, Option<PathBuf>) {
+    match target {
+        Target::Command(line) => {
+            let words = inner_command(line)
+                .and_then(shlex::split)
+                .unwrap_or_default();
+            let after = |flag: &str| {
+                words
+                    .iter()
+                    .position(|w| w == flag)
+                    .and_then(|i| words.get(i + 1))
+                    .map(PathBuf::from)
+            };
+            (after("--config"), after("--store"))
+        }
+        Target::Http(url) => {
+            let config = url
+                .split_once("?config=")
+                .map(|(_, rest)| rest.split('&').next().unwrap_or(rest))
+                .map(|path| PathBuf::from(percent_decode(path)));
+            (config, None)
+        }
+    }
+}
+
+/// The daemon for a config and store: running, and serving that config?
+fn check_daemon(config: Option<&Path>, store: Option<&Path>) -> Finding {
+    let named = match config {
+        Some(path) => match ConfigIdentity::read(path) {
+            Ok(identity) => identity,
+            Err(err) => {
+                return Finding::bad(
+                    format!(
+                        "the hooks' config {} cannot be read ({err}): every call is denied",
+                        path.display()
+                    ),
+                    "restore the config, or install the hooks for the config you use",
+                );
+            }
+        },
+        None => ConfigIdentity::Bundled,
+    };
+    let loaded = match config {
+        Some(path) => toolgate::Config::load(path),
+        None => toolgate::Config::bundled_default(),
+    };
+    let config_text = named.describe();
+    let loaded = match loaded {
+        Ok(loaded) => loaded,
+        Err(err) => {
+            return Finding::bad(
+                format!("the hooks' config does not load ({err}): every call is denied"),
+                "fix the config; `toolgate --config CONFIG plugins list` shows what is wrong",
+            );
+        }
+    };
+    let store = store.map_or_else(|| loaded.store_path(), Path::to_path_buf);
+    let socket = socket_for_store(&store);
+    let Ok(health) = Client::new(&socket).call(&DaemonRequest::Health) else {
+        return Finding::good(format!(
+            "no daemon runs for {config_text} (the next hook starts it)"
+        ));
+    };
+    let serving: Option<ConfigIdentity> =
+        serde_json::from_value(health["config_identity"].clone()).unwrap_or(None);
+    match serving {
+        Some(serving) if serving == named => Finding::good(format!(
+            "the daemon (pid {}) serves the config the hooks name: {config_text}",
+            health["pid"]
+        )),
+        Some(serving) => Finding::bad(
+            format!(
+                "the daemon (pid {}) at {} serves {}, but the hooks name {config_text}: they are \
+                 refused until it serves theirs",
+                health["pid"],
+                socket.display(),
+                serving.describe()
+            ),
+            format!(
+                "stop it (`kill {}`); the next hook starts one with the hooks' config",
+                health["pid"]
+            ),
+        ),
+        None => Finding::bad(
+            format!(
+                "the daemon at {} does not say which config it serves",
+                socket.display()
+            ),
+            "it is an older toolgate: stop it, and the next hook starts this one",
+        ),
+    }
+}
+
+/// What is inside `out=$( … )` of an installed command line (or the whole
+/// line, for an install from before fail-closed hooks).
+fn inner_command(line: &str) -> Option<&str> {
+    match line.strip_prefix("out=$(") {
+        Some(rest) => rest.split_once(") && [").map(|(inner, _)| inner),
+        None => Some(line),
+    }
+}
+
+/// The program a command line runs first.
+fn program_of(line: &str) -> Option<PathBuf> {
+    let words = shlex::split(inner_command(line)?)?;
+    words.first().map(PathBuf::from)
+}
+
+fn is_executable(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.mode() & 0o111 != 0)
+}
+
+/// Whether the user running this could change `path`: it, or the
+/// directory holding it (a rename), is theirs or writable by anyone.
+fn is_mine(path: &Path) -> bool {
+    let me = toolgate_wire::peer::own_uid();
+    let changeable =
+        |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.uid() == me || m.mode() & 0o002 != 0);
+    changeable(path) || path.parent().is_some_and(changeable)
+}
+
+/// Whether a daemon answers the URL's `/health`.
+fn http_answers(url: &str) -> bool {
+    let Some(rest) = url.strip_prefix("http://") else {
+        return false;
+    };
+    let authority = rest.split('/').next().unwrap_or(rest);
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(std::time::Duration::from_secs(2)))
+        .build()
+        .into();
+    agent
+        .get(format!("http://{authority}/health"))
+        .call()
+        .is_ok()
+}
+
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
