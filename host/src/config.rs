@@ -189,8 +189,8 @@ fn default_notify_attempts() -> u32 {
     5
 }
 
-/// The daemon's limits.
-#[derive(Debug, Clone, Copy, Deserialize)]
+/// The daemon: its limits, where it listens, and as whom it runs.
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DaemonConfig {
     /// Requests handled at once; past it a request is answered `busy` at
@@ -205,6 +205,22 @@ pub struct DaemonConfig {
     /// the approvals inbox (`toolgate serve --http` overrides it).
     #[serde(default)]
     pub http: Option<std::net::SocketAddr>,
+    /// The Unix socket (default: `STORE.sock` beside the store). System
+    /// mode puts it in `/run/toolgate`, where the agents' users can reach
+    /// it but not replace it.
+    #[serde(default)]
+    pub socket: Option<PathBuf>,
+    /// The socket's permissions (default `0o600`: the daemon's user only).
+    /// System mode uses `0o666`: any user may ask for decisions, while
+    /// resolving a pause or running an admin command is still authorized
+    /// per connection (`[approvals]`).
+    #[serde(default = "default_socket_mode")]
+    pub socket_mode: u32,
+    /// The OS user the daemon runs as. Clients then believe only a socket
+    /// served by that user (`SO_PEERCRED`), and `toolgate serve` refuses
+    /// to run as anyone else. Default: whoever runs it (per-user mode).
+    #[serde(default)]
+    pub user: Option<String>,
 }
 
 impl Default for DaemonConfig {
@@ -213,8 +229,15 @@ impl Default for DaemonConfig {
             max_in_flight: default_max_in_flight(),
             idle_exit_secs: default_idle_exit(),
             http: None,
+            socket: None,
+            socket_mode: default_socket_mode(),
+            user: None,
         }
     }
+}
+
+fn default_socket_mode() -> u32 {
+    0o600
 }
 
 fn default_max_in_flight() -> std::num::NonZeroU32 {

@@ -32,6 +32,8 @@ pub struct Launcher {
     pub lock: PathBuf,
     /// How long to wait for the lock and for the daemon to answer.
     pub wait: Duration,
+    /// The user the daemon runs as: only its socket is believed.
+    pub daemon_uid: u32,
 }
 
 impl Launcher {
@@ -54,7 +56,14 @@ impl Launcher {
             log: beside(".daemon.log"),
             lock: beside(".daemon.lock"),
             wait: Duration::from_secs(30),
+            daemon_uid: toolgate_wire::peer::own_uid(),
         }
+    }
+
+    /// Believe only a daemon running as `uid` (see [`Client::with_daemon_uid`]).
+    pub fn with_daemon_uid(mut self, uid: u32) -> Self {
+        self.daemon_uid = uid;
+        self
     }
 
     /// Listen on `socket` instead of the store's default socket.
@@ -69,7 +78,7 @@ impl Launcher {
     /// Make sure the daemon answers, starting it if no one else has; its
     /// client.
     pub fn ensure_running(&self) -> Result<Client> {
-        let client = Client::new(&self.socket);
+        let client = Client::new(&self.socket).with_daemon_uid(self.daemon_uid);
         if client.is_up() {
             return Ok(client);
         }

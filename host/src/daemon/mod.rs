@@ -51,6 +51,8 @@ pub struct DaemonOptions {
     /// Who hears about new pauses (`toolgate serve` starts it from
     /// `[notify]`).
     pub notifier: Option<Arc<Notifier>>,
+    /// The socket's permissions (`[daemon] socket_mode`).
+    pub socket_mode: u32,
 }
 
 impl Default for DaemonOptions {
@@ -59,6 +61,7 @@ impl Default for DaemonOptions {
             max_in_flight: 64,
             idle_exit: None,
             notifier: None,
+            socket_mode: 0o600,
         }
     }
 }
@@ -79,6 +82,8 @@ pub struct Daemon {
     inbox: inbox::Inbox,
     /// The loopback HTTP address, once serving.
     http_address: std::sync::OnceLock<SocketAddr>,
+    /// The socket's permissions.
+    socket_mode: u32,
 }
 
 /// Where a request came from, which decides what it may do.
@@ -108,6 +113,7 @@ impl Daemon {
             notifier: options.notifier,
             inbox: inbox::Inbox::default(),
             http_address: std::sync::OnceLock::new(),
+            socket_mode: options.socket_mode,
         })
     }
 
@@ -454,7 +460,7 @@ impl Daemon {
             }
             None => None,
         };
-        let listener = socket::bind(socket)?;
+        let listener = socket::bind(socket, self.socket_mode)?;
         let identity = socket::file_identity(socket);
         tracing::info!(socket = %socket.display(), "toolgate daemon listening");
         let mut connections = tokio::task::JoinSet::new();

@@ -15,8 +15,8 @@ use super::protocol::MAX_REQUEST_BYTES;
 const IDLE_CONNECTION: Duration = Duration::from_secs(120);
 
 /// Bind `path`, replacing a stale socket file left by a crash but never a
-/// live daemon's. The socket is made owner-only (0600).
-pub(super) fn bind(path: &Path) -> std::io::Result<tokio::net::UnixListener> {
+/// live daemon's, with permissions `mode` (0600 unless the config says).
+pub(super) fn bind(path: &Path, mode: u32) -> std::io::Result<tokio::net::UnixListener> {
     if path.exists() {
         if std::os::unix::net::UnixStream::connect(path).is_ok() {
             return Err(std::io::Error::new(
@@ -30,7 +30,7 @@ pub(super) fn bind(path: &Path) -> std::io::Result<tokio::net::UnixListener> {
         std::fs::create_dir_all(dir)?;
     }
     let listener = tokio::net::UnixListener::bind(path)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
     Ok(listener)
 }
 

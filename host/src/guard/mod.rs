@@ -217,6 +217,7 @@ impl ControlPlane {
         }
         protected.extend(config.cache_path());
         protected.push(crate::locations::socket_for_store(store));
+        protected.extend(config.daemon.socket.clone());
         let absolute = |p: PathBuf| std::path::absolute(&p).unwrap_or(p);
         let plane = Self::new(
             protected.into_iter().map(absolute),

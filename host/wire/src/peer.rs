@@ -40,6 +40,18 @@ pub fn own_uid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
+/// The uid of the user `name`, from the user database (`/etc/passwd`,
+/// where system users such as the daemon's live).
+pub fn uid_of(name: &str) -> Option<u32> {
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|line| {
+        let mut fields = line.split(':');
+        (fields.next() == Some(name))
+            .then(|| fields.nth(1)?.parse().ok())
+            .flatten()
+    })
+}
+
 /// Refuse a peer that is not `expected`, saying who it is.
 pub fn expect_daemon(stream: &UnixStream, expected: u32) -> Result<(), String> {
     let uid =

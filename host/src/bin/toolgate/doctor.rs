@@ -352,8 +352,21 @@ fn check_daemon(config: Option<&Path>, store: Option<&Path>) -> Finding {
         }
     };
     let store = store.map_or_else(|| loaded.store_path(), Path::to_path_buf);
-    let socket = socket_for_store(&store);
-    let Ok(health) = Client::new(&socket).call(&DaemonRequest::Health) else {
+    let socket = loaded
+        .daemon
+        .socket
+        .clone()
+        .unwrap_or_else(|| socket_for_store(&store));
+    let mut client = Client::new(&socket);
+    if let Some(uid) = loaded
+        .daemon
+        .user
+        .as_deref()
+        .and_then(toolgate_wire::peer::uid_of)
+    {
+        client = client.with_daemon_uid(uid);
+    }
+    let Ok(health) = client.call(&DaemonRequest::Health) else {
         return Finding::good(format!(
             "no daemon runs for {config_text} (the next hook starts it)"
         ));

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use serde_json::{Value, json};
 use toolgate::claude_code::{self, HookEvent, Needs, OnError};
-use toolgate::daemon::{Client, DaemonRequest, HookRuntime};
+use toolgate::daemon::{DaemonRequest, HookRuntime};
 use toolgate::store::Store;
 use toolgate::{cursor, gemini_cli};
 
@@ -218,15 +218,17 @@ fn answer_event(
         on_error,
         config: ctx.config.identity.clone(),
     };
-    let client = Client::new(ctx.socket(args.connect.as_ref()));
-    let answered = match client.call(&request) {
+    let client = ctx
+        .client(args.connect.as_ref())
+        .map_err(|e| format!("{e:#}"));
+    let answered = client.and_then(|client| match client.call(&request) {
         Err(toolgate::Error::DaemonUnreachable { .. }) => ctx
             .launcher(args.connect.as_ref())
             .map_err(|err| format!("{err:#}"))
             .and_then(|launcher| launcher.ensure_running().map_err(|e| e.to_string()))
             .and_then(|client| client.call(&request).map_err(|e| e.to_string())),
         other => other.map_err(|e| e.to_string()),
-    };
+    });
     match answered {
         Ok(Value::String(output)) => output,
         Ok(_) => runtime.failure(on_error, "the daemon answered a hook event with no answer"),
@@ -308,8 +310,13 @@ pub fn settings(
             std::path::absolute(&socket)?.display().to_string(),
             "--runtime".into(),
             runtime.subcommand().into(),
-            "--".into(),
         ];
+        // A daemon of its own user (system mode): only its socket is
+        // believed.
+        if ctx.config.daemon.user.is_some() {
+            thin_words.extend(["--daemon-uid".into(), ctx.daemon_uid()?.to_string()]);
+        }
+        thin_words.push("--".into());
         thin_words.append(&mut words);
         words = thin_words;
     }

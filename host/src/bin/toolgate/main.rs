@@ -18,6 +18,7 @@ mod new;
 mod plugins;
 mod replay;
 mod serve;
+mod setup;
 mod shadow;
 mod store;
 mod target;
@@ -129,6 +130,10 @@ enum Subcommands {
     /// The store's size per table and per policy; compacting it.
     #[command(subcommand)]
     Store(store::StoreCommand),
+    /// Install toolgate: `system` (as root: the agent's user owns nothing
+    /// toolgate relies on) or `user` (per-user, as `hook install`).
+    #[command(subcommand)]
+    Setup(setup::SetupCommand),
     /// Check this install: which runtimes' hooks are there and whether they
     /// fail closed, user or system mode and what it protects, whether the
     /// running daemon serves the config the hooks name. Prints the fix for
@@ -225,6 +230,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Subcommands::Shadow(command) => shadow::run(&ctx, command),
         Subcommands::Replay(args) => replay::run(&ctx, &args),
         Subcommands::Doctor(args) => doctor::run(&args),
+        Subcommands::Setup(command) => setup::run(command),
         Subcommands::Events { limit } => {
             let events = ctx.target(None)?.call(DaemonRequest::Events { limit })?;
             for row in events.as_array().into_iter().flatten() {

@@ -45,13 +45,24 @@ pub fn run(ctx: &Ctx, args: &ServeArgs) -> anyhow::Result<ExitCode> {
         0 => None,
         ms => Some(host.watch(Duration::from_millis(ms))?),
     };
-    let limits = ctx.config.daemon;
+    let limits = &ctx.config.daemon;
+    if let Some(user) = &limits.user {
+        let uid = toolgate_wire::peer::uid_of(user)
+            .with_context(|| format!("[daemon] user = {user:?}, but there is no such user"))?;
+        anyhow::ensure!(
+            uid == toolgate_wire::peer::own_uid(),
+            "this config's daemon runs as {user} (uid {uid}), not as this user: start it as \
+             that user (`runuser -u {user} -- toolgate --config CONFIG serve`, or the toolgate \
+             systemd service)"
+        );
+    }
     let idle_exit = args.idle_exit_secs.unwrap_or(limits.idle_exit_secs);
     let notifier = toolgate::notify::Notifier::start(&ctx.config.notify)?.map(Arc::new);
     let options = DaemonOptions {
         max_in_flight: limits.max_in_flight.get() as usize,
         idle_exit: (idle_exit > 0).then(|| Duration::from_secs(idle_exit)),
         notifier,
+        socket_mode: limits.socket_mode,
     };
     let daemon = Daemon::new(host, options);
     let runtime = tokio::runtime::Builder::new_multi_thread()

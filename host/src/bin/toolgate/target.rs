@@ -43,11 +43,28 @@ impl Ctx {
             .context("cannot start toolgate")
     }
 
-    /// The daemon socket: `socket` if given, else the store's.
+    /// The daemon socket: `socket` if given, else the config's
+    /// (`[daemon] socket`), else the store's.
     pub fn socket(&self, socket: Option<&PathBuf>) -> PathBuf {
         socket
+            .or(self.config.daemon.socket.as_ref())
             .cloned()
             .unwrap_or_else(|| socket_for_store(&self.store_path()))
+    }
+
+    /// The user the daemon runs as: `[daemon] user`, else this one.
+    pub fn daemon_uid(&self) -> anyhow::Result<u32> {
+        match &self.config.daemon.user {
+            None => Ok(toolgate_wire::peer::own_uid()),
+            Some(user) => toolgate_wire::peer::uid_of(user)
+                .with_context(|| format!("[daemon] user = {user:?}, but there is no such user")),
+        }
+    }
+
+    /// A client for the daemon at `socket` (see [`Ctx::socket`]) that
+    /// believes only the daemon's user.
+    pub fn client(&self, socket: Option<&PathBuf>) -> anyhow::Result<Client> {
+        Ok(Client::new(self.socket(socket)).with_daemon_uid(self.daemon_uid()?))
     }
 
     /// How to start this store's daemon with this config.
@@ -64,10 +81,9 @@ impl Ctx {
             absolute(&store)?
         };
         args.extend(["--store".into(), store.into()]);
-        let mut launcher = Launcher::new(&self.store_path(), exe, args);
-        if let Some(socket) = socket {
-            launcher = launcher.with_socket(socket.clone());
-        }
+        let launcher = Launcher::new(&self.store_path(), exe, args)
+            .with_socket(self.socket(socket))
+            .with_daemon_uid(self.daemon_uid()?);
         Ok(launcher)
     }
 
@@ -109,7 +125,7 @@ impl Ctx {
     /// The running daemon when one answers at `socket` (default: the
     /// store's), else this process.
     pub fn target(&self, socket: Option<&PathBuf>) -> anyhow::Result<Target> {
-        let client = Client::new(self.socket(socket));
+        let client = self.client(socket)?;
         if let Ok(health) = client.call(&DaemonRequest::Health) {
             self.check_serves(&health)?;
             return Ok(Target::Daemon(client));

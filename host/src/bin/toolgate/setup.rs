@@ -1,0 +1,375 @@
+//! `toolgate setup`: install toolgate so that the agent cannot switch it
+//! off (`system`, as root), or for one user as before (`user`).
+//!
+//! System mode rests on the OS, not on the guard: the daemon runs as a
+//! user of its own; binaries, config and the clients' managed settings
+//! belong to root; store, compiled cache and socket to the daemon's user.
+//! The agent's user can ask for decisions on the socket and nothing else:
+//! it cannot edit, move or replace anything toolgate relies on, kill the
+//! daemon, serve its own socket in its place, or read the cache key.
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+
+use anyhow::Context as _;
+
+#[derive(clap::Subcommand)]
+pub enum SetupCommand {
+    /// As root: the daemon under a user of its own, root-owned binaries,
+    /// config and Claude Code managed settings (`allowManagedHooksOnly`),
+    /// store and socket owned by the daemon's user. Existing files are
+    /// kept (the config) or merged (the managed settings).
+    System(SystemArgs),
+    /// For this user only, as `toolgate hook install --write` does: every
+    /// file toolgate relies on belongs to you, and so to any agent you run
+    /// as you. Self-protection refuses the calls it recognises; system
+    /// mode is what puts the files out of the agent's reach.
+    User {
+        /// The Claude Code settings to merge the hooks into.
+        #[arg(long, value_name = "SETTINGS.json")]
+        write: Option<PathBuf>,
+    },
+}
+
+#[derive(clap::Args)]
+pub struct SystemArgs {
+    /// The daemon's OS user (created as a system user if missing).
+    #[arg(long, default_value = "toolgate")]
+    daemon_user: String,
+    /// A person who approves pauses from a terminal of their own (a user
+    /// name or uid; repeat for more). Default: the user who ran sudo.
+    /// Never the agent's user.
+    #[arg(long = "person", value_name = "USER")]
+    persons: Vec<String>,
+    /// Where the binaries go (root-owned).
+    #[arg(long, default_value = "/usr/local/bin")]
+    bin_dir: PathBuf,
+    /// The config's directory (root-owned).
+    #[arg(long, default_value = "/etc/toolgate")]
+    etc_dir: PathBuf,
+    /// The store and compiled cache (the daemon's user only).
+    #[arg(long, default_value = "/var/lib/toolgate")]
+    state_dir: PathBuf,
+    /// The socket's directory (the daemon's; the socket itself 0666).
+    #[arg(long, default_value = "/run/toolgate")]
+    run_dir: PathBuf,
+    /// Claude Code's managed settings (root-owned; take precedence over the
+    /// user's).
+    #[arg(long, default_value = "/etc/claude-code/managed-settings.json")]
+    claude_managed: PathBuf,
+    /// Also serve Claude Code's HTTP hooks on this loopback address.
+    #[arg(long, value_name = "ADDR")]
+    http: Option<std::net::SocketAddr>,
+    /// Start the daemon now: `systemctl enable --now toolgate` where
+    /// systemd runs, else in the background under `runuser`.
+    #[arg(long)]
+    start: bool,
+}
+
+pub fn run(command: SetupCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        SetupCommand::System(args) => system(&args),
+        SetupCommand::User { write } => {
+            let settings = match write {
+                Some(path) => path,
+                None => std::env::var_os("HOME")
+                    .map(|h| PathBuf::from(h).join(".claude/settings.json"))
+                    .context("HOME is not set; pass --write SETTINGS.json")?,
+            };
+            let exe = std::env::current_exe()?;
+            let status = Command::new(exe)
+                .args(["hook", "install", "--write"])
+                .arg(&settings)
+                .status()?;
+            anyhow::ensure!(status.success(), "toolgate hook install failed");
+            println!(
+                "user mode: toolgate's files belong to you, and so to any agent you run as you. \
+                 Self-protection refuses the calls it recognises and a broken toolgate blocks \
+                 the tool, but a command assembled at run time can still change those files. \
+                 As root, `toolgate setup system` puts them out of the agent's reach."
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn system(args: &SystemArgs) -> anyhow::Result<ExitCode> {
+    anyhow::ensure!(
+        toolgate_wire::peer::own_uid() == 0,
+        "system mode is set up as root: sudo toolgate setup system"
+    );
+    let user = &args.daemon_user;
+    let uid = ensure_user(user, &args.state_dir)?;
+    let persons = persons(&args.persons)?;
+
+    // Binaries: root-owned, so no user can replace the hook.
+    let exe = std::env::current_exe().context("cannot find the toolgate binary")?;
+    create_dir(&args.bin_dir, 0o755, None)?;
+    for name in ["toolgate", "toolgate-hook"] {
+        let from = exe.with_file_name(name);
+        let to = args.bin_dir.join(name);
+        // Copy beside, then rename: a running hook never sees half a file.
+        let tmp = to.with_extension("new");
+        std::fs::copy(&from, &tmp)
+            .with_context(|| format!("cannot copy {} to {}", from.display(), tmp.display()))?;
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755))?;
+        std::fs::rename(&tmp, &to)?;
+        println!("installed {}", to.display());
+    }
+
+    // State and socket: the daemon's user's.
+    create_dir(&args.state_dir, 0o750, Some(uid))?;
+    create_dir(&args.state_dir.join("cache"), 0o700, Some(uid))?;
+    create_dir(&args.run_dir, 0o755, Some(uid))?;
+
+    // The config: root-owned, readable by all (it holds no secrets; the
+    // approvals tokens are digests).
+    create_dir(&args.etc_dir, 0o755, Some(0))?;
+    let config = args.etc_dir.join("toolgate.toml");
+    if config.exists() {
+        println!("kept {} (as it is)", config.display());
+    } else {
+        let text = system_config(args, &persons);
+        toolgate::Config::parse(&text, "the system config", args.etc_dir.clone())
+            .context("the system config does not parse (a bug: please report it)")?;
+        write_root_file(&config, &text)?;
+        println!("wrote {}", config.display());
+    }
+
+    let unit = Path::new("/etc/systemd/system/toolgate.service");
+    if Path::new("/etc/systemd/system").is_dir() {
+        write_root_file(unit, &systemd_unit(args))?;
+        println!("wrote {}", unit.display());
+    }
+
+    // Claude Code: hooks in the managed settings, and only those.
+    let installed = args.bin_dir.join("toolgate");
+    if let Some(dir) = args.claude_managed.parent() {
+        create_dir(dir, 0o755, Some(0))?;
+    }
+    let out = Command::new(&installed)
+        .arg("--config")
+        .arg(&config)
+        .args(["hook", "install", "--write"])
+        .arg(&args.claude_managed)
+        .output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "writing Claude Code's managed hooks failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&args.claude_managed)?;
+    let mut managed: serde_json::Value = serde_json::from_str(&text)?;
+    managed["allowManagedHooksOnly"] = serde_json::json!(true);
+    write_root_file(
+        &args.claude_managed,
+        &(serde_json::to_string_pretty(&managed)? + "\n"),
+    )?;
+    let _ = std::fs::remove_file(args.claude_managed.with_extension("json.bak"));
+    println!(
+        "Claude Code: hooks in {} (allowManagedHooksOnly: user and project hooks are ignored)",
+        args.claude_managed.display()
+    );
+
+    let serve = format!(
+        "runuser -u {user} -- {} --config {} serve",
+        installed.display(),
+        config.display()
+    );
+    if args.start {
+        start(&installed, &config, user, args)?;
+    } else {
+        println!("start it: systemctl enable --now toolgate (without systemd: {serve} &)");
+    }
+    println!(
+        "check it: toolgate doctor, as the agent's user (it should say \"system mode, \
+         fail-closed\"). A person approves with `toolgate gates resolve` from a terminal of \
+         their own (uids {persons:?}), never the agent's user."
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The daemon's user's uid, creating it as a system user if missing.
+fn ensure_user(user: &str, home: &Path) -> anyhow::Result<u32> {
+    if let Some(uid) = toolgate_wire::peer::uid_of(user) {
+        return Ok(uid);
+    }
+    let status = Command::new("useradd")
+        .args(["--system", "--user-group", "--shell", "/usr/sbin/nologin"])
+        .arg("--home-dir")
+        .arg(home)
+        .arg("--no-create-home")
+        .arg(user)
+        .status()
+        .context("cannot run useradd")?;
+    anyhow::ensure!(status.success(), "useradd {user} failed");
+    let uid = toolgate_wire::peer::uid_of(user).context("useradd made no user")?;
+    println!("created the system user {user} (uid {uid})");
+    Ok(uid)
+}
+
+/// The persons' uids: names or numbers; default the user who ran sudo.
+fn persons(given: &[String]) -> anyhow::Result<Vec<u32>> {
+    let names: Vec<String> = if given.is_empty() {
+        std::env::var("SUDO_UID").into_iter().collect()
+    } else {
+        given.to_vec()
+    };
+    let uids = names
+        .iter()
+        .map(|name| {
+            name.parse()
+                .ok()
+                .or_else(|| toolgate_wire::peer::uid_of(name))
+                .with_context(|| format!("no user {name:?}"))
+        })
+        .collect::<anyhow::Result<Vec<u32>>>()?;
+    if uids.is_empty() {
+        eprintln!(
+            "note: no person may approve from a terminal (run with sudo, or pass --person USER)"
+        );
+    }
+    Ok(uids)
+}
+
+/// The bundled default config, pointed at the system's places.
+fn system_config(args: &SystemArgs, persons: &[u32]) -> String {
+    let state = args.state_dir.display();
+    let uids: Vec<String> = persons.iter().map(u32::to_string).collect();
+    let body = toolgate::config::DEFAULT_CONFIG.replacen(
+        "[approvals]\n",
+        &format!("[approvals]\nterminal_uids = [{}]\n", uids.join(", ")),
+        1,
+    );
+    let http = args
+        .http
+        .map(|a| format!("http = \"{a}\"\n"))
+        .unwrap_or_default();
+    format!(
+        "# toolgate in system mode, written by `toolgate setup system`. root owns this\n\
+         # file; the daemon runs as {user} and owns {state}; agents reach the socket\n\
+         # for decisions only.\n\
+         store = \"{state}/toolgate.redb\"\n\
+         cache_dir = \"{state}/cache\"\n\n\
+         {body}\n\
+         [daemon]\n\
+         user = \"{user}\"\n\
+         socket = \"{run}/toolgate.sock\"\n\
+         socket_mode = 0o666\n\
+         {http}",
+        user = args.daemon_user,
+        run = args.run_dir.display(),
+    )
+}
+
+/// A hardened systemd unit for the daemon.
+fn systemd_unit(args: &SystemArgs) -> String {
+    format!(
+        "[Unit]\n\
+         Description=toolgate policy daemon (system mode)\n\
+         After=local-fs.target\n\n\
+         [Service]\n\
+         User={user}\n\
+         Group={user}\n\
+         ExecStart={bin}/toolgate --config {etc}/toolgate.toml serve\n\
+         ExecReload=/bin/kill -HUP $MAINPID\n\
+         Restart=on-failure\n\
+         RuntimeDirectory={run_name}\n\
+         RuntimeDirectoryMode=0755\n\
+         RuntimeDirectoryPreserve=yes\n\
+         NoNewPrivileges=yes\n\
+         ProtectSystem=strict\n\
+         ProtectHome=read-only\n\
+         ReadWritePaths={state} {run}\n\
+         PrivateTmp=yes\n\
+         PrivateDevices=yes\n\
+         ProtectKernelTunables=yes\n\
+         ProtectKernelModules=yes\n\
+         ProtectControlGroups=yes\n\
+         RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6\n\
+         RestrictNamespaces=yes\n\
+         LockPersonality=yes\n\
+         CapabilityBoundingSet=\n\
+         SystemCallArchitectures=native\n\
+         # wasmtime compiles policies to native code: W^X mappings are needed.\n\
+         MemoryDenyWriteExecute=no\n\n\
+         [Install]\n\
+         WantedBy=multi-user.target\n",
+        user = args.daemon_user,
+        bin = args.bin_dir.display(),
+        etc = args.etc_dir.display(),
+        state = args.state_dir.display(),
+        run = args.run_dir.display(),
+        run_name = args
+            .run_dir
+            .file_name()
+            .map_or("toolgate".into(), |n| n.to_string_lossy()),
+    )
+}
+
+/// Start the daemon: systemd where it runs, else detached under runuser.
+fn start(installed: &Path, config: &Path, user: &str, args: &SystemArgs) -> anyhow::Result<()> {
+    if Path::new("/run/systemd/system").is_dir() {
+        let status = Command::new("systemctl")
+            .args(["enable", "--now", "toolgate"])
+            .status()?;
+        anyhow::ensure!(status.success(), "systemctl enable --now toolgate failed");
+        println!("started: systemctl status toolgate");
+        return Ok(());
+    }
+    let log = args.state_dir.join("toolgate.log");
+    let log_file = std::fs::File::create(&log)?;
+    std::os::unix::fs::chown(
+        &log,
+        Some(toolgate_wire::peer::uid_of(user).unwrap_or(0)),
+        None,
+    )?;
+    Command::new("setsid")
+        .args(["runuser", "-u", user, "--"])
+        .arg(installed)
+        .arg("--config")
+        .arg(config)
+        .arg("serve")
+        .stdin(Stdio::null())
+        .stdout(log_file.try_clone()?)
+        .stderr(log_file)
+        .spawn()
+        .context("cannot start the daemon under runuser")?;
+    println!(
+        "started the daemon as {user} (no systemd here; logging to {})",
+        log.display()
+    );
+    Ok(())
+}
+
+/// `dir` with `mode`, owned by `owner` (and its group) where given.
+fn create_dir(dir: &Path, mode: u32, owner: Option<u32>) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode))?;
+    if let Some(uid) = owner {
+        let gid = gid_of_uid(uid);
+        std::os::unix::fs::chown(dir, Some(uid), gid)
+            .with_context(|| format!("cannot chown {}", dir.display()))?;
+    }
+    Ok(())
+}
+
+/// The primary group of `uid`, from `/etc/passwd`.
+fn gid_of_uid(uid: u32) -> Option<u32> {
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split(':').collect();
+        (fields.get(2)?.parse::<u32>().ok()? == uid).then(|| fields.get(3)?.parse().ok())?
+    })
+}
+
+/// Write a root-owned, world-readable file (atomically).
+fn write_root_file(path: &Path, text: &str) -> anyhow::Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644))?;
+    std::os::unix::fs::chown(&tmp, Some(0), Some(0))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}

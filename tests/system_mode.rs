@@ -1,0 +1,375 @@
+//! System mode, for real: `toolgate setup system` as root makes the
+//! daemon's user and installs everything as it would on a host, then the
+//! real Claude Code runs as an agent's user with the managed settings. Every
+//! way the agent switched toolgate off in per-user mode fails on
+//! permissions; the person still approves from a terminal of their own;
+//! `toolgate doctor` run as the agent says "system mode, fail-closed".
+//!
+//! Needs root (CI is root) to create users and mount. It runs in a mount
+//! namespace of its own, with fresh tmpfs over `/etc/toolgate`,
+//! `/etc/claude-code`, `/var/lib/toolgate`, `/run/toolgate` and the binaries'
+//! directory, so no other test (or the host) sees what it installs.
+
+mod common;
+
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use common::hooks::BIN;
+use common::messages_api::{Block, MessagesApi};
+use serde_json::{Value, json};
+
+const CLAUDE_CODE: &str = "@anthropic-ai/claude-code@2.1.332";
+const AGENT: &str = "tgagent";
+const BIN_DIR: &str = "/opt/toolgate-system-test/bin";
+const CONFIG: &str = "/etc/toolgate/toolgate.toml";
+const MOUNTS: [&str; 5] = [
+    "/etc/toolgate",
+    "/etc/claude-code",
+    "/var/lib/toolgate",
+    "/run/toolgate",
+    BIN_DIR,
+];
+
+/// A private mount namespace, held open by a sleeping process; commands
+/// enter it with `nsenter`.
+struct Namespace {
+    holder: Child,
+}
+
+impl Namespace {
+    fn new() -> Self {
+        let script = "for d in \"$@\"; do mkdir -p \"$d\" && mount -t tmpfs -o mode=0755 tmpfs \"$d\" || exit 1; done; echo ready; exec sleep 900";
+        let mut holder = Command::new("unshare")
+            .args([
+                "--mount",
+                "--propagation",
+                "private",
+                "sh",
+                "-c",
+                script,
+                "sh",
+            ])
+            .args(MOUNTS)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("util-linux unshare runs");
+        let mut line = String::new();
+        BufReader::new(holder.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), "ready", "the namespace's mounts failed");
+        Self { holder }
+    }
+
+    /// `program args…` inside the namespace, as root.
+    fn command(&self, program: &str) -> Command {
+        let mut command = Command::new("nsenter");
+        command
+            .args(["-t", &self.holder.id().to_string(), "-m", "--"])
+            .arg(program);
+        command
+    }
+
+    /// Shell `line` inside the namespace as `user`.
+    fn sh_as(&self, user: &str, line: &str) -> Output {
+        self.command("runuser")
+            .args(["-u", user, "--", "sh", "-c", line])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+}
+
+impl Drop for Namespace {
+    fn drop(&mut self) {
+        // The daemon runs inside: stop it, then the holder.
+        for pid in daemon_pids() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &pid.to_string()])
+                .status();
+        }
+        let _ = self.holder.kill();
+        let _ = self.holder.wait();
+    }
+}
+
+/// The processes serving the system config.
+fn daemon_pids() -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| {
+            let entry = e.ok()?;
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            (cmdline.contains(&format!("--config {CONFIG} serve")) && !cmdline.contains("runuser"))
+                .then_some(pid)
+        })
+        .collect()
+}
+
+fn ensure_agent_user() -> u32 {
+    if let Some(uid) = toolgate_wire::peer::uid_of(AGENT) {
+        return uid;
+    }
+    let made = Command::new("useradd")
+        .args(["--no-create-home", "--shell", "/bin/sh", AGENT])
+        .status()
+        .unwrap();
+    assert!(made.success(), "useradd {AGENT}");
+    toolgate_wire::peer::uid_of(AGENT).unwrap()
+}
+
+fn setup_system(ns: &Namespace, start: bool) {
+    let mut setup = ns.command(BIN);
+    setup.args(["setup", "system", "--person", "0", "--bin-dir", BIN_DIR]);
+    if start {
+        setup.arg("--start");
+    }
+    let out = setup.output().unwrap();
+    assert!(
+        out.status.success(),
+        "setup system: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A directory the agent's user owns, outside the test's private temp dir.
+fn agent_dir(root: &Path, name: &str, uid: u32) -> PathBuf {
+    let dir = root.join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::os::unix::fs::chown(&dir, Some(uid), Some(uid)).unwrap();
+    dir
+}
+
+/// The real Claude Code as the agent's user, `-p`, bypassPermissions.
+fn claude_as_agent(
+    ns: &Namespace,
+    claude: &Path,
+    home: &Path,
+    project: &Path,
+    api: &MessagesApi,
+    resume: Option<&str>,
+) -> Output {
+    let resume = resume.map_or(String::new(), |id| format!(" --resume {id}"));
+    let mut command = ns.command("runuser");
+    command
+        .args(["-u", AGENT, "--", "env", "-i"])
+        .arg(format!("HOME={}", home.display()))
+        .arg(format!(
+            "CLAUDE_CONFIG_DIR={}",
+            home.join(".claude").display()
+        ))
+        .arg("PATH=/usr/bin:/bin")
+        .arg(format!("ANTHROPIC_BASE_URL={}", api.base_url))
+        .args([
+            "ANTHROPIC_API_KEY=offline-test-key",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+            "DISABLE_TELEMETRY=1",
+            "DISABLE_AUTOUPDATER=1",
+            "DISABLE_ERROR_REPORTING=1",
+            "sh",
+            "-c",
+        ])
+        .arg(format!(
+            "cd {} && exec {} -p 'Write approved.txt.' --output-format stream-json --verbose \
+             --model claude-sonnet-4-5 --permission-mode bypassPermissions{resume}",
+            project.display(),
+            claude.display()
+        ))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    common::wait_bounded(command.spawn().unwrap(), Duration::from_secs(240))
+}
+
+fn write_turns(target: &Path) -> MessagesApi {
+    MessagesApi::start(vec![
+        vec![Block::ToolUse(
+            "toolu_write".into(),
+            "Write".into(),
+            json!({"file_path": target.display().to_string(), "content": "written\n"}),
+        )],
+        vec![Block::Text("Done.".into())],
+    ])
+}
+
+fn write_result(api: &MessagesApi) -> Option<(bool, String)> {
+    let turns = api.turns();
+    let request = turns.get(1)?;
+    request["messages"]
+        .as_array()?
+        .iter()
+        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+        .find(|b| b["type"] == "tool_result" && b["tool_use_id"] == "toolu_write")
+        .map(|b| {
+            let content = match &b["content"] {
+                Value::String(text) => text.clone(),
+                other => other.to_string(),
+            };
+            (b["is_error"] == json!(true), content)
+        })
+}
+
+#[test]
+fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_approves() {
+    assert_eq!(
+        toolgate_wire::peer::own_uid(),
+        0,
+        "the system-mode test creates users and mounts: run the suite as root (CI does)"
+    );
+    let modules = common::npm::node_modules(&[(CLAUDE_CODE, ".bin/claude")])
+        .expect("Claude Code installs from npm: npm install --prefix target/real-clients @anthropic-ai/claude-code@2.1.332");
+    let claude = std::fs::canonicalize(modules.join(".bin/claude")).unwrap();
+    let agent_uid = ensure_agent_user();
+    let ns = Namespace::new();
+
+    // Installed once, the config made to pause every Write, installed again
+    // (kept as edited) and started.
+    setup_system(&ns, false);
+    let edit = ns.sh_as(
+        "root",
+        &format!(
+            "printf '[plugins.lease-gate.config.actions.Write]\\neffects = [\"write-local\"]\\napproval = \"always\"\\n' >> {CONFIG}"
+        ),
+    );
+    assert!(edit.status.success(), "{edit:?}");
+    setup_system(&ns, true);
+    common::eventually("the daemon to listen", || {
+        ns.sh_as("root", "test -S /run/toolgate/toolgate.sock")
+            .status
+            .success()
+    });
+    let daemons = daemon_pids();
+    assert_eq!(daemons.len(), 1, "{daemons:?}");
+    let status = std::fs::read_to_string(format!("/proc/{}/status", daemons[0])).unwrap();
+    let daemon_uid = toolgate_wire::peer::uid_of("toolgate").unwrap();
+    assert!(
+        status.lines().any(|l| l.starts_with("Uid:")
+            && l.split_whitespace().nth(1) == Some(&daemon_uid.to_string())),
+        "the daemon runs as toolgate: {status}"
+    );
+
+    // Every way the agent switched toolgate off, as the agent's user: each
+    // fails on permissions.
+    let daemon = daemons[0];
+    for attack in [
+        format!("echo 'x' >> {CONFIG}"),
+        "mv /etc/toolgate /etc/toolgate.off".to_string(),
+        "echo '{}' > /etc/claude-code/managed-settings.json".to_string(),
+        "rm -f /etc/claude-code/managed-settings.json".to_string(),
+        format!("cp /bin/true {BIN_DIR}/toolgate-hook"),
+        format!("mv {BIN_DIR} /tmp/bin.off"),
+        format!("kill -9 {daemon}"),
+        "rm -f /run/toolgate/toolgate.sock".to_string(),
+        "touch /run/toolgate/impostor.sock".to_string(),
+        "cat /var/lib/toolgate/cache/cache.key".to_string(),
+        "ls /var/lib/toolgate".to_string(),
+        "rm -rf /var/lib/toolgate/toolgate.redb".to_string(),
+    ] {
+        let out = ns.sh_as(AGENT, &attack);
+        assert!(
+            !out.status.success(),
+            "the agent's `{attack}` worked: {out:?}"
+        );
+    }
+    assert!(
+        Path::new(&format!("/proc/{daemon}")).exists(),
+        "the daemon still runs"
+    );
+
+    // The real Claude Code as the agent: the Write is put to a person.
+    let root =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("system-mode-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let home = agent_dir(&root, "home", agent_uid);
+    agent_dir(&home, ".claude", agent_uid);
+    let project = agent_dir(&root, "project", agent_uid);
+    let target = project.join("approved.txt");
+    let api = write_turns(&target);
+    let first = claude_as_agent(&ns, &claude, &home, &project, &api, None);
+    let diagnosis = format!(
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&first.stdout),
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let (is_error, reason) =
+        write_result(&api).unwrap_or_else(|| panic!("no Write result: {diagnosis}"));
+    assert!(
+        is_error && reason.contains("Allow `Write`?"),
+        "{reason}\n{diagnosis}"
+    );
+    assert!(!target.exists());
+
+    // The person, root at a terminal of their own, approves.
+    let listed = ns
+        .command(&format!("{BIN_DIR}/toolgate"))
+        .args(["--config", CONFIG, "gates", "list"])
+        .output()
+        .unwrap();
+    let gates: Vec<Value> = String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert_eq!(gates.len(), 1, "{listed:?}");
+    let request_id = gates[0]["request_id"].as_str().unwrap();
+    let resolve = format!(
+        "nsenter -t {} -m -- {BIN_DIR}/toolgate --config {CONFIG} gates resolve --request-id {request_id} --decision approve",
+        ns.holder.id()
+    );
+    let mut person = Command::new("script")
+        .args(["-q", "-e", "-c", &resolve, "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut typed = person.stdin.take().unwrap();
+    typed.write_all(b"yes\n").unwrap();
+    let approved = person.wait_with_output().unwrap();
+    drop(typed);
+    assert!(
+        approved.status.success(),
+        "{}",
+        String::from_utf8_lossy(&approved.stdout)
+    );
+
+    // The agent's retry, in the same session, runs.
+    let session = String::from_utf8_lossy(&first.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find_map(|event| event["session_id"].as_str().map(str::to_string))
+        .expect("Claude Code names its session");
+    let api = write_turns(&target);
+    let second = claude_as_agent(&ns, &claude, &home, &project, &api, Some(&session));
+    assert!(
+        target.exists(),
+        "the approved Write ran: {}",
+        String::from_utf8_lossy(&second.stdout)
+    );
+
+    // The agent's doctor.
+    let doctor = ns
+        .command("runuser")
+        .args(["-u", AGENT, "--", "env", "-i"])
+        .arg(format!("HOME={}", home.display()))
+        .arg(format!("{BIN_DIR}/toolgate"))
+        .arg("doctor")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&doctor.stdout);
+    assert!(said.contains("system mode"), "{said}");
+    assert!(
+        said.contains("fail-closed") && !said.contains("NOT fail-closed"),
+        "{said}"
+    );
+    assert_eq!(doctor.status.code(), Some(0), "{said}");
+    let _ = std::fs::remove_dir_all(&root);
+}
