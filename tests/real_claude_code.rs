@@ -304,6 +304,8 @@ fn inside_claude_code_a_broken_toolgate_blocks_the_tool() {
         }
         let _ = std::fs::remove_file(socket_for_store(&store));
     };
+    let stopped = std::cell::RefCell::new(None::<String>);
+    let bundled = std::cell::RefCell::new(None::<common::hooks::KillOnDrop>);
     type Breakage<'a> = (&'a str, Box<dyn Fn() + 'a>, &'a str);
     let cases: Vec<Breakage<'_>> = vec![
         ("working", Box::new(|| {}), "Allow `Write`?"),
@@ -327,6 +329,37 @@ fn inside_claude_code_a_broken_toolgate_blocks_the_tool() {
                 std::fs::remove_file(bin.join("toolgate")).unwrap();
             }),
             "toolgate: the hook failed or gave no answer",
+        ),
+        (
+            "daemon stopped (SIGSTOP)",
+            Box::new(|| {
+                let client = Client::new(socket_for_store(&store));
+                if let Ok(health) = client.call(&DaemonRequest::Health) {
+                    let pid = health["pid"].to_string();
+                    let _ = Command::new("kill").args(["-STOP", &pid]).status();
+                    *stopped.borrow_mut() = Some(pid);
+                }
+            }),
+            "onFailure",
+        ),
+        (
+            "a daemon of the bundled default config at the socket",
+            Box::new(|| {
+                kill_daemon();
+                let daemon = Command::new(BIN)
+                    .arg("--store")
+                    .arg(&store)
+                    .arg("serve")
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .unwrap();
+                common::eventually("the bundled daemon to answer", || {
+                    Client::new(socket_for_store(&store)).is_up()
+                });
+                *bundled.borrow_mut() = Some(common::hooks::KillOnDrop(daemon));
+            }),
+            "serves the bundled default config",
         ),
         (
             "config unparsable, daemon killed",
@@ -387,6 +420,11 @@ fn inside_claude_code_a_broken_toolgate_blocks_the_tool() {
             }
         }
         // Undo.
+        if let Some(pid) = stopped.borrow_mut().take() {
+            let _ = Command::new("kill").args(["-CONT", &pid]).status();
+            kill_daemon();
+        }
+        drop(bundled.borrow_mut().take());
         copy(BIN, "toolgate");
         copy(thin, "toolgate-hook");
         std::fs::write(&config, &config_text).unwrap();

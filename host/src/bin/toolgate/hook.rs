@@ -345,12 +345,13 @@ pub fn settings(
     let hook = |matcher: Option<&str>, may_be_http: bool| {
         let mut handler = match &url {
             Some(url) if may_be_http => {
-                json!({"type": "http", "url": url, "timeout": HTTP_HOOK_TIMEOUT_SECS})
+                json!({"type": "http", "url": url})
             }
             _ => json!({"type": "command", "command": command}),
         };
         if current {
             handler["onFailure"] = json!("block");
+            handler["timeout"] = json!(HOOK_TIMEOUT_SECS);
         }
         let mut entry = json!({"hooks": [handler]});
         if let Some(matcher) = matcher {
@@ -429,9 +430,12 @@ fn describe(settings: &Value) -> String {
 /// "block"`.
 const CLAUDE_CODE_HTTP_HOOKS: (u32, u32, u32) = (2, 1, 295);
 
-/// How long Claude Code waits for an HTTP hook, in seconds: a decision
-/// takes microseconds, but a daemon starting up may be compiling.
-const HTTP_HOOK_TIMEOUT_SECS: u64 = 30;
+/// How long Claude Code waits for a hook, in seconds, before it counts as
+/// failed (and so blocks): a decision takes microseconds and a daemon
+/// starting up compiles in about a second, but a daemon stopped with
+/// SIGSTOP answers never (Claude Code's own default is 600 s for tool
+/// events).
+const HOOK_TIMEOUT_SECS: u64 = 30;
 
 /// The URL of the daemon's HTTP hook for `runtime`, naming the config the
 /// way the command hook does.
