@@ -227,6 +227,43 @@ fn a_post_tool_use_shows_in_the_sentinel_stream_at_the_current_turn() {
 }
 
 #[test]
+fn a_forged_prompt_event_does_not_move_the_real_calls_into_a_new_turn() {
+    // The agent can run the hook itself with any event. Claude Code names
+    // each prompt (`prompt_id`) on every event that follows it, so the real
+    // calls stay in their prompt's turn, and per-turn budgets hold.
+    let dir = tempfile::tempdir().unwrap();
+    let session = "b7e4c0de-0000-4000-8000-000000000001";
+    let prompt = |id: Option<&str>| {
+        let mut event =
+            json!({"session_id": session, "hook_event_name": "UserPromptSubmit", "prompt": "go"});
+        if let Some(id) = id {
+            event["prompt_id"] = json!(id);
+        }
+        event
+    };
+    let ran = |prompt_id: &str| {
+        let mut post = event("PostToolUse", "Bash", json!({"command": "ls"}));
+        post["prompt_id"] = json!(prompt_id);
+        post["tool_response"] = json!({"stdout": "ok"});
+        assert_eq!(hook(dir.path(), &post), Some(json!({})));
+        let events = run(dir.path(), &["events", "--limit", "1"], "");
+        let last: Value =
+            serde_json::from_str(String::from_utf8(events.stdout).unwrap().trim()).unwrap();
+        last["event"]["turn"].as_u64().unwrap()
+    };
+    assert_eq!(hook(dir.path(), &prompt(Some("p-real"))), Some(json!({})));
+    assert_eq!(ran("p-real"), 1);
+    // Forged: a prompt with an id of the agent's, and one with none.
+    for forged in [prompt(Some("p-forged")), prompt(None)] {
+        assert_eq!(hook(dir.path(), &forged), Some(json!({})));
+    }
+    assert_eq!(ran("p-real"), 1, "the real prompt's calls stay in its turn");
+    // The person's next prompt is the next turn after everything counted.
+    assert_eq!(hook(dir.path(), &prompt(Some("p-next"))), Some(json!({})));
+    assert_eq!(ran("p-next"), 4);
+}
+
+#[test]
 fn install_prints_and_merges_settings() {
     // A directory name a naive installer would break the shell command on.
     let dir = tempfile::tempdir().unwrap();

@@ -654,6 +654,47 @@ fn main() {
         via_thin.p50 / 1e3,
         via_thin.p99 / 1e3
     );
+    // The command line `toolgate hook install` writes: sh -c, the
+    // fail-closed wrapper, the thin client. Beside it, the floor of any
+    // command hook: sh -c around a program that reads the event and prints
+    // an answer.
+    let installed_line = format!(
+        "out=$({thin} --socket {} -- {bin} --store {} hook claude-code) && [ -n \"$out\" ] && printf '%s\\n' \"$out\" || exit 2",
+        socket.display(),
+        store.display()
+    );
+    let shell_once = |line: &str| {
+        let mut child = Command::new("/bin/sh")
+            .args(["-c", line])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(pre.as_bytes())
+            .unwrap();
+        assert!(child.wait().unwrap().success());
+    };
+    let via_line = time(if quick() { 20 } else { 200 }, 5, |_| {
+        shell_once(&installed_line)
+    });
+    println!(
+        "| the installed command line (`sh -c`, fail-closed wrapper, thin client), daemon running | {:.2} | {:.2} |",
+        via_line.p50 / 1e3,
+        via_line.p99 / 1e3
+    );
+    let floor = time(if quick() { 20 } else { 200 }, 5, |_| {
+        shell_once("cat > /dev/null; echo '{}'")
+    });
+    println!(
+        "| the floor of a command hook: `sh -c 'cat > /dev/null; echo {{}}'` | {:.2} | {:.2} |",
+        floor.p50 / 1e3,
+        floor.p99 / 1e3
+    );
     let client = toolgate::daemon::Client::new(&socket);
     let hook_request = toolgate::daemon::DaemonRequest::Hook {
         runtime: toolgate::daemon::HookRuntime::ClaudeCode,
@@ -670,6 +711,53 @@ fn main() {
         client_only.p99 / 1e3
     );
     stop_daemon(&store);
+
+    // Claude Code's HTTP hook: what it sends (a POST of the event) to a
+    // daemon serving HTTP; no process per call. Claude Code's client may or
+    // may not keep the connection: both are timed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut http_daemon = Command::new(bin)
+        .arg("--store")
+        .arg(&store)
+        .args(["serve", "--http", &format!("127.0.0.1:{port}")])
+        .env("XDG_CACHE_HOME", d.join("cache-xdg"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    while !client.is_up() {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let url = format!("http://127.0.0.1:{port}/v1/hooks/claude-code");
+    let post = |agent: &ureq::Agent| {
+        let mut response = agent.post(&url).send(pre.as_str()).unwrap();
+        assert_eq!(response.status(), 200);
+        response.body_mut().read_to_string().unwrap();
+    };
+    let kept: ureq::Agent = ureq::Agent::config_builder().build().into();
+    let keep_alive = time(if quick() { 50 } else { 500 }, 10, |_| post(&kept));
+    let fresh = time(if quick() { 50 } else { 500 }, 10, |_| {
+        let agent: ureq::Agent = ureq::Agent::config_builder().build().into();
+        post(&agent)
+    });
+    println!(
+        "| HTTP hook (`POST /v1/hooks/claude-code`), daemon running, a new connection per call | {:.3} | {:.3} |",
+        fresh.p50 / 1e3,
+        fresh.p99 / 1e3
+    );
+    println!(
+        "| HTTP hook, one kept-alive connection | {:.3} | {:.3} |",
+        keep_alive.p50 / 1e3,
+        keep_alive.p99 / 1e3
+    );
+    let _ = Command::new("kill")
+        .args(["-TERM", &http_daemon.id().to_string()])
+        .status();
+    let _ = http_daemon.wait();
 
     // ---- store
     println!("\n## Store\n");

@@ -29,7 +29,6 @@ use crate::decision::{Decision, Verdict};
 use crate::error::{Error, Result};
 use crate::host::Outcome;
 use crate::request::{Mode, Origin, ToolRequest};
-use crate::store::Store;
 
 /// One hook event. Unknown fields are ignored: Claude Code adds fields over
 /// time.
@@ -63,6 +62,10 @@ pub struct HookEvent {
     /// Present when the event comes from a subagent.
     #[serde(default)]
     pub agent_id: Option<String>,
+    /// The user prompt this event follows (every event until the next
+    /// prompt carries it): binds calls to their prompt's turn.
+    #[serde(default)]
+    pub prompt_id: Option<String>,
 }
 
 use toolgate_wire::protocol::HookRuntime;
@@ -103,6 +106,12 @@ impl HookEvent {
             "UserPromptSubmit" => Needs::Store,
             _ => Needs::Nothing,
         }
+    }
+
+    /// The turn this tool event belongs to: its prompt's (see
+    /// [`Toolgate::turn_of`]).
+    fn turn(&self, host: &Toolgate) -> Result<u64> {
+        host.turn_of(&self.session_id, self.prompt_id.as_deref(), false)
     }
 
     /// The toolgate request for a tool event at `turn`.
@@ -244,11 +253,6 @@ pub fn outcome_of(response: Option<&Value>) -> (Outcome, String) {
     (outcome, summary.chars().take(1000).collect())
 }
 
-/// Start the session's next turn (`UserPromptSubmit`): the store only.
-pub fn start_turn(store: &Store, event: &HookEvent) -> Result<()> {
-    store.next_turn(&event.session_id).map(|_| ())
-}
-
 /// Handle one event end to end. Never fails: errors become `on_error`'s
 /// answer, and "no decision" is `{}` (the installed command line treats no
 /// output as a failure: a hook replaced by `/bin/true` prints nothing).
@@ -256,16 +260,19 @@ pub fn handle(host: &Toolgate, input: &str, on_error: OnError) -> Handled {
     answer_or_fail(HookRuntime::ClaudeCode, on_error, |decision| {
         let event = HookEvent::parse(input)?;
         let answer = match event.hook_event_name.as_str() {
-            "UserPromptSubmit" => start_turn(host.store(), &event).map(|()| None)?,
+            "UserPromptSubmit" => {
+                host.turn_of(&event.session_id, event.prompt_id.as_deref(), true)?;
+                None
+            }
             "PreToolUse" => {
-                let request = event.to_request(host.store().turn(&event.session_id)?)?;
+                let request = event.to_request(event.turn(host)?)?;
                 let evaluated = host.evaluate(&request)?;
                 let output = answer(&evaluated);
                 *decision = Some(evaluated);
                 output
             }
             "PostToolUse" => {
-                let request = event.to_request(host.store().turn(&event.session_id)?)?;
+                let request = event.to_request(event.turn(host)?)?;
                 // The call ran, so if toolgate had asked, the person said yes
                 // in Claude Code's own prompt: that gate is answered.
                 if let Some(gate) = host.close_answered_gate(&request)? {

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::bindings::toolgate::policy::types as wit;
@@ -15,6 +15,7 @@ use crate::decision::{Decision, RiskReport};
 use crate::decision_log::PendingLogEntry;
 use crate::error::{Error, Result};
 use crate::gates::{GateKey, GateResolution, PendingGate};
+use crate::memo::BoundedMap;
 use crate::pipeline::{self, Env};
 use crate::plugins::{self, Plugin, PluginSet};
 use crate::probe::ProbeClient;
@@ -36,21 +37,20 @@ pub struct Toolgate {
     pub(crate) registry: Registry,
     /// The composed risk of recent calls, by call id, for `observe`.
     recent_risks: RecentRisks,
+    /// The turn of each recent prompt, by session and prompt id.
+    prompt_turns: PromptTurns,
 }
 
 /// The composed risk of the last [`RecentRisks::KEPT`] decided calls, so an
 /// outcome reported later (PostToolUse) reaches `observe` with the risk its
 /// call was decided at. Memory only: an outcome for a call this process did
 /// not decide carries the unclassified risk, as the contract says.
-#[derive(Default)]
-struct RecentRisks(std::sync::Mutex<RiskMemo>);
+struct RecentRisks(Mutex<BoundedMap<String, RiskReport>>);
 
-/// Risks by call id, and the ids in the order they came (to forget the
-/// oldest): a lookup per outcome is a hash probe, not a scan.
-#[derive(Default)]
-struct RiskMemo {
-    by_call: std::collections::HashMap<String, RiskReport>,
-    order: std::collections::VecDeque<String>,
+impl Default for RecentRisks {
+    fn default() -> Self {
+        Self(Mutex::new(BoundedMap::new(Self::KEPT)))
+    }
 }
 
 impl RecentRisks {
@@ -58,27 +58,35 @@ impl RecentRisks {
 
     fn remember(&self, call_id: &str, risk: &RiskReport) {
         let mut memo = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if memo.order.len() == Self::KEPT
-            && let Some(oldest) = memo.order.pop_front()
-        {
-            memo.by_call.remove(&oldest);
-        }
-        if memo
-            .by_call
-            .insert(call_id.to_string(), risk.clone())
-            .is_none()
-        {
-            memo.order.push_back(call_id.to_string());
-        }
+        memo.insert(call_id.to_string(), risk.clone());
     }
 
     fn of(&self, call_id: Option<&str>) -> RiskReport {
         let memo = self.0.lock().unwrap_or_else(|p| p.into_inner());
         call_id
-            .and_then(|id| memo.by_call.get(id))
+            .and_then(|id| memo.get(&id.to_string()))
             .cloned()
             .unwrap_or_default()
     }
+}
+
+/// The turn each recent prompt of a runtime that names its prompts
+/// (Claude Code's `prompt_id`) started, by session and prompt id. The
+/// agent can run the hook itself with any event: a forged prompt event
+/// starts a turn of its own, but the real calls of the current prompt
+/// still carry the real prompt's id, so they stay in its turn and per-turn
+/// budgets hold. Memory only: after a restart an unknown prompt id joins
+/// the session's current turn.
+struct PromptTurns(Mutex<BoundedMap<(String, String), u64>>);
+
+impl Default for PromptTurns {
+    fn default() -> Self {
+        Self(Mutex::new(BoundedMap::new(Self::KEPT)))
+    }
+}
+
+impl PromptTurns {
+    const KEPT: usize = 65_536;
 }
 
 impl std::fmt::Debug for Toolgate {
@@ -114,6 +122,7 @@ impl Toolgate {
             probe,
             registry,
             recent_risks: RecentRisks::default(),
+            prompt_turns: PromptTurns::default(),
         })
     }
 
@@ -157,6 +166,39 @@ impl Toolgate {
     /// The store.
     pub fn store(&self) -> &Arc<Store> {
         &self.store
+    }
+
+    /// The turn an event of `session` belongs to. `starts_turn` for a new
+    /// user prompt (UserPromptSubmit), which begins the next turn. When
+    /// the runtime names the prompt (`prompt`), every event of that prompt
+    /// is bound to the turn it started: a prompt event the agent forged
+    /// starts a turn of its own but cannot move the real calls into it (see
+    /// [`PromptTurns`]). Without one, the session's turn counter.
+    pub fn turn_of(&self, session: &str, prompt: Option<&str>, starts_turn: bool) -> Result<u64> {
+        let counter = || {
+            if starts_turn {
+                self.store.next_turn(session)
+            } else {
+                self.store.turn(session)
+            }
+        };
+        let Some(prompt) = prompt.filter(|p| !p.is_empty()) else {
+            return counter();
+        };
+        let key = (session.to_string(), prompt.to_string());
+        // Held across the counter: two events of one new prompt at once
+        // (parallel calls) get one turn.
+        let mut turns = self
+            .prompt_turns
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(turn) = turns.get(&key) {
+            return Ok(*turn);
+        }
+        let turn = counter()?;
+        turns.insert(key, turn);
+        Ok(turn)
     }
 
     /// The config now in force.

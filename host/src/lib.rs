@@ -35,6 +35,7 @@ pub mod guard;
 mod host;
 pub mod inspect;
 pub mod mcp;
+mod memo;
 pub mod metrics;
 pub mod notify;
 mod pipeline;
