@@ -373,13 +373,7 @@ fn start_daemon(
     (daemon, socket)
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use common::free_port;
 
 fn http_get(port: u16, path: &str) -> String {
     use std::io::Read as _;

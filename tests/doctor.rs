@@ -6,7 +6,7 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use common::hooks::{BIN, KillOnDrop, Setup};
 
@@ -88,18 +88,7 @@ fn a_daemon_serving_another_config_is_named_with_its_fix() {
     let setup = Setup::new("");
     let home = tempfile::tempdir().unwrap();
     install(&setup, home.path(), &[]);
-    let daemon = Command::new(BIN)
-        .arg("--store")
-        .arg(setup.store())
-        .arg("serve")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let _daemon = KillOnDrop(daemon);
-    common::eventually("the daemon to answer", || {
-        toolgate::daemon::Client::new(setup.socket()).is_up()
-    });
+    let _daemon = setup.serve_bundled();
     let (out, text) = doctor(home.path());
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(
@@ -111,11 +100,7 @@ fn a_daemon_serving_another_config_is_named_with_its_fix() {
 
 #[test]
 fn http_hooks_with_no_daemon_are_named_as_blocking() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = common::free_port();
     let setup = Setup::new(&format!("[daemon]\nhttp = \"127.0.0.1:{port}\"\n"));
     let home = tempfile::tempdir().unwrap();
     install(&setup, home.path(), &[]);

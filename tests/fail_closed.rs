@@ -9,21 +9,12 @@ mod common;
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
-use common::hooks::{BIN, Setup, event};
+use common::hooks::{BIN, Setup, decision, event};
 use serde_json::{Value, json};
 
 const THIN: &str = env!("CARGO_BIN_EXE_toolgate-hook");
-
-/// Claude Code's decision and its reason.
-fn permission(answer: &Value) -> (&str, &str) {
-    let out = &answer["hookSpecificOutput"];
-    (
-        out["permissionDecision"].as_str().unwrap_or(""),
-        out["permissionDecisionReason"].as_str().unwrap_or(""),
-    )
-}
 
 /// A call the bundled policies allow (the agent runs without prompts).
 fn ls() -> Value {
@@ -92,18 +83,10 @@ impl Install {
 
 /// Run a shell line as the runtimes do (`/bin/sh -c`), `stdin` written.
 fn sh(line: &str, stdin: &Value) -> Output {
-    let mut child = Command::new("/bin/sh")
-        .arg("-c")
-        .arg(line)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    let _ = input.write_all(stdin.to_string().as_bytes());
-    drop(input);
-    child.wait_with_output().unwrap()
+    common::output_with_stdin(
+        Command::new("/bin/sh").arg("-c").arg(line),
+        &stdin.to_string(),
+    )
 }
 
 /// The runtimes' "block": exit 2 with toolgate's reason on stderr.
@@ -162,8 +145,8 @@ fn a_missing_full_command_behind_the_thin_client_blocks() {
     let out = sh(&line, &ls());
     let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(out.status.code(), Some(0), "{out:?}");
-    let (decision, reason) = permission(&answer);
-    assert_eq!(decision, "deny", "{answer}");
+    let (verdict, reason) = decision(&answer);
+    assert_eq!(verdict, "deny", "{answer}");
     assert!(reason.contains("cannot run"), "{reason}");
 }
 
@@ -182,8 +165,8 @@ fn a_config_that_cannot_load_answers_deny_in_every_runtime() {
         let out = setup.run(&["hook", "claude-code"], &ls().to_string());
         assert_eq!(out.status.code(), Some(0), "{out:?}");
         let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
-        let (decision, reason) = permission(&answer);
-        assert_eq!(decision, "deny", "{answer}");
+        let (verdict, reason) = decision(&answer);
+        assert_eq!(verdict, "deny", "{answer}");
         assert!(reason.contains("config cannot be loaded"), "{reason}");
         assert!(reason.contains(expect), "{reason}");
 
@@ -224,29 +207,12 @@ fn write_call() -> Value {
     call
 }
 
-/// A daemon started on the store without `--config` (the bundled default),
-/// as a hook installed without one would start it.
-fn bundled_daemon(setup: &Setup) -> common::hooks::KillOnDrop {
-    let daemon = Command::new(BIN)
-        .arg("--store")
-        .arg(setup.store())
-        .arg("serve")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    common::eventually("the daemon to answer", || {
-        toolgate::daemon::Client::new(setup.socket()).is_up()
-    });
-    common::hooks::KillOnDrop(daemon)
-}
-
 #[test]
 fn a_daemon_serving_another_config_refuses_the_hook_instead_of_answering() {
     // The strict config pauses every Write; the daemon serves the bundled
     // default, which would let it run.
     let install = Install::new(WRITE_ALWAYS);
-    let _daemon = bundled_daemon(&install.setup);
+    let _daemon = install.setup.serve_bundled();
     for (how, out) in [
         (
             "full command",
@@ -261,9 +227,9 @@ fn a_daemon_serving_another_config_refuses_the_hook_instead_of_answering() {
     ] {
         assert_eq!(out.status.code(), Some(0), "{how}: {out:?}");
         let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
-        let (decision, reason) = permission(&answer);
+        let (verdict, reason) = decision(&answer);
         assert_eq!(
-            decision, "deny",
+            verdict, "deny",
             "{how}: never the other config's allow: {answer}"
         );
         assert!(
@@ -277,7 +243,7 @@ fn a_daemon_serving_another_config_refuses_the_hook_instead_of_answering() {
 #[test]
 fn a_command_naming_another_config_than_the_daemon_serves_is_refused() {
     let setup = Setup::new(WRITE_ALWAYS);
-    let _daemon = bundled_daemon(&setup);
+    let _daemon = setup.serve_bundled();
     let request = setup.dir.path().join("write.json");
     std::fs::write(
         &request,
@@ -310,7 +276,7 @@ fn an_edited_config_is_read_again_before_the_hook_is_answered() {
     std::fs::write(&config, text).unwrap();
     let out = sh(&install.line("claude-code", "PreToolUse"), &write_call());
     let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(permission(&answer).0, "ask", "{answer}");
+    assert_eq!(decision(&answer).0, "ask", "{answer}");
 }
 
 #[test]
@@ -330,25 +296,17 @@ fn a_substitute_at_the_socket_is_refused() {
         }
     });
     let daemon_uid = (toolgate_wire::peer::own_uid() + 1).to_string();
-    let mut child = Command::new(THIN)
-        .arg("--socket")
-        .arg(setup.socket())
-        .args(["--daemon-uid", &daemon_uid, "--", "/bin/false"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(ls().to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = common::output_with_stdin(
+        Command::new(THIN)
+            .arg("--socket")
+            .arg(setup.socket())
+            .args(["--daemon-uid", &daemon_uid, "--", "/bin/false"]),
+        &ls().to_string(),
+    );
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let (decision, reason) = permission(&answer);
-    assert_eq!(decision, "deny", "{answer}");
+    let (verdict, reason) = decision(&answer);
+    assert_eq!(verdict, "deny", "{answer}");
     assert!(reason.contains("not by toolgate's daemon"), "{reason}");
     // Unblock the substitute if the hook never connected.
     let _ = std::os::unix::net::UnixStream::connect(setup.socket());

@@ -5,21 +5,13 @@
 
 mod common;
 
-use common::hooks::{Setup, event};
+use common::hooks::{Setup, decision, event};
 use serde_json::{Value, json};
 
 const WRITE_ALWAYS: &str = "[plugins.lease-gate.config.actions.Write]\neffects = [\"write-local\"]\napproval = \"always\"\n";
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn with_http(extra: &str) -> (Setup, u16) {
-    let port = free_port();
+    let port = common::free_port();
     let setup = Setup::new(&format!("{extra}[daemon]\nhttp = \"127.0.0.1:{port}\"\n"));
     (setup, port)
 }
@@ -59,22 +51,14 @@ fn config_query(setup: &Setup) -> String {
     format!("?config={}", config.display())
 }
 
-fn permission(answer: &Value) -> (&str, &str) {
-    let out = &answer["hookSpecificOutput"];
-    (
-        out["permissionDecision"].as_str().unwrap_or(""),
-        out["permissionDecisionReason"].as_str().unwrap_or(""),
-    )
-}
-
 #[test]
 fn an_http_hook_is_answered_as_the_command_hook_would() {
     let (setup, port) = with_http(WRITE_ALWAYS);
     let _daemon = common::hooks::KillOnDrop(setup.serve(&[]));
     let (status, answer) = post(port, &config_query(&setup), &write_call());
     assert_eq!(status, 200);
-    let (decision, reason) = permission(&answer);
-    assert_eq!(decision, "ask", "{answer}");
+    let (verdict, reason) = decision(&answer);
+    assert_eq!(verdict, "ask", "{answer}");
     assert!(reason.contains("Allow `Write`?"), "{reason}");
 
     let mut prompt = event("UserPromptSubmit", "s1", "", json!({}), "");
@@ -84,7 +68,7 @@ fn an_http_hook_is_answered_as_the_command_hook_would() {
     // Not JSON: the runtime's deny, with why, still 200.
     let (status, answer) = post(port, &config_query(&setup), &json!("not an event"));
     assert_eq!(status, 200);
-    assert_eq!(permission(&answer).0, "deny", "{answer}");
+    assert_eq!(decision(&answer).0, "deny", "{answer}");
 }
 
 #[test]
@@ -96,12 +80,12 @@ fn an_http_hook_naming_another_config_is_refused() {
     for query in [String::new(), format!("?config={}", other.display())] {
         let (status, answer) = post(port, &query, &write_call());
         assert_eq!(status, 200);
-        let (decision, reason) = permission(&answer);
-        assert_eq!(decision, "deny", "{query}: {answer}");
+        let (verdict, reason) = decision(&answer);
+        assert_eq!(verdict, "deny", "{query}: {answer}");
         assert!(reason.contains("the toolgate daemon serves"), "{reason}");
     }
     let (_, answer) = post(port, "?config=/nonexistent/toolgate.toml", &write_call());
-    assert!(permission(&answer).1.contains("cannot be read"), "{answer}");
+    assert!(decision(&answer).1.contains("cannot be read"), "{answer}");
 }
 
 #[test]

@@ -104,35 +104,14 @@ fn inside_claude_code_parallel_reads_run_and_a_risky_bash_gets_toolgates_reason(
         vec![Block::Text("Understood; I will not remove it.".into())],
     ]);
 
-    let child = Command::new(&claude)
-        .args([
-            "-p",
-            "Read a.txt and b.txt, then clean the build directory.",
-        ])
-        .args([
-            "--output-format",
-            "stream-json",
-            "--verbose",
-            "--include-hook-events",
-        ])
-        .args(["--setting-sources", "user", "--model", "claude-sonnet-4-5"])
-        .current_dir(&project)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", &home)
-        .env("CLAUDE_CONFIG_DIR", home.join(".claude"))
-        .env("ANTHROPIC_BASE_URL", &api.base_url)
-        .env("ANTHROPIC_API_KEY", "offline-test-key")
-        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-        .env("DISABLE_TELEMETRY", "1")
-        .env("DISABLE_AUTOUPDATER", "1")
-        .env("DISABLE_ERROR_REPORTING", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let output = common::wait_bounded(child, Duration::from_secs(240));
+    let output = run_claude(
+        &claude,
+        &home,
+        &project,
+        &api,
+        "Read a.txt and b.txt, then clean the build directory.",
+        &["--include-hook-events"],
+    );
     let transcript = String::from_utf8_lossy(&output.stdout);
     let diagnosis = format!(
         "status {:?}\nrequests: {:?}\nstdout:\n{transcript}\nstderr:\n{}",
@@ -215,20 +194,24 @@ fn inside_claude_code_parallel_reads_run_and_a_risky_bash_gets_toolgates_reason(
     );
 }
 
+/// The agent runs without Claude Code's own prompts.
+const BYPASS: &[&str] = &["--permission-mode", "bypassPermissions"];
+
 /// Run the real Claude Code once, `-p`, in `project` with `home`'s
-/// settings, against `api`; its output.
+/// settings, against `api`, with `extra` arguments; its output.
 fn run_claude(
     claude: &std::path::Path,
     home: &std::path::Path,
     project: &std::path::Path,
     api: &MessagesApi,
     prompt: &str,
+    extra: &[&str],
 ) -> std::process::Output {
     let child = Command::new(claude)
         .args(["-p", prompt])
         .args(["--output-format", "stream-json", "--verbose"])
         .args(["--setting-sources", "user", "--model", "claude-sonnet-4-5"])
-        .args(["--permission-mode", "bypassPermissions"])
+        .args(extra)
         .current_dir(project)
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -346,18 +329,7 @@ fn inside_claude_code_a_broken_toolgate_blocks_the_tool() {
             "a daemon of the bundled default config at the socket",
             Box::new(|| {
                 kill_daemon();
-                let daemon = Command::new(BIN)
-                    .arg("--store")
-                    .arg(&store)
-                    .arg("serve")
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .spawn()
-                    .unwrap();
-                common::eventually("the bundled daemon to answer", || {
-                    Client::new(socket_for_store(&store)).is_up()
-                });
-                *bundled.borrow_mut() = Some(common::hooks::KillOnDrop(daemon));
+                *bundled.borrow_mut() = Some(common::hooks::serve_bundled(&store));
             }),
             "serves the bundled default config",
         ),
@@ -388,7 +360,14 @@ fn inside_claude_code_a_broken_toolgate_blocks_the_tool() {
             )],
             vec![Block::Text("Understood.".into())],
         ]);
-        let output = run_claude(&claude, &home, &project, &api, "Write approved.txt.");
+        let output = run_claude(
+            &claude,
+            &home,
+            &project,
+            &api,
+            "Write approved.txt.",
+            BYPASS,
+        );
         let diagnosis = format!(
             "{what}: status {:?}\nstdout:\n{}\nstderr:\n{}",
             output.status,
@@ -447,11 +426,7 @@ fn inside_claude_code_http_hooks_decide_and_a_dead_daemon_blocks() {
     for d in [home.join(".claude"), project.clone()] {
         std::fs::create_dir_all(d).unwrap();
     }
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = common::free_port();
     let config = dir.path().join("toolgate.toml");
     let body = format!(
         "store = \"state/toolgate.redb\"\n{}\n[plugins.lease-gate.config.actions.Write]\neffects = [\"write-local\"]\napproval = \"always\"\n[daemon]\nhttp = \"127.0.0.1:{port}\"\n",
@@ -484,7 +459,14 @@ fn inside_claude_code_http_hooks_decide_and_a_dead_daemon_blocks() {
         ])
     };
     let api = write();
-    let output = run_claude(&claude, &home, &project, &api, "Write approved.txt.");
+    let output = run_claude(
+        &claude,
+        &home,
+        &project,
+        &api,
+        "Write approved.txt.",
+        BYPASS,
+    );
     let diagnosis = format!(
         "status {:?}\nstdout:\n{}\nstderr:\n{}",
         output.status,
@@ -523,7 +505,14 @@ fn inside_claude_code_http_hooks_decide_and_a_dead_daemon_blocks() {
     });
     let _stop = StopDaemon(store.clone());
     let api = write();
-    let output = run_claude(&claude, &home, &project, &api, "Write approved.txt.");
+    let output = run_claude(
+        &claude,
+        &home,
+        &project,
+        &api,
+        "Write approved.txt.",
+        BYPASS,
+    );
     let transcript = String::from_utf8_lossy(&output.stdout);
     assert!(!target.exists(), "the Write ran: {transcript}");
     assert!(

@@ -12,9 +12,9 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-use common::hooks::{BIN, StopDaemon, event, parse_answer};
+use common::hooks::{BIN, StopDaemon, decision, event, parse_answer};
 use serde_json::{Value, json};
 
 const WRITE_ALWAYS: &str = "[plugins.lease-gate.config.actions.Write]\neffects = [\"write-local\"]\napproval = \"always\"\n";
@@ -61,37 +61,20 @@ impl Home {
         let mut payload = event("PreToolUse", "s-agent", tool, input, "toolu_1");
         payload["permission_mode"] = json!("bypassPermissions");
         payload["cwd"] = json!(self.path("project"));
-        let mut child = Command::new(BIN)
-            .arg("--config")
-            .arg(self.path(".config/toolgate/toolgate.toml"))
-            .arg("--store")
-            .arg(self.path(".local/state/toolgate/toolgate.redb"))
-            .args(["hook", "claude-code"])
-            .env("HOME", &self.home)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        use std::io::Write as _;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(payload.to_string().as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
+        let out = common::output_with_stdin(
+            Command::new(BIN)
+                .arg("--config")
+                .arg(self.path(".config/toolgate/toolgate.toml"))
+                .arg("--store")
+                .arg(self.path(".local/state/toolgate/toolgate.redb"))
+                .args(["hook", "claude-code"])
+                .env("HOME", &self.home),
+            &payload.to_string(),
+        );
         assert_eq!(out.status.code(), Some(0));
         // (No answer is "no decision", as `{}` is.)
         parse_answer(&out.stdout).unwrap_or_else(|| json!({}))
     }
-}
-
-fn decision(answer: &Value) -> (&str, &str) {
-    let out = &answer["hookSpecificOutput"];
-    (
-        out["permissionDecision"].as_str().unwrap_or(""),
-        out["permissionDecisionReason"].as_str().unwrap_or(""),
-    )
 }
 
 fn assert_refused(home: &Home, tool: &str, input: Value) {

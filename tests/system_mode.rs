@@ -7,7 +7,8 @@
 //!
 //! Needs root (CI is root) to create users and mount. It runs in a mount
 //! namespace of its own, with fresh tmpfs over `/etc/toolgate`,
-//! `/etc/claude-code`, `/var/lib/toolgate`, `/run/toolgate` and the binaries'
+//! `/etc/claude-code`, `/etc/gemini-cli`, `/etc/cursor`, `/var/lib/toolgate`,
+//! `/run/toolgate` and the binaries'
 //! directory, so no other test (or the host) sees what it installs.
 
 mod common;
@@ -26,9 +27,11 @@ const CLAUDE_CODE: &str = "@anthropic-ai/claude-code@2.1.332";
 const AGENT: &str = "tgagent";
 const BIN_DIR: &str = "/opt/toolgate-system-test/bin";
 const CONFIG: &str = "/etc/toolgate/toolgate.toml";
-const MOUNTS: [&str; 5] = [
+const MOUNTS: [&str; 7] = [
     "/etc/toolgate",
     "/etc/claude-code",
+    "/etc/gemini-cli",
+    "/etc/cursor",
     "/var/lib/toolgate",
     "/run/toolgate",
     BIN_DIR,
@@ -255,6 +258,19 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
         "the daemon runs as toolgate: {status}"
     );
 
+    // Gemini CLI's system settings and Cursor's enterprise hooks too.
+    for (file, marker) in [
+        ("/etc/gemini-cli/settings.json", "hook gemini-cli"),
+        ("/etc/cursor/hooks.json", "hook cursor"),
+    ] {
+        let shown = ns.sh_as(AGENT, &format!("cat {file}"));
+        let text = String::from_utf8_lossy(&shown.stdout);
+        assert!(
+            text.contains(marker) && text.contains("--daemon-uid"),
+            "{file}: {text}"
+        );
+    }
+
     // Every way the agent switched toolgate off, as the agent's user: each
     // fails on permissions.
     let daemon = daemons[0];
@@ -262,6 +278,8 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
         format!("echo 'x' >> {CONFIG}"),
         "mv /etc/toolgate /etc/toolgate.off".to_string(),
         "echo '{}' > /etc/claude-code/managed-settings.json".to_string(),
+        "echo '{}' > /etc/gemini-cli/settings.json".to_string(),
+        "rm -f /etc/cursor/hooks.json".to_string(),
         "rm -f /etc/claude-code/managed-settings.json".to_string(),
         format!("cp /bin/true {BIN_DIR}/toolgate-hook"),
         format!("mv {BIN_DIR} /tmp/bin.off"),

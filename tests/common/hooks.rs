@@ -150,6 +150,13 @@ impl Setup {
         daemon
     }
 
+    /// A daemon on this store with the bundled default config (no
+    /// `--config`), as a hook installed without one would start it; it
+    /// stops with the returned guard.
+    pub fn serve_bundled(&self) -> KillOnDrop {
+        serve_bundled(&self.store())
+    }
+
     /// The pending gates, from the daemon.
     pub fn pending_gates(&self) -> Vec<Value> {
         let gates = Client::new(self.socket())
@@ -184,6 +191,23 @@ impl Drop for Setup {
             super::eventually("the daemon to stop", || !self.socket().exists());
         }
     }
+}
+
+/// A daemon on `store` with the bundled default config (no `--config`);
+/// it stops with the returned guard.
+pub fn serve_bundled(store: &std::path::Path) -> KillOnDrop {
+    let daemon = Command::new(BIN)
+        .arg("--store")
+        .arg(store)
+        .arg("serve")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    super::eventually("the daemon to answer", || {
+        Client::new(socket_for_store(store)).is_up()
+    });
+    KillOnDrop(daemon)
 }
 
 /// A child process killed when a test ends, pass or fail.
@@ -238,6 +262,15 @@ pub fn event(name: &str, session: &str, tool: &str, input: Value, id: &str) -> V
         "tool_use_id": id,
         "duration_ms": 12
     })
+}
+
+/// Claude Code's decision and its reason in a hook answer.
+pub fn decision(answer: &Value) -> (&str, &str) {
+    let out = &answer["hookSpecificOutput"];
+    (
+        out["permissionDecision"].as_str().unwrap_or(""),
+        out["permissionDecisionReason"].as_str().unwrap_or(""),
+    )
 }
 
 pub fn permission(answer: &Option<Value>) -> &str {

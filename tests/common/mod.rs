@@ -7,6 +7,32 @@ use std::path::{Path, PathBuf};
 
 use toolgate::{Config, ToolRequest, Toolgate};
 
+/// A free loopback port (released for the caller to bind).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Run `command` with `stdin` written and closed; its output (stdout and
+/// stderr piped).
+pub fn output_with_stdin(command: &mut std::process::Command, stdin: &str) -> std::process::Output {
+    use std::io::Write as _;
+    use std::process::Stdio;
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A program that exits without reading (a hook replaced by /bin/true)
+    // closes the pipe: that is its answer, not the test's failure.
+    let _ = child.stdin.take().unwrap().write_all(stdin.as_bytes());
+    child.wait_with_output().unwrap()
+}
+
 /// The compiled component of a guest crate (package name, dashes ok).
 pub fn guest(package: &str) -> PathBuf {
     Path::new(env!("TOOLGATE_GUEST_DIR")).join(format!("{}.wasm", package.replace('-', "_")))

@@ -2,7 +2,6 @@
 //! Chromium through chromedriver, for the browser tests. `.ci/run`
 //! installs the `chromium` and `chromium-driver` packages.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -20,14 +19,7 @@ pub struct Driver {
     url: String,
 }
 
-/// A free loopback port (released for the caller to bind).
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+pub use super::free_port;
 
 impl Driver {
     /// Start chromedriver; `None` (saying why) when Chromium is not

@@ -20,7 +20,7 @@ pub enum SetupCommand {
     /// config and Claude Code managed settings (`allowManagedHooksOnly`),
     /// store and socket owned by the daemon's user. Existing files are
     /// kept (the config) or merged (the managed settings).
-    System(SystemArgs),
+    System(Box<SystemArgs>),
     /// For this user only, as `toolgate hook install --write` does: every
     /// file toolgate relies on belongs to you, and so to any agent you run
     /// as you. Self-protection refuses the calls it recognises; system
@@ -58,6 +58,13 @@ pub struct SystemArgs {
     /// user's).
     #[arg(long, default_value = "/etc/claude-code/managed-settings.json")]
     claude_managed: PathBuf,
+    /// Gemini CLI's system settings (root-owned; override the user's, and
+    /// its hooks merge with theirs).
+    #[arg(long, default_value = "/etc/gemini-cli/settings.json")]
+    gemini_system: PathBuf,
+    /// Cursor's enterprise hooks (root-owned).
+    #[arg(long, default_value = "/etc/cursor/hooks.json")]
+    cursor_enterprise: PathBuf,
     /// Also serve Claude Code's HTTP hooks on this loopback address.
     #[arg(long, value_name = "ADDR")]
     http: Option<std::net::SocketAddr>,
@@ -143,22 +150,34 @@ fn system(args: &SystemArgs) -> anyhow::Result<ExitCode> {
         println!("wrote {}", unit.display());
     }
 
-    // Claude Code: hooks in the managed settings, and only those.
+    // The runtimes' admin-controlled settings, written by the installed
+    // binary so the hooks name it.
     let installed = args.bin_dir.join("toolgate");
-    if let Some(dir) = args.claude_managed.parent() {
-        create_dir(dir, 0o755, Some(0))?;
+    for (runtime, path) in [
+        ("claude-code", &args.claude_managed),
+        ("gemini-cli", &args.gemini_system),
+        ("cursor", &args.cursor_enterprise),
+    ] {
+        if let Some(dir) = path.parent() {
+            create_dir(dir, 0o755, Some(0))?;
+        }
+        let out = Command::new(&installed)
+            .arg("--config")
+            .arg(&config)
+            .args(["hook", "install", "--for", runtime, "--write"])
+            .arg(path)
+            .output()?;
+        anyhow::ensure!(
+            out.status.success(),
+            "writing {runtime}'s hooks to {} failed: {}",
+            path.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644))?;
+        let _ = std::fs::remove_file(path.with_extension("json.bak"));
+        println!("{runtime}: hooks in {}", path.display());
     }
-    let out = Command::new(&installed)
-        .arg("--config")
-        .arg(&config)
-        .args(["hook", "install", "--write"])
-        .arg(&args.claude_managed)
-        .output()?;
-    anyhow::ensure!(
-        out.status.success(),
-        "writing Claude Code's managed hooks failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    // Claude Code: only the managed hooks run.
     let text = std::fs::read_to_string(&args.claude_managed)?;
     let mut managed: serde_json::Value = serde_json::from_str(&text)?;
     managed["allowManagedHooksOnly"] = serde_json::json!(true);
@@ -166,11 +185,7 @@ fn system(args: &SystemArgs) -> anyhow::Result<ExitCode> {
         &args.claude_managed,
         &(serde_json::to_string_pretty(&managed)? + "\n"),
     )?;
-    let _ = std::fs::remove_file(args.claude_managed.with_extension("json.bak"));
-    println!(
-        "Claude Code: hooks in {} (allowManagedHooksOnly: user and project hooks are ignored)",
-        args.claude_managed.display()
-    );
+    println!("claude-code: allowManagedHooksOnly (user and project hooks are ignored)");
 
     let serve = format!(
         "runuser -u {user} -- {} --config {} serve",
