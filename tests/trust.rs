@@ -167,6 +167,13 @@ fn the_agent_cannot_resolve_its_own_pause_in_any_form() {
         r#"{"thread": "s-agent", "actions": ["Write"]}"#,
     ]);
     assert_eq!(grant.status.code(), Some(1));
+    // Said once, naming the command that was refused.
+    let said = String::from_utf8_lossy(&grant.stderr);
+    assert!(
+        said.contains("run `toolgate command lease-gate lease-grant` yourself")
+            && !said.contains("not allowed: not allowed"),
+        "{said}"
+    );
     // Raw JSON on the socket, from this process (which sent the agent's
     // hooks, so its session is the agent's):
     let client = Client::new(setup.socket());

@@ -116,6 +116,20 @@ impl From<toolgate_wire::InvalidRequest> for Error {
 }
 
 impl Error {
+    /// The message the daemon sends for this error: the errors that a
+    /// client decodes back into the same variant ([`decode_answer`]) send
+    /// only their own message, so the variant's prefix is not said twice.
+    ///
+    /// [`decode_answer`]: crate::daemon::protocol::decode_answer
+    pub fn wire_message(&self) -> String {
+        match self {
+            Error::Busy(message) | Error::Request(message) | Error::Unauthorized(message) => {
+                message.clone()
+            }
+            other => other.to_string(),
+        }
+    }
+
     /// The class of this error, the same whether it happened here or in the
     /// daemon.
     pub fn kind(&self) -> ErrorKind {

@@ -358,7 +358,8 @@ impl Daemon {
             }
             DaemonRequest::Resolve { channel, token, .. } if remote => {
                 if channel == peer::TERMINAL {
-                    peer::authorize_person(&approvals(), store, peer.as_ref())?;
+                    let command = "toolgate gates resolve";
+                    peer::authorize_person(&approvals(), store, peer.as_ref(), command)?;
                 } else {
                     peer::authorize_channel(&approvals(), channel, token.as_deref())?;
                 }
@@ -366,7 +367,14 @@ impl Daemon {
             DaemonRequest::Command { .. } | DaemonRequest::Reload | DaemonRequest::WebLogin
                 if remote =>
             {
-                peer::authorize_person(&approvals(), store, peer.as_ref())?;
+                let command = match request {
+                    DaemonRequest::Command { plugin, name, .. } => {
+                        format!("toolgate command {plugin} {name}")
+                    }
+                    DaemonRequest::Reload => "toolgate plugins reload".into(),
+                    _ => "toolgate approvals open".into(),
+                };
+                peer::authorize_person(&approvals(), store, peer.as_ref(), &command)?;
             }
             _ => {}
         }

@@ -92,11 +92,13 @@ impl Peer {
 }
 
 /// Whether `peer` is a person at a terminal of their own (see the module
-/// docs); the reason if not.
+/// docs) who may run `command` (named in the reason if not, e.g.
+/// `toolgate gates resolve`).
 pub fn authorize_person(
     approvals: &ApprovalsConfig,
     store: &Store,
     peer: Option<&Peer>,
+    command: &str,
 ) -> Result<()> {
     let refuse = |why: &str| Err(Error::Unauthorized(why.to_string()));
     let Some(peer) = peer else {
@@ -122,10 +124,10 @@ pub fn authorize_person(
         )));
     }
     if peer.tty == 0 {
-        return refuse(
-            "the requesting process has no terminal; run `toolgate gates resolve` yourself, in a \
-             terminal (an agent's tools have none)",
-        );
+        return Err(Error::Unauthorized(format!(
+            "the requesting process has no terminal; run `{command}` yourself, in a terminal \
+             (an agent's tools have none)"
+        )));
     }
     if store.is_agent_terminal(&peer.terminal_keys())? {
         return refuse(

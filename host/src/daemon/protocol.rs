@@ -19,7 +19,7 @@ pub fn decode_request(text: &str) -> Result<DaemonRequest> {
 pub fn encode_answer(result: &Result<Value>) -> String {
     toolgate_wire::protocol::encode(match result {
         Ok(value) => Ok(value.clone()),
-        Err(err) => Err((err.kind(), err.to_string())),
+        Err(err) => Err((err.kind(), err.wire_message())),
     })
 }
 
@@ -50,6 +50,12 @@ mod tests {
         let err = decode_answer(&missing).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::NotFound);
         assert!(err.to_string().contains("no pending gate"), "{err}");
+        // Said once, not "not allowed: not allowed: …".
+        let refused = encode_answer(&Err(Error::Unauthorized("no terminal".into())));
+        let err = decode_answer(&refused).unwrap_err();
+        assert_eq!(err.to_string(), "not allowed: no terminal");
+        let busy = decode_answer(&encode_answer(&Err(Error::Busy("full".into())))).unwrap_err();
+        assert_eq!(busy.to_string(), "toolgate daemon is busy: full");
         let ok = encode_answer(&Ok(serde_json::json!({"a": 1})));
         assert_eq!(decode_answer(&ok).unwrap(), serde_json::json!({"a": 1}));
     }
