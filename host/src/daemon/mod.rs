@@ -76,7 +76,7 @@ pub struct Daemon {
     /// When the last request arrived (ms since the epoch).
     last_request_ms: AtomicU64,
     /// Agent terminals already written to the store.
-    agent_terminals: std::sync::Mutex<std::collections::HashSet<(u32, u32)>>,
+    agent_terminals: std::sync::Mutex<std::collections::HashSet<(u32, u64, u32, u64)>>,
     notifier: Option<Arc<Notifier>>,
     /// The approvals inbox's sign-in codes, sessions and history.
     inbox: inbox::Inbox,
@@ -384,8 +384,8 @@ impl Daemon {
     /// Record (once per daemon) that an agent's hook came from `peer`'s
     /// session and terminal.
     fn remember_agent_terminal(&self, peer: &Peer) -> Result<()> {
-        let key = (peer.session, peer.tty);
-        if key == (0, 0) {
+        let key = (peer.session, peer.session_born, peer.tty, peer.tty_born);
+        if (peer.session, peer.tty) == (0, 0) {
             return Ok(());
         }
         let mut known = self

@@ -37,8 +37,15 @@ pub struct Peer {
     pub pid: Option<i32>,
     /// Its session id (0 if unknown).
     pub session: u32,
+    /// When its session's leader started (clock ticks since boot; 0 if
+    /// unknown): session ids are reused, a leader's start time is not.
+    pub session_born: u64,
     /// Its controlling terminal's device number (0: none).
     pub tty: u32,
+    /// When its terminal was allocated (the pseudo-terminal's device node's
+    /// ctime, ns; 0 if unknown): `/dev/pts/N` numbers are reused, and a
+    /// person's new terminal must not be taken for an agent's old one.
+    pub tty_born: u64,
 }
 
 impl Peer {
@@ -50,7 +57,9 @@ impl Peer {
             uid: cred.uid(),
             pid: cred.pid(),
             session,
+            session_born: started(session),
             tty,
+            tty_born: pts_born(tty),
         })
     }
 }
@@ -72,6 +81,36 @@ fn parse_session_and_tty(stat: &str) -> Option<(u32, u32)> {
     Some((session, tty as u32))
 }
 
+/// When process `pid` started (field 22 of `/proc/PID/stat`), 0 if unknown.
+fn started(pid: u32) -> u64 {
+    if pid == 0 {
+        return 0;
+    }
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0;
+    };
+    parse_start_time(&stat).unwrap_or(0)
+}
+
+/// Field 22 (start time) from the text of a `/proc/PID/stat` file.
+fn parse_start_time(stat: &str) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// When the pseudo-terminal with device number `tty` was allocated: its
+/// `/dev/pts` node's ctime in ns (0 for other terminals, or if unknown).
+fn pts_born(tty: u32) -> u64 {
+    let (major, minor) = ((tty >> 8) & 0xfff, (tty & 0xff) | ((tty >> 12) & 0xfff00));
+    if !(136..=143).contains(&major) {
+        return 0;
+    }
+    let index = (major - 136) * 256 + minor;
+    std::fs::metadata(format!("/dev/pts/{index}")).map_or(0, |m| {
+        (m.ctime() as u64).saturating_mul(1_000_000_000) + m.ctime_nsec() as u64
+    })
+}
+
 /// The daemon's own user.
 fn own_uid() -> u32 {
     std::fs::metadata("/proc/self").map_or(u32::MAX, |m| m.uid())
@@ -82,10 +121,10 @@ impl Peer {
     pub fn terminal_keys(&self) -> Vec<String> {
         let mut keys = Vec::new();
         if self.session != 0 {
-            keys.push(format!("sid:{}", self.session));
+            keys.push(format!("sid:{}:{}", self.session, self.session_born));
         }
         if self.tty != 0 {
-            keys.push(format!("tty:{}", self.tty));
+            keys.push(format!("tty:{}:{}", self.tty, self.tty_born));
         }
         keys
     }
@@ -182,6 +221,32 @@ mod tests {
         assert_eq!(parse_session_and_tty("4242 (no closing"), None);
         // Our own entry parses, whatever namespace the tests run in.
         assert!(session_and_tty(std::process::id() as i32).is_some());
+    }
+
+    #[test]
+    fn a_reused_session_id_or_terminal_number_is_another_key() {
+        let agent = Peer {
+            uid: 1000,
+            pid: Some(10),
+            session: 4100,
+            session_born: 5_000,
+            tty: 34817,
+            tty_born: 1_700_000_000_000_000_000,
+        };
+        // The same numbers, given out again later to a person's terminal.
+        let person = Peer {
+            session_born: 9_000,
+            tty_born: 1_700_000_050_000_000_000,
+            ..agent
+        };
+        for key in person.terminal_keys() {
+            assert!(!agent.terminal_keys().contains(&key), "{key}");
+        }
+        assert_eq!(agent.terminal_keys(), agent.terminal_keys());
+        let stat =
+            "4242 (a) b (c) S 1 4242 4100 34817 4242 4194560 0 0 0 0 0 0 0 0 20 0 1 0 987654 0";
+        assert_eq!(parse_start_time(stat), Some(987654));
+        assert!(started(std::process::id()) > 0);
     }
 
     #[test]
