@@ -79,6 +79,17 @@ fn a_bash_rm_rf_is_put_to_the_person() {
     let (decision, reason) = decision_of(&answer);
     assert_eq!(decision, "ask");
     assert!(reason.contains("rm -rf /"), "{reason}");
+    // Who asks and how else to answer, also where the person sees it
+    // whatever Claude Code's own prompt shows.
+    assert!(
+        reason.starts_with("toolgate (lease-gate asks): "),
+        "{reason}"
+    );
+    assert!(
+        reason.contains("toolgate gates resolve --request-id"),
+        "{reason}"
+    );
+    assert_eq!(answer["systemMessage"], reason, "{answer}");
 }
 
 #[test]

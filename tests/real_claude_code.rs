@@ -481,6 +481,18 @@ fn inside_claude_code_http_hooks_decide_and_a_dead_daemon_blocks() {
         .unwrap_or_else(|| panic!("no result for the Write: {diagnosis}"));
     assert!(*is_error && reason.contains("Allow `Write`?"), "{reason}");
     assert!(!target.exists());
+    // The person sees who asks, whatever Claude Code's own prompt shows:
+    // the hook's systemMessage is an informational line of Claude Code's.
+    let shown = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .any(|event| {
+            event["subtype"] == "informational"
+                && event["content"]
+                    .as_str()
+                    .is_some_and(|c| c.contains("toolgate (lease-gate asks)"))
+        });
+    assert!(shown, "the system message is shown: {diagnosis}");
     let log = Client::new(socket_for_store(&store))
         .call(&DaemonRequest::Log {
             filter: Default::default(),

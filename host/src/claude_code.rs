@@ -211,7 +211,10 @@ fn pre_tool_use(decision: &str, reason: &str, context: Option<String>) -> Value 
 }
 
 /// The answer to a `PreToolUse` event: deny → `deny` with the reason; pause
-/// → `ask` with the reason; allow with notes → no decision (Claude Code's
+/// → `ask` with the reason, which policy asks and how else a person
+/// answers, and the same as a `systemMessage` (Claude Code's own prompt for
+/// `Write`/`Edit` shows no hook reason; a system message reaches the
+/// person in every mode); allow with notes → no decision (Claude Code's
 /// normal permission flow applies) and the notes as `additionalContext`;
 /// allow without notes → nothing (printed as `{}`).
 pub fn answer(decision: &Decision) -> Option<Value> {
@@ -226,7 +229,13 @@ pub fn answer(decision: &Decision) -> Option<Value> {
     let reason = decision.reason.clone().unwrap_or_default();
     match decision.verdict {
         Verdict::Deny => Some(pre_tool_use("deny", &reason, notes)),
-        Verdict::Pause => Some(pre_tool_use("ask", &reason, notes)),
+        Verdict::Pause => {
+            let asker = decision.decided_by.as_deref().unwrap_or("a policy");
+            let asked = format!("toolgate ({asker} asks): {reason}.{}", how_to_approve(decision));
+            let mut answer = pre_tool_use("ask", &asked, notes);
+            answer["systemMessage"] = json!(asked);
+            Some(answer)
+        }
         Verdict::Allow => notes.map(|context| {
             json!({"hookSpecificOutput": {"hookEventName": "PreToolUse", "additionalContext": context}})
         }),
