@@ -248,6 +248,7 @@ fn a_resolution_recorded_before_a_restart_is_still_found() {
                 &gate,
                 GateResolution::Approve { always: false },
                 std::time::Duration::from_secs(600),
+                "terminal",
             )
             .unwrap();
         assert_eq!(lookup(&store).len(), 1);
@@ -331,10 +332,16 @@ fn a_resolution_applies_only_to_the_same_call() {
 }
 
 #[test]
-fn a_denied_resolution_leaves_nothing_to_resume() {
+fn a_denied_resolution_refuses_the_retry_instead_of_asking_again() {
+    // A person's "no" is an answer (it used to leave nothing, so the retry
+    // was asked about again with a new pause).
     let request = call("Bash", json!({"command": "./deploy.sh"}));
     let host = pause_then_resolve(&request, GateResolution::Deny);
-    assert_eq!(host.evaluate(&request).unwrap().verdict, Verdict::Pause);
+    let retry = host.evaluate(&request).unwrap();
+    assert_eq!(retry.verdict, Verdict::Deny);
+    let reason = retry.reason.unwrap_or_default();
+    assert!(reason.contains("A person refused this call"), "{reason}");
+    assert!(host.gates(None).unwrap().is_empty(), "no new pause");
 }
 
 #[test]

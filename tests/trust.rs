@@ -275,6 +275,65 @@ fn a_person_at_their_own_terminal_approves_and_the_call_runs() {
     assert_eq!(permission(&setup.hook(&write)), "ask", "consumed once");
 }
 
+/// The person refuses the paused `Write` from a terminal of their own.
+fn refused_write(setup: &Setup) -> Value {
+    let (write, request_id) = paused_write(setup);
+    let line = setup.command_line(&[
+        "gates",
+        "resolve",
+        "--request-id",
+        &request_id,
+        "--decision",
+        "deny",
+    ]);
+    let refused = setup.at_a_terminal(&line, "yes\n");
+    assert!(
+        refused.status.success(),
+        "{}",
+        String::from_utf8_lossy(&refused.stdout)
+    );
+    write
+}
+
+#[test]
+fn a_persons_no_is_an_answer_the_retry_is_refused_with_it_and_no_new_pause() {
+    let setup = Setup::new(WRITE_ALWAYS);
+    let write = refused_write(&setup);
+    for retry in 0..2 {
+        let answer = setup.hook(&write);
+        assert_eq!(permission(&answer), "deny", "retry {retry}: {answer:?}");
+        let why = reason(&answer);
+        assert!(
+            why.contains("A person refused this call")
+                && why.contains("lease-gate had asked")
+                && why.contains("over `terminal`"),
+            "{why}"
+        );
+        assert!(setup.pending_gates().is_empty(), "no new pause");
+    }
+    // A different call asks anew.
+    let mut other = write.clone();
+    other["tool_input"]["content"] = json!("something else");
+    assert_eq!(permission(&setup.hook(&other)), "ask");
+}
+
+#[test]
+fn with_refusal_scope_once_only_the_next_retry_is_refused() {
+    let setup = Setup::new(WRITE_ALWAYS);
+    let config = setup.dir.path().join("toolgate.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let once = text.replacen(
+        "[approvals]\n",
+        "[approvals]\nrefusal_scope = \"once\"\n",
+        1,
+    );
+    assert_ne!(once, text);
+    std::fs::write(&config, once).unwrap();
+    let write = refused_write(&setup);
+    assert_eq!(permission(&setup.hook(&write)), "deny");
+    assert_eq!(permission(&setup.hook(&write)), "ask", "used up");
+}
+
 #[test]
 fn a_channel_adapter_with_its_token_resolves_over_the_socket_and_http() {
     let token = "adapter-secret-7f3a";

@@ -144,6 +144,22 @@ pub struct ApprovalsConfig {
     /// lives with the adapter, never in this file.
     #[serde(default)]
     pub tokens: BTreeMap<String, String>,
+    /// How long a person's "no" holds for the identical call: `session`
+    /// (default: every retry in the thread is refused with the person's
+    /// answer, for a day) or `once` (the next retry only).
+    #[serde(default)]
+    pub refusal_scope: RefusalScope,
+}
+
+/// How long a person's refusal holds (`[approvals] refusal_scope`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RefusalScope {
+    /// Every identical retry in the thread, for a day.
+    #[default]
+    Session,
+    /// The next identical retry only.
+    Once,
 }
 
 impl Default for ApprovalsConfig {
@@ -152,6 +168,7 @@ impl Default for ApprovalsConfig {
             terminal: true,
             terminal_uids: Vec::new(),
             tokens: BTreeMap::new(),
+            refusal_scope: RefusalScope::default(),
         }
     }
 }

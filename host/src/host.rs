@@ -9,7 +9,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::bindings::toolgate::policy::types as wit;
-use crate::config::{Config, PluginMode};
+use crate::config::{Config, PluginMode, RefusalScope};
+
+/// How long a person's refusal holds with `refusal_scope = "session"`: a
+/// working day, past any session's pause.
+const REFUSAL_FOR_SESSION: Duration = Duration::from_secs(24 * 3600);
 pub use crate::decision::Outcome;
 use crate::decision::{Decision, RiskReport};
 use crate::decision_log::PendingLogEntry;
@@ -207,15 +211,20 @@ impl Toolgate {
     }
 
     fn env(&self) -> Env<'_> {
-        let (gate_ttl_secs, transcript_cap) = self
-            .registry
-            .with_config(|c| (c.gate_ttl_secs, c.transcript_tail_max_bytes));
+        let (gate_ttl_secs, transcript_cap, refusal_scope) = self.registry.with_config(|c| {
+            (
+                c.gate_ttl_secs,
+                c.transcript_tail_max_bytes,
+                c.approvals.refusal_scope,
+            )
+        });
         Env {
             runtime: &self.runtime,
             store: &self.store,
             probe: &self.probe,
             gate_ttl: Duration::from_secs(gate_ttl_secs),
             transcript_cap,
+            refusal_scope,
             dry_run: false,
         }
     }
@@ -398,10 +407,18 @@ impl Toolgate {
         let gate = self
             .store
             .take_gate(key, request_id, channel, trusted, crate::now_ms())?;
-        if resolution != GateResolution::Deny {
-            let ttl = Duration::from_secs(self.registry.with_config(|c| c.gate_ttl_secs));
-            self.store.record_resolution(&gate, resolution, ttl)?;
-        }
+        // A refusal is remembered too: the identical retry is refused with
+        // the person's answer, not asked about again (see
+        // `pipeline::person_refused`), for the configured scope.
+        let (gate_ttl, scope) = self
+            .registry
+            .with_config(|c| (c.gate_ttl_secs, c.approvals.refusal_scope));
+        let ttl = match (&resolution, scope) {
+            (GateResolution::Deny, RefusalScope::Session) => REFUSAL_FOR_SESSION,
+            _ => Duration::from_secs(gate_ttl),
+        };
+        self.store
+            .record_resolution(&gate, resolution, ttl, channel)?;
         Ok(gate)
     }
 

@@ -21,12 +21,14 @@ use std::time::{Duration, Instant};
 
 use crate::bindings::toolgate::policy::types as wit;
 use crate::compose::{Ballot, Composer, Next, Outcome, Vote, failure_ballot};
-use crate::config::FailMode;
+use crate::config::{FailMode, RefusalScope};
 use crate::decision::{
     BudgetReport, Decision, Note, PauseInfo, PolicyResult, PolicyVerdict, RiskReport, Verdict,
 };
 use crate::error::Result;
-use crate::gates::{PauseKind, PendingGate, RecordedResolution, call_fingerprint, new_request_id};
+use crate::gates::{
+    GateResolution, PauseKind, PendingGate, RecordedResolution, call_fingerprint, new_request_id,
+};
 use crate::plugins::Plugin;
 use crate::pool::{Pooled, instance_key};
 use crate::probe::{ProbeClient, ProbeFailure};
@@ -47,6 +49,8 @@ pub(crate) struct Env<'a> {
     pub probe: &'a Arc<ProbeClient>,
     pub gate_ttl: Duration,
     pub transcript_cap: u32,
+    /// How long a person's refusal of a call holds.
+    pub refusal_scope: RefusalScope,
     /// Decide without effects on gates and resolutions (shadow plugins).
     pub dry_run: bool,
 }
@@ -263,6 +267,14 @@ impl<'r> Call<'r> {
         })
     }
 
+    /// The newest refusal a person made of this exact call, if any.
+    fn refused_by_a_person(&self) -> Option<&RecordedResolution> {
+        self.resolutions
+            .iter()
+            .rev()
+            .find(|r| r.resolution == GateResolution::Deny)
+    }
+
     /// The call as `plugin`'s decision sees it: with the resolutions of its
     /// own pauses only.
     fn for_policy(&self, plugin: &Plugin) -> std::borrow::Cow<'_, wit::ToolCall> {
@@ -293,6 +305,9 @@ pub(crate) fn evaluate(
     let _entered = span.enter();
 
     let call = Call::prepare(env, request, arguments)?;
+    if let Some(refusal) = call.refused_by_a_person() {
+        return person_refused(env, &call, refusal, started);
+    }
     let mut slots: Vec<Slot<'_>> = plugins.iter().map(Slot::new).collect();
     let risk = classify(env, &call, &mut slots);
     let (results, composer) = decide(env, &call, &risk, &mut slots);
@@ -309,6 +324,39 @@ pub(crate) fn evaluate(
     }
     decision.duration_us = started.elapsed().as_micros() as u64;
     tracing::info!(verdict = ?decision.verdict, decided_by = ?decision.decided_by, duration_us = decision.duration_us, "decision");
+    Ok(decision)
+}
+
+/// A call a person refused, asked for again: refused with their answer,
+/// without asking any policy (so no new pause); a different call asks
+/// anew. With `refusal_scope = "once"` the refusal is then used up.
+fn person_refused(
+    env: &Env<'_>,
+    call: &Call<'_>,
+    refusal: &RecordedResolution,
+    started: Instant,
+) -> Result<Decision> {
+    let request = call.request;
+    let when = humantime::format_rfc3339_seconds(
+        std::time::UNIX_EPOCH + Duration::from_millis(refusal.at_ms),
+    );
+    let by = if refusal.by.is_empty() {
+        "a channel"
+    } else {
+        refusal.by.as_str()
+    };
+    let reason = format!(
+        "A person refused this call ({} had asked; refused over `{by}` at {when}). Do not \
+         retry it: tell the person what you meant to do, or do it another way.",
+        refusal.policy
+    );
+    tracing::info!(tool = %request.tool, policy = %refusal.policy, "refused: a person said no to this call");
+    if !env.dry_run && env.refusal_scope == RefusalScope::Once {
+        env.store
+            .clear_resolutions(&request.user_id, request.thread(), call.fingerprint())?;
+    }
+    let mut decision = Decision::host_deny(&call.id, reason);
+    decision.duration_us = started.elapsed().as_micros() as u64;
     Ok(decision)
 }
 

@@ -162,12 +162,14 @@ pub trait GateStore {
         trusted_channels: &[String],
         now_ms: u64,
     ) -> Result<PendingGate, GateError>;
-    /// Remember a resolution for the resubmitted call, for `ttl`.
+    /// Remember a resolution, made over channel `by`, for the resubmitted
+    /// call, for `ttl`.
     fn record_resolution(
         &self,
         gate: &PendingGate,
         resolution: GateResolution,
         ttl: std::time::Duration,
+        by: &str,
     ) -> Result<()>;
     /// Whether any resolution may be stored: false lets a decision skip
     /// both the lookup and the call's fingerprint (hashing its arguments).

@@ -54,6 +54,16 @@ impl Decision {
     /// A deny by toolgate itself, before any policy ran.
     pub fn refused_by_host(request: &crate::ToolRequest, reason: String) -> Self {
         tracing::warn!(tool = %request.tool, %reason, "refused: the call targets toolgate's control plane");
+        let call_id = request
+            .call_id
+            .clone()
+            .unwrap_or_else(crate::request::new_call_id);
+        Self::host_deny(&call_id, reason)
+    }
+
+    /// A deny by the host itself with `reason`, no policy asked: a call a
+    /// person already refused, or one aimed at toolgate's control plane.
+    pub fn host_deny(call_id: &str, reason: String) -> Self {
         Self {
             verdict: Verdict::Deny,
             reason: Some(reason),
@@ -61,10 +71,7 @@ impl Decision {
             notes: Vec::new(),
             risk: RiskReport::default(),
             pause: None,
-            call_id: request
-                .call_id
-                .clone()
-                .unwrap_or_else(crate::request::new_call_id),
+            call_id: call_id.to_string(),
             policies: Vec::new(),
             shadows: Vec::new(),
             duration_us: 0,

@@ -135,6 +135,13 @@ pub struct RecordedResolution {
     /// before resolutions expired read as 0: expired.
     #[serde(default)]
     pub expires_at_ms: u64,
+    /// The channel that resolved it (`terminal`, `web`, …), for the reason
+    /// a refused retry gives.
+    #[serde(default)]
+    pub by: String,
+    /// When it was resolved (ms since the epoch).
+    #[serde(default)]
+    pub at_ms: u64,
 }
 
 /// A fresh, unguessable request id (128 random bits, hex).

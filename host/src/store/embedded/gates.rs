@@ -97,6 +97,7 @@ impl GateStore for RedbStore {
         gate: &PendingGate,
         resolution: GateResolution,
         ttl: std::time::Duration,
+        by: &str,
     ) -> Result<()> {
         let slot = (
             gate.user_id.as_str(),
@@ -119,6 +120,8 @@ impl GateStore for RedbStore {
                 resolution,
                 request_id: gate.request_id.clone(),
                 expires_at_ms: crate::now_ms().saturating_add(ttl.as_millis() as u64),
+                by: by.to_string(),
+                at_ms: crate::now_ms(),
             });
             let bytes = serde_json::to_vec(&recorded).expect("resolutions always serialise");
             table
