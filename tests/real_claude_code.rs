@@ -509,7 +509,13 @@ fn inside_claude_code_http_hooks_decide_and_a_dead_daemon_blocks() {
     // HTTP back): every HTTP hook fails, and Claude Code blocks.
     drop(stop);
     common::eventually("the daemon to stop", || !socket_for_store(&store).exists());
-    let squatter = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    // The daemon removes its socket before its HTTP listener is gone.
+    let mut squatter = None;
+    common::eventually("the daemon's HTTP port to be free", || {
+        squatter = std::net::TcpListener::bind(("127.0.0.1", port)).ok();
+        squatter.is_some()
+    });
+    let squatter = squatter.unwrap();
     std::thread::spawn(move || {
         for stream in squatter.incoming() {
             drop(stream);

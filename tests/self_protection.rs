@@ -181,6 +181,11 @@ fn ordinary_work_still_runs_and_the_paused_write_still_waits() {
         "rm -rf build",
         "cp src/a.rs src/b.rs",
         "cd src && ls",
+        "cd ~ && rm -rf build",
+        "ls ~; rm -f debug.log",
+        "rm -rf ~/project/build/*",
+        "find . -name '*.o' -delete",
+        "git status | grep modified",
     ] {
         let answer = home.hook("Bash", bash(command));
         assert_eq!(decision(&answer).0, "", "{command}: {answer}");
@@ -190,5 +195,39 @@ fn ordinary_work_still_runs_and_the_paused_write_still_waits() {
         decision(&home.hook("Write", write)).0,
         "ask",
         "still a person's"
+    );
+}
+
+#[test]
+fn what_a_review_found_the_reader_missing_is_refused_too() {
+    // Found by an adversarial review of the first version: cd options and
+    // failed or undone cds, text the parser cannot read, limits, find,
+    // pipelines into rm, export, quoted command names, the cache key, a
+    // parser panic, tools that delete, MCP tools named like read-only ones.
+    let home = Home::new();
+    let cache = common::cache_dir();
+    for command in [
+        "cd -P ~/.claude && echo '{}' > settings.json".to_string(),
+        "cd -- ~/.config && rm -rf toolgate".to_string(),
+        "cd ~/.claude; cd /no/such; echo '{}' > settings.json".to_string(),
+        "cd ~/.claude; cd /tmp; cd - >/dev/null; echo '{}' > settings.json".to_string(),
+        "rm -rf ~/.claude; cat <<EOF".to_string(),
+        "rm -rf ~/.{claude,a{1..300}}".to_string(),
+        "echo $(echo $(echo $(echo $(echo $(rm -rf ~/.claude)))))".to_string(),
+        "find / -name settings.json -delete".to_string(),
+        "find / -name toolgate-hook -exec cp /tmp/fake {} \\;".to_string(),
+        "echo ~/.claude | xargs rm -rf".to_string(),
+        "export d=~/.claude; echo '{}' > $d/settings.json".to_string(),
+        "tool\"\"gate command lease-gate lease-grant {}".to_string(),
+        format!("find {} -name 'cache.*' -exec xxd {{}} +", cache.display()),
+        "echo {-9223372036854775808..1}".to_string(),
+    ] {
+        assert_refused(&home, "Bash", bash(&command));
+    }
+    assert_refused(&home, "Delete", json!({"file_path": home.path(".claude")}));
+    assert_refused(
+        &home,
+        "mcp__files__Read",
+        json!({"path": home.path(".config/toolgate/toolgate.toml")}),
     );
 }

@@ -28,7 +28,10 @@
 //! directory and resolved through symlinks and `/proc/…/root`, and compared
 //! with the protected locations by real path and by inode (a hard link).
 //! A command that renames or removes (`mv`, `rm`, `ln`, `cp` into, …) may
-//! not name a directory that holds a protected location either.
+//! not name a directory that holds a protected location either (the root,
+//! top-level directories and the home directory excepted: they hold
+//! everything, and the policies judge such commands). Shell text the
+//! reader cannot follow is refused, not waved through.
 //!
 //! What it cannot see (see "Safety model" in README.md): commands assembled
 //! at run time (`base64 -d | sh`, a variable read from a file, a program
@@ -55,13 +58,14 @@ const DESTRUCTIVE: &[&str] = &[
     "-delete",
 ];
 
+/// The compiled cache's key file (see `cache.rs`): named anywhere, in any
+/// tool, the call is refused (`find … -name cache.key -exec xxd {} +`).
+const CACHE_KEY: &str = "cache.key";
+
 /// Shell text longer than this is left to the text checks alone: reading
 /// it as the shell would costs time on the decision path, and a command
 /// that long is a file being written, not a command typed.
 const MAX_SHELL_TEXT: usize = 64 * 1024;
-
-/// The most paths one glob is matched to.
-const MAX_GLOB_MATCHES: usize = 64;
 
 /// Tools that only read; their arguments are not checked.
 const READ_ONLY_TOOLS: &[&str] = &[
@@ -231,7 +235,24 @@ impl ControlPlane {
 
     /// Why `request` targets toolgate's control plane, if it does.
     pub fn check(&self, request: &ToolRequest) -> Option<String> {
-        if READ_ONLY_TOOLS.contains(&request.tool.as_str()) {
+        // A parser that panics on odd input must not let the call through.
+        let checked =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.judge(request)));
+        checked.unwrap_or_else(|_| {
+            Some(
+                "toolgate refused this call: its self-protection could not read it (a parser \
+                 failed on it); rewrite the call more plainly."
+                    .into(),
+            )
+        })
+    }
+
+    fn judge(&self, request: &ToolRequest) -> Option<String> {
+        // Only the runtime's own read-only tools: an MCP server's `Read` is
+        // anything its server says it is.
+        if request.origin == crate::request::Origin::Builtin
+            && READ_ONLY_TOOLS.contains(&request.tool.as_str())
+        {
             return self.reads_secret(request).map(|what| {
                 format!(
                     "toolgate refused this call: it would read {what}, a secret of toolgate's own \
@@ -267,17 +288,25 @@ impl ControlPlane {
             home: self.home.as_deref(),
             cwd,
         };
-        let shell_tool = request.tool == "Bash";
+        // A tool that deletes or moves what it is given is destructive as
+        // `rm` and `mv` are (Cursor's `Delete`, an MCP `move_file`).
+        let tool = request.tool.to_ascii_lowercase();
+        let destructive = ["delete", "remove", "move", "rename"]
+            .iter()
+            .any(|verb| tool.contains(verb));
         let mut found = None;
         visit_keyed_strings(&request.arguments, None, &mut |key, text| {
             if found.is_some() {
                 return;
             }
-            found = if shell_tool && key == Some("command") {
+            // Any tool's `command` is read as shell text: an MCP server's
+            // shell tool runs it as surely as Bash does.
+            let path_key = key.is_some_and(|k| k.contains("path") || k.contains("file"));
+            found = if key == Some("command") {
                 self.check_shell(text, &env)
-            } else if looks_like_path(text) {
+            } else if looks_like_path(text) || (path_key && !text.contains('\n')) {
                 let word = shell::expand_tilde(text, self.home.as_deref());
-                self.check_path(&word, cwd, false)
+                self.check_path(&word, cwd, destructive)
             } else {
                 None
             };
@@ -292,6 +321,9 @@ impl ControlPlane {
         }
         let mut found = None;
         visit_strings(&request.arguments, &mut |text| {
+            if found.is_none() && contains(text, CACHE_KEY) {
+                found = Some("the compiled cache's key".into());
+            }
             if found.is_none() && looks_like_path(text) {
                 let word = shell::expand_tilde(text, self.home.as_deref());
                 let real = resolve::real_path(Path::new(&word), request.cwd.as_deref());
@@ -309,14 +341,37 @@ impl ControlPlane {
         found
     }
 
-    /// Every word of shell `text`, resolved where its command runs.
+    /// Every word of shell `text`, resolved in every directory the text
+    /// may run in. Text it cannot follow (not shell syntax it reads, or
+    /// past a limit) is refused: what it cannot read it cannot clear. The
+    /// whole text counts as destructive if any of its commands is (`echo
+    /// ~/.claude | xargs rm -rf`).
     fn check_shell(&self, text: &str, env: &shell::Env<'_>) -> Option<String> {
         if text.len() > MAX_SHELL_TEXT {
             return None;
         }
-        for command in shell::commands(text, env)? {
-            let destructive = command.names().any(|name| DESTRUCTIVE.contains(&name));
-            let cwd = command.cwd.as_deref();
+        let reading = match shell::commands(text, env) {
+            Ok(reading) => reading,
+            Err(why) => return Some(format!("run shell text it cannot follow ({why})")),
+        };
+        let destructive = reading
+            .commands
+            .iter()
+            .any(|c| c.names().any(|name| DESTRUCTIVE.contains(&name)));
+        for command in &reading.commands {
+            if let Some(what) = self.admin_command(command) {
+                return Some(what);
+            }
+            if let Some(what) = self.finds_protected(command, destructive) {
+                return Some(what);
+            }
+            let dirs: Vec<Option<&Path>> = match command.cwd.as_deref() {
+                Some(cwd) => std::iter::once(cwd)
+                    .chain(reading.dirs.iter().map(PathBuf::as_path))
+                    .map(Some)
+                    .collect(),
+                None => vec![None],
+            };
             for word in command.words.iter().flat_map(|w| w.literals()) {
                 // `--file=PATH`: the path; other options are not paths.
                 let word = match word.strip_prefix('-') {
@@ -326,17 +381,127 @@ impl ControlPlane {
                     },
                     None => word,
                 };
-                if let Some(what) = self.check_path(word, cwd, destructive) {
-                    return Some(what);
-                }
-                for matched in glob_matches(word, cwd) {
-                    if let Some(what) = self.check_path(&matched, cwd, destructive) {
+                let relative = !word.starts_with('/');
+                for dir in dirs.iter().take(if relative { usize::MAX } else { 1 }) {
+                    if let Some(what) = self.check_path(word, *dir, destructive) {
+                        return Some(what);
+                    }
+                    if let Some(what) = self.glob_names_protected(word, *dir, destructive) {
                         return Some(what);
                     }
                 }
             }
         }
         None
+    }
+
+    /// A `toolgate` command with an administrative word, as the shell
+    /// passes its words (`tool""gate command …` is `toolgate command …`).
+    fn admin_command(&self, command: &shell::Command) -> Option<String> {
+        let mut names = command.names();
+        if !names.any(|n| n == "toolgate") {
+            return None;
+        }
+        command
+            .words
+            .iter()
+            .flat_map(|w| w.literals())
+            .find(|w| ADMIN_WORDS.contains(w))
+            .map(|w| format!("run the administrative command `toolgate … {w}`"))
+    }
+
+    /// `find … -name PATTERN` (or `-path`, `-iname`, …) whose pattern names
+    /// a protected file, or a directory holding one in a destructive text:
+    /// `find / -name settings.json -delete` never spells the path.
+    fn finds_protected(&self, command: &shell::Command, destructive: bool) -> Option<String> {
+        if command.names().next() != Some("find") {
+            return None;
+        }
+        let words: Vec<&str> = command.words.iter().flat_map(|w| w.literals()).collect();
+        for pair in words.windows(2) {
+            let [test, pattern] = pair else { continue };
+            let by_path = matches!(*test, "-path" | "-ipath" | "-wholename" | "-iwholename");
+            if !(by_path || matches!(*test, "-name" | "-iname")) {
+                continue;
+            }
+            let Ok(pattern) = glob::Pattern::new(pattern) else {
+                return Some(format!("search for `{pattern}`, a pattern it cannot read"));
+            };
+            let options = glob::MatchOptions {
+                case_sensitive: !test.starts_with("-i"),
+                ..Default::default()
+            };
+            for protected in &self.real {
+                let targets: Vec<&Path> = if destructive {
+                    protected.real.ancestors().collect()
+                } else {
+                    vec![protected.real.as_path()]
+                };
+                let hit = targets.iter().any(|target| {
+                    let subject = if by_path {
+                        Some(target.as_os_str())
+                    } else {
+                        target.file_name()
+                    };
+                    subject
+                        .and_then(|s| s.to_str())
+                        .is_some_and(|s| pattern.matches_with(s, options))
+                });
+                if hit && protected.real.parent().is_some() {
+                    return Some(format!(
+                        "search for {} with `find {test} {pattern}`",
+                        protected.real.display()
+                    ));
+                }
+            }
+        }
+        None
+    }
+
+    /// A glob word that would match a protected location (or, in a
+    /// destructive text, a directory holding one), judged against the
+    /// protected paths rather than by listing the filesystem (`/**/x`
+    /// would walk it all).
+    fn glob_names_protected(
+        &self,
+        word: &str,
+        cwd: Option<&Path>,
+        destructive: bool,
+    ) -> Option<String> {
+        if !word.contains(['*', '?', '[']) {
+            return None;
+        }
+        let absolute = match cwd {
+            Some(cwd) if !word.starts_with('/') => cwd.join(word),
+            None if !word.starts_with('/') => return None,
+            _ => PathBuf::from(word),
+        };
+        let Ok(pattern) = glob::Pattern::new(&absolute.to_string_lossy()) else {
+            return Some(format!("use the pattern `{word}`, which it cannot read"));
+        };
+        // As the shell matches: `*` crosses no `/` and no leading dot.
+        let options = glob::MatchOptions {
+            require_literal_separator: true,
+            require_literal_leading_dot: true,
+            ..Default::default()
+        };
+        self.real.iter().find_map(|protected| {
+            let hit = if destructive {
+                protected
+                    .real
+                    .ancestors()
+                    .filter(|a| !self.holds_everything(a))
+                    .any(|a| pattern.matches_path_with(a, options))
+            } else {
+                pattern.matches_path_with(&protected.real, options)
+            };
+            hit.then(|| {
+                format!(
+                    "use {} through the pattern `{word}`",
+                    protected.real.display()
+                )
+            })
+        })
     }
 
     /// What protected location the path `word` is, holds (for a
@@ -365,11 +530,8 @@ impl ControlPlane {
         {
             return Some(format!("rename, remove or replace the directory of {what}"));
         }
-        // The root holds everything: a command naming it (`rm -rf /`) is
-        // the policies' business (shadow-sentinel asks about it), not a way
-        // to single out toolgate's files.
         if destructive
-            && real.parent().is_some()
+            && !self.holds_everything(&real)
             && let Some(protected) = self.real.iter().find(|p| p.real.starts_with(&real))
         {
             return Some(format!(
@@ -381,6 +543,18 @@ impl ControlPlane {
         None
     }
 
+    /// The root, a top-level directory (`/home`, `/tmp`) and the home
+    /// directory hold everything: a command naming them (`rm -rf /`, `cd ~
+    /// && rm -rf build`) is the policies' business (shadow-sentinel asks
+    /// about such commands), not a way to single out toolgate's files.
+    fn holds_everything(&self, dir: &Path) -> bool {
+        dir.components().count() <= 2
+            || self
+                .home
+                .as_deref()
+                .is_some_and(|home| resolve::real_path(home, None).as_deref() == Some(dir))
+    }
+
     /// Each whole-text search here is one SIMD pass (`memchr`): a large
     /// argument (a file being written) is read a handful of times — three
     /// for the hook settings, one for `toolgate`, one or two for `~`, `$`
@@ -388,6 +562,9 @@ impl ControlPlane {
     fn check_text(&self, text: &str) -> Option<String> {
         if let Some(what) = hook_settings_named(text) {
             return Some(format!("touch {what}"));
+        }
+        if contains(text, CACHE_KEY) {
+            return Some("touch the compiled cache's key".into());
         }
         let names_toolgate = contains(text, "toolgate");
         if names_toolgate && let Some(command) = toolgate_admin_command(text) {
@@ -646,26 +823,6 @@ fn looks_like_path(text: &str) -> bool {
     text.len() <= 4096
         && !text.contains('\n')
         && (text.starts_with('/') || text.starts_with('~') || text.contains('/'))
-}
-
-/// What a glob word matches on the real filesystem (relative to `cwd`), at
-/// most [`MAX_GLOB_MATCHES`].
-fn glob_matches(word: &str, cwd: Option<&Path>) -> Vec<String> {
-    if !word.contains(['*', '?', '[']) {
-        return Vec::new();
-    }
-    let pattern = match cwd {
-        Some(cwd) if !word.starts_with('/') => cwd.join(word).display().to_string(),
-        _ => word.to_string(),
-    };
-    let Ok(paths) = glob::glob(&pattern) else {
-        return Vec::new();
-    };
-    paths
-        .filter_map(Result::ok)
-        .take(MAX_GLOB_MATCHES)
-        .map(|p| p.display().to_string())
-        .collect()
 }
 
 /// Every string in `value` with the object key it sits under.

@@ -79,32 +79,62 @@ pub struct Env<'a> {
     pub cwd: Option<&'a Path>,
 }
 
-/// The commands of `text`; `None` if it is not shell syntax the parser
-/// reads (an unterminated quote): the caller's text checks still apply.
-pub fn commands(text: &str, env: &Env<'_>) -> Option<Vec<Command>> {
-    let mut out = Vec::new();
+/// What shell text does, as far as it can be known without running it.
+#[derive(Debug, Default)]
+pub struct Reading {
+    /// Its simple commands.
+    pub commands: Vec<Command>,
+    /// Every directory any of its commands may run in: the one it starts
+    /// in and every `cd`/`pushd` target. A relative word is judged against
+    /// each (a `cd` that fails, `cd -`, `popd` or a subshell leaves the
+    /// shell in one of them).
+    pub dirs: Vec<PathBuf>,
+}
+
+/// The reading of `text`, or why it cannot be read: not shell syntax the
+/// parser reads (an unterminated quote or here-document), or past a limit
+/// (nesting, brace alternatives). The caller refuses such text: what it
+/// cannot follow it cannot clear.
+pub fn commands(text: &str, env: &Env<'_>) -> Result<Reading, String> {
+    let mut reading = Reading::default();
+    reading.dirs.extend(env.cwd.map(Path::to_path_buf));
     let mut reader = Reader {
         env,
         vars: HashMap::new(),
-        out: &mut out,
+        out: &mut reading,
+        unreadable: None,
     };
-    reader.read(text, env.cwd.map(Path::to_path_buf), 0)?;
-    Some(out)
+    reader.read(text, env.cwd.map(Path::to_path_buf), 0);
+    match reader.unreadable {
+        Some(why) => Err(why),
+        None => Ok(reading),
+    }
 }
 
 struct Reader<'e, 'o> {
     env: &'e Env<'e>,
     /// `NAME=literal` assignments seen so far.
     vars: HashMap<String, String>,
-    out: &'o mut Vec<Command>,
+    out: &'o mut Reading,
+    /// Why the text cannot be followed, once that is known.
+    unreadable: Option<String>,
 }
 
 impl Reader<'_, '_> {
-    fn read(&mut self, text: &str, cwd: Option<PathBuf>, depth: usize) -> Option<()> {
+    fn read(&mut self, text: &str, cwd: Option<PathBuf>, depth: usize) {
         if depth > MAX_DEPTH {
-            return Some(());
+            self.unreadable = Some(format!(
+                "nested deeper than {MAX_DEPTH} shells or substitutions"
+            ));
+            return;
         }
-        let tokens = brush_parser::tokenize_str(text).ok()?;
+        let tokens = match brush_parser::tokenize_str(text) {
+            Ok(tokens) => tokens,
+            Err(err) => {
+                self.unreadable = Some(format!("not shell syntax it can read: {err}"));
+                return;
+            }
+        };
         let mut cwd = cwd;
         let mut current = Command {
             cwd: cwd.clone(),
@@ -144,7 +174,6 @@ impl Reader<'_, '_> {
             }
         }
         self.finish(current, &raw, cwd, depth);
-        Some(())
     }
 
     /// Record `command`, read the text it hands to a shell, and return the
@@ -168,12 +197,27 @@ impl Reader<'_, '_> {
         let mut next_cwd = cwd.clone();
         match name.as_deref() {
             Some("cd" | "pushd") => {
-                let target = literal(1).or_else(|| self.env.home.map(|h| h.display().to_string()));
+                // The first word that is not an option (`cd -P DIR`).
+                let target = (1..command.words.len())
+                    .filter_map(literal)
+                    .find(|w| !w.starts_with('-'))
+                    .or_else(|| self.env.home.map(|h| h.display().to_string()));
                 next_cwd = match (target, &cwd) {
                     (Some(t), _) if Path::new(&t).is_absolute() => Some(PathBuf::from(t)),
                     (Some(t), Some(base)) => Some(base.join(t)),
-                    _ => None,
+                    _ => cwd.clone(),
                 };
+                self.out.dirs.extend(next_cwd.clone());
+            }
+            Some("export" | "declare" | "typeset" | "local" | "readonly") => {
+                for word in raw.iter().skip(1) {
+                    if let Some((name, value)) = assignment(word)
+                        && let Word::Literal(values) = self.word(value, cwd.as_deref(), depth)
+                        && let [one] = values.as_slice()
+                    {
+                        self.vars.insert(name.to_string(), one.clone());
+                    }
+                }
             }
             Some("eval") => {
                 let text: Vec<String> = (1..command.words.len()).filter_map(literal).collect();
@@ -189,7 +233,7 @@ impl Reader<'_, '_> {
             _ => {}
         }
         if !command.words.is_empty() {
-            self.out.push(command);
+            self.out.commands.push(command);
         }
         next_cwd
     }
@@ -202,6 +246,9 @@ impl Reader<'_, '_> {
             Ok(Some(parts)) => {
                 let mut all = vec![String::new()];
                 if !expand_braces(&parts, &mut all) {
+                    self.unreadable = Some(format!(
+                        "a brace expansion of more than {MAX_ALTERNATIVES} words"
+                    ));
                     return Word::Unknown;
                 }
                 all
@@ -461,6 +508,7 @@ mod tests {
         };
         commands(text, &env)
             .unwrap()
+            .commands
             .into_iter()
             .map(|c| {
                 c.words
@@ -513,6 +561,25 @@ mod tests {
         );
     }
 
+    fn reading_dirs_hold(reading: &Reading, dir: &str) -> bool {
+        reading.dirs.iter().any(|d| d == Path::new(dir))
+    }
+
+    #[test]
+    fn text_it_cannot_follow_is_said_so() {
+        let env = Env {
+            home: Some(Path::new("/home/dev")),
+            cwd: None,
+        };
+        for text in [
+            "echo 'unterminated",
+            "rm -rf ~/.{a{1..300},b}",
+            "echo $(echo $(echo $(echo $(echo $(rm x)))))",
+        ] {
+            assert!(commands(text, &env).is_err(), "{text}");
+        }
+    }
+
     #[test]
     fn cd_moves_where_relative_words_resolve_and_sh_c_is_read() {
         let env = Env {
@@ -524,6 +591,8 @@ mod tests {
             &env,
         )
         .unwrap();
+        assert!(reading_dirs_hold(&commands, "/home/dev/.claude"));
+        let commands = commands.commands;
         let echo = commands
             .iter()
             .find(|c| c.names().any(|n| n == "echo"))
