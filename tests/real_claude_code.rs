@@ -56,32 +56,13 @@ fn inside_claude_code_parallel_reads_run_and_a_risky_bash_gets_toolgates_reason(
     let Some(claude) = claude_binary() else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let home = dir.path().join("home");
-    let project = dir.path().join("project");
-    std::fs::create_dir_all(home.join(".claude")).unwrap();
-    std::fs::create_dir_all(&project).unwrap();
+    let user = ClaudeHome::new("");
+    let (home, project, store) = (&user.home, &user.project, &user.store);
     std::fs::write(project.join("a.txt"), "alpha contents\n").unwrap();
     std::fs::write(project.join("b.txt"), "beta contents\n").unwrap();
-    let config = dir.path().join("toolgate.toml");
-    let body = format!(
-        "store = \"state/toolgate.redb\"\n{}",
-        toolgate::config::DEFAULT_CONFIG
-    );
-    std::fs::write(&config, common::config_text(&body)).unwrap();
-    let store = dir.path().join("state/toolgate.redb");
     let _stop = StopDaemon(store.clone());
-
     // One command installs the hooks.
-    let settings = home.join(".claude/settings.json");
-    let installed = Command::new(BIN)
-        .arg("--config")
-        .arg(&config)
-        .args(["hook", "install", "--write"])
-        .arg(&settings)
-        .output()
-        .unwrap();
-    assert!(installed.status.success(), "{installed:?}");
+    user.install(std::path::Path::new(BIN));
 
     let read = |id: &str, file: &str| {
         Block::ToolUse(
@@ -106,8 +87,8 @@ fn inside_claude_code_parallel_reads_run_and_a_risky_bash_gets_toolgates_reason(
 
     let output = run_claude(
         &claude,
-        &home,
-        &project,
+        home,
+        project,
         &api,
         "Read a.txt and b.txt, then clean the build directory.",
         &["--include-hook-events"],
@@ -146,7 +127,7 @@ fn inside_claude_code_parallel_reads_run_and_a_risky_bash_gets_toolgates_reason(
 
     // The first hook started the daemon, which decided every call and
     // recorded the Reads' outcomes.
-    let client = Client::new(socket_for_store(&store));
+    let client = Client::new(socket_for_store(store));
     let health = client
         .call(&DaemonRequest::Health)
         .expect("the hook started the daemon");
@@ -193,6 +174,59 @@ fn inside_claude_code_parallel_reads_run_and_a_risky_bash_gets_toolgates_reason(
         "PostToolUse recorded both Reads: {events}"
     );
 }
+
+/// A home and project for one Claude Code user, a config (the bundled
+/// policies plus `extra`) with its store beside it, and the hooks installed
+/// by `toolgate` (a path to the binary) into the home's settings.
+struct ClaudeHome {
+    dir: tempfile::TempDir,
+    home: PathBuf,
+    project: PathBuf,
+    config: PathBuf,
+    store: PathBuf,
+}
+
+impl ClaudeHome {
+    fn new(extra: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        let project = dir.path().join("project");
+        for d in [home.join(".claude"), project.clone()] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        let config = dir.path().join("toolgate.toml");
+        let body = format!(
+            "store = \"state/toolgate.redb\"\n{}\n{extra}",
+            toolgate::config::DEFAULT_CONFIG
+        );
+        std::fs::write(&config, common::config_text(&body)).unwrap();
+        let store = dir.path().join("state/toolgate.redb");
+        Self {
+            dir,
+            home,
+            project,
+            config,
+            store,
+        }
+    }
+
+    /// `toolgate hook install --write` from `toolgate`; what it wrote.
+    fn install(&self, toolgate: &std::path::Path) -> String {
+        let settings = self.home.join(".claude/settings.json");
+        let installed = Command::new(toolgate)
+            .arg("--config")
+            .arg(&self.config)
+            .args(["hook", "install", "--write"])
+            .arg(&settings)
+            .output()
+            .unwrap();
+        assert!(installed.status.success(), "{installed:?}");
+        std::fs::read_to_string(&settings).unwrap()
+    }
+}
+
+/// The config that pauses every `Write` for a person.
+const WRITE_ALWAYS: &str = "[plugins.lease-gate.config.actions.Write]\neffects = [\"write-local\"]\napproval = \"always\"\n";
 
 /// The agent runs without Claude Code's own prompts.
 const BYPASS: &[&str] = &["--permission-mode", "bypassPermissions"];
@@ -241,14 +275,12 @@ fn inside_claude_code_a_broken_toolgate_blocks_the_tool() {
     let Some(claude) = claude_binary() else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let home = dir.path().join("home");
-    let project = dir.path().join("project");
-    let bin = dir.path().join("bin");
-    for d in [home.join(".claude"), project.clone(), bin.clone()] {
-        std::fs::create_dir_all(d).unwrap();
-    }
-    // The binaries linked into a directory the test may break.
+    let user = ClaudeHome::new(WRITE_ALWAYS);
+    let (home, project, store, config) = (&user.home, &user.project, &user.store, &user.config);
+    let config_text = std::fs::read_to_string(config).unwrap();
+    // The binaries copied into a directory the test may break.
+    let bin = user.dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
     let thin = env!("CARGO_BIN_EXE_toolgate-hook");
     let copy = |from: &str, name: &str| {
         let to = bin.join(name);
@@ -257,35 +289,17 @@ fn inside_claude_code_a_broken_toolgate_blocks_the_tool() {
     };
     copy(BIN, "toolgate");
     copy(thin, "toolgate-hook");
-    let config = dir.path().join("toolgate.toml");
-    let body = format!(
-        "store = \"state/toolgate.redb\"\n{}\n[plugins.lease-gate.config.actions.Write]\neffects = [\"write-local\"]\napproval = \"always\"\n",
-        toolgate::config::DEFAULT_CONFIG
-    );
-    let config_text = common::config_text(&body);
-    std::fs::write(&config, &config_text).unwrap();
-    let store = dir.path().join("state/toolgate.redb");
     let _stop = StopDaemon(store.clone());
-    let settings = home.join(".claude/settings.json");
-    let installed = Command::new(bin.join("toolgate"))
-        .arg("--config")
-        .arg(&config)
-        .args(["hook", "install", "--write"])
-        .arg(&settings)
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .output()
-        .unwrap();
-    assert!(installed.status.success(), "{installed:?}");
-    let written = std::fs::read_to_string(&settings).unwrap();
+    let written = user.install(&bin.join("toolgate"));
     assert!(written.contains("\"onFailure\": \"block\""), "{written}");
 
     let target = project.join("approved.txt");
     let kill_daemon = || {
-        if let Ok(health) = Client::new(socket_for_store(&store)).call(&DaemonRequest::Health) {
+        if let Ok(health) = Client::new(socket_for_store(store)).call(&DaemonRequest::Health) {
             let pid = health["pid"].to_string();
             let _ = Command::new("kill").args(["-KILL", &pid]).status();
         }
-        let _ = std::fs::remove_file(socket_for_store(&store));
+        let _ = std::fs::remove_file(socket_for_store(store));
     };
     let stopped = std::cell::RefCell::new(None::<String>);
     let bundled = std::cell::RefCell::new(None::<common::hooks::KillOnDrop>);
@@ -316,7 +330,7 @@ fn inside_claude_code_a_broken_toolgate_blocks_the_tool() {
         (
             "daemon stopped (SIGSTOP)",
             Box::new(|| {
-                let client = Client::new(socket_for_store(&store));
+                let client = Client::new(socket_for_store(store));
                 if let Ok(health) = client.call(&DaemonRequest::Health) {
                     let pid = health["pid"].to_string();
                     let _ = Command::new("kill").args(["-STOP", &pid]).status();
@@ -329,7 +343,7 @@ fn inside_claude_code_a_broken_toolgate_blocks_the_tool() {
             "a daemon of the bundled default config at the socket",
             Box::new(|| {
                 kill_daemon();
-                *bundled.borrow_mut() = Some(common::hooks::serve_bundled(&store));
+                *bundled.borrow_mut() = Some(common::hooks::serve_bundled(store));
             }),
             "serves the bundled default config",
         ),
@@ -337,7 +351,7 @@ fn inside_claude_code_a_broken_toolgate_blocks_the_tool() {
             "config unparsable, daemon killed",
             Box::new(|| {
                 kill_daemon();
-                std::fs::write(&config, "[plugins.lease-gate\n").unwrap();
+                std::fs::write(config, "[plugins.lease-gate\n").unwrap();
             }),
             "config cannot be loaded",
         ),
@@ -345,7 +359,7 @@ fn inside_claude_code_a_broken_toolgate_blocks_the_tool() {
             "config missing, daemon killed",
             Box::new(|| {
                 kill_daemon();
-                std::fs::remove_file(&config).unwrap();
+                std::fs::remove_file(config).unwrap();
             }),
             "config cannot be loaded",
         ),
@@ -360,14 +374,7 @@ fn inside_claude_code_a_broken_toolgate_blocks_the_tool() {
             )],
             vec![Block::Text("Understood.".into())],
         ]);
-        let output = run_claude(
-            &claude,
-            &home,
-            &project,
-            &api,
-            "Write approved.txt.",
-            BYPASS,
-        );
+        let output = run_claude(&claude, home, project, &api, "Write approved.txt.", BYPASS);
         let diagnosis = format!(
             "{what}: status {:?}\nstdout:\n{}\nstderr:\n{}",
             output.status,
@@ -406,7 +413,7 @@ fn inside_claude_code_a_broken_toolgate_blocks_the_tool() {
         drop(bundled.borrow_mut().take());
         copy(BIN, "toolgate");
         copy(thin, "toolgate-hook");
-        std::fs::write(&config, &config_text).unwrap();
+        std::fs::write(config, &config_text).unwrap();
     }
 }
 
@@ -420,31 +427,13 @@ fn inside_claude_code_http_hooks_decide_and_a_dead_daemon_blocks() {
     let Some(claude) = claude_binary() else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let home = dir.path().join("home");
-    let project = dir.path().join("project");
-    for d in [home.join(".claude"), project.clone()] {
-        std::fs::create_dir_all(d).unwrap();
-    }
     let port = common::free_port();
-    let config = dir.path().join("toolgate.toml");
-    let body = format!(
-        "store = \"state/toolgate.redb\"\n{}\n[plugins.lease-gate.config.actions.Write]\neffects = [\"write-local\"]\napproval = \"always\"\n[daemon]\nhttp = \"127.0.0.1:{port}\"\n",
-        toolgate::config::DEFAULT_CONFIG
-    );
-    std::fs::write(&config, common::config_text(&body)).unwrap();
-    let store = dir.path().join("state/toolgate.redb");
+    let user = ClaudeHome::new(&format!(
+        "{WRITE_ALWAYS}[daemon]\nhttp = \"127.0.0.1:{port}\"\n"
+    ));
+    let (home, project, store) = (&user.home, &user.project, &user.store);
     let stop = StopDaemon(store.clone());
-    let settings = home.join(".claude/settings.json");
-    let installed = Command::new(BIN)
-        .arg("--config")
-        .arg(&config)
-        .args(["hook", "install", "--write"])
-        .arg(&settings)
-        .output()
-        .unwrap();
-    assert!(installed.status.success(), "{installed:?}");
-    let written = std::fs::read_to_string(&settings).unwrap();
+    let written = user.install(std::path::Path::new(BIN));
     assert!(written.contains("\"type\": \"http\""), "{written}");
 
     let target = project.join("approved.txt");
@@ -459,14 +448,7 @@ fn inside_claude_code_http_hooks_decide_and_a_dead_daemon_blocks() {
         ])
     };
     let api = write();
-    let output = run_claude(
-        &claude,
-        &home,
-        &project,
-        &api,
-        "Write approved.txt.",
-        BYPASS,
-    );
+    let output = run_claude(&claude, home, project, &api, "Write approved.txt.", BYPASS);
     let diagnosis = format!(
         "status {:?}\nstdout:\n{}\nstderr:\n{}",
         output.status,
@@ -493,7 +475,7 @@ fn inside_claude_code_http_hooks_decide_and_a_dead_daemon_blocks() {
                     .is_some_and(|c| c.contains("toolgate (lease-gate asks)"))
         });
     assert!(shown, "the system message is shown: {diagnosis}");
-    let log = Client::new(socket_for_store(&store))
+    let log = Client::new(socket_for_store(store))
         .call(&DaemonRequest::Log {
             filter: Default::default(),
             limit: 10,
@@ -508,7 +490,7 @@ fn inside_claude_code_http_hooks_decide_and_a_dead_daemon_blocks() {
     // every connection at once (so SessionStart cannot bring the daemon's
     // HTTP back): every HTTP hook fails, and Claude Code blocks.
     drop(stop);
-    common::eventually("the daemon to stop", || !socket_for_store(&store).exists());
+    common::eventually("the daemon to stop", || !socket_for_store(store).exists());
     // The daemon removes its socket before its HTTP listener is gone.
     let mut squatter = None;
     common::eventually("the daemon's HTTP port to be free", || {
@@ -523,14 +505,7 @@ fn inside_claude_code_http_hooks_decide_and_a_dead_daemon_blocks() {
     });
     let _stop = StopDaemon(store.clone());
     let api = write();
-    let output = run_claude(
-        &claude,
-        &home,
-        &project,
-        &api,
-        "Write approved.txt.",
-        BYPASS,
-    );
+    let output = run_claude(&claude, home, project, &api, "Write approved.txt.", BYPASS);
     let transcript = String::from_utf8_lossy(&output.stdout);
     assert!(!target.exists(), "the Write ran: {transcript}");
     assert!(

@@ -26,6 +26,23 @@ use toolgate::request::Mode;
 use toolgate::store::{Store, StoredEvent};
 use toolgate::{Config, ToolRequest, Toolgate, Verdict};
 
+/// Run a hook command once with `event` on stdin; it must succeed.
+fn run_hook(command: &mut Command, event: &str) {
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(event.as_bytes())
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+}
+
 fn quick() -> bool {
     std::env::var_os("TOOLGATE_BENCH_QUICK").is_some()
 }
@@ -546,24 +563,15 @@ fn main() {
         json!({"session_id": session, "hook_event_name": name, "tool_name": "Read", "tool_input": {"file_path": "a"}, "permission_mode": "default", "tool_use_id": "t"}).to_string()
     };
     let hook_once = |store: &Path, extra: &[&str], payload: &str| {
-        let mut child = Command::new(bin)
-            .arg("--store")
-            .arg(store)
-            .args(["hook", "claude-code"])
-            .args(extra)
-            .env("XDG_CACHE_HOME", d.join("cache-xdg"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(payload.as_bytes())
-            .unwrap();
-        assert!(child.wait().unwrap().success());
+        run_hook(
+            Command::new(bin)
+                .arg("--store")
+                .arg(store)
+                .args(["hook", "claude-code"])
+                .args(extra)
+                .env("XDG_CACHE_HOME", d.join("cache-xdg")),
+            payload,
+        )
     };
     let stop_daemon = |store: &Path| {
         let client = toolgate::daemon::Client::new(toolgate::daemon::socket_for_store(store));
@@ -627,26 +635,17 @@ fn main() {
     let thin = env!("CARGO_BIN_EXE_toolgate-hook");
     let socket = toolgate::daemon::socket_for_store(&store);
     let thin_once = || {
-        let mut child = Command::new(thin)
-            .arg("--socket")
-            .arg(&socket)
-            .arg("--")
-            .arg(bin)
-            .arg("--store")
-            .arg(&store)
-            .args(["hook", "claude-code"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(pre.as_bytes())
-            .unwrap();
-        assert!(child.wait().unwrap().success());
+        run_hook(
+            Command::new(thin)
+                .arg("--socket")
+                .arg(&socket)
+                .arg("--")
+                .arg(bin)
+                .arg("--store")
+                .arg(&store)
+                .args(["hook", "claude-code"]),
+            &pre,
+        )
     };
     let via_thin = time(if quick() { 20 } else { 200 }, 5, |_| thin_once());
     println!(
@@ -663,22 +662,7 @@ fn main() {
         socket.display(),
         store.display()
     );
-    let shell_once = |line: &str| {
-        let mut child = Command::new("/bin/sh")
-            .args(["-c", line])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(pre.as_bytes())
-            .unwrap();
-        assert!(child.wait().unwrap().success());
-    };
+    let shell_once = |line: &str| run_hook(Command::new("/bin/sh").args(["-c", line]), &pre);
     let via_line = time(if quick() { 20 } else { 200 }, 5, |_| {
         shell_once(&installed_line)
     });
