@@ -26,6 +26,9 @@ use serde_json::{Value, json};
 const CLAUDE_CODE: &str = "@anthropic-ai/claude-code@2.1.332";
 const AGENT: &str = "tgagent";
 const BIN_DIR: &str = "/opt/toolgate-system-test/bin";
+/// The npm clients, bound here inside the namespace: the agent's user must
+/// reach Claude Code whatever the permissions of the folder CI cloned into.
+const CLIENTS: &str = "/opt/toolgate-system-test/clients";
 const CONFIG: &str = "/etc/toolgate/toolgate.toml";
 const MOUNTS: [&str; 7] = [
     "/etc/toolgate",
@@ -44,8 +47,9 @@ struct Namespace {
 }
 
 impl Namespace {
-    fn new() -> Self {
-        let script = "for d in \"$@\"; do mkdir -p \"$d\" && mount -t tmpfs -o mode=0755 tmpfs \"$d\" || exit 1; done; echo ready; exec sleep 900";
+    /// With `clients` (the npm modules) bound at [`CLIENTS`].
+    fn new(clients: &Path) -> Self {
+        let script = "src=$1; dst=$2; shift 2; mkdir -p \"$dst\" && mount --bind \"$src\" \"$dst\" || exit 1; for d in \"$@\"; do mkdir -p \"$d\" && mount -t tmpfs -o mode=0755 tmpfs \"$d\" || exit 1; done; echo ready; exec sleep 900";
         let mut holder = Command::new("unshare")
             .args([
                 "--mount",
@@ -56,6 +60,8 @@ impl Namespace {
                 script,
                 "sh",
             ])
+            .arg(clients)
+            .arg(CLIENTS)
             .args(MOUNTS)
             .stdout(Stdio::piped())
             .spawn()
@@ -228,9 +234,11 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
     );
     let modules = common::npm::node_modules(&[(CLAUDE_CODE, ".bin/claude")])
         .expect("Claude Code installs from npm: npm install --prefix target/real-clients @anthropic-ai/claude-code@2.1.332");
+    let modules = std::fs::canonicalize(modules).unwrap();
     let claude = std::fs::canonicalize(modules.join(".bin/claude")).unwrap();
+    let claude = Path::new(CLIENTS).join(claude.strip_prefix(&modules).unwrap());
     let agent_uid = ensure_agent_user();
-    let ns = Namespace::new();
+    let ns = Namespace::new(&modules);
 
     // Installed once, the config made to pause every Write, installed again
     // (kept as edited) and started.
@@ -302,8 +310,8 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
     );
 
     // The real Claude Code as the agent: the Write is put to a person.
-    let root =
-        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("system-mode-{}", std::process::id()));
+    // Outside the clone, which the agent's user may not be able to enter.
+    let root = std::env::temp_dir().join(format!("toolgate-system-mode-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     std::fs::create_dir_all(&root).unwrap();
     std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
