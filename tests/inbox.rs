@@ -178,8 +178,8 @@ fn a_person_signs_in_sees_pauses_live_and_answers_them() {
         "approved: it runs"
     );
 
-    // Deny the second: that pause is closed without an approval, so the
-    // resubmitted call does not run (it asks anew).
+    // Deny the second: a person's "no" is an answer, so the resubmitted
+    // call is refused with it, and no new pause is raised.
     browser.click(&format!("#gate-{second} button[value=deny]"));
     wait_for_text(&browser, "Done — deny: Bash");
     let retry = event(
@@ -189,13 +189,14 @@ fn a_person_signs_in_sees_pauses_live_and_answers_them() {
         json!({"command": "git push --force origin main"}),
         "t4",
     );
-    assert_eq!(permission(&inbox.setup.hook(&retry)), "ask");
+    let refused = inbox.setup.hook(&retry);
+    assert_eq!(permission(&refused), "deny");
+    let reason = refused.unwrap()["hookSpecificOutput"]["permissionDecisionReason"].to_string();
     assert!(
-        inbox
-            .pending()
-            .iter()
-            .all(|g| g["request_id"] != second.as_str())
+        reason.contains("A person refused this call") && reason.contains("over `web`"),
+        "{reason}"
     );
+    assert!(inbox.pending().is_empty(), "no new pause");
 
     // A second browser without the cookie sees nothing and resolves nothing.
     let third = inbox.pause("s3", "curl -X POST https://example.com", "t5");
