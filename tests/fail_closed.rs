@@ -11,7 +11,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::hooks::{BIN, Setup, decision, event};
+use common::hooks::{BIN, Setup, bypassed_write as write_call, decision, event};
 use serde_json::{Value, json};
 
 const THIN: &str = env!("CARGO_BIN_EXE_toolgate-hook");
@@ -194,18 +194,6 @@ fn claude_code_hooks_are_written_to_block_on_failure() {
 
 /// `Write` always needs a person, in bypassPermissions mode.
 const WRITE_ALWAYS: &str = "[plugins.lease-gate.config.actions.Write]\neffects = [\"write-local\"]\napproval = \"always\"\n";
-
-fn write_call() -> Value {
-    let mut call = event(
-        "PreToolUse",
-        "s1",
-        "Write",
-        json!({"file_path": "/home/dev/project/notes.md", "content": "hi"}),
-        "toolu_w",
-    );
-    call["permission_mode"] = json!("bypassPermissions");
-    call
-}
 
 #[test]
 fn a_daemon_serving_another_config_refuses_the_hook_instead_of_answering() {

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::hooks::{Setup, decision, event};
+use common::hooks::{Setup, bypassed_write as write_call, decision, event};
 use serde_json::{Value, json};
 
 const WRITE_ALWAYS: &str = "[plugins.lease-gate.config.actions.Write]\neffects = [\"write-local\"]\napproval = \"always\"\n";
@@ -32,18 +32,6 @@ fn post(port: u16, query: &str, event: &Value) -> (u16, Value) {
     let status = response.status().as_u16();
     let body = response.body_mut().read_to_string().unwrap();
     (status, serde_json::from_str(&body).unwrap_or(json!(body)))
-}
-
-fn write_call() -> Value {
-    let mut call = event(
-        "PreToolUse",
-        "s1",
-        "Write",
-        json!({"file_path": "/home/dev/project/notes.md", "content": "hi"}),
-        "toolu_w",
-    );
-    call["permission_mode"] = json!("bypassPermissions");
-    call
 }
 
 fn config_query(setup: &Setup) -> String {

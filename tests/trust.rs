@@ -251,14 +251,7 @@ fn a_person_at_their_own_terminal_approves_and_the_call_runs() {
     let setup = Setup::new(WRITE_ALWAYS);
     let (write, request_id) = paused_write(&setup);
     // Typing anything but yes resolves nothing.
-    let line = setup.command_line(&[
-        "gates",
-        "resolve",
-        "--request-id",
-        &request_id,
-        "--decision",
-        "approve",
-    ]);
+    let line = resolve_line(&setup, &request_id, "approve");
     let declined = setup.at_a_terminal(&line, "no\n");
     assert!(!declined.status.success());
     assert_eq!(the_request_id(&setup), request_id);
@@ -275,17 +268,22 @@ fn a_person_at_their_own_terminal_approves_and_the_call_runs() {
     assert_eq!(permission(&setup.hook(&write)), "ask", "consumed once");
 }
 
-/// The person refuses the paused `Write` from a terminal of their own.
-fn refused_write(setup: &Setup) -> Value {
-    let (write, request_id) = paused_write(setup);
-    let line = setup.command_line(&[
+/// `toolgate gates resolve` of `request_id` with `decision`, as a shell line.
+fn resolve_line(setup: &Setup, request_id: &str, decision: &str) -> String {
+    setup.command_line(&[
         "gates",
         "resolve",
         "--request-id",
-        &request_id,
+        request_id,
         "--decision",
-        "deny",
-    ]);
+        decision,
+    ])
+}
+
+/// The person refuses the paused `Write` from a terminal of their own.
+fn refused_write(setup: &Setup) -> Value {
+    let (write, request_id) = paused_write(setup);
+    let line = resolve_line(setup, &request_id, "deny");
     let refused = setup.at_a_terminal(&line, "yes\n");
     assert!(
         refused.status.success(),

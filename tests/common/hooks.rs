@@ -264,6 +264,19 @@ pub fn event(name: &str, session: &str, tool: &str, input: Value, id: &str) -> V
     })
 }
 
+/// The agent's `Write` of a notes file, in bypassPermissions mode.
+pub fn bypassed_write() -> Value {
+    let mut call = event(
+        "PreToolUse",
+        "s1",
+        "Write",
+        json!({"file_path": "/home/dev/project/notes.md", "content": "hi"}),
+        "toolu_w",
+    );
+    call["permission_mode"] = json!("bypassPermissions");
+    call
+}
+
 /// Claude Code's decision and its reason in a hook answer.
 pub fn decision(answer: &Value) -> (&str, &str) {
     let out = &answer["hookSpecificOutput"];
