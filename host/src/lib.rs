@@ -48,6 +48,7 @@ mod runtime;
 mod sandbox;
 pub mod signing;
 pub mod store;
+mod transcript;
 mod watch;
 mod wit_convert;
 
