@@ -92,6 +92,92 @@ fn a_bash_rm_rf_is_put_to_the_person() {
     assert_eq!(answer["systemMessage"], reason, "{answer}");
 }
 
+/// The `tool_result` line Claude Code 2.1.332 writes to its transcript for
+/// call `id` when the person answers No (or Esc) in its own prompt, or,
+/// under `-p`, when a hook asks (`content` is then the hook's reason).
+fn rejected_line(id: &str, content: &str) -> String {
+    json!({
+        "type": "user",
+        "message": {"role": "user", "content": [{
+            "type": "tool_result", "content": content, "is_error": true, "tool_use_id": id,
+        }]},
+        "toolUseResult": "User rejected tool use",
+        "toolDenialKind": "user-rejected",
+        "toolDenialBeforeRun": true,
+    })
+    .to_string()
+}
+
+fn pending_gates(dir: &Path) -> Vec<Value> {
+    let listed = run(dir, &["gates", "list"], "");
+    assert!(listed.status.success(), "{listed:?}");
+    String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+#[test]
+fn a_call_declined_in_claude_codes_prompt_ends_its_gate_at_the_next_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let transcript = dir.path().join("session.jsonl");
+    std::fs::write(&transcript, "{\"type\":\"summary\"}\n").unwrap();
+    let with_transcript = |mut payload: Value| {
+        payload["transcript_path"] = json!(transcript);
+        payload
+    };
+    let risky = with_transcript(event(
+        "PreToolUse",
+        "Bash",
+        json!({"command": "rm -rf /", "description": "clean"}),
+    ));
+    let asked = hook(dir.path(), &risky).unwrap();
+    let (decision, reason) = decision_of(&asked);
+    assert_eq!(decision, "ask");
+    let gates = pending_gates(dir.path());
+    assert_eq!(gates.len(), 1);
+    let request_id = gates[0]["request_id"].as_str().unwrap().to_string();
+    let mut next = with_transcript(event("PreToolUse", "Read", json!({"file_path": "/tmp/a"})));
+    next["tool_use_id"] = json!("toolu_02");
+
+    // Under `-p` the "ask" is recorded as a rejection carrying toolgate's
+    // own reason: no decline, the person may still answer from a terminal.
+    let mut lines = format!("{}\n", rejected_line("toolu_01ABC", reason));
+    std::fs::write(&transcript, &lines).unwrap();
+    hook(dir.path(), &next);
+    assert_eq!(pending_gates(dir.path()).len(), 1, "still pending");
+    assert!(reason.contains(&request_id));
+
+    // A rejection of another call ends nothing.
+    lines.push_str(&rejected_line(
+        "toolu_other",
+        "The user doesn't want to proceed",
+    ));
+    lines.push('\n');
+    std::fs::write(&transcript, &lines).unwrap();
+    hook(dir.path(), &next);
+    assert_eq!(pending_gates(dir.path()).len(), 1, "still pending");
+
+    // The person's No in the prompt ends the gate at the session's next
+    // event, with nothing recorded: the same call asks again.
+    lines.push_str(&rejected_line(
+        "toolu_01ABC",
+        "The user doesn't want to proceed",
+    ));
+    lines.push('\n');
+    std::fs::write(&transcript, &lines).unwrap();
+    hook(dir.path(), &next);
+    assert_eq!(
+        pending_gates(dir.path()),
+        Vec::<Value>::new(),
+        "declined: gone"
+    );
+    let mut again = risky.clone();
+    again["tool_use_id"] = json!("toolu_03");
+    let answer = hook(dir.path(), &again).unwrap();
+    assert_eq!(decision_of(&answer).0, "ask", "asked anew: {answer}");
+}
+
 #[test]
 fn write_and_edit_fall_through_silently() {
     let dir = tempfile::tempdir().unwrap();

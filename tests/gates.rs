@@ -37,6 +37,7 @@ fn sample_gate(user: &str, thread: &str, channel: &str) -> PendingGate {
             allow_always: true,
         },
         risk: None,
+        transcript_path: None,
         created_at_ms: now,
         expires_at_ms: now + 30 * MINUTE_MS,
     }

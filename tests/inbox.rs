@@ -174,8 +174,8 @@ fn a_person_signs_in_sees_pauses_live_and_answers_them() {
     );
     assert_eq!(
         permission(&inbox.setup.hook(&retry)),
-        "",
-        "approved: it runs"
+        "allow",
+        "approved: it runs, and Claude Code does not ask the person again"
     );
 
     // Deny the second: a person's "no" is an answer, so the resubmitted

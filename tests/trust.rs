@@ -263,8 +263,9 @@ fn a_person_at_their_own_terminal_approves_and_the_call_runs() {
         shown.contains("notes.md"),
         "the person sees the call: {shown}"
     );
-    // The agent retries; the approval lets it run once.
-    assert_eq!(setup.hook(&write), Some(json!({})));
+    // The agent retries; the approval lets it run once, and Claude Code
+    // is told not to ask the person again.
+    assert_eq!(permission(&setup.hook(&write)), "allow");
     assert_eq!(permission(&setup.hook(&write)), "ask", "consumed once");
 }
 
@@ -349,7 +350,11 @@ fn a_channel_adapter_with_its_token_resolves_over_the_socket_and_http() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(setup.hook(&write), Some(json!({})), "approved: it runs");
+    assert_eq!(
+        permission(&setup.hook(&write)),
+        "allow",
+        "approved: it runs"
+    );
 
     // Over HTTP: the token works; no token, or the terminal channel, does not.
     let (_, request_id) = paused_write(&setup);

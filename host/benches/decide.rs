@@ -796,6 +796,7 @@ fn main() {
             allow_always: false,
         },
         risk: None,
+        transcript_path: None,
         created_at_ms: 0,
         expires_at_ms: u64::MAX,
     };

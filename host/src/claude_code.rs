@@ -27,8 +27,9 @@ use serde_json::{Value, json};
 use crate::Toolgate;
 use crate::decision::{Decision, Verdict};
 use crate::error::{Error, Result};
+use crate::gates::{GateKey, PendingGate};
 use crate::host::Outcome;
-use crate::request::{Mode, Origin, ToolRequest};
+use crate::request::{DEFAULT_USER_ID, Mode, Origin, ToolRequest};
 
 /// One hook event. Unknown fields are ignored: Claude Code adds fields over
 /// time.
@@ -71,6 +72,14 @@ pub struct HookEvent {
 use toolgate_wire::protocol::HookRuntime;
 pub use toolgate_wire::protocol::OnError;
 
+/// The channel Claude Code's calls come from.
+pub const CHANNEL: &str = "claude-code";
+
+/// How much of a transcript's end is searched for a decline: the decline
+/// is written when the person answers, so it is near the end when the
+/// daemon looks (every second) or at the session's next event.
+const DECLINE_SEARCH_BYTES: u64 = 512 * 1024;
+
 /// What answering an event needs: a new turn touches only the store, so a
 /// hook process answering it in-process loads no policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,6 +117,14 @@ impl HookEvent {
         }
     }
 
+    /// The key of the gate this session's calls may be paused on.
+    fn gate_key(&self) -> GateKey {
+        GateKey {
+            user_id: DEFAULT_USER_ID.into(),
+            thread_id: self.session_id.clone(),
+        }
+    }
+
     /// The turn this tool event belongs to: its prompt's (see
     /// [`Toolgate::turn_of`]).
     fn turn(&self, host: &Toolgate) -> Result<u64> {
@@ -125,7 +142,7 @@ impl HookEvent {
         request.origin = origin;
         request.call_id = self.tool_use_id.clone();
         request.session_id = self.session_id.clone();
-        request.channel = "claude-code".into();
+        request.channel = CHANNEL.into();
         request.is_subagent = self.agent_id.as_deref().is_some_and(|a| !a.is_empty());
         request.turn = turn;
         request.mode = mode(self.permission_mode.as_deref());
@@ -214,7 +231,9 @@ fn pre_tool_use(decision: &str, reason: &str, context: Option<String>) -> Value 
 /// → `ask` with the reason, which policy asks and how else a person
 /// answers, and the same as a `systemMessage` (Claude Code's own prompt for
 /// `Write`/`Edit` shows no hook reason; a system message reaches the
-/// person in every mode); allow with notes → no decision (Claude Code's
+/// person in every mode); allow that a person's earlier answer let through
+/// → `allow` (they already answered for this exact call; Claude Code would
+/// ask them again); allow with notes → no decision (Claude Code's
 /// normal permission flow applies) and the notes as `additionalContext`;
 /// allow without notes → nothing (printed as `{}`).
 pub fn answer(decision: &Decision) -> Option<Value> {
@@ -236,10 +255,61 @@ pub fn answer(decision: &Decision) -> Option<Value> {
             answer["systemMessage"] = json!(asked);
             Some(answer)
         }
+        Verdict::Allow if decision.approved_by.is_some() => {
+            let by = decision.approved_by.as_deref().filter(|b| !b.is_empty());
+            let reason = format!(
+                "toolgate: a person approved this exact call (over `{}`)",
+                by.unwrap_or("a channel")
+            );
+            Some(pre_tool_use("allow", &reason, notes))
+        }
         Verdict::Allow => notes.map(|context| {
             json!({"hookSpecificOutput": {"hookEventName": "PreToolUse", "additionalContext": context}})
         }),
     }
+}
+
+/// Whether the person declined `gate`'s call in Claude Code's own prompt
+/// ("No", or Esc). Claude Code runs no hook then (seen in 2.1.332: neither
+/// `PostToolUseFailure` nor `PermissionDenied`; the next event is the
+/// person's next prompt), but its transcript gets the call's `tool_result`
+/// with `toolDenialKind: "user-rejected"`. Under `-p` an "ask" is recorded
+/// the same way, with toolgate's own reason as the result: that one names
+/// the gate's request id and is no decline (the person may still approve
+/// from a terminal).
+pub fn declined_in_prompt(gate: &PendingGate) -> bool {
+    let Some(path) = gate.transcript_path.as_deref() else {
+        return false;
+    };
+    if gate.call_id.is_empty() {
+        return false;
+    }
+    let tail = match crate::transcript::read_tail(path, DECLINE_SEARCH_BYTES) {
+        Ok(tail) => tail,
+        Err(err) => {
+            tracing::debug!(path = %path.display(), error = %err, "transcript unreadable");
+            return false;
+        }
+    };
+    tail.lines()
+        .rev()
+        .filter(|line| line.contains(&gate.call_id) && line.contains("user-rejected"))
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .any(|entry| is_decline_of(&entry, gate))
+}
+
+fn is_decline_of(entry: &Value, gate: &PendingGate) -> bool {
+    if entry["type"] != "user" || entry["toolDenialKind"] != "user-rejected" {
+        return false;
+    }
+    let Some(content) = entry["message"]["content"].as_array() else {
+        return false;
+    };
+    content.iter().any(|block| {
+        block["type"] == "tool_result"
+            && block["tool_use_id"] == gate.call_id.as_str()
+            && !block["content"].to_string().contains(&gate.request_id)
+    })
 }
 
 /// A tool's outcome and a short summary, from `tool_response`.
@@ -268,6 +338,9 @@ pub fn outcome_of(response: Option<&Value>) -> (Outcome, String) {
 pub fn handle(host: &Toolgate, input: &str, on_error: OnError) -> Handled {
     answer_or_fail(HookRuntime::ClaudeCode, on_error, |decision| {
         let event = HookEvent::parse(input)?;
+        // A call the person declined in the prompt ends its gate now, at
+        // the latest (a daemon ends it within a second).
+        host.end_declined_gates(Some(&event.gate_key()), declined_in_prompt)?;
         let answer = match event.hook_event_name.as_str() {
             "UserPromptSubmit" => {
                 host.turn_of(&event.session_id, event.prompt_id.as_deref(), true)?;
@@ -322,6 +395,88 @@ mod tests {
             mode(Some("bypassPermissions")),
             Mode::InteractiveAutoApprove
         );
+    }
+
+    #[test]
+    fn a_call_a_person_approved_is_allowed_without_asking_again() {
+        let mut decision = Decision::host_deny("toolu_1", String::new());
+        decision.verdict = Verdict::Allow;
+        decision.reason = None;
+        assert_eq!(
+            answer(&decision),
+            None,
+            "no decision: Claude Code's own flow"
+        );
+        decision.approved_by = Some("terminal".into());
+        let answered = answer(&decision).unwrap();
+        let output = &answered["hookSpecificOutput"];
+        assert_eq!(output["permissionDecision"], "allow");
+        assert!(
+            output["permissionDecisionReason"]
+                .as_str()
+                .unwrap()
+                .contains("approved this exact call (over `terminal`)"),
+            "{answered}"
+        );
+    }
+
+    fn gate_with(transcript: &std::path::Path) -> PendingGate {
+        PendingGate {
+            request_id: "feedc0de".into(),
+            policy: "lease-gate".into(),
+            user_id: DEFAULT_USER_ID.into(),
+            thread_id: "s".into(),
+            session_id: "s".into(),
+            source_channel: CHANNEL.into(),
+            tool: "Write".into(),
+            call_id: "toolu_1".into(),
+            arguments: "{}".into(),
+            fingerprint: String::new(),
+            pause: crate::gates::PauseKind::Approval {
+                description: "Allow `Write`?".into(),
+                allow_always: false,
+            },
+            risk: None,
+            transcript_path: Some(transcript.to_path_buf()),
+            created_at_ms: 0,
+            expires_at_ms: u64::MAX,
+        }
+    }
+
+    #[test]
+    fn a_decline_is_read_from_the_transcript_and_only_a_decline() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let gate = gate_with(&path);
+        let rejected = |id: &str, content: &str| {
+            json!({"type": "user", "toolDenialKind": "user-rejected", "message": {"content": [
+                {"type": "tool_result", "tool_use_id": id, "content": content, "is_error": true}
+            ]}})
+            .to_string()
+        };
+        let cases = [
+            (String::new(), false),
+            ("not json user-rejected toolu_1".into(), false),
+            (
+                rejected("toolu_2", "The user doesn't want to proceed"),
+                false,
+            ),
+            // `-p`: toolgate's own reason, naming the gate.
+            (
+                rejected("toolu_1", "toolgate (lease-gate asks): … feedc0de"),
+                false,
+            ),
+            (
+                rejected("toolu_1", "The user doesn't want to proceed"),
+                true,
+            ),
+        ];
+        for (line, declined) in cases {
+            std::fs::write(&path, format!("{{\"type\":\"summary\"}}\n{line}\n")).unwrap();
+            assert_eq!(declined_in_prompt(&gate), declined, "{line}");
+        }
+        // No transcript, or one that cannot be read: not declined.
+        assert!(!declined_in_prompt(&gate_with(&dir.path().join("missing"))));
     }
 
     #[test]

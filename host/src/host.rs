@@ -366,20 +366,58 @@ impl Toolgate {
         let now = crate::now_ms();
         match self.store.peek_gate(&key, now)? {
             Some(gate) if gate.call_id == call_id && gate.source_channel == request.channel => {
-                match self
-                    .store
-                    .take_gate(&key, &gate.request_id, &request.channel, &[], now)
-                {
-                    Ok(gate) => Ok(Some(gate)),
-                    // Resolved or replaced meanwhile: nothing left to close.
-                    Err(crate::gates::GateError::Storage(message)) => Err(Error::Store {
-                        path: self.store.path().to_path_buf(),
-                        message,
-                    }),
-                    Err(_) => Ok(None),
-                }
+                self.end_gate(&gate, now)
             }
             _ => Ok(None),
+        }
+    }
+
+    /// End the pending gates (of one thread, or all) whose call the person
+    /// declined in their runtime's own prompt, as `declined` (the runtime
+    /// adapter's judgement) says. A runtime may tell hooks nothing of a
+    /// decline but record it in its transcript (see
+    /// [`crate::claude_code::declined_in_prompt`]), so without this the
+    /// gate would wait out its TTL, and a late approval of it would let an
+    /// identical retry run unasked. A declined gate leaves every list and
+    /// records nothing: if the call comes again, the runtime asks again.
+    /// Reading a transcript can end a gate but never approve one, so a
+    /// forged transcript gains the agent nothing.
+    pub fn end_declined_gates(
+        &self,
+        key: Option<&GateKey>,
+        declined: impl Fn(&PendingGate) -> bool,
+    ) -> Result<Vec<PendingGate>> {
+        let now = crate::now_ms();
+        let gates = match key {
+            Some(key) => self.store.peek_gate(key, now)?.into_iter().collect(),
+            None => self.store.list_gates(None, now)?,
+        };
+        let mut ended = Vec::new();
+        for gate in gates.iter().filter(|gate| declined(gate)) {
+            if let Some(gate) = self.end_gate(gate, now)? {
+                tracing::info!(request_id = %gate.request_id, policy = %gate.policy, channel = %gate.source_channel, "gate declined in the runtime's prompt");
+                ended.push(gate);
+            }
+        }
+        Ok(ended)
+    }
+
+    /// Remove `gate` unanswered, unless it was resolved or replaced
+    /// meanwhile.
+    fn end_gate(&self, gate: &PendingGate, now: u64) -> Result<Option<PendingGate>> {
+        match self.store.take_gate(
+            &gate.key(),
+            &gate.request_id,
+            &gate.source_channel,
+            &[],
+            now,
+        ) {
+            Ok(gate) => Ok(Some(gate)),
+            Err(crate::gates::GateError::Storage(message)) => Err(Error::Store {
+                path: self.store.path().to_path_buf(),
+                message,
+            }),
+            Err(_) => Ok(None),
         }
     }
 

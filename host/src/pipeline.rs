@@ -275,6 +275,14 @@ impl<'r> Call<'r> {
             .find(|r| r.resolution == GateResolution::Deny)
     }
 
+    /// A person's approval (or credential) for this exact call, if any.
+    fn approved_by_a_person(&self) -> Option<&RecordedResolution> {
+        self.resolutions
+            .iter()
+            .rev()
+            .find(|r| r.resolution != GateResolution::Deny)
+    }
+
     /// The call as `plugin`'s decision sees it: with the resolutions of its
     /// own pauses only.
     fn for_policy(&self, plugin: &Plugin) -> std::borrow::Cow<'_, wit::ToolCall> {
@@ -477,13 +485,16 @@ fn conclude(
             .collect(),
         risk,
         pause: None,
+        approved_by: None,
         call_id: call.id.clone(),
         policies: results,
         shadows: Vec::new(),
         duration_us: 0,
     };
     match outcome {
-        Outcome::Allow => {}
+        Outcome::Allow => {
+            decision.approved_by = call.approved_by_a_person().map(|r| r.by.clone());
+        }
         Outcome::Deny { policy, reason } => {
             decision.verdict = Verdict::Deny;
             decision.reason = Some(reason);
@@ -512,6 +523,7 @@ fn conclude(
                 fingerprint: call.fingerprint().to_string(),
                 pause: pause_kind(pause),
                 risk: Some(decision.risk.clone()),
+                transcript_path: request.transcript_path.clone(),
                 created_at_ms: now,
                 expires_at_ms: now.saturating_add(env.gate_ttl.as_millis() as u64),
             };

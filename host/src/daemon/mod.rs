@@ -84,6 +84,8 @@ pub struct Daemon {
     http_address: std::sync::OnceLock<SocketAddr>,
     /// The socket's permissions.
     socket_mode: u32,
+    /// Whether a search for declined gates is running (one at a time).
+    settling: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Where a request came from, which decides what it may do.
@@ -114,6 +116,7 @@ impl Daemon {
             inbox: inbox::Inbox::default(),
             http_address: std::sync::OnceLock::new(),
             socket_mode: options.socket_mode,
+            settling: Default::default(),
         })
     }
 
@@ -499,6 +502,7 @@ impl Daemon {
                         tracing::info!("idle past daemon.idle_exit_secs; stopping");
                         break;
                     }
+                    self.end_declined_gates();
                 }
             }
         }
@@ -519,6 +523,22 @@ impl Daemon {
         Ok(())
     }
 
+    /// End, off the accept loop, the gates people declined in their
+    /// runtime's prompt since the last look, so they leave `gates list`,
+    /// the inbox and `watch` within a second, not at the next event.
+    fn end_declined_gates(&self) {
+        if self.settling.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let (host, settling) = (Arc::clone(&self.host), Arc::clone(&self.settling));
+        tokio::task::spawn_blocking(move || {
+            if let Err(err) = host.end_declined_gates(None, declined_in_runtime) {
+                tracing::warn!(error = %err, "cannot look for declined gates");
+            }
+            settling.store(false, Ordering::Release);
+        });
+    }
+
     fn idle_for_too_long(&self) -> bool {
         let Some(limit) = self.idle_exit else {
             return false;
@@ -526,6 +546,15 @@ impl Daemon {
         let idle_ms = crate::now_ms().saturating_sub(self.last_request_ms.load(Ordering::Relaxed));
         idle_ms >= limit.as_millis() as u64
             && self.in_flight.available_permits() == self.max_in_flight
+    }
+}
+
+/// Whether the person declined `gate`'s call in the prompt of the runtime
+/// it came from (only runtimes whose transcripts say so can tell).
+fn declined_in_runtime(gate: &crate::gates::PendingGate) -> bool {
+    match gate.source_channel.as_str() {
+        crate::claude_code::CHANNEL => crate::claude_code::declined_in_prompt(gate),
+        _ => false,
     }
 }
 

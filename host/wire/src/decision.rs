@@ -24,6 +24,11 @@ pub struct Decision {
     /// The pending gate, when paused.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pause: Option<PauseInfo>,
+    /// When a person's answer to an earlier pause of this exact call let
+    /// it through: who answered, and how (`terminal`, `web`, …). A runtime
+    /// with its own prompt need not ask them again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved_by: Option<String>,
     /// The call's id (the runtime's, or generated).
     pub call_id: String,
     /// Each policy that ran, in the order it ran.
@@ -71,6 +76,7 @@ impl Decision {
             notes: Vec::new(),
             risk: RiskReport::default(),
             pause: None,
+            approved_by: None,
             call_id: call_id.to_string(),
             policies: Vec::new(),
             shadows: Vec::new(),

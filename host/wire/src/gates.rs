@@ -79,6 +79,11 @@ pub struct PendingGate {
     /// none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub risk: Option<crate::decision::RiskReport>,
+    /// The transcript the runtime named for the call, if any: where a
+    /// decline in the runtime's own prompt shows (the runtime tells hooks
+    /// nothing of it), so the gate can end then rather than at its TTL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript_path: Option<std::path::PathBuf>,
     /// Milliseconds since the Unix epoch.
     pub created_at_ms: u64,
     /// After this (ms since the epoch) the gate never resolves.

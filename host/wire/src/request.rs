@@ -124,8 +124,11 @@ fn empty_object() -> serde_json::Value {
 fn default_session() -> String {
     "default".into()
 }
+/// The person a request acts for when it names none.
+pub const DEFAULT_USER_ID: &str = "local";
+
 fn default_user() -> String {
-    "local".into()
+    DEFAULT_USER_ID.into()
 }
 fn default_channel() -> String {
     "cli".into()
