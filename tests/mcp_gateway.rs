@@ -223,13 +223,24 @@ fn a_pause_is_asked_in_the_client_and_the_answer_decides() {
         "the server must not receive the gateway's token: {text}"
     );
 
+    // A decline is a person's answer: the same call again in the session
+    // is refused with it, and the person is not asked twice.
     session.elicitation = Some("decline");
-    let declined = session.run(&setup, &modules, json!([{"name": "get-env"}]));
+    let declined = session.run(
+        &setup,
+        &modules,
+        json!([{"name": "get-env"}, {"name": "get-env"}]),
+    );
     assert_eq!(declined["elicitations"].as_array().unwrap().len(), 1);
     let (is_error, text) = call(&declined, 0);
     assert!(
         is_error && !text.contains("PATH"),
         "denied, so it did not run: {text}"
+    );
+    let (is_error, text) = call(&declined, 1);
+    assert!(
+        is_error && text.contains("A person refused this call") && text.contains("`mcp`"),
+        "the retry is refused with the person's answer: {text}"
     );
 
     session.elicitation = Some("cancel");
@@ -239,6 +250,40 @@ fn a_pause_is_asked_in_the_client_and_the_answer_decides() {
     assert!(
         text.contains("toolgate paused this call"),
         "still paused: {text}"
+    );
+}
+
+#[test]
+fn the_gateway_asks_as_the_clients_mode_says() {
+    let Some(modules) = common::npm::node_modules(&[SDK, EVERYTHING]) else {
+        return;
+    };
+    let setup = setup();
+    // Interactive (the default): a tool the catalogue does not know waits
+    // for a person.
+    let asked = everything(&modules).run(&setup, &modules, json!([{"name": "get-tiny-image"}]));
+    let (is_error, text) = call(&asked, 0);
+    assert!(
+        is_error && text.contains("toolgate paused this call"),
+        "{text}"
+    );
+    // A client told not to ask: routine calls run, and only what always
+    // needs a person pauses.
+    let mut session = everything(&modules);
+    session
+        .gateway
+        .extend(["--client-mode".into(), "auto-approve".into()]);
+    let result = session.run(
+        &setup,
+        &modules,
+        json!([{"name": "get-tiny-image"}, {"name": "get-env"}]),
+    );
+    let (is_error, text) = call(&result, 0);
+    assert!(!is_error, "ran: {text}");
+    let (is_error, text) = call(&result, 1);
+    assert!(
+        is_error && text.contains("toolgate paused this call"),
+        "{text}"
     );
 }
 

@@ -23,7 +23,9 @@
 //! session is one session and one thread (over stdio `--session`, default
 //! `mcp-` and a random id); the user is `--user` (default: the request's
 //! default user); the requesting channel is `mcp`. MCP has no user-prompt
-//! boundary, so a gateway session starts one turn and stays in it.
+//! boundary, so a gateway session starts one turn and stays in it. Nor does
+//! MCP say whether the client asks its person before a call: the
+//! execution mode is the operator's (`--client-mode`, default interactive).
 //!
 //! Over stdio one gateway process serves one client; over streamable HTTP
 //! ([`http`]) each client session is a session of its own, and they share
@@ -50,7 +52,7 @@ use crate::daemon::{Client, DaemonRequest};
 use crate::decision::{Decision, Outcome, Verdict};
 use crate::error::{Error, Result};
 use crate::gates::GateResolution;
-use crate::request::{Origin, ToolRequest};
+use crate::request::{Mode, Origin, ToolRequest};
 
 pub mod http;
 mod upstream;
@@ -72,6 +74,10 @@ pub struct GatewayOptions {
     pub call_timeout: Duration,
     /// How long to wait for the person to answer an elicitation.
     pub elicitation_timeout: Duration,
+    /// How the client runs: whether a person there wants to be asked. MCP
+    /// does not say, so the operator does (a client told not to ask, such
+    /// as Claude Code in `bypassPermissions`, is `InteractiveAutoApprove`).
+    pub mode: Mode,
 }
 
 impl Default for GatewayOptions {
@@ -81,6 +87,7 @@ impl Default for GatewayOptions {
             approval_token: None,
             call_timeout: Duration::from_secs(120),
             elicitation_timeout: Duration::from_secs(300),
+            mode: Mode::Interactive,
         }
     }
 }
@@ -180,6 +187,7 @@ impl Gateway {
         request.session_id = self.session.clone();
         request.channel = CHANNEL.into();
         request.turn = turn;
+        request.mode = self.options.mode;
         if let Some(user) = &self.options.user {
             request.user_id = user.clone();
         }

@@ -11,6 +11,7 @@ use rmcp::transport::TokioChildProcess;
 use toolgate::mcp::{
     DaemonLink, Gateway, GatewayOptions, Upstream, Upstreams, http, new_session_id,
 };
+use toolgate::request::Mode;
 
 use crate::target::Ctx;
 
@@ -54,6 +55,13 @@ pub struct McpArgs {
     /// How long to wait for a person to answer a pause in the client.
     #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = humantime::parse_duration)]
     elicitation_timeout: Duration,
+    /// How the client runs, which MCP does not say: `interactive` (a
+    /// person is asked before sensitive calls), `auto-approve` (a person is
+    /// there but told the client not to ask, e.g. Claude Code's
+    /// bypassPermissions: only what always needs approval pauses) or
+    /// `autonomous` (nobody to ask).
+    #[arg(long, value_enum, default_value_t = ClientMode::Interactive)]
+    client_mode: ClientMode,
     /// One more server, as NAME=COMMAND (a shell-quoted command line); may
     /// be repeated. With several servers, each tool is offered as
     /// NAME__TOOL.
@@ -65,12 +73,30 @@ pub struct McpArgs {
     command: Vec<OsString>,
 }
 
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ClientMode {
+    Interactive,
+    AutoApprove,
+    Autonomous,
+}
+
+impl From<ClientMode> for Mode {
+    fn from(mode: ClientMode) -> Self {
+        match mode {
+            ClientMode::Interactive => Mode::Interactive,
+            ClientMode::AutoApprove => Mode::InteractiveAutoApprove,
+            ClientMode::Autonomous => Mode::Autonomous,
+        }
+    }
+}
+
 pub fn run(ctx: &Ctx, args: McpArgs) -> anyhow::Result<ExitCode> {
     let options = Arc::new(GatewayOptions {
         user: args.user,
         approval_token: secret_from_env(TOKEN_ENV),
         call_timeout: args.call_timeout,
         elicitation_timeout: args.elicitation_timeout,
+        mode: args.client_mode.into(),
     });
     let mut servers: Vec<(Option<String>, Vec<OsString>)> = args
         .servers
