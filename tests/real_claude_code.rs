@@ -8,48 +8,13 @@
 
 mod common;
 
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::process::Command;
 
-use common::hooks::StopDaemon;
+use common::claude_code::{ClaudeHome, WRITE_ALWAYS, claude_binary, run_claude, tool_results};
+use common::hooks::{BIN, StopDaemon};
 use common::messages_api::{Block, MessagesApi};
 use serde_json::{Value, json};
 use toolgate::daemon::{Client, DaemonRequest, socket_for_store};
-
-const BIN: &str = env!("CARGO_BIN_EXE_toolgate");
-/// The Claude Code release these facts were measured on: an exact
-/// version, since a range resolves differently per machine (`@2.1` gave
-/// 2.1.197 on one while 2.1.332 was current). `.ci/run` installs the same.
-const CLAUDE_CODE: &str = "@anthropic-ai/claude-code@2.1.332";
-
-/// The installed `claude`, installing it if needed; `None` (with the reason
-/// printed) only when npm cannot reach the registry.
-fn claude_binary() -> Option<PathBuf> {
-    let modules = common::npm::node_modules(&[(CLAUDE_CODE, ".bin/claude")])?;
-    Some(modules.join(".bin/claude"))
-}
-
-/// The `tool_result` blocks of a request's messages, by `tool_use_id`.
-fn tool_results(request: &Value) -> Vec<(String, bool, String)> {
-    let mut results = Vec::new();
-    for message in request["messages"].as_array().into_iter().flatten() {
-        for block in message["content"].as_array().into_iter().flatten() {
-            if block["type"] == "tool_result" {
-                let content = match &block["content"] {
-                    Value::String(text) => text.clone(),
-                    other => other.to_string(),
-                };
-                results.push((
-                    block["tool_use_id"].as_str().unwrap_or("").to_string(),
-                    block["is_error"] == json!(true),
-                    content,
-                ));
-            }
-        }
-    }
-    results
-}
 
 #[test]
 fn inside_claude_code_parallel_reads_run_and_a_risky_bash_gets_toolgates_reason() {
@@ -175,96 +140,8 @@ fn inside_claude_code_parallel_reads_run_and_a_risky_bash_gets_toolgates_reason(
     );
 }
 
-/// A home and project for one Claude Code user, a config (the bundled
-/// policies plus `extra`) with its store beside it, and the hooks installed
-/// by `toolgate` (a path to the binary) into the home's settings.
-struct ClaudeHome {
-    dir: tempfile::TempDir,
-    home: PathBuf,
-    project: PathBuf,
-    config: PathBuf,
-    store: PathBuf,
-}
-
-impl ClaudeHome {
-    fn new(extra: &str) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let home = dir.path().join("home");
-        let project = dir.path().join("project");
-        for d in [home.join(".claude"), project.clone()] {
-            std::fs::create_dir_all(d).unwrap();
-        }
-        let config = dir.path().join("toolgate.toml");
-        let body = format!(
-            "store = \"state/toolgate.redb\"\n{}\n{extra}",
-            toolgate::config::DEFAULT_CONFIG
-        );
-        std::fs::write(&config, common::config_text(&body)).unwrap();
-        let store = dir.path().join("state/toolgate.redb");
-        Self {
-            dir,
-            home,
-            project,
-            config,
-            store,
-        }
-    }
-
-    /// `toolgate hook install --write` from `toolgate`; what it wrote.
-    fn install(&self, toolgate: &std::path::Path) -> String {
-        let settings = self.home.join(".claude/settings.json");
-        let installed = Command::new(toolgate)
-            .arg("--config")
-            .arg(&self.config)
-            .args(["hook", "install", "--write"])
-            .arg(&settings)
-            .output()
-            .unwrap();
-        assert!(installed.status.success(), "{installed:?}");
-        std::fs::read_to_string(&settings).unwrap()
-    }
-}
-
-/// The config that pauses every `Write` for a person.
-const WRITE_ALWAYS: &str = "[plugins.lease-gate.config.actions.Write]\neffects = [\"write-local\"]\napproval = \"always\"\n";
-
 /// The agent runs without Claude Code's own prompts.
 const BYPASS: &[&str] = &["--permission-mode", "bypassPermissions"];
-
-/// Run the real Claude Code once, `-p`, in `project` with `home`'s
-/// settings, against `api`, with `extra` arguments; its output.
-fn run_claude(
-    claude: &std::path::Path,
-    home: &std::path::Path,
-    project: &std::path::Path,
-    api: &MessagesApi,
-    prompt: &str,
-    extra: &[&str],
-) -> std::process::Output {
-    let child = Command::new(claude)
-        .args(["-p", prompt])
-        .args(["--output-format", "stream-json", "--verbose"])
-        .args(["--setting-sources", "user", "--model", "claude-sonnet-4-5"])
-        .args(extra)
-        .current_dir(project)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("IS_SANDBOX", "1")
-        .env("CLAUDE_CONFIG_DIR", home.join(".claude"))
-        .env("ANTHROPIC_BASE_URL", &api.base_url)
-        .env("ANTHROPIC_API_KEY", "offline-test-key")
-        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-        .env("DISABLE_TELEMETRY", "1")
-        .env("DISABLE_AUTOUPDATER", "1")
-        .env("DISABLE_ERROR_REPORTING", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    common::wait_bounded(child, Duration::from_secs(240))
-}
 
 /// Every way an agent broke toolgate, inside the real Claude Code in
 /// bypassPermissions mode: the `Write` the config pauses for a person must

@@ -23,7 +23,7 @@ use common::hooks::BIN;
 use common::messages_api::{Block, MessagesApi};
 use serde_json::{Value, json};
 
-const CLAUDE_CODE: &str = "@anthropic-ai/claude-code@2.1.332";
+use common::claude_code::CLAUDE_CODE;
 const AGENT: &str = "tgagent";
 const BIN_DIR: &str = "/opt/toolgate-system-test/bin";
 /// The npm clients, bound here inside the namespace: the agent's user must

@@ -138,6 +138,7 @@ pub fn eventually_showing(what: &str, mut probe: impl FnMut() -> (bool, String))
 pub fn call(tool: &str, arguments: serde_json::Value) -> ToolRequest {
     ToolRequest::new(tool, arguments)
 }
+pub mod claude_code;
 pub mod gemini_api;
 pub mod hooks;
 pub mod logs;
@@ -146,6 +147,7 @@ pub mod model_server;
 pub mod npm;
 pub mod pg_cluster;
 pub mod scripted_http;
+pub mod tmux;
 pub mod webdriver;
 
 /// Approve the pause `decision` carries, from `cli`.

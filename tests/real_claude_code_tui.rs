@@ -1,0 +1,205 @@
+//! A person and toolgate in the real Claude Code TUI: interactive mode on a
+//! terminal (tmux), offline against a scripted model, toolgate's hooks as
+//! `toolgate hook install --write` writes them, lease-gate pausing every
+//! `Write`. The person answers where people do: in Claude Code's own
+//! prompt, and from a second terminal of their own. Each step asserts on
+//! what the screens show and on `toolgate gates list`.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::claude_code::{ClaudeHome, WRITE_ALWAYS, claude_binary, offline_env, tool_results};
+use common::hooks::{BIN, StopDaemon};
+use common::messages_api::{Block, MessagesApi};
+use common::tmux::Tmux;
+use serde_json::{Value, json};
+
+/// Claude Code's window, and the person's own terminal beside it.
+const CLAUDE: &str = "claude";
+const PERSON: &str = "person";
+
+/// The screen while Claude Code's own prompt asks about a new file.
+const ASKING: &str = "Do you want to create";
+
+/// Answer Claude Code's prompt with `key`, as a person does: after a beat.
+/// Claude Code ignores keys for a moment after a dialog appears (its
+/// "input grace", against answering by accident), so a key sent the
+/// instant the dialog shows is lost. Pacing, not a timing assertion.
+fn answer_prompt(tmux: &Tmux, key: &str) {
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    tmux.press(CLAUDE, &[key]);
+    tmux.wait_until(CLAUDE, "Claude Code's prompt closes", |s| {
+        !s.contains(ASKING)
+    });
+}
+
+#[test]
+fn in_the_claude_code_tui_a_persons_answer_ends_the_pause_wherever_it_is_given() {
+    let Some(claude) = claude_binary() else {
+        return;
+    };
+    let user = ClaudeHome::new(WRITE_ALWAYS);
+    user.seed_interactive();
+    let _stop = StopDaemon(user.store.clone());
+    user.install(Path::new(BIN));
+    let project = &user.project;
+    let write = |id: &str, file: &str| {
+        Block::ToolUse(
+            id.into(),
+            "Write".into(),
+            json!({"file_path": project.join(file).display().to_string(), "content": "hello\n"}),
+        )
+    };
+    let api = MessagesApi::start(vec![
+        vec![
+            Block::Text("Creating a.txt.".into()),
+            write("toolu_a", "a.txt"),
+        ],
+        vec![Block::Text("Created a.txt.".into())],
+        vec![write("toolu_b", "b.txt")],
+        vec![write("toolu_c", "c.txt")],
+        vec![write("toolu_c2", "c.txt")],
+        vec![Block::Text("Created c.txt.".into())],
+        vec![write("toolu_d", "d.txt")],
+        vec![write("toolu_d2", "d.txt")],
+        vec![Block::Text("Understood; I leave d.txt alone.".into())],
+    ]);
+    let env = offline_env(&user.home, &api);
+    let program = [
+        claude.display().to_string(),
+        "--setting-sources".into(),
+        "user".into(),
+        "--permission-mode".into(),
+        "default".into(),
+    ];
+    let tmux = Tmux::start(user.dir.path(), CLAUDE, project, &env, &program);
+    tmux.open(PERSON, project, &env, &["sh".to_string()]);
+    tmux.wait_for(CLAUDE, "for shortcuts");
+    let prompt = |text: &str| {
+        tmux.type_text(CLAUDE, text);
+        tmux.press(CLAUDE, &["Enter"]);
+    };
+
+    // 1. Approve in Claude Code's prompt. The prompt says that toolgate
+    //    asks, which policy, and why; the file is written; the gate ends.
+    prompt("Create a.txt");
+    let screen = tmux.wait_for(CLAUDE, ASKING);
+    assert!(
+        screen.contains("toolgate (lease-gate asks)") && screen.contains("Allow `Write`?"),
+        "the prompt shows who asks and why:\n{screen}"
+    );
+    assert_eq!(gates(&user).len(), 1, "one pause while Claude Code asks");
+    answer_prompt(&tmux, "1");
+    tmux.wait_for(CLAUDE, "Created a.txt.");
+    assert!(project.join("a.txt").exists());
+    assert_eq!(
+        gates(&user),
+        Vec::<Value>::new(),
+        "approved: the gate ended"
+    );
+
+    // 2. Decline in Claude Code's prompt: nothing is written, and the gate
+    //    leaves `gates list` at once, not at its TTL.
+    prompt("Create b.txt");
+    tmux.wait_for(CLAUDE, ASKING);
+    assert_eq!(gates(&user).len(), 1);
+    answer_prompt(&tmux, "3");
+    tmux.wait_for(CLAUDE, "Rejected");
+    common::eventually_showing("the declined gate leaves the list", || {
+        let gates = gates(&user);
+        (gates.is_empty(), format!("{gates:?}"))
+    });
+    assert!(!project.join("b.txt").exists());
+
+    // 3. Approve from the person's own terminal while Claude Code asks;
+    //    dismiss Claude Code's prompt, ask for a retry: it runs, and
+    //    nobody is asked twice (Claude Code would ask about a new file:
+    //    toolgate answers for the person who approved).
+    prompt("Create c.txt");
+    tmux.wait_for(CLAUDE, ASKING);
+    resolve_at_the_person_terminal(&tmux, &user, "approve");
+    answer_prompt(&tmux, "Escape");
+    tmux.wait_for(CLAUDE, "Rejected");
+    prompt("I approved it in my terminal; try again");
+    tmux.wait_for(CLAUDE, "Created c.txt.");
+    assert!(project.join("c.txt").exists());
+    assert_eq!(gates(&user), Vec::<Value>::new());
+
+    // 4. Deny from the person's own terminal: the identical retry is
+    //    refused with the person's answer, the model reads it, and no new
+    //    pause is left behind.
+    prompt("Create d.txt");
+    tmux.wait_for(CLAUDE, ASKING);
+    resolve_at_the_person_terminal(&tmux, &user, "deny");
+    answer_prompt(&tmux, "Escape");
+    tmux.wait_for(CLAUDE, "Rejected");
+    prompt("Try again");
+    let screen = tmux.wait_for(CLAUDE, "Understood; I leave d.txt alone.");
+    assert!(
+        screen.contains("A person refused this call"),
+        "the refusal shows on screen:\n{screen}"
+    );
+    assert!(!project.join("d.txt").exists());
+    assert_eq!(gates(&user), Vec::<Value>::new(), "no new pause");
+    let turns = api.turns();
+    let refused = tool_results(turns.last().unwrap());
+    let (_, is_error, reason) = refused
+        .iter()
+        .find(|(id, ..)| id == "toolu_d2")
+        .unwrap_or_else(|| panic!("no result for the retry: {refused:?}"));
+    assert!(
+        *is_error && reason.contains("A person refused this call") && reason.contains("terminal"),
+        "the model reads who refused: {reason}"
+    );
+}
+
+/// The pending gates, as `toolgate gates list` prints them.
+fn gates(user: &ClaudeHome) -> Vec<Value> {
+    let listed = Command::new(BIN)
+        .arg("--config")
+        .arg(&user.config)
+        .args(["gates", "list"])
+        .output()
+        .unwrap();
+    assert!(listed.status.success(), "gates list: {listed:?}");
+    String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+/// The person resolves the one pending gate with `decision` from their own
+/// terminal, typing the command and `yes` as they would.
+fn resolve_at_the_person_terminal(tmux: &Tmux, user: &ClaudeHome, decision: &str) {
+    let gates = gates(user);
+    assert_eq!(gates.len(), 1, "{gates:?}");
+    let request_id = gates[0]["request_id"].as_str().unwrap();
+    let line = shlex::try_join([
+        BIN,
+        "--config",
+        user.config.to_str().unwrap(),
+        "gates",
+        "resolve",
+        "--request-id",
+        request_id,
+        "--decision",
+        decision,
+    ])
+    .unwrap();
+    tmux.type_text(PERSON, &format!("clear; {line}"));
+    tmux.press(PERSON, &["Enter"]);
+    let screen = tmux.wait_for(PERSON, "Type yes to");
+    assert!(
+        screen.contains("paused by lease-gate") && screen.contains("tool: Write"),
+        "the person's terminal shows what is asked:\n{screen}"
+    );
+    tmux.type_text(PERSON, "yes");
+    tmux.press(PERSON, &["Enter"]);
+    tmux.wait_for(PERSON, "request_id");
+    common::eventually_showing("the resolved gate leaves the list", || {
+        let gates = self::gates(user);
+        (gates.is_empty(), format!("{gates:?}"))
+    });
+}
