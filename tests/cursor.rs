@@ -59,7 +59,7 @@ fn before_events_answer_as_cursor_reads_them() {
         answer["user_message"]
             .as_str()
             .unwrap()
-            .contains("toolgate asks a person"),
+            .starts_with("toolgate (lease-gate asks): "),
         "{answer}"
     );
 

@@ -44,7 +44,10 @@ fn before_tool_answers_as_gemini_cli_reads_them() {
     let answer = hook(&setup, &[], &rm.to_string());
     assert_eq!(answer["decision"], "deny");
     let reason = answer["reason"].as_str().unwrap();
-    assert!(reason.contains("paused this call for a person"), "{reason}");
+    assert!(
+        reason.starts_with("toolgate (lease-gate asks): "),
+        "who asks: {reason}"
+    );
     assert!(
         reason.contains("toolgate gates resolve --request-id"),
         "{reason}"

@@ -136,7 +136,7 @@ fn inside_gemini_cli_a_read_runs_and_a_risky_shell_command_gets_toolgates_reason
         .unwrap_or_else(|| panic!("no run_shell_command result: {after_shell:?}"));
     let error = shell["error"].as_str().unwrap_or_default();
     assert!(
-        error.contains("toolgate paused this call") && error.contains("rm -rf build"),
+        error.contains("toolgate (lease-gate asks): ") && error.contains("rm -rf build"),
         "toolgate's reason reaches the model: {shell}"
     );
     assert!(project.join("build").exists(), "the command did not run");

@@ -175,6 +175,15 @@ pub(crate) fn how_to_approve(decision: &Decision) -> String {
     })
 }
 
+/// What every runtime's pause answer begins with: that toolgate asks,
+/// which policy, and about what ("toolgate (lease-gate asks): Allow
+/// `Write`? …").
+pub(crate) fn who_asks(decision: &Decision) -> String {
+    let asker = decision.decided_by.as_deref().unwrap_or("a policy");
+    let reason = decision.reason.as_deref().unwrap_or_default();
+    format!("toolgate ({asker} asks): {reason}.")
+}
+
 /// Handle one event of `runtime` with `handle`, which may record the
 /// decision it made; an error becomes the runtime's failure answer (`{}`
 /// where that is nothing), so a failure is never a silent allow.
@@ -249,8 +258,7 @@ pub fn answer(decision: &Decision) -> Option<Value> {
     match decision.verdict {
         Verdict::Deny => Some(pre_tool_use("deny", &reason, notes)),
         Verdict::Pause => {
-            let asker = decision.decided_by.as_deref().unwrap_or("a policy");
-            let asked = format!("toolgate ({asker} asks): {reason}.{}", how_to_approve(decision));
+            let asked = format!("{}{}", who_asks(decision), how_to_approve(decision));
             let mut answer = pre_tool_use("ask", &asked, notes);
             answer["systemMessage"] = json!(asked);
             Some(answer)

@@ -33,6 +33,7 @@ use sha2::{Digest as _, Sha256};
 use crate::Toolgate;
 use crate::claude_code::{
     Handled, Needs, OnError, answer_or_fail, how_to_approve, parse_event, required_tool_name,
+    who_asks,
 };
 use crate::decision::{Decision, Outcome, Verdict};
 use crate::error::{Error, Result};
@@ -268,14 +269,11 @@ pub fn answer(decision: &Decision, can_ask: bool) -> Value {
     let refuse = |permission: &str, message: String| json!({"permission": permission, "user_message": message, "agent_message": message});
     match decision.verdict {
         Verdict::Deny => refuse("deny", format!("toolgate denied this: {reason}")),
-        Verdict::Pause if can_ask => refuse("ask", format!("toolgate asks a person: {reason}")),
-        Verdict::Pause => {
-            let how = how_to_approve(decision);
-            refuse(
-                "deny",
-                format!("toolgate paused this for a person: {reason}.{how}"),
-            )
-        }
+        Verdict::Pause if can_ask => refuse("ask", who_asks(decision)),
+        Verdict::Pause => refuse(
+            "deny",
+            format!("{}{}", who_asks(decision), how_to_approve(decision)),
+        ),
         Verdict::Allow if notes.is_empty() => json!({}),
         Verdict::Allow => json!({"agent_message": notes.join("\n\n")}),
     }

@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use crate::Toolgate;
 use crate::claude_code::{
     Handled, Needs, OnError, answer_or_fail, how_to_approve, outcome_of, parse_event,
-    required_tool_name,
+    required_tool_name, who_asks,
 };
 use crate::decision::{Decision, Verdict};
 use crate::error::Result;
@@ -136,8 +136,8 @@ pub fn answer(decision: &Decision) -> Value {
     match decision.verdict {
         Verdict::Deny => json!({"decision": "deny", "reason": reason}),
         Verdict::Pause => {
-            let how = how_to_approve(decision);
-            json!({"decision": "deny", "reason": format!("toolgate paused this call for a person: {reason}.{how}")})
+            let asked = format!("{}{}", who_asks(decision), how_to_approve(decision));
+            json!({"decision": "deny", "reason": asked})
         }
         Verdict::Allow if notes.is_empty() => json!({}),
         Verdict::Allow => json!({"systemMessage": notes.join("\n\n")}),
