@@ -124,12 +124,16 @@ fn a_panic_is_a_trap() {
 fn a_100_mb_reason_is_refused() {
     // Within the default 64 MiB it cannot even be built...
     attack_fails_open("huge-reason", "", "memory limit");
-    // ...and with room to build it, the output cap refuses it.
+    // ...and with room to build it, it is refused before it is copied out
+    // (the host-call fuel: one copy is at most 4 MiB)...
     attack_fails_open(
         "huge-reason",
         "memory_mib = 512\ndeadline_ms = 10000",
-        "over its 16384-byte limit",
+        "too much data is being copied",
     );
+    // ...while a note under that but over the output limit is refused by
+    // the output cap.
+    attack_fails_open("oversized-once", "", "over its 16384-byte limit");
 }
 
 #[test]
@@ -259,4 +263,227 @@ fn an_import_the_host_does_not_provide_is_refused_at_load() {
         "{err:?}"
     );
     assert!(err.to_string().contains("sneaky"), "{err}");
+}
+
+// What a policy hands back is bounded on every path, not only in a
+// successful decision: error strings, risks, budget texts, list answers.
+
+/// The most any one text a policy returns may take in toolgate's answer.
+const TEXT_CAP: usize = 2048;
+
+/// The failure recorded for the hostile policy, checked to be bounded, and
+/// the whole decision as the daemon would answer it too.
+fn bounded_failure(decision: &Decision, index: usize) -> String {
+    let failure = decision.policies[index]
+        .failure
+        .clone()
+        .unwrap_or_else(|| panic!("no failure: {:?}", decision.policies[index]));
+    assert!(
+        failure.len() <= TEXT_CAP,
+        "{} bytes of failure",
+        failure.len()
+    );
+    let answer = serde_json::to_string(decision).unwrap();
+    assert!(answer.len() < 16 * 1024, "{} bytes of answer", answer.len());
+    failure
+}
+
+/// The host's decision log holds `entries` rows, none of them large.
+fn log_stays_small(host: &common::TestHost, entries: usize) {
+    let rows = || host.store().decision_log(&Default::default(), 100).unwrap();
+    common::eventually("the decisions are logged", || rows().len() >= entries);
+    for (_, row) in rows() {
+        let size = serde_json::to_string(&row).unwrap().len();
+        assert!(size < 32 * 1024, "a {size}-byte log row");
+    }
+    let file = std::fs::metadata(host.dir.path().join("toolgate.redb")).unwrap();
+    assert!(file.len() < 16 << 20, "a {}-byte store", file.len());
+}
+
+#[test]
+fn a_huge_error_from_parse_is_refused_and_the_decision_stays_small() {
+    let host = hostile(
+        "huge-parse-error",
+        "open",
+        "memory_mib = 512\ndeadline_ms = 10000",
+    );
+    for _ in 0..3 {
+        let decision = host.evaluate(&call("attack", json!({}))).unwrap();
+        let failure = bounded_failure(&decision, 0);
+        assert!(failure.contains("too much data"), "{failure}");
+        assert_eq!(
+            decision.policies[1].verdict,
+            PolicyVerdict::Allow,
+            "the bystander decides"
+        );
+    }
+    log_stays_small(&host, 3);
+}
+
+#[test]
+fn a_long_error_is_cut_to_its_cap_with_a_marker() {
+    // Past the cap on an error, under what one copy may be.
+    let host = hostile(
+        "ask-unparseable-long",
+        "open",
+        "memory_mib = 512\ndeadline_ms = 10000",
+    );
+    let decision = host.evaluate(&call("attack", json!({}))).unwrap();
+    let failure = bounded_failure(&decision, 0);
+    assert!(
+        failure.contains("could not parse the model's reply: eeee")
+            && failure.contains("bytes cut"),
+        "{failure}"
+    );
+}
+
+#[test]
+fn a_huge_error_from_open_on_the_decision_path_is_refused() {
+    // Every evaluation opens a fresh instance, so `open` runs on the path.
+    let host = hostile(
+        "huge-open-error",
+        "open",
+        "memory_mib = 512\ndeadline_ms = 10000\nreuse_instances = false\nspare_instances = 0",
+    );
+    let armed = host.evaluate(&call("arm", json!({}))).unwrap();
+    assert_eq!(armed.policies[0].notes, ["armed: Ok(())"]);
+    for _ in 0..3 {
+        let decision = host.evaluate(&call("attack", json!({}))).unwrap();
+        bounded_failure(&decision, 0);
+        assert_eq!(decision.policies[1].verdict, PolicyVerdict::Allow);
+    }
+    log_stays_small(&host, 4);
+}
+
+#[test]
+fn a_shadow_plugins_huge_error_is_refused_too() {
+    let host = host(&format!(
+        "[plugins.hostile]\npath = {:?}\npriority = 1\nmode = \"shadow\"\n[plugins.hostile.config]\nattack = \"huge-parse-error\"\n[plugins.hostile.limits]\nmemory_mib = 512\ndeadline_ms = 10000\n{}",
+        guest("hostile-policy").display().to_string(),
+        scripted("bystander", 2, "verdict = \"allow\"")
+    ));
+    let decision = host.evaluate(&call("attack", json!({}))).unwrap();
+    assert_eq!(decision.verdict, Verdict::Allow);
+    let shadow = &decision.shadows[0];
+    let failure = shadow.failure.as_deref().expect("the shadow failed");
+    assert!(failure.len() <= TEXT_CAP, "{} bytes", failure.len());
+    assert!(serde_json::to_string(&decision).unwrap().len() < 16 * 1024);
+    log_stays_small(&host, 1);
+}
+
+#[test]
+fn a_risk_reaches_the_answer_and_the_other_policies_bounded() {
+    // Past what one copy may be: refused, the policy fails, the call goes on.
+    let host = hostile("huge-risk", "open", "memory_mib = 512\ndeadline_ms = 10000");
+    let decision = host.evaluate(&call("attack", json!({}))).unwrap();
+    bounded_failure(&decision, 0);
+    assert_eq!(decision.policies[1].verdict, PolicyVerdict::Allow);
+
+    // Under it: kept, cut to the caps on a category and on signals.
+    let host = hostile("big-risk", "open", "memory_mib = 512\ndeadline_ms = 10000");
+    for _ in 0..20 {
+        let decision = host.evaluate(&call("attack", json!({}))).unwrap();
+        let risk = &decision.risk;
+        assert_eq!(risk.by.as_deref(), Some("hostile"));
+        assert!(
+            risk.category.len() <= 64,
+            "{} bytes of category",
+            risk.category.len()
+        );
+        assert!(risk.signals.len() <= 32, "{} signals", risk.signals.len());
+        assert!(risk.signals.iter().all(|s| s.len() <= 256));
+        assert!(
+            serde_json::to_string(&decision).unwrap().len() < 16 * 1024,
+            "the answer stays small"
+        );
+        // The neighbour decided with the bounded risk, within its limits.
+        assert_eq!(decision.policies[1].verdict, PolicyVerdict::Allow);
+        assert_eq!(decision.policies[1].failure, None);
+    }
+}
+
+#[test]
+fn a_budget_text_is_bounded() {
+    let host = hostile(
+        "huge-budget",
+        "open",
+        "memory_mib = 512\ndeadline_ms = 10000",
+    );
+    let decision = host.evaluate(&call("attack", json!({}))).unwrap();
+    bounded_failure(&decision, 0);
+
+    let host = hostile(
+        "big-budget",
+        "open",
+        "memory_mib = 512\ndeadline_ms = 10000",
+    );
+    let decision = host.evaluate(&call("attack", json!({}))).unwrap();
+    let answer = serde_json::to_string(&decision).unwrap();
+    assert!(answer.len() < 16 * 1024, "{} bytes of answer", answer.len());
+    assert!(
+        answer.contains("bytes cut"),
+        "cut with a marker: {answer:.2000}"
+    );
+}
+
+#[test]
+fn get_many_answers_at_most_its_cap() {
+    let host = hostile("get-many-cap", "open", "");
+    let decision = host.evaluate(&call("attack", json!({}))).unwrap();
+    assert_eq!(
+        decision.policies[0].notes,
+        ["get-many-cap: Ok(1000) / Err(StateError::TooLarge)"]
+    );
+    // A million and a half keys are refused before they are copied.
+    let host = hostile(
+        "get-many-flood",
+        "open",
+        "memory_mib = 512\ndeadline_ms = 10000",
+    );
+    let decision = host.evaluate(&call("attack", json!({}))).unwrap();
+    let failure = bounded_failure(&decision, 0);
+    assert!(failure.contains("too much data"), "{failure}");
+}
+
+#[test]
+fn describe_reads_no_config() {
+    let host = hostile("anything", "open", "");
+    let status = host
+        .plugin_statuses()
+        .into_iter()
+        .find(|p| p.name == "hostile")
+        .unwrap();
+    assert!(
+        status
+            .policy
+            .description
+            .ends_with("describe saw 0 config entries"),
+        "{}",
+        status.policy.description
+    );
+}
+
+#[test]
+fn ids_that_could_meet_in_a_key_are_refused() {
+    // `alice` in session `x\0y` and `alice\0x` in session `y` once shared a
+    // warm instance (its key joined the two with a NUL).
+    let host = hostile("remember-user", "open", "");
+    for (user, session) in [("alice", "x\0y"), ("alice\0x", "y"), ("bob", "s\u{7}")] {
+        let mut request = call("attack", json!({}));
+        request.user_id = user.into();
+        request.session_id = session.into();
+        let err = host.evaluate(&request).unwrap_err();
+        assert!(
+            err.to_string().contains("control character"),
+            "{user:?}/{session:?}: {err}"
+        );
+    }
+    let mut long = call("attack", json!({}));
+    long.session_id = "s".repeat(10_000);
+    assert!(
+        host.evaluate(&long)
+            .unwrap_err()
+            .to_string()
+            .contains("at most")
+    );
 }

@@ -231,6 +231,7 @@ impl Toolgate {
 
     /// Decide on one proposed call. A pause is stored as a pending gate.
     pub fn evaluate(&self, request: &ToolRequest) -> Result<Decision> {
+        request.check_ids().map_err(Error::Request)?;
         if self.store.reload_requested() {
             match self.reload_here() {
                 Ok(report) => tracing::info!(
@@ -306,6 +307,10 @@ impl Toolgate {
     /// Tell every policy what happened to a call. Policy failures are logged,
     /// never returned: observing must not disturb the runtime.
     pub fn observe(&self, request: &ToolRequest, outcome: Outcome, summary: &str) {
+        if let Err(problem) = request.check_ids() {
+            tracing::warn!(%problem, "outcome not observed");
+            return;
+        }
         let plugins = self.plugins();
         let env = self.env();
         let event = wit::ToolEvent {
@@ -476,7 +481,8 @@ impl Toolgate {
         sandbox
             .call("command", |p, s| p.gate.call_command(s, name, args))
             .map_err(|f| error(f.to_string()))?
-            .map_err(error)
+            .map(|output| crate::bounds::cut(output, crate::bounds::COMMAND_OUTPUT))
+            .map_err(|message| error(crate::bounds::cut(message, crate::bounds::ERROR_TEXT)))
     }
 
     /// The named plugin, for an operator request.

@@ -19,6 +19,7 @@
 #![deny(missing_docs)]
 
 mod bindings;
+mod bounds;
 mod cache;
 mod capabilities;
 mod chores;

@@ -378,6 +378,8 @@ fn classify(env: &Env<'_>, call: &Call<'_>, slots: &mut [Slot<'_>]) -> RiskRepor
                     None => unreachable!("filtered on the phase"),
                 })
             })
+            // Bounded before it is kept or handed to any other policy.
+            .map(crate::bounds::risk)
             .ok();
     }
     compose_risk(slots)
@@ -402,7 +404,7 @@ fn decide(
                     None => unreachable!("checked on the phase"),
                 })
             })
-            .map(Some)
+            .map(|status| Some(crate::bounds::budget(status)))
         } else {
             Ok(None)
         };

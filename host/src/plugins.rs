@@ -220,11 +220,13 @@ pub(crate) fn load(
     let config = config_entries(entry);
 
     let name: Arc<str> = Arc::from(name);
+    // `describe` must not depend on the config (the contract says so), so
+    // it gets none; `open` gets it next.
     let call = CallContext::new(
         name.clone(),
         &entry.limits,
         ctx.store.clone(),
-        config.clone(),
+        Arc::from([]),
         None,
         0,
     );
@@ -236,6 +238,7 @@ pub(crate) fn load(
     let info = sandbox
         .call("describe", |p, s| p.gate.call_describe(s))
         .map_err(|failure| fail(PluginProblem::Rejected(format!("describe {failure}"))))?;
+    sandbox.store.data_mut().call.config = config.clone();
     sandbox.open().map_err(|failure| {
         fail(PluginProblem::Rejected(match failure {
             PolicyFailure::Config(message) => {

@@ -163,8 +163,12 @@ impl Pool {
 pub(crate) fn instance_key(isolation: Isolation, request: Option<&ToolRequest>) -> String {
     match (request, isolation) {
         (None, _) => OPERATOR.into(),
-        (Some(r), Isolation::User) => format!("{}\0", r.user_id),
-        (Some(r), Isolation::Session) => format!("{}\0{}", r.user_id, r.session_id),
+        // Length-prefixed, so no two (user, session) pairs meet in one key
+        // whatever the ids hold, and none meets the operator's.
+        (Some(r), Isolation::User) => format!("{}:{}", r.user_id.len(), r.user_id),
+        (Some(r), Isolation::Session) => {
+            format!("{}:{}{}", r.user_id.len(), r.user_id, r.session_id)
+        }
     }
 }
 
@@ -219,6 +223,30 @@ impl Drop for Pooled<'_> {
 mod tests {
     use super::*;
     use crate::chores::Chores;
+
+    #[test]
+    fn no_two_callers_share_an_instance_key() {
+        let key = |isolation, user: &str, session: &str| {
+            let mut request = ToolRequest::new("t", serde_json::json!({}));
+            request.user_id = user.into();
+            request.session_id = session.into();
+            instance_key(isolation, Some(&request))
+        };
+        for isolation in [Isolation::Session, Isolation::User] {
+            assert_ne!(
+                key(isolation, "alice", "x\0y"),
+                key(isolation, "alice\0x", "y")
+            );
+            assert_ne!(
+                key(isolation, "", "\0operator"),
+                instance_key(isolation, None)
+            );
+        }
+        assert_ne!(
+            key(Isolation::Session, "ab", "c"),
+            key(Isolation::Session, "a", "bc")
+        );
+    }
 
     #[test]
     fn one_refill_is_queued_at_a_time_and_a_failed_spare_stops_them() {

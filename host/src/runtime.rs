@@ -12,6 +12,7 @@ use wasmtime::{Config, Engine, Store, Trap, UpdateDeadline};
 
 use crate::bindings::toolgate::policy::types as wit;
 use crate::bindings::{ExportIndices, Full, PolicyExports};
+use crate::bounds;
 use crate::cache::ArtifactCache;
 use crate::chores::{ChoreQueue, Chores};
 use crate::config::Limits;
@@ -195,6 +196,9 @@ impl Instantiator {
         );
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limiter);
+        // What one copy out of the sandbox may be: a larger return is
+        // refused before it is copied (see `bounds`).
+        store.set_hostcall_fuel(crate::bounds::hostcall_fuel(limits));
         let deadline = Duration::from_millis(u64::from(limits.deadline_ms.get()));
         store.data_mut().deadline = Some(CallDeadline::start(deadline));
         store.set_epoch_deadline(ticks(deadline));
@@ -301,7 +305,10 @@ impl Sandbox {
                 None => unreachable!("checked above"),
             })?
             .map_err(|message| {
-                PolicyFailure::Other(format!("could not parse the model's reply: {message}"))
+                PolicyFailure::Other(format!(
+                    "could not parse the model's reply: {}",
+                    bounds::cut(message, bounds::ERROR_TEXT)
+                ))
             });
         let decision = decision.and_then(|decision| match decision.verdict {
             wit::Verdict::AskModel(_) => Err(PolicyFailure::Other(
@@ -355,10 +362,11 @@ impl Sandbox {
 
 /// A policy's config refusal as one line: the key first, when it named one.
 fn config_error_message(err: &wit::ConfigError) -> String {
-    match &err.key {
+    let message = match &err.key {
         Some(key) => format!("`{key}`: {}", err.message),
         None => err.message.clone(),
-    }
+    };
+    bounds::cut(message, bounds::ERROR_TEXT)
 }
 
 fn ticks(duration: Duration) -> u64 {
@@ -403,7 +411,9 @@ fn classify(err: &wasmtime::Error, state: &SandboxState) -> PolicyFailure {
         Some(_) if state.limiter.refused => PolicyFailure::MemoryLimit,
         Some(trap) => PolicyFailure::Trap(trap.to_string()),
         None if state.limiter.refused => PolicyFailure::MemoryLimit,
-        None => PolicyFailure::Other(format!("{err:#}")),
+        // Not a trap: an error of the runtime's, such as a copy past the
+        // host-call fuel (whose type wasmtime does not export).
+        None => PolicyFailure::Other(bounds::cut(format!("{err:#}"), bounds::ERROR_TEXT)),
     }
 }
 

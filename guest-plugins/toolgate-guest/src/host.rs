@@ -17,7 +17,8 @@ pub mod state {
         raw::get(key)
     }
 
-    /// Read several values in one host call, in the order asked.
+    /// Read several values in one host call, in the order asked: at most
+    /// 1 000 keys (more is `StateError::TooLarge`).
     pub fn get_many(keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, StateError> {
         raw::get_many(keys)
     }

@@ -48,9 +48,12 @@ impl Host for SandboxState {
         Ok(self.get_many(vec![key])?.pop().flatten())
     }
 
-    fn get_many(&mut self, mut keys: Vec<String>) -> Result<Vec<Option<Vec<u8>>>, StateError> {
-        let asked = keys.len();
-        keys.truncate(MAX_LIST);
+    fn get_many(&mut self, keys: Vec<String>) -> Result<Vec<Option<Vec<u8>>>, StateError> {
+        // One answer per key asked, so more keys than the list cap would
+        // make an answer past it: refused, as the contract says.
+        if keys.len() > MAX_LIST {
+            return Err(StateError::TooLarge);
+        }
         // A key longer than any the host stores cannot exist: read as none.
         let readable: Vec<&str> = keys
             .iter()
@@ -63,7 +66,7 @@ impl Host for SandboxState {
             .get_many(&readable)
             .map_err(|err| read_failed(&policy, err))?
             .into_iter();
-        let mut values: Vec<_> = keys
+        let values: Vec<_> = keys
             .iter()
             .map(|k| {
                 if k.len() <= MAX_STATE_KEY {
@@ -73,7 +76,6 @@ impl Host for SandboxState {
                 }
             })
             .collect();
-        values.resize(asked, None);
         Ok(values)
     }
 

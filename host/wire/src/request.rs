@@ -152,7 +152,47 @@ pub fn new_call_id() -> String {
     format!("{:016x}{:016x}", high.hash_one(n), low.hash_one(n))
 }
 
+/// The longest id (user, session, thread, call, channel) a request may
+/// carry, bytes.
+pub const MAX_ID_BYTES: usize = 512;
+
+/// Check one id that reaches keys (stores, warm instances, gates): printable
+/// text of at most [`MAX_ID_BYTES`], so no two distinct ids can meet in a
+/// key built from them (`alice` + `x\0y` against `alice\0x` + `y`).
+pub fn check_id(name: &str, value: &str) -> Result<(), String> {
+    if value.len() > MAX_ID_BYTES {
+        return Err(format!(
+            "{name} is {} bytes; ids are at most {MAX_ID_BYTES}",
+            value.len()
+        ));
+    }
+    if let Some(c) = value.chars().find(|c| c.is_control()) {
+        return Err(format!(
+            "{name} contains a control character (U+{:04X}); ids must be printable text",
+            c as u32
+        ));
+    }
+    Ok(())
+}
+
 impl ToolRequest {
+    /// Check every id the request carries (see [`check_id`]).
+    pub fn check_ids(&self) -> Result<(), String> {
+        let ids = [
+            ("user_id", Some(&self.user_id)),
+            ("session_id", Some(&self.session_id)),
+            ("thread_id", self.thread_id.as_ref()),
+            ("call_id", self.call_id.as_ref()),
+            ("channel", Some(&self.channel)),
+        ];
+        for (name, value) in ids {
+            if let Some(value) = value {
+                check_id(name, value)?;
+            }
+        }
+        Ok(())
+    }
+
     /// A request for `tool` with every other field at its default.
     pub fn new(tool: impl Into<String>, arguments: serde_json::Value) -> Self {
         let mut request: Self =

@@ -10,9 +10,12 @@ use std::hint::black_box;
 
 use serde::Deserialize;
 use toolgate_guest::{
-    BudgetStatus, Config, ConfigError, Decision, FailMode, ModelReply, Observe, ParseVerdict,
-    Policy, PolicyInfo, Risk, ToolCall, ToolEvent, host,
+    Account, BudgetStatus, Classify, Config, ConfigError, Decision, FailMode, ModelReply, Observe,
+    ParseVerdict, Policy, PolicyInfo, Risk, RiskLevel, ToolCall, ToolEvent, host,
 };
+
+/// 100 MiB: far past anything a host should copy out of a policy.
+const HUGE: usize = 100 << 20;
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
@@ -139,13 +142,15 @@ impl Hostile {
                 Decision::allow().with_note(format!("state-quota: {result:?}"))
             }
             // The model questions: what `parse` makes of the reply is below.
-            "ask-slow" | "ask-unparseable" | "ask-twice" => {
+            "ask-slow" | "ask-unparseable" | "ask-twice" | "ask-unparseable-long" => {
                 // Far past any sensible wait: only the host's limits bound it.
                 Decision::ask_model("system", "user", 600_000)
             }
             "ask-huge" => Decision::ask_model("system", "q".repeat(1024 * 1024), 1_000),
+            // `parse` answers with a huge error (below).
+            "huge-parse-error" => Decision::ask_model("system", "user", 1_000),
             "huge-event-fields" => {
-                let huge = "x".repeat(4 * 1024 * 1024);
+                let huge = "x".repeat(512 * 1024);
                 host::events::append(&host::Event {
                     session_id: huge.clone(),
                     turn: 0,
@@ -180,6 +185,19 @@ impl Hostile {
                 let events =
                     host::events::session_recent("flood", u32::MAX, &[]).map_or(0, |e| e.len());
                 Decision::allow().with_note(format!("read-max: {keys} keys, {events} events"))
+            }
+            "get-many-flood" => {
+                let keys: Vec<String> = (0..1_500_000).map(|i| format!("k{i}")).collect();
+                let answer = host::state::get_many(&keys).map(|values| values.len());
+                Decision::allow().with_note(format!("get-many-flood: {answer:?}"))
+            }
+            "get-many-cap" => {
+                let at_cap: Vec<String> = (0..1000).map(|i| format!("k{i}")).collect();
+                let mut over = at_cap.clone();
+                over.push("one-more".into());
+                let at_cap = host::state::get_many(&at_cap).map(|values| values.len());
+                let over = host::state::get_many(&over).map(|values| values.len());
+                Decision::allow().with_note(format!("get-many-cap: {at_cap:?} / {over:?}"))
             }
             "state-key-max" => {
                 let at_limit = host::state::set(&"k".repeat(1024), b"v");
@@ -225,6 +243,10 @@ impl Hostile {
                     Decision::allow().with_note(format!("instance-call:{n}"))
                 }
             }
+            // Attacks of the other phases (`open`, `classify`, `account`).
+            "huge-open-error" | "huge-risk" | "big-risk" | "huge-budget" | "big-budget" => {
+                Decision::allow().with_note("attacked in another phase")
+            }
             other => Decision::deny(format!("unknown attack {other}")),
         }
     }
@@ -235,14 +257,27 @@ impl Policy for Hostile {
         PolicyInfo {
             name: "hostile".into(),
             version: "0.1.0".into(),
-            description: "misbehaves on purpose (test policy)".into(),
+            // What `describe` could read of the config: the contract says
+            // it must not depend on it, so the host gives it none.
+            description: format!(
+                "misbehaves on purpose (test policy); describe saw {} config entries",
+                toolgate_guest::bindings::wasi::config::store::get_all().map_or(0, |e| e.len())
+            ),
             default_fail_mode: FailMode::Open,
             commands: Vec::new(),
         }
     }
 
     fn open(config: Config) -> Result<Self, ConfigError> {
-        config.parse().map(|config| Self {
+        let config: Attack = config.parse()?;
+        // Armed by an earlier call (`arm`): refuse to open on the decision
+        // path, with an error far past any sensible size.
+        if config.attack == "huge-open-error"
+            && host::state::get("armed").is_ok_and(|v| v.is_some())
+        {
+            return Err(ConfigError::whole("o".repeat(HUGE)));
+        }
+        Ok(Self {
             config,
             caller: Default::default(),
         })
@@ -252,6 +287,9 @@ impl Policy for Hostile {
         *self.caller.borrow_mut() = call.caller.user_id.clone();
         if call.tool == "attack" {
             self.attack()
+        } else if call.tool == "arm" {
+            let armed = host::state::set("armed", b"1");
+            Decision::allow().with_note(format!("armed: {armed:?}"))
         } else {
             Decision::allow().with_note("behaving")
         }
@@ -267,9 +305,44 @@ impl Observe for Hostile {
     }
 }
 
+impl Classify for Hostile {
+    fn classify(&self, call: &ToolCall) -> Risk {
+        let (category, signals) = match (call.tool.as_str(), self.config.attack.as_str()) {
+            // Past what one copy out of the sandbox may be.
+            ("attack", "huge-risk") => ("c".repeat(16 << 20), 1_000_000),
+            // Under it, but past every cap on what a risk may hold.
+            ("attack", "big-risk") => ("c".repeat(512 << 10), 20_000),
+            _ => {
+                return Risk {
+                    level: RiskLevel::None,
+                    category: "unclassified".into(),
+                    signals: Vec::new(),
+                };
+            }
+        };
+        Risk {
+            level: RiskLevel::High,
+            category,
+            signals: (0..signals).map(|i| format!("signal-{i}")).collect(),
+        }
+    }
+}
+
+impl Account for Hostile {
+    fn account(&self, call: &ToolCall, _risk: &Risk) -> BudgetStatus {
+        match (call.tool.as_str(), self.config.attack.as_str()) {
+            ("attack", "huge-budget") => BudgetStatus::Warning("b".repeat(HUGE)),
+            ("attack", "big-budget") => BudgetStatus::Warning("b".repeat(512 << 10)),
+            _ => BudgetStatus::Ok,
+        }
+    }
+}
+
 impl ParseVerdict for Hostile {
     fn parse(&self, _call: &ToolCall, reply: &ModelReply) -> Result<Decision, String> {
         match self.config.attack.as_str() {
+            "huge-parse-error" => Err("e".repeat(HUGE)),
+            "ask-unparseable-long" => Err("e".repeat(512 << 10)),
             "ask-unparseable" => Err("this reply means nothing to me".into()),
             "ask-twice" => Ok(Decision::ask_model("system", "again", 1_000)),
             // Report what the host handed over, for the test to check.
@@ -278,4 +351,4 @@ impl ParseVerdict for Hostile {
     }
 }
 
-toolgate_guest::export_policy!(Hostile, parse, observe);
+toolgate_guest::export_policy!(Hostile, classify, account, parse, observe);
