@@ -157,3 +157,41 @@ fn the_store_engine_stays_inside_its_backend() {
         "the redb backend moved: update this test"
     );
 }
+
+#[test]
+fn only_hooks_knows_the_runtimes() {
+    // Adding a runtime is one file in `hooks/` and one `HookRuntime`
+    // variant: no other module names a runtime's variant (the CLI's
+    // subcommands map to theirs in one place, `HookCommand::adapter`; the
+    // wire crate's `protocol.rs` defines them, with the failure answers the
+    // thin client gives).
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut found = Vec::new();
+    let mut pending = vec![src.clone()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                if path != src.join("hooks") {
+                    pending.push(path);
+                }
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            for (n, line) in text.lines().enumerate() {
+                let names_one = ["ClaudeCode", "GeminiCli", "Cursor"]
+                    .iter()
+                    .any(|v| line.contains(&format!("HookRuntime::{v}")));
+                let the_cli_mapping = line.contains("HookCommand::");
+                if names_one && !the_cli_mapping {
+                    found.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "a runtime named outside hooks/:\n{}",
+        found.join("\n")
+    );
+}

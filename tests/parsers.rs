@@ -3,9 +3,9 @@
 //! redactor promise holds for generated input.
 
 use proptest::prelude::*;
-use toolgate::claude_code::HookEvent;
 use toolgate::daemon::protocol::{decode_answer, decode_request};
 use toolgate::guard::ControlPlane;
+use toolgate::hooks::HookRuntime;
 use toolgate::{ErrorKind, ToolRequest};
 
 /// JSON-ish text: mostly well-formed fragments, sometimes garbage.
@@ -56,9 +56,14 @@ proptest! {
 
     #[test]
     fn hook_payloads_parse_or_fail_typed(text in jsonish()) {
-        if let Ok(event) = HookEvent::parse(&text) {
-            // A parsed event always says what it needs.
-            let _ = event.needs();
+        for runtime in HookRuntime::ALL {
+            match toolgate::hooks::adapter(runtime).parse(&text) {
+                // A parsed event always says what it needs.
+                Ok(event) => {
+                    let _ = event.needs();
+                }
+                Err(err) => prop_assert_eq!(err.kind(), ErrorKind::InvalidRequest),
+            }
         }
     }
 

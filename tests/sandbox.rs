@@ -299,7 +299,10 @@ fn log_stays_small(host: &common::TestHost, entries: usize) {
         .unwrap_or(0);
     assert!(largest < 32 * 1024, "a {largest}-byte log row");
     let file = std::fs::metadata(host.dir.path().join("toolgate.redb")).unwrap();
-    eprintln!("largest log row {largest} bytes, store {} bytes", file.len());
+    eprintln!(
+        "largest log row {largest} bytes, store {} bytes",
+        file.len()
+    );
     assert!(file.len() < 16 << 20, "a {}-byte store", file.len());
 }
 

@@ -40,14 +40,14 @@ fn main() -> ExitCode {
     let (ours, fallback) = (&args[..split], &args[split + 1..]);
     let mut socket = None;
     let mut on_error = OnError::Deny;
-    let mut runtime = HookRuntime::ClaudeCode;
+    let mut runtime = HookRuntime::default();
     let mut daemon_uid = peer::own_uid();
     let mut words = ours.iter();
     while let Some(word) = words.next() {
         match (word.as_str(), words.next()) {
             ("--socket", Some(path)) => socket = Some(path.clone()),
-            ("--runtime", Some(name)) => match HookRuntime::ALL.iter().find(|r| r.name() == name) {
-                Some(named) => runtime = *named,
+            ("--runtime", Some(name)) => match HookRuntime::from_name(name) {
+                Some(named) => runtime = named,
                 None => {
                     eprintln!("{USAGE}");
                     return ExitCode::from(2);

@@ -105,7 +105,7 @@ impl Daemon {
     /// the bundled default.
     async fn hook(self: Arc<Self>, request: Request<Incoming>) -> Response<Body> {
         let name = &request.uri().path()[HOOKS.len()..];
-        let Some(runtime) = HookRuntime::ALL.into_iter().find(|r| r.name() == name) else {
+        let Some(runtime) = HookRuntime::from_name(name) else {
             let names: Vec<&str> = HookRuntime::ALL.iter().map(|r| r.name()).collect();
             let message = format!(
                 "no hook adapter `{name}`; try one of {}\n",

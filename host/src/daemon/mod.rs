@@ -29,7 +29,6 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::claude_code;
 use crate::decision::{Decision, Verdict};
 use crate::error::{Error, Result};
 use crate::gates::{GateKey, GateResolution};
@@ -178,11 +177,7 @@ impl Daemon {
                     let answer = runtime.failure_answer(on_error, &refusal.to_string());
                     return Ok(Value::String(answer.to_string()));
                 }
-                let handled = match runtime {
-                    HookRuntime::ClaudeCode => claude_code::handle(host, &event, on_error),
-                    HookRuntime::GeminiCli => crate::gemini_cli::handle(host, &event, on_error),
-                    HookRuntime::Cursor => crate::cursor::handle(host, &event, on_error),
-                };
+                let handled = crate::hooks::handle(host, runtime, &event, on_error);
                 if let Some(decision) = &handled.decision {
                     self.decided(decision);
                 }
@@ -532,7 +527,7 @@ impl Daemon {
         }
         let (host, settling) = (Arc::clone(&self.host), Arc::clone(&self.settling));
         tokio::task::spawn_blocking(move || {
-            if let Err(err) = host.end_declined_gates(None, declined_in_runtime) {
+            if let Err(err) = host.end_declined_gates(None, crate::hooks::declined_in_prompt) {
                 tracing::warn!(error = %err, "cannot look for declined gates");
             }
             settling.store(false, Ordering::Release);
@@ -546,15 +541,6 @@ impl Daemon {
         let idle_ms = crate::now_ms().saturating_sub(self.last_request_ms.load(Ordering::Relaxed));
         idle_ms >= limit.as_millis() as u64
             && self.in_flight.available_permits() == self.max_in_flight
-    }
-}
-
-/// Whether the person declined `gate`'s call in the prompt of the runtime
-/// it came from (only runtimes whose transcripts say so can tell).
-fn declined_in_runtime(gate: &crate::gates::PendingGate) -> bool {
-    match gate.source_channel.as_str() {
-        crate::claude_code::CHANNEL => crate::claude_code::declined_in_prompt(gate),
-        _ => false,
     }
 }
 

@@ -46,12 +46,12 @@ use rmcp::model::{
 use rmcp::service::{ElicitationMode, Peer, RequestContext, RoleServer};
 use serde_json::{Value, json};
 
-use crate::claude_code::outcome_of;
 use crate::daemon::launch::Launcher;
 use crate::daemon::{Client, DaemonRequest};
 use crate::decision::{Decision, Outcome, Verdict};
 use crate::error::{Error, Result};
 use crate::gates::GateResolution;
+use crate::hooks::{how_to_approve, outcome_of};
 use crate::request::{Mode, Origin, ToolRequest};
 
 pub mod http;
@@ -336,7 +336,7 @@ fn refusal(decision: &Decision, what: &str) -> CallToolResult {
         "toolgate {what} this call: {}",
         decision.reason.as_deref().unwrap_or("no reason given")
     );
-    text.push_str(&crate::claude_code::how_to_approve(decision));
+    text.push_str(&how_to_approve(decision));
     let mut content = vec![ContentBlock::text(text)];
     content.extend(notes(decision).map(ContentBlock::text));
     CallToolResult::error(content)

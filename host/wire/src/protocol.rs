@@ -185,11 +185,14 @@ pub enum DaemonRequest {
     Metrics,
 }
 
-/// The agent runtimes whose hook events the daemon answers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// The agent runtimes whose hook events the daemon answers. Each has its
+/// adapter in `toolgate::hooks` (one file per runtime).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum HookRuntime {
-    /// Claude Code's command hooks.
+    /// Claude Code's command hooks (the default of a hook command that
+    /// names none).
+    #[default]
     ClaudeCode,
     /// Gemini CLI's command hooks.
     GeminiCli,
@@ -200,6 +203,11 @@ pub enum HookRuntime {
 impl HookRuntime {
     /// Every runtime, for parsing and listing.
     pub const ALL: [HookRuntime; 3] = [Self::ClaudeCode, Self::GeminiCli, Self::Cursor];
+
+    /// The runtime of that name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|runtime| runtime.name() == name)
+    }
 
     /// Its name on the command line and the wire.
     pub fn name(self) -> &'static str {

@@ -6,10 +6,9 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use serde_json::{Value, json};
-use toolgate::claude_code::{self, HookEvent, Needs, OnError};
 use toolgate::daemon::{DaemonRequest, HookRuntime};
+use toolgate::hooks::{self, InstallPlan, Needs, OnError};
 use toolgate::store::Store;
-use toolgate::{cursor, gemini_cli};
 
 use crate::target::{Ctx, store_wait};
 
@@ -58,8 +57,8 @@ pub enum HookCommand {
         #[arg(long, value_name = "SOCKET")]
         connect: Option<PathBuf>,
         /// The agent runtime whose settings to write.
-        #[arg(long = "for", value_enum, default_value_t = Runtime::ClaudeCode)]
-        runtime: Runtime,
+        #[arg(long = "for", value_parser = runtime_arg(), default_value = "claude-code")]
+        runtime: HookRuntime,
         /// How Claude Code reaches toolgate: `http` (in-process requests to
         /// the daemon's `[daemon] http` address, no process per call; a
         /// daemon that is down blocks), `command` (a process per call), or
@@ -73,11 +72,11 @@ pub enum HookCommand {
 
 impl HookCommand {
     /// The runtime and flags of an adapter subcommand (not `install`).
-    pub fn adapter(&self) -> Option<(Runtime, &HookArgs)> {
+    pub fn adapter(&self) -> Option<(HookRuntime, &HookArgs)> {
         match self {
-            HookCommand::ClaudeCode(args) => Some((Runtime::ClaudeCode, args)),
-            HookCommand::GeminiCli(args) => Some((Runtime::GeminiCli, args)),
-            HookCommand::Cursor(args) => Some((Runtime::Cursor, args)),
+            HookCommand::ClaudeCode(args) => Some((HookRuntime::ClaudeCode, args)),
+            HookCommand::GeminiCli(args) => Some((HookRuntime::GeminiCli, args)),
+            HookCommand::Cursor(args) => Some((HookRuntime::Cursor, args)),
             HookCommand::Install { .. } => None,
         }
     }
@@ -101,34 +100,16 @@ pub struct HookArgs {
     on_error: OnErrorArg,
 }
 
-/// The agent runtimes with a hook adapter.
-#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Runtime {
-    /// Claude Code (`~/.claude/settings.json`).
-    ClaudeCode,
-    /// Gemini CLI (`~/.gemini/settings.json`).
-    GeminiCli,
-    /// Cursor (`~/.cursor/hooks.json` or `.cursor/hooks.json`).
-    Cursor,
+/// `--for NAME`: a runtime by its name on the command line.
+fn runtime_arg() -> impl clap::builder::TypedValueParser<Value = HookRuntime> {
+    use clap::builder::TypedValueParser as _;
+    clap::builder::PossibleValuesParser::new(HookRuntime::ALL.map(HookRuntime::name))
+        .map(|name: String| HookRuntime::from_name(&name).expect("one of the possible values"))
 }
 
-impl Runtime {
-    fn wire(self) -> HookRuntime {
-        match self {
-            Runtime::ClaudeCode => HookRuntime::ClaudeCode,
-            Runtime::GeminiCli => HookRuntime::GeminiCli,
-            Runtime::Cursor => HookRuntime::Cursor,
-        }
-    }
-
-    fn subcommand(self) -> &'static str {
-        self.wire().name()
-    }
-
-    /// The answer when toolgate itself failed.
-    fn failure(self, on_error: OnError, message: &str) -> String {
-        self.wire().failure_answer(on_error, message).to_string()
-    }
+/// The answer when toolgate itself failed.
+fn failure(runtime: HookRuntime, on_error: OnError, message: &str) -> String {
+    runtime.failure_answer(on_error, message).to_string()
 }
 
 /// How a runtime's hooks reach toolgate.
@@ -169,9 +150,9 @@ impl From<OnErrorArg> for OnError {
 }
 
 /// Run the adapter of `runtime`.
-pub fn run(runtime: Runtime, args: &HookArgs, ctx: &Ctx) -> ExitCode {
+pub fn run(runtime: HookRuntime, args: &HookArgs, ctx: &Ctx) -> ExitCode {
     let on_error = OnError::from(args.on_error);
-    let failure = |message: &str| runtime.failure(on_error, message);
+    let failure = |message: &str| failure(runtime, on_error, message);
     let mut input = String::new();
     let answer = match std::io::stdin().read_to_string(&mut input) {
         Err(err) => failure(&format!("cannot read stdin: {err}")),
@@ -189,21 +170,21 @@ pub fn run(runtime: Runtime, args: &HookArgs, ctx: &Ctx) -> ExitCode {
 /// The answer of a hook whose config could not be loaded: the runtime's
 /// failure answer (a deny by default), never an exit 1, which the runtimes
 /// read as "run the tool".
-pub fn config_failed(runtime: Runtime, args: &HookArgs, error: &toolgate::Error) -> ExitCode {
+pub fn config_failed(runtime: HookRuntime, args: &HookArgs, error: &toolgate::Error) -> ExitCode {
     // Read the event first: a runtime whose write fails may count the hook
     // as failed, and some let the tool run then.
     let _ = std::io::stdin().read_to_string(&mut String::new());
     let message = format!("its config cannot be loaded: {error}");
     println!(
         "{}",
-        runtime.failure(OnError::from(args.on_error), &message)
+        failure(runtime, OnError::from(args.on_error), &message)
     );
     ExitCode::SUCCESS
 }
 
 /// Through the daemon (started if needed), else as --fallback says.
 fn answer_event(
-    runtime: Runtime,
+    runtime: HookRuntime,
     args: &HookArgs,
     ctx: &Ctx,
     input: &str,
@@ -213,7 +194,7 @@ fn answer_event(
         return in_process(runtime, ctx, input, on_error);
     }
     let request = DaemonRequest::Hook {
-        runtime: runtime.wire(),
+        runtime,
         event: input.to_string(),
         on_error,
         config: ctx.config.identity.clone(),
@@ -231,8 +212,12 @@ fn answer_event(
     });
     match answered {
         Ok(Value::String(output)) => output,
-        Ok(_) => runtime.failure(on_error, "the daemon answered a hook event with no answer"),
-        Err(err) if matches!(args.fallback, Fallback::Fail) => runtime.failure(on_error, &err),
+        Ok(_) => failure(
+            runtime,
+            on_error,
+            "the daemon answered a hook event with no answer",
+        ),
+        Err(err) if matches!(args.fallback, Fallback::Fail) => failure(runtime, on_error, &err),
         Err(err) => {
             tracing::warn!(error = %err, "no daemon; answering in-process");
             in_process(runtime, ctx, input, on_error)
@@ -241,37 +226,22 @@ fn answer_event(
 }
 
 /// Answer in this process, loading policies only for tool events.
-fn in_process(runtime: Runtime, ctx: &Ctx, input: &str, on_error: OnError) -> String {
-    let failure = |message: &str| runtime.failure(on_error, message);
-    let parsed = match runtime {
-        Runtime::ClaudeCode => HookEvent::parse(input).map(|e| (e.needs(), e.session_id)),
-        Runtime::GeminiCli => {
-            gemini_cli::GeminiEvent::parse(input).map(|e| (e.needs(), e.session_id))
-        }
-        Runtime::Cursor => {
-            cursor::CursorEvent::parse(input).map(|e| (e.needs(), e.conversation_id))
-        }
-    };
-    let (needs, session) = match parsed {
-        Ok(parsed) => parsed,
+fn in_process(runtime: HookRuntime, ctx: &Ctx, input: &str, on_error: OnError) -> String {
+    let failure = |message: &str| failure(runtime, on_error, message);
+    let adapter = hooks::adapter(runtime);
+    let event = match adapter.parse(input) {
+        Ok(event) => event,
         Err(err) => return failure(&err.to_string()),
     };
-    // What the runtime expects when there is nothing to decide.
-    let quiet = match (runtime, needs) {
-        (Runtime::Cursor, Needs::Store) => r#"{"continue":true}"#.to_string(),
-        _ => "{}".to_string(),
-    };
-    let answered = match needs {
-        Needs::Nothing => Ok(quiet),
+    let answered = match event.needs() {
+        Needs::Nothing => Ok("{}".to_string()),
         Needs::Store => Store::open_location(&ctx.store_path(), store_wait(&ctx.config))
-            .and_then(|store| store.next_turn(&session))
-            .map(|_| quiet)
+            .and_then(|store| store.next_turn(&event.session))
+            .map(|_| adapter.new_turn_answer().to_string())
             .map_err(anyhow::Error::from),
-        Needs::Policies => ctx.open().map(|host| match runtime {
-            Runtime::ClaudeCode => claude_code::handle(&host, input, on_error).output,
-            Runtime::GeminiCli => gemini_cli::handle(&host, input, on_error).output,
-            Runtime::Cursor => cursor::handle(&host, input, on_error).output,
-        }),
+        Needs::Policies => ctx
+            .open()
+            .map(|host| hooks::handle(&host, runtime, input, on_error).output),
     };
     answered.unwrap_or_else(|err| failure(&format!("{err:#}")))
 }
@@ -280,7 +250,7 @@ fn in_process(runtime: Runtime, ctx: &Ctx, input: &str, on_error: OnError) -> St
 pub fn settings(
     ctx: &Ctx,
     connect: Option<&PathBuf>,
-    runtime: Runtime,
+    runtime: HookRuntime,
     transport: Transport,
 ) -> anyhow::Result<Value> {
     let exe = std::env::current_exe().context("cannot find the toolgate binary's path")?;
@@ -294,7 +264,7 @@ pub fn settings(
         let store = std::path::absolute(store)?;
         words.extend(["--store".into(), store.display().to_string()]);
     }
-    words.extend(["hook".into(), runtime.subcommand().into()]);
+    words.extend(["hook".into(), runtime.name().into()]);
     if let Some(socket) = connect {
         words.extend(["--connect".into(), socket.display().to_string()]);
     }
@@ -309,7 +279,7 @@ pub fn settings(
             "--socket".into(),
             std::path::absolute(&socket)?.display().to_string(),
             "--runtime".into(),
-            runtime.subcommand().into(),
+            runtime.name().into(),
         ];
         // A daemon of its own user (system mode): only its socket is
         // believed.
@@ -323,77 +293,30 @@ pub fn settings(
     let command = shlex::try_join(words.iter().map(String::as_str))
         .context("a path holds a NUL byte and cannot go in a shell command")?;
     let command = fail_closed(&command);
-    // Claude Code ≥ 2.1.295 also blocks by itself when a hook fails.
-    let current = runtime == Runtime::ClaudeCode && claude_code_is_current();
-    let http = match (transport, runtime, ctx.config.daemon.http) {
+    let adapter = hooks::adapter(runtime);
+    let http = match (transport, adapter.has_http_hooks(), ctx.config.daemon.http) {
         (Transport::Command, ..) => None,
-        (Transport::Http, Runtime::ClaudeCode, Some(address)) => Some(address),
-        (Transport::Http, Runtime::ClaudeCode, None) => anyhow::bail!(
+        (Transport::Http, true, Some(address)) => Some(address),
+        (Transport::Http, true, None) => anyhow::bail!(
             "HTTP hooks need the daemon to serve HTTP: set [daemon] http = \"127.0.0.1:7878\" \
              in the config (or install with --transport command)"
         ),
-        (Transport::Http, ..) => anyhow::bail!(
-            "only Claude Code has HTTP hooks; install {} with --transport command",
-            runtime.subcommand()
+        (Transport::Http, false, _) => anyhow::bail!(
+            "{} has no HTTP hooks; install it with --transport command",
+            runtime.name()
         ),
-        (Transport::Auto, Runtime::ClaudeCode, address) if current => address,
+        // HTTP only where the installed release also blocks by itself
+        // when a hook fails (a down daemon must block).
+        (Transport::Auto, true, address) if adapter.installed_release_is_current() => address,
         (Transport::Auto, ..) => None,
     };
     let url = http
         .map(|address| hook_url(address, runtime, ctx))
         .transpose()?;
-    let hook = |matcher: Option<&str>, may_be_http: bool| {
-        let mut handler = match &url {
-            Some(url) if may_be_http => {
-                json!({"type": "http", "url": url})
-            }
-            _ => json!({"type": "command", "command": command}),
-        };
-        if current {
-            handler["onFailure"] = json!("block");
-            handler["timeout"] = json!(HOOK_TIMEOUT_SECS);
-        }
-        let mut entry = json!({"hooks": [handler]});
-        if let Some(matcher) = matcher {
-            entry["matcher"] = json!(matcher);
-        }
-        json!([entry])
-    };
-    // SessionStart starts the daemon (and compiles the policies) before
-    // the session's first tool call, so it is always a command.
-    Ok(match runtime {
-        Runtime::ClaudeCode => json!({"hooks": {
-            "SessionStart": hook(None, false),
-            "PreToolUse": hook(Some("*"), true),
-            "PostToolUse": hook(Some("*"), true),
-            "UserPromptSubmit": hook(None, true),
-        }}),
-        Runtime::GeminiCli => json!({"hooks": {
-            "SessionStart": hook(None, false),
-            "BeforeTool": hook(Some(".*"), false),
-            "AfterTool": hook(Some(".*"), false),
-            "BeforeAgent": hook(None, false),
-        }}),
-        // Cursor: no matchers; failClosed blocks the action if the hook
-        // itself cannot run.
-        Runtime::Cursor => {
-            let hook = json!([{"command": command, "failClosed": true}]);
-            let events = [
-                "beforeSubmitPrompt",
-                "beforeShellExecution",
-                "beforeMCPExecution",
-                "beforeReadFile",
-                "afterShellExecution",
-                "afterMCPExecution",
-                "afterFileEdit",
-            ];
-            let hooks: serde_json::Map<String, Value> = events
-                .iter()
-                .map(|event| (event.to_string(), hook.clone()))
-                .collect();
-            json!({"version": 1, "hooks": hooks})
-        }
-    })
+    Ok(adapter.settings(&InstallPlan {
+        command: &command,
+        url: url.as_deref(),
+    }))
 }
 
 /// The shell line a runtime runs for `command`, failing closed. Claude
@@ -426,21 +349,14 @@ fn describe(settings: &Value) -> String {
     format!("{transport}{failure}")
 }
 
-/// The first Claude Code release with HTTP hooks and `"onFailure":
-/// "block"`.
-const CLAUDE_CODE_HTTP_HOOKS: (u32, u32, u32) = (2, 1, 295);
-
-/// How long Claude Code waits for a hook, in seconds, before it counts as
-/// failed (and so blocks): a decision takes microseconds and a daemon
-/// starting up compiles in about a second, but a daemon stopped with
-/// SIGSTOP answers never (Claude Code's own default is 600 s for tool
-/// events).
-const HOOK_TIMEOUT_SECS: u64 = 30;
-
 /// The URL of the daemon's HTTP hook for `runtime`, naming the config the
 /// way the command hook does.
-fn hook_url(address: std::net::SocketAddr, runtime: Runtime, ctx: &Ctx) -> anyhow::Result<String> {
-    let mut url = format!("http://{address}/v1/hooks/{}", runtime.subcommand());
+fn hook_url(
+    address: std::net::SocketAddr,
+    runtime: HookRuntime,
+    ctx: &Ctx,
+) -> anyhow::Result<String> {
+    let mut url = format!("http://{address}/v1/hooks/{}", runtime.name());
     if let Some(config) = &ctx.config_path {
         let config = std::fs::canonicalize(config)
             .with_context(|| format!("cannot find {}", config.display()))?;
@@ -461,51 +377,17 @@ fn hook_url(address: std::net::SocketAddr, runtime: Runtime, ctx: &Ctx) -> anyho
     Ok(url)
 }
 
-/// Whether the `claude` on PATH has HTTP hooks and `onFailure` (or none is
-/// installed yet: then the current release, which does). An older release
-/// is told to upgrade: its hooks still fail closed through the command
-/// line above.
-fn claude_code_is_current() -> bool {
-    let Ok(out) = std::process::Command::new("claude")
-        .arg("--version")
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .output()
-    else {
-        return true;
-    };
-    let text = String::from_utf8_lossy(&out.stdout);
-    match parse_version(&text) {
-        Some(version) if version < CLAUDE_CODE_HTTP_HOOKS => {
-            eprintln!(
-                "note: Claude Code {}.{}.{} has no \"onFailure\" for hooks; upgrade to 2.1.295 or \
-                 later for Claude Code to block by itself when a hook fails",
-                version.0, version.1, version.2
-            );
-            false
-        }
-        _ => true,
-    }
-}
-
-/// `MAJOR.MINOR.PATCH` at the start of a `--version` line.
-fn parse_version(text: &str) -> Option<(u32, u32, u32)> {
-    let word = text.split_whitespace().next()?;
-    let mut parts = word.splitn(3, '.').map(|p| p.parse().ok());
-    Some((parts.next()??, parts.next()??, parts.next()??))
-}
-
 pub fn install(
     ctx: &Ctx,
     write: Option<&PathBuf>,
     connect: Option<&PathBuf>,
-    runtime: Runtime,
+    runtime: HookRuntime,
     transport: Transport,
 ) -> anyhow::Result<ExitCode> {
     let ours = settings(ctx, connect, runtime, transport)?;
     let markers = [
-        format!("hook {}", runtime.subcommand()),
-        format!("/v1/hooks/{}", runtime.subcommand()),
+        format!("hook {}", runtime.name()),
+        format!("/v1/hooks/{}", runtime.name()),
     ];
     let Some(path) = write else {
         println!("{}", serde_json::to_string_pretty(&ours)?);

@@ -12,24 +12,27 @@
 //! - `transcript_path` → the transcript policies may read the tail of;
 //! - `session_id` → session and thread (`foreground` kind); a payload with
 //!   an `agent_id` comes from a subagent;
-//! - turns: each `UserPromptSubmit` event starts the session's next turn (the
-//!   count lives in the store); tool events carry the current turn.
+//! - turns: each `UserPromptSubmit` event starts the session's next turn;
+//!   every event until the next prompt carries its `prompt_id`, which binds
+//!   the calls to that turn;
+//! - a decline in Claude Code's own prompt runs no hook: it is read from the
+//!   transcript (see [`declined_in_prompt`]).
 //!
-//! An internal failure must never silently allow (a crashed hook lets Claude
-//! Code run the tool), so every error becomes the configured fail answer.
+//! Settings: `PreToolUse`, `PostToolUse` and `UserPromptSubmit` as commands
+//! or HTTP hooks, `SessionStart` always a command (it starts the daemon);
+//! since 2.1.295 each handler also says `onFailure: "block"`.
 
 use std::path::PathBuf;
 
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use crate::Toolgate;
+use super::{Adapter, Event, EventKind, InstallPlan, outcome_of, parse_event};
+use super::{how_to_approve, required_tool_name, who_asks};
 use crate::decision::{Decision, Verdict};
-use crate::error::{Error, Result};
-use crate::gates::{GateKey, PendingGate};
-use crate::host::Outcome;
-use crate::request::{DEFAULT_USER_ID, Mode, Origin, ToolRequest};
+use crate::error::Result;
+use crate::gates::PendingGate;
+use crate::request::{Mode, Origin, ToolRequest};
 
 /// One hook event. Unknown fields are ignored: Claude Code adds fields over
 /// time.
@@ -70,7 +73,6 @@ pub struct HookEvent {
 }
 
 use toolgate_wire::protocol::HookRuntime;
-pub use toolgate_wire::protocol::OnError;
 
 /// The channel Claude Code's calls come from.
 pub const CHANNEL: &str = "claude-code";
@@ -80,55 +82,128 @@ pub const CHANNEL: &str = "claude-code";
 /// daemon looks (every second) or at the session's next event.
 const DECLINE_SEARCH_BYTES: u64 = 512 * 1024;
 
-/// What answering an event needs: a new turn touches only the store, so a
-/// hook process answering it in-process loads no policy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Needs {
-    /// Nothing to do (`SessionStart`, unknown events): answer nothing.
-    Nothing,
-    /// Only the store (`UserPromptSubmit`: the session's next turn).
-    Store,
-    /// The policies (`PreToolUse`, `PostToolUse`).
-    Policies,
+/// Claude Code's hooks.
+pub struct ClaudeCode;
+
+/// The first release with HTTP hooks and `onFailure` for hooks.
+const CURRENT_SINCE: (u32, u32, u32) = (2, 1, 295);
+/// How long Claude Code waits for a hook, in seconds, before it counts as
+/// failed (and so blocks): a decision takes microseconds and a daemon
+/// starting up compiles in about a second, but a daemon stopped with
+/// SIGSTOP answers never (Claude Code's own default is 600 s for tool
+/// events).
+const HOOK_TIMEOUT_SECS: u64 = 30;
+
+impl Adapter for ClaudeCode {
+    fn runtime(&self) -> HookRuntime {
+        HookRuntime::ClaudeCode
+    }
+
+    fn parse(&self, input: &str) -> Result<Event> {
+        let event = HookEvent::parse(input)?;
+        let kind = match event.hook_event_name.as_str() {
+            "UserPromptSubmit" => EventKind::NewTurn,
+            "PreToolUse" => EventKind::Decide {
+                request: event.to_request(0)?,
+                can_ask: true,
+            },
+            "PostToolUse" => {
+                let (outcome, summary) = outcome_of(event.tool_response.as_ref());
+                EventKind::Ran {
+                    request: event.to_request(0)?,
+                    outcome,
+                    summary,
+                }
+            }
+            _ => EventKind::Nothing,
+        };
+        Ok(Event {
+            session: event.session_id,
+            prompt: event.prompt_id,
+            kind,
+        })
+    }
+
+    fn answer(&self, decision: &Decision, _can_ask: bool) -> Value {
+        answer(decision).unwrap_or_else(|| json!({}))
+    }
+
+    fn decline_detector(&self) -> Option<fn(&PendingGate) -> bool> {
+        Some(declined_in_prompt)
+    }
+
+    fn settings(&self, plan: &InstallPlan<'_>) -> Value {
+        let current = self.installed_release_is_current();
+        let hook = |matcher: Option<&str>, may_be_http: bool| {
+            let mut handler = match plan.url {
+                Some(url) if may_be_http => json!({"type": "http", "url": url}),
+                _ => json!({"type": "command", "command": plan.command}),
+            };
+            if current {
+                handler["onFailure"] = json!("block");
+                handler["timeout"] = json!(HOOK_TIMEOUT_SECS);
+            }
+            let mut entry = json!({"hooks": [handler]});
+            if let Some(matcher) = matcher {
+                entry["matcher"] = json!(matcher);
+            }
+            json!([entry])
+        };
+        // SessionStart starts the daemon (and compiles the policies) before
+        // the session's first tool call, so it is always a command.
+        json!({"hooks": {
+            "SessionStart": hook(None, false),
+            "PreToolUse": hook(Some("*"), true),
+            "PostToolUse": hook(Some("*"), true),
+            "UserPromptSubmit": hook(None, true),
+        }})
+    }
+
+    fn has_http_hooks(&self) -> bool {
+        true
+    }
+
+    /// Whether the `claude` on PATH has HTTP hooks and `onFailure` (asked
+    /// once per process). An older release is told to upgrade: its hooks
+    /// still fail closed through the installed command line.
+    fn installed_release_is_current(&self) -> bool {
+        static CURRENT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *CURRENT.get_or_init(|| match installed_version() {
+            Some(version) if version < CURRENT_SINCE => {
+                eprintln!(
+                    "note: Claude Code {}.{}.{} has no \"onFailure\" for hooks; upgrade to \
+                     2.1.295 or later for Claude Code to block by itself when a hook fails",
+                    version.0, version.1, version.2
+                );
+                false
+            }
+            _ => true,
+        })
+    }
 }
 
-/// What [`handle`] produced.
-#[derive(Debug)]
-pub struct Handled {
-    /// The text the hook prints on stdout: never empty, since the
-    /// installed command line counts no output as a failure.
-    pub output: String,
-    /// The decision, for a `PreToolUse` that was evaluated.
-    pub decision: Option<Decision>,
+/// The version `claude --version` reports, if a `claude` is installed.
+fn installed_version() -> Option<(u32, u32, u32)> {
+    let out = std::process::Command::new("claude")
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    parse_version(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// `MAJOR.MINOR.PATCH` at the start of a `--version` line.
+fn parse_version(text: &str) -> Option<(u32, u32, u32)> {
+    let word = text.split_whitespace().next()?;
+    let mut parts = word.splitn(3, '.').map(|p| p.parse().ok());
+    Some((parts.next()??, parts.next()??, parts.next()??))
 }
 
 impl HookEvent {
     /// Parse one event.
     pub fn parse(text: &str) -> Result<Self> {
         parse_event(text, "Claude Code")
-    }
-
-    /// What answering this event needs.
-    pub fn needs(&self) -> Needs {
-        match self.hook_event_name.as_str() {
-            "PreToolUse" | "PostToolUse" => Needs::Policies,
-            "UserPromptSubmit" => Needs::Store,
-            _ => Needs::Nothing,
-        }
-    }
-
-    /// The key of the gate this session's calls may be paused on.
-    fn gate_key(&self) -> GateKey {
-        GateKey {
-            user_id: DEFAULT_USER_ID.into(),
-            thread_id: self.session_id.clone(),
-        }
-    }
-
-    /// The turn this tool event belongs to: its prompt's (see
-    /// [`Toolgate::turn_of`]).
-    fn turn(&self, host: &Toolgate) -> Result<u64> {
-        host.turn_of(&self.session_id, self.prompt_id.as_deref(), false)
     }
 
     /// The toolgate request for a tool event at `turn`.
@@ -150,63 +225,6 @@ impl HookEvent {
         request.cwd = self.cwd.as_ref().map(PathBuf::from);
         Ok(request)
     }
-}
-
-/// Parse one hook event of `runtime`; what is not one gets an error that
-/// says what was expected. Shared by every runtime's adapter.
-pub(crate) fn parse_event<T: DeserializeOwned>(text: &str, runtime: &str) -> Result<T> {
-    serde_json::from_str(text).map_err(|err| {
-        Error::Request(format!(
-            "not a {runtime} hook event ({err}); expected a JSON object with session_id and hook_event_name"
-        ))
-    })
-}
-
-/// What a pause's reason adds for a runtime that cannot ask: how a person
-/// approves it (from a terminal of their own; the request id is enough,
-/// `gates resolve` finds the rest) and that the agent should retry.
-pub(crate) fn how_to_approve(decision: &Decision) -> String {
-    decision.pause.as_ref().map_or(String::new(), |pause| {
-        format!(
-            " A person can approve it from a terminal of their own with `toolgate gates resolve \
-             --request-id {}`; then retry the same call.",
-            pause.request_id
-        )
-    })
-}
-
-/// What every runtime's pause answer begins with: that toolgate asks,
-/// which policy, and about what ("toolgate (lease-gate asks): Allow
-/// `Write`? …").
-pub(crate) fn who_asks(decision: &Decision) -> String {
-    let asker = decision.decided_by.as_deref().unwrap_or("a policy");
-    let reason = decision.reason.as_deref().unwrap_or_default();
-    format!("toolgate ({asker} asks): {reason}.")
-}
-
-/// Handle one event of `runtime` with `handle`, which may record the
-/// decision it made; an error becomes the runtime's failure answer (`{}`
-/// where that is nothing), so a failure is never a silent allow.
-pub(crate) fn answer_or_fail(
-    runtime: HookRuntime,
-    on_error: OnError,
-    handle: impl FnOnce(&mut Option<Decision>) -> Result<Value>,
-) -> Handled {
-    let mut decision = None;
-    let output = handle(&mut decision).unwrap_or_else(|err| {
-        tracing::error!(error = %err, "hook failed; answering with the fail mode");
-        runtime.failure_answer(on_error, &err.to_string())
-    });
-    Handled {
-        output: output.to_string(),
-        decision,
-    }
-}
-
-/// The tool name of a tool event, which must be there and not empty.
-pub(crate) fn required_tool_name<'a>(event: &str, name: Option<&'a str>) -> Result<&'a str> {
-    name.filter(|n| !n.is_empty())
-        .ok_or_else(|| Error::Request(format!("{event} event without tool_name")))
 }
 
 /// `mcp__SERVER__TOOL` → (`SERVER`, `TOOL`).
@@ -320,67 +338,16 @@ fn is_decline_of(entry: &Value, gate: &PendingGate) -> bool {
     })
 }
 
-/// A tool's outcome and a short summary, from `tool_response`.
-pub fn outcome_of(response: Option<&Value>) -> (Outcome, String) {
-    let Some(response) = response else {
-        return (Outcome::Succeeded, String::new());
-    };
-    let failed = response.get("is_error").and_then(Value::as_bool) == Some(true)
-        || response.get("error").is_some_and(|e| !e.is_null())
-        || response.get("success").and_then(Value::as_bool) == Some(false);
-    let summary = match response {
-        Value::String(text) => text.clone(),
-        other => other.to_string(),
-    };
-    let outcome = if failed {
-        Outcome::Failed
-    } else {
-        Outcome::Succeeded
-    };
-    (outcome, summary.chars().take(1000).collect())
-}
-
-/// Handle one event end to end. Never fails: errors become `on_error`'s
-/// answer, and "no decision" is `{}` (the installed command line treats no
-/// output as a failure: a hook replaced by `/bin/true` prints nothing).
-pub fn handle(host: &Toolgate, input: &str, on_error: OnError) -> Handled {
-    answer_or_fail(HookRuntime::ClaudeCode, on_error, |decision| {
-        let event = HookEvent::parse(input)?;
-        // A call the person declined in the prompt ends its gate now, at
-        // the latest (a daemon ends it within a second).
-        host.end_declined_gates(Some(&event.gate_key()), declined_in_prompt)?;
-        let answer = match event.hook_event_name.as_str() {
-            "UserPromptSubmit" => {
-                host.turn_of(&event.session_id, event.prompt_id.as_deref(), true)?;
-                None
-            }
-            "PreToolUse" => {
-                let request = event.to_request(event.turn(host)?)?;
-                let evaluated = host.evaluate(&request)?;
-                let output = answer(&evaluated);
-                *decision = Some(evaluated);
-                output
-            }
-            "PostToolUse" => {
-                let request = event.to_request(event.turn(host)?)?;
-                // The call ran, so if toolgate had asked, the person said yes
-                // in Claude Code's own prompt: that gate is answered.
-                if let Some(gate) = host.close_answered_gate(&request)? {
-                    tracing::info!(request_id = %gate.request_id, policy = %gate.policy, "gate answered in Claude Code's prompt");
-                }
-                let (outcome, summary) = outcome_of(event.tool_response.as_ref());
-                host.observe(&request, outcome, &summary);
-                None
-            }
-            _ => None,
-        };
-        Ok(answer.unwrap_or_else(|| json!({})))
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn versions_are_read_from_the_version_line() {
+        assert_eq!(parse_version("2.1.332 (Claude Code)\n"), Some((2, 1, 332)));
+        assert_eq!(parse_version("nonsense"), None);
+        assert!(parse_version("2.1.197 (Claude Code)").unwrap() < CURRENT_SINCE);
+    }
 
     #[test]
     fn mcp_names_split_into_server_and_tool() {
@@ -432,7 +399,7 @@ mod tests {
         PendingGate {
             request_id: "feedc0de".into(),
             policy: "lease-gate".into(),
-            user_id: DEFAULT_USER_ID.into(),
+            user_id: crate::request::DEFAULT_USER_ID.into(),
             thread_id: "s".into(),
             session_id: "s".into(),
             source_channel: CHANNEL.into(),
@@ -485,22 +452,5 @@ mod tests {
         }
         // No transcript, or one that cannot be read: not declined.
         assert!(!declined_in_prompt(&gate_with(&dir.path().join("missing"))));
-    }
-
-    #[test]
-    fn outcomes_come_from_the_response() {
-        assert_eq!(
-            outcome_of(Some(&json!({"is_error": true}))).0,
-            Outcome::Failed
-        );
-        assert_eq!(
-            outcome_of(Some(&json!({"success": false}))).0,
-            Outcome::Failed
-        );
-        assert_eq!(
-            outcome_of(Some(&json!({"stdout": "ok"}))).0,
-            Outcome::Succeeded
-        );
-        assert_eq!(outcome_of(None).0, Outcome::Succeeded);
     }
 }

@@ -19,16 +19,67 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::Toolgate;
-use crate::claude_code::{
-    Handled, Needs, OnError, answer_or_fail, how_to_approve, outcome_of, parse_event,
-    required_tool_name, who_asks,
-};
+use super::{Adapter, Event, EventKind, InstallPlan, how_to_approve, outcome_of, parse_event};
+use super::{required_tool_name, who_asks};
 use crate::decision::{Decision, Verdict};
 use crate::error::Result;
 use crate::request::{Origin, ToolRequest};
-use crate::store::Store;
 use toolgate_wire::protocol::HookRuntime;
+
+/// Gemini CLI's hooks.
+pub struct GeminiCli;
+
+impl Adapter for GeminiCli {
+    fn runtime(&self) -> HookRuntime {
+        HookRuntime::GeminiCli
+    }
+
+    fn parse(&self, input: &str) -> Result<Event> {
+        let event = GeminiEvent::parse(input)?;
+        let kind = match event.hook_event_name.as_str() {
+            "BeforeAgent" => EventKind::NewTurn,
+            "BeforeTool" => EventKind::Decide {
+                request: event.to_request(0)?,
+                can_ask: false,
+            },
+            "AfterTool" => {
+                let (outcome, summary) = outcome_of(event.tool_response.as_ref());
+                EventKind::Ran {
+                    request: event.to_request(0)?,
+                    outcome,
+                    summary,
+                }
+            }
+            _ => EventKind::Nothing,
+        };
+        Ok(Event {
+            session: event.session_id,
+            prompt: None,
+            kind,
+        })
+    }
+
+    fn answer(&self, decision: &Decision, _can_ask: bool) -> Value {
+        answer(decision)
+    }
+
+    /// Commands only (Gemini CLI has no HTTP hooks); matchers are regexes.
+    fn settings(&self, plan: &InstallPlan<'_>) -> Value {
+        let hook = |matcher: Option<&str>| {
+            let mut entry = json!({"hooks": [{"type": "command", "command": plan.command}]});
+            if let Some(matcher) = matcher {
+                entry["matcher"] = json!(matcher);
+            }
+            json!([entry])
+        };
+        json!({"hooks": {
+            "SessionStart": hook(None),
+            "BeforeTool": hook(Some(".*")),
+            "AfterTool": hook(Some(".*")),
+            "BeforeAgent": hook(None),
+        }})
+    }
+}
 
 /// One hook event; unknown fields are ignored.
 #[derive(Debug, Clone, Deserialize)]
@@ -105,15 +156,6 @@ impl GeminiEvent {
         parse_event(text, "Gemini CLI")
     }
 
-    /// What answering it needs.
-    pub fn needs(&self) -> Needs {
-        match self.hook_event_name.as_str() {
-            "BeforeTool" | "AfterTool" => Needs::Policies,
-            "BeforeAgent" => Needs::Store,
-            _ => Needs::Nothing,
-        }
-    }
-
     /// The toolgate request for a tool event at `turn`.
     pub fn to_request(&self, turn: u64) -> Result<ToolRequest> {
         let name = required_tool_name(&self.hook_event_name, self.tool_name.as_deref())?;
@@ -142,36 +184,6 @@ pub fn answer(decision: &Decision) -> Value {
         Verdict::Allow if notes.is_empty() => json!({}),
         Verdict::Allow => json!({"systemMessage": notes.join("\n\n")}),
     }
-}
-
-/// Start the session's next turn (`BeforeAgent`): the store only.
-pub fn start_turn(store: &Store, event: &GeminiEvent) -> Result<()> {
-    store.next_turn(&event.session_id).map(|_| ())
-}
-
-/// Handle one event end to end; never fails (errors become `on_error`'s
-/// answer).
-pub fn handle(host: &Toolgate, input: &str, on_error: OnError) -> Handled {
-    answer_or_fail(HookRuntime::GeminiCli, on_error, |decision| {
-        let event = GeminiEvent::parse(input)?;
-        match event.hook_event_name.as_str() {
-            "BeforeAgent" => start_turn(host.store(), &event).map(|()| json!({})),
-            "BeforeTool" => {
-                let request = event.to_request(host.store().turn(&event.session_id)?)?;
-                let evaluated = host.evaluate(&request)?;
-                let output = answer(&evaluated);
-                *decision = Some(evaluated);
-                Ok(output)
-            }
-            "AfterTool" => {
-                let request = event.to_request(host.store().turn(&event.session_id)?)?;
-                let (outcome, summary) = outcome_of(event.tool_response.as_ref());
-                host.observe(&request, outcome, &summary);
-                Ok(json!({}))
-            }
-            _ => Ok(json!({})),
-        }
-    })
 }
 
 #[cfg(test)]

@@ -30,16 +30,79 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 
-use crate::Toolgate;
-use crate::claude_code::{
-    Handled, Needs, OnError, answer_or_fail, how_to_approve, parse_event, required_tool_name,
-    who_asks,
-};
+use super::{Adapter, Event, EventKind, InstallPlan, how_to_approve, outcome_of, parse_event};
+use super::{required_tool_name, who_asks};
 use crate::decision::{Decision, Outcome, Verdict};
 use crate::error::{Error, Result};
 use crate::request::{Origin, ToolRequest};
-use crate::store::Store;
 use toolgate_wire::protocol::HookRuntime;
+
+/// Cursor's agent hooks.
+pub struct Cursor;
+
+/// The events toolgate's hooks handle.
+const EVENTS: [&str; 7] = [
+    "beforeSubmitPrompt",
+    "beforeShellExecution",
+    "beforeMCPExecution",
+    "beforeReadFile",
+    "afterShellExecution",
+    "afterMCPExecution",
+    "afterFileEdit",
+];
+
+impl Adapter for Cursor {
+    fn runtime(&self) -> HookRuntime {
+        HookRuntime::Cursor
+    }
+
+    fn parse(&self, input: &str) -> Result<Event> {
+        let event = CursorEvent::parse(input)?;
+        let kind = match event.hook_event_name.as_str() {
+            "beforeSubmitPrompt" => EventKind::NewTurn,
+            name @ ("beforeShellExecution"
+            | "beforeMCPExecution"
+            | "beforeReadFile"
+            | "preToolUse") => EventKind::Decide {
+                request: event.to_request(0)?,
+                can_ask: name != "beforeReadFile",
+            },
+            "afterShellExecution" | "afterMCPExecution" | "afterFileEdit" | "postToolUse" => {
+                let (outcome, summary) = event.outcome();
+                EventKind::Ran {
+                    request: event.to_request(0)?,
+                    outcome,
+                    summary,
+                }
+            }
+            _ => EventKind::Nothing,
+        };
+        Ok(Event {
+            session: event.conversation_id,
+            prompt: None,
+            kind,
+        })
+    }
+
+    fn answer(&self, decision: &Decision, can_ask: bool) -> Value {
+        answer(decision, can_ask)
+    }
+
+    fn new_turn_answer(&self) -> Value {
+        json!({"continue": true})
+    }
+
+    /// No matchers; `failClosed` blocks the action if the hook itself
+    /// cannot run.
+    fn settings(&self, plan: &InstallPlan<'_>) -> Value {
+        let hook = json!([{"command": plan.command, "failClosed": true}]);
+        let hooks: serde_json::Map<String, Value> = EVENTS
+            .iter()
+            .map(|event| (event.to_string(), hook.clone()))
+            .collect();
+        json!({"version": 1, "hooks": hooks})
+    }
+}
 
 /// One agent-hook event; unknown fields are ignored.
 #[derive(Debug, Clone, Deserialize)]
@@ -164,22 +227,6 @@ impl CursorEvent {
         parse_event(text, "Cursor")
     }
 
-    /// What answering it needs.
-    pub fn needs(&self) -> Needs {
-        match self.hook_event_name.as_str() {
-            "beforeShellExecution"
-            | "beforeMCPExecution"
-            | "beforeReadFile"
-            | "preToolUse"
-            | "afterShellExecution"
-            | "afterMCPExecution"
-            | "afterFileEdit"
-            | "postToolUse" => Needs::Policies,
-            "beforeSubmitPrompt" => Needs::Store,
-            _ => Needs::Nothing,
-        }
-    }
-
     fn required<'a>(&self, field: &str, value: Option<&'a str>) -> Result<&'a str> {
         value.filter(|v| !v.is_empty()).ok_or_else(|| {
             Error::Request(format!("{} event without {field}", self.hook_event_name))
@@ -258,7 +305,7 @@ impl CursorEvent {
             .or(self.result_json.as_ref())
             .cloned()
             .or_else(|| self.output.clone().map(Value::String));
-        crate::claude_code::outcome_of(result.as_ref())
+        outcome_of(result.as_ref())
     }
 }
 
@@ -277,45 +324,6 @@ pub fn answer(decision: &Decision, can_ask: bool) -> Value {
         Verdict::Allow if notes.is_empty() => json!({}),
         Verdict::Allow => json!({"agent_message": notes.join("\n\n")}),
     }
-}
-
-/// Start the conversation's next turn (`beforeSubmitPrompt`): the store
-/// only.
-pub fn start_turn(store: &Store, event: &CursorEvent) -> Result<()> {
-    store.next_turn(&event.conversation_id).map(|_| ())
-}
-
-/// Handle one event end to end; never fails (errors become `on_error`'s
-/// answer).
-pub fn handle(host: &Toolgate, input: &str, on_error: OnError) -> Handled {
-    answer_or_fail(HookRuntime::Cursor, on_error, |decision| {
-        let event = CursorEvent::parse(input)?;
-        let name = event.hook_event_name.as_str();
-        match name {
-            "beforeSubmitPrompt" => {
-                start_turn(host.store(), &event).map(|()| json!({"continue": true}))
-            }
-            "beforeShellExecution" | "beforeMCPExecution" | "beforeReadFile" | "preToolUse" => {
-                let request = event.to_request(host.store().turn(&event.conversation_id)?)?;
-                let evaluated = host.evaluate(&request)?;
-                let output = answer(&evaluated, name != "beforeReadFile");
-                *decision = Some(evaluated);
-                Ok(output)
-            }
-            "afterShellExecution" | "afterMCPExecution" | "afterFileEdit" | "postToolUse" => {
-                let request = event.to_request(host.store().turn(&event.conversation_id)?)?;
-                // It ran: if toolgate had asked, the person said yes in
-                // Cursor's own prompt.
-                if let Some(gate) = host.close_answered_gate(&request)? {
-                    tracing::info!(request_id = %gate.request_id, "gate answered in Cursor's prompt");
-                }
-                let (outcome, summary) = event.outcome();
-                host.observe(&request, outcome, &summary);
-                Ok(json!({}))
-            }
-            _ => Ok(json!({})),
-        }
-    })
 }
 
 #[cfg(test)]

@@ -1,0 +1,339 @@
+//! Agent runtimes' hooks: one file per runtime, one [`Adapter`] each, and
+//! one driver ([`handle`]) that walks every event the same way.
+//!
+//! An adapter only translates: it parses the runtime's event into an
+//! [`Event`] (a new prompt, a call to decide, a call that ran, or nothing),
+//! writes the runtime's answer to a decision, and says what its settings
+//! need. The driver does the work against the engine: turns, decisions,
+//! outcomes, gates. Adding a runtime is one file here plus one
+//! [`HookRuntime`] variant; nothing outside this module matches on the
+//! runtime.
+//!
+//! An internal failure must never silently allow (a crashed hook lets most
+//! runtimes run the tool), so every error becomes the runtime's failure
+//! answer for the configured `--on-error`, and "no decision" is still an
+//! answer (`{}`): the installed command line treats no output as a failure.
+
+pub mod claude_code;
+pub mod cursor;
+pub mod gemini_cli;
+
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use crate::Toolgate;
+use crate::decision::{Decision, Outcome};
+use crate::error::{Error, Result};
+use crate::gates::{GateKey, PendingGate};
+use crate::request::{DEFAULT_USER_ID, ToolRequest};
+pub use toolgate_wire::protocol::{HookRuntime, OnError};
+
+/// The adapter of `runtime`: the one place a runtime is matched.
+pub fn adapter(runtime: HookRuntime) -> &'static dyn Adapter {
+    match runtime {
+        HookRuntime::ClaudeCode => &claude_code::ClaudeCode,
+        HookRuntime::GeminiCli => &gemini_cli::GeminiCli,
+        HookRuntime::Cursor => &cursor::Cursor,
+    }
+}
+
+/// One agent runtime's hooks, as translation only (see the module docs).
+pub trait Adapter: Sync {
+    /// Which runtime this is.
+    fn runtime(&self) -> HookRuntime;
+
+    /// The channel its calls come from (pauses raised for them name it).
+    fn channel(&self) -> &'static str {
+        self.runtime().name()
+    }
+
+    /// Parse one event as the runtime sends it.
+    fn parse(&self, input: &str) -> Result<Event>;
+
+    /// The answer to a decided call; `can_ask` is false for events the
+    /// runtime cannot ask a person about.
+    fn answer(&self, decision: &Decision, can_ask: bool) -> Value;
+
+    /// The answer to a new prompt.
+    fn new_turn_answer(&self) -> Value {
+        json!({})
+    }
+
+    /// How to tell, from what the runtime records, that the person declined
+    /// a paused call in its own prompt (a runtime that runs no hook then).
+    fn decline_detector(&self) -> Option<fn(&PendingGate) -> bool> {
+        None
+    }
+
+    /// The hooks `toolgate hook install` writes into the runtime's settings.
+    fn settings(&self, plan: &InstallPlan<'_>) -> Value;
+
+    /// Whether the runtime can call hooks over HTTP (the daemon's
+    /// `/v1/hooks/RUNTIME`).
+    fn has_http_hooks(&self) -> bool {
+        false
+    }
+
+    /// Whether the installed release has what toolgate relies on (it says
+    /// what to upgrade to when it does not); an absent one counts as the
+    /// current release.
+    fn installed_release_is_current(&self) -> bool {
+        true
+    }
+}
+
+/// What `toolgate hook install` puts into a runtime's settings.
+#[derive(Debug, Clone)]
+pub struct InstallPlan<'a> {
+    /// The shell line that runs the hook, failing closed.
+    pub command: &'a str,
+    /// The daemon's HTTP hook URL, when the tool events go over HTTP.
+    pub url: Option<&'a str>,
+}
+
+/// One hook event, as the engine needs it.
+#[derive(Debug, Clone)]
+pub struct Event {
+    /// The session (and thread) it belongs to.
+    pub session: String,
+    /// The runtime's id of the user prompt it follows, if it names one:
+    /// binds calls to their prompt's turn (see [`Toolgate::turn_of`]).
+    pub prompt: Option<String>,
+    /// What happened.
+    pub kind: EventKind,
+}
+
+/// What a hook event reports.
+#[derive(Debug, Clone)]
+pub enum EventKind {
+    /// Nothing toolgate acts on (a session start, an unknown event).
+    Nothing,
+    /// A new user prompt: the session's next turn.
+    NewTurn,
+    /// A proposed call, to decide.
+    Decide {
+        /// The call (its turn is set by the driver).
+        request: ToolRequest,
+        /// Whether the runtime can ask a person about it.
+        can_ask: bool,
+    },
+    /// A call that ran.
+    Ran {
+        /// The call (its turn is set by the driver).
+        request: ToolRequest,
+        /// How it went.
+        outcome: Outcome,
+        /// A short summary of its result.
+        summary: String,
+    },
+}
+
+impl Event {
+    /// An event of `session` that toolgate does not act on.
+    pub fn nothing(session: String) -> Self {
+        Self {
+            session,
+            prompt: None,
+            kind: EventKind::Nothing,
+        }
+    }
+
+    /// What answering this event needs.
+    pub fn needs(&self) -> Needs {
+        match self.kind {
+            EventKind::Nothing => Needs::Nothing,
+            EventKind::NewTurn => Needs::Store,
+            EventKind::Decide { .. } | EventKind::Ran { .. } => Needs::Policies,
+        }
+    }
+}
+
+/// What answering an event needs: a new turn touches only the store, so a
+/// hook process answering it in-process loads no policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Needs {
+    /// Nothing to do: answer nothing.
+    Nothing,
+    /// Only the store (the session's next turn).
+    Store,
+    /// The policies (a call to decide or observe).
+    Policies,
+}
+
+/// What [`handle`] produced.
+#[derive(Debug)]
+pub struct Handled {
+    /// The text the hook prints on stdout: never empty, since the
+    /// installed command line counts no output as a failure.
+    pub output: String,
+    /// The decision, for a call that was decided.
+    pub decision: Option<Decision>,
+}
+
+/// Handle one event of `runtime` end to end. Never fails: an error becomes
+/// the runtime's failure answer for `on_error`.
+pub fn handle(host: &Toolgate, runtime: HookRuntime, input: &str, on_error: OnError) -> Handled {
+    let mut decision = None;
+    let output = drive(host, adapter(runtime), input, &mut decision).unwrap_or_else(|err| {
+        tracing::error!(error = %err, "hook failed; answering with the fail mode");
+        runtime.failure_answer(on_error, &err.to_string())
+    });
+    Handled {
+        output: output.to_string(),
+        decision,
+    }
+}
+
+/// The walk every event takes: parse, then turn, decision or outcome.
+fn drive(
+    host: &Toolgate,
+    adapter: &dyn Adapter,
+    input: &str,
+    decided: &mut Option<Decision>,
+) -> Result<Value> {
+    let event = adapter.parse(input)?;
+    let prompt = event.prompt.as_deref();
+    if let (Some(declined), Needs::Store | Needs::Policies) =
+        (adapter.decline_detector(), event.needs())
+    {
+        // A call the person declined in the prompt ends its gate now at
+        // the latest (a daemon ends it within a second).
+        let key = GateKey {
+            user_id: DEFAULT_USER_ID.into(),
+            thread_id: event.session.clone(),
+        };
+        host.end_declined_gates(Some(&key), declined)?;
+    }
+    match event.kind {
+        EventKind::Nothing => Ok(json!({})),
+        EventKind::NewTurn => {
+            host.turn_of(&event.session, prompt, true)?;
+            Ok(adapter.new_turn_answer())
+        }
+        EventKind::Decide {
+            mut request,
+            can_ask,
+        } => {
+            request.turn = host.turn_of(&event.session, prompt, false)?;
+            let decision = host.evaluate(&request)?;
+            let answer = adapter.answer(&decision, can_ask);
+            *decided = Some(decision);
+            Ok(answer)
+        }
+        EventKind::Ran {
+            mut request,
+            outcome,
+            summary,
+        } => {
+            request.turn = host.turn_of(&event.session, prompt, false)?;
+            // The call ran, so if toolgate had asked, the person said yes
+            // in the runtime's own prompt: that gate is answered.
+            if let Some(gate) = host.close_answered_gate(&request)? {
+                tracing::info!(request_id = %gate.request_id, policy = %gate.policy, "gate answered in the runtime's prompt");
+            }
+            host.observe(&request, outcome, &summary);
+            Ok(json!({}))
+        }
+    }
+}
+
+/// Whether the person declined `gate`'s call in the prompt of the runtime
+/// it came from (only runtimes whose records say so can tell).
+pub fn declined_in_prompt(gate: &PendingGate) -> bool {
+    HookRuntime::ALL
+        .into_iter()
+        .map(adapter)
+        .find(|adapter| adapter.channel() == gate.source_channel)
+        .and_then(|adapter| adapter.decline_detector())
+        .is_some_and(|declined| declined(gate))
+}
+
+/// Parse one hook event of `runtime`; what is not one gets an error that
+/// says what was expected.
+pub(crate) fn parse_event<T: DeserializeOwned>(text: &str, runtime: &str) -> Result<T> {
+    serde_json::from_str(text).map_err(|err| {
+        Error::Request(format!(
+            "not a {runtime} hook event ({err}); expected a JSON object with session_id and \
+             hook_event_name"
+        ))
+    })
+}
+
+/// The tool name of a tool event, which must be there and not empty.
+pub(crate) fn required_tool_name<'a>(event: &str, name: Option<&'a str>) -> Result<&'a str> {
+    name.filter(|n| !n.is_empty())
+        .ok_or_else(|| Error::Request(format!("{event} event without tool_name")))
+}
+
+/// What every runtime's pause answer begins with: that toolgate asks,
+/// which policy, and about what ("toolgate (lease-gate asks): Allow
+/// `Write`? …").
+pub(crate) fn who_asks(decision: &Decision) -> String {
+    let asker = decision.decided_by.as_deref().unwrap_or("a policy");
+    let reason = decision.reason.as_deref().unwrap_or_default();
+    format!("toolgate ({asker} asks): {reason}.")
+}
+
+/// What a pause's reason adds for a runtime that cannot ask: how a person
+/// approves it (from a terminal of their own; the request id is enough,
+/// `gates resolve` finds the rest) and that the agent should retry.
+pub(crate) fn how_to_approve(decision: &Decision) -> String {
+    decision.pause.as_ref().map_or(String::new(), |pause| {
+        format!(
+            " A person can approve it from a terminal of their own with `toolgate gates resolve \
+             --request-id {}`; then retry the same call.",
+            pause.request_id
+        )
+    })
+}
+
+/// A tool's outcome and a short summary, from the result a runtime
+/// reports (`is_error`, `error` or `success: false` mean it failed).
+pub fn outcome_of(response: Option<&Value>) -> (Outcome, String) {
+    let Some(response) = response else {
+        return (Outcome::Succeeded, String::new());
+    };
+    let failed = response.get("is_error").and_then(Value::as_bool) == Some(true)
+        || response.get("error").is_some_and(|e| !e.is_null())
+        || response.get("success").and_then(Value::as_bool) == Some(false);
+    let summary = match response {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    };
+    let outcome = if failed {
+        Outcome::Failed
+    } else {
+        Outcome::Succeeded
+    };
+    (outcome, summary.chars().take(1000).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_runtime_has_its_adapter_under_its_own_name() {
+        for runtime in HookRuntime::ALL {
+            assert_eq!(adapter(runtime).runtime(), runtime);
+            assert_eq!(adapter(runtime).channel(), runtime.name());
+        }
+    }
+
+    #[test]
+    fn outcomes_come_from_the_response() {
+        assert_eq!(
+            outcome_of(Some(&json!({"is_error": true}))).0,
+            Outcome::Failed
+        );
+        assert_eq!(
+            outcome_of(Some(&json!({"success": false}))).0,
+            Outcome::Failed
+        );
+        assert_eq!(
+            outcome_of(Some(&json!({"stdout": "ok"}))).0,
+            Outcome::Succeeded
+        );
+        assert_eq!(outcome_of(None).0, Outcome::Succeeded);
+    }
+}
