@@ -35,7 +35,7 @@ use hyper::{Method, Request, Response, StatusCode};
 
 use super::Daemon;
 use super::peer::constant_time_eq;
-use crate::gates::{GateKey, GateResolution, PauseKind, PendingGate};
+use crate::gates::{GateResolution, PauseKind, PendingGate};
 
 /// How long a login code is valid.
 pub const CODE_TTL: Duration = Duration::from_secs(300);
@@ -330,38 +330,17 @@ impl Daemon {
             .into_iter()
             .find(|g| g.request_id == request_id)
             .ok_or("that call is no longer waiting (resolved or expired)")?;
-        let resolution = match (decision, &gate.pause) {
-            ("approve", _) => GateResolution::Approve { always: false },
-            (
-                "approve-always",
-                PauseKind::Approval {
-                    allow_always: true, ..
-                },
-            ) => GateResolution::Approve { always: true },
-            ("deny", _) => GateResolution::Deny,
-            ("credential", PauseKind::Authentication { credential, .. }) => {
-                GateResolution::Authenticated {
-                    credential: credential.clone(),
-                }
-            }
-            _ => return Err(format!("`{decision}` is not an answer to this pause")),
-        };
-        let key = GateKey {
-            user_id: gate.user_id.clone(),
-            thread_id: gate.thread_id.clone(),
-        };
-        self.host
-            .resolve_gate_authenticated(&key, request_id, CHANNEL, resolution)
-            .map_err(|e| e.to_string())?;
-        self.host.store().persist();
-        self.inbox.record(Resolved {
-            at_ms: crate::now_ms(),
-            tool: gate.tool.clone(),
-            request_id: request_id.to_string(),
-            decision: decision.to_string(),
-            by: format!("{CHANNEL} ({})", session.identity),
-        });
-        tracing::info!(request_id, decision, by = %session.identity, "resolved in the approvals inbox");
+        let resolution = GateResolution::from_answer(decision, &gate.pause)
+            .ok_or_else(|| format!("`{decision}` is not an answer to this pause"))?;
+        self.resolve(
+            &gate.key(),
+            request_id,
+            CHANNEL,
+            resolution,
+            true,
+            format!("{CHANNEL} ({})", session.identity),
+        )
+        .map_err(|e| e.to_string())?;
         Ok(format!("{decision}: {}", gate.tool))
     }
 

@@ -210,33 +210,15 @@ impl Daemon {
                     user_id: user,
                     thread_id: thread,
                 };
-                // A remote channel was authenticated in `admit`: a person's
-                // channel may resolve a gate raised from any channel.
-                let resolve = if remote {
-                    Toolgate::resolve_gate_authenticated
-                } else {
-                    Toolgate::resolve_gate
-                };
-                let decision = match &resolution {
-                    GateResolution::Approve { always: true } => "approve-always",
-                    GateResolution::Approve { always: false } => "approve",
-                    GateResolution::Authenticated { .. } => "credential",
-                    GateResolution::Deny => "deny",
-                };
-                let gate = resolve(host, &key, &request_id, &channel, resolution)?;
                 let by = match caller {
                     Caller::Socket(Some(peer)) if channel == peer::TERMINAL => {
                         format!("{channel} (uid {})", peer.uid)
                     }
                     _ => channel.clone(),
                 };
-                self.inbox.record(inbox::Resolved {
-                    at_ms: crate::now_ms(),
-                    tool: gate.tool.clone(),
-                    request_id: request_id.clone(),
-                    decision: decision.into(),
-                    by,
-                });
+                // A remote channel was authenticated in `admit`: a person's
+                // channel may resolve a gate raised from any channel.
+                let gate = self.resolve(&key, &request_id, &channel, resolution, remote, by)?;
                 to_json(gate)
             }
             DaemonRequest::Gates { user } => to_json(host.gates(user.as_deref())?),
@@ -262,6 +244,41 @@ impl Daemon {
             host.store().persist();
         }
         Ok(value)
+    }
+
+    /// Resolve a pending gate: the one path every channel's answer takes
+    /// (the socket's `Resolve`, the approvals inbox). `authenticated`: the
+    /// caller proved a person's channel (a terminal of their own, a
+    /// channel's token, an inbox session), which may resolve a gate raised
+    /// from any channel; otherwise only the gate's own channel or a trusted
+    /// one may. The answer joins the inbox's history as `by`.
+    pub(crate) fn resolve(
+        &self,
+        key: &GateKey,
+        request_id: &str,
+        channel: &str,
+        resolution: GateResolution,
+        authenticated: bool,
+        by: String,
+    ) -> Result<crate::gates::PendingGate> {
+        let decision = resolution.answer_name();
+        let gate = if authenticated {
+            self.host
+                .resolve_gate_authenticated(key, request_id, channel, resolution)?
+        } else {
+            self.host
+                .resolve_gate(key, request_id, channel, resolution)?
+        };
+        self.host.store().persist();
+        tracing::info!(request_id, decision, %by, "gate resolved");
+        self.inbox.record(inbox::Resolved {
+            at_ms: crate::now_ms(),
+            tool: gate.tool.clone(),
+            request_id: request_id.to_string(),
+            decision: decision.into(),
+            by,
+        });
+        Ok(gate)
     }
 
     /// A sign-in code for the approvals inbox, for the person `caller`

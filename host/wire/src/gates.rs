@@ -124,6 +124,41 @@ pub enum GateResolution {
     Deny,
 }
 
+impl GateResolution {
+    /// Its name as a person's answer (`approve`, `approve-always`,
+    /// `credential`, `deny`): what the inbox posts and its history shows.
+    pub fn answer_name(&self) -> &'static str {
+        match self {
+            Self::Approve { always: true } => "approve-always",
+            Self::Approve { always: false } => "approve",
+            Self::Authenticated { .. } => "credential",
+            Self::Deny => "deny",
+        }
+    }
+
+    /// The resolution a person's answer `name` makes of `pause`, if it is
+    /// one (`approve-always` only where the policy offers it, `credential`
+    /// only for a credential pause, naming its credential).
+    pub fn from_answer(name: &str, pause: &PauseKind) -> Option<Self> {
+        match (name, pause) {
+            ("approve", _) => Some(Self::Approve { always: false }),
+            (
+                "approve-always",
+                PauseKind::Approval {
+                    allow_always: true, ..
+                },
+            ) => Some(Self::Approve { always: true }),
+            ("deny", _) => Some(Self::Deny),
+            ("credential", PauseKind::Authentication { credential, .. }) => {
+                Some(Self::Authenticated {
+                    credential: credential.clone(),
+                })
+            }
+            _ => None,
+        }
+    }
+}
+
 /// A resolution remembered for the resubmitted call. Only the policy that
 /// paused sees it, only until it expires, and only once: the next decision
 /// of the same call consumes it.
@@ -220,5 +255,43 @@ mod tests {
         assert_ne!(base, fingerprint("x", "mcp:a", serde_json::json!({"q": 2})));
         // Lengths keep the parts apart: `xm` + `cp:a` is not `x` + `mcp:a`.
         assert_ne!(base, fingerprint("xm", "cp:a", serde_json::json!({"q": 1})));
+    }
+
+    #[test]
+    fn a_persons_answer_names_its_resolution_and_back() {
+        let approval = PauseKind::Approval {
+            description: "ok?".into(),
+            allow_always: true,
+        };
+        let credential = PauseKind::Authentication {
+            credential: "gh".into(),
+            instructions: "log in".into(),
+            url: None,
+        };
+        for (resolution, pause) in [
+            (GateResolution::Approve { always: false }, &approval),
+            (GateResolution::Approve { always: true }, &approval),
+            (GateResolution::Deny, &credential),
+            (
+                GateResolution::Authenticated {
+                    credential: "gh".into(),
+                },
+                &credential,
+            ),
+        ] {
+            let name = resolution.answer_name();
+            assert_eq!(GateResolution::from_answer(name, pause), Some(resolution));
+        }
+        // Only what the pause offers.
+        assert_eq!(GateResolution::from_answer("credential", &approval), None);
+        let no_always = PauseKind::Approval {
+            description: "ok?".into(),
+            allow_always: false,
+        };
+        assert_eq!(
+            GateResolution::from_answer("approve-always", &no_always),
+            None
+        );
+        assert_eq!(GateResolution::from_answer("yes", &approval), None);
     }
 }
