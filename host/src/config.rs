@@ -529,6 +529,11 @@ fn default_trusted_channels() -> Vec<String> {
 fn default_gate_ttl() -> u64 {
     30 * 60
 }
+/// 64 hex digits: a sha256, or an ed25519 public key.
+fn is_hex64(text: &str) -> bool {
+    text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 fn default_transcript_tail() -> u32 {
     256 * 1024
 }
@@ -572,7 +577,7 @@ impl Config {
         config.base_dir = base_dir;
         for (name, plugin) in &config.plugins {
             if let Some(pin) = &plugin.sha256
-                && (pin.len() != 64 || !pin.bytes().all(|b| b.is_ascii_hexdigit()))
+                && !is_hex64(pin)
             {
                 return Err(err(format!(
                     "plugins.{name}.sha256 must be 64 hex digits (the output of `sha256sum FILE`)"
@@ -641,7 +646,7 @@ impl Config {
             .values()
             .flat_map(|p| p.trusted_keys.iter().flatten());
         for key in config.trusted_keys.iter().chain(keys) {
-            if key.len() != 64 || !key.bytes().all(|b| b.is_ascii_hexdigit()) {
+            if !is_hex64(key) {
                 return Err(err(format!(
                     "trusted key {key:?} must be an ed25519 public key as 64 hex digits (what \
                      `toolgate plugins keygen` prints)"
@@ -649,7 +654,7 @@ impl Config {
             }
         }
         for (channel, digest) in &config.approvals.tokens {
-            if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_hexdigit()) {
+            if !is_hex64(digest) {
                 return Err(err(format!(
                     "approvals.tokens.{channel} must be the token's sha256 in hex (64 digits, from \
                      `printf %s TOKEN | sha256sum`), never the token itself"
