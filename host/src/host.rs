@@ -8,7 +8,6 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::bindings::toolgate::policy::types as wit;
 use crate::config::{Config, PluginMode, RefusalScope};
 
 /// How long a person's refusal holds with `refusal_scope = "session"`: a
@@ -25,10 +24,9 @@ use crate::plugins::{self, Plugin, PluginSet};
 use crate::probe::ProbeClient;
 use crate::registry::Registry;
 pub use crate::registry::ReloadReport;
-use crate::request::{ArgumentsText, ToolRequest};
+use crate::request::ToolRequest;
 use crate::runtime::Runtime;
 use crate::store::Store;
-use crate::wit_convert::ToWit as _;
 
 /// A toolgate host: loaded policies over one store.
 pub struct Toolgate {
@@ -253,7 +251,7 @@ impl Toolgate {
                 let plugins = self.plugins();
                 let live = plugins.for_call(PluginMode::Live, request);
                 let mut decision = pipeline::evaluate(&self.env(), &live, request, &arguments)?;
-                decision.shadows = self.shadow(&plugins, request, &arguments);
+                decision.shadows = pipeline::shadow(&self.env(), &plugins, request, &arguments);
                 self.recent_risks
                     .remember(&decision.call_id, &decision.risk);
                 decision
@@ -271,39 +269,6 @@ impl Toolgate {
         Ok(decision)
     }
 
-    /// The verdicts of the shadow plugins that take part in `request`, each
-    /// run alone and without effects on gates: recorded beside the live
-    /// decision, never used. A shadow that fails or loops is bounded by its
-    /// own limits and changes nothing.
-    fn shadow(
-        &self,
-        plugins: &PluginSet,
-        request: &ToolRequest,
-        arguments: &ArgumentsText,
-    ) -> Vec<crate::decision::PolicyResult> {
-        let shadows = plugins.for_call(PluginMode::Shadow, request);
-        if shadows.is_empty() {
-            return Vec::new();
-        }
-        let env = Env {
-            dry_run: true,
-            ..self.env()
-        };
-        shadows
-            .iter()
-            .filter_map(|shadow| {
-                let alone = std::slice::from_ref(shadow);
-                match pipeline::evaluate(&env, alone, request, arguments) {
-                    Ok(decision) => decision.policies.into_iter().next(),
-                    Err(err) => {
-                        tracing::warn!(policy = %shadow.name, error = %err, "shadow evaluation failed");
-                        None
-                    }
-                }
-            })
-            .collect()
-    }
-
     /// Tell every policy what happened to a call. Policy failures are logged,
     /// never returned: observing must not disturb the runtime.
     pub fn observe(&self, request: &ToolRequest, outcome: Outcome, summary: &str) {
@@ -311,33 +276,15 @@ impl Toolgate {
             tracing::warn!(%problem, "outcome not observed");
             return;
         }
-        let plugins = self.plugins();
-        let env = self.env();
-        let event = wit::ToolEvent {
-            call: request.to_wit(
-                request.call_id.as_deref().unwrap_or(""),
-                &request.arguments_json(),
-                &[],
-            ),
-            outcome: match outcome {
-                Outcome::Succeeded => wit::ToolOutcome::Succeeded,
-                Outcome::Failed => wit::ToolOutcome::Failed,
-                Outcome::Denied => wit::ToolOutcome::Denied,
-            },
-            summary: summary.to_string(),
-            risk: (&self.recent_risks.of(request.call_id.as_deref())).into(),
-        };
-        let observers = plugins
-            .iter()
-            .filter(|p| p.phases.observe && p.takes_part(request));
-        for plugin in observers {
-            let result = env
-                .sandbox(plugin, Some(request))
-                .and_then(|mut sandbox| sandbox.observe(&event));
-            if let Err(failure) = result {
-                tracing::warn!(policy = %plugin.name, cause = %failure, "observe failed");
-            }
-        }
+        let risk = self.recent_risks.of(request.call_id.as_deref());
+        pipeline::observe(
+            &self.env(),
+            &self.plugins(),
+            request,
+            outcome,
+            summary,
+            &risk,
+        );
     }
 
     /// Resolve a pending gate from `channel`, which must be the gate's own

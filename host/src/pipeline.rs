@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use crate::bindings::toolgate::policy::types as wit;
 use crate::compose::{Ballot, Composer, Next, Outcome, Vote, failure_ballot};
-use crate::config::{FailMode, RefusalScope};
+use crate::config::{FailMode, PluginMode, RefusalScope};
 use crate::decision::{
     BudgetReport, Decision, Note, PauseInfo, PolicyResult, PolicyVerdict, RiskReport, Verdict,
 };
@@ -29,7 +29,7 @@ use crate::error::Result;
 use crate::gates::{
     GateResolution, PauseKind, PendingGate, RecordedResolution, call_fingerprint, new_request_id,
 };
-use crate::plugins::Plugin;
+use crate::plugins::{Plugin, PluginSet};
 use crate::pool::{Pooled, instance_key};
 use crate::probe::{ProbeClient, ProbeFailure};
 use crate::request::{ArgumentsText, ToolRequest, new_call_id};
@@ -333,6 +333,63 @@ pub(crate) fn evaluate(
     decision.duration_us = started.elapsed().as_micros() as u64;
     tracing::info!(verdict = ?decision.verdict, decided_by = ?decision.decided_by, duration_us = decision.duration_us, "decision");
     Ok(decision)
+}
+
+/// The verdicts of the shadow plugins that take part in `request`, each
+/// run alone, as a dry run (no gates, no resolutions used up): recorded
+/// beside the live decision, never used. A shadow that fails or loops is
+/// bounded by its own limits and changes nothing.
+pub(crate) fn shadow(
+    env: &Env<'_>,
+    plugins: &PluginSet,
+    request: &ToolRequest,
+    arguments: &ArgumentsText,
+) -> Vec<PolicyResult> {
+    let shadows = plugins.for_call(PluginMode::Shadow, request);
+    if shadows.is_empty() {
+        return Vec::new();
+    }
+    let env = Env {
+        dry_run: true,
+        ..*env
+    };
+    shadows
+        .iter()
+        .filter_map(|shadow| {
+            match evaluate(&env, std::slice::from_ref(shadow), request, arguments) {
+                Ok(decision) => decision.policies.into_iter().next(),
+                Err(err) => {
+                    tracing::warn!(policy = %shadow.name, error = %err, "shadow evaluation failed");
+                    None
+                }
+            }
+        })
+        .collect()
+}
+
+/// Tell every policy that takes part in `request` and observes what
+/// happened to it. Failures are logged, never returned: observing must not
+/// disturb the runtime.
+pub(crate) fn observe(
+    env: &Env<'_>,
+    plugins: &PluginSet,
+    request: &ToolRequest,
+    outcome: crate::decision::Outcome,
+    summary: &str,
+    risk: &RiskReport,
+) {
+    let event = request.to_wit_event(outcome, summary, risk);
+    let observers = plugins
+        .iter()
+        .filter(|p| p.phases.observe && p.takes_part(request));
+    for plugin in observers {
+        let result = env
+            .sandbox(plugin, Some(request))
+            .and_then(|mut sandbox| sandbox.observe(&event));
+        if let Err(failure) = result {
+            tracing::warn!(policy = %plugin.name, cause = %failure, "observe failed");
+        }
+    }
 }
 
 /// A call a person refused, asked for again: refused with their answer,

@@ -17,9 +17,40 @@ pub(crate) trait ToWit {
         arguments: &str,
         resolutions: &[RecordedResolution],
     ) -> wit::ToolCall;
+
+    /// What happened to the call, as `observe` hears it.
+    fn to_wit_event(
+        &self,
+        outcome: crate::decision::Outcome,
+        summary: &str,
+        risk: &RiskReport,
+    ) -> wit::ToolEvent;
 }
 
 impl ToWit for ToolRequest {
+    fn to_wit_event(
+        &self,
+        outcome: crate::decision::Outcome,
+        summary: &str,
+        risk: &RiskReport,
+    ) -> wit::ToolEvent {
+        use crate::decision::Outcome;
+        wit::ToolEvent {
+            call: self.to_wit(
+                self.call_id.as_deref().unwrap_or(""),
+                &self.arguments_json(),
+                &[],
+            ),
+            outcome: match outcome {
+                Outcome::Succeeded => wit::ToolOutcome::Succeeded,
+                Outcome::Failed => wit::ToolOutcome::Failed,
+                Outcome::Denied => wit::ToolOutcome::Denied,
+            },
+            summary: summary.to_string(),
+            risk: risk.into(),
+        }
+    }
+
     fn to_wit(
         &self,
         call_id: &str,
