@@ -110,7 +110,7 @@ fn a_percent_rollout_takes_the_same_sessions_every_time() {
             .filter(|i| {
                 let mut request = ToolRequest::new("Read", json!({}));
                 request.session_id = format!("session-{i}");
-                rollout.includes(plugin, &request)
+                toolgate::plugins::in_rollout(&rollout, plugin, &request)
             })
             .collect()
     };

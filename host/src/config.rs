@@ -400,23 +400,6 @@ pub struct Rollout {
     pub threads: Vec<String>,
 }
 
-impl Rollout {
-    /// Whether `request` is in this rollout of plugin `plugin`.
-    pub fn includes(&self, plugin: &str, request: &crate::ToolRequest) -> bool {
-        use sha2::{Digest as _, Sha256};
-        if self.users.contains(&request.user_id)
-            || self.threads.iter().any(|t| t == request.thread())
-        {
-            return true;
-        }
-        self.percent.is_some_and(|percent| {
-            let digest = Sha256::digest(format!("{plugin}\0{}", request.session_id));
-            let bucket = u64::from_le_bytes(digest[..8].try_into().expect("8 bytes")) % 100;
-            bucket < u64::from(percent)
-        })
-    }
-}
-
 /// What a failing policy turns into.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]

@@ -178,7 +178,7 @@ impl Plugin {
     pub fn takes_part(&self, request: &crate::ToolRequest) -> bool {
         self.rollout
             .as_ref()
-            .is_none_or(|rollout| rollout.includes(&self.name, request))
+            .is_none_or(|rollout| in_rollout(rollout, &self.name, request))
     }
 
     /// Whether this loaded plugin is exactly what `entry` with these bytes
@@ -289,6 +289,28 @@ fn read_bytes(ctx: &LoadContext<'_>, path: &str) -> Result<Vec<u8>, PluginProble
     };
     std::fs::read(&resolved)
         .map_err(|err| PluginProblem::Unreadable(format!("{} ({err})", resolved.display())))
+}
+
+/// Whether `request` is in `rollout` of plugin `plugin` (the union of what
+/// it names): its user, its thread, or its session's bucket of a stable
+/// hash of the plugin's name and the session id, so the same sessions take
+/// part every time and each plugin draws its own.
+pub fn in_rollout(
+    rollout: &crate::config::Rollout,
+    plugin: &str,
+    request: &crate::ToolRequest,
+) -> bool {
+    use sha2::{Digest as _, Sha256};
+    if rollout.users.contains(&request.user_id)
+        || rollout.threads.iter().any(|t| t == request.thread())
+    {
+        return true;
+    }
+    rollout.percent.is_some_and(|percent| {
+        let digest = Sha256::digest(format!("{plugin}\0{}", request.session_id));
+        let bucket = u64::from_le_bytes(digest[..8].try_into().expect("8 bytes")) % 100;
+        bucket < u64::from(percent)
+    })
 }
 
 /// A loaded plugin as `plugins list` shows it.
