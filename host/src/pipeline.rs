@@ -30,11 +30,10 @@ use crate::gates::{
     GateResolution, PauseKind, PendingGate, RecordedResolution, call_fingerprint, new_request_id,
 };
 use crate::plugins::{Plugin, PluginSet};
-use crate::pool::{Pooled, instance_key};
+use crate::pool::Pooled;
 use crate::probe::{ProbeClient, ProbeFailure};
 use crate::request::{ArgumentsText, ToolRequest, new_call_id};
 use crate::runtime::{PolicyFailure, Runtime, Sandbox};
-use crate::sandbox::CallContext;
 use crate::store::Store;
 use crate::wit_convert::ToWit as _;
 
@@ -56,91 +55,14 @@ pub(crate) struct Env<'a> {
 }
 
 impl Env<'_> {
-    /// A configured sandbox for `plugin`, on loan for one evaluation: a
-    /// warm one of the same user (and session) when the plugin allows reuse
-    /// and one is idle, else a spare, else a fresh instance. It goes back
-    /// when dropped.
+    /// A configured sandbox for `plugin`, on loan for one evaluation (see
+    /// [`Plugin::checkout`]).
     pub(crate) fn sandbox<'p>(
         &self,
         plugin: &'p Arc<Plugin>,
         request: Option<&ToolRequest>,
     ) -> Result<Pooled<'p>, PolicyFailure> {
-        let key = instance_key(plugin.limits.isolation, request);
-        let reuse = plugin.limits.reuse_instances;
-        let warm = if reuse { plugin.pool.take(&key) } else { None };
-        let call = CallContext::new(
-            plugin.name.clone(),
-            &plugin.limits,
-            self.store.clone(),
-            plugin.config.clone(),
-            request.and_then(|r| r.transcript_path.clone()),
-            self.transcript_cap,
-        );
-        if let Some(mut sandbox) = warm {
-            sandbox.reset(call);
-            return Ok(Pooled::new(&plugin.pool, reuse, key, sandbox));
-        }
-        let spare = plugin.pool.take_spare();
-        let from_spare = spare.is_some();
-        self.make_spares(plugin);
-        let sandbox = match spare {
-            Some(mut sandbox) => {
-                sandbox.reset(call);
-                sandbox
-            }
-            None => {
-                let mut sandbox = self.runtime.instantiator().instantiate(
-                    &plugin.prepared,
-                    &plugin.limits,
-                    call,
-                )?;
-                sandbox.open()?;
-                sandbox
-            }
-        };
-        plugin.pool.created_one(from_spare);
-        Ok(Pooled::new(&plugin.pool, reuse, key, sandbox))
-    }
-
-    /// Top `plugin`'s spares up on the chores thread, unless that is
-    /// queued already, or spares are off or failed for this version. A
-    /// spare is opened as a fresh instance is, with no caller: no
-    /// transcript, nothing of anyone's call.
-    fn make_spares(&self, plugin: &Arc<Plugin>) {
-        if !plugin.pool.wants_spares() {
-            return;
-        }
-        let (weak_plugin, weak_store) = (Arc::downgrade(plugin), Arc::downgrade(self.store));
-        let instantiator = self.runtime.instantiator().clone();
-        let refill = move || {
-            let (Some(plugin), Some(store)) = (weak_plugin.upgrade(), weak_store.upgrade()) else {
-                return;
-            };
-            let made = plugin.pool.refill(|| {
-                let call = CallContext::new(
-                    plugin.name.clone(),
-                    &plugin.limits,
-                    store.clone(),
-                    plugin.config.clone(),
-                    None,
-                    0,
-                );
-                let mut sandbox =
-                    instantiator.instantiate(&plugin.prepared, &plugin.limits, call)?;
-                sandbox.open()?;
-                Ok(sandbox)
-            });
-            if let Err(failure) = made {
-                tracing::warn!(
-                    policy = %plugin.name,
-                    cause = %failure,
-                    "making a spare instance failed; this version makes no more, calls make their own"
-                );
-            }
-        };
-        if self.runtime.chores().offer(Box::new(refill), true).is_err() {
-            plugin.pool.refill_dropped();
-        }
+        plugin.checkout(self.runtime, self.store, request, self.transcript_cap)
     }
 }
 

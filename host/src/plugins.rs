@@ -8,6 +8,7 @@ use crate::bindings::Phases;
 use crate::bindings::toolgate::policy::types as wit;
 use crate::config::{FailMode, Limits, PluginConfig};
 use crate::error::{Error, PluginProblem, Result};
+use crate::pool::{Pool, Pooled, instance_key};
 use crate::runtime::{PolicyFailure, Prepared, Runtime, digest};
 use crate::sandbox::CallContext;
 use crate::store::Store;
@@ -94,7 +95,7 @@ pub struct Plugin {
     /// The optional phases it exports.
     pub(crate) phases: Phases,
     /// Configured instances of this version kept warm for reuse.
-    pub(crate) pool: crate::pool::Pool,
+    pub(crate) pool: Pool,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -181,6 +182,95 @@ impl Plugin {
             .is_none_or(|rollout| in_rollout(rollout, &self.name, request))
     }
 
+    /// A configured sandbox of this plugin for `request` (none: an
+    /// operator's command), on loan for one evaluation: a warm one of the
+    /// same user (and session) when the plugin allows reuse and one is
+    /// idle, else a spare, else a fresh instance. It goes back when
+    /// dropped.
+    pub(crate) fn checkout<'p>(
+        self: &'p Arc<Self>,
+        runtime: &Runtime,
+        store: &Arc<Store>,
+        request: Option<&crate::ToolRequest>,
+        transcript_cap: u32,
+    ) -> Result<Pooled<'p>, PolicyFailure> {
+        let key = instance_key(self.limits.isolation, request);
+        let reuse = self.limits.reuse_instances;
+        let warm = if reuse { self.pool.take(&key) } else { None };
+        let call = CallContext::new(
+            self.name.clone(),
+            &self.limits,
+            store.clone(),
+            self.config.clone(),
+            request.and_then(|r| r.transcript_path.clone()),
+            transcript_cap,
+        );
+        if let Some(mut sandbox) = warm {
+            sandbox.reset(call);
+            return Ok(Pooled::new(&self.pool, reuse, key, sandbox));
+        }
+        let spare = self.pool.take_spare();
+        let from_spare = spare.is_some();
+        self.make_spares(runtime, store);
+        let sandbox = match spare {
+            Some(mut sandbox) => {
+                sandbox.reset(call);
+                sandbox
+            }
+            None => {
+                let mut sandbox =
+                    runtime
+                        .instantiator()
+                        .instantiate(&self.prepared, &self.limits, call)?;
+                sandbox.open()?;
+                sandbox
+            }
+        };
+        self.pool.created_one(from_spare);
+        Ok(Pooled::new(&self.pool, reuse, key, sandbox))
+    }
+
+    /// Top the spares up on the chores thread, unless that is queued
+    /// already, or spares are off or failed for this version. A spare is
+    /// opened as a fresh instance is, with no caller: no transcript,
+    /// nothing of anyone's call.
+    fn make_spares(self: &Arc<Self>, runtime: &Runtime, store: &Arc<Store>) {
+        if !self.pool.wants_spares() {
+            return;
+        }
+        let (weak_plugin, weak_store) = (Arc::downgrade(self), Arc::downgrade(store));
+        let instantiator = runtime.instantiator().clone();
+        let refill = move || {
+            let (Some(plugin), Some(store)) = (weak_plugin.upgrade(), weak_store.upgrade()) else {
+                return;
+            };
+            let made = plugin.pool.refill(|| {
+                let call = CallContext::new(
+                    plugin.name.clone(),
+                    &plugin.limits,
+                    store.clone(),
+                    plugin.config.clone(),
+                    None,
+                    0,
+                );
+                let mut sandbox =
+                    instantiator.instantiate(&plugin.prepared, &plugin.limits, call)?;
+                sandbox.open()?;
+                Ok(sandbox)
+            });
+            if let Err(failure) = made {
+                tracing::warn!(
+                    policy = %plugin.name,
+                    cause = %failure,
+                    "making a spare instance failed; this version makes no more, calls make their own"
+                );
+            }
+        };
+        if runtime.chores().offer(Box::new(refill), true).is_err() {
+            self.pool.refill_dropped();
+        }
+    }
+
     /// Whether this loaded plugin is exactly what `entry` with these bytes
     /// would load, so a reload can keep it instead of rebuilding it.
     pub(crate) fn is_same(&self, entry: &PluginConfig, bytes: &PluginBytes) -> bool {
@@ -262,7 +352,7 @@ pub(crate) fn load(
         config,
         prepared,
         phases,
-        pool: crate::pool::Pool::new(
+        pool: Pool::new(
             entry.limits.spare_instances as usize,
             ctx.runtime.chores().clone(),
         ),
