@@ -146,6 +146,7 @@ pub mod messages_api;
 pub mod model_server;
 pub mod npm;
 pub mod pg_cluster;
+pub mod responses_api;
 pub mod scripted_http;
 pub mod tmux;
 pub mod webdriver;

@@ -15,9 +15,10 @@
 //!   plugin directory and plugin files, the store and every file beside it
 //!   that starts with its name (socket, lock, log), the compiled-artifact
 //!   cache, the toolgate binary, and the agent runtimes' hook settings
-//!   (Claude Code, Gemini CLI, Cursor);
+//!   (Claude Code, Gemini CLI, Cursor, Codex);
 //! - in shell text, the same locations anywhere in the text, any
-//!   `.claude/settings`, `.gemini/settings` or `.cursor/hooks` file, and a
+//!   `.claude/settings`, `.gemini/settings`, `.cursor/hooks`, `.codex/hooks`
+//!   or `.codex/config` file, and a
 //!   `toolgate` command with an administrative word (resolve, approve,
 //!   command, serve, hook, reload, install, open, lease-grant, ...).
 //!
@@ -98,7 +99,7 @@ const ADMIN_WORDS: &[&str] = &[
 /// Agent runtimes' hook settings, named in any tool's text as the
 /// directory, either separator, then the file name's start: touching them
 /// could remove toolgate's hook.
-const HOOK_SETTINGS: [(&str, &str, &str); 3] = [
+const HOOK_SETTINGS: [(&str, &str, &str); 5] = [
     (
         ".claude",
         "settings",
@@ -110,14 +111,22 @@ const HOOK_SETTINGS: [(&str, &str, &str); 3] = [
         "Gemini CLI's hook settings (.gemini/settings.json)",
     ),
     (".cursor", "hooks", "Cursor's hooks (.cursor/hooks.json)"),
+    (".codex", "hooks", "Codex's hooks (.codex/hooks.json)"),
+    (
+        ".codex",
+        "config",
+        "Codex's config, which holds its hooks and their trust (.codex/config.toml)",
+    ),
 ];
 
 /// The runtimes' hook settings under the user's home.
-const USER_HOOK_SETTINGS: [&str; 4] = [
+const USER_HOOK_SETTINGS: [&str; 6] = [
     ".claude/settings.json",
     ".claude/settings.local.json",
     ".gemini/settings.json",
     ".cursor/hooks.json",
+    ".codex/hooks.json",
+    ".codex/config.toml",
 ];
 
 /// The locations toolgate protects, for one config and store.
@@ -877,7 +886,8 @@ mod tests {
         fn hook_settings_are_found_wherever_a_needle_occurs(
             pieces in proptest::collection::vec(
                 proptest::sample::select(vec![
-                    ".claude", ".gemini", ".cursor", "/", "\\", "settings", "hooks",
+                    ".claude", ".gemini", ".cursor", ".codex", "/", "\\", "settings", "hooks",
+                    "config",
                     "setting", "claude", "x", " ", "ü",
                 ]),
                 0..12,
@@ -969,6 +979,8 @@ mod tests {
             "jq 'del(.hooks)' ~/.gemini/settings.json > /tmp/s && mv /tmp/s ~/.gemini/settings.json",
             "echo '{}' > .cursor/hooks.json",
             "rm ~/.cursor/hooks.json",
+            "echo '{}' > ~/.codex/hooks.json",
+            "sed -i '/trusted_hash/d' ~/.codex/config.toml",
         ] {
             assert!(refused("Bash", json!({"command": command})), "{command}");
         }

@@ -15,6 +15,7 @@
 //! answer (`{}`): the installed command line treats no output as a failure.
 
 pub mod claude_code;
+pub mod codex;
 pub mod cursor;
 pub mod gemini_cli;
 
@@ -34,6 +35,7 @@ pub fn adapter(runtime: HookRuntime) -> &'static dyn Adapter {
         HookRuntime::ClaudeCode => &claude_code::ClaudeCode,
         HookRuntime::GeminiCli => &gemini_cli::GeminiCli,
         HookRuntime::Cursor => &cursor::Cursor,
+        HookRuntime::Codex => &codex::Codex,
     }
 }
 
@@ -67,6 +69,13 @@ pub trait Adapter: Sync {
 
     /// The hooks `toolgate hook install` writes into the runtime's settings.
     fn settings(&self, plan: &InstallPlan<'_>) -> Value;
+
+    /// After the installer wrote the hooks (whose commands contain
+    /// `marker`): what else makes the runtime run them, done; what was done,
+    /// for the person. Codex runs no hook a person has not trusted.
+    fn trust_installed(&self, _marker: &str) -> std::result::Result<Option<String>, String> {
+        Ok(None)
+    }
 
     /// Whether the runtime can call hooks over HTTP (the daemon's
     /// `/v1/hooks/RUNTIME`).

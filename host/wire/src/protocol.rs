@@ -198,11 +198,14 @@ pub enum HookRuntime {
     GeminiCli,
     /// Cursor's agent hooks.
     Cursor,
+    /// OpenAI Codex CLI's hooks.
+    Codex,
 }
 
 impl HookRuntime {
     /// Every runtime, for parsing and listing.
-    pub const ALL: [HookRuntime; 3] = [Self::ClaudeCode, Self::GeminiCli, Self::Cursor];
+    pub const ALL: [HookRuntime; 4] =
+        [Self::ClaudeCode, Self::GeminiCli, Self::Cursor, Self::Codex];
 
     /// The runtime of that name.
     pub fn from_name(name: &str) -> Option<Self> {
@@ -215,6 +218,7 @@ impl HookRuntime {
             Self::ClaudeCode => "claude-code",
             Self::GeminiCli => "gemini-cli",
             Self::Cursor => "cursor",
+            Self::Codex => "codex",
         }
     }
 
@@ -249,7 +253,14 @@ impl HookRuntime {
                     "permissionDecisionReason": reason,
                 },
             }),
-            (Self::GeminiCli | Self::Cursor, OnError::Allow) => serde_json::json!({}),
+            (Self::GeminiCli | Self::Cursor | Self::Codex, OnError::Allow) => serde_json::json!({}),
+            // Codex cannot ask in a hook (an "ask" lets the tool run): a
+            // failure denies.
+            (Self::Codex, _) => serde_json::json!({"hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": "deny",
+                "permissionDecisionReason": reason,
+            }}),
             (Self::GeminiCli, _) => serde_json::json!({"decision": "deny", "reason": reason}),
             (Self::Cursor, _) => {
                 let permission = if on_error == OnError::Ask {

@@ -43,13 +43,24 @@ pub enum HookCommand {
     /// starts the next turn. Through the store's daemon like `claude-code`;
     /// always exits 0.
     Cursor(HookArgs),
+    /// Answer one OpenAI Codex CLI hook event read from stdin.
+    ///
+    /// Decides PreToolUse (a deny, or for a pause, which a Codex hook cannot
+    /// ask, a deny saying how a person approves it; notes as
+    /// additionalContext; `{}` to allow), records PostToolUse,
+    /// UserPromptSubmit starts the next turn, SessionStart only starts the
+    /// daemon. Through the store's daemon like `claude-code`; always exits
+    /// 0.
+    Codex(HookArgs),
     /// Print the hooks toolgate needs in an agent runtime's settings (Claude
     /// Code's settings.json by default), or merge them into a settings file
     /// with --write.
     Install {
         /// Merge into this settings file (created if missing) instead of
-        /// printing, e.g. ~/.claude/settings.json, ~/.gemini/settings.json or
-        /// ~/.cursor/hooks.json.
+        /// printing, e.g. ~/.claude/settings.json, ~/.gemini/settings.json,
+        /// ~/.cursor/hooks.json or ~/.codex/hooks.json (for Codex the
+        /// installer then trusts toolgate's hooks through `codex
+        /// app-server`: Codex runs no untrusted hook).
         #[arg(long, value_name = "SETTINGS.json")]
         write: Option<PathBuf>,
         /// Make the hooks use the daemon at this socket instead of the
@@ -77,6 +88,7 @@ impl HookCommand {
             HookCommand::ClaudeCode(args) => Some((HookRuntime::ClaudeCode, args)),
             HookCommand::GeminiCli(args) => Some((HookRuntime::GeminiCli, args)),
             HookCommand::Cursor(args) => Some((HookRuntime::Cursor, args)),
+            HookCommand::Codex(args) => Some((HookRuntime::Codex, args)),
             HookCommand::Install { .. } => None,
         }
     }
@@ -440,5 +452,10 @@ pub fn install(
         path.display(),
         describe(&ours)
     );
+    match hooks::adapter(runtime).trust_installed(&markers[0]) {
+        Ok(Some(done)) => eprintln!("{done}"),
+        Ok(None) => {}
+        Err(problem) => anyhow::bail!("the hooks are written but {problem}"),
+    }
     Ok(ExitCode::SUCCESS)
 }

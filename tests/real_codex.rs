@@ -1,0 +1,201 @@
+//! toolgate inside the real OpenAI Codex CLI (npm `@openai/codex`), run
+//! offline (`codex exec`) against a scripted Responses API on 127.0.0.1,
+//! with the hooks exactly as `toolgate hook install --for codex --write`
+//! writes (and trusts) them in a throwaway `CODEX_HOME`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::hooks::{BIN, StopDaemon};
+use common::responses_api::{Item, ResponsesApi};
+
+/// The Codex release these facts were measured on (exact: a range
+/// resolves differently per machine). `.ci/run` installs the same.
+const CODEX: &str = "@openai/codex@0.171.0";
+
+/// A home with `CODEX_HOME` at `~/.codex` pointing Codex at `api`, a
+/// project, and a toolgate config (the bundled policies) with its store.
+struct CodexHome {
+    dir: tempfile::TempDir,
+    codex: PathBuf,
+    home: PathBuf,
+    project: PathBuf,
+    config: PathBuf,
+    store: PathBuf,
+}
+
+impl CodexHome {
+    fn new(api: &ResponsesApi) -> Option<Self> {
+        let modules = common::npm::node_modules(&[(CODEX, ".bin/codex")])?;
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        let project = dir.path().join("project");
+        std::fs::create_dir_all(home.join(".codex")).unwrap();
+        std::fs::create_dir_all(project.join("build")).unwrap();
+        std::fs::write(
+            home.join(".codex/config.toml"),
+            format!(
+                "model = \"gpt-5.5\"\nmodel_provider = \"scripted\"\napproval_policy = \"never\"\n\
+                 sandbox_mode = \"danger-full-access\"\ncheck_for_update_on_startup = false\n\n\
+                 [model_providers.scripted]\nname = \"Scripted\"\nbase_url = \"{}\"\n\
+                 wire_api = \"responses\"\nenv_key = \"SCRIPTED_API_KEY\"\n\
+                 request_max_retries = 0\nstream_max_retries = 0\n\n\
+                 [analytics]\nenabled = false\n\n[otel]\nexporter = \"none\"\n",
+                api.base_url
+            ),
+        )
+        .unwrap();
+        let config = dir.path().join("toolgate.toml");
+        let body = format!(
+            "store = \"state/toolgate.redb\"\n{}",
+            toolgate::config::DEFAULT_CONFIG
+        );
+        std::fs::write(&config, common::config_text(&body)).unwrap();
+        let store = dir.path().join("state/toolgate.redb");
+        Some(Self {
+            codex: modules.join(".bin/codex"),
+            dir,
+            home,
+            project,
+            config,
+            store,
+        })
+    }
+
+    /// The environment Codex and the installer run in: nothing of the
+    /// test's, `codex` on PATH (the installer trusts the hooks through it).
+    fn env(&self) -> Vec<(&'static str, String)> {
+        let bin = self.codex.parent().unwrap().display().to_string();
+        vec![
+            (
+                "PATH",
+                format!("{bin}:{}", std::env::var("PATH").unwrap_or_default()),
+            ),
+            ("HOME", self.home.display().to_string()),
+            ("CODEX_HOME", self.home.join(".codex").display().to_string()),
+            ("SCRIPTED_API_KEY", "offline-test-key".into()),
+        ]
+    }
+
+    /// `toolgate hook install --for codex --write ~/.codex/hooks.json`
+    /// from `toolgate`, in the project; what it said.
+    fn install(&self, toolgate: &Path) -> String {
+        let installed = Command::new(toolgate)
+            .arg("--config")
+            .arg(&self.config)
+            .args(["hook", "install", "--for", "codex", "--write"])
+            .arg(self.home.join(".codex/hooks.json"))
+            .current_dir(&self.project)
+            .env_clear()
+            .envs(self.env())
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&installed.stderr).into_owned();
+        assert!(installed.status.success(), "{said}");
+        said
+    }
+
+    /// One `codex exec` run of `prompt`; its output.
+    fn run(&self, prompt: &str) -> std::process::Output {
+        let child = Command::new(&self.codex)
+            .args([
+                "exec",
+                "--skip-git-repo-check",
+                "--json",
+                "--disable",
+                "plugins",
+            ])
+            .arg(prompt)
+            .current_dir(&self.project)
+            .env_clear()
+            .envs(self.env())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        common::wait_bounded(child, Duration::from_secs(240))
+    }
+}
+
+fn diagnosis(output: &std::process::Output, api: &ResponsesApi) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}\ntool outputs: {:?}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+        api.tool_outputs()
+    )
+}
+
+#[test]
+fn inside_codex_a_safe_command_runs_and_switching_toolgate_off_is_refused() {
+    let api = ResponsesApi::start(vec![
+        vec![Item::Shell("call_safe".into(), "echo safe-call-ran".into())],
+        // An agent switching toolgate off: refused whatever Codex's mode.
+        vec![Item::Shell(
+            "call_off".into(),
+            "sed -i '/trusted_hash/d' ~/.codex/config.toml && echo switched-off".into(),
+        )],
+        vec![Item::Text("Understood; I leave it alone.".into())],
+    ]);
+    let Some(user) = CodexHome::new(&api) else {
+        return;
+    };
+    let _stop = StopDaemon(user.store.clone());
+    let said = user.install(Path::new(BIN));
+    assert!(said.contains("trusted 4 of toolgate's hooks"), "{said}");
+
+    let output = user.run("Say hello, then clean the build directory.");
+    let diagnosis = diagnosis(&output, &api);
+    assert!(output.status.success(), "{diagnosis}");
+    let outputs = api.tool_outputs();
+    let of = |id: &str| {
+        outputs
+            .iter()
+            .find(|(call, _)| call == id)
+            .map(|(_, output)| output.clone())
+            .unwrap_or_else(|| panic!("no output for {id}: {diagnosis}"))
+    };
+    assert!(of("call_safe").contains("safe-call-ran"), "{diagnosis}");
+    let refused = of("call_off");
+    assert!(
+        refused.contains("blocked by PreToolUse hook") && refused.contains("toolgate"),
+        "toolgate's reason reaches the model: {refused}"
+    );
+    let config = std::fs::read_to_string(user.home.join(".codex/config.toml")).unwrap();
+    assert!(config.contains("trusted_hash"), "the command did not run");
+}
+
+#[test]
+fn inside_codex_a_broken_toolgate_blocks_the_tool() {
+    let api = ResponsesApi::start(vec![
+        vec![Item::Shell("call_touch".into(), "touch ran.txt".into())],
+        vec![Item::Text("It was blocked.".into())],
+    ]);
+    let Some(user) = CodexHome::new(&api) else {
+        return;
+    };
+    let _stop = StopDaemon(user.store.clone());
+    // The hooks run a copy of toolgate, which the agent then breaks.
+    let copy = user.dir.path().join("toolgate");
+    std::fs::copy(BIN, &copy).unwrap();
+    user.install(&copy);
+    std::fs::write(&copy, "#!/bin/sh\nexit 1\n").unwrap();
+
+    let output = user.run("Touch ran.txt.");
+    let diagnosis = diagnosis(&output, &api);
+    assert!(
+        !user.project.join("ran.txt").exists(),
+        "a broken hook must block the tool: {diagnosis}"
+    );
+    // The broken prompt hook already ends the turn (exit 2 blocks a
+    // prompt in Codex, silently in `exec`): the model is never asked.
+    assert!(
+        api.requests().is_empty(),
+        "the turn ends before the model: {diagnosis}"
+    );
+}
