@@ -28,7 +28,7 @@ struct CodexHome {
 }
 
 impl CodexHome {
-    fn new(api: &ResponsesApi) -> Option<Self> {
+    fn new(api: &ResponsesApi, extra: &str) -> Option<Self> {
         let modules = common::npm::node_modules(&[(CODEX, ".bin/codex")])?;
         let dir = tempfile::tempdir().unwrap();
         let home = dir.path().join("home");
@@ -50,7 +50,7 @@ impl CodexHome {
         .unwrap();
         let config = dir.path().join("toolgate.toml");
         let body = format!(
-            "store = \"state/toolgate.redb\"\n{}",
+            "store = \"state/toolgate.redb\"\n{}\n{extra}",
             toolgate::config::DEFAULT_CONFIG
         );
         std::fs::write(&config, common::config_text(&body)).unwrap();
@@ -100,15 +100,15 @@ impl CodexHome {
 
     /// One `codex exec` run of `prompt`; its output.
     fn run(&self, prompt: &str) -> std::process::Output {
+        self.exec(&[prompt])
+    }
+
+    /// `codex exec` with `args` (a prompt, or `resume SESSION PROMPT`).
+    fn exec(&self, args: &[&str]) -> std::process::Output {
         let child = Command::new(&self.codex)
-            .args([
-                "exec",
-                "--skip-git-repo-check",
-                "--json",
-                "--disable",
-                "plugins",
-            ])
-            .arg(prompt)
+            .arg("exec")
+            .args(args)
+            .args(["--skip-git-repo-check", "--json", "--disable", "plugins"])
             .current_dir(&self.project)
             .env_clear()
             .envs(self.env())
@@ -142,7 +142,7 @@ fn inside_codex_a_safe_command_runs_and_switching_toolgate_off_is_refused() {
         )],
         vec![Item::Text("Understood; I leave it alone.".into())],
     ]);
-    let Some(user) = CodexHome::new(&api) else {
+    let Some(user) = CodexHome::new(&api, "") else {
         return;
     };
     let _stop = StopDaemon(user.store.clone());
@@ -176,7 +176,7 @@ fn inside_codex_a_broken_toolgate_blocks_the_tool() {
         vec![Item::Shell("call_touch".into(), "touch ran.txt".into())],
         vec![Item::Text("It was blocked.".into())],
     ]);
-    let Some(user) = CodexHome::new(&api) else {
+    let Some(user) = CodexHome::new(&api, "") else {
         return;
     };
     let _stop = StopDaemon(user.store.clone());
@@ -198,4 +198,81 @@ fn inside_codex_a_broken_toolgate_blocks_the_tool() {
         api.requests().is_empty(),
         "the turn ends before the model: {diagnosis}"
     );
+}
+
+/// The config that pauses every shell command for a person.
+const BASH_ALWAYS: &str =
+    "[plugins.lease-gate.config.actions.Bash]\neffects = [\"execute\"]\napproval = \"always\"\n";
+
+#[test]
+fn inside_codex_a_pause_is_approved_from_a_terminal_and_the_retry_runs_once() {
+    let api = ResponsesApi::start(vec![
+        vec![Item::Shell(
+            "call_1".into(),
+            "echo approved-call-ran".into(),
+        )],
+        vec![Item::Text("A person must approve it first.".into())],
+        vec![Item::Shell(
+            "call_2".into(),
+            "echo approved-call-ran".into(),
+        )],
+        vec![Item::Text("It ran.".into())],
+    ]);
+    let Some(user) = CodexHome::new(&api, BASH_ALWAYS) else {
+        return;
+    };
+    let _stop = StopDaemon(user.store.clone());
+    user.install(Path::new(BIN));
+
+    let first = user.run("Say hi with echo.");
+    let diagnosis = diagnosis(&first, &api);
+    let outputs = api.tool_outputs();
+    let (_, paused) = outputs
+        .iter()
+        .find(|(id, _)| id == "call_1")
+        .unwrap_or_else(|| panic!("no output for the call: {diagnosis}"));
+    assert!(
+        paused.contains("toolgate (lease-gate asks)") && paused.contains("--request-id "),
+        "the model reads who asks and how a person approves: {paused}"
+    );
+    let request_id = paused
+        .split("--request-id ")
+        .nth(1)
+        .and_then(|rest| rest.split(['`', ' ']).next())
+        .unwrap()
+        .to_string();
+    let session = String::from_utf8_lossy(&first.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .find_map(|event| event["thread_id"].as_str().map(str::to_string))
+        .unwrap_or_else(|| panic!("no thread id: {diagnosis}"));
+
+    // The person approves from a terminal of their own.
+    let line = shlex::try_join([
+        BIN,
+        "--config",
+        user.config.to_str().unwrap(),
+        "gates",
+        "resolve",
+        "--request-id",
+        &request_id,
+        "--decision",
+        "approve",
+    ])
+    .unwrap();
+    let approved = common::output_with_stdin(
+        Command::new("script").args(["-q", "-e", "-c", &line, "/dev/null"]),
+        "yes\n",
+    );
+    assert!(approved.status.success(), "{approved:?}");
+
+    // The agent retries in the same session: it runs, once.
+    let second = user.exec(&["resume", &session, "Approved; try again."]);
+    let diagnosis = self::diagnosis(&second, &api);
+    let outputs = api.tool_outputs();
+    let (_, ran) = outputs
+        .iter()
+        .find(|(id, _)| id == "call_2")
+        .unwrap_or_else(|| panic!("no output for the retry: {diagnosis}"));
+    assert!(ran.contains("approved-call-ran"), "{diagnosis}");
 }
