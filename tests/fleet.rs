@@ -4,7 +4,8 @@
 //! gates and resolutions, turns, cross-session history — holds across them.
 //!
 //! Every test starts its own throwaway cluster (see `common::pg_cluster`)
-//! and is skipped, saying so, on a machine without PostgreSQL binaries.
+//! and fails, naming the install command, on a machine without PostgreSQL
+//! binaries (see `common::missing` for skipping on purpose).
 
 mod common;
 

@@ -5,8 +5,8 @@
 //! gateway decides through the store's daemon with the bundled policies.
 //!
 //! The packages come from npm into `target/real-clients` (`.ci/run`
-//! installs them); these tests are skipped, saying so, only when npm
-//! cannot reach its registry.
+//! installs them); without them these tests fail, naming the install
+//! command (see `common::missing` for skipping on purpose).
 
 mod common;
 

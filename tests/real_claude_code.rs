@@ -3,8 +3,8 @@
 //! `toolgate hook install --write` writes them into a throwaway HOME.
 //!
 //! `.ci/run` installs Claude Code into `target/real-clients`; run alone,
-//! this test installs it there itself, and is skipped (saying so) only when
-//! npm cannot reach its registry.
+//! this test installs it there itself, and fails, naming the command, when
+//! npm cannot (see `common::missing` for skipping on purpose).
 
 mod common;
 

@@ -74,7 +74,9 @@ fn in_the_claude_code_tui_a_persons_answer_ends_the_pause_wherever_it_is_given()
         "--permission-mode".into(),
         "default".into(),
     ];
-    let tmux = Tmux::start(user.dir.path(), CLAUDE, project, &env, &program);
+    let Some(tmux) = Tmux::start(user.dir.path(), CLAUDE, project, &env, &program) else {
+        return;
+    };
     tmux.open(PERSON, project, &env, &["sh".to_string()]);
     tmux.wait_for(CLAUDE, "for shortcuts");
     let prompt = |text: &str| {

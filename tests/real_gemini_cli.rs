@@ -4,8 +4,8 @@
 //! them into a throwaway HOME.
 //!
 //! `.ci/run` installs Gemini CLI into `target/real-clients`; run alone, this
-//! test installs it there itself, and is skipped (saying so) only when npm
-//! cannot reach its registry.
+//! test installs it there itself, and fails, naming the command, when npm
+//! cannot (see `common::missing` for skipping on purpose).
 
 mod common;
 

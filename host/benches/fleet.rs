@@ -7,6 +7,8 @@
 //! how a risky call's cost (its policies query the event history) grows
 //! with 1 k → 1 M stored events.
 
+#[path = "../../tests/common/missing.rs"]
+mod missing;
 #[path = "../../tests/common/pg_cluster.rs"]
 mod pg_cluster;
 

@@ -143,6 +143,7 @@ pub mod gemini_api;
 pub mod hooks;
 pub mod logs;
 pub mod messages_api;
+pub mod missing;
 pub mod model_server;
 pub mod npm;
 pub mod pg_cluster;

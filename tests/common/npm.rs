@@ -17,9 +17,9 @@ pub fn prefix() -> PathBuf {
 /// packages half-written.
 static INSTALLING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// `node_modules` holding `packages`, installing those missing; `None`
-/// (with the reason printed) only when npm cannot run or cannot reach its
-/// registry. Each package is `(npm spec, a path inside node_modules that
+/// `node_modules` holding `packages`, installing those missing. When npm
+/// cannot run or cannot reach its registry the test fails, naming the
+/// install command (`None` only when `TOOLGATE_TEST_SKIP` says `npm`). Each package is `(npm spec, a path inside node_modules that
 /// exists once it is installed)`.
 pub fn node_modules(packages: &[(&str, &str)]) -> Option<PathBuf> {
     let _one_at_a_time = INSTALLING.lock().unwrap_or_else(|p| p.into_inner());
@@ -40,7 +40,11 @@ pub fn node_modules(packages: &[(&str, &str)]) -> Option<PathBuf> {
         .output();
     match installed {
         Err(err) => {
-            eprintln!("SKIPPED: npm cannot run here ({err}); install Node.js and npm");
+            super::missing::missing(
+                "npm",
+                &format!("npm cannot run here ({err})"),
+                "apt-get install nodejs npm",
+            );
             None
         }
         Ok(out) if out.status.success() => Some(modules),
@@ -56,7 +60,15 @@ pub fn node_modules(packages: &[(&str, &str)]) -> Option<PathBuf> {
             .iter()
             .any(|code| stderr.contains(code));
             assert!(offline, "npm install {missing:?} failed: {stderr}");
-            eprintln!("SKIPPED: npm cannot reach its registry: {stderr}");
+            super::missing::missing(
+                "npm",
+                &format!("npm cannot reach its registry to install {missing:?}: {stderr}"),
+                &format!(
+                    "npm install --prefix {} {}",
+                    prefix.display(),
+                    missing.join(" ")
+                ),
+            );
             None
         }
     }

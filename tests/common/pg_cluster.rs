@@ -63,8 +63,9 @@ fn server_user() -> Option<(u32, u32)> {
 }
 
 impl Cluster {
-    /// Start a cluster, or `None` (printing why the caller's test is skipped)
-    /// when this machine has no PostgreSQL server binaries.
+    /// Start a cluster. Without PostgreSQL's server binaries the test
+    /// fails, naming the install command (`None` only when
+    /// `TOOLGATE_TEST_SKIP` says `postgres`).
     pub fn start(test: &str) -> Option<Self> {
         Self::start_with(test, false)
     }
@@ -77,9 +78,13 @@ impl Cluster {
 
     fn start_with(test: &str, tls: bool) -> Option<Self> {
         let Some(bin) = server_binaries() else {
-            eprintln!(
-                "SKIPPED {test}: no PostgreSQL server binaries (initdb, postgres) on PATH or under \
-                 /usr/lib/postgresql; install postgresql to run it (.ci/run does)"
+            super::missing::missing(
+                "postgres",
+                &format!(
+                    "{test} needs PostgreSQL's server binaries (initdb, postgres), on PATH or \
+                     under /usr/lib/postgresql"
+                ),
+                "apt-get install postgresql",
             );
             return None;
         };

@@ -13,15 +13,16 @@ pub struct Tmux {
 
 impl Tmux {
     /// A server whose first window (`name`) runs `program` with exactly
-    /// `env` in `cwd`, on a 160×50 terminal. Fails, naming the install
-    /// command, if tmux is missing.
+    /// `env` in `cwd`, on a 160×50 terminal. Without tmux the test fails,
+    /// naming the install command (`None` only when `TOOLGATE_TEST_SKIP`
+    /// says `tmux`).
     pub fn start(
         dir: &Path,
         name: &str,
         cwd: &Path,
         env: &[(&str, String)],
         program: &[String],
-    ) -> Self {
+    ) -> Option<Self> {
         let tmux = Self {
             socket: dir.join("tmux.sock"),
         };
@@ -33,13 +34,16 @@ impl Tmux {
             .arg(env_line(env, program))
             .output();
         match started {
-            Err(err) => panic!(
-                "tmux cannot run ({err}): the interactive tests need it; install it with \
-                 `apt-get install tmux`"
-            ),
-            Ok(out) => assert!(out.status.success(), "tmux new-session: {out:?}"),
+            Err(err) => {
+                let why = format!("the interactive tests need tmux, which cannot run ({err})");
+                super::missing::missing("tmux", &why, "apt-get install tmux");
+                None
+            }
+            Ok(out) => {
+                assert!(out.status.success(), "tmux new-session: {out:?}");
+                Some(tmux)
+            }
         }
-        tmux
     }
 
     /// Another window (`name`), running `program` with `env` in `cwd`: a

@@ -22,13 +22,15 @@ pub struct Driver {
 pub use super::free_port;
 
 impl Driver {
-    /// Start chromedriver; `None` (saying why) when Chromium is not
-    /// installed.
+    /// Start chromedriver. Without Chromium the test fails, naming the
+    /// install command (`None` only when `TOOLGATE_TEST_SKIP` says
+    /// `chromium`).
     pub fn start() -> Option<Self> {
         if !Path::new(CHROMEDRIVER).exists() || !Path::new(CHROMIUM).exists() {
-            eprintln!(
-                "SKIPPED: no Chromium here; install Debian's chromium and chromium-driver \
-                 (.ci/run does)"
+            super::missing::missing(
+                "chromium",
+                &format!("the browser tests need {CHROMIUM} and {CHROMEDRIVER}"),
+                "apt-get install chromium chromium-driver",
             );
             return None;
         }
