@@ -1,7 +1,7 @@
 //! A real component a test needs (a browser, a database, a client from
 //! npm) is missing: the test fails, naming it and the command that
 //! installs it. It never passes by skipping, unless the person running the
-//! tests says so: `TOOLGATE_TEST_SKIP=chromium,postgres` (or `all`) skips
+//! tests says so: `TOOLGATE_TEST_SKIP=chromium,postgres` skips
 //! what needs those, and says so where `cargo test` shows it. Under CI
 //! (`CI` set) nothing is skipped.
 
