@@ -21,11 +21,11 @@ use toolgate::daemon::{Client, DaemonRequest};
 use toolgate::gates::GateResolution;
 
 const SDK: (&str, &str) = (
-    "@modelcontextprotocol/sdk@1.32",
+    "@modelcontextprotocol/sdk",
     "@modelcontextprotocol/sdk/package.json",
 );
 const EVERYTHING: (&str, &str) = (
-    "@modelcontextprotocol/server-everything@2026.8",
+    "@modelcontextprotocol/server-everything",
     ".bin/mcp-server-everything",
 );
 const TOKEN: &str = "mcp-channel-secret";

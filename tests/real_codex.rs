@@ -12,9 +12,8 @@ use std::time::Duration;
 use common::hooks::{BIN, StopDaemon};
 use common::responses_api::{Item, ResponsesApi};
 
-/// The Codex release these facts were measured on (exact: a range
-/// resolves differently per machine). `.ci/run` installs the same.
-const CODEX: &str = "@openai/codex@0.171.0";
+/// Measured on the release `tests/real-clients.json` pins.
+const CODEX: &str = "@openai/codex";
 
 /// A home with `CODEX_HOME` at `~/.codex` pointing Codex at `api`, a
 /// project, and a toolgate config (the bundled policies) with its store.

@@ -19,7 +19,7 @@ use toolgate::daemon::{Client, DaemonRequest, socket_for_store};
 
 const BIN: &str = env!("CARGO_BIN_EXE_toolgate");
 /// The Gemini CLI release these facts were measured on.
-const GEMINI_CLI: (&str, &str) = ("@google/gemini-cli@0.61", ".bin/gemini");
+const GEMINI_CLI: (&str, &str) = ("@google/gemini-cli", ".bin/gemini");
 
 /// The `functionResponse` parts of a request's last message, by name.
 fn function_responses(request: &Value) -> Vec<(String, Value)> {

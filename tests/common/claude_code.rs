@@ -10,10 +10,9 @@ use serde_json::{Value, json};
 
 use super::messages_api::MessagesApi;
 
-/// The Claude Code release these facts were measured on: an exact
-/// version, since a range resolves differently per machine (`@2.1` gave
-/// 2.1.197 on one while 2.1.332 was current). `.ci/run` installs the same.
-pub const CLAUDE_CODE: &str = "@anthropic-ai/claude-code@2.1.332";
+/// Claude Code, at the release `tests/real-clients.json` pins (an exact
+/// version: `@2.1` gave 2.1.197 on one machine while 2.1.332 was current).
+pub const CLAUDE_CODE: &str = "@anthropic-ai/claude-code";
 
 /// The installed `claude`, installing it if needed; `None` (with the reason
 /// printed) only when npm cannot reach the registry.

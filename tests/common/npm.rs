@@ -1,5 +1,7 @@
 //! Real clients and servers from npm, installed once into
-//! `target/real-clients` (`.ci/run` installs them up front).
+//! `target/real-clients` at the exact versions `tests/real-clients.json`
+//! pins, the one place they are named (`.ci/setup` installs the same up
+//! front; a range resolves differently per machine).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -17,19 +19,41 @@ pub fn prefix() -> PathBuf {
 /// packages half-written.
 static INSTALLING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// `node_modules` holding `packages`, installing those missing. When npm
-/// cannot run or cannot reach its registry the test fails, naming the
-/// install command (`None` only when `TOOLGATE_TEST_SKIP` says `npm`). Each package is `(npm spec, a path inside node_modules that
-/// exists once it is installed)`.
+/// The pinned versions, by package.
+const PINNED: &str = include_str!("../real-clients.json");
+
+/// `PACKAGE@VERSION` at the version `tests/real-clients.json` pins.
+pub fn pinned(package: &str) -> String {
+    let pins: serde_json::Value = serde_json::from_str(PINNED).expect("real-clients.json parses");
+    let version = pins[package]
+        .as_str()
+        .unwrap_or_else(|| panic!("{package} is not pinned in tests/real-clients.json"));
+    format!("{package}@{version}")
+}
+
+/// `node_modules` holding `packages` at their pinned versions, installing
+/// those missing or at another version. When npm cannot run or cannot
+/// reach its registry the test fails, naming the install command (`None`
+/// only when `TOOLGATE_TEST_SKIP` says `npm`). Each package is `(name, a
+/// path inside node_modules that exists once it is installed)`.
 pub fn node_modules(packages: &[(&str, &str)]) -> Option<PathBuf> {
     let _one_at_a_time = INSTALLING.lock().unwrap_or_else(|p| p.into_inner());
     let prefix = prefix();
     let modules = prefix.join("node_modules");
-    let missing: Vec<&str> = packages
+    let specs: Vec<String> = packages
         .iter()
-        .filter(|(_, probe)| !modules.join(probe).exists())
-        .map(|(spec, _)| *spec)
+        .filter(|(package, probe)| {
+            let installed = std::fs::read_to_string(modules.join(package).join("package.json"))
+                .ok()
+                .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+                .and_then(|manifest| manifest["version"].as_str().map(str::to_string));
+            let wanted = pinned(package);
+            !modules.join(probe).exists()
+                || installed.is_none_or(|v| wanted != format!("{package}@{v}"))
+        })
+        .map(|(package, _)| pinned(package))
         .collect();
+    let missing: Vec<&str> = specs.iter().map(String::as_str).collect();
     if missing.is_empty() {
         return Some(modules);
     }
