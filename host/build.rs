@@ -13,6 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const TARGET: &str = "wasm32-wasip2";
+/// Names the rustup toolchain the guests build on, if not this build's.
+const GUEST_TOOLCHAIN: &str = "TOOLGATE_GUEST_TOOLCHAIN";
 
 struct Guest {
     package: String,
@@ -36,9 +38,24 @@ fn main() {
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"))
         .join("guests");
-    ensure_target_installed();
+    // The guests may build on a toolchain of their own
+    // (`TOOLGATE_GUEST_TOOLCHAIN=stable`): the fuzz targets build the host
+    // on nightly, whose wasm target is not always published.
+    println!("cargo:rerun-if-env-changed={GUEST_TOOLCHAIN}");
+    let toolchain = env::var(GUEST_TOOLCHAIN).ok().filter(|t| !t.is_empty());
+    ensure_target_installed(toolchain.as_deref());
 
-    let mut cargo = Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    let mut cargo = match &toolchain {
+        Some(toolchain) => {
+            let mut cargo = Command::new("cargo");
+            cargo
+                .env("RUSTUP_TOOLCHAIN", toolchain)
+                .env_remove("RUSTC")
+                .env_remove("RUSTDOC");
+            cargo
+        }
+        None => Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into())),
+    };
     cargo
         .current_dir(&root)
         .args(["build", "--release", "--target", TARGET])
@@ -123,9 +140,16 @@ fn find_guests(dir: &Path, bundled: bool) -> Vec<Guest> {
 }
 
 /// Fail with the fix rather than a wall of "can't find crate for `std`".
-fn ensure_target_installed() {
-    let rustc = env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
-    let sysroot = Command::new(rustc)
+fn ensure_target_installed(toolchain: Option<&str>) {
+    let mut rustc = match toolchain {
+        Some(toolchain) => {
+            let mut rustc = Command::new("rustc");
+            rustc.env("RUSTUP_TOOLCHAIN", toolchain);
+            rustc
+        }
+        None => Command::new(env::var("RUSTC").unwrap_or_else(|_| "rustc".into())),
+    };
+    let sysroot = rustc
         .args(["--print", "sysroot"])
         .output()
         .ok()
