@@ -107,14 +107,10 @@ impl Adapter for ClaudeCode {
                 request: event.to_request(0)?,
                 can_ask: true,
             },
-            "PostToolUse" => {
-                let (outcome, summary) = outcome_of(event.tool_response.as_ref());
-                EventKind::Ran {
-                    request: event.to_request(0)?,
-                    outcome,
-                    summary,
-                }
-            }
+            "PostToolUse" => EventKind::ran(
+                event.to_request(0)?,
+                outcome_of(event.tool_response.as_ref()),
+            ),
             _ => EventKind::Nothing,
         };
         Ok(Event {

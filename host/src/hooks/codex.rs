@@ -150,14 +150,10 @@ impl Adapter for Codex {
                 request: event.to_request()?,
                 can_ask: false,
             },
-            "PostToolUse" => {
-                let (outcome, summary) = outcome_of(event.tool_response.as_ref());
-                EventKind::Ran {
-                    request: event.to_request()?,
-                    outcome,
-                    summary,
-                }
-            }
+            "PostToolUse" => EventKind::ran(
+                event.to_request()?,
+                outcome_of(event.tool_response.as_ref()),
+            ),
             _ => EventKind::Nothing,
         };
         Ok(Event {

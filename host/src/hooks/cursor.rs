@@ -68,12 +68,7 @@ impl Adapter for Cursor {
                 can_ask: name != "beforeReadFile",
             },
             "afterShellExecution" | "afterMCPExecution" | "afterFileEdit" | "postToolUse" => {
-                let (outcome, summary) = event.outcome();
-                EventKind::Ran {
-                    request: event.to_request(0)?,
-                    outcome,
-                    summary,
-                }
+                EventKind::ran(event.to_request(0)?, event.outcome())
             }
             _ => EventKind::Nothing,
         };

@@ -42,14 +42,10 @@ impl Adapter for GeminiCli {
                 request: event.to_request(0)?,
                 can_ask: false,
             },
-            "AfterTool" => {
-                let (outcome, summary) = outcome_of(event.tool_response.as_ref());
-                EventKind::Ran {
-                    request: event.to_request(0)?,
-                    outcome,
-                    summary,
-                }
-            }
+            "AfterTool" => EventKind::ran(
+                event.to_request(0)?,
+                outcome_of(event.tool_response.as_ref()),
+            ),
             _ => EventKind::Nothing,
         };
         Ok(Event {

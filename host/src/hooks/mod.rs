@@ -137,6 +137,18 @@ pub enum EventKind {
     },
 }
 
+impl EventKind {
+    /// A call that ran, with its outcome and summary as the runtime
+    /// reported them (see [`outcome_of`]).
+    pub fn ran(request: ToolRequest, (outcome, summary): (Outcome, String)) -> Self {
+        Self::Ran {
+            request,
+            outcome,
+            summary,
+        }
+    }
+}
+
 impl Event {
     /// An event of `session` that toolgate does not act on.
     pub fn nothing(session: String) -> Self {
