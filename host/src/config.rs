@@ -30,6 +30,10 @@ pub struct Config {
     /// Where compiled plugins are cached. Default:
     /// `$XDG_CACHE_HOME/toolgate` (`~/.cache/toolgate`).
     pub cache_dir: Option<PathBuf>,
+    /// Where plugins pulled from OCI registries are kept, verified on every
+    /// load, so a host starts without its registry. Default: `STORE.oci/`
+    /// beside the store.
+    pub oci_dir: Option<PathBuf>,
     /// Set to false to compile every plugin on every start.
     #[serde(default = "yes")]
     pub cache: bool,
@@ -319,8 +323,10 @@ pub use crate::decision_log::ArgumentsView;
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PluginConfig {
-    /// A `.wasm` component file (relative to the config file), or
-    /// `bundled:NAME` for a policy built into the binary. Default:
+    /// A `.wasm` component file (relative to the config file),
+    /// `bundled:NAME` for a policy built into the binary, or
+    /// `oci://REGISTRY/REPO:TAG@sha256:DIGEST` for one in an OCI registry
+    /// (pinned to a manifest digest unless `allow_unpinned`). Default:
     /// `NAME.wasm` in `plugin_dir`.
     #[serde(default)]
     pub path: Option<String>,
@@ -334,6 +340,11 @@ pub struct PluginConfig {
     pub fail_mode: Option<FailMode>,
     /// Refuse the file unless its sha256 (hex) matches.
     pub sha256: Option<String>,
+    /// Let an `oci://` path name a tag without a digest: every (re)load
+    /// then loads whatever the tag names at the time. Off by default, so
+    /// a fleet runs the digest its config names.
+    #[serde(default)]
+    pub allow_unpinned: bool,
     /// `live` (the default: it decides) or `shadow` (it runs on every call
     /// beside the live plugins, its verdict recorded, never deciding).
     #[serde(default)]
@@ -357,6 +368,14 @@ pub struct PluginConfig {
 }
 
 impl PluginConfig {
+    /// The path, when it names a file on this machine (not `bundled:…`,
+    /// not `oci://…`): what the watcher and self-protection look after.
+    pub fn local_file(&self) -> Option<&str> {
+        self.path
+            .as_deref()
+            .filter(|p| !p.starts_with("bundled:") && !crate::oci::Reference::is_oci(p))
+    }
+
     /// An entry for the component at `path` with every other key at its
     /// default.
     pub fn for_path(path: impl Into<String>, priority: i32) -> Self {
@@ -366,6 +385,7 @@ impl PluginConfig {
             enabled: true,
             fail_mode: None,
             sha256: None,
+            allow_unpinned: false,
             mode: PluginMode::Live,
             rollout: None,
             require_signature: None,
@@ -566,6 +586,21 @@ impl Config {
                     "plugins.{name}.sha256 must be 64 hex digits (the output of `sha256sum FILE`)"
                 )));
             }
+            if let Some(path) = plugin
+                .path
+                .as_deref()
+                .filter(|p| crate::oci::Reference::is_oci(p))
+            {
+                let reference = crate::oci::Reference::parse(path)
+                    .map_err(|why| err(format!("plugins.{name}.path: {why}")))?;
+                if reference.digest.is_none() && !plugin.allow_unpinned {
+                    return Err(err(format!(
+                        "plugins.{name}.path names {reference} without a digest, so each host \
+                         could load something else; pin it (`{reference}@sha256:…`, as `toolgate \
+                         plugins push` prints it) or set allow_unpinned = true to follow the tag"
+                    )));
+                }
+            }
             let limits = &plugin.limits;
             if limits.probe_max_calls > MAX_PROBE_CALLS
                 || limits.probe_max_wait_ms > MAX_PROBE_WAIT_MS
@@ -729,6 +764,20 @@ impl Config {
             Some(path) => self.resolve(path),
             None => default_dir("XDG_CACHE_HOME", ".cache"),
         })
+    }
+
+    /// Where plugins pulled from OCI registries are kept for the store
+    /// at `store`: `oci_dir`, else `STORE.oci/` beside it (owned as the
+    /// store is, so whoever may not touch the store may not touch these).
+    pub fn oci_cache_path(&self, store: &Path) -> PathBuf {
+        match &self.oci_dir {
+            Some(dir) => self.resolve(dir),
+            None => {
+                let mut beside = crate::locations::local_store_name(store).into_os_string();
+                beside.push(".oci");
+                beside.into()
+            }
+        }
     }
 
     /// Resolve a path from the config against the config file's directory.

@@ -26,7 +26,7 @@ use crate::registry::Registry;
 pub use crate::registry::ReloadReport;
 use crate::request::ToolRequest;
 use crate::runtime::Runtime;
-use crate::store::Store;
+use crate::store::{FleetPins, Store};
 
 /// A toolgate host: loaded policies over one store.
 pub struct Toolgate {
@@ -136,14 +136,15 @@ impl Toolgate {
     /// On a shared store (PostgreSQL) the other hosts are told, and reload
     /// from their own config before their next decision.
     pub fn reload(&self) -> Result<ReloadReport> {
-        let report = self.reload_here()?;
-        self.store.announce_reload();
+        let report = self.reload_here(&FleetPins::new())?;
+        self.store.announce_reload(&self.registry.pins());
         Ok(report)
     }
 
-    /// Reload this host only.
-    fn reload_here(&self) -> Result<ReloadReport> {
-        let config = self.registry.reload(&self.runtime, &self.store)?;
+    /// Reload this host only; a registry plugin that follows a tag takes
+    /// the digest `pins` names for it (another host's resolution).
+    fn reload_here(&self, pins: &FleetPins) -> Result<ReloadReport> {
+        let config = self.registry.reload(&self.runtime, &self.store, pins)?;
         self.store.set_log_config(config.log);
         self.store
             .set_retention(crate::store::hygiene::Retention::from_config(&config));
@@ -230,8 +231,8 @@ impl Toolgate {
     /// Decide on one proposed call. A pause is stored as a pending gate.
     pub fn evaluate(&self, request: &ToolRequest) -> Result<Decision> {
         request.check_ids().map_err(Error::Request)?;
-        if self.store.reload_requested() {
-            match self.reload_here() {
+        if let Some(pins) = self.store.reload_requested() {
+            match self.reload_here(&pins) {
                 Ok(report) => tracing::info!(
                     ?report,
                     "reloaded: another host of the fleet announced a change"

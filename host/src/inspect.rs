@@ -46,10 +46,13 @@ pub fn inspect(source: &str) -> Result<Inspection> {
         path: "<engine>".into(),
         message: format!("cannot create the wasm engine: {err:#}"),
     })?;
+    let default = crate::Config::bundled_default()?;
+    let oci_cache = default.oci_cache_path(&default.store_path());
     let ctx = LoadContext {
         runtime: &runtime,
         store: &store,
         base_dir: std::path::Path::new("."),
+        oci_cache: &oci_cache,
     };
     let entry = PluginConfig::for_path(source, 0);
     let bytes = plugins::read(&ctx, "inspected", &entry)?;

@@ -37,6 +37,7 @@ pub mod mcp;
 mod memo;
 pub mod metrics;
 pub mod notify;
+pub mod oci;
 mod pipeline;
 pub mod plugins;
 mod pool;

@@ -73,8 +73,11 @@ impl PolicyDescription {
 pub struct Plugin {
     /// The name from the config: identity in decisions and state namespace.
     pub name: Arc<str>,
-    /// Where it was loaded from (a path or `bundled:NAME`).
+    /// Where it was loaded from (a path, `bundled:NAME` or `oci://…`).
     pub source: String,
+    /// For a plugin from a registry: the digest-pinned reference its
+    /// bytes came from, and whether they were pulled or cached.
+    pub origin: Option<crate::oci::Origin>,
     /// The sha256 of its bytes.
     pub sha256: String,
     /// Lower runs first.
@@ -113,52 +116,78 @@ pub(crate) struct LoadContext<'a> {
     pub runtime: &'a Runtime,
     pub store: &'a Arc<Store>,
     pub base_dir: &'a std::path::Path,
+    /// Where plugins pulled from registries are cached.
+    pub oci_cache: &'a std::path::Path,
 }
 
 /// A plugin's bytes and their digest, read once per (re)load.
 pub(crate) struct PluginBytes {
     pub bytes: Vec<u8>,
     pub sha256: String,
+    /// For a plugin from a registry: the pinned reference it came from.
+    pub origin: Option<crate::oci::Origin>,
 }
 
-/// Read an entry's bytes (file or bundled).
+/// Read an entry's bytes (file, bundled or OCI registry) and, under
+/// `require_signature`, check its signature.
 pub(crate) fn read(ctx: &LoadContext<'_>, name: &str, entry: &PluginConfig) -> Result<PluginBytes> {
     let source = entry.path.as_deref().unwrap_or_default();
-    let bytes = read_bytes(ctx, source).map_err(|problem| Error::Plugin {
+    let fail = |problem| Error::Plugin {
         plugin: name.to_string(),
         source_name: source.to_string(),
         problem,
-    })?;
+    };
+    // From a registry: also the signature its manifest carries, the
+    // pinned reference and where the bytes came from.
+    let (bytes, pulled) = if crate::oci::Reference::is_oci(source) {
+        let pulled = pull(ctx, source).map_err(|why| fail(PluginProblem::Unreadable(why)))?;
+        (pulled.bytes, Some((pulled.signature, pulled.origin)))
+    } else {
+        (read_bytes(ctx, source).map_err(fail)?, None)
+    };
     if entry.require_signature == Some(true) && !source.starts_with(BUNDLED_PREFIX) {
-        check_signature(
-            ctx,
-            source,
-            &bytes,
-            entry.trusted_keys.as_deref().unwrap_or_default(),
-        )
-        .map_err(|why| Error::Plugin {
-            plugin: name.to_string(),
-            source_name: source.to_string(),
-            problem: PluginProblem::Signature(why),
-        })?;
+        // A registry's artifact carries its signature; a file has it beside.
+        let (text, label) = match &pulled {
+            Some((None, crate::oci::Origin { pinned, .. })) => {
+                return Err(fail(PluginProblem::Signature(format!(
+                    "it must be signed, but {pinned} carries no `{}` annotation; sign the file \
+                     (`toolgate plugins sign --key KEY FILE`) and push it again (`toolgate \
+                     plugins push FILE oci://…` attaches FILE.sig)",
+                    crate::oci::SIGNATURE_ANNOTATION
+                ))));
+            }
+            Some((Some(signature), crate::oci::Origin { pinned, .. })) => (
+                Some(signature.clone()),
+                format!(
+                    "the `{}` annotation of {pinned}",
+                    crate::oci::SIGNATURE_ANNOTATION
+                ),
+            ),
+            None => {
+                let sig_path = format!("{}.sig", ctx.base_dir.join(source).display());
+                (std::fs::read_to_string(&sig_path).ok(), sig_path)
+            }
+        };
+        let trusted = entry.trusted_keys.as_deref().unwrap_or_default();
+        let signer = crate::signing::check(&bytes, text.as_deref(), trusted, &label)
+            .map_err(|why| fail(PluginProblem::Signature(why)))?;
+        tracing::info!(plugin = source, signer = %signer, "signature verified");
     }
+    let origin = pulled.map(|(_, origin)| origin);
     let sha256 = digest(&bytes);
-    Ok(PluginBytes { bytes, sha256 })
+    Ok(PluginBytes {
+        bytes,
+        sha256,
+        origin,
+    })
 }
 
-/// Verify `PATH.sig` against the bytes and the trusted keys.
-fn check_signature(
-    ctx: &LoadContext<'_>,
-    source: &str,
-    bytes: &[u8],
-    trusted: &[String],
-) -> Result<(), String> {
-    let path = ctx.base_dir.join(source);
-    let sig_path = format!("{}.sig", path.display());
-    let text = std::fs::read_to_string(&sig_path).ok();
-    let signer = crate::signing::check(bytes, text.as_deref(), trusted, &sig_path)?;
-    tracing::info!(plugin = source, signer = %signer, "signature verified");
-    Ok(())
+/// Pull an `oci://` plugin (or take it from the verified cache).
+fn pull(ctx: &LoadContext<'_>, source: &str) -> Result<crate::oci::Pulled, String> {
+    let reference = crate::oci::Reference::parse(source)?;
+    let pulled = crate::oci::pull(&reference, ctx.oci_cache)?;
+    tracing::info!(origin = %pulled.origin, "plugin from an OCI registry");
+    Ok(pulled)
 }
 
 /// A plugin's config table as `wasi:config/store` entries: one per
@@ -297,7 +326,11 @@ pub(crate) fn load(
         source_name: source.clone(),
         problem,
     };
-    let PluginBytes { bytes, sha256 } = plugin;
+    let PluginBytes {
+        bytes,
+        sha256,
+        origin,
+    } = plugin;
     if let Some(expected) = &entry.sha256
         && !expected.eq_ignore_ascii_case(&sha256)
     {
@@ -343,6 +376,7 @@ pub(crate) fn load(
         fail_mode: entry.fail_mode.unwrap_or(description.default_fail_mode),
         name,
         source,
+        origin,
         sha256,
         priority: entry.priority,
         mode: entry.mode,
@@ -412,6 +446,10 @@ pub struct PluginStatus {
     pub priority: i32,
     /// Where it was loaded from.
     pub source: String,
+    /// For a plugin from a registry: the pinned reference its bytes came
+    /// from, pulled or from the cache.
+    #[serde(default)]
+    pub origin: Option<String>,
     /// Its component's sha256.
     pub sha256: String,
     /// Its fail mode.

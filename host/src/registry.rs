@@ -9,9 +9,10 @@ use std::sync::{Arc, Mutex, RwLock};
 use crate::config::Config;
 use crate::error::Result;
 use crate::guard::ControlPlane;
+use crate::oci::Reference;
 use crate::plugins::{self, LoadContext, PluginSet, PluginStatus};
 use crate::runtime::Runtime;
-use crate::store::Store;
+use crate::store::{FleetPins, Store};
 
 /// What a reload did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -72,13 +73,24 @@ impl Registry {
     /// Re-read the config file (when there is one) and every plugin, and
     /// swap in what changed. A plugin that fails keeps its previous version;
     /// a config that fails to parse changes nothing.
-    pub fn reload(&self, runtime: &Runtime, store: &Arc<Store>) -> Result<Reloaded> {
+    ///
+    /// `pins` are another host's resolutions of registry plugins (name →
+    /// digest-pinned reference): an entry that follows the same tag takes
+    /// that digest rather than resolving the tag again, so the fleet runs
+    /// one version. An entry pinned in its own config keeps its own pin.
+    pub fn reload(
+        &self,
+        runtime: &Runtime,
+        store: &Arc<Store>,
+        pins: &FleetPins,
+    ) -> Result<Reloaded> {
         let _one_at_a_time = self.reloading.lock().unwrap_or_else(|p| p.into_inner());
         let current = self.config();
-        let config = match &current.source {
+        let mut config = match &current.source {
             Some(path) => Config::load(path)?,
             None => current,
         };
+        follow_pins(&mut config, pins);
         let previous = self.plugins();
         let (set, report) = self.build_set(&config, &previous, false, runtime, store)?;
         *self.plugins.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(set);
@@ -105,10 +117,12 @@ impl Registry {
         runtime: &Runtime,
         store: &Arc<Store>,
     ) -> Result<(PluginSet, ReloadReport)> {
+        let oci_cache = config.oci_cache_path(store.path());
         let ctx = LoadContext {
             runtime,
             store,
             base_dir: &config.base_dir,
+            oci_cache: &oci_cache,
         };
         let mut report = ReloadReport::default();
         let mut set = Vec::new();
@@ -149,6 +163,15 @@ impl Registry {
         Ok((PluginSet::new(set), report))
     }
 
+    /// The digest each loaded registry plugin runs, for a fleet reload's
+    /// announcement.
+    pub fn pins(&self) -> FleetPins {
+        self.plugins()
+            .iter()
+            .filter_map(|p| Some((p.name.to_string(), p.origin.as_ref()?.pinned.to_string())))
+            .collect()
+    }
+
     /// Every loaded plugin with its status, in decision order.
     pub fn statuses(&self) -> Vec<PluginStatus> {
         let problems = self.problems();
@@ -160,6 +183,7 @@ impl Registry {
                     name: p.name.to_string(),
                     priority: p.priority,
                     source: p.source.clone(),
+                    origin: p.origin.as_ref().map(ToString::to_string),
                     sha256: p.sha256.clone(),
                     fail_mode: p.fail_mode,
                     policy: p.description.clone(),
@@ -189,8 +213,7 @@ impl Registry {
             files.extend(
                 plugins
                     .values()
-                    .filter_map(|p| p.path.as_deref())
-                    .filter(|p| !p.starts_with(plugins::BUNDLED_PREFIX))
+                    .filter_map(|p| p.local_file())
                     .map(|p| config.resolve(Path::new(p))),
             );
         }
@@ -224,5 +247,22 @@ impl Registry {
     /// The control plane self-protection guards now.
     pub fn control_plane(&self) -> Arc<ControlPlane> {
         Arc::clone(&self.control_plane.read().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+/// Point each unpinned registry entry of `config` at the digest `pins`
+/// names for it, when that pin is for the same repository and tag.
+fn follow_pins(config: &mut Config, pins: &FleetPins) {
+    for (name, entry) in &mut config.plugins {
+        let (Some(pin), Some(path)) = (pins.get(name), entry.path.as_deref()) else {
+            continue;
+        };
+        let (Ok(pinned), Ok(ours)) = (Reference::parse(pin), Reference::parse(path)) else {
+            continue;
+        };
+        if ours.digest.is_none() && pinned.names_same_tag(&ours) {
+            tracing::info!(plugin = %name, pinned = %pinned, "following the digest the fleet's reload resolved");
+            entry.path = Some(pinned.to_string());
+        }
     }
 }

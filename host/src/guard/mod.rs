@@ -220,15 +220,12 @@ impl ControlPlane {
         let mut protected: Vec<PathBuf> = config.source.iter().cloned().collect();
         protected.extend(config.plugin_dir.as_ref().map(|d| config.resolve(d)));
         for plugin in config.effective_plugins().unwrap_or_default().values() {
-            if let Some(path) = plugin
-                .path
-                .as_deref()
-                .filter(|p| !p.starts_with("bundled:"))
-            {
+            if let Some(path) = plugin.local_file() {
                 protected.push(config.resolve(Path::new(path)));
             }
         }
         protected.extend(config.cache_path());
+        protected.push(config.oci_cache_path(store));
         protected.push(crate::locations::socket_for_store(store));
         protected.extend(config.daemon.socket.clone());
         let absolute = |p: PathBuf| std::path::absolute(&p).unwrap_or(p);

@@ -237,14 +237,20 @@ pub trait Maintenance {
     /// Sizes per table and per policy.
     fn stats(&self) -> Result<StoreStats>;
     /// Tell the other hosts sharing this store that the config or a plugin
-    /// changed, so they reload too. A store only one process can open has
-    /// no one to tell.
-    fn announce_reload(&self) {}
-    /// Whether another host announced a reload since the last call.
-    fn reload_requested(&self) -> bool {
-        false
+    /// changed, so they reload too, and which digest each registry plugin
+    /// now runs (plugin name → `oci://…@sha256:…`), so theirs follow the
+    /// same one. A store only one process can open has no one to tell.
+    fn announce_reload(&self, _pins: &FleetPins) {}
+    /// The announcement of another host's reload since the last call, if
+    /// there was one.
+    fn reload_requested(&self) -> Option<FleetPins> {
+        None
     }
 }
+
+/// What a fleet reload announces: for each plugin from a registry, the
+/// digest-pinned reference the announcing host loaded.
+pub type FleetPins = std::collections::BTreeMap<String, String>;
 
 /// One stored item, whatever backend holds it: what `toolgate store copy`
 /// moves from one backend to another.

@@ -66,7 +66,7 @@ enum Subcommands {
     /// examples/requests/. Exit status: 0 every call allowed, 3 some call
     /// denied, 4 some call paused (and none denied), 1 error, 2 usage.
     Check(check::CheckArgs),
-    /// List, inspect, sign and reload plugins.
+    /// List, inspect, sign, push, pull and reload plugins.
     #[command(subcommand)]
     Plugins(plugins::PluginsCommand),
     /// List calls paused for a person, watch for new ones, and resolve
@@ -204,6 +204,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             plugins::reload(&ctx.socket(socket.as_ref()))
         }
         Subcommands::Plugins(plugins::PluginsCommand::Keygen { out }) => plugins::keygen(&out),
+        Subcommands::Plugins(plugins::PluginsCommand::Push {
+            file,
+            reference,
+            signature,
+        }) => plugins::push(&file, &reference, signature.as_deref()),
+        Subcommands::Plugins(plugins::PluginsCommand::Pull { reference, out }) => {
+            plugins::pull(&ctx, &reference, out.as_deref())
+        }
         Subcommands::Plugins(plugins::PluginsCommand::Sign { key, file }) => {
             plugins::sign(&key, &file)
         }

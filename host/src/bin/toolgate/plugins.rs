@@ -32,6 +32,34 @@ pub enum PluginsCommand {
         /// The .wasm file.
         file: std::path::PathBuf,
     },
+    /// Push a component to an OCI registry in the wasm artifact layout
+    /// (what `wkg`, Spin and wasmCloud read), with its signature: prints
+    /// the reference pinned to the pushed digest, for the config's `path`.
+    ///
+    /// Credentials: TOOLGATE_REGISTRY_USERNAME and
+    /// TOOLGATE_REGISTRY_PASSWORD, else the Docker config file
+    /// (~/.docker/config.json or $DOCKER_CONFIG). Plain HTTP only to a
+    /// loopback registry.
+    Push {
+        /// The .wasm component.
+        file: std::path::PathBuf,
+        /// Where: oci://REGISTRY/REPO:TAG.
+        reference: String,
+        /// Its signature file (default: FILE.sig, when it exists).
+        #[arg(long, value_name = "FILE")]
+        signature: Option<std::path::PathBuf>,
+    },
+    /// Pull a plugin from an OCI registry into the store's cache of pulled
+    /// plugins (so a host can start from it without the registry),
+    /// verifying its digests; prints the reference pinned to its digest.
+    Pull {
+        /// oci://REGISTRY/REPO:TAG, or …@sha256:DIGEST.
+        reference: String,
+        /// Also write the component here, and its signature (if the
+        /// artifact carries one) to FILE.sig.
+        #[arg(long, value_name = "FILE")]
+        out: Option<std::path::PathBuf>,
+    },
     /// Ask the store's running daemon to reload its config and plugins (as
     /// SIGHUP does). A plugin that fails keeps its previous version.
     Reload {
@@ -49,6 +77,72 @@ pub enum PluginsCommand {
         #[arg(long, value_name = "PATH")]
         socket: Option<std::path::PathBuf>,
     },
+}
+
+pub fn push(
+    file: &std::path::Path,
+    reference: &str,
+    signature: Option<&std::path::Path>,
+) -> anyhow::Result<ExitCode> {
+    let reference = toolgate::oci::Reference::parse(reference).map_err(anyhow::Error::msg)?;
+    let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let beside = sig_path(file);
+    let signature_file = match signature {
+        Some(path) => Some(path.to_path_buf()),
+        None => beside.exists().then_some(beside),
+    };
+    let signature = match &signature_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read the signature {}", path.display()))?;
+            toolgate::signing::parse(&text)
+                .and_then(|parsed| parsed.verify(&bytes))
+                .map_err(|why| {
+                    anyhow::anyhow!("{} does not sign {}: {why}", path.display(), file.display())
+                })?;
+            Some(text)
+        }
+        None => None,
+    };
+    let pinned = toolgate::oci::push(&bytes, signature.as_deref(), &reference)
+        .map_err(|why| anyhow::anyhow!("cannot push {}: {why}", file.display()))?;
+    println!("{pinned}");
+    match &signature_file {
+        Some(path) => eprintln!("pushed with the signature {}", path.display()),
+        None => eprintln!(
+            "pushed unsigned (no {}); a host with require_signatures refuses it",
+            sig_path(file).display()
+        ),
+    }
+    eprintln!("pin it in the config:  path = \"{pinned}\"");
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn pull(
+    ctx: &crate::target::Ctx,
+    reference: &str,
+    out: Option<&std::path::Path>,
+) -> anyhow::Result<ExitCode> {
+    let reference = toolgate::oci::Reference::parse(reference).map_err(anyhow::Error::msg)?;
+    let cache = ctx.config.oci_cache_path(&ctx.store_path());
+    let pulled = toolgate::oci::pull(&reference, &cache)
+        .map_err(|why| anyhow::anyhow!("cannot pull {reference}: {why}"))?;
+    if let Some(out) = out {
+        std::fs::write(out, &pulled.bytes)
+            .with_context(|| format!("cannot write {}", out.display()))?;
+        if let Some(signature) = &pulled.signature {
+            std::fs::write(sig_path(out), signature)?;
+        }
+    }
+    println!("{}", pulled.origin.pinned);
+    eprintln!("{}, kept in {}", pulled.origin, cache.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn sig_path(file: &std::path::Path) -> std::path::PathBuf {
+    let mut path = file.as_os_str().to_owned();
+    path.push(".sig");
+    path.into()
 }
 
 pub fn reload(socket: &std::path::Path) -> anyhow::Result<ExitCode> {
@@ -74,10 +168,13 @@ pub fn list(statuses: &[PluginStatus], json: bool) -> anyhow::Result<ExitCode> {
         "NAME", "PRIORITY", "FAIL", "SHA256", "SOURCE"
     );
     for p in statuses {
-        let status = match &p.problem {
+        let mut status = match &p.problem {
             Some(problem) => format!("loaded; the last reload failed: {problem}"),
             None => "loaded".to_string(),
         };
+        if let Some(origin) = &p.origin {
+            status.push_str(&format!(" from {origin}"));
+        }
         println!(
             "{:<20} {:>8}  {:<7} {:<14} {:<24} {status}",
             p.name,
@@ -133,10 +230,9 @@ pub fn sign(key: &std::path::Path, file: &std::path::Path) -> anyhow::Result<Exi
         .with_context(|| format!("cannot read the key {}", key.display()))?;
     let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
     let signature = toolgate::signing::sign(&secret, &bytes).map_err(anyhow::Error::msg)?;
-    let mut out = file.as_os_str().to_owned();
-    out.push(".sig");
+    let out = sig_path(file);
     std::fs::write(&out, signature)?;
-    eprintln!("signed: {}", std::path::Path::new(&out).display());
+    eprintln!("signed: {}", out.display());
     Ok(ExitCode::SUCCESS)
 }
 

@@ -860,13 +860,13 @@ impl Maintenance for PostgresStore {
         }
     }
 
-    fn announce_reload(&self) {
-        if let Err(err) = self.reloads.announce(&self.pool) {
+    fn announce_reload(&self, pins: &crate::store::FleetPins) {
+        if let Err(err) = self.reloads.announce(&self.pool, pins) {
             tracing::warn!(error = %err, "could not tell the fleet about this reload");
         }
     }
 
-    fn reload_requested(&self) -> bool {
+    fn reload_requested(&self) -> Option<crate::store::FleetPins> {
         self.reloads.requested()
     }
 

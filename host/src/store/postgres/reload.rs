@@ -3,26 +3,45 @@
 //! config before its next decision. The config and plugin files themselves
 //! reach every host the way the operator deploys them (the same files, a
 //! shared directory); sha256 pins still decide what may load.
+//!
+//! The payload is JSON, `{"from": HOST-ID, "pins": {PLUGIN: "oci://…@sha256:…"}}`:
+//! the digest each registry plugin resolved to on the announcing host, so
+//! a tag is resolved once for the whole fleet. A bare host id (an older
+//! host's announcement) is a reload with no pins.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use postgres::fallible_iterator::FallibleIterator as _;
 
 use super::Pool;
+use crate::store::FleetPins;
 
 /// The notification channel.
 const CHANNEL: &str = "toolgate_reload";
 /// How often the listener checks whether its store is gone.
 const POLL: Duration = Duration::from_millis(200);
+/// PostgreSQL's limit on a notification's payload is 8000 bytes; past it
+/// the pins are left out and every host resolves its own.
+const MAX_PAYLOAD: usize = 7900;
+
+/// What one announcement says.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Announcement {
+    from: String,
+    #[serde(default)]
+    pins: FleetPins,
+}
 
 /// This host's subscription to the fleet's reloads.
 pub(super) struct Listener {
     /// This host's name on the channel, so it ignores its own announcements.
     id: String,
-    requested: Arc<AtomicBool>,
+    /// The pins of the announcements heard since the last reload (newer
+    /// win), once one was heard.
+    requested: Arc<Mutex<Option<FleetPins>>>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -35,7 +54,7 @@ impl Listener {
         // The first subscription is made here, so a store that opens is one
         // that follows the fleet.
         let first = subscribe(&pool)?;
-        let requested = Arc::new(AtomicBool::new(false));
+        let requested = Arc::new(Mutex::new(None));
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let (id, requested, stop) = (id.clone(), requested.clone(), stop.clone());
@@ -52,15 +71,30 @@ impl Listener {
         })
     }
 
-    pub(super) fn announce(&self, pool: &Pool) -> crate::Result<()> {
+    pub(super) fn announce(&self, pool: &Pool, pins: &FleetPins) -> crate::Result<()> {
+        let mut announcement = Announcement {
+            from: self.id.clone(),
+            pins: pins.clone(),
+        };
+        let mut payload = serde_json::to_string(&announcement).expect("JSON serializes");
+        if payload.len() > MAX_PAYLOAD {
+            tracing::warn!(
+                "too many registry plugins to announce their digests; every host resolves its own"
+            );
+            announcement.pins.clear();
+            payload = serde_json::to_string(&announcement).expect("JSON serializes");
+        }
         pool.get()?
-            .execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &self.id])
+            .execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &payload])
             .map(drop)
             .map_err(|e| pool.error(e))
     }
 
-    pub(super) fn requested(&self) -> bool {
-        self.requested.swap(false, Ordering::AcqRel)
+    pub(super) fn requested(&self) -> Option<FleetPins> {
+        self.requested
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
     }
 }
 
@@ -80,9 +114,13 @@ fn follow(
     pool: &Pool,
     first: postgres::Client,
     id: &str,
-    requested: &AtomicBool,
+    requested: &Mutex<Option<FleetPins>>,
     stop: &AtomicBool,
 ) {
+    let request = |pins: FleetPins| {
+        let mut slot = requested.lock().unwrap_or_else(|p| p.into_inner());
+        slot.get_or_insert_with(FleetPins::new).extend(pins);
+    };
     let mut client = Some(first);
     while !stop.load(Ordering::Acquire) {
         let Some(listening) = client.as_mut() else {
@@ -91,7 +129,7 @@ fn follow(
                 tracing::info!(
                     "the fleet-reload listener is back; reloading in case a change was missed"
                 );
-                requested.store(true, Ordering::Release);
+                request(FleetPins::new());
                 client = Some(again);
             }
             continue;
@@ -100,16 +138,24 @@ fn follow(
             .notifications()
             .timeout_iter(POLL)
             .next()
-            .map(|note| note.is_some_and(|n| n.payload() != id));
+            .map(|note| note.map(|n| announcement(n.payload())));
         match heard {
-            Ok(true) => requested.store(true, Ordering::Release),
-            Ok(false) => {}
+            Ok(Some(announcement)) if announcement.from != id => request(announcement.pins),
+            Ok(_) => {}
             Err(err) => {
                 tracing::warn!(error = %err, "the fleet-reload listener lost its connection; reconnecting");
                 client = None;
             }
         }
     }
+}
+
+/// An announcement's payload, or an older host's bare id.
+fn announcement(payload: &str) -> Announcement {
+    serde_json::from_str(payload).unwrap_or_else(|_| Announcement {
+        from: payload.to_string(),
+        pins: FleetPins::new(),
+    })
 }
 
 impl Drop for Listener {
