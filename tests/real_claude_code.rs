@@ -390,3 +390,140 @@ fn inside_claude_code_http_hooks_decide_and_a_dead_daemon_blocks() {
         "Claude Code says it blocked because of onFailure: {transcript}"
     );
 }
+
+/// A person's approval answers toolgate's question, not the user's own
+/// rules: toolgate then answers `allow` for that call, and a
+/// `permissions.deny` rule of the user's still holds. Claude Code 2.1.332
+/// checks a path rule (`Edit(./secret.txt)`) before the hook runs, and a
+/// command rule (`Bash(touch secret-bash.txt)`) after the hook's `allow`.
+/// An approved call no rule covers runs.
+#[test]
+fn inside_claude_code_an_approval_does_not_lift_the_users_deny_rule() {
+    let Some(claude) = claude_binary() else {
+        return;
+    };
+    let bash_always = "[plugins.lease-gate.config.actions.Bash]\neffects = [\"execute\"]\napproval = \"always\"\n";
+    let user = ClaudeHome::new(&format!("{WRITE_ALWAYS}{bash_always}"));
+    let (home, project, store) = (&user.home, &user.project, &user.store);
+    let _stop = StopDaemon(store.clone());
+    user.install(std::path::Path::new(BIN));
+    let settings_file = home.join(".claude/settings.json");
+    let mut settings: Value =
+        serde_json::from_str(&std::fs::read_to_string(&settings_file).unwrap()).unwrap();
+    settings["permissions"] =
+        json!({"deny": ["Edit(./secret.txt)", "Bash(touch secret-bash.txt)"]});
+    std::fs::write(&settings_file, settings.to_string()).unwrap();
+
+    let write = |id: &str, file: &str| {
+        Block::ToolUse(
+            id.into(),
+            "Write".into(),
+            json!({"file_path": project.join(file).display().to_string(), "content": "x\n"}),
+        )
+    };
+    let touch = |id: &str| {
+        Block::ToolUse(
+            id.into(),
+            "Bash".into(),
+            json!({"command": "touch secret-bash.txt", "description": "Create a file"}),
+        )
+    };
+    let client = Client::new(socket_for_store(store));
+    let allowed = || {
+        let log = client
+            .call(&DaemonRequest::Log {
+                filter: Default::default(),
+                limit: 100,
+            })
+            .unwrap();
+        let tools: Vec<String> = log
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|row| row["entry"]["verdict"] == "allow")
+            .filter_map(|row| row["entry"]["tool"].as_str().map(str::to_string))
+            .filter(|tool| tool == "Write" || tool == "Bash")
+            .collect();
+        tools
+    };
+    // One model turn's calls paused; a person approves the pause from a
+    // terminal of their own; the same calls retried in the same session.
+    let paused_approved_retried = |calls: &dyn Fn(&str) -> Vec<Block>| {
+        let api = MessagesApi::start(vec![
+            calls("1"),
+            vec![Block::Text("That waits for a person.".into())],
+            calls("2"),
+            vec![Block::Text("Done what I could.".into())],
+        ]);
+        let first = run_claude(&claude, home, project, &api, "Make the files.", &[]);
+        let diagnosis = format!(
+            "requests: {:?}\nstdout:\n{}\nstderr:\n{}",
+            api.seen(),
+            String::from_utf8_lossy(&first.stdout),
+            String::from_utf8_lossy(&first.stderr)
+        );
+        let session = String::from_utf8_lossy(&first.stdout)
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .find_map(|event| event["session_id"].as_str().map(str::to_string))
+            .unwrap_or_else(|| panic!("no session id: {diagnosis}"));
+        let gates = client.call(&DaemonRequest::Gates { user: None }).unwrap();
+        let gates = gates.as_array().cloned().unwrap_or_default();
+        assert_eq!(gates.len(), 1, "one pause: {gates:?}\n{diagnosis}");
+        let line = shlex::try_join([
+            BIN,
+            "--config",
+            user.config.to_str().unwrap(),
+            "gates",
+            "resolve",
+            "--request-id",
+            gates[0]["request_id"].as_str().unwrap(),
+            "--decision",
+            "approve",
+        ])
+        .unwrap();
+        let approved = common::output_with_stdin(
+            Command::new("script").args(["-q", "-e", "-c", &line, "/dev/null"]),
+            "yes\n",
+        );
+        assert!(approved.status.success(), "{approved:?}");
+        run_claude(
+            &claude,
+            home,
+            project,
+            &api,
+            "Approved; again.",
+            &["--resume", &session],
+        );
+        gates[0]["call_id"].as_str().unwrap_or_default().to_string()
+    };
+
+    // An approved Write no rule covers: toolgate allows, it runs.
+    let paused = paused_approved_retried(&|n| vec![write(&format!("toolu_open_{n}"), "open.txt")]);
+    assert_eq!(paused, "toolu_open_1");
+    assert_eq!(allowed(), ["Write"]);
+    assert!(project.join("open.txt").exists(), "the approved Write ran");
+
+    // A Write the path rule covers never reaches the hook; the Bash call
+    // the command rule covers does, is approved and allowed by toolgate,
+    // and still does not run.
+    let paused = paused_approved_retried(&|n| {
+        vec![
+            write(&format!("toolu_secret_{n}"), "secret.txt"),
+            touch(&format!("toolu_bash_{n}")),
+        ]
+    });
+    assert_eq!(
+        paused, "toolu_bash_1",
+        "the path rule is checked before the hook"
+    );
+    assert_eq!(
+        allowed(),
+        ["Write", "Bash"],
+        "toolgate allowed the approved Bash"
+    );
+    assert!(
+        !project.join("secret.txt").exists() && !project.join("secret-bash.txt").exists(),
+        "the user's deny rules held though toolgate allowed"
+    );
+}
