@@ -532,6 +532,34 @@ fn default_trusted_channels() -> Vec<String> {
 fn default_gate_ttl() -> u64 {
     30 * 60
 }
+/// An `oci://` path must parse and name a digest, unless the entry says
+/// `allow_unpinned` (which means nothing anywhere else).
+fn check_registry_path(name: &str, plugin: &PluginConfig) -> Result<(), String> {
+    let path = plugin.path.as_deref().unwrap_or_default();
+    let reference = if crate::oci::Reference::is_oci(path) {
+        Some(
+            crate::oci::Reference::parse(path)
+                .map_err(|why| format!("plugins.{name}.path: {why}"))?,
+        )
+    } else {
+        None
+    };
+    match (reference, plugin.allow_unpinned) {
+        (Some(reference), false) if reference.digest.is_none() => Err(format!(
+            "plugins.{name}.path names {reference} without a digest, so each host could load \
+             something else; pin it (`{reference}@sha256:…`, as `toolgate plugins push` prints \
+             it) or set allow_unpinned = true to follow the tag"
+        )),
+        (Some(reference), true) if reference.digest.is_some() => Err(format!(
+            "plugins.{name}: allow_unpinned is set, but the path is pinned to a digest; remove one"
+        )),
+        (None, true) => Err(format!(
+            "plugins.{name}: allow_unpinned is for an oci:// path that names a tag; this path is not one"
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// 64 hex digits: a sha256, or an ed25519 public key.
 fn is_hex64(text: &str) -> bool {
     text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit())
@@ -586,21 +614,7 @@ impl Config {
                     "plugins.{name}.sha256 must be 64 hex digits (the output of `sha256sum FILE`)"
                 )));
             }
-            if let Some(path) = plugin
-                .path
-                .as_deref()
-                .filter(|p| crate::oci::Reference::is_oci(p))
-            {
-                let reference = crate::oci::Reference::parse(path)
-                    .map_err(|why| err(format!("plugins.{name}.path: {why}")))?;
-                if reference.digest.is_none() && !plugin.allow_unpinned {
-                    return Err(err(format!(
-                        "plugins.{name}.path names {reference} without a digest, so each host \
-                         could load something else; pin it (`{reference}@sha256:…`, as `toolgate \
-                         plugins push` prints it) or set allow_unpinned = true to follow the tag"
-                    )));
-                }
-            }
+            check_registry_path(name, plugin).map_err(err)?;
             let limits = &plugin.limits;
             if limits.probe_max_calls > MAX_PROBE_CALLS
                 || limits.probe_max_wait_ms > MAX_PROBE_WAIT_MS
@@ -796,6 +810,36 @@ mod tests {
 
     fn parse(text: &str) -> Result<Config> {
         Config::parse(text, "test.toml", PathBuf::from("/etc/toolgate"))
+    }
+
+    #[test]
+    fn a_registry_path_is_pinned_unless_the_entry_opts_out() {
+        let digest = format!("sha256:{}", "a".repeat(64));
+        let entry = |path: &str, extra: &str| format!("[plugins.p]\npath = \"{path}\"\n{extra}\n");
+        let cases = [
+            (entry("oci://r.example/p:1", ""), Some("without a digest")),
+            (entry("oci://r.example/p:1", "allow_unpinned = true"), None),
+            (entry(&format!("oci://r.example/p:1@{digest}"), ""), None),
+            (
+                entry(
+                    &format!("oci://r.example/p:1@{digest}"),
+                    "allow_unpinned = true",
+                ),
+                Some("pinned to a digest"),
+            ),
+            (entry("p.wasm", "allow_unpinned = true"), Some("is not one")),
+            (
+                entry("oci://R.example/p:1", ""),
+                Some("not a registry host"),
+            ),
+        ];
+        for (text, refused) in cases {
+            match (parse(&text), refused) {
+                (Ok(_), None) => {}
+                (Err(err), Some(says)) => assert!(err.to_string().contains(says), "{err}"),
+                (result, _) => panic!("{text}: {result:?}"),
+            }
+        }
     }
 
     #[test]

@@ -304,6 +304,7 @@ impl Plugin {
     /// would load, so a reload can keep it instead of rebuilding it.
     pub(crate) fn is_same(&self, entry: &PluginConfig, bytes: &PluginBytes) -> bool {
         self.sha256 == bytes.sha256
+            && self.origin.as_ref().map(|o| &o.pinned) == bytes.origin.as_ref().map(|o| &o.pinned)
             && self.priority == entry.priority
             && self.mode == entry.mode
             && self.rollout == entry.rollout

@@ -86,13 +86,15 @@ impl Registry {
     ) -> Result<Reloaded> {
         let _one_at_a_time = self.reloading.lock().unwrap_or_else(|p| p.into_inner());
         let current = self.config();
-        let mut config = match &current.source {
+        let config = match &current.source {
             Some(path) => Config::load(path)?,
             None => current,
         };
-        follow_pins(&mut config, pins);
+        // The pins choose what loads this time; the config kept in force
+        // still follows its tags at the next reload.
         let previous = self.plugins();
-        let (set, report) = self.build_set(&config, &previous, false, runtime, store)?;
+        let followed = following(&config, pins);
+        let (set, report) = self.build_set(&followed, &previous, false, runtime, store)?;
         *self.plugins.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(set);
         *self
             .control_plane
@@ -250,10 +252,11 @@ impl Registry {
     }
 }
 
-/// Point each unpinned registry entry of `config` at the digest `pins`
-/// names for it, when that pin is for the same repository and tag.
-fn follow_pins(config: &mut Config, pins: &FleetPins) {
-    for (name, entry) in &mut config.plugins {
+/// `config` with each unpinned registry entry pointed at the digest
+/// `pins` names for it, when that pin is for the same repository and tag.
+fn following(config: &Config, pins: &FleetPins) -> Config {
+    let mut followed = config.clone();
+    for (name, entry) in &mut followed.plugins {
         let (Some(pin), Some(path)) = (pins.get(name), entry.path.as_deref()) else {
             continue;
         };
@@ -263,6 +266,47 @@ fn follow_pins(config: &mut Config, pins: &FleetPins) {
         if ours.digest.is_none() && pinned.names_same_tag(&ours) {
             tracing::info!(plugin = %name, pinned = %pinned, "following the digest the fleet's reload resolved");
             entry.path = Some(pinned.to_string());
+        } else {
+            tracing::warn!(plugin = %name, announced = %pinned, configured = %ours,
+                "the fleet announced a digest for another reference; this host's config decides");
         }
+    }
+    followed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_an_entry_following_the_same_tag_takes_the_fleets_digest() {
+        let digest = |c: &str| format!("sha256:{}", c.repeat(64));
+        let text = format!(
+            "[plugins.follows]\npath = \"oci://r.example/p/a:live\"\nallow_unpinned = true\n\
+             [plugins.pinned]\npath = \"oci://r.example/p/a:live@{}\"\n\
+             [plugins.other-tag]\npath = \"oci://r.example/p/a:beta\"\nallow_unpinned = true\n\
+             [plugins.file]\npath = \"a.wasm\"\n",
+            digest("1")
+        );
+        let config = Config::parse(&text, "test", ".".into()).unwrap();
+        let announced = format!("oci://r.example/p/a:live@{}", digest("2"));
+        let pins: FleetPins = ["follows", "pinned", "other-tag", "file"]
+            .into_iter()
+            .map(|name| (name.to_string(), announced.clone()))
+            .collect();
+        let followed = following(&config, &pins);
+        let path = |name: &str| followed.plugins[name].path.clone().unwrap();
+        assert_eq!(path("follows"), announced);
+        assert_eq!(
+            path("pinned"),
+            config.plugins["pinned"].path.clone().unwrap()
+        );
+        assert_eq!(path("other-tag"), "oci://r.example/p/a:beta");
+        assert_eq!(path("file"), "a.wasm");
+        assert_eq!(
+            config.plugins["follows"].path.as_deref(),
+            Some("oci://r.example/p/a:live"),
+            "the config itself keeps following its tag"
+        );
     }
 }

@@ -1,6 +1,8 @@
 //! Registry credentials from where container tools keep them, in this
 //! order: `TOOLGATE_REGISTRY_USERNAME` and `TOOLGATE_REGISTRY_PASSWORD`
-//! (for every registry), then the Docker config file
+//! for the one registry `TOOLGATE_REGISTRY_HOST` names (so a config that
+//! names several registries never hands one the credentials of another),
+//! then the Docker config file
 //! (`$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`): a
 //! credential helper named for the registry (`credHelpers`), an inline
 //! `auths` entry, or the default helper (`credsStore`). None of them: the
@@ -15,10 +17,13 @@ use base64::Engine as _;
 use oci_client::secrets::RegistryAuth;
 use serde::Deserialize;
 
-/// The environment variables that override every other source.
+/// The environment variables that override every other source, for the
+/// registry [`HOST_ENV`] names.
 pub const USERNAME_ENV: &str = "TOOLGATE_REGISTRY_USERNAME";
 /// See [`USERNAME_ENV`].
 pub const PASSWORD_ENV: &str = "TOOLGATE_REGISTRY_PASSWORD";
+/// The registry (`host[:port]`) the environment's credentials are for.
+pub const HOST_ENV: &str = "TOOLGATE_REGISTRY_HOST";
 
 #[derive(Deserialize, Default)]
 struct DockerConfig {
@@ -59,8 +64,25 @@ fn docker_config_path() -> Option<PathBuf> {
 
 /// The credentials for `registry` (`host[:port]`).
 pub fn for_registry(registry: &str) -> Result<RegistryAuth, String> {
-    if let (Ok(user), Ok(password)) = (std::env::var(USERNAME_ENV), std::env::var(PASSWORD_ENV)) {
-        return Ok(RegistryAuth::Basic(user, password));
+    let var = |name| std::env::var(name).ok().filter(|v: &String| !v.is_empty());
+    match (var(USERNAME_ENV), var(PASSWORD_ENV), var(HOST_ENV)) {
+        (None, None, _) => {}
+        (Some(user), Some(password), Some(host)) => {
+            if host.eq_ignore_ascii_case(registry) {
+                return Ok(RegistryAuth::Basic(user, password));
+            }
+        }
+        (Some(_), Some(_), None) => {
+            return Err(format!(
+                "{USERNAME_ENV} and {PASSWORD_ENV} are set but {HOST_ENV} is not; set it to the \
+                 registry they are for (e.g. {registry})"
+            ));
+        }
+        _ => {
+            return Err(format!(
+                "only one of {USERNAME_ENV} and {PASSWORD_ENV} is set; set both (and {HOST_ENV})"
+            ));
+        }
     }
     let Some(path) = docker_config_path() else {
         return Ok(RegistryAuth::Anonymous);
@@ -104,8 +126,14 @@ fn from_entry(
     registry: &str,
     path: &std::path::Path,
 ) -> Result<RegistryAuth, String> {
-    if let Some(token) = &entry.identity_token {
-        return Ok(RegistryAuth::Bearer(token.clone()));
+    if entry.identity_token.is_some() {
+        // An OAuth refresh token, to be exchanged at the registry's token
+        // service, which this client does not do.
+        return Err(format!(
+            "the `auths` entry for {registry} in {} holds an identity token, which toolgate \
+             cannot use; log in with a username and password (or a token as the password) instead",
+            path.display()
+        ));
     }
     if let (Some(user), Some(password)) = (&entry.username, &entry.password) {
         return Ok(RegistryAuth::Basic(user.clone(), password.clone()));

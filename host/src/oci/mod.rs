@@ -28,6 +28,7 @@
 
 mod cache;
 pub mod credentials;
+mod layout;
 mod reference;
 
 use std::collections::BTreeMap;
@@ -39,6 +40,7 @@ use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciImageManifest};
 use oci_client::secrets::RegistryAuth;
 
 pub use cache::{BlobCache, sha256_digest};
+pub use layout::encode_signature;
 pub use reference::{Reference, SCHEME};
 
 /// The wasm artifact config's media type.
@@ -47,14 +49,20 @@ pub const CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
 pub const LAYER_MEDIA_TYPE: &str = "application/wasm";
 /// The manifest annotation that carries the toolgate signature file.
 pub const SIGNATURE_ANNOTATION: &str = "dev.toolgate.signature.v1";
-/// The largest component toolgate pulls (the manifest says its size first).
+/// The largest component toolgate pulls: a manifest that says more is
+/// refused, and a download is cut off past what its manifest says.
 pub const MAX_LAYER_BYTES: i64 = 64 << 20;
-/// The largest manifest toolgate reads.
+/// The largest manifest toolgate accepts.
 const MAX_MANIFEST_BYTES: usize = 1 << 20;
 /// How long connecting to a registry may take before the cache is used.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long one read from a registry may stall.
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long one whole pull or push may take (a registry that trickles
+/// bytes is cut off here, not after every read).
+const DEADLINE: Duration = Duration::from_secs(120);
+/// How much of a registry's error text a message quotes.
+const ERROR_TEXT: usize = 512;
 
 /// A pulled (or cached) plugin artifact, verified against its digests.
 #[derive(Debug, Clone)]
@@ -66,6 +74,9 @@ pub struct Pulled {
     pub signature: Option<String>,
     /// Which digest, and whether the registry or the cache served it.
     pub origin: Origin,
+    /// Why the pulled bytes could not be kept in the cache, if they could
+    /// not (the next start then needs the registry).
+    pub cache_problem: Option<String>,
 }
 
 /// Where a registry plugin's bytes came from.
@@ -106,27 +117,55 @@ fn client(reference: &Reference) -> oci_client::Client {
     })
 }
 
-/// Run a registry conversation to the end on a runtime of its own (on its
-/// own thread, so it works from inside another runtime as well as outside).
-fn blocking<T: Send>(work: impl std::future::Future<Output = T> + Send) -> T {
+/// Run a registry conversation to the end, within [`DEADLINE`], on a
+/// runtime of its own (on its own thread, so it works from inside another
+/// runtime as well as outside).
+fn blocking<T: Send>(
+    work: impl std::future::Future<Output = Result<T, Failure>> + Send,
+) -> Result<T, Failure> {
     std::thread::scope(|scope| {
         scope
             .spawn(|| {
-                tokio::runtime::Builder::new_current_thread()
+                let runtime = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
-                    .expect("a current-thread runtime builds")
-                    .block_on(work)
+                    .map_err(|err| {
+                        Failure::Unreachable(format!("cannot start a runtime: {err}"))
+                    })?;
+                runtime.block_on(async {
+                    tokio::time::timeout(DEADLINE, work)
+                        .await
+                        .unwrap_or_else(|_| {
+                            Err(Failure::Unreachable(format!(
+                                "the registry took longer than {} s",
+                                DEADLINE.as_secs()
+                            )))
+                        })
+                })
             })
             .join()
-            .expect("the registry thread does not panic")
+            .unwrap_or_else(|_| {
+                Err(Failure::Refused(
+                    "the registry client failed unexpectedly (a panic; see the log)".into(),
+                ))
+            })
     })
 }
 
-/// Why a registry conversation failed, without credentials in it.
+/// Why a registry conversation failed, without credentials in it, and
+/// without more than [`ERROR_TEXT`] of what the registry said.
 fn registry_error(reference: &Reference, err: impl std::fmt::Display) -> String {
+    let mut text = err.to_string();
+    if text.len() > ERROR_TEXT {
+        let cut = (0..=ERROR_TEXT)
+            .rev()
+            .find(|i| text.is_char_boundary(*i))
+            .unwrap_or(0);
+        text.truncate(cut);
+        text.push('…');
+    }
     format!(
-        "the registry {} refused or failed: {err}",
+        "the registry {} refused or failed: {text}",
         reference.registry
     )
 }
@@ -140,51 +179,58 @@ pub fn pull(reference: &Reference, cache_dir: &Path) -> Result<Pulled, String> {
     {
         return Ok(pulled);
     }
-    match blocking(pull_from_registry(reference, &cache)) {
-        Ok(pulled) => Ok(pulled),
-        Err(Failure::Untrusted(why)) => Err(why),
-        Err(Failure::Registry(why)) => {
-            let cached = reference.digest.clone().or_else(|| cache.tagged(reference));
-            let fallback = match &cached {
-                Some(digest) => {
-                    from_cache(&cache, reference, digest, "the registry is unreachable")?
-                }
-                None => None,
-            };
-            match fallback {
-                Some(pulled) => {
-                    tracing::warn!(reference = %reference, digest = %pulled.origin.pinned, cause = %why,
-                        "the registry is unreachable; starting from the verified cache");
-                    Ok(pulled)
-                }
-                None => Err(format!(
-                    "{why}; and nothing for {reference} is in the cache ({})",
-                    cache_dir.display()
-                )),
-            }
+    let why = match blocking(pull_from_registry(reference, &cache)) {
+        Ok(pulled) => return Ok(pulled),
+        Err(Failure::Untrusted(why) | Failure::Refused(why)) => return Err(why),
+        Err(Failure::Unreachable(why)) => why,
+    };
+    // Only a registry out of reach falls back: one that answered (the tag
+    // is gone, the credentials are refused) is not second-guessed.
+    let cached = reference.digest.clone().or_else(|| cache.tagged(reference));
+    let fallback = match &cached {
+        Some(digest) => from_cache(&cache, reference, digest, "the registry is unreachable")?,
+        None => None,
+    };
+    match fallback {
+        Some(pulled) => {
+            tracing::warn!(reference = %reference, digest = %pulled.origin.pinned, cause = %why,
+                "the registry is unreachable; starting from the verified cache");
+            Ok(pulled)
         }
+        None => Err(format!(
+            "{why}; and nothing for {reference} is in the cache ({})",
+            cache_dir.display()
+        )),
     }
 }
 
 /// A registry error as a [`Failure`]: content that fails its digest is
-/// untrusted (never replaced by the cache's copy silently), the rest is the
-/// registry's.
+/// untrusted (never replaced by the cache's copy silently); a registry
+/// that could not be reached may be stood in for by the cache; one that
+/// answered with an error is believed.
 fn failure(
     reference: &Reference,
     err: oci_client::errors::OciDistributionError,
     what: &str,
 ) -> Failure {
+    use oci_client::errors::OciDistributionError as E;
     match err {
-        oci_client::errors::OciDistributionError::DigestError(err) => Failure::Untrusted(format!(
+        E::DigestError(err) => Failure::Untrusted(format!(
             "{reference}: the {what} the registry served does not match its digest ({err}); refusing it"
         )),
-        other => Failure::Registry(registry_error(reference, other)),
+        E::RequestError(err) if err.is_connect() || err.is_timeout() => {
+            Failure::Unreachable(registry_error(reference, err))
+        }
+        E::IoError(err) => Failure::Unreachable(registry_error(reference, err)),
+        other => Failure::Refused(registry_error(reference, other)),
     }
 }
 
 enum Failure {
-    /// The registry could not be asked, or said no: the cache may serve.
-    Registry(String),
+    /// The registry could not be reached: the cache may stand in.
+    Unreachable(String),
+    /// The registry answered with an error (not found, not authorized).
+    Refused(String),
     /// What came back does not match its digests or layout: refused.
     Untrusted(String),
 }
@@ -200,7 +246,7 @@ fn from_cache(
     let Some(manifest) = cache.read(digest) else {
         return Ok(None);
     };
-    let (layer, signature) = artifact_of(reference, &manifest)?;
+    let (layer, signature) = layout::artifact_of(reference, &manifest)?;
     let Some(bytes) = cache.read(&layer.digest) else {
         return Ok(None);
     };
@@ -211,62 +257,13 @@ fn from_cache(
             pinned: reference.pinned(digest),
             from_cache: Some(why),
         },
+        cache_problem: None,
     }))
-}
-
-/// The component layer and signature a manifest describes, if it has the
-/// wasm artifact layout.
-fn artifact_of(
-    reference: &Reference,
-    manifest: &[u8],
-) -> Result<(oci_client::manifest::OciDescriptor, Option<String>), String> {
-    let manifest: OciImageManifest = serde_json::from_slice(manifest)
-        .map_err(|err| format!("{reference} is not an OCI image manifest ({err})"))?;
-    let not_wasm = |what: String| {
-        format!(
-            "{reference} is not a wasm component artifact: {what} (push it with `toolgate plugins push` or `wkg oci push`)"
-        )
-    };
-    if manifest.config.media_type != CONFIG_MEDIA_TYPE {
-        return Err(not_wasm(format!(
-            "its config is `{}`, not `{CONFIG_MEDIA_TYPE}`",
-            manifest.config.media_type
-        )));
-    }
-    let [layer] = manifest.layers.as_slice() else {
-        return Err(not_wasm(format!(
-            "it has {} layers, not exactly one",
-            manifest.layers.len()
-        )));
-    };
-    if layer.media_type != LAYER_MEDIA_TYPE {
-        return Err(not_wasm(format!(
-            "its layer is `{}`, not `{LAYER_MEDIA_TYPE}`",
-            layer.media_type
-        )));
-    }
-    if !(0..=MAX_LAYER_BYTES).contains(&layer.size) {
-        return Err(format!(
-            "{reference}'s component is {} bytes; toolgate pulls at most {MAX_LAYER_BYTES}",
-            layer.size
-        ));
-    }
-    let signature = match manifest
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(SIGNATURE_ANNOTATION))
-    {
-        None => None,
-        Some(encoded) => Some(decode_signature(encoded).ok_or_else(|| {
-            format!("{reference}'s `{SIGNATURE_ANNOTATION}` annotation is not a base64-encoded signature file")
-        })?),
-    };
-    Ok((layer.clone(), signature))
 }
 
 async fn pull_from_registry(reference: &Reference, cache: &BlobCache) -> Result<Pulled, Failure> {
     let client = client(reference);
-    let auth = credentials::for_registry(&reference.registry).map_err(Failure::Registry)?;
+    let auth = credentials::for_registry(&reference.registry).map_err(Failure::Refused)?;
     let image = reference.to_client();
     let (manifest, reported) = client
         .pull_manifest_raw(&image, &auth, &[OCI_IMAGE_MEDIA_TYPE])
@@ -286,26 +283,22 @@ async fn pull_from_registry(reference: &Reference, cache: &BlobCache) -> Result<
              refusing it (the registry's content changed, or the pin is wrong)"
         )));
     }
-    let (layer, signature) = artifact_of(reference, &manifest).map_err(Failure::Untrusted)?;
-    let mut bytes = Vec::with_capacity(layer.size as usize);
-    client
-        .pull_blob(&image, &layer, &mut bytes)
-        .await
-        .map_err(|err| failure(reference, err, "component"))?;
-    if sha256_digest(&bytes) != layer.digest {
-        return Err(Failure::Untrusted(format!(
-            "{reference}: the component the registry served does not match the manifest's digest {}; refusing it",
-            layer.digest
-        )));
+    let (layer, signature) =
+        layout::artifact_of(reference, &manifest).map_err(Failure::Untrusted)?;
+    let bytes = pull_layer(&client, reference, &layer).await?;
+    let mut kept = cache
+        .write(&manifest)
+        .and_then(|_| cache.write(&bytes))
+        .map(drop);
+    // What a tag names is remembered only when the registry was asked
+    // about the tag, not when a digest was.
+    if reference.digest.is_none() {
+        kept = kept.and_then(|_| cache.remember_tag(reference, &digest));
     }
-    let cached = cache.write(&manifest).and_then(|_| cache.write(&bytes));
-    let remembered = match &reference.tag {
-        Some(_) => cached.and_then(|_| cache.remember_tag(reference, &digest)),
-        None => cached.map(drop),
-    };
-    if let Err(err) = remembered {
+    let cache_problem = kept.err().map(|err| {
         tracing::warn!(error = %err, "could not cache a pulled plugin; the next start needs the registry");
-    }
+        err.to_string()
+    });
     Ok(Pulled {
         bytes,
         signature,
@@ -313,79 +306,54 @@ async fn pull_from_registry(reference: &Reference, cache: &BlobCache) -> Result<
             pinned: reference.pinned(&digest),
             from_cache: None,
         },
+        cache_problem,
     })
 }
 
-/// A signature file as the annotation carries it.
-pub fn encode_signature(text: &str) -> String {
-    use base64::Engine as _;
-    base64::engine::general_purpose::STANDARD.encode(text)
-}
-
-fn decode_signature(encoded: &str) -> Option<String> {
-    use base64::Engine as _;
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(encoded.trim())
-        .ok()?;
-    String::from_utf8(bytes).ok()
-}
-
-/// The wasm artifact config of a component: its top-level imports and
-/// exports, as the layout asks.
-fn artifact_config(bytes: &[u8], layer_digest: &str) -> Result<Vec<u8>, String> {
-    let (imports, exports) = component_interface(bytes)?;
-    let created = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-    let config = serde_json::json!({
-        "created": created,
-        "author": null,
-        "architecture": "wasm",
-        "os": "wasip2",
-        "layerDigests": [layer_digest],
-        "component": { "exports": exports, "imports": imports, "target": null },
-    });
-    Ok(serde_json::to_vec(&config).expect("JSON values serialize"))
-}
-
-/// The names a component imports and exports at its top level.
-fn component_interface(bytes: &[u8]) -> Result<(Vec<String>, Vec<String>), String> {
-    use wasmparser::{Encoding, Parser, Payload};
-    let not_component =
-        || "it is not a WebAssembly component (build policies for wasm32-wasip2)".to_string();
-    let (mut imports, mut exports) = (Vec::new(), Vec::new());
-    let mut depth = 0usize;
-    for payload in Parser::new(0).parse_all(bytes) {
-        let payload = payload.map_err(|err| format!("it is not valid WebAssembly ({err})"))?;
-        match payload {
-            Payload::Version { encoding, .. } => {
-                if depth == 0 && encoding != Encoding::Component {
-                    return Err(not_component());
-                }
-                depth += 1;
+/// The component's bytes, read no further than its manifest says, and
+/// checked against its digest.
+async fn pull_layer(
+    client: &oci_client::Client,
+    reference: &Reference,
+    layer: &oci_client::manifest::OciDescriptor,
+) -> Result<Vec<u8>, Failure> {
+    use futures_util::StreamExt as _;
+    use oci_client::errors::DigestError;
+    let mismatch = || {
+        Failure::Untrusted(format!(
+            "{reference}: the component the registry served does not match the manifest's digest {}; refusing it",
+            layer.digest
+        ))
+    };
+    let declared = usize::try_from(layer.size).unwrap_or(0);
+    let mut stream = client
+        .pull_blob_stream(&reference.to_client(), layer)
+        .await
+        .map_err(|err| failure(reference, err, "component"))?;
+    let mut bytes = Vec::with_capacity(declared);
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|err| {
+            // The stream checks the digest at its end, as an I/O error.
+            let digest = err.get_ref().and_then(|e| e.downcast_ref::<DigestError>());
+            match digest {
+                Some(_) => mismatch(),
+                None => failure(reference, err.into(), "component"),
             }
-            Payload::End(_) => depth = depth.saturating_sub(1),
-            Payload::ComponentImportSection(section) if depth == 1 => {
-                for import in section {
-                    let import = import.map_err(|err| format!("bad import section ({err})"))?;
-                    imports.push(import.name.name.to_string());
-                }
-            }
-            Payload::ComponentExportSection(section) if depth == 1 => {
-                for export in section {
-                    let export = export.map_err(|err| format!("bad export section ({err})"))?;
-                    exports.push(export.name.name.to_string());
-                }
-            }
-            _ => {}
+        })?;
+        if bytes.len() + chunk.len() > declared {
+            return Err(mismatch());
         }
+        bytes.extend_from_slice(&chunk);
     }
-    if depth != 0 || (imports.is_empty() && exports.is_empty()) {
-        return Err(not_component());
+    if sha256_digest(&bytes) != layer.digest {
+        return Err(mismatch());
     }
-    Ok((imports, exports))
+    Ok(bytes)
 }
 
 /// Push a component (and its signature file, if given) to `reference` (a
-/// tag); the reference pinned to the pushed manifest's digest.
+/// tag); the reference pinned to the pushed manifest's digest, computed
+/// here from the bytes sent (not taken from the registry's word).
 pub fn push(
     bytes: &[u8],
     signature: Option<&str>,
@@ -397,7 +365,7 @@ pub fn push(
         ));
     }
     let layer_digest = sha256_digest(bytes);
-    let config = artifact_config(bytes, &layer_digest)?;
+    let config = layout::artifact_config(bytes, &layer_digest)?;
     let layers = vec![ImageLayer::new(
         bytes.to_vec(),
         LAYER_MEDIA_TYPE.to_string(),
@@ -408,52 +376,45 @@ pub fn push(
         media_type: CONFIG_MEDIA_TYPE.to_string(),
         annotations: None,
     };
-    let annotations = signature
-        .map(|text| BTreeMap::from([(SIGNATURE_ANNOTATION.to_string(), encode_signature(text))]));
+    let annotations = signature.map(|text| {
+        BTreeMap::from([(
+            SIGNATURE_ANNOTATION.to_string(),
+            layout::encode_signature(text),
+        )])
+    });
     let mut manifest = OciImageManifest::build(&layers, &config, annotations);
     manifest.media_type = Some(OCI_IMAGE_MEDIA_TYPE.to_string());
-    blocking(async {
+    let body = serde_json::to_vec(&manifest).expect("a manifest serializes");
+    let digest = sha256_digest(&body);
+    let pushed = blocking(async {
+        let refused = |err| Failure::Refused(registry_error(reference, err));
         let client = client(reference);
-        let auth: RegistryAuth = credentials::for_registry(&reference.registry)?;
+        let auth: RegistryAuth =
+            credentials::for_registry(&reference.registry).map_err(Failure::Refused)?;
         let image = reference.to_client();
         client
-            .push(&image, &layers, config, &auth, Some(manifest))
+            .store_auth_if_needed(image.resolve_registry(), &auth)
+            .await;
+        for (data, digest) in [
+            (layers[0].data.clone(), layer_digest.as_str()),
+            (config.data.clone(), manifest.config.digest.as_str()),
+        ] {
+            client
+                .push_blob(&image, data, digest)
+                .await
+                .map_err(refused)?;
+        }
+        let content_type = OCI_IMAGE_MEDIA_TYPE.parse().expect("a valid header value");
+        client
+            .push_manifest_raw(&image, body, content_type)
             .await
-            .map_err(|err| registry_error(reference, err))?;
-        let digest = client
-            .fetch_manifest_digest(&image, &auth)
-            .await
-            .map_err(|err| registry_error(reference, err))?;
-        Ok(reference.pinned(&digest))
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_a_component_has_an_artifact_config() {
-        let core_module = b"\0asm\x01\0\0\0";
-        assert!(
-            component_interface(core_module)
-                .unwrap_err()
-                .contains("not a WebAssembly component")
-        );
-        assert!(
-            component_interface(b"not wasm")
-                .unwrap_err()
-                .contains("not valid WebAssembly")
-        );
-    }
-
-    #[test]
-    fn a_manifest_without_the_wasm_layout_is_refused() {
-        let reference = Reference::parse("oci://127.0.0.1:1/a:b").unwrap();
-        let image = br#"{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json",
-            "config":{"mediaType":"application/vnd.oci.image.config.v1+json","size":2,"digest":"sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"},
-            "layers":[]}"#;
-        let err = artifact_of(&reference, image).unwrap_err();
-        assert!(err.contains("not a wasm component artifact"), "{err}");
+            .map_err(refused)?;
+        Ok(())
+    });
+    match pushed {
+        Ok(()) => Ok(reference.pinned(&digest)),
+        Err(Failure::Unreachable(why) | Failure::Refused(why) | Failure::Untrusted(why)) => {
+            Err(why)
+        }
     }
 }

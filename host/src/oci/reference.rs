@@ -34,13 +34,9 @@ impl Reference {
         let (registry, path) = name
             .split_once('/')
             .ok_or_else(|| format!("`{text}` names no repository; {SHAPE}"))?;
-        if registry.is_empty()
-            || !registry
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']'))
-        {
+        if !is_registry(registry) {
             return Err(format!(
-                "`{text}`: `{registry}` is not a registry host; {SHAPE}"
+                "`{text}`: `{registry}` is not a registry host (HOST or HOST:PORT, lowercase); {SHAPE}"
             ));
         }
         // A tag follows the last `:` after the last `/`.
@@ -49,8 +45,13 @@ impl Reference {
             Some((_, tag)) => (&path[..path.len() - tag.len() - 1], Some(tag)),
             None => (path, None),
         };
+        // The distribution spec's path components: lowercase alphanumerics
+        // joined by `.`, `_` or `-`; never `.` or `..` alone.
         let component_ok = |part: &str| {
-            !part.is_empty()
+            let edge =
+                |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+            edge(part.chars().next())
+                && edge(part.chars().last())
                 && part
                     .chars()
                     .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "._-".contains(c))
@@ -61,14 +62,18 @@ impl Reference {
             ));
         }
         if let Some(tag) = tag
-            && (tag.is_empty()
-                || tag.len() > 128
+            && (tag.len() > 128
+                || !tag
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
                 || !tag
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)))
         {
             return Err(format!(
-                "`{text}`: the tag `{tag}` must be 1 to 128 letters, digits, `.`, `_`, `-`"
+                "`{text}`: the tag `{tag}` must be 1 to 128 letters, digits, `.`, `_`, `-`, not \
+                 starting with `.` or `-`"
             ));
         }
         if let Some(digest) = digest
@@ -142,6 +147,34 @@ impl Reference {
     }
 }
 
+/// `host[:port]`: a lowercase DNS name or IPv4 address, or `[IPv6]`, and
+/// an optional port.
+fn is_registry(text: &str) -> bool {
+    let (host, port) = match text.strip_prefix('[') {
+        Some(rest) => match rest.split_once(']') {
+            Some((v6, port)) if v6.parse::<std::net::Ipv6Addr>().is_ok() => ("v6", port),
+            _ => return false,
+        },
+        None => match text.find(':') {
+            Some(colon) => text.split_at(colon),
+            None => (text, ""),
+        },
+    };
+    let port_ok = port.is_empty()
+        || port
+            .strip_prefix(':')
+            .is_some_and(|p| !p.is_empty() && p.parse::<u16>().is_ok());
+    let host_ok = host.split('.').all(|label| {
+        !label.is_empty()
+            && !label.starts_with('-')
+            && !label.ends_with('-')
+            && label
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+    });
+    port_ok && host_ok
+}
+
 /// 64 hex digits: a sha256 digest's hex part.
 pub(crate) fn is_sha256_hex(text: &str) -> bool {
     text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit())
@@ -198,6 +231,14 @@ mod tests {
             ("oci://ghcr.io/a:b@sha256:12", "64 hex digits"),
             ("oci://ghcr.io/a:b c", "the tag"),
             ("oci://gh cr.io/a:b", "not a registry host"),
+            ("oci://GHCR.io/a:b", "not a registry host"),
+            ("oci://ghcr.io:/a:b", "not a registry host"),
+            ("oci://[::1/a:b", "not a registry host"),
+            ("oci://ghcr.io/../a:b", "must be lowercase"),
+            ("oci://ghcr.io/a/./b:c", "must be lowercase"),
+            ("oci://ghcr.io/-a:b", "must be lowercase"),
+            ("oci://ghcr.io/a:.b", "the tag"),
+            ("oci://ghcr.io/a:", "the tag"),
         ] {
             let err = Reference::parse(text).unwrap_err();
             assert!(err.contains(says), "{text}: {err}");

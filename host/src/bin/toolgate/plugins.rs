@@ -130,12 +130,28 @@ pub fn pull(
     if let Some(out) = out {
         std::fs::write(out, &pulled.bytes)
             .with_context(|| format!("cannot write {}", out.display()))?;
-        if let Some(signature) = &pulled.signature {
-            std::fs::write(sig_path(out), signature)?;
+        let sig = sig_path(out);
+        match &pulled.signature {
+            Some(signature) => std::fs::write(&sig, signature)?,
+            // An older FILE.sig must not pass for this file's.
+            None => match std::fs::remove_file(&sig) {
+                Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(err)
+                        .with_context(|| format!("cannot remove the old {}", sig.display()));
+                }
+                _ => {}
+            },
         }
     }
     println!("{}", pulled.origin.pinned);
-    eprintln!("{}, kept in {}", pulled.origin, cache.display());
+    match &pulled.cache_problem {
+        None => eprintln!("{}, kept in {}", pulled.origin, cache.display()),
+        Some(problem) => eprintln!(
+            "{}, but not kept in {} ({problem}): a host starting without the registry will not find it",
+            pulled.origin,
+            cache.display()
+        ),
+    }
     Ok(ExitCode::SUCCESS)
 }
 
