@@ -598,3 +598,269 @@ fn a_daemon_that_stopped_is_started_again_by_the_gateway() {
         "running again"
     );
 }
+
+/// Run `tests/mcp/fidelity.cjs` with `spec`; its report.
+fn fidelity(setup: &Setup, modules: &Path, spec: &Value) -> Value {
+    let spec_file = setup.dir.path().join("fidelity-spec.json");
+    std::fs::write(&spec_file, spec.to_string()).unwrap();
+    let output = Command::new("node")
+        .arg(tests_dir().join("fidelity.cjs"))
+        .arg(&spec_file)
+        .env("NODE_PATH", modules)
+        .output()
+        .expect("node runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "the MCP client failed: {stderr}");
+    serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|err| panic!("client output is not JSON ({err}); stderr: {stderr}"))
+}
+
+/// The gateway's command line in front of server-everything.
+fn gateway_args(setup: &Setup, modules: &Path) -> Vec<String> {
+    vec![
+        "--config".into(),
+        setup.dir.path().join("toolgate.toml").display().to_string(),
+        "--store".into(),
+        setup.store().display().to_string(),
+        "mcp".into(),
+        "--name".into(),
+        "everything".into(),
+        "--".into(),
+        modules.join(EVERYTHING.1).display().to_string(),
+        "stdio".into(),
+    ]
+}
+
+/// The calls the daemon decided: (tool, verdict), oldest first.
+fn decided(setup: &Setup) -> Vec<(String, String)> {
+    let log = Client::new(setup.socket())
+        .call(&DaemonRequest::Log {
+            filter: Default::default(),
+            limit: 200,
+        })
+        .unwrap();
+    log.as_array()
+        .unwrap()
+        .iter()
+        .map(|row| {
+            let entry = &row["entry"];
+            (
+                entry["tool"].as_str().unwrap_or_default().to_string(),
+                entry["verdict"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// A step's result with a server's JSON echo (`Raw result: {…}`) parsed,
+/// so that key order, which JSON does not define, does not count; and
+/// without the progress seen, since a notification that arrives after its
+/// request's result may be missed by the client either way.
+fn same_json_objects(seen: &Value) -> Value {
+    let mut seen = seen.clone();
+    if let Some(step) = seen.as_object_mut() {
+        step.remove("progress");
+    }
+    let Some(text) = seen["text"].as_str() else {
+        return seen;
+    };
+    match text.split_once("Raw result: ") {
+        Some((head, raw)) => json!({
+            "isError": seen["isError"],
+            "text": head,
+            "raw": serde_json::from_str::<Value>(raw).unwrap_or(Value::String(raw.into())),
+        }),
+        None => seen,
+    }
+}
+
+/// With a config that allows everything, a client sees through the gateway
+/// what it sees talking to the server directly: the server's requests
+/// (sampling, elicitation, roots) reach the client and its answers the
+/// server, progress arrives under the client's own token, logging and its
+/// level pass both ways, and resources, prompts and completions are there.
+/// Each server-to-client request and each resource read and prompt was
+/// decided by the policies on the way.
+#[test]
+fn what_works_directly_works_through_the_gateway() {
+    let Some(modules) = common::npm::node_modules(&[SDK, EVERYTHING]) else {
+        return;
+    };
+    let setup = Setup::new(
+        "[plugins.lease-gate.config.actions.\"mcp:everything/*\"]\neffects = [\"read-local\"]\n",
+    );
+    let server = modules.join(EVERYTHING.1).display().to_string();
+    let direct = fidelity(
+        &setup,
+        &modules,
+        &json!({"command": server, "args": ["stdio"]}),
+    );
+    let through = fidelity(
+        &setup,
+        &modules,
+        &json!({"command": BIN, "args": gateway_args(&setup, &modules)}),
+    );
+    // Every step that works directly works through the gateway, and sees
+    // the same (the tool list is the server's own).
+    let steps = direct["steps"].as_object().unwrap();
+    assert!(steps.len() >= 11, "{direct}");
+    for (step, seen) in steps {
+        assert!(
+            seen.get("ok").is_some(),
+            "{step} fails even directly: {seen}"
+        );
+        let via = &through["steps"][step];
+        assert!(
+            via.get("ok").is_some(),
+            "{step} fails through the gateway: {via}"
+        );
+        if step != "logging" {
+            assert_eq!(
+                same_json_objects(&via["ok"]),
+                same_json_objects(&seen["ok"]),
+                "{step} differs through the gateway"
+            );
+        }
+    }
+    for relayed in ["sampled", "elicited"] {
+        assert_eq!(through[relayed], direct[relayed], "{relayed}");
+        assert_eq!(
+            through[relayed].as_array().map(Vec::len),
+            Some(1),
+            "{through}"
+        );
+    }
+    assert!(through["rootsAsked"].as_u64() >= Some(1), "{through}");
+    let progress = through["steps"]["progress"]["ok"]["progress"]
+        .as_array()
+        .unwrap();
+    assert!(
+        !progress.is_empty(),
+        "progress reaches the client under its token: {through}"
+    );
+    assert!(
+        through["logs"].as_array().is_some_and(|l| !l.is_empty()),
+        "{through}"
+    );
+    assert_eq!(through["server"]["name"], "toolgate(everything)");
+    assert_eq!(through["server"]["version"], env!("CARGO_PKG_VERSION"));
+
+    let decided = decided(&setup);
+    for method in [
+        "sampling/createMessage",
+        "elicitation/create",
+        "roots/list",
+        "resources/read",
+        "prompts/get",
+    ] {
+        assert!(
+            decided.contains(&(method.to_string(), "allow".to_string())),
+            "{method} was decided: {decided:?}"
+        );
+    }
+}
+
+/// With the bundled default config, a resource read and a server's
+/// sampling request are accesses the policies have not been told of: each
+/// pauses for a person, and the real client reads why.
+#[test]
+fn with_the_default_config_a_resource_read_and_a_sampling_request_reach_the_policies() {
+    let Some(modules) = common::npm::node_modules(&[SDK, EVERYTHING]) else {
+        return;
+    };
+    let setup = Setup::new(
+        "[plugins.lease-gate.config.actions.\"mcp:everything/trigger-sampling-request\"]\n\
+         effects = [\"read-local\"]\n",
+    );
+    let through = fidelity(
+        &setup,
+        &modules,
+        &json!({"command": BIN, "args": gateway_args(&setup, &modules)}),
+    );
+    let read = through["steps"]["read"]["error"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        read.contains("toolgate paused this call") && read.contains("resources/read"),
+        "{through}"
+    );
+    let sampling = &through["steps"]["sampling"]["ok"];
+    assert_eq!(sampling["isError"], true, "{through}");
+    assert!(
+        sampling["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("toolgate paused this call")),
+        "the server's sampling request was refused, and the client reads why: {through}"
+    );
+    assert_eq!(
+        through["sampled"],
+        json!([]),
+        "the client was never asked to sample"
+    );
+    let decided = decided(&setup);
+    for method in ["resources/read", "sampling/createMessage"] {
+        assert!(
+            decided.contains(&(method.to_string(), "pause".to_string())),
+            "{method} paused: {decided:?}"
+        );
+    }
+}
+
+/// Over HTTP, a request from the gateway's own loopback origin is served
+/// (the transport spec's DNS-rebinding guidance allows it) and one from any
+/// other origin is refused, as is a foreign `Host`.
+#[test]
+fn over_http_only_the_gateways_own_origin_is_served() {
+    let Some(modules) = common::npm::node_modules(&[SDK, EVERYTHING]) else {
+        return;
+    };
+    let setup = setup();
+    let gateway = http_gateway(&setup, &modules, "127.0.0.1:0", &[]).unwrap();
+    let port = gateway
+        .url
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches("/mcp");
+    let initialize = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "origin-test", "version": "1"}},
+    });
+    let status = |origin: Option<&str>, host: Option<&str>| {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let mut request = agent
+            .post(&gateway.url)
+            .header("Accept", "application/json, text/event-stream")
+            .header("Content-Type", "application/json");
+        if let Some(origin) = origin {
+            request = request.header("Origin", origin);
+        }
+        if let Some(host) = host {
+            request = request.header("Host", host);
+        }
+        request
+            .send(initialize.to_string())
+            .unwrap()
+            .status()
+            .as_u16()
+    };
+    assert_eq!(status(None, None), 200, "a client that is not a browser");
+    for own in [
+        format!("http://127.0.0.1:{port}"),
+        format!("http://localhost:{port}"),
+    ] {
+        assert_eq!(status(Some(&own), None), 200, "{own}");
+    }
+    for foreign in [
+        "http://evil.example".to_string(),
+        format!("http://127.0.0.1:{}", port.parse::<u16>().unwrap() + 1),
+        "null".into(),
+    ] {
+        assert_eq!(status(Some(&foreign), None), 403, "{foreign}");
+    }
+    assert_eq!(status(None, Some("evil.example")), 403, "a foreign Host");
+}

@@ -1,15 +1,16 @@
 //! The gateway over MCP's streamable HTTP transport, at `/mcp` on a
 //! loopback address: each client session is a gateway session of its own
-//! (its own toolgate session and thread), all sharing one connection to
-//! the real server.
+//! (its own toolgate session and thread, and its own connections to the
+//! real servers, started when it initializes).
 //!
 //! Any local process can connect to a loopback port, the agent included.
 //! Calls through it are decided like any other, but answering an
 //! elicitation resolves a pause: so when the gateway holds the `mcp`
 //! channel's token, clients must present a token of their own
 //! (`Authorization: Bearer …`), or the agent could connect and approve its
-//! own calls. Browsers are refused (any `Origin` header), and the `Host`
-//! header must name a loopback host (DNS rebinding).
+//! own calls. An `Origin` header other than the gateway's own loopback
+//! origin is refused (a web page elsewhere), and the `Host` header must
+//! name a loopback host (DNS rebinding).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -24,7 +25,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
-use super::{DaemonLink, Gateway, GatewayOptions, Upstreams, new_session_id};
+use super::{DaemonLink, Gateway, GatewayOptions, ServerCommand, new_session_id};
 use crate::daemon::peer::constant_time_eq;
 use crate::error::{Error, Result};
 
@@ -50,7 +51,7 @@ impl HttpServer {
     /// token (see the module docs). Refuses non-loopback addresses.
     pub fn new(
         listener: tokio::net::TcpListener,
-        upstreams: Arc<Upstreams>,
+        servers: Arc<[ServerCommand]>,
         daemon: DaemonLink,
         options: Arc<GatewayOptions>,
         client_token: Option<String>,
@@ -71,12 +72,22 @@ impl HttpServer {
                     .into(),
             ));
         }
-        let config = StreamableHttpServerConfig::default().enforce_origin_validation();
+        // Origin as the transport spec says: a browser page may talk to the
+        // gateway only from the gateway's own origin (which serves no page),
+        // never from another site (DNS rebinding, a drive-by page).
+        let port = address.port();
+        let config = StreamableHttpServerConfig::default()
+            .with_allowed_origins([
+                format!("http://127.0.0.1:{port}"),
+                format!("http://localhost:{port}"),
+                format!("http://[::1]:{port}"),
+            ])
+            .enforce_origin_validation();
         let service = StreamableHttpService::new(
             move || {
                 let session = new_session_id();
                 let gateway =
-                    Gateway::new(upstreams.clone(), daemon.clone(), options.clone(), session);
+                    Gateway::new(servers.clone(), daemon.clone(), options.clone(), session);
                 Ok(gateway)
             },
             Arc::new(LocalSessionManager::default()),

@@ -1,21 +1,31 @@
 //! The MCP gateway: toolgate between an MCP client and an MCP server.
 //!
 //! The client talks to the gateway as if it were the server; the gateway
-//! talks to the real server as a client (both on `rmcp`). Every
-//! `tools/call` is decided first, through the store's daemon like every
-//! other adapter:
+//! talks to the real server as a client (both on `rmcp`), started when the
+//! client initializes and offered what that client can do: its protocol
+//! version (the newest with an `initialize` handshake, if it asks for a
+//! newer one), its sampling, elicitation and roots capabilities, and
+//! toolgate's own name and version. Every access is decided first, through
+//! the store's daemon like every other adapter:
 //!
-//! - **allow** forwards the call; the policies' notes are appended to the
-//!   result as text, and the outcome is observed (the PostToolUse
-//!   equivalent);
-//! - **deny** answers a tool result with `isError: true` and the reason, so
-//!   the model reads it; the server never sees the call;
-//! - **pause** asks the person through MCP elicitation when the client
-//!   supports it and the gateway holds the `mcp` channel's token
-//!   (accept approves, decline denies, cancel leaves the gate pending): the
-//!   daemon checks the token like any channel's, and the call is decided
-//!   again and runs only if that now allows it. Otherwise the result is an
-//!   error that says how a person approves it.
+//! - `tools/call`: **allow** forwards the call; the policies' notes are
+//!   appended to the result as text, and the outcome is observed (the
+//!   PostToolUse equivalent); **deny** answers a tool result with
+//!   `isError: true` and the reason, so the model reads it, and the server
+//!   never sees the call; **pause** asks the person through MCP
+//!   elicitation when the client supports it and the gateway holds the
+//!   `mcp` channel's token (accept approves, decline denies, cancel leaves
+//!   the gate pending): the daemon checks the token like any channel's, and
+//!   the call is decided again and runs only if that now allows it.
+//!   Otherwise the result is an error that says how a person approves it.
+//! - `resources/read`, `resources/subscribe`, `prompts/get` from the client,
+//!   and `sampling/createMessage`, `elicitation/create`, `roots/list` from
+//!   the server: decided the same way, under the method's name with its
+//!   parameters as arguments; what is not allowed is answered with an
+//!   error holding the reason (see [`server`], [`relay`]).
+//! - Listings, completions, `logging/setLevel`, and the server's
+//!   notifications (progress under the client's own token, log messages,
+//!   list changes, resource updates) pass through.
 //!
 //! Mapping: the tool keeps its name, with the origin `mcp(SERVER)`
 //! (`SERVER` from `--name`, else the server's own `serverInfo.name` with
@@ -28,22 +38,17 @@
 //! execution mode is the operator's (`--client-mode`, default interactive).
 //!
 //! Over stdio one gateway process serves one client; over streamable HTTP
-//! ([`http`]) each client session is a session of its own, and they share
-//! the one connection to the server.
-//!
-//! Only tools are forwarded: the server's resources and prompts are not
-//! offered to the client, because no policy checks them.
+//! ([`http`]) each client session is a session of its own, with its own
+//! connections to the servers.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
-    ElicitationAction, ElicitationSchema, ErrorData as McpError, ListToolsResult,
-    PaginatedRequestParams, ServerConfig,
+    ElicitationAction, ElicitationSchema, ErrorData as McpError,
 };
-use rmcp::service::{ElicitationMode, Peer, RequestContext, RoleServer};
+use rmcp::service::{ElicitationMode, Peer, RoleServer};
 use serde_json::{Value, json};
 
 use crate::daemon::launch::Launcher;
@@ -55,9 +60,12 @@ use crate::hooks::{how_to_approve, outcome_of};
 use crate::request::{Mode, Origin, ToolRequest};
 
 pub mod http;
+mod relay;
+mod server;
 mod upstream;
 
-pub use upstream::{Upstream, Upstreams};
+pub use relay::Relay;
+pub use upstream::{ServerCommand, Upstream, Upstreams};
 
 /// The channel name of pauses raised and resolved through MCP.
 pub const CHANNEL: &str = "mcp";
@@ -138,53 +146,39 @@ impl DaemonLink {
     }
 }
 
-/// One client session of the gateway: the MCP server side the client
-/// talks to.
-#[derive(Clone)]
-pub struct Gateway {
-    upstreams: Arc<Upstreams>,
+/// What decides for one client session: the daemon, the operator's
+/// options, the session (and thread) and its one turn. The client's side
+/// ([`Gateway`]) and each server's ([`Relay`]) decide through it.
+pub(crate) struct Session {
     daemon: DaemonLink,
     options: Arc<GatewayOptions>,
-    session: String,
-    turn: Arc<tokio::sync::OnceCell<u64>>,
+    id: String,
+    turn: tokio::sync::OnceCell<u64>,
 }
 
-impl Gateway {
-    /// A client session `session` (also its thread) in front of the servers.
-    pub fn new(
-        upstreams: Arc<Upstreams>,
-        daemon: DaemonLink,
-        options: Arc<GatewayOptions>,
-        session: String,
-    ) -> Self {
-        Self {
-            upstreams,
-            daemon,
-            options,
-            session,
-            turn: Arc::default(),
-        }
-    }
+/// A decision on something one side asked of the other, and the request
+/// it was made on.
+pub(crate) struct Decided {
+    pub request: ToolRequest,
+    pub decision: Decision,
+}
 
+impl Session {
     /// The session's turn: started in the daemon at its first call.
     async fn turn(&self) -> Result<u64> {
         let started = self.turn.get_or_try_init(|| async {
-            let session = self.session.clone();
+            let session = self.id.clone();
             let turn = blocking(self.daemon.clone(), DaemonRequest::NextTurn { session }).await?;
             Ok::<_, Error>(turn.as_u64().unwrap_or(0))
         });
         started.await.copied()
     }
 
-    fn request(&self, server: &str, params: &CallToolRequestParams, turn: u64) -> ToolRequest {
-        let arguments = params
-            .arguments
-            .clone()
-            .map_or_else(|| json!({}), Value::Object);
-        let mut request = ToolRequest::new(params.name.to_string(), arguments);
+    fn request(&self, server: &str, tool: &str, arguments: Value, turn: u64) -> ToolRequest {
+        let mut request = ToolRequest::new(tool.to_string(), arguments);
         request.origin = Origin::Mcp(server.to_string());
         request.call_id = Some(random_id());
-        request.session_id = self.session.clone();
+        request.session_id = self.id.clone();
         request.channel = CHANNEL.into();
         request.turn = turn;
         request.mode = self.options.mode;
@@ -204,6 +198,37 @@ impl Gateway {
         .await?;
         serde_json::from_value(answer)
             .map_err(|err| Error::Request(format!("the daemon's decision is malformed: {err}")))
+    }
+
+    /// Decide on `tool` (a tool's name, or an MCP method such as
+    /// `resources/read`) with `arguments`, from `server`: asked of the
+    /// person in the client (`client`) when it pauses and the gateway may,
+    /// then decided again.
+    pub(crate) async fn decide(
+        &self,
+        client: &Peer<RoleServer>,
+        server: &str,
+        tool: &str,
+        arguments: Value,
+    ) -> Result<Decided> {
+        let request = self.request(server, tool, arguments, self.turn().await?);
+        let mut decision = self.evaluate(&request).await?;
+        if decision.verdict == Verdict::Pause && self.elicit(client, server, &decision).await? {
+            decision = self.evaluate(&request).await?;
+        }
+        Ok(Decided { request, decision })
+    }
+
+    /// Record what happened to a call that ran.
+    async fn observe(&self, request: ToolRequest, outcome: Outcome, summary: String) {
+        let observe = DaemonRequest::Observe {
+            request,
+            outcome,
+            summary,
+        };
+        if let Err(err) = blocking(self.daemon.clone(), observe).await {
+            tracing::warn!(error = %err, "could not record the call's outcome");
+        }
     }
 
     /// Ask the person about a pause; whether the gate was resolved.
@@ -266,59 +291,96 @@ impl Gateway {
         .await?;
         Ok(true)
     }
+}
+
+/// One client session of the gateway: the MCP server side the client
+/// talks to. Its servers are started when the client initializes, so
+/// each is offered what this client can do.
+#[derive(Clone)]
+pub struct Gateway {
+    session: Arc<Session>,
+    servers: Arc<[ServerCommand]>,
+    upstreams: Arc<tokio::sync::OnceCell<Arc<Upstreams>>>,
+}
+
+impl Gateway {
+    /// A client session `session` (also its thread) in front of `servers`.
+    pub fn new(
+        servers: Arc<[ServerCommand]>,
+        daemon: DaemonLink,
+        options: Arc<GatewayOptions>,
+        session: String,
+    ) -> Self {
+        Self {
+            session: Arc::new(Session {
+                daemon,
+                options,
+                id: session,
+                turn: tokio::sync::OnceCell::new(),
+            }),
+            servers,
+            upstreams: Arc::default(),
+        }
+    }
+
+    /// The session's servers, once the client initialized.
+    fn upstreams(&self) -> std::result::Result<&Arc<Upstreams>, McpError> {
+        self.upstreams.get().ok_or_else(|| {
+            McpError::invalid_request(
+                "initialize first: the gateway starts its servers then",
+                None,
+            )
+        })
+    }
 
     async fn call(
         &self,
         mut params: CallToolRequestParams,
         peer: &Peer<RoleServer>,
     ) -> Result<CallToolResponse> {
-        let Some((upstream, tool)) = self.upstreams.route(&params.name) else {
+        let upstreams = self
+            .upstreams()
+            .map_err(|err| Error::Request(err.message.to_string()))?;
+        let Some((upstream, tool)) = upstreams.route(&params.name) else {
             return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
                 "no server behind this gateway has a tool `{}`",
                 params.name
             ))])
             .into());
         };
-        params.name = tool.into();
-        let request = self.request(upstream.server_name(), &params, self.turn().await?);
-        let mut decision = self.evaluate(&request).await?;
-        if decision.verdict == Verdict::Pause
-            && self.elicit(peer, upstream.server_name(), &decision).await?
-        {
-            decision = self.evaluate(&request).await?;
+        params.name = tool.clone().into();
+        let arguments = params
+            .arguments
+            .clone()
+            .map_or_else(|| json!({}), Value::Object);
+        let Decided { request, decision } = self
+            .session
+            .decide(peer, upstream.server_name(), &tool, arguments)
+            .await?;
+        if decision.verdict != Verdict::Allow {
+            return Ok(refusal(&decision).into());
         }
-        match decision.verdict {
-            Verdict::Deny => Ok(refusal(&decision, "denied").into()),
-            Verdict::Pause => Ok(refusal(&decision, "paused").into()),
-            Verdict::Allow => {
-                let response = upstream.call(params, self.options.call_timeout).await;
-                let (outcome, summary) = match &response {
-                    Ok(CallToolResponse::Complete(result)) => {
-                        outcome_of(Some(&serde_json::to_value(result).unwrap_or_default()))
-                    }
-                    Ok(_) => (Outcome::Succeeded, String::new()),
-                    Err(err) => (Outcome::Failed, err.to_string()),
-                };
-                let observe = DaemonRequest::Observe {
-                    request,
-                    outcome,
-                    summary,
-                };
-                if let Err(err) = blocking(self.daemon.clone(), observe).await {
-                    tracing::warn!(error = %err, "could not record the call's outcome");
-                }
-                Ok(match response {
-                    Ok(CallToolResponse::Complete(mut result)) => {
-                        result
-                            .content
-                            .extend(notes(&decision).map(ContentBlock::text));
-                        result.into()
-                    }
-                    Ok(other) => other,
-                    Err(err) => CallToolResult::error(vec![ContentBlock::text(err)]).into(),
-                })
+        let response = upstream
+            .call(params, self.session.options.call_timeout)
+            .await;
+        let (outcome, summary) = match &response {
+            Ok(CallToolResponse::Complete(result)) => {
+                outcome_of(Some(&serde_json::to_value(result).unwrap_or_default()))
             }
-        }
+            Ok(_) => (Outcome::Succeeded, String::new()),
+            Err(err) => (Outcome::Failed, err.to_string()),
+        };
+        self.session.observe(request, outcome, summary).await;
+        Ok(match response {
+            Ok(CallToolResponse::Complete(mut result)) => {
+                result
+                    .content
+                    .extend(notes(&decision).map(ContentBlock::text));
+                result.into()
+            }
+            Ok(other) => other,
+            Err(err) => CallToolResult::error(vec![ContentBlock::text(err)]).into(),
+        })
     }
 }
 
@@ -330,14 +392,36 @@ fn notes(decision: &Decision) -> Option<String> {
     })
 }
 
-/// A tool result for a call that did not run.
-fn refusal(decision: &Decision, what: &str) -> CallToolResult {
+/// Why a call or request did not go through, and how a person approves
+/// it.
+fn refusal_reason(decision: &Decision) -> String {
+    let what = if decision.verdict == Verdict::Pause {
+        "paused"
+    } else {
+        "denied"
+    };
     let mut text = format!(
         "toolgate {what} this call: {}",
         decision.reason.as_deref().unwrap_or("no reason given")
     );
     text.push_str(&how_to_approve(decision));
-    let mut content = vec![ContentBlock::text(text)];
+    text
+}
+
+/// [`refusal_reason`] and the policies' notes, as one text (for an error
+/// rather than a tool result).
+pub(crate) fn refusal_text(decision: &Decision) -> String {
+    let mut text = refusal_reason(decision);
+    if let Some(notes) = notes(decision) {
+        text.push_str("\n\n");
+        text.push_str(&notes);
+    }
+    text
+}
+
+/// A tool result for a call that did not run.
+fn refusal(decision: &Decision) -> CallToolResult {
+    let mut content = vec![ContentBlock::text(refusal_reason(decision))];
     content.extend(notes(decision).map(ContentBlock::text));
     CallToolResult::error(content)
 }
@@ -347,37 +431,4 @@ async fn blocking(daemon: DaemonLink, request: DaemonRequest) -> Result<Value> {
     tokio::task::spawn_blocking(move || daemon.call(&request))
         .await
         .map_err(|err| Error::Request(format!("the daemon request was cancelled: {err}")))?
-}
-
-impl ServerHandler for Gateway {
-    fn get_info(&self) -> ServerConfig {
-        self.upstreams.info().clone()
-    }
-
-    async fn list_tools(
-        &self,
-        request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> std::result::Result<ListToolsResult, McpError> {
-        let listed = self.upstreams.list_tools(request).await;
-        listed.map_err(|message| McpError::internal_error(message, None))
-    }
-
-    async fn call_tool(
-        &self,
-        request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> std::result::Result<CallToolResponse, McpError> {
-        // toolgate failing must not run the call: answer with the error.
-        Ok(self
-            .call(request, &context.peer)
-            .await
-            .unwrap_or_else(|err| {
-                CallToolResult::error(vec![ContentBlock::text(format!(
-                "toolgate failed, so this call was not run: {err}. Diagnose with `toolgate check` \
-                 on the same call, or rerun the gateway with TOOLGATE_LOG=debug."
-            ))])
-            .into()
-            }))
-    }
 }

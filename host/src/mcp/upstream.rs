@@ -1,50 +1,75 @@
-//! The real MCP servers behind a gateway, shared by every client session.
+//! The real MCP servers behind a gateway session. Each client session
+//! starts its own connections when it initializes, offering each server
+//! what that client can do (see [`Relay`]), so whatever a server sends
+//! toward the client has exactly one client to go to.
 //!
-//! One server: its tools keep their names. Several: each tool is offered
-//! as `SERVER__TOOL` and routed back by that prefix, and each call keeps
-//! its own server as origin, so one gateway can front many servers without
-//! their tools (or their approvals) mixing.
+//! One server: its tools and prompts keep their names. Several: each is
+//! offered as `SERVER__NAME` and routed back by that prefix, and each call
+//! keeps its own server as origin, so one gateway can front many servers
+//! without their tools (or their approvals) mixing. Resources keep their
+//! URIs and go to the server that listed them.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::ServiceExt as _;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ListToolsResult, PaginatedRequestParams,
-    ServerCapabilities, ServerConfig, ServerPeerInfo,
+    CallToolRequest, CallToolRequestParams, CallToolResponse, ClientRequest, Implementation,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, ServerPeerInfo, ServerResult,
 };
-use rmcp::service::{RoleClient, RunningService};
+use rmcp::service::{PeerRequestOptions, RoleClient, RunningService};
+use rmcp::transport::TokioChildProcess;
 
+use super::relay::{ProgressTokens, Relay};
 use crate::error::{Error, Result};
 use crate::request::Origin;
 
 /// Between a server's name and its tool's, when a gateway fronts several.
 pub const SEPARATOR: &str = "__";
 
-/// A connection to one real server.
-pub struct Upstream {
-    service: RunningService<RoleClient, ()>,
-    server: String,
+/// How to start one server: its name in the origin (None: the name it
+/// reports) and its command, which speaks MCP on stdio.
+#[derive(Debug, Clone)]
+pub struct ServerCommand {
+    /// The origin's server name, if the operator gave one.
+    pub name: Option<String>,
+    /// The program and its arguments.
+    pub words: Vec<OsString>,
+    /// Environment variables the server must not inherit (the gateway's
+    /// own tokens).
+    pub withheld: Vec<String>,
 }
 
-impl Upstream {
-    /// Start an MCP session with a server over `transport` (e.g. a child
-    /// process). `name` is the origin's server name; default: the name the
-    /// server reports (see [`Origin::mcp_named`]).
-    pub async fn connect<T, E, A>(transport: T, name: Option<String>) -> Result<Arc<Self>>
-    where
-        T: rmcp::transport::IntoTransport<RoleClient, E, A>,
-        E: std::error::Error + Send + Sync + 'static,
-    {
-        let service = ().serve(transport).await.map_err(|err| {
-            let which = name.as_deref().map_or(String::new(), |n| format!(" `{n}`"));
+impl ServerCommand {
+    /// Start the server and introduce the gateway to it through `relay`.
+    pub(super) async fn connect(&self, relay: Relay) -> Result<Arc<Upstream>> {
+        let program = self.words[0].to_string_lossy().into_owned();
+        let mut command = tokio::process::Command::new(&self.words[0]);
+        command.args(&self.words[1..]);
+        for name in &self.withheld {
+            command.env_remove(name);
+        }
+        let transport = TokioChildProcess::new(command).map_err(|err| {
+            Error::Request(format!("cannot start the MCP server {program:?}: {err}"))
+        })?;
+        let (server_name, progress) = (relay.server.clone(), relay.progress.clone());
+        let service = relay.serve(transport).await.map_err(|err| {
+            let which = self
+                .name
+                .as_deref()
+                .map_or(String::new(), |n| format!(" `{n}`"));
             Error::Request(format!(
-                "the MCP server{which} did not start a session: {err}; check that its command \
-                 runs an MCP server on stdio"
+                "the MCP server{which} ({program:?}) did not start a session: {err}; check that \
+                 its command runs an MCP server on stdio"
             ))
         })?;
         let reported = service.peer().peer_info();
-        let server = name
+        let server = self
+            .name
+            .clone()
             .or_else(|| {
                 let reported = reported.as_ref()?.server_info.as_ref()?;
                 match Origin::mcp_named(&reported.name) {
@@ -54,37 +79,75 @@ impl Upstream {
             })
             .filter(|name| !name.is_empty())
             .unwrap_or_else(|| "mcp".into());
-        Ok(Arc::new(Self { service, server }))
+        let _ = server_name.set(server.clone());
+        Ok(Arc::new(Upstream {
+            service,
+            server,
+            progress,
+        }))
     }
+}
 
+/// A connection to one real server.
+pub struct Upstream {
+    service: RunningService<RoleClient, Relay>,
+    server: String,
+    progress: Arc<ProgressTokens>,
+}
+
+impl Upstream {
     /// The server name used as the calls' origin.
     pub fn server_name(&self) -> &str {
         &self.server
+    }
+
+    /// The server's side of the connection.
+    pub(super) fn peer(&self) -> &rmcp::Peer<RoleClient> {
+        self.service.peer()
     }
 
     fn reported(&self) -> Option<Arc<ServerPeerInfo>> {
         self.service.peer().peer_info()
     }
 
-    /// Forward a call; a failure as a message for the model.
+    /// Forward a call, its progress (if the client asked for it) relayed
+    /// under the client's own token; a failure as a message for the model.
     pub(super) async fn call(
         &self,
-        params: CallToolRequestParams,
+        mut params: CallToolRequestParams,
         timeout: Duration,
     ) -> std::result::Result<CallToolResponse, String> {
         let name = params.name.clone();
         let server = &self.server;
-        let call = self.service.peer().call_tool_once(params);
-        match tokio::time::timeout(timeout, call).await {
-            Ok(Ok(response)) => Ok(response),
-            Ok(Err(rmcp::ServiceError::TransportClosed)) => Err(format!(
-                "the MCP server `{server}` closed its connection (it exited or crashed) during \
-                 or before `{name}`; its log is on the gateway's stderr. Restart the gateway to \
-                 start it again"
+        let clients_token = params.meta.as_ref().and_then(|m| m.get_progress_token());
+        if let Some(meta) = params.meta.as_mut() {
+            meta.0.remove("progressToken");
+        }
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let sent = self
+            .peer()
+            .send_request_with_option(request, PeerRequestOptions::no_options())
+            .await;
+        let handle = match sent {
+            Ok(handle) => handle,
+            Err(err) => return Err(self.failed(&name, err)),
+        };
+        let ours = handle.progress_token.clone();
+        if let Some(token) = clients_token {
+            self.progress.insert(ours.clone(), token);
+        }
+        let answer = tokio::time::timeout(timeout, handle.await_response()).await;
+        self.progress.remove(&ours);
+        match answer {
+            Ok(Ok(ServerResult::CallToolResult(result))) => Ok(CallToolResponse::Complete(result)),
+            Ok(Ok(ServerResult::CreateTaskResult(task))) => Ok(CallToolResponse::Task(task)),
+            Ok(Ok(ServerResult::InputRequiredResult(input))) => {
+                Ok(CallToolResponse::InputRequired(input))
+            }
+            Ok(Ok(_)) => Err(format!(
+                "the MCP server `{server}` answered `{name}` with something other than a tool result"
             )),
-            Ok(Err(err)) => Err(format!(
-                "the MCP server `{server}` failed on `{name}`: {err}"
-            )),
+            Ok(Err(err)) => Err(self.failed(&name, err)),
             Err(_) => Err(format!(
                 "the MCP server `{server}` did not answer `{name}` within {} s (a reply over 16 \
                  MiB is discarded unread); the call may have run",
@@ -92,16 +155,30 @@ impl Upstream {
             )),
         }
     }
+
+    fn failed(&self, name: &str, err: rmcp::ServiceError) -> String {
+        let server = &self.server;
+        match err {
+            rmcp::ServiceError::TransportClosed => format!(
+                "the MCP server `{server}` closed its connection (it exited or crashed) during \
+                 or before `{name}`; its log is on the gateway's stderr. Restart the gateway to \
+                 start it again"
+            ),
+            err => format!("the MCP server `{server}` failed on `{name}`: {err}"),
+        }
+    }
 }
 
-/// The servers behind one gateway.
+/// The servers behind one gateway session.
 pub struct Upstreams {
     servers: Vec<Arc<Upstream>>,
     info: ServerConfig,
+    /// Which server listed each resource, when there are several.
+    resources: Mutex<HashMap<String, usize>>,
 }
 
 impl Upstreams {
-    /// The gateway's servers; their names must differ.
+    /// The session's servers; their names must differ.
     pub fn new(servers: Vec<Arc<Upstream>>) -> Result<Arc<Self>> {
         if servers.is_empty() {
             return Err(Error::Request(
@@ -121,14 +198,43 @@ impl Upstreams {
             }
         }
         let reported: Vec<_> = servers.iter().map(|s| s.reported()).collect();
+        let offered = |pick: fn(&ServerCapabilities) -> bool| {
+            reported
+                .iter()
+                .flatten()
+                .any(|info| pick(&info.capabilities))
+        };
         let mut capabilities = ServerCapabilities::default();
         capabilities.tools = reported
             .iter()
             .flatten()
             .find_map(|info| info.capabilities.tools.clone());
+        capabilities.resources = reported
+            .iter()
+            .flatten()
+            .find_map(|info| info.capabilities.resources.clone());
+        capabilities.prompts = reported
+            .iter()
+            .flatten()
+            .find_map(|info| info.capabilities.prompts.clone());
+        capabilities.completions = offered(|c| c.completions.is_some()).then(Default::default);
+        capabilities.logging = offered(|c| c.logging.is_some()).then(Default::default);
         let mut info = ServerConfig::new(capabilities);
+        // The newest version every server speaks, so the client agrees to
+        // one each of them does.
+        if let Some(version) = reported
+            .iter()
+            .flatten()
+            .map(|info| info.protocol_version.clone())
+            .min_by(|a, b| a.as_str().cmp(b.as_str()))
+        {
+            info.protocol_version = version;
+        }
         let names: Vec<&str> = servers.iter().map(|s| s.server.as_str()).collect();
-        info.server_info.name = format!("toolgate({})", names.join("+"));
+        info.server_info = Implementation::new(
+            format!("toolgate({})", names.join("+")),
+            env!("CARGO_PKG_VERSION"),
+        );
         let instructions: Vec<String> = servers
             .iter()
             .zip(&reported)
@@ -142,10 +248,14 @@ impl Upstreams {
             })
             .collect();
         info.instructions = (!instructions.is_empty()).then(|| instructions.join("\n\n"));
-        Ok(Arc::new(Self { servers, info }))
+        Ok(Arc::new(Self {
+            servers,
+            info,
+            resources: Mutex::default(),
+        }))
     }
 
-    /// What the gateway tells clients about itself.
+    /// What the gateway tells its client about itself.
     pub fn info(&self) -> &ServerConfig {
         &self.info
     }
@@ -154,7 +264,7 @@ impl Upstreams {
         self.servers.len() > 1
     }
 
-    /// The server and its own tool name for the name a client called.
+    /// The server and its own name for a tool or prompt the client named.
     pub fn route(&self, name: &str) -> Option<(&Arc<Upstream>, String)> {
         if !self.prefixed() {
             return Some((&self.servers[0], name.to_string()));
@@ -167,30 +277,141 @@ impl Upstreams {
         })
     }
 
+    /// The server a resource URI belongs to: the only one, or the one that
+    /// listed it.
+    pub(super) fn route_uri(&self, uri: &str) -> std::result::Result<&Arc<Upstream>, String> {
+        if !self.prefixed() {
+            return Ok(&self.servers[0]);
+        }
+        let listed = self
+            .resources
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(uri)
+            .copied();
+        listed.map(|index| &self.servers[index]).ok_or_else(|| {
+            format!(
+                "this gateway fronts several servers and none of them listed `{uri}`; list the \
+                 resources first (resources/list)"
+            )
+        })
+    }
+
+    fn prefix(&self, upstream: &Upstream, name: &str) -> String {
+        format!("{}{SEPARATOR}{name}", upstream.server)
+    }
+
     /// The tools clients see: one server's page as it is; several servers'
     /// lists in full, prefixed.
     pub async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
     ) -> std::result::Result<ListToolsResult, String> {
-        let failed = |server: &str, err| {
-            format!("the MCP server `{server}` failed to list its tools: {err}")
-        };
         if !self.prefixed() {
             let upstream = &self.servers[0];
-            let listed = upstream.service.peer().list_tools(request).await;
-            return listed.map_err(|err| failed(&upstream.server, err));
+            let listed = upstream.peer().list_tools(request).await;
+            return listed.map_err(|err| list_failed(upstream, "tools", err));
         }
         let mut tools = Vec::new();
         for upstream in &self.servers {
-            let listed = upstream.service.peer().list_all_tools().await;
-            for mut tool in listed.map_err(|err| failed(&upstream.server, err))? {
-                tool.name = format!("{}{SEPARATOR}{}", upstream.server, tool.name).into();
+            let listed = upstream.peer().list_all_tools().await;
+            for mut tool in listed.map_err(|err| list_failed(upstream, "tools", err))? {
+                tool.name = self.prefix(upstream, &tool.name).into();
                 tools.push(tool);
             }
         }
         Ok(ListToolsResult::with_all_items(tools))
     }
+
+    /// The prompts, as the tools are.
+    pub(super) async fn list_prompts(
+        &self,
+        request: Option<PaginatedRequestParams>,
+    ) -> std::result::Result<ListPromptsResult, String> {
+        if !self.prefixed() {
+            let upstream = &self.servers[0];
+            let listed = upstream.peer().list_prompts(request).await;
+            return listed.map_err(|err| list_failed(upstream, "prompts", err));
+        }
+        let mut prompts = Vec::new();
+        for upstream in self.with(|c| c.prompts.is_some()) {
+            let listed = upstream.peer().list_all_prompts().await;
+            for mut prompt in listed.map_err(|err| list_failed(upstream, "prompts", err))? {
+                prompt.name = self.prefix(upstream, &prompt.name);
+                prompts.push(prompt);
+            }
+        }
+        Ok(ListPromptsResult::with_all_items(prompts))
+    }
+
+    /// The resources, under their own URIs; with several servers, each
+    /// remembered as its server's.
+    pub(super) async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+    ) -> std::result::Result<ListResourcesResult, String> {
+        if !self.prefixed() {
+            let upstream = &self.servers[0];
+            let listed = upstream.peer().list_resources(request).await;
+            return listed.map_err(|err| list_failed(upstream, "resources", err));
+        }
+        let mut resources = Vec::new();
+        for (index, upstream) in self.servers.iter().enumerate() {
+            if !upstream.offers(|c| c.resources.is_some()) {
+                continue;
+            }
+            let listed = upstream.peer().list_all_resources().await;
+            let listed = listed.map_err(|err| list_failed(upstream, "resources", err))?;
+            let mut owners = self.resources.lock().unwrap_or_else(|p| p.into_inner());
+            for resource in &listed {
+                owners.insert(resource.uri.clone(), index);
+            }
+            resources.extend(listed);
+        }
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    /// The resource templates (of the one server; with several, all).
+    pub(super) async fn list_resource_templates(
+        &self,
+        request: Option<PaginatedRequestParams>,
+    ) -> std::result::Result<ListResourceTemplatesResult, String> {
+        if !self.prefixed() {
+            let upstream = &self.servers[0];
+            let listed = upstream.peer().list_resource_templates(request).await;
+            return listed.map_err(|err| list_failed(upstream, "resource templates", err));
+        }
+        let mut templates = Vec::new();
+        for upstream in self.with(|c| c.resources.is_some()) {
+            let listed = upstream.peer().list_all_resource_templates().await;
+            templates
+                .extend(listed.map_err(|err| list_failed(upstream, "resource templates", err))?);
+        }
+        Ok(ListResourceTemplatesResult::with_all_items(templates))
+    }
+
+    /// The servers that offer what `pick` says.
+    pub(super) fn with(
+        &self,
+        pick: fn(&ServerCapabilities) -> bool,
+    ) -> impl Iterator<Item = &Arc<Upstream>> {
+        self.servers
+            .iter()
+            .filter(move |upstream| upstream.offers(pick))
+    }
+}
+
+impl Upstream {
+    fn offers(&self, pick: fn(&ServerCapabilities) -> bool) -> bool {
+        self.reported().is_some_and(|info| pick(&info.capabilities))
+    }
+}
+
+fn list_failed(upstream: &Upstream, what: &str, err: rmcp::ServiceError) -> String {
+    format!(
+        "the MCP server `{}` failed to list its {what}: {err}",
+        upstream.server
+    )
 }
 
 #[cfg(test)]

@@ -99,8 +99,9 @@ enum Subcommands {
     /// (started if needed): allowed calls are forwarded and their outcome
     /// recorded, denied ones answered with an error result holding the
     /// reason, paused ones asked in the client (MCP elicitation) when it can
-    /// and the gateway holds the `mcp` channel's token. Only tools are
-    /// forwarded.
+    /// and the gateway holds the `mcp` channel's token. Resource reads,
+    /// prompts and the server's sampling, elicitation and roots requests
+    /// are decided the same way; notifications and listings pass through.
     Mcp(mcp::McpArgs),
     /// Create a new policy crate.
     #[command(subcommand)]

@@ -7,10 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use rmcp::ServiceExt as _;
-use rmcp::transport::TokioChildProcess;
-use toolgate::mcp::{
-    DaemonLink, Gateway, GatewayOptions, Upstream, Upstreams, http, new_session_id,
-};
+use toolgate::mcp::{DaemonLink, Gateway, GatewayOptions, ServerCommand, http, new_session_id};
 use toolgate::request::Mode;
 
 use crate::target::Ctx;
@@ -110,30 +107,39 @@ pub fn run(ctx: &Ctx, args: McpArgs) -> anyhow::Result<ExitCode> {
         !servers.is_empty(),
         "name the MCP server to front: `toolgate mcp -- COMMAND…` or --server NAME=COMMAND"
     );
+    let named: Vec<&str> = servers
+        .iter()
+        .filter_map(|(name, _)| name.as_deref())
+        .collect();
+    if let Some(twice) = named
+        .iter()
+        .enumerate()
+        .find_map(|(i, name)| named[..i].contains(name).then_some(name))
+    {
+        anyhow::bail!(
+            "two servers are named `{twice}`; give each its own name (--server NAME=COMMAND)"
+        );
+    }
     let launcher = ctx.launcher(None)?;
     let daemon = DaemonLink::new(launcher.ensure_running()?).restarting_with(launcher);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
+    // The servers start when a client initializes, each offered what that
+    // client can do; the tokens are the gateway's, never the servers'.
+    let servers: Arc<[ServerCommand]> = servers
+        .into_iter()
+        .map(|(name, words)| ServerCommand {
+            name,
+            words,
+            withheld: vec![TOKEN_ENV.into(), CLIENT_TOKEN_ENV.into()],
+        })
+        .collect();
     runtime.block_on(async {
-        let mut upstreams = Vec::new();
-        for (name, words) in servers {
-            let mut command = tokio::process::Command::new(&words[0]);
-            // The tokens are the gateway's, never the servers'.
-            command
-                .args(&words[1..])
-                .env_remove(TOKEN_ENV)
-                .env_remove(CLIENT_TOKEN_ENV);
-            let program = words[0].to_string_lossy().into_owned();
-            let transport = TokioChildProcess::new(command)
-                .with_context(|| format!("cannot start the MCP server {program:?}"))?;
-            upstreams.push(Upstream::connect(transport, name).await?);
-        }
-        let upstreams = Upstreams::new(upstreams)?;
         let Some(address) = args.listen else {
             let session = args.session.unwrap_or_else(new_session_id);
-            let gateway = Gateway::new(upstreams, daemon, options, session);
+            let gateway = Gateway::new(servers, daemon, options, session);
             let service = gateway
                 .serve(rmcp::transport::stdio())
                 .await
@@ -149,7 +155,7 @@ pub fn run(ctx: &Ctx, args: McpArgs) -> anyhow::Result<ExitCode> {
             .await
             .with_context(|| format!("cannot listen on {address}"))?;
         let client_token = secret_from_env(CLIENT_TOKEN_ENV);
-        let server = http::HttpServer::new(listener, upstreams, daemon, options, client_token)?;
+        let server = http::HttpServer::new(listener, servers, daemon, options, client_token)?;
         // The URL on stdout, for whoever started the gateway (port 0 picks
         // a free one).
         println!("{}", server.url());

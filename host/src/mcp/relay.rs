@@ -1,0 +1,261 @@
+//! What a server sends toward the client, through the gateway: its
+//! requests (sampling, elicitation, roots), each decided by the policies
+//! like a tool call and then relayed to the client, whose answer goes back;
+//! and its notifications (progress under the client's own token, logging,
+//! list changes, resource updates), relayed as they come.
+//!
+//! One [`Relay`] serves one server connection of one client session, so
+//! everything the server sends has exactly one client to go to.
+
+// Sampling, roots and logging are deprecated in MCP's newest revision
+// (SEP-2577) but are what servers on 2025-11-25 and earlier use.
+#![expect(deprecated)]
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use rmcp::ClientHandler;
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
+    ElicitRequestParams, ElicitResult, ElicitationAction, ErrorData as McpError, Implementation,
+    InitializeRequestParams, ListRootsResult, LoggingMessageNotificationParam,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, ResourceUpdatedNotificationParam,
+};
+use rmcp::service::{NotificationContext, Peer, RequestContext, RoleClient, RoleServer};
+use serde_json::json;
+
+use super::Session;
+use crate::decision::Verdict;
+
+/// The client's progress tokens by the ones the gateway's own upstream
+/// requests carry (each request the gateway sends gets a token of its own).
+#[derive(Default)]
+pub(super) struct ProgressTokens(Mutex<HashMap<ProgressToken, ProgressToken>>);
+
+impl ProgressTokens {
+    pub(super) fn insert(&self, ours: ProgressToken, clients: ProgressToken) {
+        self.lock().insert(ours, clients);
+    }
+
+    pub(super) fn remove(&self, ours: &ProgressToken) {
+        self.lock().remove(ours);
+    }
+
+    fn clients(&self, ours: &ProgressToken) -> Option<ProgressToken> {
+        self.lock().get(ours).cloned()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ProgressToken, ProgressToken>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The client side of one server connection: what the gateway tells the
+/// server about itself, and where what the server sends goes.
+pub struct Relay {
+    session: Arc<Session>,
+    client: Peer<RoleServer>,
+    /// What the gateway offers the server: the client's own protocol
+    /// version (one with an `initialize` handshake), the capabilities the
+    /// gateway relays that the client has, and toolgate's name.
+    config: ClientConfig,
+    /// The server's name in the origin, known once it has introduced itself.
+    pub(super) server: Arc<OnceLock<String>>,
+    pub(super) progress: Arc<ProgressTokens>,
+}
+
+impl Relay {
+    /// For the client that sent `initialize`, as `client`.
+    pub(super) fn new(
+        session: Arc<Session>,
+        client: Peer<RoleServer>,
+        initialize: &InitializeRequestParams,
+    ) -> Self {
+        Self {
+            session,
+            client,
+            config: upstream_config(initialize),
+            server: Arc::default(),
+            progress: Arc::default(),
+        }
+    }
+
+    fn server(&self) -> &str {
+        self.server.get().map_or("mcp", String::as_str)
+    }
+
+    /// Decide on a request the server makes of the client: `Ok` to relay
+    /// it, else the error the server gets.
+    async fn decide(&self, method: &str, params: serde_json::Value) -> Result<(), McpError> {
+        let decided = self
+            .session
+            .decide(&self.client, self.server(), method, params)
+            .await
+            .map_err(|err| {
+                McpError::internal_error(
+                    format!("toolgate failed, so `{method}` was not relayed to the client: {err}"),
+                    None,
+                )
+            })?;
+        match decided.decision.verdict {
+            Verdict::Allow => Ok(()),
+            _ => Err(McpError::invalid_request(
+                super::refusal_text(&decided.decision),
+                None,
+            )),
+        }
+    }
+}
+
+/// What the gateway offers a server on behalf of the client that sent
+/// `initialize`.
+fn upstream_config(initialize: &InitializeRequestParams) -> ClientConfig {
+    let theirs = &initialize.capabilities;
+    let mut capabilities = ClientCapabilities::default();
+    capabilities.roots = theirs.roots.clone();
+    capabilities.sampling = theirs.sampling.clone();
+    capabilities.elicitation = theirs.elicitation.clone();
+    let mut config = ClientConfig::new(
+        capabilities,
+        Implementation::new("toolgate", env!("CARGO_PKG_VERSION")),
+    );
+    config.protocol_version = if initialize.protocol_version.has_initialize()
+        && ProtocolVersion::KNOWN_VERSIONS.contains(&initialize.protocol_version)
+    {
+        initialize.protocol_version.clone()
+    } else {
+        ProtocolVersion::LATEST_WITH_INITIALIZE
+    };
+    config
+}
+
+/// A failed relay to the client, as the server's error.
+fn relay_failed(what: &str, err: rmcp::ServiceError) -> McpError {
+    match err {
+        rmcp::ServiceError::McpError(error) => error,
+        other => {
+            McpError::internal_error(format!("the client did not answer {what}: {other}"), None)
+        }
+    }
+}
+
+impl ClientHandler for Relay {
+    fn get_info(&self) -> ClientConfig {
+        self.config.clone()
+    }
+
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, McpError> {
+        if self.config.capabilities.sampling.is_none() {
+            return Err(McpError::method_not_found::<
+                rmcp::model::CreateMessageRequestMethod,
+            >());
+        }
+        let arguments = serde_json::to_value(&params).unwrap_or_default();
+        self.decide("sampling/createMessage", arguments).await?;
+        self.client
+            .create_message(params)
+            .await
+            .map_err(|err| relay_failed("the sampling request", err))
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, McpError> {
+        if self.config.capabilities.elicitation.is_none() {
+            return Ok(ElicitResult::new(ElicitationAction::Decline));
+        }
+        let arguments = serde_json::to_value(&request).unwrap_or_default();
+        self.decide("elicitation/create", arguments).await?;
+        self.client
+            .create_elicitation(request)
+            .await
+            .map_err(|err| relay_failed("the elicitation", err))
+    }
+
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, McpError> {
+        if self.config.capabilities.roots.is_none() {
+            return Ok(ListRootsResult::default());
+        }
+        self.decide("roots/list", json!({})).await?;
+        self.client
+            .list_roots()
+            .await
+            .map_err(|err| relay_failed("the roots request", err))
+    }
+
+    async fn on_progress(
+        &self,
+        mut params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        // Progress only for a request the client itself asked progress of.
+        let Some(token) = self.progress.clients(&params.progress_token) else {
+            return;
+        };
+        params.progress_token = token;
+        let _ = self.client.notify_progress(params).await;
+    }
+
+    async fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let _ = self.client.notify_logging_message(params).await;
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let _ = self.client.notify_resource_updated(params).await;
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let _ = self.client.notify_resource_list_changed().await;
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let _ = self.client.notify_tool_list_changed().await;
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let _ = self.client.notify_prompt_list_changed().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_server_is_offered_the_clients_version_and_what_the_gateway_relays() {
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.sampling = Some(Default::default());
+        let mut initialize =
+            InitializeRequestParams::new(capabilities, Implementation::new("a-client", "9"));
+        initialize.protocol_version = ProtocolVersion::V_2025_06_18;
+        let config = upstream_config(&initialize);
+        assert_eq!(config.protocol_version, ProtocolVersion::V_2025_06_18);
+        assert!(config.capabilities.sampling.is_some() && config.capabilities.roots.is_none());
+        assert_eq!(config.client_info.name, "toolgate");
+
+        // A client on the newest revision (no initialize handshake) or an
+        // unknown one: the newest that has one.
+        initialize.protocol_version = ProtocolVersion::LATEST;
+        assert_eq!(
+            upstream_config(&initialize).protocol_version,
+            ProtocolVersion::LATEST_WITH_INITIALIZE
+        );
+    }
+}
