@@ -722,14 +722,18 @@ fn what_works_directly_works_through_the_gateway() {
             );
         }
     }
-    for relayed in ["sampled", "elicited"] {
-        assert_eq!(through[relayed], direct[relayed], "{relayed}");
-        assert_eq!(
-            through[relayed].as_array().map(Vec::len),
-            Some(1),
-            "{through}"
-        );
-    }
+    assert_eq!(through["sampled"], direct["sampled"]);
+    assert_eq!(
+        through["sampled"].as_array().map(Vec::len),
+        Some(1),
+        "{through}"
+    );
+    // The person sees whose question a relayed elicitation is.
+    let asked = direct["elicited"][0].as_str().unwrap();
+    assert_eq!(
+        through["elicited"],
+        json!([format!("The MCP server `everything` asks: {asked}")])
+    );
     assert!(through["rootsAsked"].as_u64() >= Some(1), "{through}");
     let progress = through["steps"]["progress"]["ok"]["progress"]
         .as_array()
@@ -760,17 +764,28 @@ fn what_works_directly_works_through_the_gateway() {
     }
 }
 
-/// With the bundled default config, a resource read and a server's
-/// sampling request are accesses the policies have not been told of: each
-/// pauses for a person, and the real client reads why.
+/// With the bundled default config, a resource read, a prompt, a
+/// completion and a server's sampling, elicitation and roots requests are
+/// accesses the policies have not been told of: each pauses for a person,
+/// nothing reaches the other side, and the real client reads why.
 #[test]
 fn with_the_default_config_a_resource_read_and_a_sampling_request_reach_the_policies() {
     let Some(modules) = common::npm::node_modules(&[SDK, EVERYTHING]) else {
         return;
     };
+    // The tools that make the server ask are allowed; what they ask is not.
     let setup = Setup::new(
-        "[plugins.lease-gate.config.actions.\"mcp:everything/trigger-sampling-request\"]\n\
-         effects = [\"read-local\"]\n",
+        &[
+            "trigger-sampling-request",
+            "trigger-elicitation-request",
+            "get-roots-list",
+        ]
+        .map(|tool| {
+            format!(
+                "[plugins.lease-gate.config.actions.\"mcp:everything/{tool}\"]\neffects = [\"read-local\"]\n"
+            )
+        })
+        .concat(),
     );
     let through = fidelity(
         &setup,
@@ -797,6 +812,29 @@ fn with_the_default_config_a_resource_read_and_a_sampling_request_reach_the_poli
         json!([]),
         "the client was never asked to sample"
     );
+    // Nor asked for data, nor for its roots; and a prompt or a completion
+    // is refused as a read is.
+    assert_eq!(through["elicited"], json!([]), "{through}");
+    assert_eq!(through["rootsAsked"], 0, "{through}");
+    let elicitation = through["steps"]["elicitation"]["ok"]["text"].as_str();
+    assert!(
+        elicitation.is_some_and(|t| t.contains("toolgate paused this call")),
+        "{through}"
+    );
+    // server-everything asks for the roots when it starts, and answers the
+    // tool from what it got: nothing.
+    let roots = through["steps"]["roots"]["ok"]["text"].as_str();
+    assert!(
+        roots.is_some_and(|t| t.contains("no roots are currently configured")),
+        "{through}"
+    );
+    for step in ["prompt", "complete"] {
+        let refused = through["steps"][step]["error"].as_str().unwrap_or_default();
+        assert!(
+            refused.contains("toolgate paused this call"),
+            "{step}: {through}"
+        );
+    }
     let decided = decided(&setup);
     for method in ["resources/read", "sampling/createMessage"] {
         assert!(
@@ -887,10 +925,13 @@ fn conformance(
         .unwrap();
     let report = String::from_utf8_lossy(&ran.stdout);
     let mut checks = std::collections::BTreeMap::new();
+    // `server-SCENARIO-YYYY-MM-DDTHH-MM-SS-mmmZ`
+    let named = regex::Regex::new(r"^server-(.+)-\d{4}-\d{2}-\d{2}T[\d-]+Z$").unwrap();
     for entry in std::fs::read_dir(out).unwrap().flatten() {
         let dir = entry.file_name().to_string_lossy().into_owned();
-        let scenario = dir.strip_prefix("server-").unwrap_or(&dir);
-        let scenario = &scenario[..scenario.rfind("-20").unwrap_or(scenario.len())];
+        let scenario = named
+            .captures(&dir)
+            .map_or(dir.clone(), |c| c[1].to_string());
         let text = std::fs::read_to_string(entry.path().join("checks.json")).unwrap();
         for check in serde_json::from_str::<Vec<Value>>(&text).unwrap() {
             checks.insert(

@@ -470,23 +470,8 @@ fn inside_claude_code_an_approval_does_not_lift_the_users_deny_rule() {
         let gates = client.call(&DaemonRequest::Gates { user: None }).unwrap();
         let gates = gates.as_array().cloned().unwrap_or_default();
         assert_eq!(gates.len(), 1, "one pause: {gates:?}\n{diagnosis}");
-        let line = shlex::try_join([
-            BIN,
-            "--config",
-            user.config.to_str().unwrap(),
-            "gates",
-            "resolve",
-            "--request-id",
-            gates[0]["request_id"].as_str().unwrap(),
-            "--decision",
-            "approve",
-        ])
-        .unwrap();
-        let approved = common::output_with_stdin(
-            Command::new("script").args(["-q", "-e", "-c", &line, "/dev/null"]),
-            "yes\n",
-        );
-        assert!(approved.status.success(), "{approved:?}");
+        let request_id = gates[0]["request_id"].as_str().unwrap();
+        common::hooks::resolve_at_a_terminal(&user.config, request_id, "approve");
         run_claude(
             &claude,
             home,

@@ -178,18 +178,7 @@ fn resolve_at_the_person_terminal(tmux: &Tmux, user: &ClaudeHome, decision: &str
     let gates = gates(user);
     assert_eq!(gates.len(), 1, "{gates:?}");
     let request_id = gates[0]["request_id"].as_str().unwrap();
-    let line = shlex::try_join([
-        BIN,
-        "--config",
-        user.config.to_str().unwrap(),
-        "gates",
-        "resolve",
-        "--request-id",
-        request_id,
-        "--decision",
-        decision,
-    ])
-    .unwrap();
+    let line = common::hooks::resolve_command(&user.config, request_id, decision);
     tmux.type_text(PERSON, &format!("clear; {line}"));
     tmux.press(PERSON, &["Enter"]);
     let screen = tmux.wait_for(PERSON, "Type yes to");

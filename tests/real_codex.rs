@@ -247,23 +247,7 @@ fn inside_codex_a_pause_is_approved_from_a_terminal_and_the_retry_runs_once() {
         .unwrap_or_else(|| panic!("no thread id: {diagnosis}"));
 
     // The person approves from a terminal of their own.
-    let line = shlex::try_join([
-        BIN,
-        "--config",
-        user.config.to_str().unwrap(),
-        "gates",
-        "resolve",
-        "--request-id",
-        &request_id,
-        "--decision",
-        "approve",
-    ])
-    .unwrap();
-    let approved = common::output_with_stdin(
-        Command::new("script").args(["-q", "-e", "-c", &line, "/dev/null"]),
-        "yes\n",
-    );
-    assert!(approved.status.success(), "{approved:?}");
+    common::hooks::resolve_at_a_terminal(&user.config, &request_id, "approve");
 
     // The agent retries in the same session: it runs, once.
     let second = user.exec(&["resume", &session, "Approved; try again."]);

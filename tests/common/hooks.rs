@@ -292,3 +292,30 @@ pub fn permission(answer: &Option<Value>) -> &str {
         .and_then(|a| a["hookSpecificOutput"]["permissionDecision"].as_str())
         .unwrap_or("")
 }
+
+/// What a person types to resolve a pause under `config`.
+pub fn resolve_command(config: &std::path::Path, request_id: &str, decision: &str) -> String {
+    shlex::try_join([
+        BIN,
+        "--config",
+        config.to_str().unwrap(),
+        "gates",
+        "resolve",
+        "--request-id",
+        request_id,
+        "--decision",
+        decision,
+    ])
+    .unwrap()
+}
+
+/// A person resolves a pause from a terminal of their own (util-linux
+/// `script`), answering `yes` to the confirmation.
+pub fn resolve_at_a_terminal(config: &std::path::Path, request_id: &str, decision: &str) {
+    let line = resolve_command(config, request_id, decision);
+    let resolved = super::output_with_stdin(
+        Command::new("script").args(["-q", "-e", "-c", &line, "/dev/null"]),
+        "yes\n",
+    );
+    assert!(resolved.status.success(), "{resolved:?}");
+}

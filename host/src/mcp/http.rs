@@ -32,6 +32,9 @@ use crate::error::{Error, Result};
 /// The path the gateway serves.
 pub const PATH: &str = "/mcp";
 
+/// Client sessions open at once (each with its own server processes).
+const MAX_SESSIONS: usize = 32;
+
 /// A client must send its headers within this.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -83,12 +86,24 @@ impl HttpServer {
                 format!("http://[::1]:{port}"),
             ])
             .enforce_origin_validation();
+        // Each session starts its own servers: a local process opening
+        // sessions without end must not start processes without end.
+        let slots = Arc::new(tokio::sync::Semaphore::new(MAX_SESSIONS));
         let service = StreamableHttpService::new(
             move || {
+                let slot = slots.clone().try_acquire_owned().map_err(|_| {
+                    std::io::Error::other(format!(
+                        "the gateway serves at most {MAX_SESSIONS} sessions at once; close one first"
+                    ))
+                })?;
                 let session = new_session_id();
-                let gateway =
-                    Gateway::new(servers.clone(), daemon.clone(), options.clone(), session);
-                Ok(gateway)
+                Ok(Gateway::counted(
+                    servers.clone(),
+                    daemon.clone(),
+                    options.clone(),
+                    session,
+                    Some(slot),
+                ))
             },
             Arc::new(LocalSessionManager::default()),
             config,

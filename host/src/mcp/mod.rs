@@ -23,8 +23,9 @@
 //!   the server: decided the same way, under the method's name with its
 //!   parameters as arguments; what is not allowed is answered with an
 //!   error holding the reason (see [`server`], [`relay`]).
-//! - Listings, completions, `logging/setLevel`, and the server's
-//!   notifications (progress under the client's own token, log messages,
+//! - `completion/complete` is decided too (what is typed reaches the
+//!   server); listings, `logging/setLevel` and the server's notifications
+//!   (a tool call's progress under the client's own token, log messages,
 //!   list changes, resource updates) pass through.
 //!
 //! Mapping: the tool keeps its name, with the origin `mcp(SERVER)`
@@ -154,6 +155,8 @@ pub(crate) struct Session {
     options: Arc<GatewayOptions>,
     id: String,
     turn: tokio::sync::OnceCell<u64>,
+    /// Held for the session's life where sessions are counted (HTTP).
+    _slot: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 /// A decision on something one side asked of the other, and the request
@@ -213,10 +216,39 @@ impl Session {
     ) -> Result<Decided> {
         let request = self.request(server, tool, arguments, self.turn().await?);
         let mut decision = self.evaluate(&request).await?;
-        if decision.verdict == Verdict::Pause && self.elicit(client, server, &decision).await? {
+        if decision.verdict == Verdict::Pause
+            && self.elicit(client, server, tool, &decision).await?
+        {
             decision = self.evaluate(&request).await?;
         }
         Ok(Decided { request, decision })
+    }
+
+    /// Decide on `method` with `arguments` from `server`: `Ok` to let it
+    /// through, else the JSON-RPC error the asking side gets.
+    pub(crate) async fn allow(
+        &self,
+        client: &Peer<RoleServer>,
+        server: &str,
+        method: &str,
+        arguments: Value,
+    ) -> std::result::Result<(), McpError> {
+        let Decided { decision, .. } = self
+            .decide(client, server, method, arguments)
+            .await
+            .map_err(|err| {
+                McpError::internal_error(
+                    format!(
+                        "toolgate failed, so `{method}` did not go through: {err}. Diagnose \
+                         with TOOLGATE_LOG=debug."
+                    ),
+                    None,
+                )
+            })?;
+        match decision.verdict {
+            Verdict::Allow => Ok(()),
+            _ => Err(McpError::invalid_request(refusal_text(&decision), None)),
+        }
     }
 
     /// Record what happened to a call that ran.
@@ -236,6 +268,7 @@ impl Session {
         &self,
         peer: &Peer<RoleServer>,
         server: &str,
+        tool: &str,
         decision: &Decision,
     ) -> Result<bool> {
         let (Some(token), Some(pause)) = (&self.options.approval_token, &decision.pause) else {
@@ -248,8 +281,9 @@ impl Session {
             return Ok(false);
         }
         let message = format!(
-            "toolgate paused a call to `{server}`: {}\nAccept to approve it once, decline to deny \
-             it.",
+            "toolgate paused `{tool}` for the MCP server `{server}` (request {}): {}\nAccept to \
+             approve it once, decline to deny it.",
+            pause.request_id,
             decision
                 .reason
                 .as_deref()
@@ -301,6 +335,8 @@ pub struct Gateway {
     session: Arc<Session>,
     servers: Arc<[ServerCommand]>,
     upstreams: Arc<tokio::sync::OnceCell<Arc<Upstreams>>>,
+    /// Set by the session's one `initialize`.
+    initializing: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Gateway {
@@ -311,15 +347,29 @@ impl Gateway {
         options: Arc<GatewayOptions>,
         session: String,
     ) -> Self {
+        Self::counted(servers, daemon, options, session, None)
+    }
+
+    /// [`Gateway::new`], holding `slot` (one of a bounded number of
+    /// sessions) until the session and its servers are gone.
+    pub(crate) fn counted(
+        servers: Arc<[ServerCommand]>,
+        daemon: DaemonLink,
+        options: Arc<GatewayOptions>,
+        session: String,
+        slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    ) -> Self {
         Self {
             session: Arc::new(Session {
                 daemon,
                 options,
                 id: session,
                 turn: tokio::sync::OnceCell::new(),
+                _slot: slot,
             }),
             servers,
             upstreams: Arc::default(),
+            initializing: Arc::default(),
         }
     }
 

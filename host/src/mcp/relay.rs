@@ -25,7 +25,12 @@ use rmcp::service::{NotificationContext, Peer, RequestContext, RoleClient, RoleS
 use serde_json::json;
 
 use super::Session;
-use crate::decision::Verdict;
+
+/// Server-to-client requests one server may have open at once.
+const ASKING_AT_ONCE: usize = 4;
+/// The prefix of toolgate's own questions to the person; a server's
+/// question may not pass for one.
+const TOOLGATE_ASKS: &str = "toolgate";
 
 /// The client's progress tokens by the ones the gateway's own upstream
 /// requests carry (each request the gateway sends gets a token of its own).
@@ -59,8 +64,12 @@ pub struct Relay {
     /// version (one with an `initialize` handshake), the capabilities the
     /// gateway relays that the client has, and toolgate's name.
     config: ClientConfig,
-    /// The server's name in the origin, known once it has introduced itself.
+    /// The server's name in the origin: the operator's, or the one it
+    /// reports once it has introduced itself.
     pub(super) server: Arc<OnceLock<String>>,
+    /// Server-to-client requests being decided or relayed now, bounded so
+    /// a server cannot flood the person with questions.
+    asking: tokio::sync::Semaphore,
     pub(super) progress: Arc<ProgressTokens>,
 }
 
@@ -70,41 +79,52 @@ impl Relay {
         session: Arc<Session>,
         client: Peer<RoleServer>,
         initialize: &InitializeRequestParams,
+        name: Option<&str>,
     ) -> Self {
+        let server = Arc::new(OnceLock::new());
+        if let Some(name) = name {
+            let _ = server.set(name.to_string());
+        }
         Self {
             session,
             client,
             config: upstream_config(initialize),
-            server: Arc::default(),
+            server,
+            asking: tokio::sync::Semaphore::new(ASKING_AT_ONCE),
             progress: Arc::default(),
         }
     }
 
-    fn server(&self) -> &str {
-        self.server.get().map_or("mcp", String::as_str)
-    }
-
     /// Decide on a request the server makes of the client: `Ok` to relay
-    /// it, else the error the server gets.
+    /// it, else the error the server gets. At most a few at a time per
+    /// server, and none before the server has a name to decide under.
     async fn decide(&self, method: &str, params: serde_json::Value) -> Result<(), McpError> {
-        let decided = self
-            .session
-            .decide(&self.client, self.server(), method, params)
-            .await
-            .map_err(|err| {
-                McpError::internal_error(
-                    format!("toolgate failed, so `{method}` was not relayed to the client: {err}"),
-                    None,
-                )
-            })?;
-        match decided.decision.verdict {
-            Verdict::Allow => Ok(()),
-            _ => Err(McpError::invalid_request(
-                super::refusal_text(&decided.decision),
+        let Some(server) = self.server.get() else {
+            return Err(McpError::invalid_request(
+                format!("`{method}` before the server finished initializing is not relayed"),
                 None,
-            )),
-        }
+            ));
+        };
+        let _turn = self
+            .asking
+            .acquire()
+            .await
+            .map_err(|_| McpError::internal_error("the gateway session is closing", None))?;
+        self.session
+            .allow(&self.client, server, method, params)
+            .await
     }
+}
+
+/// A server request's parameters as the policies see them; one that does
+/// not serialize is not relayed.
+fn arguments<T: serde::Serialize>(method: &str, params: &T) -> Result<serde_json::Value, McpError> {
+    serde_json::to_value(params).map_err(|err| {
+        McpError::invalid_params(
+            format!("`{method}` is malformed ({err}); not relayed"),
+            None,
+        )
+    })
 }
 
 /// What the gateway offers a server on behalf of the client that sent
@@ -154,8 +174,8 @@ impl ClientHandler for Relay {
                 rmcp::model::CreateMessageRequestMethod,
             >());
         }
-        let arguments = serde_json::to_value(&params).unwrap_or_default();
-        self.decide("sampling/createMessage", arguments).await?;
+        let method = "sampling/createMessage";
+        self.decide(method, arguments(method, &params)?).await?;
         self.client
             .create_message(params)
             .await
@@ -170,8 +190,51 @@ impl ClientHandler for Relay {
         if self.config.capabilities.elicitation.is_none() {
             return Ok(ElicitResult::new(ElicitationAction::Decline));
         }
-        let arguments = serde_json::to_value(&request).unwrap_or_default();
-        self.decide("elicitation/create", arguments).await?;
+        let method = "elicitation/create";
+        self.decide(method, arguments(method, &request)?).await?;
+        // The person sees whose question it is, and none passes for
+        // toolgate's own.
+        let server = self.server.get().map_or("", String::as_str);
+        let request = match request {
+            ElicitRequestParams::FormElicitationParams {
+                meta,
+                message,
+                requested_schema,
+            } if !message
+                .trim_start()
+                .to_lowercase()
+                .starts_with(TOOLGATE_ASKS) =>
+            {
+                ElicitRequestParams::FormElicitationParams {
+                    meta,
+                    message: format!("The MCP server `{server}` asks: {message}"),
+                    requested_schema,
+                }
+            }
+            ElicitRequestParams::UrlElicitationParams {
+                meta,
+                message,
+                url,
+                elicitation_id,
+            } if !message
+                .trim_start()
+                .to_lowercase()
+                .starts_with(TOOLGATE_ASKS) =>
+            {
+                ElicitRequestParams::UrlElicitationParams {
+                    meta,
+                    message: format!("The MCP server `{server}` asks: {message}"),
+                    url,
+                    elicitation_id,
+                }
+            }
+            _ => {
+                return Err(McpError::invalid_params(
+                    "an elicitation that reads as toolgate's own question is not relayed",
+                    None,
+                ));
+            }
+        };
         self.client
             .create_elicitation(request)
             .await

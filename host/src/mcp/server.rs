@@ -2,8 +2,9 @@
 //! servers when the client initializes, and forwards what the client asks
 //! of them. Tools, resource reads and subscriptions and prompts are decided
 //! by the policies first (a `resources/read` of `file:///etc/passwd` is as
-//! much an access as a `Read`); listings, completions and the logging level
-//! go straight through.
+//! much an access as a `Read`), and so are completions; listings and the
+//! logging level go straight through. Each forward ends when the client
+//! cancels it or at `--call-timeout`.
 
 // resources/subscribe and logging/setLevel are legacy-only in MCP's newest
 // revision, and what clients on 2025-11-25 and earlier use.
@@ -23,8 +24,7 @@ use rmcp::model::{
 use rmcp::service::{Peer, RequestContext, RoleServer};
 use serde_json::json;
 
-use super::{Decided, Gateway, Relay, Upstream, Upstreams, refusal_text};
-use crate::decision::Verdict;
+use super::{Gateway, Relay, Upstream, Upstreams};
 
 fn internal(message: impl Into<String>) -> McpError {
     McpError::internal_error(message.into(), None)
@@ -40,19 +40,31 @@ impl Gateway {
         method: &str,
         arguments: serde_json::Value,
     ) -> Result<(), McpError> {
-        let Decided { decision, .. } = self
-            .session
-            .decide(peer, upstream.server_name(), method, arguments)
+        self.session
+            .allow(peer, upstream.server_name(), method, arguments)
             .await
-            .map_err(|err| {
-                internal(format!(
-                    "toolgate failed, so `{method}` was not forwarded: {err}. Diagnose with \
-                     TOOLGATE_LOG=debug."
-                ))
-            })?;
-        match decision.verdict {
-            Verdict::Allow => Ok(()),
-            _ => Err(McpError::invalid_request(refusal_text(&decision), None)),
+    }
+
+    /// Forward one request to a server: given up when the client cancels
+    /// it or the server takes longer than `--call-timeout`.
+    async fn forward<T>(
+        &self,
+        context: &RequestContext<RoleServer>,
+        upstream: &Upstream,
+        method: &str,
+        work: impl std::future::Future<Output = Result<T, rmcp::ServiceError>>,
+    ) -> Result<T, McpError> {
+        let timeout = self.session.options.call_timeout;
+        tokio::select! {
+            () = context.ct.cancelled() => Err(internal(format!("`{method}` was cancelled"))),
+            answer = tokio::time::timeout(timeout, work) => match answer {
+                Ok(answer) => answer.map_err(|err| forwarded(upstream, method, err)),
+                Err(_) => Err(internal(format!(
+                    "the MCP server `{}` did not answer `{method}` within {} s",
+                    upstream.server_name(),
+                    timeout.as_secs()
+                ))),
+            },
         }
     }
 
@@ -86,23 +98,46 @@ impl ServerHandler for Gateway {
         request: InitializeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, McpError> {
+        // One initialize per session: a second could change what the
+        // client is recorded to support (and so whether it is asked).
+        if self
+            .initializing
+            .swap(true, std::sync::atomic::Ordering::AcqRel)
+        {
+            return Err(McpError::invalid_request(
+                "this session is initialized already",
+                None,
+            ));
+        }
         context.peer.set_peer_info(request.clone());
-        let upstreams = self
-            .upstreams
+        let timeout = self.session.options.call_timeout;
+        self.upstreams
             .get_or_try_init(|| async {
                 let mut servers = Vec::new();
                 for server in self.servers.iter() {
-                    let relay = Relay::new(self.session.clone(), context.peer.clone(), &request);
-                    let connected = server.connect(relay).await.map_err(|err| {
-                        tracing::error!(error = %err, "an MCP server did not start");
-                        internal(err.to_string())
-                    })?;
+                    let relay = Relay::new(
+                        self.session.clone(),
+                        context.peer.clone(),
+                        &request,
+                        server.name.as_deref(),
+                    );
+                    let connected = tokio::time::timeout(timeout, server.connect(relay))
+                        .await
+                        .unwrap_or_else(|_| {
+                            Err(crate::error::Error::Request(format!(
+                                "an MCP server did not start a session within {} s",
+                                timeout.as_secs()
+                            )))
+                        })
+                        .map_err(|err| {
+                            tracing::error!(error = %err, "an MCP server did not start");
+                            internal(err.to_string())
+                        })?;
                     servers.push(connected);
                 }
                 Upstreams::new(servers).map_err(|err| internal(err.to_string()))
             })
             .await?;
-        let _ = upstreams;
         self.negotiate_initialize(&request)
     }
 
@@ -179,11 +214,14 @@ impl ServerHandler for Gateway {
         let arguments = json!({"uri": request.uri});
         self.allowed(&context.peer, upstream, "resources/read", arguments)
             .await?;
-        upstream
-            .peer()
-            .read_resource_once(request)
-            .await
-            .map_err(|err| forwarded(upstream, "resources/read", err))
+        let read = upstream.peer().read_resource_once(request);
+        match self
+            .forward(&context, upstream, "resources/read", read)
+            .await?
+        {
+            ReadResourceResponse::Complete(result) => Ok(result.into()),
+            _ => Err(not_relayed(upstream, "resources/read")),
+        }
     }
 
     async fn subscribe(
@@ -198,27 +236,23 @@ impl ServerHandler for Gateway {
         let arguments = json!({"uri": request.uri});
         self.allowed(&context.peer, upstream, "resources/subscribe", arguments)
             .await?;
-        upstream
-            .peer()
-            .subscribe(request)
+        let subscribed = upstream.peer().subscribe(request);
+        self.forward(&context, upstream, "resources/subscribe", subscribed)
             .await
-            .map_err(|err| forwarded(upstream, "resources/subscribe", err))
     }
 
     async fn unsubscribe(
         &self,
         request: UnsubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let upstream = self
             .upstreams()?
             .route_uri(&request.uri)
             .map_err(|why| McpError::invalid_params(why, None))?;
-        upstream
-            .peer()
-            .unsubscribe(request)
+        let unsubscribed = upstream.peer().unsubscribe(request);
+        self.forward(&context, upstream, "resources/unsubscribe", unsubscribed)
             .await
-            .map_err(|err| forwarded(upstream, "resources/unsubscribe", err))
     }
 
     async fn list_prompts(
@@ -245,38 +279,40 @@ impl ServerHandler for Gateway {
         let arguments = json!({"name": request.name, "arguments": request.arguments});
         self.allowed(&context.peer, upstream, "prompts/get", arguments)
             .await?;
-        upstream
-            .peer()
-            .get_prompt_once(request)
-            .await
-            .map_err(|err| forwarded(upstream, "prompts/get", err))
+        let got = upstream.peer().get_prompt_once(request);
+        match self.forward(&context, upstream, "prompts/get", got).await? {
+            GetPromptResponse::Complete(result) => Ok(result.into()),
+            _ => Err(not_relayed(upstream, "prompts/get")),
+        }
     }
 
     async fn complete(
         &self,
         mut request: CompleteRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
         let upstream = Self::route_completion(self.upstreams()?, &mut request)?;
-        upstream
-            .peer()
-            .complete(request)
+        // What is completed (a prompt's or a resource's argument, and the
+        // text so far) reaches the server: decided like a read.
+        let arguments = serde_json::to_value(&request)
+            .map_err(|err| McpError::invalid_params(err.to_string(), None))?;
+        self.allowed(&context.peer, upstream, "completion/complete", arguments)
+            .await?;
+        let completed = upstream.peer().complete(request);
+        self.forward(&context, upstream, "completion/complete", completed)
             .await
-            .map_err(|err| forwarded(upstream, "completion/complete", err))
     }
 
     async fn set_level(
         &self,
         request: SetLevelRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let upstreams = self.upstreams()?;
         for upstream in upstreams.with(|c| c.logging.is_some()) {
-            upstream
-                .peer()
-                .set_level(request.clone())
-                .await
-                .map_err(|err| forwarded(upstream, "logging/setLevel", err))?;
+            let set = upstream.peer().set_level(request.clone());
+            self.forward(&context, upstream, "logging/setLevel", set)
+                .await?;
         }
         Ok(())
     }
@@ -286,6 +322,16 @@ impl ServerHandler for Gateway {
 /// on to the server; rmcp hands it over in the context, not the params.
 fn client_meta(context: &RequestContext<RoleServer>) -> Option<rmcp::model::RequestMetaObject> {
     (!context.meta.0.is_empty()).then(|| context.meta.clone())
+}
+
+/// A result asking the client for more input (multi-round-trip, or a
+/// task): what it would ask has not been decided, so it goes no further.
+fn not_relayed(upstream: &Upstream, method: &str) -> McpError {
+    internal(format!(
+        "the MCP server `{}` answered `{method}` with a request for more input or a task, which \
+         the gateway does not relay",
+        upstream.server_name()
+    ))
 }
 
 /// A forwarded request's failure, as the client's error: the server's own

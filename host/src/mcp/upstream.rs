@@ -48,7 +48,8 @@ impl ServerCommand {
     pub(super) async fn connect(&self, relay: Relay) -> Result<Arc<Upstream>> {
         let program = self.words[0].to_string_lossy().into_owned();
         let mut command = tokio::process::Command::new(&self.words[0]);
-        command.args(&self.words[1..]);
+        // The server ends with its session, even one that ignores EOF.
+        command.args(&self.words[1..]).kill_on_drop(true);
         for name in &self.withheld {
             command.env_remove(name);
         }
@@ -140,12 +141,11 @@ impl Upstream {
         self.progress.remove(&ours);
         match answer {
             Ok(Ok(ServerResult::CallToolResult(result))) => Ok(CallToolResponse::Complete(result)),
-            Ok(Ok(ServerResult::CreateTaskResult(task))) => Ok(CallToolResponse::Task(task)),
-            Ok(Ok(ServerResult::InputRequiredResult(input))) => {
-                Ok(CallToolResponse::InputRequired(input))
-            }
+            // What a task or a request for more input would ask of the
+            // client has not been decided: it goes no further.
             Ok(Ok(_)) => Err(format!(
-                "the MCP server `{server}` answered `{name}` with something other than a tool result"
+                "the MCP server `{server}` answered `{name}` with something other than a tool \
+                 result (a task, or a request for more input), which the gateway does not relay"
             )),
             Ok(Err(err)) => Err(self.failed(&name, err)),
             Err(_) => Err(format!(
@@ -161,8 +161,8 @@ impl Upstream {
         match err {
             rmcp::ServiceError::TransportClosed => format!(
                 "the MCP server `{server}` closed its connection (it exited or crashed) during \
-                 or before `{name}`; its log is on the gateway's stderr. Restart the gateway to \
-                 start it again"
+                 or before `{name}`; its log is on the gateway's stderr. A new client session \
+                 starts it again"
             ),
             err => format!("the MCP server `{server}` failed on `{name}`: {err}"),
         }
@@ -364,7 +364,13 @@ impl Upstreams {
             let listed = listed.map_err(|err| list_failed(upstream, "resources", err))?;
             let mut owners = self.resources.lock().unwrap_or_else(|p| p.into_inner());
             for resource in &listed {
-                owners.insert(resource.uri.clone(), index);
+                // The first server to list a URI keeps it: a later one
+                // cannot take another's reads over.
+                let owner = *owners.entry(resource.uri.clone()).or_insert(index);
+                if owner != index {
+                    tracing::warn!(uri = %resource.uri, server = %upstream.server,
+                        "two servers list one resource; reads go to the first");
+                }
             }
             resources.extend(listed);
         }

@@ -31,7 +31,7 @@ how to approve with `toolgate gates resolve`.")]
 pub struct McpArgs {
     /// The server's name in the calls' origin, mcp(NAME), for the server
     /// after `--`. Default: the name the server reports.
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", value_parser = parse_name)]
     name: Option<String>,
     /// The session (and thread) of the calls, over stdio. Default: mcp- and
     /// a random id.
@@ -169,17 +169,28 @@ fn secret_from_env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|value| !value.is_empty())
 }
 
+/// A server's name: letters, digits, `-` and `_`, without the `__` that
+/// joins a server's name to its tools' when a gateway fronts several.
+fn parse_name(name: &str) -> Result<String, String> {
+    check_server_name(name).map(|()| name.to_string())
+}
+
+fn check_server_name(name: &str) -> Result<(), String> {
+    let valid = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+    if name.is_empty() || !name.chars().all(valid) || name.contains("__") {
+        return Err(format!(
+            "server name `{name}` must be letters, digits, `-` and `_` (not `__`)"
+        ));
+    }
+    Ok(())
+}
+
 /// `NAME=COMMAND` → the name and the command's words.
 fn parse_server(text: &str) -> Result<(String, Vec<String>), String> {
     let (name, command) = text
         .split_once('=')
         .ok_or("expected NAME=COMMAND, e.g. github='npx -y @modelcontextprotocol/server-github'")?;
-    let valid = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
-    if name.is_empty() || !name.chars().all(valid) {
-        return Err(format!(
-            "server name `{name}` must be letters, digits, `-` and `_`"
-        ));
-    }
+    check_server_name(name)?;
     let words = shlex::split(command)
         .filter(|words| !words.is_empty())
         .ok_or_else(|| format!("cannot read the command of `{name}`: {command:?}"))?;
