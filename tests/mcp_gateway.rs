@@ -1015,3 +1015,41 @@ fn the_official_conformance_suite_passes_through_the_gateway_as_it_does_directly
         "checks that fail only through the gateway: {regressed:?}"
     );
 }
+
+/// A client that cancels a tool call cancels it at the server too: the
+/// gateway passes `notifications/cancelled` on with the call's id.
+#[test]
+fn a_client_that_cancels_a_call_cancels_it_at_the_server_too() {
+    let Some(modules) = common::npm::node_modules(&[SDK]) else {
+        return;
+    };
+    let setup = Setup::new(
+        "[plugins.lease-gate.config.actions.\"mcp:fixture/*\"]\neffects = [\"read-local\"]\n",
+    );
+    let marker = setup.dir.path().join("cancelled");
+    let next = setup.dir.path().join("next");
+    let fixture = tests_dir().join("conformance-server.cjs");
+    let mut session = Session::new(&["node", fixture.to_str().unwrap(), "stdio"]);
+    session.gateway = vec!["--name".into(), "fixture".into()];
+    session.env = json!({"TOOLGATE_CANCEL_MARKER": marker.display().to_string()});
+    let calls = json!([
+        {"name": "test_wait_for_cancellation", "abortAfterMs": 500},
+        {"name": "test_simple_text", "gate": next.display().to_string()},
+    ]);
+    let result = std::thread::scope(|scope| {
+        let client = scope.spawn(|| session.run(&setup, &modules, calls));
+        common::eventually("the server to hear of the cancellation", || marker.exists());
+        std::fs::write(&next, "").unwrap();
+        client.join().unwrap()
+    });
+    assert_eq!(
+        std::fs::read_to_string(&marker).unwrap(),
+        "the client cancelled the call"
+    );
+    assert!(
+        result["calls"][0].get("protocolError").is_some(),
+        "{result}"
+    );
+    let (is_error, text) = call(&result, 1);
+    assert!(!is_error && text.contains("simple text"), "{text}");
+}

@@ -7,7 +7,7 @@
 // SPEC: {"command": ..., "args": [...], "env": {...},   (stdio), or
 //       {"url": ..., "headers": {...}}                    (streamable HTTP),
 //        "elicitation": "accept" | "decline" | "cancel" | null,
-//        "calls": [{"name": ..., "arguments": {...}, "gate": PATH}]}
+//        "calls": [{"name": ..., "arguments": {...}, "gate": PATH, "abortAfterMs": N}]}
 // (`gate`: before the call, create PATH.ready and wait until PATH exists, so
 // the test can act between two calls)
 // Run with NODE_PATH pointing at the node_modules holding the SDK.
@@ -56,10 +56,13 @@ async function main() {
       }
     }
     try {
+      // `abortAfterMs`: the client cancels the call that long after sending it.
+      const controller = new AbortController();
+      if (call.abortAfterMs) setTimeout(() => controller.abort('cancelled by the test'), call.abortAfterMs);
       const result = await client.callTool(
         { name: call.name, arguments: call.arguments || {} },
         undefined,
-        { timeout: 120000 },
+        { timeout: 120000, signal: controller.signal },
       );
       const text = (result.content || [])
         .filter((block) => block.type === 'text')

@@ -114,6 +114,13 @@ const tools = {
     }, types.ElicitResultSchema);
     return text(`Elicitation completed: action=${result.action}, content=${JSON.stringify(result.content || {})}`);
   }],
+  // Not a conformance scenario: waits until its call is cancelled, and
+  // writes why to the file TOOLGATE_CANCEL_MARKER names.
+  test_wait_for_cancellation: [noArguments, async (_params, extra) => {
+    await new Promise((done) => extra.signal.addEventListener('abort', done));
+    require('fs').writeFileSync(process.env.TOOLGATE_CANCEL_MARKER, String(extra.signal.reason));
+    return text('cancelled');
+  }],
   json_schema_2020_12_tool: [{
     $schema: 'https://json-schema.org/draft/2020-12/schema',
     type: 'object',

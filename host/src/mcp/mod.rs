@@ -387,6 +387,7 @@ impl Gateway {
         &self,
         mut params: CallToolRequestParams,
         peer: &Peer<RoleServer>,
+        cancelled: &tokio_util::sync::CancellationToken,
     ) -> Result<CallToolResponse> {
         let upstreams = self
             .upstreams()
@@ -410,9 +411,8 @@ impl Gateway {
         if decision.verdict != Verdict::Allow {
             return Ok(refusal(&decision).into());
         }
-        let response = upstream
-            .call(params, self.session.options.call_timeout)
-            .await;
+        let timeout = self.session.options.call_timeout;
+        let response = upstream.call(params, timeout, cancelled).await;
         let (outcome, summary) = match &response {
             Ok(CallToolResponse::Complete(result)) => {
                 outcome_of(Some(&serde_json::to_value(result).unwrap_or_default()))

@@ -167,7 +167,7 @@ impl ServerHandler for Gateway {
         request.meta = client_meta(&context);
         // toolgate failing must not run the call: answer with the error.
         Ok(self
-            .call(request, &context.peer)
+            .call(request, &context.peer, &context.ct)
             .await
             .unwrap_or_else(|err| {
                 CallToolResult::error(vec![ContentBlock::text(format!(

@@ -16,9 +16,10 @@ use std::time::Duration;
 
 use rmcp::ServiceExt as _;
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResponse, ClientRequest, Implementation,
-    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, ServerPeerInfo, ServerResult,
+    CallToolRequest, CallToolRequestParams, CallToolResponse, CancelledNotificationParam,
+    ClientRequest, Implementation, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    ServerPeerInfo, ServerResult,
 };
 use rmcp::service::{PeerRequestOptions, RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
@@ -117,6 +118,7 @@ impl Upstream {
         &self,
         mut params: CallToolRequestParams,
         timeout: Duration,
+        cancelled: &tokio_util::sync::CancellationToken,
     ) -> std::result::Result<CallToolResponse, String> {
         let name = params.name.clone();
         let server = &self.server;
@@ -137,7 +139,18 @@ impl Upstream {
         if let Some(token) = clients_token {
             self.progress.insert(ours.clone(), token);
         }
-        let answer = tokio::time::timeout(timeout, handle.await_response()).await;
+        let id = handle.id.clone();
+        let answer = tokio::select! {
+            answer = tokio::time::timeout(timeout, handle.await_response()) => answer,
+            () = cancelled.cancelled() => {
+                // The client cancelled its call: so does the gateway, upstream.
+                self.progress.remove(&ours);
+                let reason = Some("the client cancelled the call".to_string());
+                let notice = CancelledNotificationParam::new(Some(id), reason);
+                let _ = self.peer().notify_cancelled(notice).await;
+                return Err(format!("the client cancelled `{name}`; the server was told"));
+            }
+        };
         self.progress.remove(&ours);
         match answer {
             Ok(Ok(ServerResult::CallToolResult(result))) => Ok(CallToolResponse::Complete(result)),
