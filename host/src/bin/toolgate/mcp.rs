@@ -22,7 +22,7 @@ const CLIENT_TOKEN_ENV: &str = "TOOLGATE_MCP_CLIENT_TOKEN";
 Example, in an MCP client's server list (the client launches the gateway in place of the server):
   toolgate --config toolgate.toml mcp --name everything -- npx -y @modelcontextprotocol/server-everything
 
-Over HTTP (one server, many client sessions):
+Over HTTP (many client sessions, each with its own server process; at most 32 at once):
   TOOLGATE_MCP_CLIENT_TOKEN=... toolgate mcp --listen 127.0.0.1:8765 -- npx -y @modelcontextprotocol/server-everything
 
 Pauses: with the `mcp` channel's token in TOOLGATE_MCP_TOKEN (its sha256 in [approvals] tokens) and a
