@@ -8,7 +8,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 const BINARY: &str = "docker-registry";
 
@@ -83,16 +82,12 @@ impl Registry {
     }
 
     fn wait_until_up(&self) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(&self.address).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "the registry did not start listening on {}: {}",
-                self.address,
-                std::fs::read_to_string(self.dir.path().join("registry.log")).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let what = format!("the registry to listen on {}", self.address);
+        super::eventually_showing(&what, || {
+            let up = std::net::TcpStream::connect(&self.address).is_ok();
+            let log = std::fs::read_to_string(self.dir.path().join("registry.log"));
+            (up, log.unwrap_or_default())
+        });
     }
 
     /// `oci://ADDRESS/REPOSITORY`.
