@@ -119,6 +119,31 @@ fn the_config_cannot_be_edited_through_another_spelling() {
     }
 }
 
+/// The plugins pulled from registries (`STORE.oci/` beside the store) are
+/// what a host starts from when its registry is down: the agent may not
+/// poison a tag file, delete the cache or swap it, under any spelling.
+#[test]
+fn the_pulled_plugins_cannot_be_poisoned_or_removed() {
+    let home = Home::new();
+    let pulled = home.path(".local/state/toolgate/toolgate.redb.oci");
+    std::fs::create_dir_all(pulled.join("tags")).unwrap();
+    let tag = pulled.join("tags/0a1b");
+    let via_proc = format!("/proc/self/root{}", tag.display());
+    assert_refused(
+        &home,
+        "Write",
+        json!({"file_path": via_proc, "content": "sha256:00"}),
+    );
+    for command in [
+        "echo sha256:00 > ~/.local/state/toolgate/toolgate.redb.oci/tags/0a1b",
+        "rm -rf ~/.local/state/toolgate/toolgate.redb.oci",
+        "cd ~/.local/state/toolgate && mv toolgate.redb.oci /tmp/elsewhere",
+        "ln -sfn /tmp/mine ~/.local/state/toolgate/toolgate.redb.oci",
+    ] {
+        assert_refused(&home, "Bash", bash(command));
+    }
+}
+
 #[test]
 fn a_symlink_or_hard_link_made_earlier_leads_to_what_it_points_at() {
     let home = Home::new();
