@@ -25,7 +25,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
-use super::{DaemonLink, Gateway, GatewayOptions, ServerCommand, new_session_id};
+use super::{DaemonLink, Gateway, GatewayOptions, UpstreamServer, new_session_id};
 use crate::daemon::peer::constant_time_eq;
 use crate::error::{Error, Result};
 
@@ -54,7 +54,7 @@ impl HttpServer {
     /// token (see the module docs). Refuses non-loopback addresses.
     pub fn new(
         listener: tokio::net::TcpListener,
-        servers: Arc<[ServerCommand]>,
+        servers: Arc<[UpstreamServer]>,
         daemon: DaemonLink,
         options: Arc<GatewayOptions>,
         client_token: Option<String>,

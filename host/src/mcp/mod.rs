@@ -66,7 +66,7 @@ mod server;
 mod upstream;
 
 pub use relay::Relay;
-pub use upstream::{ServerCommand, Upstream, Upstreams};
+pub use upstream::{ServerAt, Upstream, UpstreamServer, Upstreams};
 
 /// The channel name of pauses raised and resolved through MCP.
 pub const CHANNEL: &str = "mcp";
@@ -333,7 +333,7 @@ impl Session {
 #[derive(Clone)]
 pub struct Gateway {
     session: Arc<Session>,
-    servers: Arc<[ServerCommand]>,
+    servers: Arc<[UpstreamServer]>,
     upstreams: Arc<tokio::sync::OnceCell<Arc<Upstreams>>>,
     /// Set by the session's one `initialize`.
     initializing: Arc<std::sync::atomic::AtomicBool>,
@@ -342,7 +342,7 @@ pub struct Gateway {
 impl Gateway {
     /// A client session `session` (also its thread) in front of `servers`.
     pub fn new(
-        servers: Arc<[ServerCommand]>,
+        servers: Arc<[UpstreamServer]>,
         daemon: DaemonLink,
         options: Arc<GatewayOptions>,
         session: String,
@@ -353,7 +353,7 @@ impl Gateway {
     /// [`Gateway::new`], holding `slot` (one of a bounded number of
     /// sessions) until the session and its servers are gone.
     pub(crate) fn counted(
-        servers: Arc<[ServerCommand]>,
+        servers: Arc<[UpstreamServer]>,
         daemon: DaemonLink,
         options: Arc<GatewayOptions>,
         session: String,

@@ -22,7 +22,7 @@ use rmcp::model::{
     ServerPeerInfo, ServerResult,
 };
 use rmcp::service::{PeerRequestOptions, RoleClient, RunningService};
-use rmcp::transport::TokioChildProcess;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 
 use super::relay::{ProgressTokens, Relay};
 use crate::error::{Error, Result};
@@ -31,43 +31,69 @@ use crate::request::Origin;
 /// Between a server's name and its tool's, when a gateway fronts several.
 pub const SEPARATOR: &str = "__";
 
-/// How to start one server: its name in the origin (None: the name it
-/// reports) and its command, which speaks MCP on stdio.
+/// One server behind the gateway: its name in the origin (None: the name
+/// it reports) and where it is.
 #[derive(Debug, Clone)]
-pub struct ServerCommand {
+pub struct UpstreamServer {
     /// The origin's server name, if the operator gave one.
     pub name: Option<String>,
-    /// The program and its arguments.
-    pub words: Vec<OsString>,
-    /// Environment variables the server must not inherit (the gateway's
-    /// own tokens).
-    pub withheld: Vec<String>,
+    /// How to reach it.
+    pub at: ServerAt,
 }
 
-impl ServerCommand {
-    /// Start the server and introduce the gateway to it through `relay`.
+/// Where a server is.
+#[derive(Debug, Clone)]
+pub enum ServerAt {
+    /// A command that speaks MCP on stdio, started for each client session.
+    Command {
+        /// The program and its arguments.
+        words: Vec<OsString>,
+        /// Environment variables the server must not inherit (the
+        /// gateway's own tokens).
+        withheld: Vec<String>,
+    },
+    /// A streamable-HTTP endpoint (`http://…` or `https://…`), where each
+    /// client session opens a session of its own.
+    Url(String),
+}
+
+impl UpstreamServer {
+    /// Reach the server and introduce the gateway to it through `relay`.
     pub(super) async fn connect(&self, relay: Relay) -> Result<Arc<Upstream>> {
-        let program = self.words[0].to_string_lossy().into_owned();
-        let mut command = tokio::process::Command::new(&self.words[0]);
-        // The server ends with its session, even one that ignores EOF.
-        command.args(&self.words[1..]).kill_on_drop(true);
-        for name in &self.withheld {
-            command.env_remove(name);
-        }
-        let transport = TokioChildProcess::new(command).map_err(|err| {
-            Error::Request(format!("cannot start the MCP server {program:?}: {err}"))
-        })?;
         let (server_name, progress) = (relay.server.clone(), relay.progress.clone());
-        let service = relay.serve(transport).await.map_err(|err| {
-            let which = self
-                .name
-                .as_deref()
-                .map_or(String::new(), |n| format!(" `{n}`"));
-            Error::Request(format!(
-                "the MCP server{which} ({program:?}) did not start a session: {err}; check that \
-                 its command runs an MCP server on stdio"
-            ))
-        })?;
+        let service = match &self.at {
+            ServerAt::Command { words, withheld } => {
+                let program = words[0].to_string_lossy().into_owned();
+                let mut command = tokio::process::Command::new(&words[0]);
+                // The server ends with its session, even one that ignores EOF.
+                command.args(&words[1..]).kill_on_drop(true);
+                for name in withheld {
+                    command.env_remove(name);
+                }
+                let transport = TokioChildProcess::new(command).map_err(|err| {
+                    Error::Request(format!("cannot start the MCP server {program:?}: {err}"))
+                })?;
+                relay.serve(transport).await.map_err(|err| {
+                    self.no_session(
+                        &format!("{program:?}"),
+                        err,
+                        "check that its command runs an MCP server on stdio",
+                    )
+                })?
+            }
+            ServerAt::Url(url) => {
+                // reqwest is built without a default TLS provider.
+                let _ = rustls::crypto::ring::default_provider().install_default();
+                let transport = StreamableHttpClientTransport::from_uri(url.as_str());
+                relay.serve(transport).await.map_err(|err| {
+                    self.no_session(
+                        url,
+                        err,
+                        "check that the URL is a streamable-HTTP MCP endpoint and that it is up",
+                    )
+                })?
+            }
+        };
         let reported = service.peer().peer_info();
         let server = self
             .name
@@ -87,6 +113,16 @@ impl ServerCommand {
             server,
             progress,
         }))
+    }
+
+    fn no_session(&self, what: &str, err: impl std::fmt::Display, fix: &str) -> Error {
+        let which = self
+            .name
+            .as_deref()
+            .map_or(String::new(), |n| format!(" `{n}`"));
+        Error::Request(format!(
+            "the MCP server{which} ({what}) did not start a session: {err}; {fix}"
+        ))
     }
 }
 

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use rmcp::ServiceExt as _;
-use toolgate::mcp::{DaemonLink, Gateway, GatewayOptions, ServerCommand, http, new_session_id};
+use toolgate::mcp::{
+    DaemonLink, Gateway, GatewayOptions, ServerAt, UpstreamServer, http, new_session_id,
+};
 use toolgate::request::Mode;
 
 use crate::target::Ctx;
@@ -24,6 +26,9 @@ Example, in an MCP client's server list (the client launches the gateway in plac
 
 Over HTTP (many client sessions, each with its own server process; at most 32 at once):
   TOOLGATE_MCP_CLIENT_TOKEN=... toolgate mcp --listen 127.0.0.1:8765 -- npx -y @modelcontextprotocol/server-everything
+
+In front of a server that is itself on streamable HTTP (each client session opens its own session there):
+  toolgate mcp --name docs -- https://mcp.example.com/mcp
 
 Pauses: with the `mcp` channel's token in TOOLGATE_MCP_TOKEN (its sha256 in [approvals] tokens) and a
 client that supports elicitation, the person is asked in the client; otherwise the tool result says
@@ -59,13 +64,13 @@ pub struct McpArgs {
     /// `autonomous` (nobody to ask).
     #[arg(long, value_enum, default_value_t = ClientMode::Interactive)]
     client_mode: ClientMode,
-    /// One more server, as NAME=COMMAND (a shell-quoted command line); may
-    /// be repeated. With several servers, each tool is offered as
-    /// NAME__TOOL.
+    /// One more server, as NAME=COMMAND (a shell-quoted command line) or
+    /// NAME=URL (a streamable-HTTP endpoint, http:// or https://); may be
+    /// repeated. With several servers, each tool is offered as NAME__TOOL.
     #[arg(long = "server", value_name = "NAME=COMMAND", value_parser = parse_server)]
     servers: Vec<(String, Vec<String>)>,
     /// The MCP server's command and its arguments (it speaks MCP on stdio),
-    /// named by --name.
+    /// or its URL (streamable HTTP), named by --name.
     #[arg(last = true, value_name = "SERVER-COMMAND")]
     command: Vec<OsString>,
 }
@@ -128,12 +133,11 @@ pub fn run(ctx: &Ctx, args: McpArgs) -> anyhow::Result<ExitCode> {
         .context("cannot start the async runtime")?;
     // The servers start when a client initializes, each offered what that
     // client can do; the tokens are the gateway's, never the servers'.
-    let servers: Arc<[ServerCommand]> = servers
+    let servers: Arc<[UpstreamServer]> = servers
         .into_iter()
-        .map(|(name, words)| ServerCommand {
+        .map(|(name, words)| UpstreamServer {
             name,
-            words,
-            withheld: vec![TOKEN_ENV.into(), CLIENT_TOKEN_ENV.into()],
+            at: server_at(words),
         })
         .collect();
     runtime.block_on(async {
@@ -163,6 +167,21 @@ pub fn run(ctx: &Ctx, args: McpArgs) -> anyhow::Result<ExitCode> {
         anyhow::Ok(())
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// A single word that is an HTTP(S) URL names a streamable-HTTP server;
+/// anything else is a command.
+fn server_at(words: Vec<OsString>) -> ServerAt {
+    if let [word] = words.as_slice()
+        && let Some(url) = word.to_str()
+        && (url.starts_with("http://") || url.starts_with("https://"))
+    {
+        return ServerAt::Url(url.to_string());
+    }
+    ServerAt::Command {
+        words,
+        withheld: vec![TOKEN_ENV.into(), CLIENT_TOKEN_ENV.into()],
+    }
 }
 
 fn secret_from_env(name: &str) -> Option<String> {
