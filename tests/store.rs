@@ -306,3 +306,164 @@ fn state_written_without_waiting_for_the_disk_survives_a_clean_restart() {
     );
     assert_eq!(store.turn("s").unwrap(), 1);
 }
+
+/// Found by `redb_and_postgres_agree_on_any_sequence_of_state_operations`:
+/// PostgreSQL answered a key's second mention in one read with "absent".
+#[test]
+fn a_key_asked_for_twice_in_one_read_is_read_twice() {
+    for (backend, store, _keep) in
+        common::pg_cluster::every_backend("a_key_asked_for_twice_in_one_read_is_read_twice")
+    {
+        store.state_put("p", "n", Some(b"1"), u64::MAX).unwrap();
+        assert_eq!(
+            store.state_get_many("p", &["n", "x", "n"]).unwrap(),
+            vec![Some(b"1".to_vec()), None, Some(b"1".to_vec())],
+            "{backend}"
+        );
+    }
+}
+
+/// Found by the same property: PostgreSQL turned a value of another size
+/// into a counter without counting the change, so an empty value under a
+/// key let a counter grow past the namespace's quota.
+#[test]
+fn a_counter_over_a_value_of_another_size_counts_against_the_quota() {
+    for (backend, store, _keep) in common::pg_cluster::every_backend(
+        "a_counter_over_a_value_of_another_size_counts_against_the_quota",
+    ) {
+        store.state_put("p", "n", Some(b""), 4).unwrap();
+        assert!(
+            matches!(
+                store.state_try_increment("p", "n", 10, 4),
+                Err(StateWriteError::QuotaExceeded(4))
+            ),
+            "{backend}"
+        );
+        store.state_put("q", "n", Some(&[0; 9]), u64::MAX).unwrap();
+        assert_eq!(
+            store.state_try_increment("q", "n", 10, u64::MAX).unwrap(),
+            Some(1)
+        );
+        assert_eq!(store.state_usage("q").unwrap(), 9, "{backend}: 1 + 8 bytes");
+    }
+}
+
+/// One state operation of [`redb_and_postgres_agree_on_any_sequence_of_state_operations`],
+/// over a few policies, keys and sessions (so operations meet).
+#[derive(Debug, Clone)]
+enum StateOp {
+    Put(usize, usize, Option<Vec<u8>>, u64),
+    Increment(usize, usize, u64, u64),
+    Get(usize, usize),
+    GetMany(usize, Vec<usize>),
+    Keys(usize, usize, usize),
+    Usage(usize),
+    NextTurn(usize),
+    Turn(usize),
+}
+
+const POLICIES: [&str; 2] = ["p", "q"];
+const KEYS: [&str; 5] = ["a", "ab", "abc", "b", "n"];
+const SESSIONS: [&str; 2] = ["s1", "s2"];
+
+fn state_op() -> impl proptest::strategy::Strategy<Value = StateOp> {
+    use proptest::prelude::*;
+    let policy = 0..POLICIES.len();
+    let key = 0..KEYS.len();
+    let quota = prop::sample::select(vec![12u64, 40, 1024, u64::MAX]);
+    let value = prop::option::of(prop::collection::vec(any::<u8>(), 0..24));
+    prop_oneof![
+        (policy.clone(), key.clone(), value, quota.clone())
+            .prop_map(|(p, k, v, q)| StateOp::Put(p, k, v, q)),
+        (policy.clone(), key.clone(), 0u64..4, quota)
+            .prop_map(|(p, k, l, q)| StateOp::Increment(p, k, l, q)),
+        (policy.clone(), key.clone()).prop_map(|(p, k)| StateOp::Get(p, k)),
+        (policy.clone(), prop::collection::vec(key.clone(), 0..4))
+            .prop_map(|(p, ks)| StateOp::GetMany(p, ks)),
+        (policy.clone(), 0..KEYS.len() + 1, 0usize..4)
+            .prop_map(|(p, prefix, l)| StateOp::Keys(p, prefix, l)),
+        policy.prop_map(StateOp::Usage),
+        (0..SESSIONS.len()).prop_map(StateOp::NextTurn),
+        (0..SESSIONS.len()).prop_map(StateOp::Turn),
+    ]
+}
+
+/// What an operation returned, comparable across backends: a storage
+/// failure's text is the backend's own, so only its kind is kept.
+fn apply(store: &Store, op: &StateOp) -> String {
+    let written = |result: Result<String, StateWriteError>| match result {
+        Err(StateWriteError::Storage(_)) => "storage error".to_string(),
+        other => format!("{other:?}"),
+    };
+    let read = |result: toolgate::Result<String>| result.unwrap_or_else(|_| "error".into());
+    match op {
+        StateOp::Put(p, k, v, q) => written(
+            store
+                .state_put(POLICIES[*p], KEYS[*k], v.as_deref(), *q)
+                .map(|()| "put".into()),
+        ),
+        StateOp::Increment(p, k, l, q) => written(
+            store
+                .state_try_increment(POLICIES[*p], KEYS[*k], *l, *q)
+                .map(|n| format!("{n:?}")),
+        ),
+        StateOp::Get(p, k) => read(
+            store
+                .state_get(POLICIES[*p], KEYS[*k])
+                .map(|v| format!("{v:?}")),
+        ),
+        StateOp::GetMany(p, ks) => {
+            let keys: Vec<&str> = ks.iter().map(|k| KEYS[*k]).collect();
+            read(
+                store
+                    .state_get_many(POLICIES[*p], &keys)
+                    .map(|v| format!("{v:?}")),
+            )
+        }
+        StateOp::Keys(p, prefix, l) => {
+            let prefix = KEYS.get(*prefix).copied().unwrap_or("");
+            read(
+                store
+                    .state_keys(POLICIES[*p], prefix, *l)
+                    .map(|v| format!("{v:?}")),
+            )
+        }
+        StateOp::Usage(p) => read(store.state_usage(POLICIES[*p]).map(|u| u.to_string())),
+        StateOp::NextTurn(s) => read(store.next_turn(SESSIONS[*s]).map(|t| t.to_string())),
+        StateOp::Turn(s) => read(store.turn(SESSIONS[*s]).map(|t| t.to_string())),
+    }
+}
+
+/// A differential property: the embedded store and PostgreSQL answer any
+/// sequence of state operations (writes under quotas, bounded increments,
+/// reads, key listings, usage, turns) alike, step by step, each case on
+/// fresh stores.
+#[test]
+fn redb_and_postgres_agree_on_any_sequence_of_state_operations() {
+    use proptest::test_runner::{Config, TestRunner};
+    let Some(cluster) = common::pg_cluster::Cluster::start("backends_agree") else {
+        return;
+    };
+    let mut runner = TestRunner::new(Config {
+        cases: 48,
+        ..Config::default()
+    });
+    let ops = proptest::collection::vec(state_op(), 1..40);
+    runner
+        .run(&ops, |ops| {
+            let (redb, _dir) = open();
+            let postgres = cluster.store();
+            for (step, op) in ops.iter().enumerate() {
+                proptest::prop_assert_eq!(
+                    apply(&redb, op),
+                    apply(&postgres, op),
+                    "step {} ({:?}) of {:?}",
+                    step,
+                    op,
+                    ops
+                );
+            }
+            Ok(())
+        })
+        .unwrap();
+}

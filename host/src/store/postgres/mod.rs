@@ -312,11 +312,12 @@ fn read_many(pool: &Pool, policy: &str, keys: &[&str]) -> Result<Vec<Option<Vec<
             &[&policy, &keys],
         )
         .map_err(|e| pool.error(e))?;
-    let mut found: std::collections::HashMap<String, Vec<u8>> = rows
+    let found: std::collections::HashMap<String, Vec<u8>> = rows
         .into_iter()
         .map(|row| (row.get(0), row.get(1)))
         .collect();
-    Ok(keys.iter().map(|k| found.remove(*k)).collect())
+    // A key asked for twice is read twice (not taken out at the first).
+    Ok(keys.iter().map(|k| found.get(*k).cloned()).collect())
 }
 
 /// `policy`'s keys under `prefix`, in order, at most `limit`.
@@ -429,51 +430,61 @@ impl StateStore for PostgresStore {
             .pool
             .get()
             .map_err(|e| StateWriteError::Storage(e.to_string()))?;
+        // A counter that exists and keeps its size needs no usage lock; any
+        // other change (a new counter, or a value of another size turned
+        // into one) locks the usage row first, as `state_put` does, so the
+        // two never wait on each other's locks.
+        let mut usage_first = false;
         loop {
             let mut txn = client.transaction().map_err(|e| self.storage(e))?;
-            let current = txn
+            let used = if usage_first {
+                Some(lock_usage(&mut txn, policy).map_err(|e| self.storage(e))?)
+            } else {
+                None
+            };
+            let current: Option<Vec<u8>> = txn
                 .query_opt(
                     "SELECT value FROM state WHERE policy = $1 AND key = $2 FOR UPDATE",
                     &[&policy, &key],
                 )
                 .map_err(|e| self.storage(e))?
-                .map(|row| counter(&row.get::<_, Vec<u8>>(0)));
-            if current.unwrap_or(0) >= limit {
+                .map(|row| row.get(0));
+            let count = current.as_deref().map_or(0, counter);
+            if count >= limit {
                 return Ok(None);
             }
-            let next = current.unwrap_or(0) + 1;
+            let next = count + 1;
             let bytes = next.to_le_bytes().to_vec();
-            if current.is_some() {
-                // The value keeps its size: no quota change, no usage lock.
+            let same_size = current.as_ref().is_some_and(|v| v.len() == bytes.len());
+            if !same_size && used.is_none() {
+                usage_first = true;
+                continue;
+            }
+            if let Some(used) = used {
+                let old = current.as_deref().map_or(0, |v| entry_size(key, v));
+                let new = entry_size(key, &bytes);
+                let total = used - old.min(used) + new;
+                if new > old && total > quota {
+                    return Err(StateWriteError::QuotaExceeded(quota));
+                }
                 txn.execute(
-                    "UPDATE state SET value = $3 WHERE policy = $1 AND key = $2",
-                    &[&policy, &key, &bytes],
+                    "UPDATE state_usage SET bytes = $2 WHERE policy = $1",
+                    &[&policy, &i64_of(total)],
                 )
                 .map_err(|e| self.storage(e))?;
-                txn.commit().map_err(|e| self.storage(e))?;
-                return Ok(Some(next));
             }
-            let used = lock_usage(&mut txn, policy).map_err(|e| self.storage(e))?;
-            let total = used + entry_size(key, &bytes);
-            if total > quota {
-                return Err(StateWriteError::QuotaExceeded(quota));
-            }
-            let inserted = txn
+            let written = txn
                 .execute(
                     "INSERT INTO state (policy, key, value) VALUES ($1, $2, $3) \
-                     ON CONFLICT DO NOTHING",
-                    &[&policy, &key, &bytes],
+                     ON CONFLICT (policy, key) DO UPDATE SET value = EXCLUDED.value \
+                     WHERE $4",
+                    &[&policy, &key, &bytes, &current.is_some()],
                 )
                 .map_err(|e| self.storage(e))?;
-            if inserted == 0 {
+            if written == 0 {
                 // Another host created the counter first: read it again.
                 continue;
             }
-            txn.execute(
-                "UPDATE state_usage SET bytes = $2 WHERE policy = $1",
-                &[&policy, &i64_of(total)],
-            )
-            .map_err(|e| self.storage(e))?;
             txn.commit().map_err(|e| self.storage(e))?;
             return Ok(Some(next));
         }
