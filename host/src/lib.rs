@@ -52,6 +52,45 @@ mod transcript;
 mod watch;
 mod wit_convert;
 
+/// Internals the fuzz targets in `fuzz/` check directly. Built only by
+/// `cargo fuzz`, which compiles every crate with `--cfg fuzzing`.
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub mod fuzzing {
+    use crate::daemon::inbox;
+    use hyper::HeaderMap;
+
+    pub use crate::daemon::inbox::escape;
+
+    /// The inbox's reading of a form field.
+    pub fn form_value(form: &str, name: &str) -> Option<String> {
+        inbox::form_value(form, name)
+    }
+    /// The inbox's encoding of a form value.
+    pub fn percent_encode(text: &str) -> String {
+        inbox::percent_encode(text)
+    }
+    /// The inbox's reading of a cookie.
+    pub fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
+        inbox::cookie(headers, name)
+    }
+    /// The inbox's `Host` check.
+    pub fn loopback_host(headers: &HeaderMap) -> bool {
+        inbox::loopback_host(headers)
+    }
+    /// The inbox's same-origin check.
+    pub fn same_origin(headers: &HeaderMap) -> bool {
+        inbox::same_origin(headers)
+    }
+
+    /// Whether the guard's quick filter would pass over `word` although
+    /// the full check finds a protected location in it (it must never).
+    pub fn quick_filter_misses(plane: &crate::guard::ControlPlane, word: &str) -> bool {
+        let path = crate::guard::normalise(std::path::Path::new(word));
+        plane.protects(&path).is_some() && !plane.could_name_protected(word)
+    }
+}
+
 pub use config::Config;
 pub use decision::{Decision, Verdict};
 pub use error::{Error, ErrorKind, PluginProblem, Result};

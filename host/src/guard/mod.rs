@@ -603,7 +603,7 @@ impl ControlPlane {
     /// location's (or it has `.`/`..` components, which need the whole
     /// path); a relative one only if its last component starts a protected
     /// location's name (what `protects` requires of it), or is `.`/`..`.
-    fn could_name_protected(&self, word: &str) -> bool {
+    pub(crate) fn could_name_protected(&self, word: &str) -> bool {
         if let Some(rest) = word.strip_prefix('/') {
             let first = rest.trim_start_matches('/').split('/').next().unwrap_or("");
             return word.contains("/.") || self.roots.iter().any(|root| root == first);
@@ -619,7 +619,7 @@ impl ControlPlane {
     /// What protected location `path` is or is under; a relative path is
     /// matched as a suffix (at least two components, or one distinctive
     /// toolgate file name).
-    fn protects(&self, path: &Path) -> Option<String> {
+    pub(crate) fn protects(&self, path: &Path) -> Option<String> {
         if path.is_absolute() {
             let text = path.display().to_string();
             return self
@@ -792,7 +792,7 @@ fn toolgate_admin_command(text: &str) -> Option<String> {
 }
 
 /// Lexically normalise: drop `.`, resolve `..` against what came before.
-fn normalise(path: &Path) -> PathBuf {
+pub(crate) fn normalise(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for component in path.components() {
         match component {
