@@ -83,6 +83,14 @@ pub mod fuzzing {
         inbox::same_origin(headers)
     }
 
+    /// What a registry's manifest says, as `plugins pull` reads it: the
+    /// component layer's digest and the signature file it carries.
+    pub fn oci_manifest(manifest: &[u8]) -> Result<(String, Option<String>), String> {
+        let reference = crate::oci::Reference::parse("oci://127.0.0.1:5000/fuzz/policy:1")?;
+        crate::oci::layout::artifact_of(&reference, manifest)
+            .map(|(layer, signature)| (layer.digest, signature))
+    }
+
     /// Whether the guard's quick filter would pass over `word` although
     /// the full check finds a protected location in it (it must never).
     pub fn quick_filter_misses(plane: &crate::guard::ControlPlane, word: &str) -> bool {

@@ -28,7 +28,7 @@
 
 mod cache;
 pub mod credentials;
-mod layout;
+pub(crate) mod layout;
 mod reference;
 
 use std::collections::BTreeMap;
