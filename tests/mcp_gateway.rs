@@ -70,6 +70,8 @@ struct Session<'a> {
     server: Vec<String>,
     env: Value,
     elicitation: Option<&'a str>,
+    /// See `samplingMarker` in `tests/mcp/client.cjs`.
+    sampling_marker: Option<String>,
 }
 
 impl<'a> Session<'a> {
@@ -79,6 +81,7 @@ impl<'a> Session<'a> {
             server: server.iter().map(|s| s.to_string()).collect(),
             env: json!({}),
             elicitation: None,
+            sampling_marker: None,
         }
     }
 
@@ -99,6 +102,7 @@ impl<'a> Session<'a> {
             "args": args,
             "env": self.env,
             "elicitation": self.elicitation,
+            "samplingMarker": self.sampling_marker,
             "calls": calls,
         });
         run_client(setup, modules, &spec)
@@ -1050,6 +1054,42 @@ fn the_conformance_suite_passes_through_the_gateway_to_a_server_on_http() {
     let (_through, url) = listening_gateway(&setup, &modules, &[server_url.as_ref()]);
     let through = conformance(&modules, &url, &setup.dir.path().join("through"));
     no_check_regressed(&directly, &through, 40);
+}
+
+/// A server that cancels its own request to the client (here a sampling
+/// request the client holds) has it cancelled at the client too: the
+/// gateway passes the server's `notifications/cancelled` on, so the person
+/// is no longer asked.
+#[test]
+fn a_server_that_cancels_its_request_to_the_client_cancels_it_there_too() {
+    let Some(modules) = common::npm::node_modules(&[SDK]) else {
+        return;
+    };
+    let setup = allow_the_fixture();
+    let marker = setup.dir.path().join("sampling");
+    let fixture = tests_dir().join("conformance-server.cjs");
+    let mut session = Session::new(&["node", fixture.to_str().unwrap(), "stdio"]);
+    session.gateway = vec!["--name".into(), "fixture".into()];
+    session.env = json!({"TOOLGATE_SAMPLING_MARKER": marker.display().to_string()});
+    session.sampling_marker = Some(marker.display().to_string());
+    session.elicitation = Some("accept");
+    // The TypeScript SDK ignores a cancellation of request id 0 (it tests
+    // the id for truth), so the gateway's first request to the client is
+    // another one.
+    let calls = json!([
+        {"name": "test_elicitation", "arguments": {"message": "first"}},
+        {"name": "test_cancel_own_sampling"},
+    ]);
+    let result = session.run(&setup, &modules, calls);
+    let (is_error, text) = call(&result, 1);
+    assert!(!is_error && text.contains("sampling cancelled"), "{text}");
+    // The client's handler writes why its request was aborted: the
+    // gateway's notice, not the end of the session.
+    let reason = std::fs::read_to_string(&marker).unwrap();
+    assert!(
+        reason.contains("the MCP server cancelled the sampling request"),
+        "{reason}"
+    );
 }
 
 /// The suite's client scenarios (those that do not need OAuth), with the

@@ -7,6 +7,7 @@
 // SPEC: {"command": ..., "args": [...], "env": {...},   (stdio), or
 //       {"url": ..., "headers": {...}}                    (streamable HTTP),
 //        "elicitation": "accept" | "decline" | "cancel" | null,
+//        "samplingMarker": PATH | null,
 //        "calls": [{"name": ..., "arguments": {...}, "gate": PATH, "abortAfterMs": N}]}
 // (`gate`: before the call, create PATH.ready and wait until PATH exists, so
 // the test can act between two calls)
@@ -15,17 +16,29 @@ const fs = require('fs');
 const { Client } = require('@modelcontextprotocol/sdk/client/index.js');
 const { StdioClientTransport } = require('@modelcontextprotocol/sdk/client/stdio.js');
 const { StreamableHTTPClientTransport } = require('@modelcontextprotocol/sdk/client/streamableHttp.js');
-const { ElicitRequestSchema } = require('@modelcontextprotocol/sdk/types.js');
+const { CreateMessageRequestSchema, ElicitRequestSchema } = require('@modelcontextprotocol/sdk/types.js');
 
 async function main() {
   const spec = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
   const capabilities = spec.elicitation ? { elicitation: {} } : {};
+  // `samplingMarker`: the client takes sampling requests and answers none;
+  // it creates MARKER.asked when asked, and writes MARKER when the server
+  // cancels the request (with the reason the client was given).
+  if (spec.samplingMarker) capabilities.sampling = {};
   const client = new Client({ name: 'toolgate-test-client', version: '1.0.0' }, { capabilities });
   const elicitations = [];
   if (spec.elicitation) {
     client.setRequestHandler(ElicitRequestSchema, async (request) => {
       elicitations.push(request.params.message);
       return { action: spec.elicitation, content: spec.elicitation === 'accept' ? {} : undefined };
+    });
+  }
+  if (spec.samplingMarker) {
+    client.setRequestHandler(CreateMessageRequestSchema, async (_request, extra) => {
+      fs.writeFileSync(spec.samplingMarker + '.asked', '');
+      await new Promise((done) => extra.signal.addEventListener('abort', done));
+      fs.writeFileSync(spec.samplingMarker, String(extra.signal.reason));
+      throw new Error('cancelled');
     });
   }
   const transport = spec.url

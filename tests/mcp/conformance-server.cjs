@@ -121,6 +121,28 @@ const tools = {
     require('fs').writeFileSync(process.env.TOOLGATE_CANCEL_MARKER, String(extra.signal.reason));
     return text('cancelled');
   }],
+  // Not a conformance scenario: asks the client to sample, cancels that
+  // request once the client has it (the file TOOLGATE_SAMPLING_MARKER.asked
+  // exists), and answers once the client heard of it (the file
+  // TOOLGATE_SAMPLING_MARKER exists), or after 10 s.
+  test_cancel_own_sampling: [noArguments, async (_params, extra) => {
+    const fs = require('fs');
+    const marker = process.env.TOOLGATE_SAMPLING_MARKER;
+    const until = async (path) => {
+      const deadline = Date.now() + 10000; // a bound: the test may have failed
+      while (!fs.existsSync(path) && Date.now() < deadline) await sleep(20);
+    };
+    const asking = new AbortController();
+    const asked = extra.sendRequest({
+      method: 'sampling/createMessage',
+      params: { messages: [{ role: 'user', content: { type: 'text', text: 'never mind' } }], maxTokens: 5 },
+    }, types.CreateMessageResultSchema, { signal: asking.signal, timeout: 60000 }).catch(() => 'cancelled');
+    await until(marker + '.asked');
+    asking.abort('the server no longer needs it');
+    await asked;
+    await until(marker);
+    return text('sampling cancelled');
+  }],
   json_schema_2020_12_tool: [{
     $schema: 'https://json-schema.org/draft/2020-12/schema',
     type: 'object',

@@ -16,13 +16,18 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use rmcp::ClientHandler;
 use rmcp::model::{
-    ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
-    ElicitRequestParams, ElicitResult, ElicitationAction, ErrorData as McpError, Implementation,
-    InitializeRequestParams, ListRootsResult, LoggingMessageNotificationParam,
+    ClientCapabilities, ClientConfig, ClientResult, CreateMessageRequest,
+    CreateMessageRequestParams, CreateMessageResult, ElicitRequest, ElicitRequestParams,
+    ElicitResult, ElicitationAction, ErrorData as McpError, Implementation,
+    InitializeRequestParams, ListRootsRequest, ListRootsResult, LoggingMessageNotificationParam,
     ProgressNotificationParam, ProgressToken, ProtocolVersion, ResourceUpdatedNotificationParam,
+    ServerRequest,
 };
-use rmcp::service::{NotificationContext, Peer, RequestContext, RoleClient, RoleServer};
+use rmcp::service::{
+    NotificationContext, Peer, PeerRequestOptions, RequestContext, RoleClient, RoleServer,
+};
 use serde_json::json;
+use tokio_util::sync::CancellationToken;
 
 use super::Session;
 
@@ -149,6 +154,44 @@ fn upstream_config(initialize: &InitializeRequestParams) -> ClientConfig {
     config
 }
 
+impl Relay {
+    /// Ask the client `request` on the server's behalf; if the server
+    /// cancels its request meanwhile (`cancelled`), cancel it at the
+    /// client too, so the person is no longer asked.
+    async fn ask_client(
+        &self,
+        request: ServerRequest,
+        cancelled: &CancellationToken,
+        what: &str,
+    ) -> Result<ClientResult, McpError> {
+        let mut asked = self
+            .client
+            .send_cancellable_request(request, PeerRequestOptions::no_options())
+            .await
+            .map_err(|err| relay_failed(what, err))?;
+        tokio::select! {
+            answer = &mut asked.rx => match answer {
+                Ok(answer) => answer.map_err(|err| relay_failed(what, err)),
+                Err(_) => Err(relay_failed(what, rmcp::ServiceError::TransportClosed)),
+            },
+            () = cancelled.cancelled() => {
+                let _ = asked
+                    .cancel(Some(format!("the MCP server cancelled {what}")))
+                    .await;
+                Err(McpError::internal_error(format!("{what} was cancelled"), None))
+            }
+        }
+    }
+}
+
+/// The client answered with a result of another kind than asked.
+fn unexpected(what: &str) -> McpError {
+    McpError::internal_error(
+        format!("the client answered {what} with something else"),
+        None,
+    )
+}
+
 /// A failed relay to the client, as the server's error.
 fn relay_failed(what: &str, err: rmcp::ServiceError) -> McpError {
     match err {
@@ -167,7 +210,7 @@ impl ClientHandler for Relay {
     async fn create_message(
         &self,
         params: CreateMessageRequestParams,
-        _context: RequestContext<RoleClient>,
+        context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, McpError> {
         if self.config.capabilities.sampling.is_none() {
             return Err(McpError::method_not_found::<
@@ -176,16 +219,30 @@ impl ClientHandler for Relay {
         }
         let method = "sampling/createMessage";
         self.decide(method, arguments(method, &params)?).await?;
-        self.client
-            .create_message(params)
-            .await
-            .map_err(|err| relay_failed("the sampling request", err))
+        // What rmcp's own `create_message` checks before sending.
+        if (params.tools.is_some() || params.tool_choice.is_some())
+            && !self.client.supports_sampling_tools()
+        {
+            return Err(McpError::invalid_params(
+                "tools or toolChoice in a sampling request, and the client has no sampling tools",
+                None,
+            ));
+        }
+        params
+            .validate()
+            .map_err(|err| McpError::invalid_params(err, None))?;
+        let what = "the sampling request";
+        let request = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(params));
+        match self.ask_client(request, &context.ct, what).await? {
+            ClientResult::CreateMessageResult(result) => Ok(*result),
+            _ => Err(unexpected(what)),
+        }
     }
 
     async fn create_elicitation(
         &self,
         request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
+        context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, McpError> {
         if self.config.capabilities.elicitation.is_none() {
             return Ok(ElicitResult::new(ElicitationAction::Decline));
@@ -235,24 +292,28 @@ impl ClientHandler for Relay {
                 ));
             }
         };
-        self.client
-            .create_elicitation(request)
-            .await
-            .map_err(|err| relay_failed("the elicitation", err))
+        let what = "the elicitation";
+        let request = ServerRequest::ElicitRequest(ElicitRequest::new(request));
+        match self.ask_client(request, &context.ct, what).await? {
+            ClientResult::ElicitResult(result) => Ok(result),
+            _ => Err(unexpected(what)),
+        }
     }
 
     async fn list_roots(
         &self,
-        _context: RequestContext<RoleClient>,
+        context: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, McpError> {
         if self.config.capabilities.roots.is_none() {
             return Ok(ListRootsResult::default());
         }
         self.decide("roots/list", json!({})).await?;
-        self.client
-            .list_roots()
-            .await
-            .map_err(|err| relay_failed("the roots request", err))
+        let what = "the roots request";
+        let request = ServerRequest::ListRootsRequest(ListRootsRequest::default());
+        match self.ask_client(request, &context.ct, what).await? {
+            ClientResult::ListRootsResult(result) => Ok(result),
+            _ => Err(unexpected(what)),
+        }
     }
 
     async fn on_progress(
