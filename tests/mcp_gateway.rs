@@ -201,6 +201,20 @@ fn allowed_calls_reach_the_server_and_denied_ones_never_do() {
     for entry in entries {
         assert_eq!(entry["entry"]["channel"], "mcp", "{entry}");
     }
+
+    // What the two calls that ran did is recorded (off the calls' path,
+    // and all of it before the gateway ends with its session).
+    let events = Client::new(setup.socket())
+        .call(&DaemonRequest::Events { limit: 20 })
+        .unwrap();
+    let ran: Vec<&str> = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["event"]["kind"] == "tool_call")
+        .filter_map(|e| e["event"]["tool"].as_str())
+        .collect();
+    assert_eq!(ran, ["echo", "get-sum"], "{events}");
 }
 
 #[test]

@@ -155,6 +155,10 @@ pub(crate) struct Session {
     options: Arc<GatewayOptions>,
     id: String,
     turn: tokio::sync::OnceCell<u64>,
+    /// The outcome of the session's last call, still being recorded: the
+    /// client has its result without waiting for it, and the session's
+    /// next decision waits for it, so policies always see the calls before.
+    recording: tokio::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Held for the session's life where sessions are counted (HTTP).
     _slot: Option<tokio::sync::OwnedSemaphorePermit>,
 }
@@ -192,6 +196,7 @@ impl Session {
     }
 
     async fn evaluate(&self, request: &ToolRequest) -> Result<Decision> {
+        self.recorded().await;
         let answer = blocking(
             self.daemon.clone(),
             DaemonRequest::Evaluate {
@@ -251,15 +256,32 @@ impl Session {
         }
     }
 
-    /// Record what happened to a call that ran.
+    /// Record what happened to a call that ran, off the call's path (see
+    /// `recording`).
     async fn observe(&self, request: ToolRequest, outcome: Outcome, summary: String) {
         let observe = DaemonRequest::Observe {
             request,
             outcome,
             summary,
         };
-        if let Err(err) = blocking(self.daemon.clone(), observe).await {
-            tracing::warn!(error = %err, "could not record the call's outcome");
+        let daemon = self.daemon.clone();
+        let mut recording = self.recording.lock().await;
+        let before = recording.take();
+        *recording = Some(tokio::spawn(async move {
+            if let Some(before) = before {
+                let _ = before.await;
+            }
+            if let Err(err) = blocking(daemon, observe).await {
+                tracing::warn!(error = %err, "could not record the call's outcome");
+            }
+        }));
+    }
+
+    /// Wait until the outcomes of the session's calls so far are recorded.
+    async fn recorded(&self) {
+        let mut recording = self.recording.lock().await;
+        if let Some(last) = recording.take() {
+            let _ = last.await;
         }
     }
 
@@ -365,12 +387,19 @@ impl Gateway {
                 options,
                 id: session,
                 turn: tokio::sync::OnceCell::new(),
+                recording: tokio::sync::Mutex::default(),
                 _slot: slot,
             }),
             servers,
             upstreams: Arc::default(),
             initializing: Arc::default(),
         }
+    }
+
+    /// Wait until what the session's calls did is recorded: before the
+    /// process ends with its session.
+    pub async fn finish(&self) {
+        self.session.recorded().await;
     }
 
     /// The session's servers, once the client initialized.

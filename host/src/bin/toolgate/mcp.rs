@@ -145,10 +145,13 @@ pub fn run(ctx: &Ctx, args: McpArgs) -> anyhow::Result<ExitCode> {
             let session = args.session.unwrap_or_else(new_session_id);
             let gateway = Gateway::new(servers, daemon, options, session);
             let service = gateway
+                .clone()
                 .serve(rmcp::transport::stdio())
                 .await
                 .context("the MCP client did not start a session")?;
-            service.waiting().await.context("the gateway stopped")?;
+            let stopped = service.waiting().await;
+            gateway.finish().await;
+            stopped.context("the gateway stopped")?;
             return anyhow::Ok(());
         };
         anyhow::ensure!(
