@@ -374,3 +374,35 @@ pub fn decode(text: &str) -> Result<Value, (ErrorKind, String)> {
 pub fn decode_request(text: &str) -> Result<DaemonRequest, String> {
     serde_json::from_str(text).map_err(|err| format!("bad daemon request: {err}"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by `fuzz/` (mcp_message): without correctly rounded float
+    /// parsing, a number in a call's arguments came out of the daemon's
+    /// protocol one unit in the last place away from what the gateway sent,
+    /// so the policies decided on other arguments than the server got.
+    #[test]
+    fn a_call_crosses_the_protocol_unchanged_numbers_included() {
+        // A number too long for an f64, as the fuzzer wrote it.
+        let text = format!(
+            r#"{{"id": 1522222222222{}14347467612885206812}}"#,
+            "0".repeat(77)
+        );
+        let arguments: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let request = DaemonRequest::Evaluate {
+            request: ToolRequest::new("write", arguments),
+        };
+        let line = serde_json::to_string(&request).unwrap();
+        match decode_request(&line).unwrap() {
+            DaemonRequest::Evaluate { request: again } => {
+                let DaemonRequest::Evaluate { request } = request else {
+                    unreachable!()
+                };
+                assert_eq!(again, request, "{line}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
