@@ -962,6 +962,23 @@ fn conformance(
     checks
 }
 
+/// A server at a URL is named by the operator: the name a remote server
+/// reports is its own to choose, and could be a more trusted server's.
+/// The refusal keeps a token in the URL's query out of the message.
+#[test]
+fn a_server_at_a_url_must_be_named_by_the_operator() {
+    let setup = allow_the_fixture();
+    let out = setup
+        .command()
+        .args(["mcp", "--", "http://127.0.0.1:9/mcp?api_key=s3cr3t-value"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("--name NAME"), "{stderr}");
+    assert!(!stderr.contains("s3cr3t-value"), "{stderr}");
+}
+
 /// A config that allows every call to the `fixture` server.
 fn allow_the_fixture() -> Setup {
     Setup::new(

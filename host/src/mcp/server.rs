@@ -339,9 +339,9 @@ fn not_relayed(upstream: &Upstream, method: &str) -> McpError {
 fn forwarded(upstream: &Upstream, method: &str, err: rmcp::ServiceError) -> McpError {
     match err {
         rmcp::ServiceError::McpError(error) => error,
-        other => internal(format!(
+        other => internal(crate::redact::redact(&format!(
             "the MCP server `{}` failed on `{method}`: {other}",
             upstream.server_name()
-        )),
+        ))),
     }
 }

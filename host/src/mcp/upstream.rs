@@ -86,8 +86,9 @@ impl UpstreamServer {
                 let _ = rustls::crypto::ring::default_provider().install_default();
                 let transport = StreamableHttpClientTransport::from_uri(url.as_str());
                 relay.serve(transport).await.map_err(|err| {
+                    // A URL's query may hold a token.
                     self.no_session(
-                        url,
+                        url.split('?').next().unwrap_or(url),
                         err,
                         "check that the URL is a streamable-HTTP MCP endpoint and that it is up",
                     )
@@ -120,6 +121,7 @@ impl UpstreamServer {
             .name
             .as_deref()
             .map_or(String::new(), |n| format!(" `{n}`"));
+        let err = crate::redact::redact(&err.to_string());
         Error::Request(format!(
             "the MCP server{which} ({what}) did not start a session: {err}; {fix}"
         ))
@@ -209,11 +211,14 @@ impl Upstream {
         let server = &self.server;
         match err {
             rmcp::ServiceError::TransportClosed => format!(
-                "the MCP server `{server}` closed its connection (it exited or crashed) during \
-                 or before `{name}`; its log is on the gateway's stderr. A new client session \
-                 starts it again"
+                "the MCP server `{server}` closed its connection (it exited, crashed or went \
+                 away) during or before `{name}`; a command's log is on the gateway's stderr. A \
+                 new client session connects again"
             ),
-            err => format!("the MCP server `{server}` failed on `{name}`: {err}"),
+            // A transport's error may name a URL whose query holds a token.
+            err => crate::redact::redact(&format!(
+                "the MCP server `{server}` failed on `{name}`: {err}"
+            )),
         }
     }
 }
@@ -463,10 +468,10 @@ impl Upstream {
 }
 
 fn list_failed(upstream: &Upstream, what: &str, err: rmcp::ServiceError) -> String {
-    format!(
+    crate::redact::redact(&format!(
         "the MCP server `{}` failed to list its {what}: {err}",
         upstream.server
-    )
+    ))
 }
 
 #[cfg(test)]

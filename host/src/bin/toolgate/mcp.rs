@@ -35,7 +35,8 @@ client that supports elicitation, the person is asked in the client; otherwise t
 how to approve with `toolgate gates resolve`.")]
 pub struct McpArgs {
     /// The server's name in the calls' origin, mcp(NAME), for the server
-    /// after `--`. Default: the name the server reports.
+    /// after `--`. Default: the name a command's server reports; a URL's
+    /// must be given.
     #[arg(long, value_name = "NAME", value_parser = parse_name)]
     name: Option<String>,
     /// The session (and thread) of the calls, over stdio. Default: mcp- and
@@ -112,10 +113,31 @@ pub fn run(ctx: &Ctx, args: McpArgs) -> anyhow::Result<ExitCode> {
         !servers.is_empty(),
         "name the MCP server to front: `toolgate mcp -- COMMAND…` or --server NAME=COMMAND"
     );
-    let named: Vec<&str> = servers
-        .iter()
-        .filter_map(|(name, _)| name.as_deref())
+    // The servers start when a client initializes, each offered what that
+    // client can do; the tokens are the gateway's, never the servers'.
+    let servers: Arc<[UpstreamServer]> = servers
+        .into_iter()
+        .map(|(name, words)| UpstreamServer {
+            name,
+            at: server_at(words),
+        })
         .collect();
+    // The origin a server's calls are decided under is the operator's to
+    // choose: a remote server's own report could name a more trusted one.
+    if let Some(unnamed) = servers
+        .iter()
+        .find(|s| s.name.is_none() && matches!(s.at, ServerAt::Url(_)))
+    {
+        let ServerAt::Url(url) = &unnamed.at else {
+            unreachable!()
+        };
+        anyhow::bail!(
+            "name the server at {}: `--name NAME` (its calls are decided as mcp(NAME); a \
+             remote server's own name is not trusted for that)",
+            toolgate::redact::redact(url)
+        );
+    }
+    let named: Vec<&str> = servers.iter().filter_map(|s| s.name.as_deref()).collect();
     if let Some(twice) = named
         .iter()
         .enumerate()
@@ -131,15 +153,6 @@ pub fn run(ctx: &Ctx, args: McpArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    // The servers start when a client initializes, each offered what that
-    // client can do; the tokens are the gateway's, never the servers'.
-    let servers: Arc<[UpstreamServer]> = servers
-        .into_iter()
-        .map(|(name, words)| UpstreamServer {
-            name,
-            at: server_at(words),
-        })
-        .collect();
     runtime.block_on(async {
         let Some(address) = args.listen else {
             let session = args.session.unwrap_or_else(new_session_id);
