@@ -97,14 +97,15 @@ fn screenshots() -> PathBuf {
         .join("screenshots")
 }
 
-/// A page on another origin that posts a forged approval to the inbox as
-/// soon as it loads.
-fn forging_site(inbox: &str, request_id: &str) -> String {
+/// A page on another origin that posts a forged approval to the inbox
+/// session at `home` (as if it knew the session's secret path) as soon as
+/// it loads.
+fn forging_site(home: &str, request_id: &str) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/", listener.local_addr().unwrap());
     let page = format!(
         r#"<!doctype html><html><body onload="document.forms[0].submit()">
-<form method="post" action="{inbox}/approvals/resolve">
+<form method="post" action="{home}resolve">
 <input name="csrf" value="guessed"><input name="request_id" value="{request_id}">
 <input name="decision" value="approve"></form></body></html>"#
     );
@@ -123,6 +124,76 @@ fn forging_site(inbox: &str, request_id: &str) -> String {
     url
 }
 
+/// Another server on this host (an agent's dev server, say): it records
+/// the `Cookie` header of every request it gets, and answers with a page.
+fn recording_site() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut stream = stream;
+            let mut buffer = [0u8; 8192];
+            let n = stream.read(&mut buffer).unwrap_or(0);
+            let head = String::from_utf8_lossy(&buffer[..n]).into_owned();
+            let path = head.split_whitespace().nth(1).unwrap_or("").to_string();
+            let cookie = head
+                .lines()
+                .find(|line| line.to_ascii_lowercase().starts_with("cookie:"))
+                .unwrap_or("")
+                .to_string();
+            record.lock().unwrap().push(format!("{path} {cookie}"));
+            let page = "<!doctype html><p>another site</p>";
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
+                page.len()
+            );
+        }
+    });
+    (url, seen)
+}
+
+/// Cookies are the host's, whatever the port: a browser signed in to the
+/// inbox sends its cookies to any other server on `127.0.0.1` whose paths
+/// match theirs. The session cookie's path is a secret of the session, so
+/// another server (the agent's own, which could then answer its own pauses
+/// with the person's session) never gets it.
+#[test]
+fn another_server_on_this_host_never_gets_the_session_cookie() {
+    let Some(driver) = Driver::start() else {
+        return;
+    };
+    let inbox = inbox(1800);
+    let (_keep, dir) = profile("cookie");
+    let browser = driver.browser(&dir);
+    browser.open(&inbox.sign_in_link());
+    wait_for_text(&browser, "Nothing is waiting for you.");
+    let signed_in = browser.url();
+
+    let (site, seen) = recording_site();
+    for path in [
+        "/approvals",
+        "/approvals/",
+        "/approvals/resolve",
+        "/approvals/events",
+    ] {
+        browser.open(&format!("{site}{path}"));
+        wait_for_text(&browser, "another site");
+    }
+    let seen = seen.lock().unwrap().clone();
+    assert!(seen.len() >= 4, "{seen:?}");
+    assert!(
+        seen.iter()
+            .all(|request| !request.contains("toolgate_session")),
+        "another server got the session cookie: {seen:?}"
+    );
+    // The session still works where it belongs.
+    browser.open(&signed_in);
+    wait_for_text(&browser, "Nothing is waiting for you.");
+}
+
 #[test]
 fn a_person_signs_in_sees_pauses_live_and_answers_them() {
     let Some(driver) = Driver::start() else {
@@ -138,7 +209,11 @@ fn a_person_signs_in_sees_pauses_live_and_answers_them() {
 
     // Sign in with the code from the terminal.
     browser.open(&inbox.sign_in_link());
-    assert_eq!(browser.url(), format!("{}/approvals", inbox.base));
+    let home = browser.url();
+    assert!(
+        home.starts_with(&format!("{}/approvals/s/", inbox.base)) && home.ends_with('/'),
+        "the session's own pages: {home}"
+    );
     wait_for_text(&browser, "Nothing is waiting for you.");
 
     // Pauses appear without a reload.
@@ -151,17 +226,17 @@ fn a_person_signs_in_sees_pauses_live_and_answers_them() {
     assert!(std::fs::metadata(&shot).unwrap().len() > 1000);
 
     // A forged cross-site POST (same browser, cookie and all) is refused.
-    browser.open(&forging_site(&inbox.base, &first));
+    browser.open(&forging_site(&home, &first));
     common::eventually("the forged post to be refused", || {
         let page = browser.text();
-        browser.url().contains("/approvals/resolve")
+        browser.url().ends_with("/resolve")
             && (page.contains("cross-site requests are refused")
                 || page.contains("stale or forged"))
     });
     assert_eq!(inbox.pending().len(), 2, "nothing was resolved");
 
     // Approve the first: the resubmitted call runs.
-    browser.open(&format!("{}/approvals", inbox.base));
+    browser.open(&home);
     browser.click(&format!("#gate-{first} button[value=approve]"));
     wait_for_text(&browser, "Done — approve: Bash");
     wait_for_text(&browser, "web (uid");
@@ -202,7 +277,7 @@ fn a_person_signs_in_sees_pauses_live_and_answers_them() {
     let third = inbox.pause("s3", "curl -X POST https://example.com", "t5");
     let (_keep2, dir2) = profile("stranger");
     let stranger = driver.browser(&dir2);
-    stranger.open(&format!("{}/approvals", inbox.base));
+    stranger.open(&home);
     wait_for_text(&stranger, "Sign in");
     let seen = stranger.text();
     assert!(!seen.contains("curl"), "{seen}");
@@ -211,7 +286,7 @@ fn a_person_signs_in_sees_pauses_live_and_answers_them() {
         .build()
         .into();
     let posted = agent
-        .post(&format!("{}/approvals/resolve", inbox.base))
+        .post(&format!("{home}resolve"))
         .content_type("application/x-www-form-urlencoded")
         .send(format!("csrf=x&request_id={third}&decision=approve"))
         .unwrap();

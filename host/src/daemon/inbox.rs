@@ -7,7 +7,11 @@
 //! - **Sign-in** takes a one-time code that only a person at a terminal of
 //!   their own obtains (`toolgate approvals open`, checked like `gates
 //!   resolve`), valid for [`CODE_TTL`] and once; it becomes a session
-//!   cookie (`HttpOnly`, `SameSite=Strict`, [`SESSION_TTL`]).
+//!   cookie (`HttpOnly`, `SameSite=Strict`, [`SESSION_TTL`]) for the
+//!   session's own pages, `/approvals/s/SECRET/`. Cookies belong to the
+//!   host whatever the port, so a browser would send one scoped to a
+//!   guessable path to any other server on `127.0.0.1` (an agent's dev
+//!   server): the path's secret keeps it from them.
 //! - **Every answer** is a POST carrying the session's CSRF token, from the
 //!   page's own origin (`Origin` and `Sec-Fetch-Site` checked when sent).
 //! - **The page** is served with a strict `Content-Security-Policy` (no
@@ -46,6 +50,8 @@ const HISTORY: usize = 50;
 /// The channel inbox resolutions use.
 pub const CHANNEL: &str = "web";
 const COOKIE: &str = "toolgate_session";
+/// Under which the signed-in sessions' pages are.
+const SESSIONS_AT: &str = "/approvals/s/";
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
                    img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
@@ -64,7 +70,17 @@ pub struct Inbox {
 struct Session {
     identity: String,
     csrf: String,
+    /// The secret in the session's path (`/approvals/s/PATH/`), the only
+    /// path its cookie is sent to.
+    path: String,
     expires_ms: u64,
+}
+
+impl Session {
+    /// Where the session's pages are.
+    fn home(&self) -> String {
+        format!("{SESSIONS_AT}{}/", self.path)
+    }
 }
 
 /// One resolution, for the history.
@@ -122,6 +138,7 @@ impl Inbox {
         let session = Session {
             identity,
             csrf: random_hex(16),
+            path: random_hex(16),
             expires_ms: now + SESSION_TTL.as_millis() as u64,
         };
         let id = random_hex(32);
@@ -131,12 +148,14 @@ impl Inbox {
         Some((id, session))
     }
 
-    fn session(&self, headers: &HeaderMap) -> Option<Session> {
+    /// The live session whose cookie `headers` carry and whose pages are
+    /// at `path`'s secret.
+    fn session(&self, headers: &HeaderMap, path: &str) -> Option<Session> {
         let id = cookie(headers, COOKIE)?;
         let now = crate::now_ms();
         lock(&self.sessions)
             .get(&id)
-            .filter(|s| s.expires_ms > now)
+            .filter(|s| s.expires_ms > now && constant_time_eq(s.path.as_bytes(), path.as_bytes()))
             .cloned()
     }
 }
@@ -234,6 +253,10 @@ impl Daemon {
         }
         let path = request.uri().path().to_string();
         let query = request.uri().query().unwrap_or("").to_string();
+        if let Some(rest) = path.strip_prefix(SESSIONS_AT) {
+            let (secret, page) = rest.split_once('/').unwrap_or((rest, ""));
+            return self.session_page(request, secret, page, &query).await;
+        }
         match (request.method().clone(), path.as_str()) {
             (Method::GET, "/approvals/app.js") => respond(
                 StatusCode::OK,
@@ -248,10 +271,11 @@ impl Daemon {
             (Method::GET, "/approvals/login") => {
                 let code = form_value(&query, "code").unwrap_or_default();
                 match self.inbox.sign_in(code.trim()) {
-                    Some((id, _)) => {
-                        let mut response = redirect("/approvals");
+                    Some((id, session)) => {
+                        let home = session.home();
+                        let mut response = redirect(&home);
                         let cookie = format!(
-                            "{COOKIE}={id}; HttpOnly; SameSite=Strict; Path=/approvals; Max-Age={}",
+                            "{COOKIE}={id}; HttpOnly; SameSite=Strict; Path={home}; Max-Age={}",
                             SESSION_TTL.as_secs()
                         );
                         if let Ok(value) = HeaderValue::from_str(&cookie) {
@@ -268,26 +292,11 @@ impl Daemon {
                     }
                 }
             }
-            (Method::GET, "/approvals") => match self.inbox.session(request.headers()) {
-                Some(session) => {
-                    let page = self.inbox_page(&session, &query);
-                    respond(StatusCode::OK, "text/html; charset=utf-8", page)
-                }
-                None => respond(
-                    StatusCode::OK,
-                    "text/html; charset=utf-8",
-                    sign_in_page(None),
-                ),
-            },
-            (Method::GET, "/approvals/events") => match self.inbox.session(request.headers()) {
-                Some(_) => self.changes(),
-                None => respond(
-                    StatusCode::UNAUTHORIZED,
-                    "text/plain; charset=utf-8",
-                    "sign in first\n",
-                ),
-            },
-            (Method::POST, "/approvals/resolve") => self.resolve_from_inbox(request).await,
+            (Method::GET, "/approvals" | "/approvals/") => respond(
+                StatusCode::OK,
+                "text/html; charset=utf-8",
+                sign_in_page(None),
+            ),
             _ => respond(
                 StatusCode::NOT_FOUND,
                 "text/plain; charset=utf-8",
@@ -296,12 +305,51 @@ impl Daemon {
         }
     }
 
-    async fn resolve_from_inbox(&self, request: Request<Incoming>) -> Response<Body> {
+    /// A signed-in session's `page` (the inbox, its live updates, or an
+    /// answer), at its path's `secret`.
+    async fn session_page(
+        self: &Arc<Self>,
+        request: Request<Incoming>,
+        secret: &str,
+        page: &str,
+        query: &str,
+    ) -> Response<Body> {
+        let Some(session) = self.inbox.session(request.headers(), secret) else {
+            return match (request.method(), page) {
+                (&Method::GET, "") => respond(
+                    StatusCode::OK,
+                    "text/html; charset=utf-8",
+                    sign_in_page(None),
+                ),
+                _ => respond(
+                    StatusCode::FORBIDDEN,
+                    "text/plain; charset=utf-8",
+                    "sign in first\n",
+                ),
+            };
+        };
+        match (request.method().clone(), page) {
+            (Method::GET, "") => {
+                let page = self.inbox_page(&session, query);
+                respond(StatusCode::OK, "text/html; charset=utf-8", page)
+            }
+            (Method::GET, "events") => self.changes(),
+            (Method::POST, "resolve") => self.resolve_from_inbox(request, session).await,
+            _ => respond(
+                StatusCode::NOT_FOUND,
+                "text/plain; charset=utf-8",
+                "not found\n",
+            ),
+        }
+    }
+
+    async fn resolve_from_inbox(
+        &self,
+        request: Request<Incoming>,
+        session: Session,
+    ) -> Response<Body> {
         let forbidden =
             |why: &'static str| respond(StatusCode::FORBIDDEN, "text/plain; charset=utf-8", why);
-        let Some(session) = self.inbox.session(request.headers()) else {
-            return forbidden("sign in first\n");
-        };
         if !same_origin(request.headers()) {
             return forbidden("cross-site requests are refused\n");
         }
@@ -321,7 +369,7 @@ impl Daemon {
             Ok(done) => format!("done={}", percent_encode(&done)),
             Err(err) => format!("error={}", percent_encode(&err)),
         };
-        redirect(&format!("/approvals?{outcome}"))
+        redirect(&format!("{}?{outcome}", session.home()))
     }
 
     /// Resolve a gate for the signed-in person; what was done, or why not.
@@ -495,7 +543,7 @@ fn gate_card(gate: &PendingGate, csrf: &str) -> String {
 <p class="asks">{asks}</p>
 <pre class="arguments">{arguments}</pre>
 <dl><dt>Risk</dt><dd>{risk}</dd><dt>User</dt><dd>{user}</dd><dt>Thread</dt><dd>{thread}</dd><dt>Session</dt><dd>{session}</dd><dt>From</dt><dd>{channel}</dd><dt>Time left</dt><dd data-expires="{expires}">{left}</dd></dl>
-<form method="post" action="/approvals/resolve"><input type="hidden" name="csrf" value="{csrf}"><input type="hidden" name="request_id" value="{id}">{buttons}</form>
+<form method="post" action="resolve"><input type="hidden" name="csrf" value="{csrf}"><input type="hidden" name="request_id" value="{id}">{buttons}</form>
 </article>"#,
         id = escape(&gate.request_id),
         risk = escape(&risk_text(gate)),

@@ -40,7 +40,8 @@
   }
 
   if (document.getElementById('pending') && window.EventSource) {
-    var events = new EventSource('/approvals/events');
+    // The session's own address, relative to its page.
+    var events = new EventSource('events');
     events.addEventListener('changed', refresh);
     events.onerror = function () { showProblem('Live updates stopped; reload the page.'); };
   }
