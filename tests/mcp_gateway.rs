@@ -1118,7 +1118,7 @@ fn a_server_that_cancels_its_request_to_the_client_cancels_it_there_too() {
     // gateway's notice, not the end of the session.
     let reason = std::fs::read_to_string(&marker).unwrap();
     assert!(
-        reason.contains("the MCP server cancelled the sampling request"),
+        reason.contains("the MCP server cancelled `sampling/createMessage`"),
         "{reason}"
     );
 }

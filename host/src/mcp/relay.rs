@@ -100,10 +100,19 @@ impl Relay {
         }
     }
 
-    /// Decide on a request the server makes of the client: `Ok` to relay
-    /// it, else the error the server gets. At most a few at a time per
-    /// server, and none before the server has a name to decide under.
-    async fn decide(&self, method: &str, params: serde_json::Value) -> Result<(), McpError> {
+    /// Decide on a request the server makes of the client (`method`, as
+    /// the policies see it: `arguments`) and, if allowed, ask the client
+    /// `request`; else the error the server gets. At most a few at a time
+    /// per server, deciding and asking alike, and none before the server
+    /// has a name to decide under. If the server cancels its request
+    /// (`cancelled`), the decision stops there, or the client is told.
+    async fn relay(
+        &self,
+        method: &str,
+        arguments: serde_json::Value,
+        request: ServerRequest,
+        cancelled: &CancellationToken,
+    ) -> Result<ClientResult, McpError> {
         let Some(server) = self.server.get() else {
             return Err(McpError::invalid_request(
                 format!("`{method}` before the server finished initializing is not relayed"),
@@ -115,9 +124,28 @@ impl Relay {
             .acquire()
             .await
             .map_err(|_| McpError::internal_error("the gateway session is closing", None))?;
-        self.session
-            .allow(&self.client, server, method, params)
+        let gone = || McpError::internal_error(format!("`{method}` was cancelled"), None);
+        tokio::select! {
+            allowed = self.session.allow(&self.client, server, method, arguments) => allowed?,
+            () = cancelled.cancelled() => return Err(gone()),
+        }
+        let mut asked = self
+            .client
+            .send_cancellable_request(request, PeerRequestOptions::no_options())
             .await
+            .map_err(|err| relay_failed(method, err))?;
+        tokio::select! {
+            answer = &mut asked.rx => match answer {
+                Ok(answer) => answer.map_err(|err| relay_failed(method, err)),
+                Err(_) => Err(relay_failed(method, rmcp::ServiceError::TransportClosed)),
+            },
+            () = cancelled.cancelled() => {
+                let _ = asked
+                    .cancel(Some(format!("the MCP server cancelled `{method}`")))
+                    .await;
+                Err(gone())
+            }
+        }
     }
 }
 
@@ -154,51 +182,22 @@ fn upstream_config(initialize: &InitializeRequestParams) -> ClientConfig {
     config
 }
 
-impl Relay {
-    /// Ask the client `request` on the server's behalf; if the server
-    /// cancels its request meanwhile (`cancelled`), cancel it at the
-    /// client too, so the person is no longer asked.
-    async fn ask_client(
-        &self,
-        request: ServerRequest,
-        cancelled: &CancellationToken,
-        what: &str,
-    ) -> Result<ClientResult, McpError> {
-        let mut asked = self
-            .client
-            .send_cancellable_request(request, PeerRequestOptions::no_options())
-            .await
-            .map_err(|err| relay_failed(what, err))?;
-        tokio::select! {
-            answer = &mut asked.rx => match answer {
-                Ok(answer) => answer.map_err(|err| relay_failed(what, err)),
-                Err(_) => Err(relay_failed(what, rmcp::ServiceError::TransportClosed)),
-            },
-            () = cancelled.cancelled() => {
-                let _ = asked
-                    .cancel(Some(format!("the MCP server cancelled {what}")))
-                    .await;
-                Err(McpError::internal_error(format!("{what} was cancelled"), None))
-            }
-        }
-    }
-}
-
 /// The client answered with a result of another kind than asked.
-fn unexpected(what: &str) -> McpError {
+fn unexpected(method: &str) -> McpError {
     McpError::internal_error(
-        format!("the client answered {what} with something else"),
+        format!("the client answered `{method}` with something else"),
         None,
     )
 }
 
 /// A failed relay to the client, as the server's error.
-fn relay_failed(what: &str, err: rmcp::ServiceError) -> McpError {
+fn relay_failed(method: &str, err: rmcp::ServiceError) -> McpError {
     match err {
         rmcp::ServiceError::McpError(error) => error,
-        other => {
-            McpError::internal_error(format!("the client did not answer {what}: {other}"), None)
-        }
+        other => McpError::internal_error(
+            format!("the client did not answer `{method}`: {other}"),
+            None,
+        ),
     }
 }
 
@@ -218,7 +217,7 @@ impl ClientHandler for Relay {
             >());
         }
         let method = "sampling/createMessage";
-        self.decide(method, arguments(method, &params)?).await?;
+        let decided_on = arguments(method, &params)?;
         // What rmcp's own `create_message` checks before sending.
         if (params.tools.is_some() || params.tool_choice.is_some())
             && !self.client.supports_sampling_tools()
@@ -231,11 +230,10 @@ impl ClientHandler for Relay {
         params
             .validate()
             .map_err(|err| McpError::invalid_params(err, None))?;
-        let what = "the sampling request";
         let request = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(params));
-        match self.ask_client(request, &context.ct, what).await? {
+        match self.relay(method, decided_on, request, &context.ct).await? {
             ClientResult::CreateMessageResult(result) => Ok(*result),
-            _ => Err(unexpected(what)),
+            _ => Err(unexpected(method)),
         }
     }
 
@@ -248,7 +246,7 @@ impl ClientHandler for Relay {
             return Ok(ElicitResult::new(ElicitationAction::Decline));
         }
         let method = "elicitation/create";
-        self.decide(method, arguments(method, &request)?).await?;
+        let decided_on = arguments(method, &request)?;
         // The person sees whose question it is, and none passes for
         // toolgate's own.
         let server = self.server.get().map_or("", String::as_str);
@@ -292,11 +290,10 @@ impl ClientHandler for Relay {
                 ));
             }
         };
-        let what = "the elicitation";
         let request = ServerRequest::ElicitRequest(ElicitRequest::new(request));
-        match self.ask_client(request, &context.ct, what).await? {
+        match self.relay(method, decided_on, request, &context.ct).await? {
             ClientResult::ElicitResult(result) => Ok(result),
-            _ => Err(unexpected(what)),
+            _ => Err(unexpected(method)),
         }
     }
 
@@ -307,12 +304,11 @@ impl ClientHandler for Relay {
         if self.config.capabilities.roots.is_none() {
             return Ok(ListRootsResult::default());
         }
-        self.decide("roots/list", json!({})).await?;
-        let what = "the roots request";
+        let method = "roots/list";
         let request = ServerRequest::ListRootsRequest(ListRootsRequest::default());
-        match self.ask_client(request, &context.ct, what).await? {
+        match self.relay(method, json!({}), request, &context.ct).await? {
             ClientResult::ListRootsResult(result) => Ok(result),
-            _ => Err(unexpected(what)),
+            _ => Err(unexpected(method)),
         }
     }
 
