@@ -72,6 +72,8 @@ struct Session<'a> {
     elicitation: Option<&'a str>,
     /// See `samplingMarker` in `tests/mcp/client.cjs`.
     sampling_marker: Option<String>,
+    /// List the resources before the calls.
+    list_resources: bool,
 }
 
 impl<'a> Session<'a> {
@@ -82,6 +84,7 @@ impl<'a> Session<'a> {
             env: json!({}),
             elicitation: None,
             sampling_marker: None,
+            list_resources: false,
         }
     }
 
@@ -103,6 +106,7 @@ impl<'a> Session<'a> {
             "env": self.env,
             "elicitation": self.elicitation,
             "samplingMarker": self.sampling_marker,
+            "listResources": self.list_resources,
             "calls": calls,
         });
         run_client(setup, modules, &spec)
@@ -352,6 +356,7 @@ fn a_hostile_server_gets_clear_errors_and_the_gateway_stays_up() {
     let hostile = tests_dir().join("hostile-server.cjs");
     let mut session = Session::new(&["node", hostile.to_str().unwrap()]);
     session.gateway = vec!["--call-timeout".into(), "5s".into()];
+    session.list_resources = true;
     let result = session.run(
         &setup,
         &modules,
@@ -365,6 +370,12 @@ fn a_hostile_server_gets_clear_errors_and_the_gateway_stays_up() {
     );
     // Named as the server names itself.
     assert_eq!(result["server"]["name"], "toolgate(hostile)");
+    // A listing the server never answers is given up like a call.
+    let listed = result["resources"]["error"].as_str().unwrap_or_default();
+    assert!(
+        listed.contains("did not answer `resources/list` within 5 s"),
+        "{result}"
+    );
     let (is_error, text) = call(&result, 0);
     assert!(
         !is_error && text.starts_with("answered after garbage"),

@@ -52,9 +52,10 @@ mod transcript;
 mod watch;
 mod wit_convert;
 
-/// Internals the fuzz targets in `fuzz/` check directly. Built only by
-/// `cargo fuzz`, which compiles every crate with `--cfg fuzzing`.
-#[cfg(fuzzing)]
+/// Internals the fuzz targets in `fuzz/` check directly. Built by `cargo
+/// fuzz` (which compiles every crate with `--cfg fuzzing`), and by the
+/// unit tests, so that a change here cannot break the targets unseen.
+#[cfg(any(fuzzing, test))]
 #[doc(hidden)]
 pub mod fuzzing {
     use crate::daemon::inbox;

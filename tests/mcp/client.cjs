@@ -7,7 +7,7 @@
 // SPEC: {"command": ..., "args": [...], "env": {...},   (stdio), or
 //       {"url": ..., "headers": {...}}                    (streamable HTTP),
 //        "elicitation": "accept" | "decline" | "cancel" | null,
-//        "samplingMarker": PATH | null,
+//        "samplingMarker": PATH | null, "listResources": true | null,
 //        "calls": [{"name": ..., "arguments": {...}, "gate": PATH, "abortAfterMs": N}]}
 // (`gate`: before the call, create PATH.ready and wait until PATH exists, so
 // the test can act between two calls)
@@ -59,6 +59,14 @@ async function main() {
     calls: [],
     elicitations,
   };
+  // `listResources`: list the resources (or say why not) before the calls.
+  if (spec.listResources) {
+    try {
+      out.resources = (await client.listResources(undefined, { timeout: 120000 })).resources;
+    } catch (err) {
+      out.resources = { error: String((err && err.message) || err) };
+    }
+  }
   for (const call of spec.calls || []) {
     if (call.gate) {
       fs.writeFileSync(call.gate + '.ready', '');

@@ -3,7 +3,8 @@
 //   ok        answers "fine";
 //   garbage   writes a line that is not JSON-RPC to stdout, then answers;
 //   huge      answers with a 50 MB text;
-//   die       exits in the middle of the call, without answering.
+//   die       exits in the middle of the call, without answering;
+// and it never answers a `resources/list`.
 // Run with NODE_PATH pointing at the node_modules holding the SDK.
 const { McpServer } = require('@modelcontextprotocol/sdk/server/mcp.js');
 const { StdioServerTransport } = require('@modelcontextprotocol/sdk/server/stdio.js');
@@ -21,6 +22,10 @@ server.registerTool('huge', { description: 'a 50 MB result' }, async () =>
 server.registerTool('die', { description: 'exits mid-call' }, async () => {
   process.exit(3);
 });
+
+const { ListResourcesRequestSchema } = require('@modelcontextprotocol/sdk/types.js');
+server.server.registerCapabilities({ resources: {} });
+server.server.setRequestHandler(ListResourcesRequestSchema, () => new Promise(() => {}));
 
 server.connect(new StdioServerTransport()).catch((err) => {
   console.error(err);

@@ -68,6 +68,28 @@ impl Gateway {
         }
     }
 
+    /// A listing of the servers' tools, resources or prompts: given up, as
+    /// a forward is, when the client cancels it or it takes longer than
+    /// `--call-timeout` (a server that went quiet must not hang the client).
+    async fn listed<T>(
+        &self,
+        context: &RequestContext<RoleServer>,
+        method: &str,
+        work: impl std::future::Future<Output = Result<T, String>>,
+    ) -> Result<T, McpError> {
+        let timeout = self.session.options.call_timeout;
+        tokio::select! {
+            () = context.ct.cancelled() => Err(internal(format!("`{method}` was cancelled"))),
+            answer = tokio::time::timeout(timeout, work) => match answer {
+                Ok(answer) => answer.map_err(internal),
+                Err(_) => Err(internal(format!(
+                    "the servers did not answer `{method}` within {} s",
+                    timeout.as_secs()
+                ))),
+            },
+        }
+    }
+
     /// The server a completion is about.
     fn route_completion<'u>(
         upstreams: &'u Upstreams,
@@ -151,12 +173,11 @@ impl ServerHandler for Gateway {
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        self.upstreams()?
-            .list_tools(request)
+        let upstreams = self.upstreams()?;
+        self.listed(&context, "tools/list", upstreams.list_tools(request))
             .await
-            .map_err(internal)
     }
 
     async fn call_tool(
@@ -181,24 +202,26 @@ impl ServerHandler for Gateway {
     async fn list_resources(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        self.upstreams()?
-            .list_resources(request)
-            .await
-            .map_err(internal)
+        let upstreams = self.upstreams()?;
+        self.listed(
+            &context,
+            "resources/list",
+            upstreams.list_resources(request),
+        )
+        .await
     }
 
     async fn list_resource_templates(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
         let upstreams = self.upstreams()?;
-        upstreams
-            .list_resource_templates(request)
+        let listing = upstreams.list_resource_templates(request);
+        self.listed(&context, "resources/templates/list", listing)
             .await
-            .map_err(internal)
     }
 
     async fn read_resource(
@@ -258,12 +281,11 @@ impl ServerHandler for Gateway {
     async fn list_prompts(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        self.upstreams()?
-            .list_prompts(request)
+        let upstreams = self.upstreams()?;
+        self.listed(&context, "prompts/list", upstreams.list_prompts(request))
             .await
-            .map_err(internal)
     }
 
     async fn get_prompt(

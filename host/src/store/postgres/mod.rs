@@ -6,8 +6,10 @@
 //!
 //! - `try-increment` reads the counter `FOR UPDATE`: a second host racing for
 //!   the last unit waits for the first to commit, then re-reads the row and
-//!   finds it taken. A counter that does not exist yet is created with
-//!   `INSERT … ON CONFLICT DO NOTHING`; the loser of that race starts over.
+//!   finds it taken. A counter that does not exist yet, or a value of
+//!   another size becoming one, changes the namespace's size: that is done
+//!   under the usage row's lock (below), taken first, as every write that
+//!   changes a size takes it, so no two writes wait on each other.
 //! - State quotas: every write that changes a namespace's size holds that
 //!   policy's `state_usage` row `FOR UPDATE` while it checks and updates the
 //!   total, so two hosts cannot both squeeze under the quota.
