@@ -97,39 +97,16 @@ fn screenshots() -> PathBuf {
         .join("screenshots")
 }
 
-/// A page on another origin that posts a forged approval to the inbox
-/// session at `home` (as if it knew the session's secret path) as soon as
-/// it loads.
-fn forging_site(home: &str, request_id: &str) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/", listener.local_addr().unwrap());
-    let page = format!(
-        r#"<!doctype html><html><body onload="document.forms[0].submit()">
-<form method="post" action="{home}resolve">
-<input name="csrf" value="guessed"><input name="request_id" value="{request_id}">
-<input name="decision" value="approve"></form></body></html>"#
-    );
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            let mut stream = stream;
-            let mut buffer = [0u8; 4096];
-            let _ = stream.read(&mut buffer);
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
-                page.len()
-            );
-        }
-    });
-    url
-}
+/// Requests a site on this host was sent: each one's path and `Cookie`
+/// header line.
+type Seen = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
 
-/// Another server on this host (an agent's dev server, say): it records
-/// the `Cookie` header of every request it gets, and answers with a page.
-fn recording_site() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+/// A site of its own on this host (another origin than the inbox's) that
+/// answers every request with `page`: its URL, and what it was sent.
+fn site(page: String) -> (String, Seen) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = Seen::default();
     let record = seen.clone();
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
@@ -144,7 +121,6 @@ fn recording_site() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
                 .unwrap_or("")
                 .to_string();
             record.lock().unwrap().push(format!("{path} {cookie}"));
-            let page = "<!doctype html><p>another site</p>";
             let _ = write!(
                 stream,
                 "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
@@ -153,6 +129,19 @@ fn recording_site() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
         }
     });
     (url, seen)
+}
+
+/// A page on another origin that posts a forged approval to the inbox
+/// session at `home` (as if it knew the session's secret path) as soon as
+/// it loads.
+fn forging_site(home: &str, request_id: &str) -> String {
+    let page = format!(
+        r#"<!doctype html><html><body onload="document.forms[0].submit()">
+<form method="post" action="{home}resolve">
+<input name="csrf" value="guessed"><input name="request_id" value="{request_id}">
+<input name="decision" value="approve"></form></body></html>"#
+    );
+    format!("{}/", site(page).0)
 }
 
 /// Cookies are the host's, whatever the port: a browser signed in to the
@@ -172,7 +161,7 @@ fn another_server_on_this_host_never_gets_the_session_cookie() {
     wait_for_text(&browser, "Nothing is waiting for you.");
     let signed_in = browser.url();
 
-    let (site, seen) = recording_site();
+    let (site, seen) = site("<!doctype html><p>another site</p>".into());
     for path in [
         "/approvals",
         "/approvals/",
