@@ -6,12 +6,12 @@
 //!   attribute, and unescapes to what it was;
 //! - a value encoded into a form decodes back to itself, whatever else the
 //!   form holds;
-//! - a session cookie is found exactly when it is there;
+//! - a session cookie is found exactly when it is there, each of them;
 //! - only the three loopback names pass the `Host` check.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use toolgate::fuzzing::{cookie, escape, form_value, loopback_host, percent_encode, same_origin};
+use toolgate::fuzzing::{cookies, escape, form_value, loopback_host, percent_encode, same_origin};
 
 fn unescape(text: &str) -> String {
     text.replace("&lt;", "<")
@@ -56,7 +56,7 @@ fuzz_target!(|data: &[u8]| {
         ("origin", data),
         ("sec-fetch-site", data),
     ]);
-    let _ = cookie(&map, "toolgate_session");
+    let _ = cookies(&map, "toolgate_session");
     let _ = same_origin(&map);
     if loopback_host(&map) {
         let host = std::str::from_utf8(data).unwrap();
@@ -67,9 +67,14 @@ fuzz_target!(|data: &[u8]| {
     }
     if !text.contains([';', '\r', '\n', '\0']) && !text.trim().is_empty() {
         let value = text.trim();
-        let jar = headers(&[("cookie", format!("a=b; toolgate_session={value}").as_bytes())]);
+        let jar = format!("toolgate_session=other; a=b; toolgate_session={value}");
+        let jar = headers(&[("cookie", jar.as_bytes())]);
         if !jar.is_empty() {
-            assert_eq!(cookie(&jar, "toolgate_session").as_deref(), Some(value));
+            assert_eq!(cookies(&jar, "toolgate_session"), ["other", value]);
         }
+        // Absent when only other names (ours as their prefix or suffix) are.
+        let others = format!("toolgate_session_x={value}; x_toolgate_session={value}");
+        let others = headers(&[("cookie", others.as_bytes())]);
+        assert!(cookies(&others, "toolgate_session").is_empty());
     }
 });

@@ -71,9 +71,9 @@ pub mod fuzzing {
     pub fn percent_encode(text: &str) -> String {
         inbox::percent_encode(text)
     }
-    /// The inbox's reading of a cookie.
-    pub fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
-        inbox::cookie(headers, name)
+    /// The inbox's reading of a cookie's values.
+    pub fn cookies(headers: &HeaderMap, name: &str) -> Vec<String> {
+        inbox::cookies(headers, name)
     }
     /// The inbox's `Host` check.
     pub fn loopback_host(headers: &HeaderMap) -> bool {

@@ -151,19 +151,24 @@ impl Inbox {
     /// The live session whose cookie `headers` carry and whose pages are
     /// at `path`'s secret.
     fn session(&self, headers: &HeaderMap, path: &str) -> Option<Session> {
-        let id = cookie(headers, COOKIE)?;
         let now = crate::now_ms();
-        lock(&self.sessions)
-            .get(&id)
-            .filter(|s| s.expires_ms > now && constant_time_eq(s.path.as_bytes(), path.as_bytes()))
-            .cloned()
+        let sessions = lock(&self.sessions);
+        cookies(headers, COOKIE).iter().find_map(|id| {
+            sessions
+                .get(id)
+                .filter(|s| {
+                    s.expires_ms > now && constant_time_eq(s.path.as_bytes(), path.as_bytes())
+                })
+                .cloned()
+        })
     }
 }
 
-/// The value of cookie `name`. Read as bytes: browsers send every cookie
-/// of the host in one header (all ports of `127.0.0.1` share them), and
-/// another local site's cookie that is not ASCII must not hide ours.
-pub(crate) fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
+/// The values of cookie `name`, in the order sent. Read as bytes: browsers
+/// send every cookie of the host in one header (all ports of `127.0.0.1`
+/// share them), and another local site's cookie that is not ASCII must not
+/// hide ours; nor may another site's cookie of the same name.
+pub(crate) fn cookies(headers: &HeaderMap, name: &str) -> Vec<String> {
     headers
         .get_all(header::COOKIE)
         .iter()
@@ -171,10 +176,11 @@ pub(crate) fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
         .filter_map(|pair| {
             let pair = pair.trim_ascii();
             let equals = pair.iter().position(|&b| b == b'=')?;
-            Some((&pair[..equals], &pair[equals + 1..]))
+            (&pair[..equals] == name.as_bytes())
+                .then(|| String::from_utf8(pair[equals + 1..].to_vec()).ok())
+                .flatten()
         })
-        .find(|(key, _)| *key == name.as_bytes())
-        .and_then(|(_, value)| String::from_utf8(value.to_vec()).ok())
+        .collect()
 }
 
 /// Whether the `Host` header names a loopback host: a page on some other
@@ -715,7 +721,19 @@ mod tests {
         let mut headers = HeaderMap::new();
         let jar = "theme=gr\u{fc}n; toolgate_session=abc123".as_bytes();
         headers.insert(header::COOKIE, HeaderValue::from_bytes(jar).unwrap());
-        assert_eq!(cookie(&headers, COOKIE).as_deref(), Some("abc123"));
+        assert_eq!(cookies(&headers, COOKIE), ["abc123"]);
+    }
+
+    #[test]
+    fn another_sites_cookie_of_the_same_name_does_not_hide_the_session() {
+        let inbox = Inbox::default();
+        let (id, session) = inbox.sign_in(&inbox.issue_code("uid 1000")).unwrap();
+        let mut headers = HeaderMap::new();
+        let jar = format!("{COOKIE}=planted; {COOKIE}={id}");
+        headers.insert(header::COOKIE, HeaderValue::from_str(&jar).unwrap());
+        let found = inbox.session(&headers, &session.path).unwrap();
+        assert_eq!(found.identity, "uid 1000");
+        assert!(inbox.session(&headers, "another-path").is_none());
     }
 
     #[test]
