@@ -209,6 +209,27 @@ fn every_field_a_policy_hands_the_host_is_capped() {
     assert_eq!(notes, ["state-key-max: Ok(()) / Err(StateError::TooLarge)"]);
 }
 
+/// Found by `store::redb_and_postgres_agree…`'s review: a key with NUL was
+/// stored by redb and a storage error on PostgreSQL; now no backend takes
+/// one, so a policy behaves the same on each.
+#[test]
+fn a_state_key_with_nul_is_refused_on_every_backend_alike() {
+    let keys = hostile("state-key-nul", "", "");
+    let notes = notes(&keys, &call("attack", json!({})));
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    let note = &notes[0];
+    assert!(
+        note.starts_with(
+            "state-key-nul: Err(StateError::Storage(\"a state key may not contain NUL"
+        ),
+        "{note}"
+    );
+    assert!(
+        note.contains("/ Ok(None) / Err(StateError::Storage("),
+        "{note}"
+    );
+}
+
 #[test]
 fn reads_are_capped_whatever_limit_the_policy_asks() {
     let common::TestHost { host, dir } = hostile("event-flood", "events_per_call = 5000", "");

@@ -43,6 +43,24 @@ impl SandboxState {
     }
 }
 
+/// Whether a key can be stored at all: within the length cap, and without
+/// NUL, which PostgreSQL's text cannot hold (so no backend takes it, and a
+/// policy behaves the same on every one).
+fn storable(key: &str) -> bool {
+    key.len() <= MAX_STATE_KEY && !key.contains('\0')
+}
+
+/// A write under a key with NUL: refused on every backend.
+fn refuse_nul(key: &str) -> Result<(), StateError> {
+    if key.contains('\0') {
+        return Err(StateError::Storage(
+            "a state key may not contain NUL (a PostgreSQL store cannot hold it); encode the key"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
 impl Host for SandboxState {
     fn get(&mut self, key: String) -> Result<Option<Vec<u8>>, StateError> {
         Ok(self.get_many(vec![key])?.pop().flatten())
@@ -54,10 +72,10 @@ impl Host for SandboxState {
         if keys.len() > MAX_LIST {
             return Err(StateError::TooLarge);
         }
-        // A key longer than any the host stores cannot exist: read as none.
+        // A key the host never stores cannot exist: read as none.
         let readable: Vec<&str> = keys
             .iter()
-            .filter(|k| k.len() <= MAX_STATE_KEY)
+            .filter(|k| storable(k))
             .map(String::as_str)
             .collect();
         let policy = self.call.policy.clone();
@@ -69,7 +87,7 @@ impl Host for SandboxState {
         let values: Vec<_> = keys
             .iter()
             .map(|k| {
-                if k.len() <= MAX_STATE_KEY {
+                if storable(k) {
                     found.next().flatten()
                 } else {
                     None
@@ -80,6 +98,7 @@ impl Host for SandboxState {
     }
 
     fn set(&mut self, key: String, value: Vec<u8>) -> Result<(), StateError> {
+        refuse_nul(&key)?;
         let call = &self.call;
         let written = call
             .store
@@ -88,6 +107,7 @@ impl Host for SandboxState {
     }
 
     fn delete(&mut self, key: String) -> Result<(), StateError> {
+        refuse_nul(&key)?;
         let call = &self.call;
         let written = call
             .store
@@ -96,6 +116,9 @@ impl Host for SandboxState {
     }
 
     fn list_keys(&mut self, prefix: String, limit: u32) -> Result<Vec<String>, StateError> {
+        if prefix.contains('\0') {
+            return Ok(Vec::new());
+        }
         let policy = self.call.policy.clone();
         self.reads()?
             .keys(&cut(prefix, MAX_STATE_KEY), (limit as usize).min(MAX_LIST))
@@ -103,6 +126,7 @@ impl Host for SandboxState {
     }
 
     fn try_increment(&mut self, key: String, limit: u64) -> Result<Option<u64>, StateError> {
+        refuse_nul(&key)?;
         let call = &self.call;
         let written = call
             .store

@@ -204,6 +204,13 @@ impl Hostile {
                 let over = host::state::set(&"k".repeat(1025), b"v");
                 Decision::allow().with_note(format!("state-key-max: {at_limit:?} / {over:?}"))
             }
+            "state-key-nul" => {
+                let set = host::state::set("a\0b", b"v");
+                let read = host::state::get("a\0b");
+                let counted = host::state::try_increment("n\0", 5);
+                let note = format!("state-key-nul: {set:?} / {read:?} / {counted:?}");
+                Decision::allow().with_note(note)
+            }
             "remember-user" => {
                 // What a previous call left in this instance's memory.
                 static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
