@@ -21,6 +21,9 @@ use brush_parser::{ParserOptions, Token};
 const MAX_DEPTH: usize = 4;
 /// The most words a brace expansion yields before the rest is unknown.
 const MAX_ALTERNATIVES: usize = 256;
+/// The most `{` a word may hold open at once (outside quotes, not `${`):
+/// brush-parser's brace parser takes time exponential in them.
+const MAX_OPEN_BRACES: usize = 6;
 /// Shells whose `-c` text is itself read.
 const SHELLS: &[&str] = &["sh", "bash", "dash", "zsh", "ksh", "mksh", "busybox"];
 
@@ -241,6 +244,12 @@ impl Reader<'_, '_> {
     /// One word, expanded as far as is possible without running anything;
     /// the commands it substitutes are read too.
     fn word(&mut self, text: &str, cwd: Option<&Path>, depth: usize) -> Word {
+        if open_braces(text) > MAX_OPEN_BRACES {
+            self.unreadable = Some(format!(
+                "a word with more than {MAX_OPEN_BRACES} braces open at once"
+            ));
+            return Word::Unknown;
+        }
         let options = ParserOptions::default();
         let alternatives = match word::parse_brace_expansions(text, &options) {
             Ok(Some(parts)) => {
@@ -497,6 +506,34 @@ fn ansi_c(text: &str) -> String {
     out
 }
 
+/// The most brace-expansion `{` that `word` holds open at once: outside
+/// quotes and escapes, and not the `${` of a parameter (whose `}` closes
+/// it, not a brace before it).
+fn open_braces(word: &str) -> usize {
+    let (mut open, mut most) = (Vec::new(), 0);
+    let (mut single, mut double, mut escaped) = (false, false, false);
+    let mut previous = '\0';
+    for c in word.chars() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if !single => escaped = true,
+            '\'' if !double => single = !single,
+            '"' if !single => double = !double,
+            _ if single || double => {}
+            '{' => {
+                open.push(previous == '$');
+                most = most.max(open.iter().filter(|parameter| !**parameter).count());
+            }
+            '}' => {
+                open.pop();
+            }
+            _ => {}
+        }
+        previous = c;
+    }
+    most
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -520,6 +557,28 @@ mod tests {
                     .collect()
             })
             .collect()
+    }
+
+    /// Found by `fuzz/` (guard, a timeout): brush-parser's brace parser
+    /// takes time exponential in the `{` left open in a word (12 took
+    /// 15 s), so an agent could pin the daemon with one short command.
+    /// Such a word is refused as unreadable before it is parsed; quoted
+    /// braces, `${…}` and braces that close are read as before.
+    #[test]
+    fn deeply_open_braces_are_refused_before_the_parser_sees_them() {
+        let env = Env {
+            home: None,
+            cwd: None,
+        };
+        let why = commands("echo a{{{{{{{{", &env).unwrap_err();
+        assert!(why.contains("braces"), "{why}");
+        for fine in [
+            r#"echo '{"a":{"b":{"c":{"d":{"e":{"f":{"g":{"h":1}}}}}}}}'"#,
+            "echo ${a}${b}${c}${d}${e}${f}${g}${h}${i}",
+            "echo {a,b}{c,d}{e,f}",
+        ] {
+            assert!(commands(fine, &env).is_ok(), "{fine}");
+        }
     }
 
     #[test]
