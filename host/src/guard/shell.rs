@@ -24,6 +24,9 @@ const MAX_ALTERNATIVES: usize = 256;
 /// The most `{` a word may hold open at once (outside quotes, not `${`):
 /// brush-parser's brace parser takes time exponential in them.
 const MAX_OPEN_BRACES: usize = 6;
+/// The most digits in a row inside a brace: brush-parser panics on a
+/// number that does not fit an `i64` there.
+const MAX_BRACE_DIGITS: usize = 18;
 /// Shells whose `-c` text is itself read.
 const SHELLS: &[&str] = &["sh", "bash", "dash", "zsh", "ksh", "mksh", "busybox"];
 
@@ -244,9 +247,16 @@ impl Reader<'_, '_> {
     /// One word, expanded as far as is possible without running anything;
     /// the commands it substitutes are read too.
     fn word(&mut self, text: &str, cwd: Option<&Path>, depth: usize) -> Word {
-        if open_braces(text) > MAX_OPEN_BRACES {
+        let braces = Braces::of(text);
+        if braces.most_open > MAX_OPEN_BRACES {
             self.unreadable = Some(format!(
                 "a word with more than {MAX_OPEN_BRACES} braces open at once"
+            ));
+            return Word::Unknown;
+        }
+        if braces.longest_number > MAX_BRACE_DIGITS {
+            self.unreadable = Some(format!(
+                "a brace holding a number of more than {MAX_BRACE_DIGITS} digits"
             ));
             return Word::Unknown;
         }
@@ -506,32 +516,49 @@ fn ansi_c(text: &str) -> String {
     out
 }
 
-/// The most brace-expansion `{` that `word` holds open at once: outside
-/// quotes and escapes, and not the `${` of a parameter (whose `}` closes
-/// it, not a brace before it).
-fn open_braces(word: &str) -> usize {
-    let (mut open, mut most) = (Vec::new(), 0);
-    let (mut single, mut double, mut escaped) = (false, false, false);
-    let mut previous = '\0';
-    for c in word.chars() {
-        match c {
-            _ if escaped => escaped = false,
-            '\\' if !single => escaped = true,
-            '\'' if !double => single = !single,
-            '"' if !single => double = !double,
-            _ if single || double => {}
-            '{' => {
-                open.push(previous == '$');
-                most = most.max(open.iter().filter(|parameter| !**parameter).count());
+/// What a word's brace-expansion braces are like, outside quotes and
+/// escapes (a `${` is a parameter's, closed by its own `}`): what
+/// brush-parser's brace parser cannot take.
+#[derive(Default)]
+struct Braces {
+    /// The most open at once.
+    most_open: usize,
+    /// The longest run of digits inside one.
+    longest_number: usize,
+}
+
+impl Braces {
+    fn of(word: &str) -> Self {
+        let mut found = Self::default();
+        // Open braces, each true if it is a parameter's `${`.
+        let mut open: Vec<bool> = Vec::new();
+        let (mut single, mut double, mut escaped) = (false, false, false);
+        let (mut previous, mut digits) = ('\0', 0);
+        for c in word.chars() {
+            digits = if c.is_ascii_digit() { digits + 1 } else { 0 };
+            if open.iter().any(|parameter| !parameter) {
+                found.longest_number = found.longest_number.max(digits);
             }
-            '}' => {
-                open.pop();
+            match c {
+                _ if escaped => escaped = false,
+                '\\' if !single => escaped = true,
+                '\'' if !double => single = !single,
+                '"' if !single => double = !double,
+                _ if single || double => {}
+                '{' => {
+                    open.push(previous == '$');
+                    let braces = open.iter().filter(|parameter| !**parameter).count();
+                    found.most_open = found.most_open.max(braces);
+                }
+                '}' => {
+                    open.pop();
+                }
+                _ => {}
             }
-            _ => {}
+            previous = c;
         }
-        previous = c;
+        found
     }
-    most
 }
 
 #[cfg(test)]
@@ -572,10 +599,15 @@ mod tests {
         };
         let why = commands("echo a{{{{{{{{", &env).unwrap_err();
         assert!(why.contains("braces"), "{why}");
+        // Also found by it: a number too big for an i64 in a brace made
+        // the parser panic (which `check` turns into a refusal).
+        let why = commands("echo {2222222222222222222222222..1}", &env).unwrap_err();
+        assert!(why.contains("digits"), "{why}");
         for fine in [
             r#"echo '{"a":{"b":{"c":{"d":{"e":{"f":{"g":{"h":1}}}}}}}}'"#,
             "echo ${a}${b}${c}${d}${e}${f}${g}${h}${i}",
             "echo {a,b}{c,d}{e,f}",
+            "echo {1..3} 12345678901234567890123",
         ] {
             assert!(commands(fine, &env).is_ok(), "{fine}");
         }
