@@ -530,13 +530,14 @@ struct Braces {
 impl Braces {
     fn of(word: &str) -> Self {
         let mut found = Self::default();
-        // Open braces, each true if it is a parameter's `${`.
-        let mut open: Vec<bool> = Vec::new();
+        // Open braces, each true if it is a parameter's `${`, and how many
+        // of them are not.
+        let (mut open, mut braces): (Vec<bool>, usize) = (Vec::new(), 0);
         let (mut single, mut double, mut escaped) = (false, false, false);
         let (mut previous, mut digits) = ('\0', 0);
         for c in word.chars() {
             digits = if c.is_ascii_digit() { digits + 1 } else { 0 };
-            if open.iter().any(|parameter| !parameter) {
+            if braces > 0 {
                 found.longest_number = found.longest_number.max(digits);
             }
             match c {
@@ -546,13 +547,12 @@ impl Braces {
                 '"' if !single => double = !double,
                 _ if single || double => {}
                 '{' => {
-                    open.push(previous == '$');
-                    let braces = open.iter().filter(|parameter| !**parameter).count();
+                    let parameter = previous == '$';
+                    open.push(parameter);
+                    braces += usize::from(!parameter);
                     found.most_open = found.most_open.max(braces);
                 }
-                '}' => {
-                    open.pop();
-                }
+                '}' => braces -= usize::from(open.pop() == Some(false)),
                 _ => {}
             }
             previous = c;
