@@ -1,16 +1,17 @@
-//! Reading a runtime's transcript. The path comes from the hook event, so
-//! from the agent's side: whatever it names is read only if it is a
-//! regular file, opened without blocking (a FIFO or a device named as the
-//! transcript would otherwise hang the reader, or feed it forever), and
-//! only its tail, so the cost is the same whatever the file's size.
+//! Reading what a hook event points at: a runtime's transcript, or a file
+//! in the project. The path comes from the event, so from the agent's
+//! side: whatever it names is read only if it is a regular file, opened
+//! without blocking (a FIFO or a device named as the transcript would
+//! otherwise hang the reader, or feed it forever), and only up to a bound
+//! (a transcript's tail), so the cost is the same whatever the file's size.
 
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
-/// At most `max` bytes from the end of the regular file at `path`.
-pub(crate) fn read_tail(path: &Path, max: u64) -> std::io::Result<String> {
-    let mut file = std::fs::OpenOptions::new()
+/// The regular file at `path`, opened without blocking, and its length.
+fn open_regular(path: &Path) -> std::io::Result<(std::fs::File, u64)> {
+    let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
         .open(path)?;
@@ -21,7 +22,26 @@ pub(crate) fn read_tail(path: &Path, max: u64) -> std::io::Result<String> {
             "not a regular file",
         ));
     }
-    let len = metadata.len();
+    Ok((file, metadata.len()))
+}
+
+/// The whole regular file at `path`, if it holds at most `max` bytes.
+pub(crate) fn read_small(path: &Path, max: u64) -> std::io::Result<String> {
+    let (file, len) = open_regular(path)?;
+    if len > max {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("larger than {max} bytes"),
+        ));
+    }
+    let mut text = String::new();
+    file.take(max).read_to_string(&mut text)?;
+    Ok(text)
+}
+
+/// At most `max` bytes from the end of the regular file at `path`.
+pub(crate) fn read_tail(path: &Path, max: u64) -> std::io::Result<String> {
+    let (mut file, len) = open_regular(path)?;
     let start = len.saturating_sub(max);
     file.seek(SeekFrom::Start(start))?;
     let mut bytes = Vec::with_capacity((len - start) as usize);

@@ -16,6 +16,8 @@ pub enum Item {
     Text(String),
     /// A shell command through Codex's `exec_command`: call id, command.
     Shell(String, String),
+    /// A call of any tool: call id, tool name, arguments.
+    Call(String, String, Value),
 }
 
 #[derive(Default)]
@@ -95,26 +97,53 @@ fn answer(method: &str, path: &str, body: &[u8], shared: &Shared) -> String {
     }
 }
 
-/// The response as the API streams it.
+/// The response as the API streams it: `response.created`, each item
+/// added and done (Codex reads the done items; Copilot CLI the added ones
+/// and the completed response's `output`), then `response.completed`.
 fn stream(n: usize, items: &[Item]) -> String {
-    let mut out = String::new();
-    for (i, item) in items.iter().enumerate() {
-        let item = match item {
+    let id = format!("resp_{n}");
+    let items: Vec<Value> = items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| match item {
             Item::Text(text) => json!({
                 "type": "message", "role": "assistant", "id": format!("msg_{n}_{i}"),
-                "content": [{"type": "output_text", "text": text}],
+                "status": "completed",
+                "content": [{"type": "output_text", "text": text, "annotations": []}],
             }),
             Item::Shell(call_id, command) => json!({
                 "type": "function_call", "id": format!("fc_{n}_{i}"), "call_id": call_id,
+                "status": "completed",
                 "name": "exec_command", "arguments": json!({"cmd": command}).to_string(),
             }),
-        };
-        let event = json!({"type": "response.output_item.done", "item": item});
-        out.push_str(&format!(
-            "event: response.output_item.done\ndata: {event}\n\n"
-        ));
+            Item::Call(call_id, name, arguments) => json!({
+                "type": "function_call", "id": format!("fc_{n}_{i}"), "call_id": call_id,
+                "status": "completed", "name": name, "arguments": arguments.to_string(),
+            }),
+        })
+        .collect();
+    let mut events = vec![json!({
+        "type": "response.created",
+        "response": {"id": id, "object": "response", "status": "in_progress", "output": []},
+    })];
+    for (i, item) in items.iter().enumerate() {
+        events.push(json!({"type": "response.output_item.added", "output_index": i, "item": item}));
+        events.push(json!({"type": "response.output_item.done", "output_index": i, "item": item}));
     }
-    let done = json!({"type": "response.completed", "response": {"id": format!("resp_{n}")}});
-    out.push_str(&format!("event: response.completed\ndata: {done}\n\n"));
-    out
+    events.push(json!({"type": "response.completed", "response": {
+        "id": id, "object": "response", "status": "completed", "output": items,
+        "usage": {"input_tokens": 10, "output_tokens": 10, "total_tokens": 20},
+    }}));
+    events
+        .iter()
+        .enumerate()
+        .map(|(seq, event)| {
+            let mut event = event.clone();
+            event["sequence_number"] = json!(seq);
+            format!(
+                "event: {}\ndata: {event}\n\n",
+                event["type"].as_str().unwrap_or_default()
+            )
+        })
+        .collect()
 }

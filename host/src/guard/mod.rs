@@ -47,6 +47,7 @@ mod shell;
 use std::path::{Component, Path, PathBuf};
 
 use crate::config::Config;
+use crate::hooks::{self, HookRuntime};
 use crate::request::ToolRequest;
 use resolve::{Kind, Protected};
 
@@ -94,39 +95,6 @@ const ADMIN_WORDS: &[&str] = &[
     "lease-derive",
     "--write",
     "open",
-];
-
-/// Agent runtimes' hook settings, named in any tool's text as the
-/// directory, either separator, then the file name's start: touching them
-/// could remove toolgate's hook.
-const HOOK_SETTINGS: [(&str, &str, &str); 5] = [
-    (
-        ".claude",
-        "settings",
-        "Claude Code's hook settings (.claude/settings*.json)",
-    ),
-    (
-        ".gemini",
-        "settings",
-        "Gemini CLI's hook settings (.gemini/settings.json)",
-    ),
-    (".cursor", "hooks", "Cursor's hooks (.cursor/hooks.json)"),
-    (".codex", "hooks", "Codex's hooks (.codex/hooks.json)"),
-    (
-        ".codex",
-        "config",
-        "Codex's config, which holds its hooks and their trust (.codex/config.toml)",
-    ),
-];
-
-/// The runtimes' hook settings under the user's home.
-const USER_HOOK_SETTINGS: [&str; 6] = [
-    ".claude/settings.json",
-    ".claude/settings.local.json",
-    ".gemini/settings.json",
-    ".cursor/hooks.json",
-    ".codex/hooks.json",
-    ".codex/config.toml",
 ];
 
 /// The locations toolgate protects, for one config and store.
@@ -186,8 +154,9 @@ impl ControlPlane {
         // ~/.claude ~/.claude.off` removes the hook as surely as emptying
         // the file.
         let settings = home.iter().flat_map(|home| {
-            USER_HOOK_SETTINGS
-                .iter()
+            HookRuntime::ALL
+                .into_iter()
+                .flat_map(|runtime| hooks::adapter(runtime).settings_under_home())
                 .map(move |rel| Protected::new(&home.join(rel), Kind::Tree))
         });
         let real = paths
@@ -532,9 +501,13 @@ impl ControlPlane {
         }
         if destructive
             && let Some(dir) = real.file_name().and_then(|n| n.to_str())
-            && let Some((_, _, what)) = HOOK_SETTINGS.iter().find(|(d, ..)| *d == dir)
+            && let Some(settings) = hooks::settings_files()
+                .find(|s| s.dir == dir || s.dir.ends_with(&format!("/{dir}")))
         {
-            return Some(format!("rename, remove or replace the directory of {what}"));
+            return Some(format!(
+                "rename, remove or replace the directory of {}",
+                settings.what
+            ));
         }
         if destructive
             && !self.holds_everything(&real)
@@ -754,7 +727,7 @@ fn contains(text: &str, needle: &str) -> bool {
 }
 
 /// The hook settings `text` names, if it names any (the first in
-/// [`HOOK_SETTINGS`] order): for each entry its file name is searched for,
+/// [`hooks::settings_files`] order): for each entry its file name is searched for,
 /// and only where it occurs is the directory before it compared
 /// (`settings` is rarer in ordinary text than `.claude`).
 fn hook_settings_named(text: &str) -> Option<&'static str> {
@@ -766,10 +739,9 @@ fn hook_settings_named(text: &str) -> Option<&'static str> {
                 && before[..before.len() - 1].ends_with(dir.as_bytes())
         })
     };
-    HOOK_SETTINGS
-        .iter()
-        .find(|(dir, file, _)| named(dir, file))
-        .map(|(_, _, what)| *what)
+    hooks::settings_files()
+        .find(|settings| named(settings.dir, settings.file))
+        .map(|settings| settings.what)
 }
 
 /// The `toolgate …` administrative command in `text`, which names
@@ -815,12 +787,9 @@ fn hook_settings_at(path: &Path) -> Option<&'static str> {
     if path.starts_with("/etc/claude-code") {
         return Some("Claude Code's managed settings (/etc/claude-code)");
     }
-    let file = path.file_name()?.to_str()?;
-    let dir = path.parent()?.file_name()?.to_str()?;
-    HOOK_SETTINGS
-        .iter()
-        .find(|(d, f, _)| *d == dir && file.starts_with(f))
-        .map(|(_, _, what)| *what)
+    // What a path is named, as a tool's text would name it: a hook file
+    // in a settings directory, or anything under one (`.copilot/hooks/`).
+    hook_settings_named(path.to_str()?)
 }
 
 /// Whether an argument of a non-shell tool is a path worth resolving: one
@@ -883,19 +852,20 @@ mod tests {
         fn hook_settings_are_found_wherever_a_needle_occurs(
             pieces in proptest::collection::vec(
                 proptest::sample::select(vec![
-                    ".claude", ".gemini", ".cursor", ".codex", "/", "\\", "settings", "hooks",
+                    ".claude", ".gemini", ".cursor", ".codex", ".copilot", ".github", "copilot",
+                    "/", "\\", "settings", "hooks",
                     "config",
                     "setting", "claude", "x", " ", "ü",
                 ]),
                 0..12,
             ),
         ) {
-            // The rule: any of the six directory-separator-file needles.
+            // The rule: any of the directory-separator-file needles.
             let text = pieces.concat();
-            let rule = HOOK_SETTINGS.iter().find(|(dir, file, _)| {
-                ["/", "\\"].iter().any(|sep| text.contains(&format!("{dir}{sep}{file}")))
+            let rule = hooks::settings_files().find(|s| {
+                ["/", "\\"].iter().any(|sep| text.contains(&format!("{}{sep}{}", s.dir, s.file)))
             });
-            prop_assert_eq!(hook_settings_named(&text), rule.map(|(_, _, what)| *what));
+            prop_assert_eq!(hook_settings_named(&text), rule.map(|s| s.what));
         }
     }
 
@@ -980,6 +950,30 @@ mod tests {
             "sed -i '/trusted_hash/d' ~/.codex/config.toml",
         ] {
             assert!(refused("Bash", json!({"command": command})), "{command}");
+        }
+    }
+
+    #[test]
+    fn switching_copilot_hooks_off_is_refused() {
+        for command in [
+            "echo '{}' > ~/.copilot/hooks/toolgate.json",
+            "rm -rf ~/.copilot/hooks",
+            "mv /home/dev/.copilot/hooks /tmp/off",
+            "jq '.disableAllHooks=true' ~/.copilot/settings.json > s && mv s ~/.copilot/settings.json",
+            "mkdir -p .github/copilot && echo '{\"disableAllHooks\": true}' > .github/copilot/settings.json",
+            "echo broken > .github/hooks/x.json",
+        ] {
+            assert!(refused("Bash", json!({"command": command})), "{command}");
+        }
+        for path in [
+            "/home/dev/.copilot/hooks/toolgate.json",
+            "~/.copilot/settings.json",
+            "/home/dev/project/.github/copilot/settings.local.json",
+        ] {
+            assert!(
+                refused("Write", json!({"file_path": path, "content": "{}"})),
+                "{path}"
+            );
         }
     }
 

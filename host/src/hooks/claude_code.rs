@@ -27,7 +27,7 @@ use std::path::PathBuf;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Adapter, Event, EventKind, InstallPlan, outcome_of, parse_event};
+use super::{Adapter, Event, EventKind, InstallPlan, SettingsFile, outcome_of, parse_event};
 use super::{how_to_approve, required_tool_name, who_asks};
 use crate::decision::{Decision, Verdict};
 use crate::error::Result;
@@ -95,6 +95,20 @@ const CURRENT_SINCE: (u32, u32, u32) = (2, 1, 295);
 const HOOK_TIMEOUT_SECS: u64 = 30;
 
 impl Adapter for ClaudeCode {
+    fn settings_files(&self) -> &'static [SettingsFile] {
+        const {
+            &[SettingsFile::new(
+                ".claude",
+                "settings",
+                "Claude Code's hook settings (.claude/settings*.json)",
+            )]
+        }
+    }
+
+    fn settings_under_home(&self) -> &'static [&'static str] {
+        &[".claude/settings.json", ".claude/settings.local.json"]
+    }
+
     fn runtime(&self) -> HookRuntime {
         HookRuntime::ClaudeCode
     }

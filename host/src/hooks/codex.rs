@@ -33,7 +33,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::claude_code::{mode, split_mcp};
-use super::{Adapter, Event, EventKind, InstallPlan, how_to_approve, outcome_of, parse_event};
+use super::{
+    Adapter, Event, EventKind, InstallPlan, SettingsFile, how_to_approve, outcome_of, parse_event,
+};
 use super::{required_tool_name, who_asks};
 use crate::decision::{Decision, Verdict};
 use crate::error::Result;
@@ -93,7 +95,10 @@ impl CodexEvent {
         let input = self.tool_input.clone().unwrap_or(json!({}));
         let (tool, origin, arguments) = match (name, split_mcp(name)) {
             (_, Some((server, tool))) => (tool.to_string(), Origin::Mcp(server.into()), input),
-            ("apply_patch", None) => ("Edit".to_string(), Origin::Builtin, patch_arguments(&input)),
+            ("apply_patch", None) => {
+                let patch = input["command"].as_str().unwrap_or_default();
+                ("Edit".to_string(), Origin::Builtin, patch_arguments(patch))
+            }
             (name, None) => (name.to_string(), Origin::Builtin, input),
         };
         let mut request = ToolRequest::new(tool, arguments);
@@ -108,11 +113,10 @@ impl CodexEvent {
     }
 }
 
-/// An `apply_patch` input (`{"command": "*** Begin Patch …"}`) as an edit:
+/// An `apply_patch` patch (`*** Begin Patch …`) as an edit's arguments:
 /// the patch, and the files it adds, updates, deletes or moves to, so the
 /// policies and the guard see the paths.
-fn patch_arguments(input: &Value) -> Value {
-    let patch = input["command"].as_str().unwrap_or_default();
+pub(super) fn patch_arguments(patch: &str) -> Value {
     let files: Vec<&str> = patch
         .lines()
         .filter_map(|line| {
@@ -138,6 +142,23 @@ fn patch_arguments(input: &Value) -> Value {
 pub struct Codex;
 
 impl Adapter for Codex {
+    fn settings_files(&self) -> &'static [SettingsFile] {
+        const {
+            &[
+                SettingsFile::new(".codex", "hooks", "Codex's hooks (.codex/hooks.json)"),
+                SettingsFile::new(
+                    ".codex",
+                    "config",
+                    "Codex's config, which holds its hooks and their trust (.codex/config.toml)",
+                ),
+            ]
+        }
+    }
+
+    fn settings_under_home(&self) -> &'static [&'static str] {
+        &[".codex/hooks.json", ".codex/config.toml"]
+    }
+
     fn runtime(&self) -> HookRuntime {
         HookRuntime::Codex
     }

@@ -30,7 +30,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 
-use super::{Adapter, Event, EventKind, InstallPlan, how_to_approve, outcome_of, parse_event};
+use super::{
+    Adapter, Event, EventKind, InstallPlan, SettingsFile, how_to_approve, outcome_of, parse_event,
+};
 use super::{required_tool_name, who_asks};
 use crate::decision::{Decision, Outcome, Verdict};
 use crate::error::{Error, Result};
@@ -52,6 +54,20 @@ const EVENTS: [&str; 7] = [
 ];
 
 impl Adapter for Cursor {
+    fn settings_files(&self) -> &'static [SettingsFile] {
+        const {
+            &[SettingsFile::new(
+                ".cursor",
+                "hooks",
+                "Cursor's hooks (.cursor/hooks.json)",
+            )]
+        }
+    }
+
+    fn settings_under_home(&self) -> &'static [&'static str] {
+        &[".cursor/hooks.json"]
+    }
+
     fn runtime(&self) -> HookRuntime {
         HookRuntime::Cursor
     }

@@ -19,7 +19,9 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Adapter, Event, EventKind, InstallPlan, how_to_approve, outcome_of, parse_event};
+use super::{
+    Adapter, Event, EventKind, InstallPlan, SettingsFile, how_to_approve, outcome_of, parse_event,
+};
 use super::{required_tool_name, who_asks};
 use crate::decision::{Decision, Verdict};
 use crate::error::Result;
@@ -30,6 +32,20 @@ use toolgate_wire::protocol::HookRuntime;
 pub struct GeminiCli;
 
 impl Adapter for GeminiCli {
+    fn settings_files(&self) -> &'static [SettingsFile] {
+        const {
+            &[SettingsFile::new(
+                ".gemini",
+                "settings",
+                "Gemini CLI's hook settings (.gemini/settings.json)",
+            )]
+        }
+    }
+
+    fn settings_under_home(&self) -> &'static [&'static str] {
+        &[".gemini/settings.json"]
+    }
+
     fn runtime(&self) -> HookRuntime {
         HookRuntime::GeminiCli
     }

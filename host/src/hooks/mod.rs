@@ -16,6 +16,7 @@
 
 pub mod claude_code;
 pub mod codex;
+pub mod copilot;
 pub mod cursor;
 pub mod gemini_cli;
 
@@ -36,6 +37,7 @@ pub fn adapter(runtime: HookRuntime) -> &'static dyn Adapter {
         HookRuntime::GeminiCli => &gemini_cli::GeminiCli,
         HookRuntime::Cursor => &cursor::Cursor,
         HookRuntime::Codex => &codex::Codex,
+        HookRuntime::Copilot => &copilot::Copilot,
     }
 }
 
@@ -77,6 +79,15 @@ pub trait Adapter: Sync {
         Ok(None)
     }
 
+    /// The files that hold or switch off the runtime's hooks, as a tool's
+    /// text names them: the self-protection guard refuses calls that touch
+    /// them (an agent could remove toolgate's hook).
+    fn settings_files(&self) -> &'static [SettingsFile];
+
+    /// Those of them under the user's home (relative to it), which the
+    /// guard also protects by what they are (real path, inode, parents).
+    fn settings_under_home(&self) -> &'static [&'static str];
+
     /// Whether the runtime can call hooks over HTTP (the daemon's
     /// `/v1/hooks/RUNTIME`).
     fn has_http_hooks(&self) -> bool {
@@ -89,6 +100,32 @@ pub trait Adapter: Sync {
     fn installed_release_is_current(&self) -> bool {
         true
     }
+}
+
+/// A runtime's hook settings as a tool's text names them: a directory, a
+/// separator, then the start of a file name (`.codex` `/` `hooks…`).
+#[derive(Debug, Clone, Copy)]
+pub struct SettingsFile {
+    /// The directory (its last components).
+    pub dir: &'static str,
+    /// How the file's (or directory's) name starts.
+    pub file: &'static str,
+    /// What it is, for the refusal's message.
+    pub what: &'static str,
+}
+
+impl SettingsFile {
+    /// `dir/file…`, which is `what`.
+    pub const fn new(dir: &'static str, file: &'static str, what: &'static str) -> Self {
+        Self { dir, file, what }
+    }
+}
+
+/// Every runtime's hook settings, in [`HookRuntime::ALL`] order.
+pub fn settings_files() -> impl Iterator<Item = &'static SettingsFile> {
+    HookRuntime::ALL
+        .into_iter()
+        .flat_map(|runtime| adapter(runtime).settings_files())
 }
 
 /// What `toolgate hook install` puts into a runtime's settings.

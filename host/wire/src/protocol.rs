@@ -200,12 +200,19 @@ pub enum HookRuntime {
     Cursor,
     /// OpenAI Codex CLI's hooks.
     Codex,
+    /// GitHub Copilot CLI's hooks.
+    Copilot,
 }
 
 impl HookRuntime {
     /// Every runtime, for parsing and listing.
-    pub const ALL: [HookRuntime; 4] =
-        [Self::ClaudeCode, Self::GeminiCli, Self::Cursor, Self::Codex];
+    pub const ALL: [HookRuntime; 5] = [
+        Self::ClaudeCode,
+        Self::GeminiCli,
+        Self::Cursor,
+        Self::Codex,
+        Self::Copilot,
+    ];
 
     /// The runtime of that name.
     pub fn from_name(name: &str) -> Option<Self> {
@@ -219,6 +226,7 @@ impl HookRuntime {
             Self::GeminiCli => "gemini-cli",
             Self::Cursor => "cursor",
             Self::Codex => "codex",
+            Self::Copilot => "copilot",
         }
     }
 
@@ -253,7 +261,14 @@ impl HookRuntime {
                     "permissionDecisionReason": reason,
                 },
             }),
-            (Self::GeminiCli | Self::Cursor | Self::Codex, OnError::Allow) => serde_json::json!({}),
+            (Self::GeminiCli | Self::Cursor | Self::Codex | Self::Copilot, OnError::Allow) => {
+                serde_json::json!({})
+            }
+            // Copilot asks in its own prompt (a run that cannot ask denies).
+            (Self::Copilot, _) => serde_json::json!({
+                "permissionDecision": if on_error == OnError::Ask { "ask" } else { "deny" },
+                "permissionDecisionReason": reason,
+            }),
             // Codex cannot ask in a hook (an "ask" lets the tool run): a
             // failure denies.
             (Self::Codex, _) => serde_json::json!({"hookSpecificOutput": {

@@ -52,13 +52,24 @@ pub enum HookCommand {
     /// daemon. Through the store's daemon like `claude-code`; always exits
     /// 0.
     Codex(HookArgs),
+    /// Answer one GitHub Copilot CLI hook event read from stdin.
+    ///
+    /// Known by its shape (Copilot names no event): decides preToolUse
+    /// (`{"permissionDecision": "deny"|"ask"|"allow", …}`; for a pause
+    /// `ask`, which Copilot's TUI asks the person and a `-p` run denies with
+    /// how a person approves; notes as additionalContext; `{}` to allow),
+    /// records postToolUse, userPromptSubmitted starts the next turn,
+    /// sessionStart only starts the daemon. Through the store's daemon like
+    /// `claude-code`; always exits 0.
+    Copilot(HookArgs),
     /// Print the hooks toolgate needs in an agent runtime's settings (Claude
     /// Code's settings.json by default), or merge them into a settings file
     /// with --write.
     Install {
         /// Merge into this settings file (created if missing) instead of
         /// printing, e.g. ~/.claude/settings.json, ~/.gemini/settings.json,
-        /// ~/.cursor/hooks.json or ~/.codex/hooks.json (for Codex the
+        /// ~/.cursor/hooks.json, ~/.copilot/hooks/toolgate.json or
+        /// ~/.codex/hooks.json (for Codex the
         /// installer then trusts toolgate's hooks through `codex
         /// app-server`: Codex runs no untrusted hook).
         #[arg(long, value_name = "SETTINGS.json")]
@@ -89,6 +100,7 @@ impl HookCommand {
             HookCommand::GeminiCli(args) => Some((HookRuntime::GeminiCli, args)),
             HookCommand::Cursor(args) => Some((HookRuntime::Cursor, args)),
             HookCommand::Codex(args) => Some((HookRuntime::Codex, args)),
+            HookCommand::Copilot(args) => Some((HookRuntime::Copilot, args)),
             HookCommand::Install { .. } => None,
         }
     }

@@ -1,0 +1,444 @@
+//! The GitHub Copilot CLI hook adapter (facts measured on 1.0.102).
+//!
+//! Events: Copilot's own hook format (`~/.copilot/hooks/*.json`, camelCase
+//! events) sends no event name, so an event is known by its shape: a
+//! `toolName` with a `toolResult` ran (`postToolUse`, observed); a
+//! `toolName` alone is proposed (`preToolUse`, decided); a `prompt` is a new
+//! turn (`userPromptSubmitted`); anything else (`sessionStart` with its
+//! `source`, `sessionEnd`) is answered with `{}`. No event carries a turn
+//! or call id.
+//!
+//! Mapping: `bash` is `Bash` (and `write_bash`, which types into a running
+//! shell, is `Bash` with what it types); `create` is `Write`, `edit` is
+//! `Edit` and `view` is `Read`, with Claude Code's argument names added
+//! beside Copilot's; `apply_patch` (a patch as a string) is `Edit` with the
+//! files it names; an MCP tool is `SERVER-TOOL`, split after the longest
+//! server name Copilot's MCP config holds (`~/.copilot/mcp-config.json`,
+//! the project's `.mcp.json`), else at the first hyphen (Copilot's own
+//! tools have none).
+//!
+//! Answers: a **deny** is `permissionDecision: "deny"` with the reason (the
+//! model reads "Denied by preToolUse hook: …"). A **pause** is `"ask"` with
+//! who asks and how a person approves: Copilot's own prompt asks the
+//! person in its TUI (the call then runs, and its `postToolUse` closes the
+//! gate); a run that cannot ask (`-p`) denies it with that reason, and the
+//! retry after an approval runs. An approved call is `"allow"`, which also
+//! spares the person Copilot's own prompt. Notes become `additionalContext`.
+//!
+//! Failing closed: Copilot denies the tool when a `preToolUse` hook exits
+//! non-zero (1, 2, 127); it runs the tool when the hook times out, prints
+//! what it cannot parse, or the hooks file itself is broken. toolgate's
+//! hook always answers JSON, the installed command line turns anything else
+//! into exit 2, the timeout is long enough for a daemon that starts and
+//! compiles, and the guard refuses calls that touch Copilot's hook files.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use super::codex::patch_arguments;
+use super::who_asks;
+use super::{Adapter, Event, EventKind, InstallPlan, SettingsFile, how_to_approve, parse_event};
+use crate::decision::{Decision, Outcome, Verdict};
+use crate::error::{Error, Result};
+use crate::request::{Origin, ToolRequest};
+use toolgate_wire::protocol::HookRuntime;
+
+/// How long Copilot waits for toolgate's hook, seconds (its default is 30;
+/// a hook past its timeout lets the tool run, so it must be long enough for
+/// a daemon that starts up and compiles).
+const HOOK_TIMEOUT_SECS: u64 = 60;
+
+/// Copilot's hook files, for the guard: its user hooks directory and
+/// settings (which can hold hooks, or `disableAllHooks`), its config, and a
+/// repository's hooks and Copilot settings.
+const SETTINGS: &[SettingsFile] = &[
+    SettingsFile::new(".copilot", "hooks", "Copilot CLI's hooks (.copilot/hooks/)"),
+    SettingsFile::new(
+        ".copilot",
+        "settings",
+        "Copilot CLI's settings, which can hold or disable its hooks (.copilot/settings.json)",
+    ),
+    SettingsFile::new(
+        ".copilot",
+        "config",
+        "Copilot CLI's config (.copilot/config.json)",
+    ),
+    SettingsFile::new(
+        ".github",
+        "hooks",
+        "a repository's Copilot hooks (.github/hooks/)",
+    ),
+    SettingsFile::new(
+        ".github/copilot",
+        "settings",
+        "a repository's Copilot settings, which can disable every hook \
+         (.github/copilot/settings.json)",
+    ),
+];
+
+/// The user-level files among [`SETTINGS`], under the home.
+const UNDER_HOME: &[&str] = &[
+    ".copilot/hooks",
+    ".copilot/settings.json",
+    ".copilot/config.json",
+];
+
+/// One hook event, any kind (see the module docs); unknown fields are
+/// ignored.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CopilotEvent {
+    /// The Copilot session.
+    pub session_id: String,
+    /// The working directory.
+    #[serde(default)]
+    pub cwd: Option<PathBuf>,
+    /// The prompt, on `userPromptSubmitted`.
+    #[serde(default)]
+    pub prompt: Option<String>,
+    /// `bash`, `apply_patch`, `view`, `SERVER-TOOL`, ...
+    #[serde(default)]
+    pub tool_name: Option<String>,
+    /// The tool's arguments: an object, or a string (a JSON object, or a
+    /// freeform tool's input such as `apply_patch`'s patch).
+    #[serde(default)]
+    pub tool_args: Option<Value>,
+    /// The result, on `postToolUse`.
+    #[serde(default)]
+    pub tool_result: Option<Value>,
+}
+
+impl CopilotEvent {
+    /// Parse one event.
+    pub fn parse(text: &str) -> Result<Self> {
+        parse_event(text, "Copilot CLI")
+    }
+
+    /// The toolgate request for a tool event.
+    pub fn to_request(&self) -> Result<ToolRequest> {
+        let name = self
+            .tool_name
+            .as_deref()
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| Error::Request("Copilot CLI tool event without toolName".into()))?;
+        let args = match self.tool_args.clone().unwrap_or(json!({})) {
+            Value::String(text) => match serde_json::from_str::<Value>(&text) {
+                Ok(object @ Value::Object(_)) => object,
+                _ => Value::String(text),
+            },
+            other => other,
+        };
+        let (tool, origin, arguments) = match name {
+            "bash" => ("Bash".into(), Origin::Builtin, args),
+            "write_bash" => {
+                let typed = args["input"].as_str().unwrap_or_default().to_string();
+                (
+                    "Bash".into(),
+                    Origin::Builtin,
+                    with(args, [("command", typed)]),
+                )
+            }
+            "create" => {
+                let fields = [
+                    ("file_path", &args["path"]),
+                    ("content", &args["file_text"]),
+                ];
+                let fields = fields.map(|(k, v)| (k, v.as_str().unwrap_or_default().to_string()));
+                ("Write".into(), Origin::Builtin, with(args, fields))
+            }
+            "edit" => {
+                let fields = [
+                    ("file_path", &args["path"]),
+                    ("old_string", &args["old_str"]),
+                    ("new_string", &args["new_str"]),
+                ];
+                let fields = fields.map(|(k, v)| (k, v.as_str().unwrap_or_default().to_string()));
+                ("Edit".into(), Origin::Builtin, with(args, fields))
+            }
+            "view" => {
+                let path = args["path"].as_str().unwrap_or_default().to_string();
+                (
+                    "Read".into(),
+                    Origin::Builtin,
+                    with(args, [("file_path", path)]),
+                )
+            }
+            "apply_patch" => {
+                let patch = match &args {
+                    Value::String(patch) => patch.clone(),
+                    other => other["input"]
+                        .as_str()
+                        .or(other["patch"].as_str())
+                        .unwrap_or_default()
+                        .to_string(),
+                };
+                ("Edit".into(), Origin::Builtin, patch_arguments(&patch))
+            }
+            name if name.contains('-') => {
+                let (server, tool) = split_mcp(name, &mcp_servers(self.cwd.as_deref()));
+                (tool.to_string(), Origin::Mcp(server.to_string()), args)
+            }
+            name => (name.to_string(), Origin::Builtin, args),
+        };
+        let arguments = match arguments {
+            object @ Value::Object(_) => object,
+            other => json!({ "input": other }),
+        };
+        let mut request = ToolRequest::new(tool, arguments);
+        request.origin = origin;
+        request.session_id = self.session_id.clone();
+        request.channel = HookRuntime::Copilot.name().into();
+        request.cwd = self.cwd.clone();
+        Ok(request)
+    }
+
+    /// How a call that ran went: Copilot's `resultType` is `success` or
+    /// something else (`failure`, `denied`, ...), and its text is what the
+    /// model read.
+    fn outcome(&self) -> (Outcome, String) {
+        let result = self.tool_result.as_ref();
+        let kind = result.and_then(|r| r["resultType"].as_str());
+        let outcome = match kind {
+            Some("success") | None => Outcome::Succeeded,
+            Some(_) => Outcome::Failed,
+        };
+        let text = result
+            .and_then(|r| r["textResultForLlm"].as_str())
+            .unwrap_or_default();
+        (outcome, text.chars().take(1000).collect())
+    }
+}
+
+/// `args` (an object) with `fields` added beside its own: the policies and
+/// the guard read Claude Code's names, and Copilot's stay.
+fn with<const N: usize>(args: Value, fields: [(&str, String); N]) -> Value {
+    let mut object = match args {
+        Value::Object(object) => object,
+        _ => Map::new(),
+    };
+    for (key, value) in fields {
+        object.entry(key).or_insert(Value::String(value));
+    }
+    Value::Object(object)
+}
+
+/// `SERVER-TOOL` split after the longest of `servers` it starts with, else
+/// at its first hyphen.
+fn split_mcp<'a>(name: &'a str, servers: &[String]) -> (&'a str, &'a str) {
+    let configured = servers
+        .iter()
+        .filter(|server| {
+            name.len() > server.len() + 1
+                && name.starts_with(server.as_str())
+                && name.as_bytes()[server.len()] == b'-'
+        })
+        .max_by_key(|server| server.len());
+    match configured {
+        Some(server) => (&name[..server.len()], &name[server.len() + 1..]),
+        None => name.split_once('-').unwrap_or((name, "")),
+    }
+}
+
+/// How large an MCP config toolgate reads.
+const MAX_MCP_CONFIG: u64 = 1 << 20;
+
+/// The MCP server names Copilot's configs hold that this process can read:
+/// the user's (`$COPILOT_HOME` or `~/.copilot`) and the project's (only a
+/// regular file, read without blocking: the project is the agent's).
+fn mcp_servers(cwd: Option<&Path>) -> Vec<String> {
+    let home = std::env::var_os("COPILOT_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::home_dir().map(|home| home.join(".copilot")));
+    let files = [
+        home.map(|home| home.join("mcp-config.json")),
+        cwd.map(|cwd| cwd.join(".mcp.json")),
+    ];
+    files
+        .into_iter()
+        .flatten()
+        .filter_map(|file| crate::transcript::read_small(&file, MAX_MCP_CONFIG).ok())
+        .filter_map(|text| serde_json::from_str::<Value>(&text).ok())
+        .flat_map(|config| {
+            config["mcpServers"]
+                .as_object()
+                .map(|servers| servers.keys().cloned().collect::<Vec<_>>())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// Copilot CLI's hooks.
+pub struct Copilot;
+
+impl Adapter for Copilot {
+    fn runtime(&self) -> HookRuntime {
+        HookRuntime::Copilot
+    }
+
+    fn parse(&self, input: &str) -> Result<Event> {
+        let event = CopilotEvent::parse(input)?;
+        let kind = match (&event.tool_name, &event.tool_result, &event.prompt) {
+            (Some(_), Some(_), _) => EventKind::ran(event.to_request()?, event.outcome()),
+            (Some(_), None, _) => EventKind::Decide {
+                request: event.to_request()?,
+                can_ask: true,
+            },
+            (None, _, Some(_)) => EventKind::NewTurn,
+            (None, _, None) => EventKind::Nothing,
+        };
+        Ok(Event {
+            session: event.session_id,
+            prompt: None,
+            kind,
+        })
+    }
+
+    fn answer(&self, decision: &Decision, _can_ask: bool) -> Value {
+        answer(decision)
+    }
+
+    /// A hooks file of Copilot's own format (`version` 1): commands run by
+    /// bash, with a timeout.
+    fn settings(&self, plan: &InstallPlan<'_>) -> Value {
+        let hook =
+            json!([{"type": "command", "bash": plan.command, "timeoutSec": HOOK_TIMEOUT_SECS}]);
+        json!({"version": 1, "hooks": {
+            "sessionStart": hook,
+            "userPromptSubmitted": hook,
+            "preToolUse": hook,
+            "postToolUse": hook,
+        }})
+    }
+
+    fn settings_files(&self) -> &'static [SettingsFile] {
+        SETTINGS
+    }
+
+    fn settings_under_home(&self) -> &'static [&'static str] {
+        UNDER_HOME
+    }
+}
+
+/// The answer to a `preToolUse` event (see the module docs).
+pub fn answer(decision: &Decision) -> Value {
+    let mut answer = match decision.verdict {
+        Verdict::Deny => json!({
+            "permissionDecision": "deny",
+            "permissionDecisionReason": decision.reason.clone().unwrap_or_default(),
+        }),
+        Verdict::Pause => json!({
+            "permissionDecision": "ask",
+            "permissionDecisionReason": format!("{}{}", who_asks(decision), how_to_approve(decision)),
+        }),
+        Verdict::Allow if decision.approved_by.is_some() => json!({
+            "permissionDecision": "allow",
+            "permissionDecisionReason": "toolgate: a person approved this exact call",
+        }),
+        Verdict::Allow => json!({}),
+    };
+    if !decision.notes.is_empty() {
+        let texts: Vec<&str> = decision.notes.iter().map(|n| n.text.as_str()).collect();
+        answer["additionalContext"] = json!(texts.join("\n\n"));
+    }
+    answer
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_mcp_tool_splits_after_the_longest_configured_server() {
+        let servers = ["my".to_string(), "my-server".to_string()];
+        assert_eq!(split_mcp("my-server-echo", &servers), ("my-server", "echo"));
+        assert_eq!(
+            split_mcp("everything-get-env", &[]),
+            ("everything", "get-env")
+        );
+        assert_eq!(split_mcp("my-x", &servers), ("my", "x"));
+    }
+
+    #[test]
+    fn events_are_known_by_their_shape() {
+        let parse = |text: &str| Copilot.parse(text).unwrap().kind;
+        let pre = r#"{"sessionId":"s","cwd":"/p","toolName":"bash","toolArgs":{"command":"ls"}}"#;
+        assert!(matches!(parse(pre), EventKind::Decide { request, .. } if request.tool == "Bash"));
+        let post = r#"{"sessionId":"s","toolName":"bash","toolArgs":{"command":"ls"},
+            "toolResult":{"resultType":"failure","textResultForLlm":"no"}}"#;
+        assert!(matches!(
+            parse(post),
+            EventKind::Ran {
+                outcome: Outcome::Failed,
+                ..
+            }
+        ));
+        assert!(matches!(
+            parse(r#"{"sessionId":"s","prompt":"hi"}"#),
+            EventKind::NewTurn
+        ));
+        let start = r#"{"sessionId":"s","source":"new","initialPrompt":"hi"}"#;
+        assert!(matches!(parse(start), EventKind::Nothing));
+        assert!(Copilot.parse(r#"{"toolName":"bash"}"#).is_err());
+    }
+
+    #[test]
+    fn arguments_as_a_json_string_and_a_patch_are_read() {
+        let request = |name: &str, args: Value| {
+            CopilotEvent {
+                session_id: "s".into(),
+                cwd: None,
+                prompt: None,
+                tool_name: Some(name.into()),
+                tool_args: Some(args),
+                tool_result: None,
+            }
+            .to_request()
+            .unwrap()
+        };
+        let create = request("create", json!(r#"{"path":"/p/a.txt","file_text":"x"}"#));
+        assert_eq!(create.tool, "Write");
+        assert_eq!(create.arguments["file_path"], "/p/a.txt");
+        assert_eq!(create.arguments["path"], "/p/a.txt");
+        let patch = request(
+            "apply_patch",
+            json!("*** Begin Patch\n*** Update File: src/a.rs\n@@\n-a\n+b\n*** End Patch"),
+        );
+        assert_eq!(patch.tool, "Edit");
+        assert_eq!(patch.arguments["file_path"], "src/a.rs");
+        let typed = request("write_bash", json!({"shellId": "1", "input": "rm -rf x\n"}));
+        assert_eq!(
+            (typed.tool.as_str(), typed.arguments["command"].as_str()),
+            ("Bash", Some("rm -rf x\n"))
+        );
+    }
+
+    #[test]
+    fn the_projects_mcp_config_names_the_server_and_a_fifo_there_is_not_waited_on() {
+        let project = tempfile::tempdir().unwrap();
+        let event = |cwd: &Path| CopilotEvent {
+            session_id: "s".into(),
+            cwd: Some(cwd.to_path_buf()),
+            prompt: None,
+            tool_name: Some("my-server-echo".into()),
+            tool_args: Some(json!({})),
+            tool_result: None,
+        };
+        let config = json!({"mcpServers": {"my-server": {"command": "x"}}});
+        std::fs::write(project.path().join(".mcp.json"), config.to_string()).unwrap();
+        let request = event(project.path()).to_request().unwrap();
+        assert_eq!(request.origin, Origin::Mcp("my-server".into()));
+        assert_eq!(request.tool, "echo");
+
+        let fifo = tempfile::tempdir().unwrap();
+        let path = std::ffi::CString::new(
+            fifo.path().join(".mcp.json").into_os_string().into_encoded_bytes(),
+        )
+        .unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+        let request = event(fifo.path()).to_request().unwrap();
+        assert_eq!(request.origin, Origin::Mcp("my".into()));
+    }
+}
