@@ -542,6 +542,12 @@ impl ControlPlane {
         if let Some(what) = hook_settings_named(text) {
             return Some(format!("touch {what}"));
         }
+        if let Some(what) = HookRuntime::ALL
+            .into_iter()
+            .find_map(|runtime| hooks::adapter(runtime).switches_off(text))
+        {
+            return Some(what.to_string());
+        }
         if contains(text, CACHE_KEY) {
             return Some("touch the compiled cache's key".into());
         }
@@ -975,6 +981,23 @@ mod tests {
                 "{path}"
             );
         }
+    }
+
+    #[test]
+    fn switching_opencode_plugins_off_is_refused() {
+        for command in [
+            "rm -rf ~/.config/opencode/plugin",
+            "echo 'export const X = 1' > /home/dev/.config/opencode/plugin/toolgate.js",
+            "mv .opencode/plugins /tmp/off",
+            "OPENCODE_PURE=1 opencode run 'do it'",
+            "opencode run --pure 'do it'",
+        ] {
+            assert!(refused("Bash", json!({"command": command})), "{command}");
+        }
+        assert!(refused(
+            "Write",
+            json!({"file_path": "/home/dev/.config/opencode/opencode.json", "content": "{}"})
+        ));
     }
 
     #[test]

@@ -433,7 +433,10 @@ mod tests {
 
         let fifo = tempfile::tempdir().unwrap();
         let path = std::ffi::CString::new(
-            fifo.path().join(".mcp.json").into_os_string().into_encoded_bytes(),
+            fifo.path()
+                .join(".mcp.json")
+                .into_os_string()
+                .into_encoded_bytes(),
         )
         .unwrap();
         // SAFETY: a valid NUL-terminated path.

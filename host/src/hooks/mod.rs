@@ -19,6 +19,7 @@ pub mod codex;
 pub mod copilot;
 pub mod cursor;
 pub mod gemini_cli;
+pub mod opencode;
 
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -38,6 +39,7 @@ pub fn adapter(runtime: HookRuntime) -> &'static dyn Adapter {
         HookRuntime::Cursor => &cursor::Cursor,
         HookRuntime::Codex => &codex::Codex,
         HookRuntime::Copilot => &copilot::Copilot,
+        HookRuntime::OpenCode => &opencode::OpenCode,
     }
 }
 
@@ -77,6 +79,19 @@ pub trait Adapter: Sync {
     /// for the person. Codex runs no hook a person has not trusted.
     fn trust_installed(&self, _marker: &str) -> std::result::Result<Option<String>, String> {
         Ok(None)
+    }
+
+    /// For a runtime whose hooks are a plugin of toolgate's (OpenCode): the
+    /// plugin's source, which `toolgate hook install` writes whole instead
+    /// of merging [`Adapter::settings`].
+    fn plugin(&self, _plan: &InstallPlan<'_>) -> Option<String> {
+        None
+    }
+
+    /// What a tool's text does that starts the runtime with its hooks off
+    /// (OpenCode's `--pure`), for the guard to refuse; `None` if nothing.
+    fn switches_off(&self, _text: &str) -> Option<&'static str> {
+        None
     }
 
     /// The files that hold or switch off the runtime's hooks, as a tool's

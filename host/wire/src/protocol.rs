@@ -202,16 +202,20 @@ pub enum HookRuntime {
     Codex,
     /// GitHub Copilot CLI's hooks.
     Copilot,
+    /// OpenCode, through toolgate's plugin.
+    #[serde(rename = "opencode")]
+    OpenCode,
 }
 
 impl HookRuntime {
     /// Every runtime, for parsing and listing.
-    pub const ALL: [HookRuntime; 5] = [
+    pub const ALL: [HookRuntime; 6] = [
         Self::ClaudeCode,
         Self::GeminiCli,
         Self::Cursor,
         Self::Codex,
         Self::Copilot,
+        Self::OpenCode,
     ];
 
     /// The runtime of that name.
@@ -227,6 +231,7 @@ impl HookRuntime {
             Self::Cursor => "cursor",
             Self::Codex => "codex",
             Self::Copilot => "copilot",
+            Self::OpenCode => "opencode",
         }
     }
 
@@ -264,6 +269,9 @@ impl HookRuntime {
             (Self::GeminiCli | Self::Cursor | Self::Codex | Self::Copilot, OnError::Allow) => {
                 serde_json::json!({})
             }
+            // toolgate's OpenCode plugin blocks on anything but a decision.
+            (Self::OpenCode, OnError::Allow) => serde_json::json!({"decision": "allow"}),
+            (Self::OpenCode, _) => serde_json::json!({"decision": "deny", "reason": reason}),
             // Copilot asks in its own prompt (a run that cannot ask denies).
             (Self::Copilot, _) => serde_json::json!({
                 "permissionDecision": if on_error == OnError::Ask { "ask" } else { "deny" },

@@ -62,14 +62,24 @@ pub enum HookCommand {
     /// sessionStart only starts the daemon. Through the store's daemon like
     /// `claude-code`; always exits 0.
     Copilot(HookArgs),
+    /// Answer one OpenCode event from toolgate's OpenCode plugin (stdin).
+    ///
+    /// The plugin (`hook install --for opencode` writes it) sends
+    /// tool.execute.before (decided: `{"decision": "allow"|"deny", …}`; a
+    /// pause, which a plugin cannot ask, is a deny saying how a person
+    /// approves it; notes are added to the tool's output), tool.execute.after
+    /// (recorded) and chat.message (the next turn). Through the store's
+    /// daemon like `claude-code`; always exits 0.
+    Opencode(HookArgs),
     /// Print the hooks toolgate needs in an agent runtime's settings (Claude
     /// Code's settings.json by default), or merge them into a settings file
     /// with --write.
     Install {
         /// Merge into this settings file (created if missing) instead of
         /// printing, e.g. ~/.claude/settings.json, ~/.gemini/settings.json,
-        /// ~/.cursor/hooks.json, ~/.copilot/hooks/toolgate.json or
-        /// ~/.codex/hooks.json (for Codex the
+        /// ~/.cursor/hooks.json, ~/.copilot/hooks/toolgate.json,
+        /// ~/.config/opencode/plugin/toolgate.js (OpenCode: toolgate's
+        /// plugin, written whole) or ~/.codex/hooks.json (for Codex the
         /// installer then trusts toolgate's hooks through `codex
         /// app-server`: Codex runs no untrusted hook).
         #[arg(long, value_name = "SETTINGS.json")]
@@ -101,6 +111,7 @@ impl HookCommand {
             HookCommand::Cursor(args) => Some((HookRuntime::Cursor, args)),
             HookCommand::Codex(args) => Some((HookRuntime::Codex, args)),
             HookCommand::Copilot(args) => Some((HookRuntime::Copilot, args)),
+            HookCommand::Opencode(args) => Some((HookRuntime::OpenCode, args)),
             HookCommand::Install { .. } => None,
         }
     }
@@ -270,13 +281,22 @@ fn in_process(runtime: HookRuntime, ctx: &Ctx, input: &str, on_error: OnError) -
     answered.unwrap_or_else(|err| failure(&format!("{err:#}")))
 }
 
+/// What `hook install` gives a runtime: hooks merged into its settings, or
+/// a plugin of toolgate's written whole.
+pub enum Installed {
+    /// The hooks, to merge into the runtime's settings file.
+    Settings(Value),
+    /// A plugin's source (OpenCode).
+    Plugin(String),
+}
+
 /// The hooks toolgate needs in `runtime`'s settings.
 pub fn settings(
     ctx: &Ctx,
     connect: Option<&PathBuf>,
     runtime: HookRuntime,
     transport: Transport,
-) -> anyhow::Result<Value> {
+) -> anyhow::Result<Installed> {
     let exe = std::env::current_exe().context("cannot find the toolgate binary's path")?;
     let mut words = vec![exe.display().to_string()];
     if let Some(config) = &ctx.config_path {
@@ -337,10 +357,14 @@ pub fn settings(
     let url = http
         .map(|address| hook_url(address, runtime, ctx))
         .transpose()?;
-    Ok(adapter.settings(&InstallPlan {
+    let plan = InstallPlan {
         command: &command,
         url: url.as_deref(),
-    }))
+    };
+    Ok(match adapter.plugin(&plan) {
+        Some(source) => Installed::Plugin(source),
+        None => Installed::Settings(adapter.settings(&plan)),
+    })
 }
 
 /// The shell line a runtime runs for `command`, failing closed. Claude
@@ -408,7 +432,10 @@ pub fn install(
     runtime: HookRuntime,
     transport: Transport,
 ) -> anyhow::Result<ExitCode> {
-    let ours = settings(ctx, connect, runtime, transport)?;
+    let ours = match settings(ctx, connect, runtime, transport)? {
+        Installed::Settings(ours) => ours,
+        Installed::Plugin(source) => return install_plugin(write, &source),
+    };
     let markers = [
         format!("hook {}", runtime.name()),
         format!("/v1/hooks/{}", runtime.name()),
@@ -447,18 +474,7 @@ pub fn install(
         });
         list.extend(entries.as_array().expect("built above").iter().cloned());
     }
-    // Keep what was there: a backup beside it.
-    if path.exists() {
-        let mut backup = path.as_os_str().to_owned();
-        backup.push(".bak");
-        std::fs::copy(path, &backup)
-            .with_context(|| format!("cannot back up {} first", path.display()))?;
-    }
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(path, serde_json::to_string_pretty(&settings)? + "\n")
-        .with_context(|| format!("cannot write {}", path.display()))?;
+    replace_keeping_a_backup(path, &(serde_json::to_string_pretty(&settings)? + "\n"))?;
     eprintln!(
         "toolgate hooks written to {}: {}",
         path.display(),
@@ -470,4 +486,35 @@ pub fn install(
         Err(problem) => anyhow::bail!("the hooks are written but {problem}"),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Write toolgate's plugin to `write` (whole: it is toolgate's own file),
+/// or print it.
+fn install_plugin(write: Option<&PathBuf>, source: &str) -> anyhow::Result<ExitCode> {
+    let Some(path) = write else {
+        print!("{source}");
+        return Ok(ExitCode::SUCCESS);
+    };
+    replace_keeping_a_backup(path, source)?;
+    eprintln!(
+        "toolgate's plugin written to {}: every tool call asks toolgate first; a failed or \
+         missing answer blocks the call",
+        path.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Write `text` to `path` (its directory created), keeping what was there
+/// as `PATH.bak`.
+fn replace_keeping_a_backup(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
+    if path.exists() {
+        let mut backup = path.as_os_str().to_owned();
+        backup.push(".bak");
+        std::fs::copy(path, &backup)
+            .with_context(|| format!("cannot back up {} first", path.display()))?;
+    }
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
 }

@@ -1,0 +1,343 @@
+//! The OpenCode adapter (facts measured on 1.18.33).
+//!
+//! OpenCode has no command hooks: it loads JavaScript plugins. toolgate
+//! ships one (`opencode_plugin.js`, written by `toolgate hook install --for
+//! opencode`), a shim that runs the installed hook command for each event
+//! and refuses the call on anything but a clear answer. Its events, in the
+//! shape the shim sends them: `tool.execute.before` (decided; OpenCode runs
+//! it before its own permission check, for built-in and MCP tools alike),
+//! `tool.execute.after` (observed) and `chat.message` (a new prompt: the
+//! session's next turn, bound by its message id).
+//!
+//! Mapping: `bash` is `Bash`; `write`, `edit`, `read` are `Write`, `Edit`,
+//! `Read` with Claude Code's argument names added beside OpenCode's
+//! (`filePath` → `file_path`, ...); `patch` is `Edit` with the files it
+//! names; an MCP tool is `SERVER_TOOL` (OpenCode joins them with `_`), split
+//! at the first underscore: a server whose name holds one is misread, so
+//! name servers without.
+//!
+//! Answers: `{"decision": "allow"}` (with `notes`, which the shim adds to
+//! the tool's output the model reads) or `{"decision": "deny", "reason"}`,
+//! which the shim throws: the model reads the reason as the tool's error. A
+//! plugin cannot make OpenCode ask, so a **pause** is a deny saying who asks
+//! and how a person approves it, then the retry.
+//!
+//! Failing open, and what stops it: OpenCode skips a plugin that fails to
+//! import (the shim imports only Node's `child_process`), waits forever on
+//! a hook that never answers (the shim has a deadline), and loads no plugin
+//! at all under `--pure` or `OPENCODE_PURE` (the guard refuses a command
+//! that starts OpenCode so). Its config and plugins (`~/.config/opencode/`,
+//! a project's `.opencode/`) are protected like the other runtimes'
+//! settings.
+
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use super::codex::patch_arguments;
+use super::{Adapter, Event, EventKind, InstallPlan, SettingsFile, how_to_approve, who_asks};
+use crate::decision::{Decision, Outcome, Verdict};
+use crate::error::{Error, Result};
+use crate::request::{Origin, ToolRequest};
+use toolgate_wire::protocol::HookRuntime;
+
+/// How long the shim waits for toolgate's answer, ms.
+const DEADLINE_MS: u64 = 60_000;
+
+/// The shim, with its command and deadline still to fill in.
+const PLUGIN: &str = include_str!("opencode_plugin.js");
+
+/// OpenCode's own tools and toolgate's names for them.
+const TOOLS: &[(&str, &str)] = &[
+    ("bash", "Bash"),
+    ("read", "Read"),
+    ("write", "Write"),
+    ("edit", "Edit"),
+    ("multiedit", "Edit"),
+    ("glob", "Glob"),
+    ("grep", "Grep"),
+    ("list", "LS"),
+    ("webfetch", "WebFetch"),
+    ("websearch", "WebSearch"),
+    ("todowrite", "TodoWrite"),
+    ("todoread", "TodoRead"),
+    ("task", "Task"),
+];
+
+/// OpenCode's tools whose names hold an underscore (not MCP tools).
+const UNDERSCORED_TOOLS: &[&str] = &["plan_enter", "plan_exit"];
+
+/// One event as the shim sends it; unknown fields are ignored.
+#[derive(Debug, Clone, Deserialize)]
+pub struct OpenCodeEvent {
+    /// `tool.execute.before`, `tool.execute.after` or `chat.message`.
+    pub hook_event_name: String,
+    /// The OpenCode session.
+    pub session_id: String,
+    /// The tool call's id.
+    #[serde(default)]
+    pub call_id: Option<String>,
+    /// The new prompt's message id, on `chat.message`.
+    #[serde(default)]
+    pub message_id: Option<String>,
+    /// The tool.
+    #[serde(default)]
+    pub tool: Option<String>,
+    /// The tool's arguments.
+    #[serde(default)]
+    pub args: Option<Value>,
+    /// What the tool returned (its start), on `tool.execute.after`.
+    #[serde(default)]
+    pub output: Option<String>,
+    /// The tool's metadata (`exit` for `bash`), on `tool.execute.after`.
+    #[serde(default)]
+    pub metadata: Option<Value>,
+    /// The project directory.
+    #[serde(default)]
+    pub cwd: Option<std::path::PathBuf>,
+}
+
+impl OpenCodeEvent {
+    /// Parse one event.
+    pub fn parse(text: &str) -> Result<Self> {
+        serde_json::from_str(text).map_err(|err| {
+            Error::Request(format!(
+                "not an OpenCode event from toolgate's plugin ({err}); expected a JSON object \
+                 with hook_event_name and session_id"
+            ))
+        })
+    }
+
+    /// The toolgate request for a tool event.
+    pub fn to_request(&self) -> Result<ToolRequest> {
+        let name = self
+            .tool
+            .as_deref()
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| {
+                Error::Request(format!("{} event without tool", self.hook_event_name))
+            })?;
+        let args = match self.args.clone() {
+            Some(Value::Object(args)) => args,
+            _ => Map::new(),
+        };
+        let (tool, origin, arguments) = match TOOLS.iter().find(|(ours, _)| *ours == name) {
+            Some((_, tool)) => (tool.to_string(), Origin::Builtin, claude_names(args)),
+            None if name == "patch" || name == "apply_patch" => {
+                let patch = ["patchText", "patch", "input"]
+                    .iter()
+                    .find_map(|key| args.get(*key).and_then(Value::as_str))
+                    .unwrap_or_default();
+                ("Edit".into(), Origin::Builtin, patch_arguments(patch))
+            }
+            None => match name.split_once('_') {
+                Some((server, tool))
+                    if !server.is_empty()
+                        && !tool.is_empty()
+                        && !UNDERSCORED_TOOLS.contains(&name) =>
+                {
+                    (tool.into(), Origin::Mcp(server.into()), Value::Object(args))
+                }
+                _ => (name.into(), Origin::Builtin, Value::Object(args)),
+            },
+        };
+        let mut request = ToolRequest::new(tool, arguments);
+        request.origin = origin;
+        request.call_id = self.call_id.clone();
+        request.session_id = self.session_id.clone();
+        request.channel = HookRuntime::OpenCode.name().into();
+        request.cwd = self.cwd.clone();
+        Ok(request)
+    }
+
+    /// How a call that ran went: a shell command's exit status, else what
+    /// it returned.
+    fn outcome(&self) -> (Outcome, String) {
+        let exit = self.metadata.as_ref().and_then(|m| m["exit"].as_i64());
+        let outcome = match exit {
+            Some(code) if code != 0 => Outcome::Failed,
+            _ => Outcome::Succeeded,
+        };
+        let summary = self.output.as_deref().unwrap_or_default();
+        (outcome, summary.chars().take(1000).collect())
+    }
+}
+
+/// OpenCode's arguments with Claude Code's names added beside them (the
+/// policies and the guard read `file_path`, `old_string`, ...).
+fn claude_names(mut args: Map<String, Value>) -> Value {
+    for (theirs, ours) in [
+        ("filePath", "file_path"),
+        ("oldString", "old_string"),
+        ("newString", "new_string"),
+    ] {
+        if let Some(value) = args.get(theirs).cloned() {
+            args.entry(ours).or_insert(value);
+        }
+    }
+    Value::Object(args)
+}
+
+/// OpenCode, through toolgate's plugin.
+pub struct OpenCode;
+
+impl Adapter for OpenCode {
+    fn runtime(&self) -> HookRuntime {
+        HookRuntime::OpenCode
+    }
+
+    fn parse(&self, input: &str) -> Result<Event> {
+        let event = OpenCodeEvent::parse(input)?;
+        let kind = match event.hook_event_name.as_str() {
+            "chat.message" => EventKind::NewTurn,
+            "tool.execute.before" => EventKind::Decide {
+                request: event.to_request()?,
+                can_ask: false,
+            },
+            "tool.execute.after" => EventKind::ran(event.to_request()?, event.outcome()),
+            _ => EventKind::Nothing,
+        };
+        Ok(Event {
+            session: event.session_id,
+            prompt: event.message_id,
+            kind,
+        })
+    }
+
+    fn answer(&self, decision: &Decision, _can_ask: bool) -> Value {
+        answer(decision)
+    }
+
+    /// Nothing to merge: OpenCode's hooks are the plugin file.
+    fn settings(&self, _plan: &InstallPlan<'_>) -> Value {
+        json!({})
+    }
+
+    fn plugin(&self, plan: &InstallPlan<'_>) -> Option<String> {
+        let command = serde_json::to_string(plan.command).expect("a string serializes");
+        Some(
+            PLUGIN
+                .replace("__TOOLGATE_COMMAND__", &command)
+                .replace("__TOOLGATE_DEADLINE_MS__", &DEADLINE_MS.to_string()),
+        )
+    }
+
+    fn settings_files(&self) -> &'static [SettingsFile] {
+        const {
+            &[
+                SettingsFile::new(
+                    ".config",
+                    "opencode",
+                    "OpenCode's config and plugins (~/.config/opencode/)",
+                ),
+                SettingsFile::new(
+                    ".opencode",
+                    "plugin",
+                    "a project's OpenCode plugins (.opencode/plugins/)",
+                ),
+                SettingsFile::new(
+                    ".opencode",
+                    "opencode",
+                    "a project's OpenCode config (.opencode/opencode.json)",
+                ),
+            ]
+        }
+    }
+
+    fn settings_under_home(&self) -> &'static [&'static str] {
+        &[".config/opencode"]
+    }
+
+    /// OpenCode started with `--pure` or `OPENCODE_PURE` loads no plugin:
+    /// an agent could run its own OpenCode that toolgate never sees.
+    fn switches_off(&self, text: &str) -> Option<&'static str> {
+        let has = |needle: &str| memchr::memmem::find(text.as_bytes(), needle.as_bytes()).is_some();
+        (has("OPENCODE_PURE") || (has("opencode") && has("--pure"))).then_some(
+            "start OpenCode without its plugins (--pure, OPENCODE_PURE), toolgate's among them",
+        )
+    }
+}
+
+/// The answer to a `tool.execute.before` event (see the module docs).
+pub fn answer(decision: &Decision) -> Value {
+    let mut answer = match decision.verdict {
+        Verdict::Allow => json!({"decision": "allow"}),
+        Verdict::Deny => json!({
+            "decision": "deny",
+            "reason": decision.reason.clone().unwrap_or_default(),
+        }),
+        Verdict::Pause => json!({
+            "decision": "deny",
+            "reason": format!("{}{}", who_asks(decision), how_to_approve(decision)),
+        }),
+    };
+    if !decision.notes.is_empty() {
+        let texts: Vec<&str> = decision.notes.iter().map(|n| n.text.as_str()).collect();
+        answer["notes"] = json!(texts.join("\n\n"));
+    }
+    answer
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(tool: &str, args: Value) -> ToolRequest {
+        let event = json!({"hook_event_name": "tool.execute.before", "session_id": "s",
+                           "call_id": "c", "tool": tool, "args": args});
+        match OpenCode.parse(&event.to_string()).unwrap().kind {
+            EventKind::Decide { request, .. } => request,
+            other => panic!("not a decision: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn tools_map_onto_toolgates_names() {
+        let write = request("write", json!({"filePath": "/p/a", "content": "x"}));
+        assert_eq!(
+            (write.tool.as_str(), &write.arguments["file_path"]),
+            ("Write", &json!("/p/a"))
+        );
+        let mcp = request("everything_get-env", json!({}));
+        assert_eq!(
+            (mcp.tool.as_str(), &mcp.origin),
+            ("get-env", &Origin::Mcp("everything".into()))
+        );
+        assert_eq!(request("plan_exit", json!({})).origin, Origin::Builtin);
+        let patch = request(
+            "patch",
+            json!({"patchText": "*** Begin Patch\n*** Add File: b.rs\n+x\n*** End Patch"}),
+        );
+        assert_eq!(patch.arguments["file_path"], "b.rs");
+    }
+
+    #[test]
+    fn the_plugin_holds_the_command_as_a_javascript_string() {
+        let plugin = OpenCode
+            .plugin(&InstallPlan {
+                command: "out=$(x 'a' \"b\")",
+                url: None,
+            })
+            .unwrap();
+        assert!(
+            plugin.contains(r#"const COMMAND = "out=$(x 'a' \"b\")";"#),
+            "{plugin}"
+        );
+        assert!(plugin.contains("const DEADLINE_MS = 60000;"));
+        assert!(!plugin.contains("__TOOLGATE_"));
+    }
+
+    #[test]
+    fn starting_opencode_without_plugins_is_seen() {
+        assert!(
+            OpenCode
+                .switches_off("OPENCODE_PURE=1 opencode run x")
+                .is_some()
+        );
+        assert!(
+            OpenCode
+                .switches_off("opencode run --pure 'do it'")
+                .is_some()
+        );
+        assert!(OpenCode.switches_off("nix-shell --pure").is_none());
+    }
+}
