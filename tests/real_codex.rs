@@ -5,140 +5,25 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::path::Path;
 
+use common::agents::{BASH_ALWAYS, CodexHome, diagnosis};
 use common::hooks::{BIN, StopDaemon};
 use common::responses_api::{Item, ResponsesApi};
 
-/// Measured on the release `tests/real-clients.json` pins.
-const CODEX: &str = "@openai/codex";
-
-/// A home with `CODEX_HOME` at `~/.codex` pointing Codex at `api`, a
-/// project, and a toolgate config (the bundled policies) with its store.
-struct CodexHome {
-    dir: tempfile::TempDir,
-    codex: PathBuf,
-    home: PathBuf,
-    project: PathBuf,
-    config: PathBuf,
-    store: PathBuf,
-}
-
-impl CodexHome {
-    fn new(api: &ResponsesApi, extra: &str) -> Option<Self> {
-        let modules = common::npm::node_modules(&[(CODEX, ".bin/codex")])?;
-        let dir = tempfile::tempdir().unwrap();
-        let home = dir.path().join("home");
-        let project = dir.path().join("project");
-        std::fs::create_dir_all(home.join(".codex")).unwrap();
-        std::fs::create_dir_all(project.join("build")).unwrap();
-        std::fs::write(
-            home.join(".codex/config.toml"),
-            format!(
-                "model = \"gpt-5.5\"\nmodel_provider = \"scripted\"\napproval_policy = \"never\"\n\
-                 sandbox_mode = \"danger-full-access\"\ncheck_for_update_on_startup = false\n\n\
-                 [model_providers.scripted]\nname = \"Scripted\"\nbase_url = \"{}\"\n\
-                 wire_api = \"responses\"\nenv_key = \"SCRIPTED_API_KEY\"\n\
-                 request_max_retries = 0\nstream_max_retries = 0\n\n\
-                 [analytics]\nenabled = false\n\n[otel]\nexporter = \"none\"\n",
-                api.base_url
-            ),
-        )
-        .unwrap();
-        let config = dir.path().join("toolgate.toml");
-        let body = format!(
-            "store = \"state/toolgate.redb\"\n{}\n{extra}",
-            toolgate::config::DEFAULT_CONFIG
-        );
-        std::fs::write(&config, common::config_text(&body)).unwrap();
-        let store = dir.path().join("state/toolgate.redb");
-        Some(Self {
-            codex: modules.join(".bin/codex"),
-            dir,
-            home,
-            project,
-            config,
-            store,
-        })
-    }
-
-    /// The environment Codex and the installer run in: nothing of the
-    /// test's, `codex` on PATH (the installer trusts the hooks through it).
-    fn env(&self) -> Vec<(&'static str, String)> {
-        let bin = self.codex.parent().unwrap().display().to_string();
-        vec![
-            (
-                "PATH",
-                format!("{bin}:{}", std::env::var("PATH").unwrap_or_default()),
-            ),
-            ("HOME", self.home.display().to_string()),
-            ("CODEX_HOME", self.home.join(".codex").display().to_string()),
-            ("SCRIPTED_API_KEY", "offline-test-key".into()),
-        ]
-    }
-
-    /// `toolgate hook install --for codex --write ~/.codex/hooks.json`
-    /// from `toolgate`, in the project; what it said.
-    fn install(&self, toolgate: &Path) -> String {
-        let installed = Command::new(toolgate)
-            .arg("--config")
-            .arg(&self.config)
-            .args(["hook", "install", "--for", "codex", "--write"])
-            .arg(self.home.join(".codex/hooks.json"))
-            .current_dir(&self.project)
-            .env_clear()
-            .envs(self.env())
-            .output()
-            .unwrap();
-        let said = String::from_utf8_lossy(&installed.stderr).into_owned();
-        assert!(installed.status.success(), "{said}");
-        said
-    }
-
-    /// One `codex exec` run of `prompt`; its output.
-    fn run(&self, prompt: &str) -> std::process::Output {
-        self.exec(&[prompt])
-    }
-
-    /// `codex exec` with `args` (a prompt, or `resume SESSION PROMPT`).
-    fn exec(&self, args: &[&str]) -> std::process::Output {
-        let child = Command::new(&self.codex)
-            .arg("exec")
-            .args(args)
-            .args(["--skip-git-repo-check", "--json", "--disable", "plugins"])
-            .current_dir(&self.project)
-            .env_clear()
-            .envs(self.env())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        common::wait_bounded(child, Duration::from_secs(240))
-    }
-}
-
-fn diagnosis(output: &std::process::Output, api: &ResponsesApi) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}\ntool outputs: {:?}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr),
-        api.tool_outputs()
-    )
-}
-
 #[test]
-fn inside_codex_a_safe_command_runs_and_switching_toolgate_off_is_refused() {
+fn inside_codex_parallel_calls_are_each_answered_and_switching_toolgate_off_is_refused() {
     let api = ResponsesApi::start(vec![
-        vec![Item::Shell("call_safe".into(), "echo safe-call-ran".into())],
-        // An agent switching toolgate off: refused whatever Codex's mode.
-        vec![Item::Shell(
-            "call_off".into(),
-            "sed -i '/trusted_hash/d' ~/.codex/config.toml && echo switched-off".into(),
-        )],
+        // Two calls in one response (Codex may run them side by side): a
+        // safe one, and an agent switching toolgate off, refused whatever
+        // Codex's mode.
+        vec![
+            Item::Shell("call_safe".into(), "echo safe-call-ran".into()),
+            Item::Shell(
+                "call_off".into(),
+                "sed -i '/trusted_hash/d' ~/.codex/config.toml && echo switched-off".into(),
+            ),
+        ],
         vec![Item::Text("Understood; I leave it alone.".into())],
     ]);
     let Some(user) = CodexHome::new(&api, "") else {
@@ -199,10 +84,6 @@ fn inside_codex_a_broken_toolgate_blocks_the_tool() {
     );
 }
 
-/// The config that pauses every shell command for a person.
-const BASH_ALWAYS: &str =
-    "[plugins.lease-gate.config.actions.Bash]\neffects = [\"execute\"]\napproval = \"always\"\n";
-
 #[test]
 fn inside_codex_a_pause_is_approved_from_a_terminal_and_the_retry_runs_once() {
     let api = ResponsesApi::start(vec![
@@ -251,7 +132,7 @@ fn inside_codex_a_pause_is_approved_from_a_terminal_and_the_retry_runs_once() {
 
     // The agent retries in the same session: it runs, once.
     let second = user.exec(&["resume", &session, "Approved; try again."]);
-    let diagnosis = self::diagnosis(&second, &api);
+    let diagnosis = common::agents::diagnosis(&second, &api);
     let outputs = api.tool_outputs();
     let (_, ran) = outputs
         .iter()

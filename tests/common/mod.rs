@@ -138,6 +138,7 @@ pub fn eventually_showing(what: &str, mut probe: impl FnMut() -> (bool, String))
 pub fn call(tool: &str, arguments: serde_json::Value) -> ToolRequest {
     ToolRequest::new(tool, arguments)
 }
+pub mod agents;
 pub mod chat_api;
 pub mod claude_code;
 pub mod gemini_api;

@@ -1,0 +1,389 @@
+//! The real agent CLIs from npm (Codex CLI, Copilot CLI, OpenCode), each in
+//! a throwaway home, offline against a scripted model API on loopback, with
+//! toolgate's hooks exactly as `toolgate hook install --for RUNTIME --write`
+//! writes them; shared by their end-to-end tests and the hook-latency
+//! benchmark.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Once;
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::chat_api::ChatApi;
+use super::responses_api::{Item, ResponsesApi};
+
+/// The config that pauses every shell command for a person.
+pub const BASH_ALWAYS: &str =
+    "[plugins.lease-gate.config.actions.Bash]\neffects = [\"execute\"]\napproval = \"always\"\n";
+
+/// A scripted model API: what the model was sent back for each call.
+pub trait ToolOutputs {
+    /// Every tool result the model was sent: (call id, output).
+    fn tool_outputs(&self) -> Vec<(String, String)>;
+}
+
+impl ToolOutputs for ResponsesApi {
+    fn tool_outputs(&self) -> Vec<(String, String)> {
+        ResponsesApi::tool_outputs(self)
+    }
+}
+
+impl ToolOutputs for ChatApi {
+    fn tool_outputs(&self) -> Vec<(String, String)> {
+        ChatApi::tool_outputs(self)
+    }
+}
+
+/// A run's status, output and the tool outputs so far, for a failure.
+pub fn diagnosis(output: &std::process::Output, api: &dyn ToolOutputs) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}\ntool outputs: {:?}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+        api.tool_outputs()
+    )
+}
+
+/// The output the model read for call `id`.
+pub fn output_of(api: &dyn ToolOutputs, id: &str, diagnosis: &str) -> String {
+    api.tool_outputs()
+        .into_iter()
+        .find(|(call, _)| call == id)
+        .map(|(_, output)| output)
+        .unwrap_or_else(|| panic!("no output for {id}: {diagnosis}"))
+}
+
+/// A shell call as Copilot's and OpenCode's models make it (`bash`).
+pub fn bash(id: &str, command: &str) -> Item {
+    Item::Call(
+        id.into(),
+        "bash".into(),
+        json!({"command": command, "description": "run it"}),
+    )
+}
+
+/// A toolgate config (the bundled policies and `extra`) in `dir`, with its
+/// store: (config, store).
+fn toolgate_config(dir: &Path, extra: &str) -> (PathBuf, PathBuf) {
+    let config = dir.join("toolgate.toml");
+    let body = format!(
+        "store = \"state/toolgate.redb\"\n{}\n{extra}",
+        toolgate::config::DEFAULT_CONFIG
+    );
+    std::fs::write(&config, super::config_text(&body)).unwrap();
+    (config, dir.join("state/toolgate.redb"))
+}
+
+/// Measured on the release `tests/real-clients.json` pins.
+pub const CODEX: &str = "@openai/codex";
+
+/// A home with `CODEX_HOME` at `~/.codex` pointing Codex at `api`, a
+/// project, and a toolgate config (the bundled policies) with its store.
+pub struct CodexHome {
+    pub dir: tempfile::TempDir,
+    pub codex: PathBuf,
+    pub home: PathBuf,
+    pub project: PathBuf,
+    pub config: PathBuf,
+    pub store: PathBuf,
+}
+
+impl CodexHome {
+    pub fn new(api: &ResponsesApi, extra: &str) -> Option<Self> {
+        let modules = super::npm::node_modules(&[(CODEX, ".bin/codex")])?;
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        let project = dir.path().join("project");
+        std::fs::create_dir_all(home.join(".codex")).unwrap();
+        std::fs::create_dir_all(project.join("build")).unwrap();
+        std::fs::write(
+            home.join(".codex/config.toml"),
+            format!(
+                "model = \"gpt-5.5\"\nmodel_provider = \"scripted\"\napproval_policy = \"never\"\n\
+                 sandbox_mode = \"danger-full-access\"\ncheck_for_update_on_startup = false\n\n\
+                 [model_providers.scripted]\nname = \"Scripted\"\nbase_url = \"{}\"\n\
+                 wire_api = \"responses\"\nenv_key = \"SCRIPTED_API_KEY\"\n\
+                 request_max_retries = 0\nstream_max_retries = 0\n\n\
+                 [analytics]\nenabled = false\n\n[otel]\nexporter = \"none\"\n",
+                api.base_url
+            ),
+        )
+        .unwrap();
+        let (config, store) = toolgate_config(dir.path(), extra);
+        Some(Self {
+            codex: modules.join(".bin/codex"),
+            dir,
+            home,
+            project,
+            config,
+            store,
+        })
+    }
+
+    /// The environment Codex and the installer run in: nothing of the
+    /// test's, `codex` on PATH (the installer trusts the hooks through it).
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        let bin = self.codex.parent().unwrap().display().to_string();
+        vec![
+            (
+                "PATH",
+                format!("{bin}:{}", std::env::var("PATH").unwrap_or_default()),
+            ),
+            ("HOME", self.home.display().to_string()),
+            ("CODEX_HOME", self.home.join(".codex").display().to_string()),
+            ("SCRIPTED_API_KEY", "offline-test-key".into()),
+        ]
+    }
+
+    /// `toolgate hook install --for codex --write ~/.codex/hooks.json`
+    /// from `toolgate`, in the project; what it said.
+    pub fn install(&self, toolgate: &Path) -> String {
+        let installed = Command::new(toolgate)
+            .arg("--config")
+            .arg(&self.config)
+            .args(["hook", "install", "--for", "codex", "--write"])
+            .arg(self.home.join(".codex/hooks.json"))
+            .current_dir(&self.project)
+            .env_clear()
+            .envs(self.env())
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&installed.stderr).into_owned();
+        assert!(installed.status.success(), "{said}");
+        said
+    }
+
+    /// One `codex exec` run of `prompt`; its output.
+    pub fn run(&self, prompt: &str) -> std::process::Output {
+        self.exec(&[prompt])
+    }
+
+    /// `codex exec` with `args` (a prompt, or `resume SESSION PROMPT`).
+    pub fn exec(&self, args: &[&str]) -> std::process::Output {
+        let child = Command::new(&self.codex)
+            .arg("exec")
+            .args(args)
+            .args(["--skip-git-repo-check", "--json", "--disable", "plugins"])
+            .current_dir(&self.project)
+            .env_clear()
+            .envs(self.env())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        super::wait_bounded(child, Duration::from_secs(240))
+    }
+}
+
+/// Measured on the release `tests/real-clients.json` pins.
+pub const COPILOT: &str = "@github/copilot";
+
+/// A home pointing Copilot at `api`, a project, and a toolgate config (the
+/// bundled policies) with its store.
+pub struct CopilotHome {
+    pub dir: tempfile::TempDir,
+    pub copilot: PathBuf,
+    pub cache: PathBuf,
+    pub home: PathBuf,
+    pub project: PathBuf,
+    pub config: PathBuf,
+    pub store: PathBuf,
+    pub api: String,
+}
+
+impl CopilotHome {
+    pub fn new(api: &ResponsesApi, extra: &str) -> Option<Self> {
+        let modules = super::npm::node_modules(&[(COPILOT, ".bin/copilot")])?;
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        let project = dir.path().join("project");
+        std::fs::create_dir_all(home.join(".copilot")).unwrap();
+        std::fs::create_dir_all(&project).unwrap();
+        let (config, store) = toolgate_config(dir.path(), extra);
+        let user = Self {
+            copilot: modules.join(".bin/copilot"),
+            // Copilot unpacks itself (~235 MB) into its cache on first run:
+            // once, shared by every test.
+            cache: super::npm::prefix().join("copilot-cache"),
+            store,
+            dir,
+            home,
+            project,
+            config,
+            api: api.base_url.clone(),
+        };
+        static UNPACKED: Once = Once::new();
+        UNPACKED.call_once(|| {
+            let unpacked = user.copilot_command().arg("--version").output().unwrap();
+            assert!(unpacked.status.success(), "copilot --version: {unpacked:?}");
+        });
+        Some(user)
+    }
+
+    /// The environment Copilot and the installer run in: nothing of the
+    /// test's; offline, with the scripted model as its provider.
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("PATH", std::env::var("PATH").unwrap_or_default()),
+            ("HOME", self.home.display().to_string()),
+            ("XDG_CACHE_HOME", self.cache.display().to_string()),
+            ("COPILOT_OFFLINE", "true".into()),
+            ("COPILOT_PROVIDER_BASE_URL", self.api.clone()),
+            ("COPILOT_PROVIDER_API_KEY", "offline-test-key".into()),
+            ("COPILOT_PROVIDER_TYPE", "openai".into()),
+            ("COPILOT_PROVIDER_WIRE_API", "responses".into()),
+            ("COPILOT_MODEL", "gpt-5.5".into()),
+        ]
+    }
+
+    pub fn copilot_command(&self) -> Command {
+        let mut command = Command::new(&self.copilot);
+        command
+            .current_dir(&self.project)
+            .env_clear()
+            .envs(self.env());
+        command
+    }
+
+    /// `toolgate hook install --for copilot --write
+    /// ~/.copilot/hooks/toolgate.json` from `toolgate`, in the project.
+    pub fn install(&self, toolgate: &Path) {
+        let installed = Command::new(toolgate)
+            .arg("--config")
+            .arg(&self.config)
+            .args(["hook", "install", "--for", "copilot", "--write"])
+            .arg(self.hooks_file())
+            .current_dir(&self.project)
+            .env_clear()
+            .envs(self.env())
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&installed.stderr);
+        assert!(installed.status.success(), "{said}");
+    }
+
+    pub fn hooks_file(&self) -> PathBuf {
+        self.home.join(".copilot/hooks/toolgate.json")
+    }
+
+    /// One `copilot -p` run of `prompt` (after `args`, e.g. `--resume=ID`).
+    pub fn run(&self, args: &[&str], prompt: &str) -> std::process::Output {
+        let child = self
+            .copilot_command()
+            .args(args)
+            .args(["-p", prompt, "--allow-all-tools", "--no-auto-update"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        super::wait_bounded(child, Duration::from_secs(240))
+    }
+}
+
+/// Measured on the release `tests/real-clients.json` pins.
+pub const OPENCODE: &str = "opencode-ai";
+
+/// A home whose OpenCode talks to `api`, a project, and a toolgate config
+/// (the bundled policies) with its store.
+pub struct OpenCodeHome {
+    pub dir: tempfile::TempDir,
+    pub opencode: PathBuf,
+    pub home: PathBuf,
+    pub project: PathBuf,
+    pub config: PathBuf,
+    pub store: PathBuf,
+}
+
+impl OpenCodeHome {
+    pub fn new(api: &ChatApi, extra: &str) -> Option<Self> {
+        let modules = super::npm::node_modules(&[(OPENCODE, ".bin/opencode")])?;
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        let project = dir.path().join("project");
+        std::fs::create_dir_all(home.join(".config/opencode")).unwrap();
+        std::fs::create_dir_all(&project).unwrap();
+        let provider = json!({
+            "$schema": "https://opencode.ai/config.json",
+            "provider": {"scripted": {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "Scripted",
+                "options": {"baseURL": api.base_url, "apiKey": "offline-test-key"},
+                "models": {"m": {"name": "m", "tool_call": true}},
+            }},
+            "model": "scripted/m",
+            "small_model": "scripted/m",
+            "autoupdate": false,
+            "share": "disabled",
+            // OpenCode's own prompts off: toolgate is what decides here.
+            "permission": {"bash": "allow", "edit": "allow"},
+        });
+        std::fs::write(
+            home.join(".config/opencode/opencode.json"),
+            provider.to_string(),
+        )
+        .unwrap();
+        let (config, store) = toolgate_config(dir.path(), extra);
+        Some(Self {
+            opencode: modules.join(".bin/opencode"),
+            store,
+            dir,
+            home,
+            project,
+            config,
+        })
+    }
+
+    /// The environment OpenCode and the installer run in: nothing of the
+    /// test's.
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("PATH", std::env::var("PATH").unwrap_or_default()),
+            ("HOME", self.home.display().to_string()),
+            ("OPENCODE_DISABLE_MODELS_FETCH", "1".into()),
+            ("OPENCODE_DISABLE_AUTOUPDATE", "1".into()),
+        ]
+    }
+
+    pub fn plugin(&self) -> PathBuf {
+        self.home.join(".config/opencode/plugin/toolgate.js")
+    }
+
+    /// `toolgate hook install --for opencode --write
+    /// ~/.config/opencode/plugin/toolgate.js` from `toolgate`.
+    pub fn install(&self, toolgate: &Path) {
+        let installed = Command::new(toolgate)
+            .arg("--config")
+            .arg(&self.config)
+            .args(["hook", "install", "--for", "opencode", "--write"])
+            .arg(self.plugin())
+            .current_dir(&self.project)
+            .env_clear()
+            .envs(self.env())
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&installed.stderr);
+        assert!(installed.status.success(), "{said}");
+    }
+
+    /// One `opencode run` of `prompt` (after `args`, e.g. `--continue`).
+    pub fn run(&self, args: &[&str], prompt: &str) -> std::process::Output {
+        let child = Command::new(&self.opencode)
+            .arg("run")
+            .args(args)
+            .arg(prompt)
+            .current_dir(&self.project)
+            .env_clear()
+            .envs(self.env())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        super::wait_bounded(child, Duration::from_secs(240))
+    }
+}
