@@ -43,6 +43,14 @@ impl ChatApi {
         }
     }
 
+    /// Serve `script` from its start again, forgetting the requests so far
+    /// (one server for several runs).
+    pub fn reset(&self, script: Vec<Vec<Item>>) {
+        self.shared.requests.lock().unwrap().clear();
+        *self.shared.turns.lock().unwrap() = 0;
+        *self.shared.script.lock().unwrap() = script;
+    }
+
     /// The request bodies so far, in order.
     pub fn requests(&self) -> Vec<Value> {
         self.shared.requests.lock().unwrap().clone()

@@ -51,6 +51,13 @@ impl MessagesApi {
         }
     }
 
+    /// Serve `script` from its start again, forgetting the turns so far
+    /// (one server for several runs).
+    pub fn reset(&self, script: Vec<Vec<Block>>) {
+        self.shared.turns.lock().unwrap().clear();
+        *self.shared.script.lock().unwrap() = script;
+    }
+
     /// The conversation's request bodies so far, in order.
     pub fn turns(&self) -> Vec<Value> {
         self.shared.turns.lock().unwrap().clone()
