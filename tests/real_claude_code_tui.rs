@@ -8,7 +8,6 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 
 use common::claude_code::{ClaudeHome, WRITE_ALWAYS, claude_binary, offline_env, tool_results};
 use common::hooks::{BIN, StopDaemon};
@@ -159,38 +158,10 @@ fn in_the_claude_code_tui_a_persons_answer_ends_the_pause_wherever_it_is_given()
 
 /// The pending gates, as `toolgate gates list` prints them.
 fn gates(user: &ClaudeHome) -> Vec<Value> {
-    let listed = Command::new(BIN)
-        .arg("--config")
-        .arg(&user.config)
-        .args(["gates", "list"])
-        .output()
-        .unwrap();
-    assert!(listed.status.success(), "gates list: {listed:?}");
-    String::from_utf8_lossy(&listed.stdout)
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect()
+    common::hooks::pending_gates(&user.config)
 }
 
-/// The person resolves the one pending gate with `decision` from their own
-/// terminal, typing the command and `yes` as they would.
+/// The person resolves the one pending gate from their own terminal.
 fn resolve_at_the_person_terminal(tmux: &Tmux, user: &ClaudeHome, decision: &str) {
-    let gates = gates(user);
-    assert_eq!(gates.len(), 1, "{gates:?}");
-    let request_id = gates[0]["request_id"].as_str().unwrap();
-    let line = common::hooks::resolve_command(&user.config, request_id, decision);
-    tmux.type_text(PERSON, &format!("clear; {line}"));
-    tmux.press(PERSON, &["Enter"]);
-    let screen = tmux.wait_for(PERSON, "Type yes to");
-    assert!(
-        screen.contains("paused by lease-gate") && screen.contains("tool: Write"),
-        "the person's terminal shows what is asked:\n{screen}"
-    );
-    tmux.type_text(PERSON, "yes");
-    tmux.press(PERSON, &["Enter"]);
-    tmux.wait_for(PERSON, "request_id");
-    common::eventually_showing("the resolved gate leaves the list", || {
-        let gates = self::gates(user);
-        (gates.is_empty(), format!("{gates:?}"))
-    });
+    common::tmux::resolve_at_the_person_terminal(tmux, PERSON, &user.config, decision, "Write");
 }

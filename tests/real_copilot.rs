@@ -9,8 +9,10 @@ mod common;
 use std::path::Path;
 
 use common::agents::{BASH_ALWAYS, CopilotHome, bash, diagnosis, output_of};
-use common::hooks::{BIN, StopDaemon};
+use common::hooks::{BIN, StopDaemon, pending_gates};
 use common::responses_api::{Item, ResponsesApi};
+use common::tmux::{Tmux, resolve_at_the_person_terminal};
+use serde_json::Value;
 
 #[test]
 fn inside_copilot_parallel_calls_are_each_answered_and_switching_toolgate_off_is_refused() {
@@ -131,4 +133,103 @@ fn inside_copilot_a_pause_is_approved_from_a_terminal_and_the_retry_runs_once() 
         1,
         "the approved call ran once: {diagnosis}"
     );
+}
+
+/// Copilot's window, and the person's own terminal beside it.
+const COPILOT_WINDOW: &str = "copilot";
+const PERSON: &str = "person";
+
+/// The screen while Copilot's prompt asks about a call toolgate paused.
+const ASKING: &str = "Hook permission request";
+
+#[test]
+fn in_the_copilot_tui_a_persons_answer_ends_the_pause_wherever_it_is_given() {
+    let api = ResponsesApi::start(vec![
+        vec![bash("call_a", "echo a >> a.txt")],
+        vec![Item::Text("Wrote a.txt.".into())],
+        vec![bash("call_b", "echo b >> b.txt")],
+        vec![Item::Text("Left b.txt alone.".into())],
+        vec![bash("call_c", "echo c >> c.txt")],
+        vec![Item::Text("Waiting for your approval.".into())],
+        vec![bash("call_c2", "echo c >> c.txt")],
+        vec![Item::Text("Wrote c.txt.".into())],
+    ]);
+    let Some(user) = CopilotHome::new(&api, BASH_ALWAYS) else {
+        return;
+    };
+    let _stop = StopDaemon(user.store.clone());
+    user.install(Path::new(BIN));
+    let env = user.env();
+    let program = [
+        user.copilot.display().to_string(),
+        "--no-auto-update".into(),
+    ];
+    let Some(tmux) = Tmux::start(
+        user.dir.path(),
+        COPILOT_WINDOW,
+        &user.project,
+        &env,
+        &program,
+    ) else {
+        return;
+    };
+    tmux.open(PERSON, &user.project, &env, &["sh".to_string()]);
+    // A first run asks whether to trust the folder: yes, for this session.
+    tmux.wait_for(COPILOT_WINDOW, "Do you trust the files in this folder?");
+    tmux.press(COPILOT_WINDOW, &["Enter"]);
+    tmux.wait_for(COPILOT_WINDOW, "Manual Approval");
+    let prompt = |text: &str| {
+        tmux.type_text(COPILOT_WINDOW, text);
+        tmux.press(COPILOT_WINDOW, &["Enter"]);
+    };
+    let answer = |key: &str| {
+        // After a beat, as a person answers (pacing, not a timing check).
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        tmux.press(COPILOT_WINDOW, &[key]);
+        tmux.wait_until(COPILOT_WINDOW, "Copilot's prompt closes", |s| {
+            !s.contains(ASKING)
+        });
+    };
+    let gates = || pending_gates(&user.config);
+
+    // 1. Approve in Copilot's prompt. It says that toolgate asks, which
+    //    policy, and why; the command runs; the gate ends.
+    prompt("Write a.txt");
+    let screen = tmux.wait_for(COPILOT_WINDOW, ASKING);
+    assert!(
+        screen.contains("toolgate (lease-gate asks)") && screen.contains("Allow `Bash`?"),
+        "the prompt shows who asks and why:\n{screen}"
+    );
+    assert_eq!(gates().len(), 1, "one pause while Copilot asks");
+    answer("1");
+    tmux.wait_for(COPILOT_WINDOW, "Wrote a.txt.");
+    assert!(user.project.join("a.txt").exists());
+    assert_eq!(gates(), Vec::<Value>::new(), "approved: the gate ended");
+
+    // 2. Decline in Copilot's prompt: nothing runs, and the gate leaves
+    //    `gates list` at once, not at its TTL.
+    prompt("Write b.txt");
+    tmux.wait_for(COPILOT_WINDOW, ASKING);
+    assert_eq!(gates().len(), 1);
+    answer("Escape");
+    tmux.wait_for(COPILOT_WINDOW, "Left b.txt alone.");
+    common::eventually_showing("the declined gate leaves the list", || {
+        let gates = gates();
+        (gates.is_empty(), format!("{gates:?}"))
+    });
+    assert!(!user.project.join("b.txt").exists());
+
+    // 3. Approve from the person's own terminal while Copilot asks;
+    //    dismiss Copilot's prompt, ask for a retry: it runs, and nobody is
+    //    asked twice (toolgate answers `allow` for the person who approved).
+    prompt("Write c.txt");
+    tmux.wait_for(COPILOT_WINDOW, ASKING);
+    resolve_at_the_person_terminal(&tmux, PERSON, &user.config, "approve", "Bash");
+    answer("Escape");
+    tmux.wait_for(COPILOT_WINDOW, "Waiting for your approval.");
+    prompt("I approved it in my terminal; try again");
+    tmux.wait_for(COPILOT_WINDOW, "Wrote c.txt.");
+    let written = std::fs::read_to_string(user.project.join("c.txt")).unwrap_or_default();
+    assert_eq!(written, "c\n", "the approved call ran once");
+    assert_eq!(gates(), Vec::<Value>::new());
 }

@@ -305,20 +305,31 @@ impl Toolgate {
 
     /// Close the gate that paused `request` once the runtime reports that
     /// the call ran: the person answered in the runtime's own prompt (Claude
-    /// Code's "ask"). Only the gate raised for this very call (same call id,
-    /// same channel) is closed, and no standing approval is recorded, so a
-    /// forged report can close a prompt but never approve anything.
+    /// Code's or Copilot CLI's "ask"). Only the gate raised for this very
+    /// call is closed — same channel, and the same call id, or for a runtime
+    /// that sends none (Copilot CLI) the same tool and arguments — and no
+    /// standing approval is recorded, so a forged report can close a prompt
+    /// but never approve anything.
     pub fn close_answered_gate(&self, request: &ToolRequest) -> Result<Option<PendingGate>> {
-        let Some(call_id) = request.call_id.as_deref().filter(|id| !id.is_empty()) else {
-            return Ok(None);
-        };
         let key = GateKey {
             user_id: request.user_id.clone(),
             thread_id: request.thread().to_string(),
         };
         let now = crate::now_ms();
+        let this_call = |gate: &PendingGate| match request.call_id.as_deref() {
+            Some(id) if !id.is_empty() => gate.call_id == id,
+            _ => {
+                let arguments = request.arguments_text();
+                gate.fingerprint
+                    == crate::gates::call_fingerprint(
+                        &request.tool,
+                        &request.origin.key(),
+                        arguments.sha256(),
+                    )
+            }
+        };
         match self.store.peek_gate(&key, now)? {
-            Some(gate) if gate.call_id == call_id && gate.source_channel == request.channel => {
+            Some(gate) if gate.source_channel == request.channel && this_call(&gate) => {
                 self.end_gate(&gate, now)
             }
             _ => Ok(None),

@@ -65,6 +65,28 @@ pub fn bash(id: &str, command: &str) -> Item {
     )
 }
 
+/// Running a program a test has just copied (the broken-toolgate tests):
+/// while the copy was open for writing, a parallel test's fork may have
+/// inherited its descriptor, and exec fails with ETXTBSY until that child
+/// execs in turn; try again for a moment then.
+pub trait OutputEvenIfJustCopied {
+    fn output_even_if_just_copied(&mut self) -> std::process::Output;
+}
+
+impl OutputEvenIfJustCopied for Command {
+    fn output_even_if_just_copied(&mut self) -> std::process::Output {
+        for _ in 0..100 {
+            match self.output() {
+                Err(err) if err.raw_os_error() == Some(libc::ETXTBSY) => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                other => return other.unwrap(),
+            }
+        }
+        self.output().unwrap()
+    }
+}
+
 /// A toolgate config (the bundled policies and `extra`) in `dir`, with its
 /// store: (config, store).
 fn toolgate_config(dir: &Path, extra: &str) -> (PathBuf, PathBuf) {
@@ -149,8 +171,7 @@ impl CodexHome {
             .current_dir(&self.project)
             .env_clear()
             .envs(self.env())
-            .output()
-            .unwrap();
+            .output_even_if_just_copied();
         let said = String::from_utf8_lossy(&installed.stderr).into_owned();
         assert!(installed.status.success(), "{said}");
         said
@@ -260,8 +281,7 @@ impl CopilotHome {
             .current_dir(&self.project)
             .env_clear()
             .envs(self.env())
-            .output()
-            .unwrap();
+            .output_even_if_just_copied();
         let said = String::from_utf8_lossy(&installed.stderr);
         assert!(installed.status.success(), "{said}");
     }
@@ -364,8 +384,7 @@ impl OpenCodeHome {
             .current_dir(&self.project)
             .env_clear()
             .envs(self.env())
-            .output()
-            .unwrap();
+            .output_even_if_just_copied();
         let said = String::from_utf8_lossy(&installed.stderr);
         assert!(installed.status.success(), "{said}");
     }

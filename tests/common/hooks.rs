@@ -319,3 +319,18 @@ pub fn resolve_at_a_terminal(config: &std::path::Path, request_id: &str, decisio
     );
     assert!(resolved.status.success(), "{resolved:?}");
 }
+
+/// The pending gates, as `toolgate gates list` prints them.
+pub fn pending_gates(config: &std::path::Path) -> Vec<Value> {
+    let listed = Command::new(BIN)
+        .arg("--config")
+        .arg(config)
+        .args(["gates", "list"])
+        .output()
+        .unwrap();
+    assert!(listed.status.success(), "gates list: {listed:?}");
+    String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}

@@ -139,3 +139,33 @@ fn env_line(env: &[(&str, String)], program: &[String]) -> String {
     words.extend(program.iter().cloned());
     shlex::try_join(words.iter().map(String::as_str)).unwrap()
 }
+
+/// The person resolves the one pending gate of `config` with `decision`
+/// from their own terminal (window `person` of `tmux`), typing the command
+/// and `yes` as they would; the terminal shows that `tool` was paused.
+pub fn resolve_at_the_person_terminal(
+    tmux: &Tmux,
+    person: &str,
+    config: &Path,
+    decision: &str,
+    tool: &str,
+) {
+    let gates = super::hooks::pending_gates(config);
+    assert_eq!(gates.len(), 1, "{gates:?}");
+    let request_id = gates[0]["request_id"].as_str().unwrap();
+    let line = super::hooks::resolve_command(config, request_id, decision);
+    tmux.type_text(person, &format!("clear; {line}"));
+    tmux.press(person, &["Enter"]);
+    let screen = tmux.wait_for(person, "Type yes to");
+    assert!(
+        screen.contains("paused by lease-gate") && screen.contains(&format!("tool: {tool}")),
+        "the person's terminal shows what is asked:\n{screen}"
+    );
+    tmux.type_text(person, "yes");
+    tmux.press(person, &["Enter"]);
+    tmux.wait_for(person, "request_id");
+    super::eventually_showing("the resolved gate leaves the list", || {
+        let gates = super::hooks::pending_gates(config);
+        (gates.is_empty(), format!("{gates:?}"))
+    });
+}

@@ -25,6 +25,15 @@
 //! retry after an approval runs. An approved call is `"allow"`, which also
 //! spares the person Copilot's own prompt. Notes become `additionalContext`.
 //!
+//! A person's decline in Copilot's prompt runs no hook; Copilot records it
+//! in the session's event log (`~/.copilot/session-state/SESSION/
+//! events.jsonl`: a `tool.execution_complete` with error code `denied`,
+//! "Denied by user via preToolUse hook prompt", quoting toolgate's reason,
+//! which names the request id). That ends the gate, as Claude Code's
+//! transcript does; a `-p` run's automatic "unable to ask" denial does not
+//! (a person may still approve from a terminal). Reading the log can end a
+//! gate, never approve one.
+//!
 //! Failing closed: Copilot denies the tool when a `preToolUse` hook exits
 //! non-zero (1, 2, 127); it runs the tool when the hook times out, prints
 //! what it cannot parse, or the hooks file itself is broken. toolgate's
@@ -42,6 +51,7 @@ use super::who_asks;
 use super::{Adapter, Event, EventKind, InstallPlan, SettingsFile, how_to_approve, parse_event};
 use crate::decision::{Decision, Outcome, Verdict};
 use crate::error::{Error, Result};
+use crate::gates::PendingGate;
 use crate::request::{Origin, ToolRequest};
 use toolgate_wire::protocol::HookRuntime;
 
@@ -191,6 +201,11 @@ impl CopilotEvent {
         request.session_id = self.session_id.clone();
         request.channel = HookRuntime::Copilot.name().into();
         request.cwd = self.cwd.clone();
+        request.transcript_path = copilot_home().map(|home| {
+            home.join("session-state")
+                .join(&self.session_id)
+                .join("events.jsonl")
+        });
         Ok(request)
     }
 
@@ -244,15 +259,20 @@ fn split_mcp<'a>(name: &'a str, servers: &[String]) -> (&'a str, &'a str) {
 /// How large an MCP config toolgate reads.
 const MAX_MCP_CONFIG: u64 = 1 << 20;
 
-/// The MCP server names Copilot's configs hold that this process can read:
-/// the user's (`$COPILOT_HOME` or `~/.copilot`) and the project's (only a
-/// regular file, read without blocking: the project is the agent's).
-fn mcp_servers(cwd: Option<&Path>) -> Vec<String> {
-    let home = std::env::var_os("COPILOT_HOME")
+/// Copilot's own directory for this process's user: `$COPILOT_HOME`, else
+/// `~/.copilot`.
+fn copilot_home() -> Option<PathBuf> {
+    std::env::var_os("COPILOT_HOME")
         .map(PathBuf::from)
-        .or_else(|| std::env::home_dir().map(|home| home.join(".copilot")));
+        .or_else(|| std::env::home_dir().map(|home| home.join(".copilot")))
+}
+
+/// The MCP server names Copilot's configs hold that this process can read:
+/// the user's (in [`copilot_home`]) and the project's (only a regular file,
+/// read without blocking: the project is the agent's).
+fn mcp_servers(cwd: Option<&Path>) -> Vec<String> {
     let files = [
-        home.map(|home| home.join("mcp-config.json")),
+        copilot_home().map(|home| home.join("mcp-config.json")),
         cwd.map(|cwd| cwd.join(".mcp.json")),
     ];
     files
@@ -312,6 +332,10 @@ impl Adapter for Copilot {
         }})
     }
 
+    fn decline_detector(&self) -> Option<fn(&PendingGate) -> bool> {
+        Some(declined_in_prompt)
+    }
+
     fn settings_files(&self) -> &'static [SettingsFile] {
         SETTINGS
     }
@@ -319,6 +343,37 @@ impl Adapter for Copilot {
     fn settings_under_home(&self) -> &'static [&'static str] {
         UNDER_HOME
     }
+}
+
+/// How much of the end of a session's event log is searched for a decline.
+const DECLINE_SEARCH_BYTES: u64 = 256 * 1024;
+
+/// What Copilot records when the person declines a hook's "ask".
+const DECLINED_BY_THE_PERSON: &str = "Denied by user via preToolUse hook prompt";
+
+/// Whether the person declined `gate`'s call in Copilot's prompt (see the
+/// module docs): a denied tool execution whose message quotes this gate's
+/// request id.
+pub fn declined_in_prompt(gate: &PendingGate) -> bool {
+    let Some(path) = gate.transcript_path.as_deref() else {
+        return false;
+    };
+    let Ok(tail) = crate::transcript::read_tail(path, DECLINE_SEARCH_BYTES) else {
+        return false;
+    };
+    let quoted = format!("--request-id {}`", gate.request_id);
+    tail.lines()
+        .rev()
+        .filter(|line| line.contains(DECLINED_BY_THE_PERSON) && line.contains(&quoted))
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .any(|entry| {
+            let error = &entry["data"]["error"];
+            entry["type"] == "tool.execution_complete"
+                && error["code"] == "denied"
+                && error["message"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with(DECLINED_BY_THE_PERSON) && m.contains(&quoted))
+        })
 }
 
 /// The answer to a `preToolUse` event (see the module docs).
