@@ -7,7 +7,8 @@
 //!
 //! Needs root (CI is root) to create users and mount. It runs in a mount
 //! namespace of its own, with fresh tmpfs over `/etc/toolgate`,
-//! `/etc/claude-code`, `/etc/gemini-cli`, `/etc/cursor`, `/var/lib/toolgate`,
+//! `/etc/claude-code`, `/etc/gemini-cli`, `/etc/cursor`, `/etc/opencode`,
+//! `/var/lib/toolgate`,
 //! `/run/toolgate` and the binaries'
 //! directory, so no other test (or the host) sees what it installs.
 
@@ -30,11 +31,12 @@ const BIN_DIR: &str = "/opt/toolgate-system-test/bin";
 /// reach Claude Code whatever the permissions of the folder CI cloned into.
 const CLIENTS: &str = "/opt/toolgate-system-test/clients";
 const CONFIG: &str = "/etc/toolgate/toolgate.toml";
-const MOUNTS: [&str; 7] = [
+const MOUNTS: [&str; 8] = [
     "/etc/toolgate",
     "/etc/claude-code",
     "/etc/gemini-cli",
     "/etc/cursor",
+    "/etc/opencode",
     "/var/lib/toolgate",
     "/run/toolgate",
     BIN_DIR,
@@ -232,8 +234,11 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
         0,
         "the system-mode test creates users and mounts: run the suite as root (CI does)"
     );
-    let modules = common::npm::node_modules(&[(CLAUDE_CODE, ".bin/claude")])
-        .expect("Claude Code installs from npm: npm install --prefix target/real-clients @anthropic-ai/claude-code@2.1.332");
+    let modules = common::npm::node_modules(&[
+        (CLAUDE_CODE, ".bin/claude"),
+        (common::agents::OPENCODE, ".bin/opencode"),
+    ])
+    .expect("Claude Code and OpenCode install from npm: ./.ci/setup");
     let modules = std::fs::canonicalize(modules).unwrap();
     let claude = std::fs::canonicalize(modules.join(".bin/claude")).unwrap();
     let claude = Path::new(CLIENTS).join(claude.strip_prefix(&modules).unwrap());
@@ -266,10 +271,12 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
         "the daemon runs as toolgate: {status}"
     );
 
-    // Gemini CLI's system settings and Cursor's enterprise hooks too.
+    // Gemini CLI's system settings, Cursor's enterprise hooks and
+    // OpenCode's managed plugin list (and the plugin) too.
     for (file, marker) in [
         ("/etc/gemini-cli/settings.json", "hook gemini-cli"),
         ("/etc/cursor/hooks.json", "hook cursor"),
+        ("/etc/toolgate/opencode/toolgate.js", "hook opencode"),
     ] {
         let shown = ns.sh_as(AGENT, &format!("cat {file}"));
         let text = String::from_utf8_lossy(&shown.stdout);
@@ -288,6 +295,8 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
         "echo '{}' > /etc/claude-code/managed-settings.json".to_string(),
         "echo '{}' > /etc/gemini-cli/settings.json".to_string(),
         "rm -f /etc/cursor/hooks.json".to_string(),
+        "echo '{}' > /etc/opencode/opencode.json".to_string(),
+        "rm -f /etc/toolgate/opencode/toolgate.js".to_string(),
         "rm -f /etc/claude-code/managed-settings.json".to_string(),
         format!("cp /bin/true {BIN_DIR}/toolgate-hook"),
         format!("mv {BIN_DIR} /tmp/bin.off"),
@@ -380,6 +389,62 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
         "the approved Write ran: {}",
         String::from_utf8_lossy(&second.stdout)
     );
+
+    // The real OpenCode as the agent, with no plugin of its own: the managed
+    // plugin list runs toolgate's, and the Write is put to a person.
+    let opencode_target = project.join("opencode.txt");
+    let chat = common::chat_api::ChatApi::start(vec![vec![common::responses_api::Item::Call(
+        "call_write".into(),
+        "write".into(),
+        json!({"filePath": opencode_target.display().to_string(), "content": "written\n"}),
+    )]]);
+    let opencode = std::fs::canonicalize(modules.join(".bin/opencode")).unwrap();
+    let opencode = Path::new(CLIENTS).join(opencode.strip_prefix(&modules).unwrap());
+    let config_dir = agent_dir(
+        &agent_dir(&home, ".config", agent_uid),
+        "opencode",
+        agent_uid,
+    );
+    std::fs::write(
+        config_dir.join("opencode.json"),
+        common::agents::opencode_provider(&chat.base_url).to_string(),
+    )
+    .unwrap();
+    std::os::unix::fs::chown(
+        config_dir.join("opencode.json"),
+        Some(agent_uid),
+        Some(agent_uid),
+    )
+    .unwrap();
+    let ran = ns
+        .command("runuser")
+        .args(["-u", AGENT, "--", "env", "-i"])
+        .arg(format!("HOME={}", home.display()))
+        .args([
+            "PATH=/usr/bin:/bin",
+            "OPENCODE_DISABLE_MODELS_FETCH=1",
+            "OPENCODE_DISABLE_AUTOUPDATE=1",
+            "sh",
+            "-c",
+        ])
+        .arg(format!(
+            "cd {} && exec {} run 'Write opencode.txt.'",
+            project.display(),
+            opencode.display()
+        ))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ran = common::wait_bounded(ran, Duration::from_secs(240));
+    let diagnosis = common::agents::diagnosis(&ran, &chat);
+    let refused = common::agents::output_of(&chat, "call_write", &diagnosis);
+    assert!(
+        refused.contains("toolgate (lease-gate asks)"),
+        "{refused}\n{diagnosis}"
+    );
+    assert!(!opencode_target.exists(), "{diagnosis}");
 
     // The agent's doctor.
     let doctor = ns

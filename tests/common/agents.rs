@@ -87,6 +87,26 @@ impl OutputEvenIfJustCopied for Command {
     }
 }
 
+/// An OpenCode config whose only provider is the scripted chat API at
+/// `base_url`, and whose own permission prompts are off (toolgate is what
+/// decides here).
+pub fn opencode_provider(base_url: &str) -> serde_json::Value {
+    json!({
+        "$schema": "https://opencode.ai/config.json",
+        "provider": {"scripted": {
+            "npm": "@ai-sdk/openai-compatible",
+            "name": "Scripted",
+            "options": {"baseURL": base_url, "apiKey": "offline-test-key"},
+            "models": {"m": {"name": "m", "tool_call": true}},
+        }},
+        "model": "scripted/m",
+        "small_model": "scripted/m",
+        "autoupdate": false,
+        "share": "disabled",
+        "permission": {"bash": "allow", "edit": "allow"},
+    })
+}
+
 /// A toolgate config (the bundled policies and `extra`) in `dir`, with its
 /// store: (config, store).
 fn toolgate_config(dir: &Path, extra: &str) -> (PathBuf, PathBuf) {
@@ -327,21 +347,7 @@ impl OpenCodeHome {
         let project = dir.path().join("project");
         std::fs::create_dir_all(home.join(".config/opencode")).unwrap();
         std::fs::create_dir_all(&project).unwrap();
-        let provider = json!({
-            "$schema": "https://opencode.ai/config.json",
-            "provider": {"scripted": {
-                "npm": "@ai-sdk/openai-compatible",
-                "name": "Scripted",
-                "options": {"baseURL": api.base_url, "apiKey": "offline-test-key"},
-                "models": {"m": {"name": "m", "tool_call": true}},
-            }},
-            "model": "scripted/m",
-            "small_model": "scripted/m",
-            "autoupdate": false,
-            "share": "disabled",
-            // OpenCode's own prompts off: toolgate is what decides here.
-            "permission": {"bash": "allow", "edit": "allow"},
-        });
+        let provider = opencode_provider(&api.base_url);
         std::fs::write(
             home.join(".config/opencode/opencode.json"),
             provider.to_string(),

@@ -17,7 +17,9 @@ use anyhow::Context as _;
 #[derive(clap::Subcommand)]
 pub enum SetupCommand {
     /// As root: the daemon under a user of its own, root-owned binaries,
-    /// config and Claude Code managed settings (`allowManagedHooksOnly`),
+    /// config, Claude Code managed settings (`allowManagedHooksOnly`),
+    /// Gemini CLI's system settings, Cursor's enterprise hooks and
+    /// OpenCode's managed plugin list,
     /// store and socket owned by the daemon's user. Existing files are
     /// kept (the config) or merged (the managed settings).
     System(Box<SystemArgs>),
@@ -65,6 +67,11 @@ pub struct SystemArgs {
     /// Cursor's enterprise hooks (root-owned).
     #[arg(long, default_value = "/etc/cursor/hooks.json")]
     cursor_enterprise: PathBuf,
+    /// OpenCode's managed config (root-owned): toolgate's plugin, written
+    /// root-owned beside toolgate's config, is added to its `plugin` list,
+    /// which OpenCode adds to every user's and no user can remove.
+    #[arg(long, default_value = "/etc/opencode/opencode.json")]
+    opencode_managed: PathBuf,
     /// Also serve Claude Code's HTTP hooks on this loopback address.
     #[arg(long, value_name = "ADDR")]
     http: Option<std::net::SocketAddr>,
@@ -153,10 +160,12 @@ fn system(args: &SystemArgs) -> anyhow::Result<ExitCode> {
     // The runtimes' admin-controlled settings, written by the installed
     // binary so the hooks name it.
     let installed = args.bin_dir.join("toolgate");
+    let opencode_plugin = args.etc_dir.join("opencode").join("toolgate.js");
     for (runtime, path) in [
         ("claude-code", &args.claude_managed),
         ("gemini-cli", &args.gemini_system),
         ("cursor", &args.cursor_enterprise),
+        ("opencode", &opencode_plugin),
     ] {
         if let Some(dir) = path.parent() {
             create_dir(dir, 0o755, Some(0))?;
@@ -174,7 +183,9 @@ fn system(args: &SystemArgs) -> anyhow::Result<ExitCode> {
             String::from_utf8_lossy(&out.stderr)
         );
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644))?;
-        let _ = std::fs::remove_file(path.with_extension("json.bak"));
+        let mut backup = path.as_os_str().to_owned();
+        backup.push(".bak");
+        let _ = std::fs::remove_file(backup);
         println!("{runtime}: hooks in {}", path.display());
     }
     // Claude Code: only the managed hooks run.
@@ -186,6 +197,40 @@ fn system(args: &SystemArgs) -> anyhow::Result<ExitCode> {
         &(serde_json::to_string_pretty(&managed)? + "\n"),
     )?;
     println!("claude-code: allowManagedHooksOnly (user and project hooks are ignored)");
+    // OpenCode: the plugin in the managed config's list.
+    if let Some(dir) = args.opencode_managed.parent() {
+        create_dir(dir, 0o755, Some(0))?;
+    }
+    let mut managed: serde_json::Value = match std::fs::read_to_string(&args.opencode_managed) {
+        Ok(text) => serde_json::from_str(&text).with_context(|| {
+            format!(
+                "{} is not JSON; fix or move it first",
+                args.opencode_managed.display()
+            )
+        })?,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => serde_json::json!({}),
+        Err(err) => return Err(err).context("cannot read OpenCode's managed config"),
+    };
+    let entry = opencode_plugin.display().to_string();
+    let plugins = managed
+        .as_object_mut()
+        .context("OpenCode's managed config must hold a JSON object")?
+        .entry("plugin")
+        .or_insert_with(|| serde_json::json!([]))
+        .as_array_mut()
+        .context("`plugin` in OpenCode's managed config must be a list")?;
+    if !plugins.iter().any(|p| p.as_str() == Some(entry.as_str())) {
+        plugins.push(serde_json::json!(entry));
+    }
+    write_root_file(
+        &args.opencode_managed,
+        &(serde_json::to_string_pretty(&managed)? + "\n"),
+    )?;
+    println!(
+        "opencode: toolgate's plugin in {}'s plugin list (OpenCode under --pure or \
+         OPENCODE_PURE loads none: the guard refuses starting it so)",
+        args.opencode_managed.display()
+    );
 
     let serve = format!(
         "runuser -u {user} -- {} --config {} serve",
