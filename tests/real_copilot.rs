@@ -233,3 +233,35 @@ fn in_the_copilot_tui_a_persons_answer_ends_the_pause_wherever_it_is_given() {
     assert_eq!(written, "c\n", "the approved call ran once");
     assert_eq!(gates(), Vec::<Value>::new());
 }
+
+#[test]
+fn inside_copilot_a_daemon_that_never_answers_is_a_deny_before_copilots_timeout() {
+    let api = ResponsesApi::start(vec![
+        vec![bash("call_touch", "touch ran.txt")],
+        vec![Item::Text("It was blocked.".into())],
+    ]);
+    let Some(user) = CopilotHome::new(&api, "") else {
+        return;
+    };
+    user.install(Path::new(BIN));
+    // What a daemon stopped with SIGSTOP looks like to its clients: the
+    // socket, served as this user, takes connections and never answers.
+    let socket = toolgate::daemon::socket_for_store(&user.store);
+    std::fs::create_dir_all(socket.parent().unwrap()).unwrap();
+    let hung = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = hung.accept() {
+            held.push(stream);
+        }
+    });
+
+    let output = user.run(&[], "Touch ran.txt.");
+    let diagnosis = diagnosis(&output, &api);
+    assert!(
+        !user.project.join("ran.txt").exists(),
+        "Copilot ran the tool after its hook's timeout: {diagnosis}"
+    );
+    let refused = output_of(&api, "call_touch", &diagnosis);
+    assert!(refused.contains("no answer within"), "{diagnosis}");
+}

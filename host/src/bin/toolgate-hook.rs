@@ -15,21 +15,46 @@
 //! `--daemon-uid` (default: this user), from the kernel's word
 //! (`SO_PEERCRED`); anything else at that path is refused with a deny.
 //!
-//! Usage: `toolgate-hook --socket PATH [--runtime claude-code|gemini-cli|cursor]
-//! [--on-error deny|ask|allow] [--daemon-uid UID] -- TOOLGATE-COMMAND…`
+//! With `--deadline SECS` it answers with the failure answer (`--on-error`)
+//! once that much time has passed without an answer: a runtime that runs
+//! the tool when its hook times out (Copilot CLI, Codex CLI) gets a deny
+//! before its own timeout, even from a daemon that hangs (stopped with
+//! SIGSTOP, say).
+//!
+//! Usage: `toolgate-hook --socket PATH [--runtime NAME] [--on-error
+//! deny|ask|allow] [--daemon-uid UID] [--deadline SECS] --
+//! TOOLGATE-COMMAND…`
 
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::process::{Command, ExitCode, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use serde_json::Value;
 use toolgate_wire::peer;
 use toolgate_wire::protocol::{self, ConfigIdentity, DaemonRequest, HookRuntime, OnError};
 
-const USAGE: &str = "usage: toolgate-hook --socket PATH [--runtime claude-code|gemini-cli|cursor] \
-     [--on-error deny|ask|allow] [--daemon-uid UID] -- TOOLGATE-COMMAND...";
+const USAGE: &str = "usage: toolgate-hook --socket PATH [--runtime NAME] [--on-error deny|ask|allow] \
+     [--daemon-uid UID] [--deadline SECS] -- TOOLGATE-COMMAND...";
+
+/// Set by whoever prints the answer first: the answer, or the deadline's
+/// failure answer. Exactly one is printed.
+static ANSWERED: AtomicBool = AtomicBool::new(false);
+
+/// The full command's pid while it runs (0: none), for the deadline to
+/// stop it.
+static FULL_COMMAND: AtomicU32 = AtomicU32::new(0);
+
+/// Print `text` as the hook's answer unless another answer was printed.
+fn answer(text: &str) {
+    if !ANSWERED.swap(true, Ordering::SeqCst) {
+        let mut stdout = std::io::stdout().lock();
+        let _ = writeln!(stdout, "{text}");
+        let _ = stdout.flush();
+    }
+}
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -42,6 +67,7 @@ fn main() -> ExitCode {
     let mut on_error = OnError::Deny;
     let mut runtime = HookRuntime::default();
     let mut daemon_uid = peer::own_uid();
+    let mut deadline = None;
     let mut words = ours.iter();
     while let Some(word) = words.next() {
         match (word.as_str(), words.next()) {
@@ -55,6 +81,13 @@ fn main() -> ExitCode {
             },
             ("--daemon-uid", Some(uid)) => match uid.parse() {
                 Ok(uid) => daemon_uid = uid,
+                Err(_) => {
+                    eprintln!("{USAGE}");
+                    return ExitCode::from(2);
+                }
+            },
+            ("--deadline", Some(secs)) => match secs.parse() {
+                Ok(secs) => deadline = Some(Duration::from_secs(secs)),
                 Err(_) => {
                     eprintln!("{USAGE}");
                     return ExitCode::from(2);
@@ -75,6 +108,23 @@ fn main() -> ExitCode {
             }
         }
     }
+    if let Some(deadline) = deadline {
+        std::thread::spawn(move || {
+            std::thread::sleep(deadline);
+            let why = format!("no answer within {} s", deadline.as_secs());
+            answer(&runtime.failure_answer(on_error, &why).to_string());
+            // The runtime waits for every holder of the hook's output to
+            // close it: stop the full command too (it holds only pipes to
+            // this process, never the runtime's).
+            let pid = FULL_COMMAND.load(Ordering::SeqCst);
+            if pid != 0 {
+                // SAFETY: our own child, not yet reaped (reaping it clears
+                // FULL_COMMAND first).
+                unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+            }
+            std::process::exit(0);
+        });
+    }
     let mut event = String::new();
     if std::io::stdin().read_to_string(&mut event).is_err() {
         event.clear(); // the full command reports the unreadable input
@@ -84,8 +134,8 @@ fn main() -> ExitCode {
         uid: daemon_uid,
     });
     match asked.map(|daemon| daemon.ask(runtime, &event, on_error, fallback)) {
-        Some(Asked::Answer(answer)) => println!("{answer}"),
-        Some(Asked::Impostor(why)) => println!("{}", runtime.failure_answer(on_error, &why)),
+        Some(Asked::Answer(text)) => answer(&text),
+        Some(Asked::Impostor(why)) => answer(&runtime.failure_answer(on_error, &why).to_string()),
         Some(Asked::NoAnswer) | None => {
             return run_full_command(fallback, runtime, on_error, &event);
         }
@@ -167,7 +217,9 @@ fn config_named(command: &[String]) -> Option<ConfigIdentity> {
     Some(ConfigIdentity::Bundled)
 }
 
-/// Hand the event to the full `toolgate … hook RUNTIME` command.
+/// Hand the event to the full `toolgate … hook RUNTIME` command; its
+/// answer is printed as ours (so a deadline that passes meanwhile prints
+/// one answer, not two), and its exit status passed on.
 fn run_full_command(
     command: &[String],
     runtime: HookRuntime,
@@ -178,11 +230,14 @@ fn run_full_command(
         eprintln!("{USAGE}");
         return ExitCode::from(2);
     };
+    // Its output through pipes of ours, so that when a deadline ends this
+    // process nothing of the runtime's is left open by it (or by a daemon
+    // it starts).
     let child = Command::new(program)
         .args(args)
         .stdin(Stdio::piped())
-        .stdout(Stdio::inherit())
-        .stderr(Stdio::inherit())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn();
     let mut child = match child {
         Ok(child) => child,
@@ -190,14 +245,33 @@ fn run_full_command(
             // A runtime lets a tool run when its hook fails (exit 1): answer
             // with the fail mode ourselves instead.
             let reason = format!("toolgate-hook cannot run {program}: {err}");
-            println!("{}", runtime.failure_answer(on_error, &reason));
+            answer(&runtime.failure_answer(on_error, &reason).to_string());
             return ExitCode::SUCCESS;
         }
     };
+    FULL_COMMAND.store(child.id(), Ordering::SeqCst);
     if let Some(mut stdin) = child.stdin.take() {
         let _ = stdin.write_all(event.as_bytes());
     }
-    match child.wait() {
+    let forwarding = child.stderr.take().map(|mut from| {
+        std::thread::spawn(move || {
+            let _ = std::io::copy(&mut from, &mut std::io::stderr());
+        })
+    });
+    let mut output = String::new();
+    if let Some(mut stdout) = child.stdout.take() {
+        let _ = stdout.read_to_string(&mut output);
+    }
+    FULL_COMMAND.store(0, Ordering::SeqCst);
+    let status = child.wait();
+    let output = output.trim_end();
+    if !output.is_empty() {
+        answer(output);
+    }
+    if let Some(forwarding) = forwarding {
+        let _ = forwarding.join();
+    }
+    match status {
         Ok(status) => ExitCode::from(status.code().unwrap_or(1).clamp(0, 255) as u8),
         Err(_) => ExitCode::from(1),
     }

@@ -15,11 +15,13 @@
 //!   plugin directory and plugin files, the store and every file beside it
 //!   that starts with its name (socket, lock, log), the compiled-artifact
 //!   cache, the toolgate binary, and the agent runtimes' hook settings
-//!   (Claude Code, Gemini CLI, Cursor, Codex);
-//! - in shell text, the same locations anywhere in the text, any
-//!   `.claude/settings`, `.gemini/settings`, `.cursor/hooks`, `.codex/hooks`
-//!   or `.codex/config` file, and a
-//!   `toolgate` command with an administrative word (resolve, approve,
+//!   (each adapter in `hooks/` names its own: Claude Code, Gemini CLI,
+//!   Cursor, Codex, Copilot CLI, OpenCode);
+//! - in shell text, the same locations anywhere in the text, any of those
+//!   settings files named as a directory and a file (`.codex/hooks`,
+//!   `.copilot/settings`, `opencode.json`, ...), a command that starts a
+//!   runtime with its hooks off (`opencode --pure`, `COPILOT_HOME=… copilot`),
+//!   and a `toolgate` command with an administrative word (resolve, approve,
 //!   command, serve, hook, reload, install, open, lease-grant, ...).
 //!
 //! Then it judges what a path *is*, not how it is spelled ([`resolve`]):
@@ -337,6 +339,11 @@ impl ControlPlane {
             if let Some(what) = self.admin_command(command) {
                 return Some(what);
             }
+            // As the shell passes the words (`open""code --pu''re`).
+            let words: Vec<&str> = command.words.iter().flat_map(|w| w.literals()).collect();
+            if let Some(what) = switches_a_runtime_off(&words) {
+                return Some(what.to_string());
+            }
             if let Some(what) = self.finds_protected(command, destructive) {
                 return Some(what);
             }
@@ -500,9 +507,8 @@ impl ControlPlane {
             ));
         }
         if destructive
-            && let Some(dir) = real.file_name().and_then(|n| n.to_str())
             && let Some(settings) = hooks::settings_files()
-                .find(|s| s.dir == dir || s.dir.ends_with(&format!("/{dir}")))
+                .find(|s| real.ends_with(if s.dir.is_empty() { s.file } else { s.dir }))
         {
             return Some(format!(
                 "rename, remove or replace the directory of {}",
@@ -535,17 +541,16 @@ impl ControlPlane {
     }
 
     /// Each whole-text search here is one SIMD pass (`memchr`): a large
-    /// argument (a file being written) is read a handful of times — three
-    /// for the hook settings, one for `toolgate`, one or two for `~`, `$`
-    /// and `/` — not once per needle.
+    /// argument (a file being written) is read a bounded number of times —
+    /// once per runtime settings file name, once split on whitespace for
+    /// the runtimes' switch-offs, once for `toolgate`, one or two for `~`,
+    /// `$` and `/` — not once per word.
     fn check_text(&self, text: &str) -> Option<String> {
         if let Some(what) = hook_settings_named(text) {
             return Some(format!("touch {what}"));
         }
-        if let Some(what) = HookRuntime::ALL
-            .into_iter()
-            .find_map(|runtime| hooks::adapter(runtime).switches_off(text))
-        {
+        let spaced: Vec<&str> = text.split_whitespace().collect();
+        if let Some(what) = switches_a_runtime_off(&spaced) {
             return Some(what.to_string());
         }
         if contains(text, CACHE_KEY) {
@@ -741,6 +746,11 @@ fn hook_settings_named(text: &str) -> Option<&'static str> {
     let named = |dir: &str, file: &str| {
         memchr::memmem::find_iter(bytes, file.as_bytes()).any(|at| {
             let before = &bytes[..at];
+            if dir.is_empty() {
+                // A file of that name in any directory, or none: what is
+                // before it does not continue the name.
+                return before.last().is_none_or(|b| !is_name_byte(*b));
+            }
             matches!(before.last(), Some(b'/' | b'\\'))
                 && before[..before.len() - 1].ends_with(dir.as_bytes())
         })
@@ -748,6 +758,20 @@ fn hook_settings_named(text: &str) -> Option<&'static str> {
     hooks::settings_files()
         .find(|settings| named(settings.dir, settings.file))
         .map(|settings| settings.what)
+}
+
+/// What `words` do that starts an agent runtime with toolgate's hooks
+/// off, if they do (see [`hooks::Adapter::switches_off`]).
+fn switches_a_runtime_off(words: &[&str]) -> Option<&'static str> {
+    HookRuntime::ALL
+        .into_iter()
+        .find_map(|runtime| hooks::adapter(runtime).switches_off(words))
+}
+
+/// Whether `b` can continue a file name (so `xopencode.json` is not
+/// `opencode.json`).
+fn is_name_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.')
 }
 
 /// The `toolgate …` administrative command in `text`, which names
@@ -859,6 +883,7 @@ mod tests {
             pieces in proptest::collection::vec(
                 proptest::sample::select(vec![
                     ".claude", ".gemini", ".cursor", ".codex", ".copilot", ".github", "copilot",
+                    ".config", "opencode", "opencode.json", ".opencode", "plugin", "x.",
                     "/", "\\", "settings", "hooks",
                     "config",
                     "setting", "claude", "x", " ", "ü",
@@ -869,6 +894,11 @@ mod tests {
             // The rule: any of the directory-separator-file needles.
             let text = pieces.concat();
             let rule = hooks::settings_files().find(|s| {
+                if s.dir.is_empty() {
+                    return text.match_indices(s.file).any(|(at, _)| {
+                        text[..at].bytes().last().is_none_or(|b| !is_name_byte(b))
+                    });
+                }
                 ["/", "\\"].iter().any(|sep| text.contains(&format!("{}{sep}{}", s.dir, s.file)))
             });
             prop_assert_eq!(hook_settings_named(&text), rule.map(|s| s.what));
@@ -991,6 +1021,16 @@ mod tests {
             "mv .opencode/plugins /tmp/off",
             "OPENCODE_PURE=1 opencode run 'do it'",
             "opencode run --pure 'do it'",
+            "opencode run --pu''re 'do it'",
+            "open\"\"code --pure",
+            "env OPENCODE_PU\"\"RE=1 opencode run x",
+            "XDG_CONFIG_HOME=/tmp/x opencode run x",
+            "COPILOT_HOME=/tmp/x copilot -p x",
+            "copilot --config-dir /tmp/x -p x",
+            "echo '{\"plugin\": [\"./evil.js\"]}' > opencode.json",
+            "cat > project/opencode.jsonc",
+            "mkdir -p .opencode/tools && cp evil.ts .opencode/tools/read.ts",
+            "rm -rf .opencode",
         ] {
             assert!(refused("Bash", json!({"command": command})), "{command}");
         }
@@ -998,6 +1038,17 @@ mod tests {
             "Write",
             json!({"file_path": "/home/dev/.config/opencode/opencode.json", "content": "{}"})
         ));
+    }
+
+    #[test]
+    fn a_directory_merely_named_like_a_runtimes_is_not_protected() {
+        for command in [
+            "rm -rf node_modules/@github/copilot",
+            "rm -rf build/.config",
+            "cat myopencode.json.bak",
+        ] {
+            assert!(!refused("Bash", json!({"command": command})), "{command}");
+        }
     }
 
     #[test]

@@ -274,14 +274,7 @@ fn pre_tool_use(decision: &str, reason: &str, context: Option<String>) -> Value 
 /// normal permission flow applies) and the notes as `additionalContext`;
 /// allow without notes → nothing (printed as `{}`).
 pub fn answer(decision: &Decision) -> Option<Value> {
-    let notes = (!decision.notes.is_empty()).then(|| {
-        decision
-            .notes
-            .iter()
-            .map(|n| n.text.as_str())
-            .collect::<Vec<_>>()
-            .join("\n\n")
-    });
+    let notes = super::notes_text(decision);
     let reason = decision.reason.clone().unwrap_or_default();
     match decision.verdict {
         Verdict::Deny => Some(pre_tool_use("deny", &reason, notes)),

@@ -36,7 +36,7 @@ use super::claude_code::{mode, split_mcp};
 use super::{
     Adapter, Event, EventKind, InstallPlan, SettingsFile, how_to_approve, outcome_of, parse_event,
 };
-use super::{required_tool_name, who_asks};
+use super::{notes_text, required_tool_name, who_asks};
 use crate::decision::{Decision, Verdict};
 use crate::error::Result;
 use crate::request::{Origin, ToolRequest};
@@ -142,6 +142,10 @@ pub(super) fn patch_arguments(patch: &str) -> Value {
 pub struct Codex;
 
 impl Adapter for Codex {
+    fn hook_timeout_secs(&self) -> Option<u64> {
+        Some(HOOK_TIMEOUT_SECS)
+    }
+
     fn settings_files(&self) -> &'static [SettingsFile] {
         const {
             &[
@@ -219,10 +223,7 @@ impl Adapter for Codex {
 
 /// The answer to a `PreToolUse` event (see the module docs).
 pub fn answer(decision: &Decision) -> Value {
-    let notes = (!decision.notes.is_empty()).then(|| {
-        let texts: Vec<&str> = decision.notes.iter().map(|n| n.text.as_str()).collect();
-        texts.join("\n\n")
-    });
+    let notes = notes_text(decision);
     let deny = |reason: String| {
         let mut output = json!({
             "hookEventName": "PreToolUse",

@@ -13,9 +13,9 @@
 //! `Edit` and `view` is `Read`, with Claude Code's argument names added
 //! beside Copilot's; `apply_patch` (a patch as a string) is `Edit` with the
 //! files it names; an MCP tool is `SERVER-TOOL`, split after the longest
-//! server name Copilot's MCP config holds (`~/.copilot/mcp-config.json`,
-//! the project's `.mcp.json`), else at the first hyphen (Copilot's own
-//! tools have none).
+//! server name of Copilot's built-in `github-mcp-server` and the user's MCP
+//! config (`~/.copilot/mcp-config.json`; not the project's, which the agent
+//! writes), else at the first hyphen (Copilot's own tools have none).
 //!
 //! Answers: a **deny** is `permissionDecision: "deny"` with the reason (the
 //! model reads "Denied by preToolUse hook: …"). A **pause** is `"ask"` with
@@ -41,14 +41,14 @@
 //! into exit 2, the timeout is long enough for a daemon that starts and
 //! compiles, and the guard refuses calls that touch Copilot's hook files.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::codex::patch_arguments;
-use super::who_asks;
 use super::{Adapter, Event, EventKind, InstallPlan, SettingsFile, how_to_approve, parse_event};
+use super::{notes_text, starts_with_any, who_asks, with_our_names};
 use crate::decision::{Decision, Outcome, Verdict};
 use crate::error::{Error, Result};
 use crate::gates::PendingGate;
@@ -93,7 +93,12 @@ const UNDER_HOME: &[&str] = &[
     ".copilot/hooks",
     ".copilot/settings.json",
     ".copilot/config.json",
+    ".copilot/mcp-config.json",
+    ".copilot/installed-plugins",
 ];
+
+/// The MCP server Copilot CLI has built in (in no config).
+const BUILTIN_MCP_SERVERS: &[&str] = &["github-mcp-server"];
 
 /// One hook event, any kind (see the module docs); unknown fields are
 /// ignored.
@@ -140,39 +145,42 @@ impl CopilotEvent {
             },
             other => other,
         };
+        let field = |key: &str| args.get(key).cloned().unwrap_or(Value::Null);
         let (tool, origin, arguments) = match name {
             "bash" => ("Bash".into(), Origin::Builtin, args),
             "write_bash" => {
-                let typed = args["input"].as_str().unwrap_or_default().to_string();
+                let typed = field("input");
                 (
                     "Bash".into(),
                     Origin::Builtin,
-                    with(args, [("command", typed)]),
+                    with_our_names(args, [("command", typed)]),
                 )
             }
             "create" => {
                 let fields = [
-                    ("file_path", &args["path"]),
-                    ("content", &args["file_text"]),
+                    ("file_path", field("path")),
+                    ("content", field("file_text")),
                 ];
-                let fields = fields.map(|(k, v)| (k, v.as_str().unwrap_or_default().to_string()));
-                ("Write".into(), Origin::Builtin, with(args, fields))
+                (
+                    "Write".into(),
+                    Origin::Builtin,
+                    with_our_names(args, fields),
+                )
             }
             "edit" => {
                 let fields = [
-                    ("file_path", &args["path"]),
-                    ("old_string", &args["old_str"]),
-                    ("new_string", &args["new_str"]),
+                    ("file_path", field("path")),
+                    ("old_string", field("old_str")),
+                    ("new_string", field("new_str")),
                 ];
-                let fields = fields.map(|(k, v)| (k, v.as_str().unwrap_or_default().to_string()));
-                ("Edit".into(), Origin::Builtin, with(args, fields))
+                ("Edit".into(), Origin::Builtin, with_our_names(args, fields))
             }
             "view" => {
-                let path = args["path"].as_str().unwrap_or_default().to_string();
+                let path = field("path");
                 (
                     "Read".into(),
                     Origin::Builtin,
-                    with(args, [("file_path", path)]),
+                    with_our_names(args, [("file_path", path)]),
                 )
             }
             "apply_patch" => {
@@ -187,7 +195,7 @@ impl CopilotEvent {
                 ("Edit".into(), Origin::Builtin, patch_arguments(&patch))
             }
             name if name.contains('-') => {
-                let (server, tool) = split_mcp(name, &mcp_servers(self.cwd.as_deref()));
+                let (server, tool) = split_mcp(name, &mcp_servers());
                 (tool.to_string(), Origin::Mcp(server.to_string()), args)
             }
             name => (name.to_string(), Origin::Builtin, args),
@@ -226,19 +234,6 @@ impl CopilotEvent {
     }
 }
 
-/// `args` (an object) with `fields` added beside its own: the policies and
-/// the guard read Claude Code's names, and Copilot's stay.
-fn with<const N: usize>(args: Value, fields: [(&str, String); N]) -> Value {
-    let mut object = match args {
-        Value::Object(object) => object,
-        _ => Map::new(),
-    };
-    for (key, value) in fields {
-        object.entry(key).or_insert(Value::String(value));
-    }
-    Value::Object(object)
-}
-
 /// `SERVER-TOOL` split after the longest of `servers` it starts with, else
 /// at its first hyphen.
 fn split_mcp<'a>(name: &'a str, servers: &[String]) -> (&'a str, &'a str) {
@@ -267,25 +262,26 @@ fn copilot_home() -> Option<PathBuf> {
         .or_else(|| std::env::home_dir().map(|home| home.join(".copilot")))
 }
 
-/// The MCP server names Copilot's configs hold that this process can read:
-/// the user's (in [`copilot_home`]) and the project's (only a regular file,
-/// read without blocking: the project is the agent's).
-fn mcp_servers(cwd: Option<&Path>) -> Vec<String> {
-    let files = [
-        copilot_home().map(|home| home.join("mcp-config.json")),
-        cwd.map(|cwd| cwd.join(".mcp.json")),
-    ];
-    files
-        .into_iter()
-        .flatten()
-        .filter_map(|file| crate::transcript::read_small(&file, MAX_MCP_CONFIG).ok())
-        .filter_map(|text| serde_json::from_str::<Value>(&text).ok())
-        .flat_map(|config| {
+/// The MCP server names toolgate trusts for the split: Copilot's built-in
+/// one and those in the user's config (in [`copilot_home`], protected by
+/// the guard), read only as a regular file without blocking. Not a
+/// project's `.mcp.json`: the agent writes the project, and could name a
+/// server `fs-delete` to make `fs-delete-file` a tool `file`.
+fn mcp_servers() -> Vec<String> {
+    let configured = copilot_home()
+        .map(|home| home.join("mcp-config.json"))
+        .and_then(|file| crate::transcript::read_small(&file, MAX_MCP_CONFIG).ok())
+        .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+        .and_then(|config| {
             config["mcpServers"]
                 .as_object()
                 .map(|servers| servers.keys().cloned().collect::<Vec<_>>())
-                .unwrap_or_default()
         })
+        .unwrap_or_default();
+    BUILTIN_MCP_SERVERS
+        .iter()
+        .map(|name| name.to_string())
+        .chain(configured)
         .collect()
 }
 
@@ -336,8 +332,21 @@ impl Adapter for Copilot {
         Some(declined_in_prompt)
     }
 
+    fn hook_timeout_secs(&self) -> Option<u64> {
+        Some(HOOK_TIMEOUT_SECS)
+    }
+
     fn settings_files(&self) -> &'static [SettingsFile] {
         SETTINGS
+    }
+
+    /// Copilot started with its config elsewhere (`COPILOT_HOME`,
+    /// `--config-dir`, `HOME`, `XDG_CONFIG_HOME`) reads none of toolgate's
+    /// hooks: an agent could run its own Copilot that toolgate never sees.
+    fn switches_off(&self, words: &[&str]) -> Option<&'static str> {
+        let moved = ["COPILOT_HOME", "--config-dir", "HOME", "XDG_CONFIG_HOME"];
+        starts_with_any(words, "copilot", &moved)
+            .then_some("start Copilot CLI with its config moved, toolgate's hooks not in it")
     }
 
     fn settings_under_home(&self) -> &'static [&'static str] {
@@ -393,9 +402,8 @@ pub fn answer(decision: &Decision) -> Value {
         }),
         Verdict::Allow => json!({}),
     };
-    if !decision.notes.is_empty() {
-        let texts: Vec<&str> = decision.notes.iter().map(|n| n.text.as_str()).collect();
-        answer["additionalContext"] = json!(texts.join("\n\n"));
+    if let Some(notes) = notes_text(decision) {
+        answer["additionalContext"] = json!(notes);
     }
     answer
 }
@@ -462,7 +470,17 @@ mod tests {
         );
         assert_eq!(patch.tool, "Edit");
         assert_eq!(patch.arguments["file_path"], "src/a.rs");
-        let typed = request("write_bash", json!({"shellId": "1", "input": "rm -rf x\n"}));
+        // The model's own `command` or `file_path` beside the real field is
+        // a decoy: what toolgate judges is what the tool will use.
+        let decoy = request(
+            "create",
+            json!({"path": "/h/.bashrc", "file_text": "x", "file_path": "/p/ok"}),
+        );
+        assert_eq!(decoy.arguments["file_path"], "/h/.bashrc");
+        let typed = request(
+            "write_bash",
+            json!({"shellId": "1", "input": "rm -rf x\n", "command": "ls"}),
+        );
         assert_eq!(
             (typed.tool.as_str(), typed.arguments["command"].as_str()),
             ("Bash", Some("rm -rf x\n"))
@@ -470,33 +488,27 @@ mod tests {
     }
 
     #[test]
-    fn the_projects_mcp_config_names_the_server_and_a_fifo_there_is_not_waited_on() {
+    fn a_projects_mcp_config_does_not_steer_the_split() {
         let project = tempfile::tempdir().unwrap();
-        let event = |cwd: &Path| CopilotEvent {
+        let config = json!({"mcpServers": {"fs-delete": {"command": "x"}}});
+        std::fs::write(project.path().join(".mcp.json"), config.to_string()).unwrap();
+        let request = CopilotEvent {
             session_id: "s".into(),
-            cwd: Some(cwd.to_path_buf()),
+            cwd: Some(project.path().to_path_buf()),
             prompt: None,
-            tool_name: Some("my-server-echo".into()),
+            tool_name: Some("fs-delete-file".into()),
             tool_args: Some(json!({})),
             tool_result: None,
-        };
-        let config = json!({"mcpServers": {"my-server": {"command": "x"}}});
-        std::fs::write(project.path().join(".mcp.json"), config.to_string()).unwrap();
-        let request = event(project.path()).to_request().unwrap();
-        assert_eq!(request.origin, Origin::Mcp("my-server".into()));
-        assert_eq!(request.tool, "echo");
-
-        let fifo = tempfile::tempdir().unwrap();
-        let path = std::ffi::CString::new(
-            fifo.path()
-                .join(".mcp.json")
-                .into_os_string()
-                .into_encoded_bytes(),
-        )
+        }
+        .to_request()
         .unwrap();
-        // SAFETY: a valid NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
-        let request = event(fifo.path()).to_request().unwrap();
-        assert_eq!(request.origin, Origin::Mcp("my".into()));
+        assert_eq!(
+            (request.tool.as_str(), &request.origin),
+            ("delete-file", &Origin::Mcp("fs".into()))
+        );
+        assert_eq!(
+            split_mcp("github-mcp-server-get_me", &mcp_servers()),
+            ("github-mcp-server", "get_me")
+        );
     }
 }

@@ -88,9 +88,11 @@ pub trait Adapter: Sync {
         None
     }
 
-    /// What a tool's text does that starts the runtime with its hooks off
-    /// (OpenCode's `--pure`), for the guard to refuse; `None` if nothing.
-    fn switches_off(&self, _text: &str) -> Option<&'static str> {
+    /// What one command (its words, as the shell passes them, or a text's
+    /// whitespace-separated words) does that starts the runtime with
+    /// toolgate's hooks off (OpenCode's `--pure`, a relocated config), for
+    /// the guard to refuse; `None` if nothing.
+    fn switches_off(&self, _words: &[&str]) -> Option<&'static str> {
         None
     }
 
@@ -102,6 +104,13 @@ pub trait Adapter: Sync {
     /// Those of them under the user's home (relative to it), which the
     /// guard also protects by what they are (real path, inode, parents).
     fn settings_under_home(&self) -> &'static [&'static str];
+
+    /// How long the runtime waits for a hook, seconds, when it runs the tool
+    /// after that (Copilot CLI, Codex CLI): the installed hook answers with
+    /// the failure answer a few seconds before.
+    fn hook_timeout_secs(&self) -> Option<u64> {
+        None
+    }
 
     /// Whether the runtime can call hooks over HTTP (the daemon's
     /// `/v1/hooks/RUNTIME`).
@@ -134,6 +143,26 @@ impl SettingsFile {
     pub const fn new(dir: &'static str, file: &'static str, what: &'static str) -> Self {
         Self { dir, file, what }
     }
+}
+
+/// Whether `words` start the program `name` (a word whose file name it is)
+/// with one of `switches` (a word that is one, starts with one followed by
+/// `=`, or for an environment variable holds one): how a runtime is started
+/// without toolgate's hooks.
+pub(crate) fn starts_with_any(words: &[&str], name: &str, switches: &[&str]) -> bool {
+    let runs = words.iter().any(|word| {
+        std::path::Path::new(word.trim_matches(['"', '\''])).file_name()
+            == Some(std::ffi::OsStr::new(name))
+    });
+    runs && words.iter().any(|word| {
+        let word = word.trim_start_matches(['"', '\'']);
+        switches.iter().any(|switch| {
+            word == *switch
+                || word
+                    .strip_prefix(switch)
+                    .is_some_and(|rest| rest.starts_with('='))
+        })
+    })
 }
 
 /// Every runtime's hook settings, in [`HookRuntime::ALL`] order.
@@ -336,6 +365,30 @@ pub(crate) fn parse_event<T: DeserializeOwned>(text: &str, runtime: &str) -> Res
 pub(crate) fn required_tool_name<'a>(event: &str, name: Option<&'a str>) -> Result<&'a str> {
     name.filter(|n| !n.is_empty())
         .ok_or_else(|| Error::Request(format!("{event} event without tool_name")))
+}
+
+/// The notes of `decision` as one text for the agent, if it has any.
+pub(crate) fn notes_text(decision: &Decision) -> Option<String> {
+    (!decision.notes.is_empty()).then(|| {
+        let texts: Vec<&str> = decision.notes.iter().map(|n| n.text.as_str()).collect();
+        texts.join("\n\n")
+    })
+}
+
+/// A runtime's arguments (`args`, an object) with toolgate's names for
+/// them set from the runtime's own (`(ours, value)`): the policies and the
+/// guard read Claude Code's names (`file_path`, `command`, ...). Set, never
+/// merely added: the model writes the arguments, and a decoy `file_path`
+/// beside the real `path` must not be what toolgate judges.
+pub(crate) fn with_our_names<const N: usize>(args: Value, fields: [(&str, Value); N]) -> Value {
+    let mut object = match args {
+        Value::Object(object) => object,
+        _ => serde_json::Map::new(),
+    };
+    for (ours, value) in fields {
+        object.insert(ours.to_string(), value);
+    }
+    Value::Object(object)
 }
 
 /// What every runtime's pause answer begins with: that toolgate asks,

@@ -35,6 +35,7 @@ use serde_json::{Map, Value, json};
 
 use super::codex::patch_arguments;
 use super::{Adapter, Event, EventKind, InstallPlan, SettingsFile, how_to_approve, who_asks};
+use super::{notes_text, starts_with_any, with_our_names};
 use crate::decision::{Decision, Outcome, Verdict};
 use crate::error::{Error, Result};
 use crate::request::{Origin, ToolRequest};
@@ -162,19 +163,16 @@ impl OpenCodeEvent {
     }
 }
 
-/// OpenCode's arguments with Claude Code's names added beside them (the
-/// policies and the guard read `file_path`, `old_string`, ...).
-fn claude_names(mut args: Map<String, Value>) -> Value {
-    for (theirs, ours) in [
-        ("filePath", "file_path"),
-        ("oldString", "old_string"),
-        ("newString", "new_string"),
-    ] {
-        if let Some(value) = args.get(theirs).cloned() {
-            args.entry(ours).or_insert(value);
-        }
-    }
-    Value::Object(args)
+/// OpenCode's arguments with toolgate's names set from OpenCode's
+/// (`filePath` → `file_path`, ...; see [`with_our_names`]).
+fn claude_names(args: Map<String, Value>) -> Value {
+    let field = |key: &str| args.get(key).cloned().unwrap_or(Value::Null);
+    let fields = [
+        ("file_path", field("filePath")),
+        ("old_string", field("oldString")),
+        ("new_string", field("newString")),
+    ];
+    with_our_names(Value::Object(args), fields)
 }
 
 /// OpenCode, through toolgate's plugin.
@@ -230,14 +228,15 @@ impl Adapter for OpenCode {
                     "OpenCode's config and plugins (~/.config/opencode/)",
                 ),
                 SettingsFile::new(
+                    "",
                     ".opencode",
-                    "plugin",
-                    "a project's OpenCode plugins (.opencode/plugins/)",
+                    "a project's OpenCode config, plugins and custom tools (.opencode/), \
+                     which can replace a built-in tool",
                 ),
                 SettingsFile::new(
-                    ".opencode",
-                    "opencode",
-                    "a project's OpenCode config (.opencode/opencode.json)",
+                    "",
+                    "opencode.json",
+                    "a project's OpenCode config (opencode.json, opencode.jsonc)",
                 ),
             ]
         }
@@ -247,13 +246,16 @@ impl Adapter for OpenCode {
         &[".config/opencode"]
     }
 
-    /// OpenCode started with `--pure` or `OPENCODE_PURE` loads no plugin:
+    /// OpenCode started with `--pure` or `OPENCODE_PURE` loads no plugin,
+    /// and one whose config moved (`XDG_CONFIG_HOME`, `HOME`) not toolgate's:
     /// an agent could run its own OpenCode that toolgate never sees.
-    fn switches_off(&self, text: &str) -> Option<&'static str> {
-        let has = |needle: &str| memchr::memmem::find(text.as_bytes(), needle.as_bytes()).is_some();
-        (has("OPENCODE_PURE") || (has("opencode") && has("--pure"))).then_some(
-            "start OpenCode without its plugins (--pure, OPENCODE_PURE), toolgate's among them",
-        )
+    fn switches_off(&self, words: &[&str]) -> Option<&'static str> {
+        let pure = words.iter().any(|w| w.contains("OPENCODE_PURE"));
+        (pure || starts_with_any(words, "opencode", &["--pure", "XDG_CONFIG_HOME", "HOME"]))
+            .then_some(
+                "start OpenCode without its plugins (--pure, OPENCODE_PURE) or with its config \
+                 moved, toolgate's plugin not among them",
+            )
     }
 }
 
@@ -270,9 +272,8 @@ pub fn answer(decision: &Decision) -> Value {
             "reason": format!("{}{}", who_asks(decision), how_to_approve(decision)),
         }),
     };
-    if !decision.notes.is_empty() {
-        let texts: Vec<&str> = decision.notes.iter().map(|n| n.text.as_str()).collect();
-        answer["notes"] = json!(texts.join("\n\n"));
+    if let Some(notes) = notes_text(decision) {
+        answer["notes"] = json!(notes);
     }
     answer
 }
@@ -292,7 +293,10 @@ mod tests {
 
     #[test]
     fn tools_map_onto_toolgates_names() {
-        let write = request("write", json!({"filePath": "/p/a", "content": "x"}));
+        let write = request(
+            "write",
+            json!({"filePath": "/p/a", "content": "x", "file_path": "/p/decoy"}),
+        );
         assert_eq!(
             (write.tool.as_str(), &write.arguments["file_path"]),
             ("Write", &json!("/p/a"))
@@ -328,16 +332,12 @@ mod tests {
 
     #[test]
     fn starting_opencode_without_plugins_is_seen() {
-        assert!(
-            OpenCode
-                .switches_off("OPENCODE_PURE=1 opencode run x")
-                .is_some()
-        );
-        assert!(
-            OpenCode
-                .switches_off("opencode run --pure 'do it'")
-                .is_some()
-        );
-        assert!(OpenCode.switches_off("nix-shell --pure").is_none());
+        let off = |words: &[&str]| OpenCode.switches_off(words).is_some();
+        assert!(off(&["OPENCODE_PURE=1", "opencode", "run", "x"]));
+        assert!(off(&["env", "OPENCODE_PURE=1", "opencode"]));
+        assert!(off(&["/usr/bin/opencode", "run", "--pure", "do it"]));
+        assert!(off(&["XDG_CONFIG_HOME=/tmp/x", "opencode", "run"]));
+        assert!(!off(&["nix-shell", "--pure"]));
+        assert!(!off(&["opencode", "run", "fix the --purely cosmetic bug"]));
     }
 }

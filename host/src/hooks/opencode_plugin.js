@@ -22,14 +22,21 @@ function ask(event) {
       reject(new Error(`toolgate: ${why}, so this call is blocked (is toolgate installed? \`toolgate hook install --for opencode\` writes this plugin again)`));
     let child;
     try {
-      child = spawn("/bin/sh", ["-c", COMMAND], { stdio: ["pipe", "pipe", "pipe"] });
+      // A process group of its own, so a deadline stops the whole hook.
+      child = spawn("/bin/sh", ["-c", COMMAND], { stdio: ["pipe", "pipe", "pipe"], detached: true });
     } catch (err) {
       return refuse(`the hook could not start (${err.message})`);
     }
     let out = "";
     let err = "";
+    child.stdout.setEncoding("utf8");
+    child.stderr.setEncoding("utf8");
     const timer = setTimeout(() => {
-      child.kill("SIGKILL");
+      try {
+        process.kill(-child.pid, "SIGKILL");
+      } catch {
+        child.kill("SIGKILL");
+      }
       refuse(`no answer in ${DEADLINE_MS / 1000} s`);
     }, DEADLINE_MS);
     child.stdout.on("data", (chunk) => (out += chunk));

@@ -290,6 +290,10 @@ pub enum Installed {
     Plugin(String),
 }
 
+/// How long before a runtime's hook timeout the thin client answers with
+/// the failure answer (process start and the runtime's own reading).
+const HOOK_DEADLINE_MARGIN_SECS: u64 = 5;
+
 /// The hooks toolgate needs in `runtime`'s settings.
 pub fn settings(
     ctx: &Ctx,
@@ -329,6 +333,12 @@ pub fn settings(
         // believed.
         if ctx.config.daemon.user.is_some() {
             thin_words.extend(["--daemon-uid".into(), ctx.daemon_uid()?.to_string()]);
+        }
+        // A runtime that runs the tool when its hook times out gets the
+        // failure answer first.
+        if let Some(timeout) = hooks::adapter(runtime).hook_timeout_secs() {
+            let deadline = timeout.saturating_sub(HOOK_DEADLINE_MARGIN_SECS).max(1);
+            thin_words.extend(["--deadline".into(), deadline.to_string()]);
         }
         thin_words.push("--".into());
         thin_words.append(&mut words);
@@ -505,7 +515,8 @@ fn install_plugin(write: Option<&PathBuf>, source: &str) -> anyhow::Result<ExitC
 }
 
 /// Write `text` to `path` (its directory created), keeping what was there
-/// as `PATH.bak`.
+/// as `PATH.bak`. Whole or not at all (written beside, then renamed): a
+/// half-written hooks file makes some runtimes run every tool unchecked.
 fn replace_keeping_a_backup(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
     if path.exists() {
         let mut backup = path.as_os_str().to_owned();
@@ -516,5 +527,9 @@ fn replace_keeping_a_backup(path: &std::path::Path, text: &str) -> anyhow::Resul
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }
-    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+    let mut beside = path.as_os_str().to_owned();
+    beside.push(".toolgate-new");
+    let beside = PathBuf::from(beside);
+    std::fs::write(&beside, text).with_context(|| format!("cannot write {}", beside.display()))?;
+    std::fs::rename(&beside, path).with_context(|| format!("cannot write {}", path.display()))
 }
