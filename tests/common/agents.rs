@@ -107,6 +107,42 @@ pub fn opencode_provider(base_url: &str) -> serde_json::Value {
     })
 }
 
+/// `toolgate --config CONFIG hook install --for RUNTIME --write FILE` run
+/// from `toolgate` in `project` with exactly `env`; what it said on stderr.
+fn install_hooks(
+    toolgate: &Path,
+    config: &Path,
+    runtime: &str,
+    file: &Path,
+    project: &Path,
+    env: Vec<(&'static str, String)>,
+) -> String {
+    let installed = Command::new(toolgate)
+        .arg("--config")
+        .arg(config)
+        .args(["hook", "install", "--for", runtime, "--write"])
+        .arg(file)
+        .current_dir(project)
+        .env_clear()
+        .envs(env)
+        .output_even_if_just_copied();
+    let said = String::from_utf8_lossy(&installed.stderr).into_owned();
+    assert!(installed.status.success(), "{said}");
+    said
+}
+
+/// Run a real client to its end (bounded: a hung client must not hang the
+/// suite), stdin closed, its output kept.
+fn run_bounded(command: &mut Command) -> std::process::Output {
+    let child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    super::wait_bounded(child, Duration::from_secs(240))
+}
+
 /// A toolgate config (the bundled policies and `extra`) in `dir`, with its
 /// store: (config, store).
 fn toolgate_config(dir: &Path, extra: &str) -> (PathBuf, PathBuf) {
@@ -183,18 +219,15 @@ impl CodexHome {
     /// `toolgate hook install --for codex --write ~/.codex/hooks.json`
     /// from `toolgate`, in the project; what it said.
     pub fn install(&self, toolgate: &Path) -> String {
-        let installed = Command::new(toolgate)
-            .arg("--config")
-            .arg(&self.config)
-            .args(["hook", "install", "--for", "codex", "--write"])
-            .arg(self.home.join(".codex/hooks.json"))
-            .current_dir(&self.project)
-            .env_clear()
-            .envs(self.env())
-            .output_even_if_just_copied();
-        let said = String::from_utf8_lossy(&installed.stderr).into_owned();
-        assert!(installed.status.success(), "{said}");
-        said
+        let hooks = self.home.join(".codex/hooks.json");
+        install_hooks(
+            toolgate,
+            &self.config,
+            "codex",
+            &hooks,
+            &self.project,
+            self.env(),
+        )
     }
 
     /// One `codex exec` run of `prompt`; its output.
@@ -204,19 +237,15 @@ impl CodexHome {
 
     /// `codex exec` with `args` (a prompt, or `resume SESSION PROMPT`).
     pub fn exec(&self, args: &[&str]) -> std::process::Output {
-        let child = Command::new(&self.codex)
-            .arg("exec")
-            .args(args)
-            .args(["--skip-git-repo-check", "--json", "--disable", "plugins"])
-            .current_dir(&self.project)
-            .env_clear()
-            .envs(self.env())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        super::wait_bounded(child, Duration::from_secs(240))
+        run_bounded(
+            Command::new(&self.codex)
+                .arg("exec")
+                .args(args)
+                .args(["--skip-git-repo-check", "--json", "--disable", "plugins"])
+                .current_dir(&self.project)
+                .env_clear()
+                .envs(self.env()),
+        )
     }
 }
 
@@ -293,17 +322,15 @@ impl CopilotHome {
     /// `toolgate hook install --for copilot --write
     /// ~/.copilot/hooks/toolgate.json` from `toolgate`, in the project.
     pub fn install(&self, toolgate: &Path) {
-        let installed = Command::new(toolgate)
-            .arg("--config")
-            .arg(&self.config)
-            .args(["hook", "install", "--for", "copilot", "--write"])
-            .arg(self.hooks_file())
-            .current_dir(&self.project)
-            .env_clear()
-            .envs(self.env())
-            .output_even_if_just_copied();
-        let said = String::from_utf8_lossy(&installed.stderr);
-        assert!(installed.status.success(), "{said}");
+        let hooks = self.hooks_file();
+        install_hooks(
+            toolgate,
+            &self.config,
+            "copilot",
+            &hooks,
+            &self.project,
+            self.env(),
+        );
     }
 
     pub fn hooks_file(&self) -> PathBuf {
@@ -312,16 +339,12 @@ impl CopilotHome {
 
     /// One `copilot -p` run of `prompt` (after `args`, e.g. `--resume=ID`).
     pub fn run(&self, args: &[&str], prompt: &str) -> std::process::Output {
-        let child = self
-            .copilot_command()
-            .args(args)
-            .args(["-p", prompt, "--allow-all-tools", "--no-auto-update"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        super::wait_bounded(child, Duration::from_secs(240))
+        run_bounded(self.copilot_command().args(args).args([
+            "-p",
+            prompt,
+            "--allow-all-tools",
+            "--no-auto-update",
+        ]))
     }
 }
 
@@ -382,33 +405,27 @@ impl OpenCodeHome {
     /// `toolgate hook install --for opencode --write
     /// ~/.config/opencode/plugin/toolgate.js` from `toolgate`.
     pub fn install(&self, toolgate: &Path) {
-        let installed = Command::new(toolgate)
-            .arg("--config")
-            .arg(&self.config)
-            .args(["hook", "install", "--for", "opencode", "--write"])
-            .arg(self.plugin())
-            .current_dir(&self.project)
-            .env_clear()
-            .envs(self.env())
-            .output_even_if_just_copied();
-        let said = String::from_utf8_lossy(&installed.stderr);
-        assert!(installed.status.success(), "{said}");
+        let plugin = self.plugin();
+        install_hooks(
+            toolgate,
+            &self.config,
+            "opencode",
+            &plugin,
+            &self.project,
+            self.env(),
+        );
     }
 
     /// One `opencode run` of `prompt` (after `args`, e.g. `--continue`).
     pub fn run(&self, args: &[&str], prompt: &str) -> std::process::Output {
-        let child = Command::new(&self.opencode)
-            .arg("run")
-            .args(args)
-            .arg(prompt)
-            .current_dir(&self.project)
-            .env_clear()
-            .envs(self.env())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        super::wait_bounded(child, Duration::from_secs(240))
+        run_bounded(
+            Command::new(&self.opencode)
+                .arg("run")
+                .args(args)
+                .arg(prompt)
+                .current_dir(&self.project)
+                .env_clear()
+                .envs(self.env()),
+        )
     }
 }
