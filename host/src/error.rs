@@ -6,6 +6,9 @@ use std::path::PathBuf;
 pub use toolgate_wire::gates::GateError;
 pub use toolgate_wire::protocol::ErrorKind;
 
+/// What made a store operation fail, below toolgate's own words.
+pub type StoreCause = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// Everything that can go wrong at the host library's boundary.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -29,13 +32,18 @@ pub enum Error {
         problem: PluginProblem,
     },
 
-    /// The store file could not be opened or used.
+    /// The store could not be opened or used.
     #[error("store {path}: {message}")]
     Store {
-        /// The redb file.
+        /// The redb file, or the database's URL without its password.
         path: PathBuf,
         /// What went wrong and what to do.
         message: String,
+        /// The engine's or the OS's own error, when there is one: its text
+        /// follows `message` in [`Error::report`] (and in `{:#}`), and a
+        /// caller can look at it (an [`std::io::Error`]'s kind).
+        #[source]
+        cause: Option<StoreCause>,
     },
 
     /// Another process holds the store (redb allows one owner at a time),
@@ -116,6 +124,42 @@ impl From<toolgate_wire::InvalidRequest> for Error {
 }
 
 impl Error {
+    /// A store error with nothing below it.
+    pub(crate) fn store(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
+        Error::Store {
+            path: path.into(),
+            message: message.into(),
+            cause: None,
+        }
+    }
+
+    /// A store error saying what toolgate was doing (`context`), caused by
+    /// `cause`.
+    pub(crate) fn store_caused(
+        path: impl Into<PathBuf>,
+        context: impl Into<String>,
+        cause: impl Into<StoreCause>,
+    ) -> Self {
+        Error::Store {
+            path: path.into(),
+            message: context.into(),
+            cause: Some(cause.into()),
+        }
+    }
+
+    /// This error and every cause below it, joined by `: ` (what a person
+    /// reads; `Display` is this error's own words only).
+    pub fn report(&self) -> String {
+        let mut text = self.to_string();
+        let mut cause = std::error::Error::source(self);
+        while let Some(inner) = cause {
+            text.push_str(": ");
+            text.push_str(&inner.to_string());
+            cause = inner.source();
+        }
+        text
+    }
+
     /// The message the daemon sends for this error: the errors that a
     /// client decodes back into the same variant ([`decode_answer`]) send
     /// only their own message, so the variant's prefix is not said twice.
@@ -126,7 +170,7 @@ impl Error {
             Error::Busy(message) | Error::Request(message) | Error::Unauthorized(message) => {
                 message.clone()
             }
-            other => other.to_string(),
+            other => other.report(),
         }
     }
 

@@ -377,10 +377,9 @@ impl Toolgate {
             now,
         ) {
             Ok(gate) => Ok(Some(gate)),
-            Err(crate::gates::GateError::Storage(message)) => Err(Error::Store {
-                path: self.store.path().to_path_buf(),
-                message,
-            }),
+            Err(crate::gates::GateError::Storage(message)) => {
+                Err(Error::store(self.store.path(), message))
+            }
             Err(_) => Ok(None),
         }
     }

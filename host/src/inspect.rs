@@ -37,9 +37,8 @@ pub struct Inspection {
 
 /// Inspect a `.wasm` file or `bundled:NAME`.
 pub fn inspect(source: &str) -> Result<Inspection> {
-    let scratch = tempfile::tempdir().map_err(|err| Error::Store {
-        path: std::env::temp_dir(),
-        message: format!("cannot make a scratch directory: {err}"),
+    let scratch = tempfile::tempdir().map_err(|err| {
+        Error::store_caused(std::env::temp_dir(), "cannot make a scratch directory", err)
     })?;
     let store = Arc::new(Store::open(&scratch.path().join("inspect.redb"))?);
     let runtime = Runtime::new(None, std::time::Duration::MAX).map_err(|err| Error::Config {

@@ -102,7 +102,7 @@ pub mod fuzzing {
 
 pub use config::Config;
 pub use decision::{Decision, Verdict};
-pub use error::{Error, ErrorKind, PluginProblem, Result};
+pub use error::{Error, ErrorKind, PluginProblem, Result, StoreCause};
 /// The runtimes' adapters at their long-standing paths.
 pub use hooks::{claude_code, cursor, gemini_cli};
 pub use host::{Outcome, ReloadReport, Toolgate};

@@ -470,7 +470,7 @@ impl Daemon {
             Ok(_) => r#"<p class="empty">Nothing is waiting for you.</p>"#.to_string(),
             Err(err) => format!(
                 r#"<p class="notice error" role="alert">The store cannot be read: {}</p>"#,
-                escape(&err.to_string())
+                escape(&err.report())
             ),
         };
         let history: String = {

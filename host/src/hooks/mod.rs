@@ -278,7 +278,7 @@ pub fn handle(host: &Toolgate, runtime: HookRuntime, input: &str, on_error: OnEr
     let mut decision = None;
     let output = drive(host, adapter(runtime), input, &mut decision).unwrap_or_else(|err| {
         tracing::error!(error = %err, "hook failed; answering with the fail mode");
-        runtime.failure_answer(on_error, &err.to_string())
+        runtime.failure_answer(on_error, &err.report())
     });
     Handled {
         output: output.to_string(),

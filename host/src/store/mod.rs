@@ -5,6 +5,7 @@
 //! default.
 
 mod embedded;
+pub mod hygiene;
 mod postgres;
 
 use std::path::Path;
@@ -16,7 +17,7 @@ use crate::decision_log::{LogEntry, LogFilter, PendingLogEntry};
 use crate::error::Result;
 use crate::gates::{GateError, GateKey, GateResolution, PendingGate, RecordedResolution};
 use embedded::RedbStore;
-pub use embedded::hygiene;
+pub use embedded::compact;
 pub use embedded::{DURABLE_WITHIN, EVENT_QUEUE_CAPACITY};
 use hygiene::{Retention, StoreStats, SweepReport};
 
@@ -317,9 +318,8 @@ pub trait Transfer: StateStore + EventStore + GateStore + DecisionLog + Maintena
         match record {
             Record::State { policy, key, value } => self
                 .state_put(&policy, &key, Some(&value), u64::MAX)
-                .map_err(|err| crate::Error::Store {
-                    path: self.path().to_path_buf(),
-                    message: format!("state {policy}/{key}: {err}"),
+                .map_err(|err| {
+                    crate::Error::store_caused(self.path(), format!("state {policy}/{key}"), err)
                 }),
             Record::Event(event) => {
                 self.append_event(event);
@@ -630,5 +630,26 @@ mod tests {
         });
         assert_eq!(buffer.lock().unhashed, bytes);
         assert_eq!(wakes.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn a_store_error_keeps_the_os_error_as_its_cause() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("a-file");
+        std::fs::write(&file, "not a directory").unwrap();
+        let err = Store::open(&file.join("below").join("store.redb")).unwrap_err();
+        let cause = std::error::Error::source(&err).expect("the OS error is kept");
+        let io = cause
+            .downcast_ref::<std::io::Error>()
+            .expect("as the io::Error it was");
+        assert_eq!(io.kind(), std::io::ErrorKind::NotADirectory);
+        // Display is toolgate's words; the report and the wire add the cause.
+        assert!(
+            err.to_string().ends_with("cannot create its directory"),
+            "{err}"
+        );
+        let said = err.wire_message();
+        assert!(said.starts_with(&err.to_string()), "{said}");
+        assert!(said.ends_with(&io.to_string()), "{said}");
     }
 }

@@ -83,7 +83,7 @@ pub fn run(ctx: &Ctx, command: StoreCommand) -> anyhow::Result<ExitCode> {
                     health["pid"]
                 );
             }
-            let (before, after) = toolgate::store::hygiene::compact(&ctx.store_path())?;
+            let (before, after) = toolgate::store::compact(&ctx.store_path())?;
             println!(
                 "compacted {}: {before} → {after} bytes",
                 ctx.store_path().display()

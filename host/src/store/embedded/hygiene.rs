@@ -1,4 +1,5 @@
-//! Store hygiene: nothing a policy or time writes grows without bound.
+//! Store hygiene in the redb file (what is kept is in
+//! [`crate::store::hygiene`]): nothing a policy or time writes grows without bound.
 //!
 //! - Each policy's event stream keeps at most its `limits.events_max`
 //!   events: the writer drops the oldest in the same transaction that goes
@@ -16,13 +17,11 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::Duration;
 
 use redb::{
     Database, ReadableDatabase as _, ReadableTable, ReadableTableMetadata as _, TableDefinition,
     TableHandle as _, WriteTransaction,
 };
-use serde::{Deserialize, Serialize};
 
 use super::gates::RESOLUTIONS;
 use super::{
@@ -30,6 +29,7 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::gates::{PendingGate, RecordedResolution};
+use crate::store::hygiene::{PolicyStats, Retention, StoreStats, SweepReport, TableStats};
 
 /// (policy, seq) → (): a policy's events, oldest first.
 pub(crate) const EVENTS_BY_POLICY: TableDefinition<(&str, u64), ()> =
@@ -42,62 +42,6 @@ pub(crate) const TURN_SEEN: TableDefinition<&str, u64> = TableDefinition::new("t
 /// The most rows one sweep removes from one table, so a sweep never holds
 /// the writer for long; the next sweep goes on.
 const SWEEP_BATCH: usize = 10_000;
-
-/// How long things are kept.
-#[derive(Debug, Clone)]
-pub struct Retention {
-    /// Events kept per policy, by policy name.
-    pub events_max: BTreeMap<String, u64>,
-    /// For a policy not named above.
-    pub default_events_max: u64,
-    /// Events older than this are swept.
-    pub events_max_age: Duration,
-    /// Turn counters of sessions idle this long are swept.
-    pub sessions_max_idle: Duration,
-    /// How often the sweep runs.
-    pub sweep_interval: Duration,
-}
-
-impl Default for Retention {
-    fn default() -> Self {
-        Self {
-            events_max: BTreeMap::new(),
-            default_events_max: 100_000,
-            events_max_age: Duration::from_secs(30 * 24 * 3600),
-            sessions_max_idle: Duration::from_secs(7 * 24 * 3600),
-            sweep_interval: Duration::from_secs(60),
-        }
-    }
-}
-
-impl Retention {
-    /// The retention under `config`: per-plugin event quotas and the
-    /// `[retention]` table.
-    pub fn from_config(config: &crate::Config) -> Self {
-        let events_max = config
-            .effective_plugins()
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(name, plugin)| (name, plugin.limits.events_max))
-            .collect();
-        let secs = Duration::from_secs;
-        let table = &config.retention;
-        Self {
-            events_max,
-            default_events_max: crate::config::Limits::default().events_max,
-            events_max_age: secs(table.events_max_age_secs),
-            sessions_max_idle: secs(table.sessions_max_idle_secs),
-            sweep_interval: secs(table.sweep_interval_secs.max(1)),
-        }
-    }
-
-    fn quota(&self, policy: &str) -> u64 {
-        self.events_max
-            .get(policy)
-            .copied()
-            .unwrap_or(self.default_events_max)
-    }
-}
 
 /// Record `seq` in `policy`'s index and count; then drop its oldest events
 /// past its quota. Runs inside the writer's transaction.
@@ -168,19 +112,6 @@ fn remove_event(txn: &WriteTransaction, seq: u64) -> std::result::Result<bool, r
         counts.insert(policy, count.saturating_sub(1))?;
     }
     Ok(true)
-}
-
-/// What one sweep removed.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SweepReport {
-    /// Events past their age.
-    pub events: u64,
-    /// Expired pending gates.
-    pub gates: u64,
-    /// Expired resolutions.
-    pub resolutions: u64,
-    /// Turn counters of idle sessions.
-    pub sessions: u64,
 }
 
 /// One sweep at `now_ms`, in one write transaction.
@@ -308,35 +239,6 @@ fn sweep_sessions(
     Ok(idle.len() as u64)
 }
 
-/// Sizes of the store, for `toolgate store stats`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct StoreStats {
-    /// The file's size on disk, bytes.
-    pub file_bytes: u64,
-    /// Per table: rows and bytes stored.
-    pub tables: BTreeMap<String, TableStats>,
-    /// Per policy: state bytes and events.
-    pub policies: BTreeMap<String, PolicyStats>,
-}
-
-/// One table's size.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
-pub struct TableStats {
-    /// Rows.
-    pub rows: u64,
-    /// Bytes of keys and values stored.
-    pub stored_bytes: u64,
-}
-
-/// One policy's share of the store.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
-pub struct PolicyStats {
-    /// Bytes of its state namespace.
-    pub state_bytes: u64,
-    /// Events in its stream.
-    pub events: u64,
-}
-
 impl RedbStore {
     /// Sizes per table and per policy.
     pub(super) fn compute_stats(&self) -> Result<StoreStats> {
@@ -388,18 +290,15 @@ impl RedbStore {
 /// gives freed pages back, and the file shrinks.
 pub fn compact(path: &Path) -> Result<(u64, u64)> {
     let before = std::fs::metadata(path).map_or(0, |m| m.len());
-    let error = |message: String| Error::Store {
-        path: path.to_path_buf(),
-        message,
-    };
     let mut db = Database::open(path).map_err(|err| match err {
         redb::DatabaseError::DatabaseAlreadyOpen => Error::StoreBusy {
             path: path.to_path_buf(),
             waited_ms: 0,
         },
-        other => error(other.to_string()),
+        other => super::engine_error(path, other.into()),
     })?;
-    db.compact().map_err(|e| error(e.to_string()))?;
+    db.compact()
+        .map_err(|e| super::engine_error(path, e.into()))?;
     drop(db);
     let after = std::fs::metadata(path).map_or(0, |m| m.len());
     Ok((before, after))

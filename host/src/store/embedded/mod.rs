@@ -10,7 +10,7 @@
 
 mod decisions;
 mod gates;
-pub mod hygiene;
+mod hygiene;
 mod terminals;
 mod transfer;
 
@@ -29,8 +29,9 @@ use super::{
 use crate::config::LogConfig;
 use crate::decision_log::{LogEntry, PendingLogEntry};
 use crate::error::{Error, Result};
+use crate::store::hygiene::{Retention, StoreStats, SweepReport};
 use decisions::{DECISIONS, apply_retention};
-use hygiene::{Retention, SweepReport};
+pub use hygiene::compact;
 
 /// (policy, key) → value.
 const STATE: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("state");
@@ -119,10 +120,8 @@ impl RedbStore {
     /// Fails at once with [`Error::StoreBusy`] if another process holds it.
     pub fn open(path: &Path) -> Result<Self> {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|err| Error::Store {
-                path: path.to_path_buf(),
-                message: format!("cannot create its directory: {err}"),
-            })?;
+            std::fs::create_dir_all(parent)
+                .map_err(|err| Error::store_caused(path, "cannot create its directory", err))?;
         }
         let db = Database::create(path).map_err(|err| open_error(path, err.into()))?;
         let store_err = |err: redb::Error| open_error(path, err);
@@ -175,10 +174,7 @@ impl RedbStore {
                     &writer_dirty,
                 )
             })
-            .map_err(|err| Error::Store {
-                path: path.to_path_buf(),
-                message: format!("cannot start the event writer: {err}"),
-            })?;
+            .map_err(|err| Error::store_caused(path, "cannot start the event writer", err))?;
         Ok(Self {
             db,
             path: path.to_path_buf(),
@@ -205,10 +201,7 @@ impl RedbStore {
     }
 
     pub(crate) fn error(&self, err: impl Into<redb::Error>) -> Error {
-        Error::Store {
-            path: self.path.clone(),
-            message: err.into().to_string(),
-        }
+        engine_error(&self.path, err.into())
     }
 
     /// Run `change` on the state table in one write transaction; it returns
@@ -265,9 +258,12 @@ impl RedbStore {
         };
         serde_json::from_slice(bytes.value())
             .map(Some)
-            .map_err(|err| Error::Store {
-                path: self.path.clone(),
-                message: format!("event {seq} is unreadable ({err}); the file may be damaged"),
+            .map_err(|err| {
+                Error::store_caused(
+                    &self.path,
+                    format!("event {seq} is unreadable; the file may be damaged"),
+                    err,
+                )
             })
     }
 }
@@ -329,7 +325,7 @@ impl Maintenance for RedbStore {
         }
     }
 
-    fn stats(&self) -> Result<hygiene::StoreStats> {
+    fn stats(&self) -> Result<StoreStats> {
         self.compute_stats()
     }
 }
@@ -572,10 +568,7 @@ struct Snapshot {
 
 impl Snapshot {
     fn error(&self, err: impl Into<redb::Error>) -> Error {
-        Error::Store {
-            path: self.path.clone(),
-            message: err.into().to_string(),
-        }
+        engine_error(&self.path, err.into())
     }
 }
 
@@ -628,6 +621,11 @@ fn entry_size(
         .map_or(0, |v| (key.len() + v.value().len()) as i64))
 }
 
+/// What redb said, kept as the cause of toolgate's words.
+pub(super) fn engine_error(path: &Path, err: redb::Error) -> Error {
+    Error::store_caused(path, "the redb file could not be read or written", err)
+}
+
 fn open_error(path: &Path, err: redb::Error) -> Error {
     let message = match err {
         redb::Error::DatabaseAlreadyOpen => {
@@ -644,12 +642,15 @@ fn open_error(path: &Path, err: redb::Error) -> Error {
             "it was written in an old redb file format ({version}); move it aside and toolgate \
              will create a new one"
         ),
-        other => format!("{other}; if the file is not a toolgate store, move it aside"),
+        other => {
+            return Error::store_caused(
+                path,
+                "it cannot be opened; if the file is not a toolgate store, move it aside",
+                other,
+            );
+        }
     };
-    Error::Store {
-        path: path.to_path_buf(),
-        message,
-    }
+    Error::store(path, message)
 }
 
 /// The writer thread: commit queued events and decision-log entries in

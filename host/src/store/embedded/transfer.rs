@@ -37,9 +37,8 @@ impl RedbStore {
 
 /// A stored JSON value, or an error naming the table.
 fn json<T: serde::de::DeserializeOwned>(table: &str, bytes: &[u8]) -> Result<T> {
-    serde_json::from_slice(bytes).map_err(|err| crate::Error::Store {
-        path: table.into(),
-        message: format!("an unreadable row in `{table}`: {err}"),
+    serde_json::from_slice(bytes).map_err(|err| {
+        crate::Error::store_caused(table, format!("an unreadable row in `{table}`"), err)
     })
 }
 

@@ -36,7 +36,6 @@ use std::thread::JoinHandle;
 
 use postgres::{Client, Config as PgConfig, NoTls};
 
-use super::hygiene::{PolicyStats, Retention, StoreStats, SweepReport, TableStats};
 use super::{
     DecisionLog, EVENT_QUEUE_CAPACITY, EventStore, GateStore, LogBuffer, MAX_STATE_ENTRY,
     MAX_STATE_KEY, Maintenance, Settings, StateSnapshot, StateStore, StateWriteError, StoredEvent,
@@ -47,6 +46,7 @@ use crate::decision_log::{LogEntry, LogFilter, PendingLogEntry};
 use crate::error::{Error, Result};
 use crate::gates::{GateError, GateKey, GateResolution, PendingGate, RecordedResolution};
 use crate::locations::redacted_url as redacted;
+use crate::store::hygiene::{PolicyStats, Retention, StoreStats, SweepReport, TableStats};
 use writer::Message;
 
 /// Idle connections kept per host.
@@ -119,17 +119,13 @@ impl Pool {
     /// Parse `url` (a `postgres://` or `postgresql://` URL; unset parts from
     /// `PGHOST`, `PGPORT`, `PGUSER`, `PGPASSWORD`, `PGDATABASE`).
     fn new(url: &str) -> Result<Self> {
-        let mut config: PgConfig = url.parse().map_err(|err| Error::Store {
-            path: PathBuf::from(redacted(url)),
-            message: format!("not a usable PostgreSQL URL: {err}"),
+        let mut config: PgConfig = url.parse().map_err(|err| {
+            Error::store_caused(redacted(url), "not a usable PostgreSQL URL", err)
         })?;
         apply_environment(&mut config);
         let tls = match config.get_ssl_mode() {
             postgres::config::SslMode::Require => {
-                Some(tls::connector().map_err(|message| Error::Store {
-                    path: PathBuf::from(redacted(url)),
-                    message,
-                })?)
+                Some(tls::connector().map_err(|message| Error::store(redacted(url), message))?)
             }
             _ => None,
         };
@@ -162,10 +158,12 @@ impl Pool {
         })
     }
 
+    /// PostgreSQL's error as the message (its `Display` already repeats
+    /// its cause, so [`describe`] says it once) and as the cause.
     pub(crate) fn error(&self, err: postgres::Error) -> Error {
-        Error::Store {
-            path: PathBuf::from(&self.display),
-            message: describe(&err),
+        match err.as_db_error() {
+            Some(_) => Error::store(&self.display, describe(&err)),
+            None => Error::store_caused(&self.display, "PostgreSQL cannot be reached", err),
         }
     }
 }
@@ -239,14 +237,9 @@ impl PostgresStore {
         let writer = std::thread::Builder::new()
             .name("toolgate-pg-writer".into())
             .spawn(move || writer.run(receiver))
-            .map_err(|err| Error::Store {
-                path: path.to_path_buf(),
-                message: format!("cannot start the event writer: {err}"),
-            })?;
-        let reloads = reload::Listener::start(Arc::clone(&pool)).map_err(|err| Error::Store {
-            path: path.to_path_buf(),
-            message: format!("cannot listen for fleet reloads: {err}"),
-        })?;
+            .map_err(|err| Error::store_caused(path, "cannot start the event writer", err))?;
+        let reloads = reload::Listener::start(Arc::clone(&pool))
+            .map_err(|err| Error::store_caused(path, "cannot listen for fleet reloads", err))?;
         Ok(Self {
             reloads,
             pool,
@@ -750,10 +743,7 @@ impl DecisionLog for PostgresStore {
             .verdict
             .map(|v| writer::verdict_name(&v))
             .transpose()
-            .map_err(|message| Error::Store {
-                path: self.path.clone(),
-                message,
-            })?;
+            .map_err(|message| Error::store(&self.path, message))?;
         let mut client = self.pool.get()?;
         let rows = client
             .query(

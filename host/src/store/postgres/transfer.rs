@@ -9,9 +9,8 @@ const PAGE: i64 = 1000;
 
 /// A stored JSON body, or an error naming the table.
 fn json<T: serde::de::DeserializeOwned>(table: &str, bytes: &[u8]) -> Result<T> {
-    serde_json::from_slice(bytes).map_err(|err| crate::Error::Store {
-        path: table.into(),
-        message: format!("an unreadable row in `{table}`: {err}"),
+    serde_json::from_slice(bytes).map_err(|err| {
+        crate::Error::store_caused(table, format!("an unreadable row in `{table}`"), err)
     })
 }
 
