@@ -179,9 +179,16 @@ fn only_hooks_knows_the_runtimes() {
             }
             let text = std::fs::read_to_string(&path).unwrap();
             for (n, line) in text.lines().enumerate() {
-                let names_one = ["ClaudeCode", "GeminiCli", "Cursor"]
-                    .iter()
-                    .any(|v| line.contains(&format!("HookRuntime::{v}")));
+                let names_one = [
+                    "ClaudeCode",
+                    "GeminiCli",
+                    "Cursor",
+                    "Codex",
+                    "Copilot",
+                    "OpenCode",
+                ]
+                .iter()
+                .any(|v| line.contains(&format!("HookRuntime::{v}")));
                 let the_cli_mapping = line.contains("HookCommand::");
                 if names_one && !the_cli_mapping {
                     found.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
@@ -194,4 +201,68 @@ fn only_hooks_knows_the_runtimes() {
         "a runtime named outside hooks/:\n{}",
         found.join("\n")
     );
+}
+
+#[test]
+fn a_policys_capabilities_hold_only_their_store_roles() {
+    // The host calls a guest can make reach the store through one role
+    // each (`Role<dyn StateStore>`, `Role<dyn EventStore>`): nothing a
+    // policy can call holds a handle that takes gates, reads the decision
+    // log or the agents' terminals, or imports and exports the store.
+    let other_roles = [
+        "GateStore",
+        "DecisionLog",
+        "TurnStore",
+        "TerminalStore",
+        "Maintenance",
+        "Transfer",
+        "Backend",
+        "Arc<Store>",
+        "store::Store",
+    ];
+    let mut capability_files = 0;
+    let mut found = Vec::new();
+    for (_, path, code) in library_sources() {
+        let code = if path.starts_with("capabilities/") {
+            capability_files += 1;
+            code
+        } else if path == "sandbox.rs" {
+            // The context every capability reads: its fields.
+            let start = code
+                .find("pub(crate) struct CallContext")
+                .expect("sandbox.rs defines CallContext: update this test");
+            let end = start + code[start..].find("\n}").unwrap();
+            code[start..end].to_string()
+        } else {
+            continue;
+        };
+        for (n, line) in code.lines().enumerate() {
+            if line.trim_start().starts_with("//") {
+                continue;
+            }
+            if let Some(role) = other_roles.iter().find(|r| names_word(line, r)) {
+                found.push(format!("{path}:{}: {role}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        capability_files > 0,
+        "the capabilities moved: update this test"
+    );
+    assert!(
+        found.is_empty(),
+        "a capability reaches more of the store than its role:\n{}",
+        found.join("\n")
+    );
+}
+
+/// Whether `line` names `word` as a whole identifier (`Store`, not
+/// `StoredEvent`).
+fn names_word(line: &str, word: &str) -> bool {
+    let is_ident = |c: char| c.is_alphanumeric() || c == '_';
+    line.match_indices(word).any(|(at, _)| {
+        let before = line[..at].chars().next_back();
+        let after = line[at + word.len()..].chars().next();
+        !before.is_some_and(is_ident) && !after.is_some_and(is_ident)
+    })
 }

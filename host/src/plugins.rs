@@ -229,7 +229,7 @@ impl Plugin {
         let call = CallContext::new(
             self.name.clone(),
             &self.limits,
-            store.clone(),
+            store,
             self.config.clone(),
             request.and_then(|r| r.transcript_path.clone()),
             transcript_cap,
@@ -277,7 +277,7 @@ impl Plugin {
                 let call = CallContext::new(
                     plugin.name.clone(),
                     &plugin.limits,
-                    store.clone(),
+                    &store,
                     plugin.config.clone(),
                     None,
                     0,
@@ -349,7 +349,7 @@ pub(crate) fn load(
     let call = CallContext::new(
         name.clone(),
         &entry.limits,
-        ctx.store.clone(),
+        ctx.store,
         Arc::from([]),
         None,
         0,

@@ -19,7 +19,7 @@ use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use crate::config::Limits;
-use crate::store::Store;
+use crate::store::{EventStore, Role, StateStore, Store};
 
 /// Everything a policy's store holds for one evaluation.
 pub(crate) struct SandboxState {
@@ -245,7 +245,10 @@ impl tokio::io::AsyncWrite for LogSink {
 pub(crate) struct CallContext {
     /// The plugin's name: its namespace.
     pub policy: Arc<str>,
-    pub store: Arc<Store>,
+    /// The store's state role: the state capability reaches nothing else.
+    pub state: Role<dyn StateStore>,
+    /// The store's event role: the events capability reaches nothing else.
+    pub events: Role<dyn EventStore>,
     /// The policy's config table, as `wasi:config/store` serves it.
     pub config: Arc<[(String, String)]>,
     /// Byte cap on the policy's state namespace.
@@ -276,14 +279,15 @@ impl CallContext {
     pub(crate) fn new(
         policy: Arc<str>,
         limits: &Limits,
-        store: Arc<Store>,
+        store: &Arc<Store>,
         config: Arc<[(String, String)]>,
         transcript: Option<PathBuf>,
         transcript_cap: u32,
     ) -> Self {
         Self {
             policy,
-            store,
+            state: store.state_role(),
+            events: store.event_role(),
             config,
             state_quota: limits.state_max_bytes,
             transcript,

@@ -69,7 +69,7 @@ impl Host for SandboxState {
             return;
         }
         call.events_appended += 1;
-        call.store.append_event(StoredEvent {
+        call.events.append_event(StoredEvent {
             policy: call.policy.to_string(),
             session_id: cut(event.session_id, MAX_FIELD),
             turn: event.turn,
@@ -90,7 +90,7 @@ impl Host for SandboxState {
         exclude_kinds: Vec<String>,
     ) -> Result<Vec<Event>, EventsError> {
         let call = &self.call;
-        call.store
+        call.events
             .session_recent(
                 &call.policy,
                 &cut(session_id, MAX_FIELD),
@@ -109,7 +109,7 @@ impl Host for SandboxState {
         exclude_kinds: Vec<String>,
     ) -> Result<Vec<Event>, EventsError> {
         let call = &self.call;
-        call.store
+        call.events
             .tool_history(
                 &call.policy,
                 &cut(tool, MAX_FIELD),

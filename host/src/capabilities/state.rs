@@ -28,7 +28,7 @@ impl SandboxState {
         let call = &mut self.call;
         if call.reads.is_none() {
             let snapshot = call
-                .store
+                .state
                 .state_snapshot(&call.policy)
                 .map_err(|err| read_failed(&call.policy, err))?;
             call.reads = Some(snapshot);
@@ -101,7 +101,7 @@ impl Host for SandboxState {
         refuse_nul(&key)?;
         let call = &self.call;
         let written = call
-            .store
+            .state
             .state_put(&call.policy, &key, Some(&value), call.state_quota);
         Ok(self.wrote(written)?)
     }
@@ -110,7 +110,7 @@ impl Host for SandboxState {
         refuse_nul(&key)?;
         let call = &self.call;
         let written = call
-            .store
+            .state
             .state_put(&call.policy, &key, None, call.state_quota);
         Ok(self.wrote(written)?)
     }
@@ -129,7 +129,7 @@ impl Host for SandboxState {
         refuse_nul(&key)?;
         let call = &self.call;
         let written = call
-            .store
+            .state
             .state_try_increment(&call.policy, &key, limit, call.state_quota);
         Ok(self.wrote(written)?)
     }

@@ -533,7 +533,54 @@ impl std::ops::Deref for Store {
     }
 }
 
+/// One role of a shared store, for a holder that must reach nothing else:
+/// a policy's capabilities get [`Store::state_role`] and
+/// [`Store::event_role`], so no guest-facing code holds a handle that can
+/// take a gate or read the decision log.
+pub(crate) struct Role<R: ?Sized + 'static> {
+    store: std::sync::Arc<Store>,
+    view: for<'a> fn(&'a (dyn Backend + 'static)) -> &'a R,
+}
+
+impl<R: ?Sized> std::ops::Deref for Role<R> {
+    type Target = R;
+
+    fn deref(&self) -> &R {
+        (self.view)(&**self.store)
+    }
+}
+
+impl<R: ?Sized> std::fmt::Debug for Role<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Role").field(&self.store).finish()
+    }
+}
+
+fn as_state<'a>(backend: &'a (dyn Backend + 'static)) -> &'a (dyn StateStore + 'static) {
+    backend
+}
+
+fn as_events<'a>(backend: &'a (dyn Backend + 'static)) -> &'a (dyn EventStore + 'static) {
+    backend
+}
+
 impl Store {
+    /// The policy-state role of this store, and nothing else.
+    pub(crate) fn state_role(self: &std::sync::Arc<Self>) -> Role<dyn StateStore> {
+        Role {
+            store: std::sync::Arc::clone(self),
+            view: as_state,
+        }
+    }
+
+    /// The event-stream role of this store, and nothing else.
+    pub(crate) fn event_role(self: &std::sync::Arc<Self>) -> Role<dyn EventStore> {
+        Role {
+            store: std::sync::Arc::clone(self),
+            view: as_events,
+        }
+    }
+
     /// Open (or create) the redb store at `path`, waiting up to `wait` while
     /// another process holds it (redb allows one owner at a time), then
     /// failing with [`Error::StoreBusy`](crate::Error::StoreBusy).
