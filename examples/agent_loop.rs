@@ -20,7 +20,7 @@ async fn main() -> anyhow::Result<()> {
     let dir = std::env::temp_dir().join(format!("toolgate-agent-loop-{}", std::process::id()));
     let host = Arc::new(Toolgate::open(
         Config::bundled_default()?,
-        Some(dir.join("agent.redb")),
+        Some(dir.join("agent.redb").into()),
     )?);
 
     let script = [

@@ -408,7 +408,7 @@ fn install_prints_and_merges_settings() {
         .unwrap();
     let ran = shell.wait_with_output().unwrap();
     assert!(ran.status.success() && ran.stdout == b"{}\n", "{ran:?}");
-    let stop = Client::new(toolgate::daemon::socket_for_store(&dir.join("cc.redb")));
+    let stop = Client::new(toolgate::daemon::socket_for_store(dir.join("cc.redb")));
     let pid = stop.call(&DaemonRequest::Health).unwrap()["pid"].to_string();
     let _ = Command::new("kill").args(["-TERM", &pid]).status();
     let settings = dir.join(".claude/settings.json");

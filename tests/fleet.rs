@@ -225,7 +225,7 @@ fn store_copy_moves_everything_from_redb_to_postgres_and_back() {
             common::scripted("approver", 1, "verdict = \"pause\"\nreason = \"Deploy?\"")
         );
         let (config, _config_dir) = config(&body);
-        let host = Toolgate::open(config, Some(original.clone())).unwrap();
+        let host = Toolgate::open(config, Some(original.clone().into())).unwrap();
         let mut deploy = call("deploy", json!({}));
         deploy.call_id = Some("toolu_1".into());
         let paused = host.evaluate(&deploy).unwrap();

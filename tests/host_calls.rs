@@ -241,7 +241,7 @@ fn reads_are_capped_whatever_limit_the_policy_asks() {
         "[plugins.hostile]\npath = {:?}\n[plugins.hostile.config]\nattack = \"read-max\"\n",
         guest("hostile-policy").display().to_string()
     ));
-    let host = Toolgate::open(config, Some(dir.path().join("toolgate.redb"))).unwrap();
+    let host = Toolgate::open(config, Some(dir.path().join("toolgate.redb").into())).unwrap();
     let notes = notes(&host, &call("attack", json!({})));
     assert_eq!(notes, ["read-max: 0 keys, 1000 events"]);
 }
@@ -353,7 +353,7 @@ fn a_host_dropped_while_making_spares_lets_go_of_its_store() {
         let plugin = hostile_plugin("remember-far", "spare_instances = 16");
         // Not waiting for a store another holder has open.
         let (config, _config_dir) = common::config(&format!("store_wait_ms = 0\n{plugin}"));
-        let host = Toolgate::open(config, Some(store.clone()))
+        let host = Toolgate::open(config, Some(store.clone().into()))
             .unwrap_or_else(|err| panic!("round {round}: {err}"));
         let harmless = call("Read", json!({"file_path": "README.md"}));
         host.evaluate(&harmless).unwrap();

@@ -197,7 +197,7 @@ fn a_corrupt_cache_entry_is_recompiled_not_trusted() {
     );
     let start = |body: &str| {
         let config = toolgate::Config::parse(body, "cache test", dir.path().to_path_buf()).unwrap();
-        toolgate::Toolgate::open(config, Some(dir.path().join("s.redb"))).unwrap()
+        toolgate::Toolgate::open(config, Some(dir.path().join("s.redb").into())).unwrap()
     };
     drop(start(&body));
     let entries: Vec<_> = std::fs::read_dir(&cache)

@@ -89,7 +89,10 @@ impl Scene {
         ));
         let config = self.path("toolgate.toml");
         std::fs::write(&config, text).unwrap();
-        Toolgate::open(Config::load(&config)?, Some(self.path("toolgate.redb")))
+        Toolgate::open(
+            Config::load(&config)?,
+            Some(self.path("toolgate.redb").into()),
+        )
     }
 
     /// The cache of pulled plugins beside this scene's store.

@@ -38,7 +38,7 @@ fn flip_host(first: &str) -> (Arc<Toolgate>, tempfile::TempDir, PathBuf) {
     .unwrap();
     let host = Toolgate::open(
         Config::load(&config).unwrap(),
-        Some(dir.path().join("s.redb")),
+        Some(dir.path().join("s.redb").into()),
     )
     .unwrap();
     (Arc::new(host), dir, plugin)
@@ -183,7 +183,7 @@ fn the_watcher_picks_up_a_new_file_and_a_new_plugin_in_plugin_dir() {
     let host = Arc::new(
         Toolgate::open(
             Config::load(&config).unwrap(),
-            Some(dir.path().join("s.redb")),
+            Some(dir.path().join("s.redb").into()),
         )
         .unwrap(),
     );

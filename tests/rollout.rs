@@ -164,9 +164,11 @@ fn a_replay_against_a_stricter_config_reports_exactly_the_calls_it_would_deny() 
     // A recorded day of an autonomous agent's calls.
     let mut greps = Vec::new();
     {
-        let host =
-            toolgate::Toolgate::open(toolgate::Config::load(&live).unwrap(), Some(store.clone()))
-                .unwrap();
+        let host = toolgate::Toolgate::open(
+            toolgate::Config::load(&live).unwrap(),
+            Some(store.clone().into()),
+        )
+        .unwrap();
         for i in 0..30 {
             let tool = ["Read", "Grep", "Glob"][i % 3];
             let mut request = call(tool, json!({"path": format!("src/{i}.rs")}));

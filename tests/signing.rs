@@ -45,7 +45,7 @@ fn open(dir: &Path, file: &Path, trusted: &str) -> toolgate::Result<Toolgate> {
     ));
     let path = dir.join("toolgate.toml");
     std::fs::write(&path, text).unwrap();
-    Toolgate::open(Config::load(&path)?, Some(dir.join("store.redb")))
+    Toolgate::open(Config::load(&path)?, Some(dir.join("store.redb").into()))
 }
 
 fn refusal(result: toolgate::Result<Toolgate>) -> String {

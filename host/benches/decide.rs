@@ -149,7 +149,7 @@ fn bundled_config(dir: &Path, probe: Option<&str>, max_probes: u32, extra: &str)
 }
 
 fn open(config: Config, dir: &Path, store: &str) -> Toolgate {
-    Toolgate::open(config, Some(dir.join(store))).unwrap()
+    Toolgate::open(config, Some(dir.join(store).into())).unwrap()
 }
 
 /// 100 000 sentinel events over 1 000 sessions and 1 000 leases.

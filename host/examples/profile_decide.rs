@@ -49,7 +49,7 @@ fn main() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let host = Toolgate::open(
         config(dir.path(), allow_only)?,
-        Some(dir.path().join("p.redb")),
+        Some(dir.path().join("p.redb").into()),
     )?;
     if allow_only == 0 {
         for thread in 0..1000 {

@@ -4,7 +4,7 @@
 //! Unknown keys are errors (a typo must not silently disable a limit), and
 //! every error names the file, the key and the fix.
 
-use crate::locations::default_dir;
+use crate::locations::{StoreLocation, default_dir};
 use std::collections::BTreeMap;
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
@@ -759,13 +759,16 @@ impl Config {
             .map_or_else(|| "<bundled default>".into(), |p| p.display().to_string())
     }
 
-    /// The store: the config's (a redb path, or a `postgres://` URL kept as
-    /// it is), else the default redb file.
-    pub fn store_path(&self) -> PathBuf {
-        match &self.store {
-            Some(url) if crate::locations::is_database_url(url) => url.clone(),
-            Some(path) => self.resolve(path),
-            None => default_dir("XDG_STATE_HOME", ".local/state").join("toolgate.redb"),
+    /// The store: the config's (a redb path resolved against the config's
+    /// directory, or a `postgres://` URL as it is), else the default redb
+    /// file.
+    pub fn store_location(&self) -> StoreLocation {
+        match self.store.as_deref().map(StoreLocation::from) {
+            Some(StoreLocation::File(path)) => StoreLocation::File(self.resolve(&path)),
+            Some(database) => database,
+            None => StoreLocation::File(
+                default_dir("XDG_STATE_HOME", ".local/state").join("toolgate.redb"),
+            ),
         }
     }
 
@@ -783,11 +786,11 @@ impl Config {
     /// Where plugins pulled from OCI registries are kept for the store
     /// at `store`: `oci_dir`, else `STORE.oci/` beside it (owned as the
     /// store is, so whoever may not touch the store may not touch these).
-    pub fn oci_cache_path(&self, store: &Path) -> PathBuf {
+    pub fn oci_cache_path(&self, store: &StoreLocation) -> PathBuf {
         match &self.oci_dir {
             Some(dir) => self.resolve(dir),
             None => {
-                let mut beside = crate::locations::local_store_name(store).into_os_string();
+                let mut beside = store.local_name().into_os_string();
                 beside.push(".oci");
                 beside.into()
             }
@@ -899,8 +902,8 @@ mod tests {
     fn relative_paths_resolve_against_the_config_dir() {
         let config = parse("store = \"data/t.redb\"\n").unwrap();
         assert_eq!(
-            config.store_path(),
-            PathBuf::from("/etc/toolgate/data/t.redb")
+            config.store_location(),
+            StoreLocation::File("/etc/toolgate/data/t.redb".into())
         );
     }
 

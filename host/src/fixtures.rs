@@ -190,7 +190,7 @@ fn run_case(
     entry.config = case.config.clone().unwrap_or_else(|| file_config.clone());
     config.plugins.insert(UNDER_TEST.to_string(), entry);
     let outcome = (|| -> Result<CaseOutcome> {
-        let host = Toolgate::open(config, Some(scratch.join("fixture.redb")))?;
+        let host = Toolgate::open(config, Some(scratch.join("fixture.redb").into()))?;
         let store = host.store();
         for (key, value) in &case.state {
             store

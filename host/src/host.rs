@@ -4,7 +4,6 @@
 //! callers use `spawn_blocking`.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -18,6 +17,7 @@ use crate::decision::{Decision, RiskReport};
 use crate::decision_log::PendingLogEntry;
 use crate::error::{Error, Result};
 use crate::gates::{GateKey, GateResolution, PendingGate};
+use crate::locations::StoreLocation;
 use crate::memo::BoundedMap;
 use crate::pipeline::{self, Env};
 use crate::plugins::{self, Plugin, PluginSet};
@@ -102,12 +102,12 @@ impl std::fmt::Debug for Toolgate {
 
 impl Toolgate {
     /// Open the store and load every enabled plugin. `store` overrides the
-    /// config's store path. Any plugin that fails to load fails the whole
+    /// config's store. Any plugin that fails to load fails the whole
     /// start, with a message naming it.
-    pub fn open(config: Config, store: Option<PathBuf>) -> Result<Self> {
-        let store_path = store.unwrap_or_else(|| config.store_path());
+    pub fn open(config: Config, store: Option<StoreLocation>) -> Result<Self> {
+        let location = store.unwrap_or_else(|| config.store_location());
         let wait = Duration::from_millis(config.store_wait_ms);
-        let store = Arc::new(Store::open_location(&store_path, wait)?);
+        let store = Arc::new(Store::open_location(&location, wait)?);
         store.set_log_config(config.log);
         store.set_retention(crate::store::hygiene::Retention::from_config(&config));
         let cache_max_age = Duration::from_secs(config.retention.cache_max_age_days * 24 * 3600);

@@ -46,7 +46,7 @@ pub fn inspect(source: &str) -> Result<Inspection> {
         message: format!("cannot create the wasm engine: {err:#}"),
     })?;
     let default = crate::Config::bundled_default()?;
-    let oci_cache = default.oci_cache_path(&default.store_path());
+    let oci_cache = default.oci_cache_path(&default.store_location());
     let ctx = LoadContext {
         runtime: &runtime,
         store: &store,

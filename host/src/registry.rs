@@ -119,7 +119,7 @@ impl Registry {
         runtime: &Runtime,
         store: &Arc<Store>,
     ) -> Result<(PluginSet, ReloadReport)> {
-        let oci_cache = config.oci_cache_path(store.path());
+        let oci_cache = config.oci_cache_path(&store.path().into());
         let ctx = LoadContext {
             runtime,
             store,

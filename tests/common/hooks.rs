@@ -31,7 +31,7 @@ impl Setup {
     }
 
     pub fn socket(&self) -> PathBuf {
-        socket_for_store(&self.store())
+        socket_for_store(self.store())
     }
 
     pub fn command(&self) -> Command {

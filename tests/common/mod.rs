@@ -83,7 +83,7 @@ pub fn host(body: &str) -> TestHost {
 pub fn try_host(body: &str) -> Result<TestHost, toolgate::Error> {
     let (config, dir) = config(body);
     let store = dir.path().join("toolgate.redb");
-    Toolgate::open(config, Some(store)).map(|host| TestHost { host, dir })
+    Toolgate::open(config, Some(store.into())).map(|host| TestHost { host, dir })
 }
 
 /// A `[plugins.NAME]` table for the scripted test policy.

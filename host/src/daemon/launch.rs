@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::client::{Client, socket_for_store};
+use super::client::Client;
 use crate::error::{Error, Result};
 
 /// How to start the daemon of one store.
@@ -39,9 +39,13 @@ pub struct Launcher {
 impl Launcher {
     /// A launcher for `store`'s daemon run by `program` with `args` (the
     /// arguments before `serve`, e.g. `--config FILE --store FILE`).
-    pub fn new(store: &Path, program: impl Into<OsString>, args: Vec<OsString>) -> Self {
-        let socket = socket_for_store(store);
-        let local = crate::locations::local_store_name(store);
+    pub fn new(
+        store: &crate::locations::StoreLocation,
+        program: impl Into<OsString>,
+        args: Vec<OsString>,
+    ) -> Self {
+        let socket = store.socket();
+        let local = store.local_name();
         let beside = |suffix: &str| {
             let mut path = local.as_os_str().to_owned();
             path.push(suffix);

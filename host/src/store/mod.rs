@@ -225,8 +225,11 @@ pub trait Maintenance {
     fn sweep(&self) -> Result<SweepReport>;
     /// The decision log's settings.
     fn log_config(&self) -> LogConfig;
-    /// The local path that names this store: the redb file. The daemon's
-    /// socket and the self-protection guard are placed by it.
+    /// The local path that names this store
+    /// ([`StoreLocation::local_name`](crate::locations::StoreLocation::local_name)):
+    /// the redb file, or for a database the path standing for it on this
+    /// machine. The daemon's socket and the self-protection guard are
+    /// placed by it.
     fn path(&self) -> &Path;
     /// Events (and log entries) dropped because a queue was full.
     fn dropped_events(&self) -> u64;
@@ -596,15 +599,16 @@ impl Store {
         RedbStore::open(path).map(|s| Self(Box::new(s)))
     }
 
-    /// Open the store `location` names: a `postgres://` URL connects to
-    /// that database, anything else is a redb file (waiting up to `wait`
-    /// while another process holds it).
-    pub fn open_location(location: &Path, wait: std::time::Duration) -> Result<Self> {
-        if crate::locations::is_database_url(location) {
-            let local = crate::locations::local_store_name(location);
-            Self::connect(&location.to_string_lossy(), &local)
-        } else {
-            Self::open_waiting(location, wait)
+    /// Open the store at `location`: connect to a database, or open a redb
+    /// file (waiting up to `wait` while another process holds it).
+    pub fn open_location(
+        location: &crate::locations::StoreLocation,
+        wait: std::time::Duration,
+    ) -> Result<Self> {
+        use crate::locations::StoreLocation;
+        match location {
+            StoreLocation::Database(url) => Self::connect(url, &location.local_name()),
+            StoreLocation::File(path) => Self::open_waiting(path, wait),
         }
     }
 

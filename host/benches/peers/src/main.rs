@@ -113,7 +113,7 @@ fn toolgate_host(dir: &std::path::Path) -> Toolgate {
         cache = dir.join("cache").display().to_string()
     );
     let config = Config::parse(&text, "peers", dir.to_path_buf()).unwrap();
-    let host = Toolgate::open(config, Some(dir.join("peers.redb"))).unwrap();
+    let host = Toolgate::open(config, Some(dir.join("peers.redb").into())).unwrap();
     for thread in 0..THREADS {
         let grant = json!({"thread": format!("t-{thread}"), "actions": leases(thread)});
         host.command("lease-gate", "lease-grant", &grant.to_string())

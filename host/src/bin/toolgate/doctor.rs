@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use serde_json::Value;
-use toolgate::daemon::{Client, ConfigIdentity, DaemonRequest, socket_for_store};
+use toolgate::daemon::{Client, ConfigIdentity, DaemonRequest};
+use toolgate::locations::StoreLocation;
 
 #[derive(clap::Args)]
 pub struct DoctorArgs {
@@ -351,12 +352,12 @@ fn check_daemon(config: Option<&Path>, store: Option<&Path>) -> Finding {
             );
         }
     };
-    let store = store.map_or_else(|| loaded.store_path(), Path::to_path_buf);
+    let store = store.map_or_else(|| loaded.store_location(), StoreLocation::from);
     let socket = loaded
         .daemon
         .socket
         .clone()
-        .unwrap_or_else(|| socket_for_store(&store));
+        .unwrap_or_else(|| store.socket());
     let mut client = Client::new(&socket);
     if let Some(uid) = loaded
         .daemon

@@ -270,7 +270,7 @@ fn in_process(runtime: HookRuntime, ctx: &Ctx, input: &str, on_error: OnError) -
     };
     let answered = match event.needs() {
         Needs::Nothing => Ok("{}".to_string()),
-        Needs::Store => Store::open_location(&ctx.store_path(), store_wait(&ctx.config))
+        Needs::Store => Store::open_location(&ctx.store_location(), store_wait(&ctx.config))
             .and_then(|store| store.next_turn(&event.session))
             .map(|_| adapter.new_turn_answer().to_string())
             .map_err(anyhow::Error::from),
@@ -309,8 +309,11 @@ pub fn settings(
         words.extend(["--config".into(), config.display().to_string()]);
     }
     if let Some(store) = &ctx.store_override {
-        let store = std::path::absolute(store)?;
-        words.extend(["--store".into(), store.display().to_string()]);
+        let store = crate::target::absolute_store(store.clone())?;
+        words.extend([
+            "--store".into(),
+            store.as_argument().to_string_lossy().into_owned(),
+        ]);
     }
     words.extend(["hook".into(), runtime.name().into()]);
     if let Some(socket) = connect {

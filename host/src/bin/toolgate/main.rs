@@ -30,6 +30,7 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use toolgate::Config;
 use toolgate::daemon::DaemonRequest;
+use toolgate::locations::StoreLocation;
 
 use crate::target::Ctx;
 
@@ -49,7 +50,7 @@ struct Cli {
     #[arg(long, global = true, value_name = "FILE")]
     config: Option<PathBuf>,
 
-    /// The store (redb file); overrides the config's `store`.
+    /// The store (a redb file or a `postgres://` URL); overrides the config's `store`.
     #[arg(long, global = true, value_name = "FILE")]
     store: Option<PathBuf>,
 
@@ -183,7 +184,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let ctx = Ctx {
         config,
         config_path: cli.config.clone(),
-        store_override: cli.store.clone(),
+        store_override: cli.store.as_deref().map(StoreLocation::from),
     };
     match cli.command {
         Subcommands::Hook(hook::HookCommand::Install {

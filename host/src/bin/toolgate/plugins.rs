@@ -124,7 +124,7 @@ pub fn pull(
     out: Option<&std::path::Path>,
 ) -> anyhow::Result<ExitCode> {
     let reference = toolgate::oci::Reference::parse(reference).map_err(anyhow::Error::msg)?;
-    let cache = ctx.config.oci_cache_path(&ctx.store_path());
+    let cache = ctx.config.oci_cache_path(&ctx.store_location());
     let pulled = toolgate::oci::pull(&reference, &cache)
         .map_err(|why| anyhow::anyhow!("cannot pull {reference}: {why}"))?;
     if let Some(out) = out {

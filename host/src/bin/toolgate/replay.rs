@@ -70,11 +70,19 @@ pub fn run(ctx: &Ctx, args: &ReplayArgs) -> anyhow::Result<ExitCode> {
     // A scratch copy of the store: the candidate's writes touch nothing live.
     let scratch = tempfile::tempdir().context("cannot make a scratch directory")?;
     let copy = scratch.path().join("replay.redb");
-    if ctx.store_path().exists() {
-        std::fs::copy(ctx.store_path(), &copy)
-            .with_context(|| format!("cannot copy {}", ctx.store_path().display()))?;
+    let store = ctx.store_location();
+    let Some(file) = store.file() else {
+        anyhow::bail!(
+            "replay runs the candidate over a scratch copy of a redb store; copy the database \
+             to a file first (`toolgate store copy --from {store} --to FILE`), then replay with \
+             --store FILE"
+        );
+    };
+    if file.exists() {
+        std::fs::copy(file, &copy).with_context(|| format!("cannot copy {store}"))?;
     }
-    let host = Toolgate::open(candidate, Some(copy)).context("cannot start the candidate")?;
+    let host =
+        Toolgate::open(candidate, Some(copy.into())).context("cannot start the candidate")?;
     let report = toolgate::replay::replay(&entries, &host)?;
 
     if args.json {

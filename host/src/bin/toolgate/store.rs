@@ -2,12 +2,13 @@
 //! between backends.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
 
 use toolgate::daemon::{Client, DaemonRequest};
+use toolgate::locations::StoreLocation;
 use toolgate::store::hygiene::StoreStats;
 use toolgate::store::{Record, Store};
 
@@ -69,13 +70,14 @@ pub fn run(ctx: &Ctx, command: StoreCommand) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        StoreCommand::Copy { from, to } => copy(ctx, &from, &to),
+        StoreCommand::Copy { from, to } => copy(ctx, &from.into(), &to.into()),
         StoreCommand::Compact => {
-            if toolgate::locations::is_database_url(&ctx.store_path()) {
+            let store = ctx.store_location();
+            let Some(file) = store.file() else {
                 anyhow::bail!(
                     "compact is for a redb file; a PostgreSQL store gives space back with VACUUM"
                 );
-            }
+            };
             let socket = ctx.socket(None);
             if let Ok(health) = Client::new(&socket).call(&DaemonRequest::Health) {
                 anyhow::bail!(
@@ -83,11 +85,8 @@ pub fn run(ctx: &Ctx, command: StoreCommand) -> anyhow::Result<ExitCode> {
                     health["pid"]
                 );
             }
-            let (before, after) = toolgate::store::compact(&ctx.store_path())?;
-            println!(
-                "compacted {}: {before} → {after} bytes",
-                ctx.store_path().display()
-            );
+            let (before, after) = toolgate::store::compact(file)?;
+            println!("compacted {store}: {before} → {after} bytes");
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -97,13 +96,12 @@ pub fn run(ctx: &Ctx, command: StoreCommand) -> anyhow::Result<ExitCode> {
 /// under its queue's capacity, so a copy never drops one.
 const COPY_FLUSH_EVERY: usize = 1000;
 
-fn copy(ctx: &Ctx, from: &Path, to: &Path) -> anyhow::Result<ExitCode> {
+fn copy(ctx: &Ctx, from: &StoreLocation, to: &StoreLocation) -> anyhow::Result<ExitCode> {
     let wait = crate::target::store_wait(&ctx.config);
-    let name = |p: &Path| toolgate::locations::redacted_url(&p.to_string_lossy());
     let source = Store::open_location(from, wait)
-        .with_context(|| format!("cannot open the source {}", name(from)))?;
+        .with_context(|| format!("cannot open the source {from}"))?;
     let destination = Store::open_location(to, wait)
-        .with_context(|| format!("cannot open the destination {}", name(to)))?;
+        .with_context(|| format!("cannot open the destination {to}"))?;
     let mut occupied = false;
     let _ = destination.export(&mut |_| {
         occupied = true;
@@ -112,7 +110,7 @@ fn copy(ctx: &Ctx, from: &Path, to: &Path) -> anyhow::Result<ExitCode> {
     if occupied {
         anyhow::bail!(
             "the destination {} is not empty; copy into a new file or an empty database",
-            name(to)
+            to
         );
     }
     let mut counts: BTreeMap<&'static str, u64> = BTreeMap::new();
@@ -142,10 +140,10 @@ fn copy(ctx: &Ctx, from: &Path, to: &Path) -> anyhow::Result<ExitCode> {
     if dropped > 0 {
         anyhow::bail!(
             "{dropped} events or log entries could not be written to {}",
-            name(to)
+            to
         );
     }
-    println!("copied {} to {}:", name(from), name(to));
+    println!("copied {} to {}:", from, to);
     for (kind, n) in &counts {
         println!("  {n:>10} {kind}");
     }

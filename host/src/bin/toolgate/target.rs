@@ -9,9 +9,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 use serde_json::Value;
 use toolgate::daemon::launch::Launcher;
-use toolgate::daemon::{
-    Client, ConfigIdentity, Daemon, DaemonOptions, DaemonRequest, socket_for_store,
-};
+use toolgate::daemon::{Client, ConfigIdentity, Daemon, DaemonOptions, DaemonRequest};
+use toolgate::locations::StoreLocation;
 use toolgate::{Config, Toolgate};
 
 /// What every command knows: the config and the store it names.
@@ -19,8 +18,8 @@ pub struct Ctx {
     pub config: Config,
     /// The --config file, if one was given.
     pub config_path: Option<PathBuf>,
-    /// The --store file, if one was given.
-    pub store_override: Option<PathBuf>,
+    /// The --store location, if one was given.
+    pub store_override: Option<StoreLocation>,
 }
 
 /// A daemon's client, or a host in this process that answers the same
@@ -31,10 +30,10 @@ pub enum Target {
 }
 
 impl Ctx {
-    pub fn store_path(&self) -> PathBuf {
+    pub fn store_location(&self) -> StoreLocation {
         self.store_override
             .clone()
-            .unwrap_or_else(|| self.config.store_path())
+            .unwrap_or_else(|| self.config.store_location())
     }
 
     /// Load the policies and open the store in this process.
@@ -49,7 +48,7 @@ impl Ctx {
         socket
             .or(self.config.daemon.socket.as_ref())
             .cloned()
-            .unwrap_or_else(|| socket_for_store(&self.store_path()))
+            .unwrap_or_else(|| self.store_location().socket())
     }
 
     /// The user the daemon runs as: `[daemon] user`, else this one.
@@ -74,14 +73,9 @@ impl Ctx {
         if let Some(config) = &self.config_path {
             args.extend(["--config".into(), absolute(config)?.into()]);
         }
-        let store = self.store_path();
-        let store = if toolgate::locations::is_database_url(&store) {
-            store
-        } else {
-            absolute(&store)?
-        };
-        args.extend(["--store".into(), store.into()]);
-        let launcher = Launcher::new(&self.store_path(), exe, args)
+        let store = absolute_store(self.store_location())?;
+        args.extend(["--store".into(), store.as_argument()]);
+        let launcher = Launcher::new(&store, exe, args)
             .with_socket(self.socket(socket))
             .with_daemon_uid(self.daemon_uid()?);
         Ok(launcher)
@@ -159,4 +153,13 @@ fn absolute(path: &std::path::Path) -> anyhow::Result<PathBuf> {
 /// How long an in-process fallback waits for the store.
 pub fn store_wait(config: &Config) -> Duration {
     Duration::from_millis(config.store_wait_ms)
+}
+
+/// `store` with a redb file's path made absolute (a daemon or a hook runs
+/// from another directory); a database's URL as it is.
+pub fn absolute_store(store: StoreLocation) -> anyhow::Result<StoreLocation> {
+    Ok(match store {
+        StoreLocation::File(path) => StoreLocation::File(absolute(&path)?),
+        database => database,
+    })
 }

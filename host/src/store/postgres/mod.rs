@@ -55,7 +55,7 @@ const MAX_IDLE_CONNECTIONS: usize = 8;
 /// The PostgreSQL store.
 pub(crate) struct PostgresStore {
     pool: Arc<Pool>,
-    /// The local name of this store (see `Config::store_path`): where the
+    /// The local name of this store (see `StoreLocation::local_name`): where the
     /// daemon's socket goes, and what messages name.
     path: PathBuf,
     queue: Mutex<Option<SyncSender<Message>>>,
