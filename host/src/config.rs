@@ -534,6 +534,106 @@ fn default_gate_ttl() -> u64 {
 }
 /// An `oci://` path must parse and name a digest, unless the entry says
 /// `allow_unpinned` (which means nothing anywhere else).
+impl PluginConfig {
+    /// The `[plugins.NAME]` table's own rules.
+    fn validate(&self, name: &str) -> Result<(), String> {
+        if let Some(pin) = &self.sha256
+            && !is_hex64(pin)
+        {
+            return Err(format!(
+                "plugins.{name}.sha256 must be 64 hex digits (the output of `sha256sum FILE`)"
+            ));
+        }
+        check_registry_path(name, self)?;
+        if self
+            .rollout
+            .as_ref()
+            .and_then(|r| r.percent)
+            .is_some_and(|p| p > 100)
+        {
+            return Err(format!(
+                "plugins.{name}.rollout.percent must be between 0 and 100"
+            ));
+        }
+        self.limits.validate(name)
+    }
+}
+
+impl Limits {
+    /// A plugin's limits within the host's ceilings.
+    fn validate(&self, name: &str) -> Result<(), String> {
+        if self.probe_max_calls > MAX_PROBE_CALLS || self.probe_max_wait_ms > MAX_PROBE_WAIT_MS {
+            return Err(format!(
+                "plugins.{name}.limits: probe_max_calls is at most {MAX_PROBE_CALLS} and \
+                 probe_max_wait_ms at most {MAX_PROBE_WAIT_MS} (the host's ceilings)"
+            ));
+        }
+        if self.spare_instances > MAX_SPARE_INSTANCES {
+            return Err(format!(
+                "plugins.{name}.limits.spare_instances is {}; at most {MAX_SPARE_INSTANCES} \
+                 (each holds an instance's memory while it waits)",
+                self.spare_instances
+            ));
+        }
+        if self.memory_mib.get() > 4096 {
+            return Err(format!(
+                "plugins.{name}.limits.memory_mib is {}; the most a 32-bit wasm memory can use is 4096",
+                self.memory_mib
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl ProbeConfig {
+    fn validate(&self) -> Result<(), String> {
+        match &self.endpoint {
+            Some(endpoint) if !is_http_url(endpoint) => Err(format!(
+                "probe.endpoint = {endpoint:?} is not an http(s) URL; write the full URL, e.g. \
+                 \"http://127.0.0.1:8080/v1/chat/completions\""
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl NotifyConfig {
+    fn validate(&self) -> Result<(), String> {
+        if let Some(url) = self.webhooks.iter().find(|url| !is_http_url(url)) {
+            return Err(format!(
+                "notify.webhooks: {url:?} is not an http(s) URL; write the full URL"
+            ));
+        }
+        if !self.webhooks.is_empty() && self.secret_env.is_none() {
+            return Err(
+                "notify.webhooks needs notify.secret_env: the environment variable \
+                        holding the key that signs each notification"
+                    .into(),
+            );
+        }
+        if self.attempts == 0 {
+            return Err("notify.attempts must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+impl ApprovalsConfig {
+    fn validate(&self) -> Result<(), String> {
+        match self.tokens.iter().find(|(_, digest)| !is_hex64(digest)) {
+            Some((channel, _)) => Err(format!(
+                "approvals.tokens.{channel} must be the token's sha256 in hex (64 digits, from \
+                 `printf %s TOKEN | sha256sum`), never the token itself"
+            )),
+            None => Ok(()),
+        }
+    }
+}
+
+fn is_http_url(text: &str) -> bool {
+    text.starts_with("http://") || text.starts_with("https://")
+}
+
 fn check_registry_path(name: &str, plugin: &PluginConfig) -> Result<(), String> {
     let path = plugin.path.as_deref().unwrap_or_default();
     let reference = if crate::oci::Reference::is_oci(path) {
@@ -606,99 +706,37 @@ impl Config {
         let mut config: Config =
             toml::from_str(text).map_err(|e| err(format!("{}({REFERENCE})", e)))?;
         config.base_dir = base_dir;
-        for (name, plugin) in &config.plugins {
-            if let Some(pin) = &plugin.sha256
-                && !is_hex64(pin)
-            {
-                return Err(err(format!(
-                    "plugins.{name}.sha256 must be 64 hex digits (the output of `sha256sum FILE`)"
-                )));
-            }
-            check_registry_path(name, plugin).map_err(err)?;
-            let limits = &plugin.limits;
-            if limits.probe_max_calls > MAX_PROBE_CALLS
-                || limits.probe_max_wait_ms > MAX_PROBE_WAIT_MS
-            {
-                return Err(err(format!(
-                    "plugins.{name}.limits: probe_max_calls is at most {MAX_PROBE_CALLS} and \
-                     probe_max_wait_ms at most {MAX_PROBE_WAIT_MS} (the host's ceilings)"
-                )));
-            }
-            if plugin
-                .rollout
-                .as_ref()
-                .and_then(|r| r.percent)
-                .is_some_and(|p| p > 100)
-            {
-                return Err(err(format!(
-                    "plugins.{name}.rollout.percent must be between 0 and 100"
-                )));
-            }
-            if limits.spare_instances > MAX_SPARE_INSTANCES {
-                return Err(err(format!(
-                    "plugins.{name}.limits.spare_instances is {}; at most {MAX_SPARE_INSTANCES} \
-                     (each holds an instance's memory while it waits)",
-                    limits.spare_instances
-                )));
-            }
-            if limits.memory_mib.get() > 4096 {
-                return Err(err(format!(
-                    "plugins.{name}.limits.memory_mib is {}; the most a 32-bit wasm memory can use is 4096",
-                    limits.memory_mib
-                )));
-            }
+        config.validate().map_err(err)?;
+        Ok(config)
+    }
+
+    /// Every rule the types cannot say, section by section; the message
+    /// names the key and the fix.
+    fn validate(&self) -> Result<(), String> {
+        for (name, plugin) in &self.plugins {
+            plugin.validate(name)?;
         }
-        if let Some(endpoint) = &config.probe.endpoint
-            && !(endpoint.starts_with("http://") || endpoint.starts_with("https://"))
-        {
-            return Err(err(format!(
-                "probe.endpoint = {endpoint:?} is not an http(s) URL; write the full URL, e.g. \
-                 \"http://127.0.0.1:8080/v1/chat/completions\""
-            )));
-        }
-        for url in &config.notify.webhooks {
-            if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(err(format!(
-                    "notify.webhooks: {url:?} is not an http(s) URL; write the full URL"
-                )));
-            }
-        }
-        if !config.notify.webhooks.is_empty() && config.notify.secret_env.is_none() {
-            return Err(err(
-                "notify.webhooks needs notify.secret_env: the environment variable holding the \
-                 key that signs each notification"
-                    .into(),
-            ));
-        }
-        if config.notify.attempts == 0 {
-            return Err(err("notify.attempts must be at least 1".into()));
-        }
-        let keys = config
+        self.probe.validate()?;
+        self.notify.validate()?;
+        self.approvals.validate()?;
+        let keys = self
             .plugins
             .values()
             .flat_map(|p| p.trusted_keys.iter().flatten());
-        for key in config.trusted_keys.iter().chain(keys) {
+        for key in self.trusted_keys.iter().chain(keys) {
             if !is_hex64(key) {
-                return Err(err(format!(
+                return Err(format!(
                     "trusted key {key:?} must be an ed25519 public key as 64 hex digits (what \
                      `toolgate plugins keygen` prints)"
-                )));
+                ));
             }
         }
-        for (channel, digest) in &config.approvals.tokens {
-            if !is_hex64(digest) {
-                return Err(err(format!(
-                    "approvals.tokens.{channel} must be the token's sha256 in hex (64 digits, from \
-                     `printf %s TOKEN | sha256sum`), never the token itself"
-                )));
-            }
-        }
-        if config.gate_ttl_secs == 0 {
-            return Err(err(format!(
+        if self.gate_ttl_secs == 0 {
+            return Err(format!(
                 "gate_ttl_secs must be greater than 0 ({REFERENCE})"
-            )));
+            ));
         }
-        Ok(config)
+        Ok(())
     }
 
     /// Every plugin to load, by name: the `[plugins]` tables (with `path`
