@@ -37,19 +37,19 @@ pub struct Ballot<P> {
 
 /// The composed verdict.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome<P> {
+pub enum Composed<P> {
     /// Every policy allowed or abstained.
     Allow,
     /// `policy` denied: the first to do so.
     Deny {
-        /// Who.
+        /// The denying policy.
         policy: String,
-        /// Why.
+        /// Its reason, for the agent.
         reason: String,
     },
     /// `policy` paused (the first to), and none denied.
     Pause {
-        /// Who.
+        /// The pausing policy.
         policy: String,
         /// What it asks.
         pause: P,
@@ -113,11 +113,11 @@ impl<P> Composer<P> {
     }
 
     /// The outcome, and every note as (policy, text) in order.
-    pub fn finish(self) -> (Outcome<P>, Vec<(String, String)>) {
+    pub fn finish(self) -> (Composed<P>, Vec<(String, String)>) {
         let outcome = match (self.deny, self.pause) {
-            (Some((policy, reason)), _) => Outcome::Deny { policy, reason },
-            (None, Some((policy, pause))) => Outcome::Pause { policy, pause },
-            (None, None) => Outcome::Allow,
+            (Some((policy, reason)), _) => Composed::Deny { policy, reason },
+            (None, Some((policy, pause))) => Composed::Pause { policy, pause },
+            (None, None) => Composed::Allow,
         };
         (outcome, self.notes)
     }
@@ -126,7 +126,7 @@ impl<P> Composer<P> {
 /// Compose ballots in priority order (a convenience over [`Composer`]).
 pub fn compose<P>(
     ballots: impl IntoIterator<Item = Ballot<P>>,
-) -> (Outcome<P>, Vec<(String, String)>) {
+) -> (Composed<P>, Vec<(String, String)>) {
     let mut composer = Composer::default();
     for ballot in ballots {
         if composer.add(ballot) == Next::Stop {
@@ -176,14 +176,14 @@ mod tests {
         use Vote::*;
         let deny = || Deny("no".to_string());
         // (votes in priority order, the outcome, how many policies voted)
-        type Case = (Vec<Vote<&'static str>>, Outcome<&'static str>, usize);
+        type Case = (Vec<Vote<&'static str>>, Composed<&'static str>, usize);
         let cases: Vec<Case> = vec![
-            (vec![], Outcome::Allow, 0),
-            (vec![Allow, Allow], Outcome::Allow, 2),
-            (vec![Skip, Skip], Outcome::Allow, 2),
+            (vec![], Composed::Allow, 0),
+            (vec![Allow, Allow], Composed::Allow, 2),
+            (vec![Skip, Skip], Composed::Allow, 2),
             (
                 vec![Allow, deny(), Allow],
-                Outcome::Deny {
+                Composed::Deny {
                     policy: "p1".into(),
                     reason: "no".into(),
                 },
@@ -191,7 +191,7 @@ mod tests {
             ),
             (
                 vec![Pause("a"), deny()],
-                Outcome::Deny {
+                Composed::Deny {
                     policy: "p1".into(),
                     reason: "no".into(),
                 },
@@ -199,7 +199,7 @@ mod tests {
             ),
             (
                 vec![Allow, Pause("a"), Pause("b")],
-                Outcome::Pause {
+                Composed::Pause {
                     policy: "p1".into(),
                     pause: "a",
                 },
@@ -207,7 +207,7 @@ mod tests {
             ),
             (
                 vec![Skip, Pause("a"), Allow],
-                Outcome::Pause {
+                Composed::Pause {
                     policy: "p1".into(),
                     pause: "a",
                 },
@@ -215,7 +215,7 @@ mod tests {
             ),
             (
                 vec![deny(), deny()],
-                Outcome::Deny {
+                Composed::Deny {
                     policy: "p0".into(),
                     reason: "no".into(),
                 },
@@ -274,16 +274,16 @@ mod tests {
             let expected_notes: Vec<_> = (0..voted).map(|i| (format!("p{i}"), format!("n{i}"))).collect();
             prop_assert_eq!(notes, expected_notes);
             match first_deny {
-                Some(i) => prop_assert_eq!(outcome, Outcome::Deny {
+                Some(i) => prop_assert_eq!(outcome, Composed::Deny {
                     policy: format!("p{i}"),
                     reason: match &votes[i] { Vote::Deny(r) => r.clone(), _ => unreachable!() },
                 }),
                 None => match votes.iter().position(|v| matches!(v, Vote::Pause(_))) {
-                    Some(i) => prop_assert_eq!(outcome, Outcome::Pause {
+                    Some(i) => prop_assert_eq!(outcome, Composed::Pause {
                         policy: format!("p{i}"),
                         pause: match votes[i] { Vote::Pause(p) => p, _ => unreachable!() },
                     }),
-                    None => prop_assert_eq!(outcome, Outcome::Allow),
+                    None => prop_assert_eq!(outcome, Composed::Allow),
                 },
             }
         }

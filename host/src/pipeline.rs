@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::bindings::toolgate::policy::types as wit;
-use crate::compose::{Ballot, Composer, Next, Outcome, Vote, failure_ballot};
+use crate::compose::{Ballot, Composed, Composer, Next, Vote, failure_ballot};
 use crate::config::{FailMode, PluginMode, RefusalScope};
 use crate::decision::{
     BudgetReport, Decision, Note, PauseInfo, PolicyResult, PolicyVerdict, RiskReport, Verdict,
@@ -33,7 +33,7 @@ use crate::plugins::{Plugin, PluginSet};
 use crate::pool::Pooled;
 use crate::probe::{ProbeClient, ProbeFailure};
 use crate::request::{ArgumentsText, ToolRequest, new_call_id};
-use crate::runtime::{PolicyFailure, Runtime, Sandbox};
+use crate::runtime::{PolicyFailure, PolicyInstance, Runtime};
 use crate::store::Store;
 use crate::wit_convert::ToWit as _;
 
@@ -95,7 +95,7 @@ impl<'p> Slot<'p> {
         &mut self,
         env: &Env<'_>,
         call: &Call<'_>,
-        f: impl FnOnce(&mut Sandbox) -> Result<T, PolicyFailure>,
+        f: impl FnOnce(&mut PolicyInstance) -> Result<T, PolicyFailure>,
     ) -> Result<T, PolicyFailure> {
         if let Some(failure) = &self.failure {
             return Err(failure.clone());
@@ -242,7 +242,7 @@ pub(crate) fn evaluate(
     let risk = classify(env, &call, &mut slots);
     let (results, composer) = decide(env, &call, &risk, &mut slots);
     let (outcome, notes) = composer.finish();
-    if let Outcome::Deny { policy, .. } = &outcome {
+    if let Composed::Deny { policy, .. } = &outcome {
         release_reservations(env, &call, &risk, &mut slots, &results, policy);
     }
     // Dropping the slots returns their instances to the pools.
@@ -451,7 +451,7 @@ fn release_reservations(
 fn conclude(
     env: &Env<'_>,
     call: &Call<'_>,
-    outcome: Outcome<wit::PauseRequest>,
+    outcome: Composed<wit::PauseRequest>,
     notes: Vec<(String, String)>,
     risk: RiskReport,
     results: Vec<PolicyResult>,
@@ -473,20 +473,20 @@ fn conclude(
         duration_us: 0,
     };
     match outcome {
-        Outcome::Allow => {
+        Composed::Allow => {
             decision.approved_by = call.approved_by_a_person().map(|r| r.by.clone());
         }
-        Outcome::Deny { policy, reason } => {
+        Composed::Deny { policy, reason } => {
             decision.verdict = Verdict::Deny;
             decision.reason = Some(reason);
             decision.decided_by = Some(policy);
         }
-        Outcome::Pause { policy, pause } if env.dry_run => {
+        Composed::Pause { policy, pause } if env.dry_run => {
             decision.verdict = Verdict::Pause;
             decision.reason = Some(crate::redact::for_display(&pause_reason(&pause)));
             decision.decided_by = Some(policy);
         }
-        Outcome::Pause { policy, pause } => {
+        Composed::Pause { policy, pause } => {
             let request = call.request;
             decision.verdict = Verdict::Pause;
             decision.reason = Some(crate::redact::for_display(&pause_reason(&pause)));

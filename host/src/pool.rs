@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use crate::chores::ChoreQueue;
 use crate::config::Isolation;
 use crate::request::ToolRequest;
-use crate::runtime::{PolicyFailure, Sandbox};
+use crate::runtime::{PolicyFailure, PolicyInstance};
 
 /// Idle instances one plugin version keeps, over all keys; past it the
 /// least recently returned goes.
@@ -33,9 +33,9 @@ const OPERATOR: &str = "\0operator";
 /// Idle instances of one plugin version: warm ones by key, and spares.
 pub(crate) struct Pool {
     /// Oldest first.
-    idle: Mutex<Vec<(String, Sandbox)>>,
+    idle: Mutex<Vec<(String, PolicyInstance)>>,
     /// Opened instances that have served no call.
-    spares: Mutex<Vec<Sandbox>>,
+    spares: Mutex<Vec<PolicyInstance>>,
     /// How many spares to keep (`limits.spare_instances`).
     spare_target: usize,
     /// A refill is queued or running.
@@ -68,19 +68,19 @@ impl Pool {
     }
 
     /// An idle instance for `key`, the most recently returned first.
-    pub(crate) fn take(&self, key: &str) -> Option<Sandbox> {
+    pub(crate) fn take(&self, key: &str) -> Option<PolicyInstance> {
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
         let at = idle.iter().rposition(|(k, _)| k == key)?;
         Some(idle.remove(at).1)
     }
 
     /// A spare, the oldest first (it has waited longest).
-    pub(crate) fn take_spare(&self) -> Option<Sandbox> {
+    pub(crate) fn take_spare(&self) -> Option<PolicyInstance> {
         let mut spares = self.spares.lock().unwrap_or_else(|p| p.into_inner());
         (!spares.is_empty()).then(|| spares.remove(0))
     }
 
-    fn put(&self, key: String, sandbox: Sandbox) {
+    fn put(&self, key: String, sandbox: PolicyInstance) {
         let evicted = {
             let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
             idle.push((key, sandbox));
@@ -96,7 +96,7 @@ impl Pool {
     /// then anyway), else here. Waking an idle thread for each drop costs
     /// the caller more than the drop: a fresh composed decision with no
     /// spares took 57 µs (p50) dropping inline and 84 µs handing drops over.
-    fn retire(&self, sandbox: Sandbox) {
+    fn retire(&self, sandbox: PolicyInstance) {
         if self.spare_target > 0 {
             self.chores.drop_later(sandbox);
         } else {
@@ -121,7 +121,7 @@ impl Pool {
     /// calls then make their own instances and report what goes wrong.
     pub(crate) fn refill(
         &self,
-        mut make: impl FnMut() -> Result<Sandbox, PolicyFailure>,
+        mut make: impl FnMut() -> Result<PolicyInstance, PolicyFailure>,
     ) -> Result<(), PolicyFailure> {
         // A spare taken from here on queues the next refill.
         self.refilling.store(false, Ordering::Relaxed);
@@ -179,11 +179,11 @@ pub(crate) struct Pooled<'p> {
     /// Whether the plugin keeps instances warm at all.
     reuse: bool,
     key: String,
-    sandbox: Option<Sandbox>,
+    sandbox: Option<PolicyInstance>,
 }
 
 impl<'p> Pooled<'p> {
-    pub(crate) fn new(pool: &'p Pool, reuse: bool, key: String, sandbox: Sandbox) -> Self {
+    pub(crate) fn new(pool: &'p Pool, reuse: bool, key: String, sandbox: PolicyInstance) -> Self {
         Self {
             pool,
             reuse,
@@ -194,14 +194,14 @@ impl<'p> Pooled<'p> {
 }
 
 impl std::ops::Deref for Pooled<'_> {
-    type Target = Sandbox;
-    fn deref(&self) -> &Sandbox {
+    type Target = PolicyInstance;
+    fn deref(&self) -> &PolicyInstance {
         self.sandbox.as_ref().expect("present until dropped")
     }
 }
 
 impl std::ops::DerefMut for Pooled<'_> {
-    fn deref_mut(&mut self) -> &mut Sandbox {
+    fn deref_mut(&mut self) -> &mut PolicyInstance {
         self.sandbox.as_mut().expect("present until dropped")
     }
 }

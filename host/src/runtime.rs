@@ -188,7 +188,7 @@ impl Instantiator {
         prepared: &Prepared,
         limits: &Limits,
         call: CallContext,
-    ) -> Result<Sandbox, PolicyFailure> {
+    ) -> Result<PolicyInstance, PolicyFailure> {
         let state = SandboxState::new(
             call,
             limits.memory_mib.get() as usize * 1024 * 1024,
@@ -219,7 +219,7 @@ impl Instantiator {
             .and_then(|instance| prepared.exports.load(&mut store, &instance));
         drop(running);
         match instance {
-            Ok(policy) => Ok(Sandbox {
+            Ok(policy) => Ok(PolicyInstance {
                 store,
                 policy,
                 ticker: Arc::clone(&self.ticker),
@@ -239,7 +239,7 @@ pub(crate) struct Prepared {
 }
 
 /// A live instance for one evaluation.
-pub(crate) struct Sandbox {
+pub(crate) struct PolicyInstance {
     pub(crate) store: Store<SandboxState>,
     pub(crate) policy: PolicyExports,
     /// Keeps the epoch advancing while a call runs.
@@ -251,7 +251,7 @@ pub(crate) struct Sandbox {
     pub(crate) failed: bool,
 }
 
-impl Sandbox {
+impl PolicyInstance {
     /// Call into the policy with a fresh deadline; a failure is classified
     /// by type and the store's output is forwarded to the log either way.
     pub(crate) fn call<T>(

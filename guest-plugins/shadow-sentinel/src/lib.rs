@@ -30,25 +30,38 @@ const PROBE_RESULT: &str = "probe_result";
 const SUMMARY_CHARS: usize = 250;
 
 /// The policy: its parsed config, and the last tier it worked out.
-pub struct ShadowSentinel(SentinelConfig, LastTier);
+pub struct ShadowSentinel {
+    config: SentinelConfig,
+    /// `classify`, `account` and `decide` each need the call's tier, so one
+    /// classification serves all three.
+    last: std::cell::RefCell<Option<Classified>>,
+}
 
-/// The tier of the last tool classified: `classify`, `account` and `decide`
-/// each need the call's tier, so one classification serves all three.
-#[derive(Default)]
-struct LastTier(std::cell::RefCell<Option<(String, bool, Tier, String)>>);
+/// One tool's classification.
+struct Classified {
+    tool: String,
+    from_mcp: bool,
+    tier: Tier,
+    signal: String,
+}
 
 impl ShadowSentinel {
     fn tier(&self, call: &ToolCall) -> (Tier, String) {
         let from_mcp = matches!(call.origin, ToolOrigin::Mcp(_));
-        let mut last = self.1.0.borrow_mut();
-        if let Some((tool, mcp, tier, signal)) = &*last
-            && *tool == call.tool
-            && *mcp == from_mcp
+        let mut last = self.last.borrow_mut();
+        if let Some(last) = &*last
+            && last.tool == call.tool
+            && last.from_mcp == from_mcp
         {
-            return (*tier, signal.clone());
+            return (last.tier, last.signal.clone());
         }
-        let (tier, signal) = classify::classify(&call.tool, from_mcp, &self.0.probe_patterns);
-        *last = Some((call.tool.clone(), from_mcp, tier, signal.clone()));
+        let (tier, signal) = classify::classify(&call.tool, from_mcp, &self.config.probe_patterns);
+        *last = Some(Classified {
+            tool: call.tool.clone(),
+            from_mcp,
+            tier,
+            signal: signal.clone(),
+        });
         (tier, signal)
     }
 
@@ -57,7 +70,7 @@ impl ShadowSentinel {
     /// within each part; probe results never. A part the store cannot read
     /// is left out (and logged): the probe is defence in depth.
     fn context(&self, call: &ToolCall) -> Vec<Event> {
-        let total = self.0.max_context_events;
+        let total = self.config.max_context_events;
         let cross_budget = total / 2;
         let session_budget = total - cross_budget;
         let hidden = [PROBE_RESULT.to_string()];
@@ -118,7 +131,7 @@ impl ShadowSentinel {
             ModelError::Transport(e) => (Level::Warn, format!("the safety probe failed: {e}")),
         };
         host::log(level, &cause);
-        if self.0.deny_on_timeout {
+        if self.config.deny_on_timeout {
             let reason = format!("{cause}, and this policy is set to deny then");
             (
                 ModelVerdict::Deny(reason),
@@ -145,28 +158,29 @@ impl Policy for ShadowSentinel {
     }
 
     fn open(config: Config) -> Result<Self, ConfigError> {
-        config
-            .parse()
-            .map(|config| Self(config, LastTier::default()))
+        config.parse().map(|config| Self {
+            config,
+            last: Default::default(),
+        })
     }
 
     /// Risky calls within budget are put to the model; the reply comes back
     /// through [`ParseVerdict::parse`].
     fn decide(&self, call: &ToolCall, _risk: &Risk, budget: &BudgetStatus) -> Decision {
-        if !self.0.enabled || self.tier(call).0 == Tier::Low {
+        if !self.config.enabled || self.tier(call).0 == Tier::Low {
             return Decision::skip();
         }
         if matches!(budget, BudgetStatus::Exceeded(_)) {
             return Decision::skip();
         }
         let prompt = probe::user_prompt(&call.tool, &call.arguments, &self.context(call));
-        Decision::ask_model(probe::SYSTEM_PROMPT, prompt, self.0.probe_timeout_ms)
+        Decision::ask_model(probe::SYSTEM_PROMPT, prompt, self.config.probe_timeout_ms)
     }
 }
 
 impl Classify for ShadowSentinel {
     fn classify(&self, call: &ToolCall) -> Risk {
-        let (tier, signal) = if self.0.enabled {
+        let (tier, signal) = if self.config.enabled {
             self.tier(call)
         } else {
             (Tier::Low, String::new())
@@ -183,7 +197,7 @@ impl Account for ShadowSentinel {
     fn account(&self, call: &ToolCall, _risk: &Risk) -> BudgetStatus {
         let (tier, _) = self.tier(call);
         let Some((pool, limit)) =
-            budget::pool(tier, self.0.max_probes_per_turn).filter(|_| self.0.enabled)
+            budget::pool(tier, self.config.max_probes_per_turn).filter(|_| self.config.enabled)
         else {
             return BudgetStatus::Ok;
         };
@@ -248,7 +262,7 @@ impl ParseVerdict for ShadowSentinel {
 
 impl Observe for ShadowSentinel {
     fn observe(&self, event: &ToolEvent) {
-        if !self.0.enabled {
+        if !self.config.enabled {
             return;
         }
         let outcome = match event.outcome {
