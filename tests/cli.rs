@@ -373,3 +373,42 @@ fn the_readme_lease_walkthrough_works_from_the_command_line() {
     assert_eq!(allowed.status.code(), Some(0));
     assert_eq!(decisions(&allowed)[0]["verdict"], "allow");
 }
+
+#[test]
+fn hook_install_refuses_a_store_url_holding_a_password() {
+    // The installed line goes into the agent's own settings file (which it
+    // can read) and onto every hook's command line (which `ps` shows): a
+    // database password there hands the agent the store itself.
+    let dir = tempfile::tempdir().unwrap();
+    for url in [
+        "postgres://toolgate:s3cret@127.0.0.1:1/toolgate",
+        "postgresql://127.0.0.1:1/toolgate?user=toolgate&password=s3cret",
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .args(["--store", url, "hook", "install", "--for", "claude-code"])
+            .env("HOME", dir.path())
+            .output()
+            .unwrap();
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert!(!out.status.success(), "{url}: installed\n{stdout}");
+        assert!(!stdout.contains("s3cret"), "{url}: {stdout}");
+        assert!(!stderr.contains("s3cret"), "{url}: {stderr}");
+        assert!(stderr.contains("PGPASSWORD"), "{url}: {stderr}");
+    }
+    // Without a password, the URL is installed as it is.
+    let out = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["--store", "postgres://toolgate@127.0.0.1:1/toolgate"])
+        .args(["hook", "install", "--for", "claude-code"])
+        .env("HOME", dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let settings = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        settings.contains("--store postgres://toolgate@127.0.0.1:1/toolgate"),
+        "{settings}"
+    );
+}

@@ -77,9 +77,17 @@ impl StoreLocation {
         dir.join(format!("toolgate-{}.sock", &digest[..16]))
     }
 
+    /// Whether this is a database URL that holds a password (in its
+    /// userinfo or as `password=`). Such a URL must not be written where
+    /// others read it (an agent's settings, a command line `ps` shows): the
+    /// password belongs in `PGPASSWORD` or a `PGPASSFILE`.
+    pub fn holds_password(&self) -> bool {
+        matches!(self, Self::Database(url) if redacted_url(url) != *url)
+    }
+
     /// What to pass as `--store` to another toolgate process: the URL as
-    /// it is (password included: it goes on a command line the daemon's
-    /// own user starts), or the file.
+    /// it is, or the file. It lands on a command line, which every local
+    /// user can read: see [`StoreLocation::holds_password`].
     pub fn as_argument(&self) -> std::ffi::OsString {
         match self {
             Self::File(path) => path.clone().into_os_string(),
@@ -141,19 +149,40 @@ pub fn socket_for_store(store: impl Into<StoreLocation>) -> PathBuf {
     store.into().socket()
 }
 
-/// `url` without its password, for messages, logs and names.
+/// `url` without its password, for messages, logs and names: the
+/// userinfo's password (everything of the userinfo after its first `:`, up
+/// to the last `@` before the query, so an unescaped `/` or `@` in it is
+/// covered as well) and a `password=` query parameter. Nothing else
+/// changes, so a URL that comes back different held a password.
 pub fn redacted_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_string();
     };
-    let (authority, tail) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    match authority.rsplit_once('@') {
+    let (before_query, query) = match rest.split_once('?') {
+        Some((before, query)) => (before, Some(query)),
+        None => (rest, None),
+    };
+    let mut text = match before_query.rsplit_once('@') {
         Some((userinfo, host)) => {
             let user = userinfo.split(':').next().unwrap_or_default();
-            format!("{scheme}://{user}@{host}{tail}")
+            format!("{scheme}://{user}@{host}")
         }
-        None => url.to_string(),
+        None => format!("{scheme}://{before_query}"),
+    };
+    if let Some(query) = query {
+        let kept: Vec<&str> = query
+            .split('&')
+            .filter(|pair| {
+                let key = pair.split('=').next().unwrap_or_default();
+                !key.eq_ignore_ascii_case("password")
+            })
+            .collect();
+        if query.is_empty() || !kept.is_empty() {
+            text.push('?');
+            text.push_str(&kept.join("&"));
+        }
     }
+    text
 }
 
 /// `$VAR/toolgate`, else `$HOME/<fallback>/toolgate`, else `./.toolgate`.
@@ -203,6 +232,36 @@ mod tests {
         }
         // What another process is given keeps it.
         assert_eq!(database.as_argument(), std::ffi::OsString::from(url));
+        assert!(database.holds_password());
+        assert!(!StoreLocation::from("postgres://toolgate@db/x").holds_password());
+        assert!(!StoreLocation::from("postgres://db/x?sslmode=require&").holds_password());
+        assert!(!StoreLocation::from("postgres://db/x?").holds_password());
+        assert!(!file.holds_password());
+    }
+
+    #[test]
+    fn every_spelling_of_a_password_is_redacted() {
+        for (url, shown) in [
+            ("postgres://u:pw@h/db", "postgres://u@h/db"),
+            // tokio-postgres reads the userinfo to an `@`: a `/` is in it.
+            ("postgres://u:pa/ss@h/db", "postgres://u@h/db"),
+            ("postgres://u:p@ss@h:5432/db", "postgres://u@h:5432/db"),
+            ("postgres://h/db?password=pw", "postgres://h/db"),
+            (
+                "postgres://h/db?user=u&PASSWORD=pw&sslmode=require",
+                "postgres://h/db?user=u&sslmode=require",
+            ),
+            (
+                "postgres://u@h/db?sslmode=require",
+                "postgres://u@h/db?sslmode=require",
+            ),
+        ] {
+            assert_eq!(redacted_url(url), shown, "{url}");
+            let location = StoreLocation::from(url);
+            assert!(!location.to_string().contains("pw"), "{url}");
+            assert!(!format!("{location:?}").contains("pw"), "{url}");
+            assert_eq!(location.holds_password(), url != shown, "{url}");
+        }
     }
 
     #[test]

@@ -309,6 +309,13 @@ pub fn settings(
         words.extend(["--config".into(), config.display().to_string()]);
     }
     if let Some(store) = &ctx.store_override {
+        if store.holds_password() {
+            anyhow::bail!(
+                "--store {store} holds a password, and the installed hook line goes into the \
+                 agent's own settings and onto every hook's command line; leave it out of the URL \
+                 and give it to the daemon as PGPASSWORD or in a PGPASSFILE"
+            );
+        }
         let store = crate::target::absolute_store(store.clone())?;
         words.extend([
             "--store".into(),
