@@ -532,8 +532,7 @@ fn default_trusted_channels() -> Vec<String> {
 fn default_gate_ttl() -> u64 {
     30 * 60
 }
-/// An `oci://` path must parse and name a digest, unless the entry says
-/// `allow_unpinned` (which means nothing anywhere else).
+
 impl PluginConfig {
     /// The `[plugins.NAME]` table's own rules.
     fn validate(&self, name: &str) -> Result<(), String> {
@@ -634,6 +633,8 @@ fn is_http_url(text: &str) -> bool {
     text.starts_with("http://") || text.starts_with("https://")
 }
 
+/// An `oci://` path must parse and name a digest, unless the entry says
+/// `allow_unpinned` (which means nothing anywhere else).
 fn check_registry_path(name: &str, plugin: &PluginConfig) -> Result<(), String> {
     let path = plugin.path.as_deref().unwrap_or_default();
     let reference = if crate::oci::Reference::is_oci(path) {

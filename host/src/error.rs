@@ -35,7 +35,9 @@ pub enum Error {
     /// The store could not be opened or used.
     #[error("store {path}: {message}")]
     Store {
-        /// The redb file, or the database's URL without its password.
+        /// The store's local name (the redb file, or the path standing for
+        /// a database), the database's URL without its password, or the
+        /// file or table toolgate was reading.
         path: PathBuf,
         /// What went wrong and what to do.
         message: String,

@@ -238,7 +238,7 @@ impl Toolgate {
                     "reloaded: another host of the fleet announced a change"
                 ),
                 Err(err) => {
-                    tracing::error!(error = %err, "a fleet reload failed here; the previous version keeps serving")
+                    tracing::error!(error = %err.report(), "a fleet reload failed here; the previous version keeps serving")
                 }
             }
         }

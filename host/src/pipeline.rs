@@ -281,7 +281,7 @@ pub(crate) fn shadow(
             match evaluate(&env, std::slice::from_ref(shadow), request, arguments) {
                 Ok(decision) => decision.policies.into_iter().next(),
                 Err(err) => {
-                    tracing::warn!(policy = %shadow.name, error = %err, "shadow evaluation failed");
+                    tracing::warn!(policy = %shadow.name, error = %err.report(), "shadow evaluation failed");
                     None
                 }
             }

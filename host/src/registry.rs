@@ -148,8 +148,9 @@ impl Registry {
                 }
                 Err(err) if strict => return Err(err),
                 Err(err) => {
-                    tracing::error!(plugin = %name, error = %err, "plugin failed to load; the previous version (if any) keeps serving");
-                    report.failed.push((name.clone(), err.to_string()));
+                    let why = err.report();
+                    tracing::error!(plugin = %name, error = %why, "plugin failed to load; the previous version (if any) keeps serving");
+                    report.failed.push((name.clone(), why));
                     set.extend(old.cloned());
                 }
             }

@@ -54,8 +54,9 @@ fn to_wit(event: StoredEvent) -> Event {
 /// A failed read, logged for the operator and told to the policy as such
 /// (never as "no events").
 fn read_failed(policy: &str, err: crate::Error) -> EventsError {
-    tracing::warn!(policy, error = %err, "event read failed");
-    EventsError::Storage(err.to_string())
+    let why = err.report();
+    tracing::warn!(policy, error = %why, "event read failed");
+    EventsError::Storage(why)
 }
 
 impl Host for SandboxState {

@@ -18,8 +18,9 @@ impl From<StateWriteError> for StateError {
 /// A failed read, logged for the operator and told to the policy as such
 /// (never as "no data").
 fn read_failed(policy: &str, err: crate::Error) -> StateError {
-    tracing::warn!(policy, error = %err, "state read failed");
-    StateError::Storage(err.to_string())
+    let why = err.report();
+    tracing::warn!(policy, error = %why, "state read failed");
+    StateError::Storage(why)
 }
 
 impl SandboxState {

@@ -385,7 +385,7 @@ impl Daemon {
         decision: &str,
         session: &Session,
     ) -> Result<String, String> {
-        let gates = self.host.gates(None).map_err(|e| e.to_string())?;
+        let gates = self.host.gates(None).map_err(|e| e.report())?;
         let gate = gates
             .into_iter()
             .find(|g| g.request_id == request_id)
@@ -400,7 +400,7 @@ impl Daemon {
             true,
             format!("{CHANNEL} ({})", session.identity),
         )
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| e.report())?;
         Ok(format!("{decision}: {}", gate.tool))
     }
 

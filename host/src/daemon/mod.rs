@@ -135,7 +135,9 @@ impl Daemon {
                     notifier.paused(gate, decision.reason.as_deref());
                 }
             }
-            Err(err) => tracing::warn!(error = %err, "cannot read the pause to announce it"),
+            Err(err) => {
+                tracing::warn!(error = %err.report(), "cannot read the pause to announce it")
+            }
         }
     }
 
@@ -545,7 +547,7 @@ impl Daemon {
         let (host, settling) = (Arc::clone(&self.host), Arc::clone(&self.settling));
         tokio::task::spawn_blocking(move || {
             if let Err(err) = host.end_declined_gates(None, crate::hooks::declined_in_prompt) {
-                tracing::warn!(error = %err, "cannot look for declined gates");
+                tracing::warn!(error = %err.report(), "cannot look for declined gates");
             }
             settling.store(false, Ordering::Release);
         });

@@ -277,8 +277,9 @@ pub struct Handled {
 pub fn handle(host: &Toolgate, runtime: HookRuntime, input: &str, on_error: OnError) -> Handled {
     let mut decision = None;
     let output = drive(host, adapter(runtime), input, &mut decision).unwrap_or_else(|err| {
-        tracing::error!(error = %err, "hook failed; answering with the fail mode");
-        runtime.failure_answer(on_error, &err.report())
+        let why = err.report();
+        tracing::error!(error = %why, "hook failed; answering with the fail mode");
+        runtime.failure_answer(on_error, &why)
     });
     Handled {
         output: output.to_string(),

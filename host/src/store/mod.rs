@@ -536,6 +536,14 @@ impl std::ops::Deref for Store {
     }
 }
 
+/// A stored JSON value read back (a transfer's row), or an error naming
+/// the table.
+pub(crate) fn stored_json<T: serde::de::DeserializeOwned>(table: &str, bytes: &[u8]) -> Result<T> {
+    serde_json::from_slice(bytes).map_err(|err| {
+        crate::Error::store_caused(table, format!("an unreadable row in `{table}`"), err)
+    })
+}
+
 /// One role of a shared store, for a holder that must reach nothing else:
 /// a policy's capabilities get [`Store::state_role`] and
 /// [`Store::event_role`], so no guest-facing code holds a handle that can

@@ -51,7 +51,7 @@ struct Cli {
     config: Option<PathBuf>,
 
     /// The store (a redb file or a `postgres://` URL); overrides the config's `store`.
-    #[arg(long, global = true, value_name = "FILE")]
+    #[arg(long, global = true, value_name = "FILE|URL")]
     store: Option<PathBuf>,
 
     #[command(subcommand)]

@@ -8,7 +8,7 @@ use super::hygiene::TURN_SEEN;
 use super::terminals::AGENT_TERMINALS;
 use super::{EVENTS, GATES, RedbStore, STATE, TURNS};
 use crate::error::Result;
-use crate::store::{Record, Transfer};
+use crate::store::{Record, Transfer, stored_json};
 
 impl RedbStore {
     /// Every row of `table`, or none when the table was never created.
@@ -35,13 +35,6 @@ impl RedbStore {
     }
 }
 
-/// A stored JSON value, or an error naming the table.
-fn json<T: serde::de::DeserializeOwned>(table: &str, bytes: &[u8]) -> Result<T> {
-    serde_json::from_slice(bytes).map_err(|err| {
-        crate::Error::store_caused(table, format!("an unreadable row in `{table}`"), err)
-    })
-}
-
 impl Transfer for RedbStore {
     fn export(&self, each: &mut dyn FnMut(Record) -> Result<()>) -> Result<()> {
         self.rows(STATE, |(policy, key), value| {
@@ -52,14 +45,14 @@ impl Transfer for RedbStore {
             })
         })?;
         self.rows(GATES, |_, value| {
-            each(Record::Gate(json(GATES.name(), value)?))
+            each(Record::Gate(stored_json(GATES.name(), value)?))
         })?;
         self.rows(RESOLUTIONS, |(user, thread, fingerprint), value| {
             each(Record::Resolutions {
                 user_id: user.into(),
                 thread_id: thread.into(),
                 fingerprint: fingerprint.into(),
-                recorded: json(RESOLUTIONS.name(), value)?,
+                recorded: stored_json(RESOLUTIONS.name(), value)?,
             })
         })?;
         let mut seen = std::collections::HashMap::new();
@@ -81,10 +74,10 @@ impl Transfer for RedbStore {
             })
         })?;
         self.rows(EVENTS, |_, value| {
-            each(Record::Event(json(EVENTS.name(), value)?))
+            each(Record::Event(stored_json(EVENTS.name(), value)?))
         })?;
         self.rows(DECISIONS, |_, value| {
-            each(Record::Decision(json(DECISIONS.name(), value)?))
+            each(Record::Decision(stored_json(DECISIONS.name(), value)?))
         })
     }
 

@@ -158,12 +158,13 @@ impl Pool {
         })
     }
 
-    /// PostgreSQL's error as the message (its `Display` already repeats
-    /// its cause, so [`describe`] says it once) and as the cause.
+    /// A refusal by the database in its own words ([`describe`]: its
+    /// message and SQLSTATE); any other failure (connection, protocol,
+    /// conversion) kept as the cause.
     pub(crate) fn error(&self, err: postgres::Error) -> Error {
         match err.as_db_error() {
             Some(_) => Error::store(&self.display, describe(&err)),
-            None => Error::store_caused(&self.display, "PostgreSQL cannot be reached", err),
+            None => Error::store_caused(&self.display, "PostgreSQL failed", err),
         }
     }
 }

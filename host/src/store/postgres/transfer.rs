@@ -2,17 +2,10 @@
 
 use super::{PostgresStore, i64_of};
 use crate::error::Result;
-use crate::store::{Record, Transfer};
+use crate::store::{Record, Transfer, stored_json};
 
 /// Rows are read in pages, so a large store is never held in memory whole.
 const PAGE: i64 = 1000;
-
-/// A stored JSON body, or an error naming the table.
-fn json<T: serde::de::DeserializeOwned>(table: &str, bytes: &[u8]) -> Result<T> {
-    serde_json::from_slice(bytes).map_err(|err| {
-        crate::Error::store_caused(table, format!("an unreadable row in `{table}`"), err)
-    })
-}
 
 impl PostgresStore {
     /// Every row of `query` (which takes the last seen key as `$1` and the
@@ -65,7 +58,10 @@ impl Transfer for PostgresStore {
             },
         )?;
         self.all("SELECT body FROM gates", |row| {
-            each(Record::Gate(json("gates", &row.get::<_, Vec<u8>>(0))?))
+            each(Record::Gate(stored_json(
+                "gates",
+                &row.get::<_, Vec<u8>>(0),
+            )?))
         })?;
         let mut calls: Vec<(String, String, String, Vec<_>)> = Vec::new();
         self.all(
@@ -73,7 +69,7 @@ impl Transfer for PostgresStore {
              ORDER BY user_id, thread_id, fingerprint, seq",
             |row| {
                 let call: (String, String, String) = (row.get(0), row.get(1), row.get(2));
-                let recorded = json("resolutions", &row.get::<_, Vec<u8>>(3))?;
+                let recorded = stored_json("resolutions", &row.get::<_, Vec<u8>>(3))?;
                 match calls.last_mut() {
                     Some((u, t, f, list)) if (&*u, &*t, &*f) == (&call.0, &call.1, &call.2) => {
                         list.push(recorded)
@@ -109,14 +105,19 @@ impl Transfer for PostgresStore {
             "SELECT seq, body FROM events WHERE seq > $1 ORDER BY seq LIMIT $2",
             0,
             seq,
-            |row| each(Record::Event(json("events", &row.get::<_, Vec<u8>>(1))?)),
+            |row| {
+                each(Record::Event(stored_json(
+                    "events",
+                    &row.get::<_, Vec<u8>>(1),
+                )?))
+            },
         )?;
         self.pages(
             "SELECT seq, body FROM decisions WHERE seq > $1 ORDER BY seq LIMIT $2",
             0,
             seq,
             |row| {
-                each(Record::Decision(json(
+                each(Record::Decision(stored_json(
                     "decisions",
                     &row.get::<_, Vec<u8>>(1),
                 )?))
