@@ -152,14 +152,7 @@ impl Error {
     /// This error and every cause below it, joined by `: ` (what a person
     /// reads; `Display` is this error's own words only).
     pub fn report(&self) -> String {
-        let mut text = self.to_string();
-        let mut cause = std::error::Error::source(self);
-        while let Some(inner) = cause {
-            text.push_str(": ");
-            text.push_str(&inner.to_string());
-            cause = inner.source();
-        }
-        text
+        with_causes(self)
     }
 
     /// The message the daemon sends for this error: the errors that a
@@ -248,3 +241,15 @@ pub enum PluginProblem {
 
 /// Result alias for the host library.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// `err` and every cause below it, joined by `: `.
+pub(crate) fn with_causes(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut cause = err.source();
+    while let Some(inner) = cause {
+        text.push_str(": ");
+        text.push_str(&inner.to_string());
+        cause = inner.source();
+    }
+    text
+}

@@ -133,7 +133,7 @@ fn install_hooks(
 
 /// Run a real client to its end (bounded: a hung client must not hang the
 /// suite), stdin closed, its output kept.
-fn run_bounded(command: &mut Command) -> std::process::Output {
+pub fn run_bounded(command: &mut Command) -> std::process::Output {
     let child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -3,8 +3,7 @@
 //! against a scripted Messages API.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::process::Command;
 
 use serde_json::{Value, json};
 
@@ -148,18 +147,14 @@ pub fn run_claude(
     prompt: &str,
     extra: &[&str],
 ) -> std::process::Output {
-    let child = Command::new(claude)
-        .args(["-p", prompt])
-        .args(["--output-format", "stream-json", "--verbose"])
-        .args(["--setting-sources", "user", "--model", MODEL])
-        .args(extra)
-        .current_dir(project)
-        .env_clear()
-        .envs(offline_env(home, api))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    super::wait_bounded(child, Duration::from_secs(240))
+    super::agents::run_bounded(
+        Command::new(claude)
+            .args(["-p", prompt])
+            .args(["--output-format", "stream-json", "--verbose"])
+            .args(["--setting-sources", "user", "--model", MODEL])
+            .args(extra)
+            .current_dir(project)
+            .env_clear()
+            .envs(offline_env(home, api)),
+    )
 }

@@ -175,14 +175,7 @@ pub(super) fn describe(err: &postgres::Error) -> String {
     if let Some(db) = err.as_db_error() {
         return format!("{} ({})", db.message(), db.code().code());
     }
-    let mut text = err.to_string();
-    let mut cause = std::error::Error::source(err);
-    while let Some(inner) = cause {
-        text.push_str(": ");
-        text.push_str(&inner.to_string());
-        cause = inner.source();
-    }
-    text
+    crate::error::with_causes(err)
 }
 
 /// Fill what the URL left unset from the standard `PG*` variables.
