@@ -142,6 +142,19 @@ const PERSON: &str = "person";
 /// The screen while Copilot's prompt asks about a call toolgate paused.
 const ASKING: &str = "Hook permission request";
 
+/// What Copilot's input box holds: the lines between the last two rules
+/// of its screen.
+fn input_box(screen: &str) -> String {
+    let lines: Vec<&str> = screen.lines().collect();
+    let rules: Vec<usize> = (0..lines.len())
+        .filter(|&i| lines[i].trim_start().starts_with("──"))
+        .collect();
+    match rules[..] {
+        [.., above, below] => lines[above + 1..below].join("\n"),
+        _ => String::new(),
+    }
+}
+
 #[test]
 fn in_the_copilot_tui_a_persons_answer_ends_the_pause_wherever_it_is_given() {
     let api = ResponsesApi::start(vec![
@@ -180,7 +193,23 @@ fn in_the_copilot_tui_a_persons_answer_ends_the_pause_wherever_it_is_given() {
     tmux.wait_for(COPILOT_WINDOW, "Manual Approval");
     let prompt = |text: &str| {
         tmux.type_text(COPILOT_WINDOW, text);
-        tmux.press(COPILOT_WINDOW, &["Enter"]);
+        tmux.wait_until(COPILOT_WINDOW, "the prompt is typed", |s| {
+            input_box(s).contains(text)
+        });
+        // Copilot may still be settling from the last answer and drop an
+        // Enter (seen under load): press it until the prompt leaves the
+        // input box, as a person would.
+        for _ in 0..5 {
+            tmux.press(COPILOT_WINDOW, &["Enter"]);
+            let sent = (0..20).any(|_| {
+                std::thread::sleep(std::time::Duration::from_millis(250));
+                !input_box(&tmux.screen(COPILOT_WINDOW)).contains(text)
+            });
+            if sent {
+                return;
+            }
+        }
+        panic!("Copilot kept {text:?} in its input box");
     };
     let answer = |key: &str| {
         // After a beat, as a person answers (pacing, not a timing check).
