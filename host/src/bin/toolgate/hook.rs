@@ -1,7 +1,7 @@
 //! `toolgate hook`: the Claude Code hook adapter and its installer.
 
 use std::io::Read as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
@@ -302,58 +302,8 @@ pub fn settings(
     transport: Transport,
 ) -> anyhow::Result<Installed> {
     let exe = std::env::current_exe().context("cannot find the toolgate binary's path")?;
-    let mut words = vec![exe.display().to_string()];
-    if let Some(config) = &ctx.config_path {
-        let config = std::fs::canonicalize(config)
-            .with_context(|| format!("cannot find {}", config.display()))?;
-        words.extend(["--config".into(), config.display().to_string()]);
-    }
-    if let Some(store) = &ctx.store_override {
-        if store.holds_password() {
-            anyhow::bail!(
-                "--store {store} holds a password, and the installed hook line goes into the \
-                 agent's own settings and onto every hook's command line; leave it out of the URL \
-                 and give it to the daemon as PGPASSWORD or in a PGPASSFILE"
-            );
-        }
-        let store = crate::target::absolute_store(store.clone())?;
-        words.extend([
-            "--store".into(),
-            store.as_argument().to_string_lossy().into_owned(),
-        ]);
-    }
-    words.extend(["hook".into(), runtime.name().into()]);
-    if let Some(socket) = connect {
-        words.extend(["--connect".into(), socket.display().to_string()]);
-    }
-    // The thin client, when it was built beside this binary: it answers
-    // through the daemon without loading wasmtime, and hands anything else
-    // to the full command above.
-    let thin = exe.with_file_name("toolgate-hook");
-    if thin.is_file() {
-        let socket = ctx.socket(connect);
-        let mut thin_words = vec![
-            thin.display().to_string(),
-            "--socket".into(),
-            std::path::absolute(&socket)?.display().to_string(),
-            "--runtime".into(),
-            runtime.name().into(),
-        ];
-        // A daemon of its own user (system mode): only its socket is
-        // believed.
-        if ctx.config.daemon.user.is_some() {
-            thin_words.extend(["--daemon-uid".into(), ctx.daemon_uid()?.to_string()]);
-        }
-        // A runtime that runs the tool when its hook times out gets the
-        // failure answer first.
-        if let Some(timeout) = hooks::adapter(runtime).hook_timeout_secs() {
-            let deadline = timeout.saturating_sub(HOOK_DEADLINE_MARGIN_SECS).max(1);
-            thin_words.extend(["--deadline".into(), deadline.to_string()]);
-        }
-        thin_words.push("--".into());
-        thin_words.append(&mut words);
-        words = thin_words;
-    }
+    let words = full_command(ctx, &exe, connect, runtime)?;
+    let words = behind_thin_client(ctx, &exe, connect, runtime, words)?;
     let command = shlex::try_join(words.iter().map(String::as_str))
         .context("a path holds a NUL byte and cannot go in a shell command")?;
     let command = fail_closed(&command);
@@ -385,6 +335,78 @@ pub fn settings(
         Some(source) => Installed::Plugin(source),
         None => Installed::Settings(adapter.settings(&plan)),
     })
+}
+
+/// The words of the full hook command: this binary with the config and
+/// store it runs with.
+fn full_command(
+    ctx: &Ctx,
+    exe: &Path,
+    connect: Option<&PathBuf>,
+    runtime: HookRuntime,
+) -> anyhow::Result<Vec<String>> {
+    let mut words = vec![exe.display().to_string()];
+    if let Some(config) = &ctx.config_path {
+        let config = std::fs::canonicalize(config)
+            .with_context(|| format!("cannot find {}", config.display()))?;
+        words.extend(["--config".into(), config.display().to_string()]);
+    }
+    if let Some(store) = &ctx.store_override {
+        if store.holds_password() {
+            anyhow::bail!(
+                "--store {store} holds a password, and the installed hook line goes into the \
+                 agent's own settings and onto every hook's command line; leave it out of the URL \
+                 and give it to the daemon as PGPASSWORD or in a PGPASSFILE"
+            );
+        }
+        let store = crate::target::absolute_store(store.clone())?;
+        words.extend([
+            "--store".into(),
+            store.as_argument().to_string_lossy().into_owned(),
+        ]);
+    }
+    words.extend(["hook".into(), runtime.name().into()]);
+    if let Some(socket) = connect {
+        words.extend(["--connect".into(), socket.display().to_string()]);
+    }
+    Ok(words)
+}
+
+/// `words` behind the thin client, when it was built beside this binary:
+/// it answers through the daemon without loading wasmtime, and hands
+/// anything else to the full command.
+fn behind_thin_client(
+    ctx: &Ctx,
+    exe: &Path,
+    connect: Option<&PathBuf>,
+    runtime: HookRuntime,
+    mut words: Vec<String>,
+) -> anyhow::Result<Vec<String>> {
+    let thin = exe.with_file_name("toolgate-hook");
+    if !thin.is_file() {
+        return Ok(words);
+    }
+    let socket = ctx.socket(connect);
+    let mut thin_words = vec![
+        thin.display().to_string(),
+        "--socket".into(),
+        std::path::absolute(&socket)?.display().to_string(),
+        "--runtime".into(),
+        runtime.name().into(),
+    ];
+    // A daemon of its own user (system mode): only its socket is believed.
+    if ctx.config.daemon.user.is_some() {
+        thin_words.extend(["--daemon-uid".into(), ctx.daemon_uid()?.to_string()]);
+    }
+    // A runtime that runs the tool when its hook times out gets the
+    // failure answer first.
+    if let Some(timeout) = hooks::adapter(runtime).hook_timeout_secs() {
+        let deadline = timeout.saturating_sub(HOOK_DEADLINE_MARGIN_SECS).max(1);
+        thin_words.extend(["--deadline".into(), deadline.to_string()]);
+    }
+    thin_words.push("--".into());
+    thin_words.append(&mut words);
+    Ok(thin_words)
 }
 
 /// The shell line a runtime runs for `command`, failing closed. Claude

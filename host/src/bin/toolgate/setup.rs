@@ -116,41 +116,14 @@ fn system(args: &SystemArgs) -> anyhow::Result<ExitCode> {
     let user = &args.daemon_user;
     let uid = ensure_user(user, &args.state_dir)?;
     let persons = persons(&args.persons)?;
-
-    // Binaries: root-owned, so no user can replace the hook.
-    let exe = std::env::current_exe().context("cannot find the toolgate binary")?;
-    create_dir(&args.bin_dir, 0o755, None)?;
-    for name in ["toolgate", "toolgate-hook"] {
-        let from = exe.with_file_name(name);
-        let to = args.bin_dir.join(name);
-        // Copy beside, then rename: a running hook never sees half a file.
-        let tmp = to.with_extension("new");
-        std::fs::copy(&from, &tmp)
-            .with_context(|| format!("cannot copy {} to {}", from.display(), tmp.display()))?;
-        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755))?;
-        std::fs::rename(&tmp, &to)?;
-        println!("installed {}", to.display());
-    }
+    install_binaries(&args.bin_dir)?;
 
     // State and socket: the daemon's user's.
     create_dir(&args.state_dir, 0o750, Some(uid))?;
     create_dir(&args.state_dir.join("cache"), 0o700, Some(uid))?;
     create_dir(&args.run_dir, 0o755, Some(uid))?;
 
-    // The config: root-owned, readable by all (it holds no secrets; the
-    // approvals tokens are digests).
-    create_dir(&args.etc_dir, 0o755, Some(0))?;
-    let config = args.etc_dir.join("toolgate.toml");
-    if config.exists() {
-        println!("kept {} (as it is)", config.display());
-    } else {
-        let text = system_config(args, &persons);
-        toolgate::Config::parse(&text, "the system config", args.etc_dir.clone())
-            .context("the system config does not parse (a bug: please report it)")?;
-        write_root_file(&config, &text)?;
-        println!("wrote {}", config.display());
-    }
-
+    let config = write_system_config(args, &persons)?;
     let unit = Path::new("/etc/systemd/system/toolgate.service");
     if Path::new("/etc/systemd/system").is_dir() {
         write_root_file(unit, &systemd_unit(args))?;
@@ -167,70 +140,10 @@ fn system(args: &SystemArgs) -> anyhow::Result<ExitCode> {
         ("cursor", &args.cursor_enterprise),
         ("opencode", &opencode_plugin),
     ] {
-        if let Some(dir) = path.parent() {
-            create_dir(dir, 0o755, Some(0))?;
-        }
-        let out = Command::new(&installed)
-            .arg("--config")
-            .arg(&config)
-            .args(["hook", "install", "--for", runtime, "--write"])
-            .arg(path)
-            .output()?;
-        anyhow::ensure!(
-            out.status.success(),
-            "writing {runtime}'s hooks to {} failed: {}",
-            path.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644))?;
-        let mut backup = path.as_os_str().to_owned();
-        backup.push(".bak");
-        let _ = std::fs::remove_file(backup);
-        println!("{runtime}: hooks in {}", path.display());
+        install_managed_hooks(&installed, &config, runtime, path)?;
     }
-    // Claude Code: only the managed hooks run.
-    let text = std::fs::read_to_string(&args.claude_managed)?;
-    let mut managed: serde_json::Value = serde_json::from_str(&text)?;
-    managed["allowManagedHooksOnly"] = serde_json::json!(true);
-    write_root_file(
-        &args.claude_managed,
-        &(serde_json::to_string_pretty(&managed)? + "\n"),
-    )?;
-    println!("claude-code: allowManagedHooksOnly (user and project hooks are ignored)");
-    // OpenCode: the plugin in the managed config's list.
-    if let Some(dir) = args.opencode_managed.parent() {
-        create_dir(dir, 0o755, Some(0))?;
-    }
-    let mut managed: serde_json::Value = match std::fs::read_to_string(&args.opencode_managed) {
-        Ok(text) => serde_json::from_str(&text).with_context(|| {
-            format!(
-                "{} is not JSON; fix or move it first",
-                args.opencode_managed.display()
-            )
-        })?,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => serde_json::json!({}),
-        Err(err) => return Err(err).context("cannot read OpenCode's managed config"),
-    };
-    let entry = opencode_plugin.display().to_string();
-    let plugins = managed
-        .as_object_mut()
-        .context("OpenCode's managed config must hold a JSON object")?
-        .entry("plugin")
-        .or_insert_with(|| serde_json::json!([]))
-        .as_array_mut()
-        .context("`plugin` in OpenCode's managed config must be a list")?;
-    if !plugins.iter().any(|p| p.as_str() == Some(entry.as_str())) {
-        plugins.push(serde_json::json!(entry));
-    }
-    write_root_file(
-        &args.opencode_managed,
-        &(serde_json::to_string_pretty(&managed)? + "\n"),
-    )?;
-    println!(
-        "opencode: toolgate's plugin in {}'s plugin list (OpenCode under --pure or \
-         OPENCODE_PURE loads none: the guard refuses starting it so)",
-        args.opencode_managed.display()
-    );
+    only_managed_claude_hooks(&args.claude_managed)?;
+    list_opencode_plugin(&args.opencode_managed, &opencode_plugin)?;
 
     let serve = format!(
         "runuser -u {user} -- {} --config {} serve",
@@ -248,6 +161,124 @@ fn system(args: &SystemArgs) -> anyhow::Result<ExitCode> {
          their own (uids {persons:?}), never the agent's user."
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// This toolgate's binaries into `bin_dir`, root-owned, so no user can
+/// replace the hook.
+fn install_binaries(bin_dir: &Path) -> anyhow::Result<()> {
+    let exe = std::env::current_exe().context("cannot find the toolgate binary")?;
+    create_dir(bin_dir, 0o755, None)?;
+    for name in ["toolgate", "toolgate-hook"] {
+        let from = exe.with_file_name(name);
+        let to = bin_dir.join(name);
+        // Copy beside, then rename: a running hook never sees half a file.
+        let tmp = to.with_extension("new");
+        std::fs::copy(&from, &tmp)
+            .with_context(|| format!("cannot copy {} to {}", from.display(), tmp.display()))?;
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755))?;
+        std::fs::rename(&tmp, &to)?;
+        println!("installed {}", to.display());
+    }
+    Ok(())
+}
+
+/// The config, root-owned and readable by all (it holds no secrets; the
+/// approvals tokens are digests); one already there is kept as it is.
+fn write_system_config(args: &SystemArgs, persons: &[u32]) -> anyhow::Result<PathBuf> {
+    create_dir(&args.etc_dir, 0o755, Some(0))?;
+    let config = args.etc_dir.join("toolgate.toml");
+    if config.exists() {
+        println!("kept {} (as it is)", config.display());
+    } else {
+        let text = system_config(args, persons);
+        toolgate::Config::parse(&text, "the system config", args.etc_dir.clone())
+            .context("the system config does not parse (a bug: please report it)")?;
+        write_root_file(&config, &text)?;
+        println!("wrote {}", config.display());
+    }
+    Ok(config)
+}
+
+/// `runtime`'s hooks written to its admin-controlled `path` by the
+/// `installed` binary, root-owned and readable by all.
+fn install_managed_hooks(
+    installed: &Path,
+    config: &Path,
+    runtime: &str,
+    path: &Path,
+) -> anyhow::Result<()> {
+    if let Some(dir) = path.parent() {
+        create_dir(dir, 0o755, Some(0))?;
+    }
+    let out = Command::new(installed)
+        .arg("--config")
+        .arg(config)
+        .args(["hook", "install", "--for", runtime, "--write"])
+        .arg(path)
+        .output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "writing {runtime}'s hooks to {} failed: {}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644))?;
+    let mut backup = path.as_os_str().to_owned();
+    backup.push(".bak");
+    let _ = std::fs::remove_file(backup);
+    println!("{runtime}: hooks in {}", path.display());
+    Ok(())
+}
+
+/// Claude Code: only the managed hooks run.
+fn only_managed_claude_hooks(managed_settings: &Path) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(managed_settings)?;
+    let mut managed: serde_json::Value = serde_json::from_str(&text)?;
+    managed["allowManagedHooksOnly"] = serde_json::json!(true);
+    write_root_file(
+        managed_settings,
+        &(serde_json::to_string_pretty(&managed)? + "\n"),
+    )?;
+    println!("claude-code: allowManagedHooksOnly (user and project hooks are ignored)");
+    Ok(())
+}
+
+/// OpenCode: toolgate's `plugin` in the managed config's plugin list.
+fn list_opencode_plugin(managed_config: &Path, plugin: &Path) -> anyhow::Result<()> {
+    if let Some(dir) = managed_config.parent() {
+        create_dir(dir, 0o755, Some(0))?;
+    }
+    let mut managed: serde_json::Value = match std::fs::read_to_string(managed_config) {
+        Ok(text) => serde_json::from_str(&text).with_context(|| {
+            format!(
+                "{} is not JSON; fix or move it first",
+                managed_config.display()
+            )
+        })?,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => serde_json::json!({}),
+        Err(err) => return Err(err).context("cannot read OpenCode's managed config"),
+    };
+    let entry = plugin.display().to_string();
+    let plugins = managed
+        .as_object_mut()
+        .context("OpenCode's managed config must hold a JSON object")?
+        .entry("plugin")
+        .or_insert_with(|| serde_json::json!([]))
+        .as_array_mut()
+        .context("`plugin` in OpenCode's managed config must be a list")?;
+    if !plugins.iter().any(|p| p.as_str() == Some(entry.as_str())) {
+        plugins.push(serde_json::json!(entry));
+    }
+    write_root_file(
+        managed_config,
+        &(serde_json::to_string_pretty(&managed)? + "\n"),
+    )?;
+    println!(
+        "opencode: toolgate's plugin in {}'s plugin list (OpenCode under --pure or \
+         OPENCODE_PURE loads none: the guard refuses starting it so)",
+        managed_config.display()
+    );
+    Ok(())
 }
 
 /// The daemon's user's uid, creating it as a system user if missing.
