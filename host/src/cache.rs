@@ -11,7 +11,7 @@
 //! belongs to the daemon's user and the agent cannot read it; in per-user
 //! mode the agent's user could, so there the self-protection guard refuses
 //! every tool call that names the cache directory (reads included), and
-//! system mode is the fix (see "Safety model" in README.md).
+//! system mode is the fix (see docs/src/safety/ in the book).
 
 use std::io::Write as _;
 use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};

@@ -18,7 +18,7 @@ use toolgate_wire::protocol::ConfigIdentity;
 pub const DEFAULT_CONFIG: &str = include_str!("../../examples/default.toml");
 
 /// Where errors point the operator for the full reference.
-const REFERENCE: &str = "see \"Configuration\" in README.md";
+const REFERENCE: &str = "see the configuration reference, docs/src/reference/configuration.md";
 
 /// A parsed config file.
 #[derive(Debug, Clone, Deserialize)]
@@ -130,7 +130,7 @@ impl Default for RetentionConfig {
 }
 
 /// Who may resolve pauses (and run admin commands) through the daemon. The
-/// agent's own channel never can: see "Safety model" in README.md.
+/// agent's own channel never can: see the book's safety model, docs/src/safety/.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ApprovalsConfig {
@@ -895,7 +895,7 @@ mod tests {
         let err = parse("stor = \"x\"\n").unwrap_err().to_string();
         assert!(err.contains("test.toml"), "{err}");
         assert!(err.contains("stor"), "{err}");
-        assert!(err.contains("README"), "{err}");
+        assert!(err.contains("docs/src/reference/configuration.md"), "{err}");
     }
 
     #[test]

@@ -78,7 +78,7 @@ pub enum Error {
     #[error("toolgate daemon is busy: {0}")]
     Busy(String),
 
-    /// The caller may not do this (see "Safety model" in README.md).
+    /// The caller may not do this (see docs/src/safety/ in the book).
     #[error("not allowed: {0}")]
     Unauthorized(String),
 

@@ -15,7 +15,7 @@
 //! Channel adapters (a web inbox, a bot) authenticate instead with a token
 //! whose sha256 is in `[approvals] tokens`; that works over HTTP too.
 //! What same-user isolation cannot give, and the deployment that does, is
-//! in "Safety model" in README.md.
+//! in the book's safety model, docs/src/safety/.
 
 use std::os::unix::fs::MetadataExt as _;
 

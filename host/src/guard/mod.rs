@@ -36,7 +36,7 @@
 //! everything, and the policies judge such commands). Shell text the
 //! reader cannot follow is refused, not waved through.
 //!
-//! What it cannot see (see "Safety model" in README.md): commands assembled
+//! What it cannot see (see docs/src/safety/ in the book): commands assembled
 //! at run time (`base64 -d | sh`, a variable read from a file, a program
 //! that does the same without naming any of these). Per-user mode rests on
 //! this guard; system mode puts toolgate's files out of the agent's reach,

@@ -142,7 +142,7 @@ pub fn run(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
              Self-protection refuses the calls it can recognise (any spelling of these paths, \
              their directories, the hook settings), and a broken or missing toolgate blocks \
              the tool; but a command assembled at run time can still change them. System \
-             mode puts them out of the agent's reach (README, \"Safety model\").",
+             mode puts them out of the agent's reach (the book: docs/src/safety/modes.md).",
             mine.iter()
                 .map(|p| p.display().to_string())
                 .collect::<Vec<_>>()

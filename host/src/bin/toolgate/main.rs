@@ -4,7 +4,7 @@
 /// glibc's malloc takes an arena lock when one thread frees what another
 /// allocated — the store's writer thread frees every decision's log entry —
 /// and the waits showed as scheduler time in the decision's profile; with
-/// mimalloc the warm decision's p99 halved (see README, Performance).
+/// mimalloc the warm decision's p99 halved (see docs/src/performance.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -87,8 +87,8 @@ enum Subcommands {
         #[arg(default_value = "{}")]
         args: String,
     },
-    /// Agent-runtime hooks: the Claude Code, Gemini CLI and Cursor adapters
-    /// and their installer.
+    /// Agent-runtime hooks: the adapters for Claude Code, Gemini CLI,
+    /// Cursor, Codex CLI, Copilot CLI and OpenCode, and their installer.
     #[command(subcommand)]
     Hook(hook::HookCommand),
     /// Run the daemon: policies stay warm behind a Unix socket.
