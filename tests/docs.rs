@@ -1,0 +1,748 @@
+//! The docs cannot rot: the book under `docs/` builds with mdBook, every
+//! link in it and in the README leads to a file and heading that exist,
+//! every `toolgate` command they show names subcommands and flags the
+//! binary has, the configuration reference names exactly the keys the
+//! config takes, and the Grafana dashboard asks only for metrics the daemon
+//! serves.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use regex::Regex;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .canonicalize()
+        .unwrap()
+}
+
+fn book_src() -> PathBuf {
+    root().join("docs/src")
+}
+
+/// The book's chapters and the README: the Markdown a reader reads.
+fn documents() -> Vec<PathBuf> {
+    let mut files = vec![root().join("README.md")];
+    let mut dirs = vec![book_src()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "md") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn shown(path: &Path) -> String {
+    path.strip_prefix(root())
+        .unwrap_or(path)
+        .display()
+        .to_string()
+}
+
+/// A fenced code block: its info string, its text and the line it starts on.
+struct Block {
+    info: String,
+    text: String,
+    line: usize,
+}
+
+/// Split Markdown into its fenced code blocks and the prose around them
+/// (the prose with each block's lines blanked, so line numbers still hold).
+fn split(markdown: &str) -> (Vec<Block>, String) {
+    let mut blocks = Vec::new();
+    let mut prose = String::new();
+    let mut open: Option<Block> = None;
+    for (n, line) in markdown.lines().enumerate() {
+        let fence = line.trim_start().starts_with("```");
+        match open.as_mut() {
+            None if fence => {
+                open = Some(Block {
+                    info: line.trim_start().trim_start_matches('`').trim().to_string(),
+                    text: String::new(),
+                    line: n + 1,
+                });
+                prose.push('\n');
+            }
+            None => {
+                prose.push_str(line);
+                prose.push('\n');
+            }
+            Some(_) if fence => {
+                blocks.push(open.take().unwrap());
+                prose.push('\n');
+            }
+            Some(block) => {
+                block.text.push_str(line);
+                block.text.push('\n');
+                prose.push('\n');
+            }
+        }
+    }
+    (blocks, prose)
+}
+
+/// Inline code spans of prose (one line each, as these docs write them).
+fn inline_code(prose: &str) -> Vec<(usize, String)> {
+    let span = Regex::new(r"`([^`\n]+)`").unwrap();
+    prose
+        .lines()
+        .enumerate()
+        .flat_map(|(n, line)| {
+            span.captures_iter(line)
+                .map(move |c| (n + 1, c[1].to_string()))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// The anchor mdBook (and GitHub) give a heading: lower case, spaces to
+/// hyphens, everything but letters, digits, `-` and `_` dropped.
+fn anchor(heading: &str) -> String {
+    let text = heading.replace('`', "");
+    text.trim()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c.to_ascii_lowercase()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn anchors(markdown: &str) -> BTreeSet<String> {
+    let (_, prose) = split(markdown);
+    prose
+        .lines()
+        .filter(|l| l.starts_with('#'))
+        .map(|l| anchor(l.trim_start_matches('#')))
+        .collect()
+}
+
+#[test]
+fn the_book_builds_with_mdbook() {
+    let installed = root().join("target/tools/bin/mdbook");
+    let mdbook = if installed.exists() {
+        installed
+    } else {
+        PathBuf::from("mdbook")
+    };
+    let out = tempfile::tempdir().unwrap();
+    let run = Command::new(&mdbook)
+        .arg("build")
+        .arg(root().join("docs"))
+        .arg("--dest-dir")
+        .arg(out.path())
+        .output();
+    let run = match run {
+        Ok(run) => run,
+        Err(e) => {
+            return common::missing::missing(
+                "mdbook",
+                &format!("mdBook is not installed ({e})"),
+                "cargo install --locked --root target/tools mdbook@0.5.4 --no-default-features --features search",
+            );
+        }
+    };
+    let log = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "mdbook build failed:\n{log}");
+    // mdBook reports a missing include or a broken SUMMARY entry as an
+    // error or a warning and may still write the book: neither is allowed.
+    let complaints: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("ERROR") || l.contains("WARN"))
+        .collect();
+    assert!(complaints.is_empty(), "mdbook build complained:\n{log}");
+    // Every chapter was rendered, the WIT files included whole.
+    let wit = read(&out.path().join("reference/wit.html"));
+    assert!(
+        wit.contains("interface gate") && !wit.contains("{{#include"),
+        "the WIT reference did not include the contract"
+    );
+}
+
+#[test]
+fn every_chapter_is_in_the_summary() {
+    let summary = read(&book_src().join("SUMMARY.md"));
+    let listed: BTreeSet<PathBuf> = Regex::new(r"\]\(([^)]+\.md)\)")
+        .unwrap()
+        .captures_iter(&summary)
+        .map(|c| book_src().join(&c[1]))
+        .collect();
+    for chapter in documents() {
+        if chapter.starts_with(book_src()) && !chapter.ends_with("SUMMARY.md") {
+            assert!(
+                listed.contains(&chapter),
+                "{} is not listed in docs/src/SUMMARY.md, so the book never shows it",
+                shown(&chapter)
+            );
+        }
+    }
+}
+
+/// Every relative link leads to a file that exists, and a `#fragment` to a
+/// heading of that file. A chapter links only within the book (the
+/// rendered book holds nothing else; show a repository file with an
+/// `{{#include}}`); the README may link anywhere in the repository.
+#[test]
+fn every_link_leads_to_a_file_and_heading_that_exist() {
+    // Link text may wrap over lines; the target may not.
+    let link = Regex::new(r"!?\[[^\]]*\]\(([^)\s]+)\)").unwrap();
+    let code_span = Regex::new(r"`[^`\n]*`").unwrap();
+    let mut checked = 0;
+    let mut broken = Vec::new();
+    for doc in documents() {
+        let text = read(&doc);
+        let (_, prose) = split(&text);
+        let prose = code_span.replace_all(&prose, "");
+        for found in link.captures_iter(&prose) {
+            let target = found[1].to_string();
+            let n = prose[..found.get(0).unwrap().start()]
+                .lines()
+                .count()
+                .max(1)
+                - 1;
+            {
+                if target.starts_with("http://")
+                    || target.starts_with("https://")
+                    || target.starts_with("mailto:")
+                {
+                    continue;
+                }
+                checked += 1;
+                let (file, fragment) = match target.split_once('#') {
+                    Some((file, fragment)) => (file, Some(fragment)),
+                    None => (target.as_str(), None),
+                };
+                let dest = if file.is_empty() {
+                    doc.clone()
+                } else {
+                    doc.parent().unwrap().join(file)
+                };
+                let at = format!("{}:{}: `{target}`", shown(&doc), n + 1);
+                let Ok(dest) = dest.canonicalize() else {
+                    broken.push(format!("{at} leads to no file"));
+                    continue;
+                };
+                if doc.starts_with(book_src()) && !dest.starts_with(book_src()) {
+                    broken.push(format!("{at} leaves the book (include the file instead)"));
+                    continue;
+                }
+                if let Some(fragment) = fragment
+                    && dest.extension().is_some_and(|e| e == "md")
+                    && !anchors(&read(&dest)).contains(fragment)
+                {
+                    broken.push(format!("{at} names no heading of {}", shown(&dest)));
+                }
+            }
+        }
+    }
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+    assert!(
+        checked > 30,
+        "only {checked} links were found: is the reader broken?"
+    );
+}
+
+/// The binary's command tree, read from its own `--help`: each command's
+/// subcommands and the options its help names.
+struct Cli {
+    subcommands: BTreeMap<String, std::rc::Rc<Cli>>,
+    options: BTreeSet<String>,
+}
+
+fn help(path: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(path)
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "toolgate {path:?} --help failed");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn cli(path: &[&str]) -> Cli {
+    let text = help(path);
+    let option = Regex::new(r"(?m)^\s+(?:(-[A-Za-z0-9]), )?(--[a-z0-9-]+)").unwrap();
+    let mut options: BTreeSet<String> = BTreeSet::new();
+    for c in option.captures_iter(&text) {
+        options.insert(c[2].to_string());
+        if let Some(short) = c.get(1) {
+            options.insert(short.as_str().to_string());
+        }
+    }
+    let mut subcommands = BTreeMap::new();
+    if let Some(commands) = text.split("Commands:\n").nth(1) {
+        for line in commands.lines().take_while(|l| l.starts_with("  ")) {
+            let name = line.split_whitespace().next().unwrap();
+            // clap lists its own `help` as a command too.
+            if name == "help" || line.starts_with("   ") {
+                continue;
+            }
+            let mut sub = path.to_vec();
+            sub.push(name);
+            let tree = std::rc::Rc::new(cli(&sub));
+            // `[alias: approvals]`, `[aliases: a, b]`: the same command.
+            let aliases = line
+                .split_once("[alias")
+                .and_then(|(_, rest)| rest.split_once(':'))
+                .map(|(_, names)| names.trim_end_matches(']').split(',').map(str::trim));
+            for alias in aliases.into_iter().flatten() {
+                subcommands.insert(alias.to_string(), tree.clone());
+            }
+            subcommands.insert(name.to_string(), tree);
+        }
+    }
+    Cli {
+        subcommands,
+        options,
+    }
+}
+
+/// The words of a shell command line, without a trailing comment, cut at
+/// the first shell operator, or `None` if the line is not one command.
+fn words(line: &str) -> Option<Vec<String>> {
+    let mut quote = None;
+    let mut cut = line.len();
+    for (i, c) in line.char_indices() {
+        match (quote, c) {
+            (None, '\'' | '"') => quote = Some(c),
+            (Some(q), c) if c == q => quote = None,
+            (None, '#') if i == 0 || line[..i].ends_with(' ') => {
+                cut = i;
+                break;
+            }
+            _ => {}
+        }
+    }
+    let words = shlex::split(&line[..cut])?;
+    let end = words
+        .iter()
+        .position(|w| ["|", "||", "&&", ";", ">", "2>", "<", "&"].contains(&w.as_str()))
+        .unwrap_or(words.len());
+    Some(words[..end].to_vec())
+}
+
+/// The `toolgate` command a line runs, from its first word after
+/// `toolgate` (also `sudo toolgate`, `/usr/local/bin/toolgate` and
+/// `cargo run -- …`).
+fn toolgate_words(words: &[String]) -> Option<&[String]> {
+    if let Some(i) = words
+        .iter()
+        .position(|w| w == "toolgate" || w.ends_with("/bin/toolgate") || w == "$TG")
+    {
+        let before_is_a_command = words[..i]
+            .iter()
+            .all(|w| w == "sudo" || w == "--" || w.contains('='));
+        if before_is_a_command {
+            return Some(&words[i + 1..]);
+        }
+    }
+    if words.first().is_some_and(|w| w == "cargo") && words.get(1).is_some_and(|w| w == "run") {
+        let dashes = words.iter().position(|w| w == "--")?;
+        return Some(&words[dashes + 1..]);
+    }
+    None
+}
+
+/// What is wrong with a documented `toolgate` command, if anything.
+fn check_command(cli: &Cli, words: &[String]) -> Option<String> {
+    const GLOBAL: &[&str] = &["--config", "--store", "-q"];
+    let mut node = cli;
+    let mut path = Vec::new();
+    let mut rest = words.iter().peekable();
+    // Global options first, with their values.
+    while let Some(word) = rest.next_if(|w| GLOBAL.contains(&w.as_str())) {
+        if word != "-q" {
+            rest.next();
+        }
+    }
+    let mut options = Vec::new();
+    // A usage line's optional parts, `[--always]`, are words too.
+    for word in rest.map(|w| w.trim_start_matches('[').trim_end_matches(']')) {
+        if word == "--" {
+            break;
+        }
+        if word.starts_with('-') && word.len() > 1 {
+            options.push(word.split('=').next().unwrap().to_string());
+            continue;
+        }
+        if options.is_empty() {
+            if let Some(sub) = node.subcommands.get(word) {
+                node = sub;
+                path.push(word.to_string());
+                continue;
+            }
+            let plain = word
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c == '-' || c.is_ascii_digit());
+            if !node.subcommands.is_empty() && plain && !word.is_empty() {
+                return Some(format!(
+                    "`toolgate {}` has no subcommand `{word}`",
+                    path.join(" ")
+                ));
+            }
+        }
+    }
+    for option in options {
+        if !node.options.contains(&option) && !GLOBAL.contains(&option.as_str()) {
+            return Some(format!(
+                "`toolgate {}` has no option `{option}`",
+                path.join(" ")
+            ));
+        }
+    }
+    None
+}
+
+/// Every `toolgate` command the docs show — in code blocks and inline — is
+/// one the binary takes: a renamed subcommand or flag fails here, naming
+/// the page and line.
+#[test]
+fn every_documented_command_names_subcommands_and_options_the_binary_has() {
+    let cli = cli(&[]);
+    let mut checked = 0;
+    let mut wrong = Vec::new();
+    for doc in documents() {
+        let text = read(&doc);
+        let (blocks, prose) = split(&text);
+        let mut lines: Vec<(usize, String)> = Vec::new();
+        for block in blocks
+            .iter()
+            .filter(|b| ["sh", "console", "bash", "shell"].contains(&b.info.as_str()))
+        {
+            let mut joined = String::new();
+            for (n, line) in block.text.lines().enumerate() {
+                let line = line.strip_prefix("$ ").unwrap_or(line);
+                if let Some(start) = line.strip_suffix('\\') {
+                    joined.push_str(start);
+                    continue;
+                }
+                joined.push_str(line);
+                lines.push((block.line + n + 1, std::mem::take(&mut joined)));
+            }
+        }
+        lines.extend(
+            inline_code(&prose)
+                .into_iter()
+                .filter(|(_, code)| code.starts_with("toolgate ")),
+        );
+        for (n, line) in lines {
+            let Some(words) = words(&line) else { continue };
+            let Some(args) = toolgate_words(&words) else {
+                continue;
+            };
+            checked += 1;
+            if let Some(problem) = check_command(&cli, args) {
+                wrong.push(format!("{}:{n}: {problem}\n    {line}", shown(&doc)));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "documented commands the binary does not take:\n{}",
+        wrong.join("\n")
+    );
+    assert!(
+        checked > 100,
+        "only {checked} commands were found: is the reader broken?"
+    );
+}
+
+/// The configuration reference's table rows, as `[section] key` (or `key`
+/// at the top level).
+fn documented_keys() -> BTreeSet<String> {
+    let reference = read(&book_src().join("reference/configuration.md"));
+    let row = Regex::new(r"(?m)^\| `([^`]+)` \|").unwrap();
+    row.captures_iter(&reference)
+        .map(|c| c[1].to_string())
+        .collect()
+}
+
+/// The keys one config struct takes, as serde's derive declares them: a
+/// deserializer that only asks.
+mod fields {
+    use serde::de::{self, Deserialize, Visitor};
+
+    pub struct Fields(pub Vec<&'static str>);
+
+    struct Ask<'a>(&'a mut Option<&'static [&'static str]>);
+
+    impl<'de> de::Deserializer<'de> for Ask<'_> {
+        type Error = de::value::Error;
+        fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+            Err(de::Error::custom("not a struct"))
+        }
+        fn deserialize_struct<V: Visitor<'de>>(
+            self,
+            _: &'static str,
+            fields: &'static [&'static str],
+            _: V,
+        ) -> Result<V::Value, Self::Error> {
+            *self.0 = Some(fields);
+            Err(de::Error::custom("asked"))
+        }
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 u8 u16 u32 u64 f32 f64 char str string bytes byte_buf
+            option unit unit_struct newtype_struct seq tuple tuple_struct map enum
+            identifier ignored_any
+        }
+    }
+
+    pub fn of<T: for<'de> Deserialize<'de>>() -> Fields {
+        let mut fields = None;
+        let _ = T::deserialize(Ask(&mut fields));
+        Fields(fields.expect("a config type that is not a struct").to_vec())
+    }
+}
+
+/// A documented key as the table path it is in and the key: `store` is
+/// (``, `store`), `[plugins.NAME.limits] memory_mib` is
+/// (`plugins.NAME.limits`, `memory_mib`), `[plugins.NAME.config]` is
+/// (`plugins.NAME.config`, ``).
+fn table_and_key(documented: &str) -> (String, String) {
+    match documented.strip_prefix('[') {
+        None => (String::new(), documented.to_string()),
+        Some(rest) => {
+            let (table, key) = rest.split_once(']').unwrap();
+            (table.to_string(), key.trim().to_string())
+        }
+    }
+}
+
+/// The configuration reference names every key the config takes, and no
+/// key it does not: a key added, renamed or removed in `config.rs` fails
+/// here until the reference says so.
+#[test]
+fn the_configuration_reference_names_exactly_the_keys_the_config_takes() {
+    use toolgate::config::*;
+    let tables: BTreeMap<&str, Vec<&str>> = BTreeMap::from([
+        ("", fields::of::<Config>().0),
+        ("retention", fields::of::<RetentionConfig>().0),
+        ("approvals", fields::of::<ApprovalsConfig>().0),
+        ("notify", fields::of::<NotifyConfig>().0),
+        ("daemon", fields::of::<DaemonConfig>().0),
+        ("probe", fields::of::<ProbeConfig>().0),
+        ("log", fields::of::<LogConfig>().0),
+        ("plugins.NAME", fields::of::<PluginConfig>().0),
+        ("plugins.NAME.limits", fields::of::<Limits>().0),
+    ]);
+    let documented: Vec<(String, String)> = documented_keys()
+        .iter()
+        .map(|key| table_and_key(key))
+        .collect();
+    assert!(
+        documented.len() > 40,
+        "only {} keys documented",
+        documented.len()
+    );
+    let mut problems = Vec::new();
+    for (table, keys) in &tables {
+        for key in keys {
+            let nested = if table.is_empty() {
+                key.to_string()
+            } else {
+                format!("{table}.{key}")
+            };
+            let is_documented = documented.iter().any(|(t, k)| {
+                (t == table && k == key) || t == &nested || t.starts_with(&format!("{nested}."))
+            });
+            if !is_documented {
+                problems.push(format!("`{key}` in [{table}] is taken but not documented"));
+            }
+        }
+    }
+    for (table, key) in &documented {
+        let known = match tables.get(table.as_str()) {
+            Some(keys) => keys.contains(&key.as_str()),
+            // `[plugins.NAME.config]`, `[approvals.tokens] NAME`: a table
+            // its parent takes as one key, holding names of the operator's.
+            None => {
+                let (parent, last) = table.rsplit_once('.').unwrap_or(("", table));
+                let placeholder = key.is_empty() || key.chars().all(|c| c.is_ascii_uppercase());
+                placeholder && tables.get(parent).is_some_and(|keys| keys.contains(&last))
+            }
+        };
+        if !known {
+            problems.push(format!(
+                "`{key}` in [{table}] is documented but the config takes no such key"
+            ));
+        }
+    }
+    // The rollout's keys are documented in its row.
+    let reference = read(&book_src().join("reference/configuration.md"));
+    let rollout = reference
+        .lines()
+        .find(|l| l.starts_with("| `[plugins.NAME] rollout`"))
+        .unwrap_or_default();
+    for key in fields::of::<Rollout>().0 {
+        if !rollout.contains(&format!("{key} =")) {
+            problems.push(format!("the rollout key `{key}` is not documented"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// A code block's text with mdBook's whole-file `{{#include PATH}}` lines
+/// replaced by the file, as the rendered book shows it.
+fn included(doc: &Path, text: &str) -> String {
+    text.lines()
+        .map(|line| match line.trim().strip_prefix("{{#include ") {
+            Some(rest) => read(&doc.parent().unwrap().join(rest.trim_end_matches("}}"))),
+            None => format!("{line}\n"),
+        })
+        .collect()
+}
+
+/// Every config the book shows loads, and every fixture file parses.
+#[test]
+fn every_toml_snippet_loads() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut checked = 0;
+    for doc in documents() {
+        let (blocks, _) = split(&read(&doc));
+        for block in blocks.iter().filter(|b| b.info == "toml") {
+            checked += 1;
+            let at = format!("{}:{}", shown(&doc), block.line);
+            let text = included(&doc, &block.text);
+            if text.contains("[[case]]") {
+                let path = dir.path().join("fixtures.toml");
+                std::fs::write(&path, &text).unwrap();
+                toolgate::fixtures::parse(&path)
+                    .unwrap_or_else(|e| panic!("{at}: the fixtures do not parse: {e}"));
+            } else {
+                toolgate::Config::parse(&text, &at, dir.path().to_path_buf())
+                    .unwrap_or_else(|e| panic!("{at}: the config does not load: {e}"));
+            }
+        }
+    }
+    assert!(checked >= 3, "only {checked} TOML snippets were found");
+}
+
+/// The WIT reference includes every file of the contract.
+#[test]
+fn the_wit_reference_includes_every_wit_file() {
+    let reference = read(&book_src().join("reference/wit.md"));
+    for entry in std::fs::read_dir(root().join("wit")).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        if name.ends_with(".wit") {
+            assert!(
+                reference.contains(&format!("{{{{#include ../../../wit/{name}}}}}")),
+                "docs/src/reference/wit.md does not include wit/{name}"
+            );
+        }
+    }
+}
+
+/// The Grafana dashboard asks only for metrics the daemon serves, and shows
+/// every one of them.
+#[test]
+fn the_grafana_dashboard_shows_exactly_the_metrics_the_daemon_serves() {
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&read(&book_src().join("operating/grafana-dashboard.json")))
+            .expect("the dashboard is JSON");
+    let mut exprs = Vec::new();
+    for panel in dashboard["panels"].as_array().expect("panels") {
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            exprs.push(target["expr"].as_str().expect("expr").to_string());
+        }
+    }
+    // One decision (a policy that failed, a shadow) and one reload
+    // recorded: a labelled family shows only once it has a sample.
+    let metrics = toolgate::metrics::Metrics::default();
+    let decision: toolgate::Decision = serde_json::from_value(serde_json::json!({
+        "verdict": "deny", "notes": [], "risk": {"category": "low"}, "call_id": "c",
+        "duration_us": 10, "policies": [{"name": "lease-gate", "priority": 1, "sha256": "x",
+        "verdict": "deny", "notes": [], "duration_us": 1, "failure": "deadline"}],
+        "shadows": [{"name": "lease-gate-next", "priority": 1, "sha256": "y",
+        "verdict": "allow", "notes": [], "duration_us": 1}]
+    }))
+    .unwrap();
+    metrics.record(&decision);
+    metrics.record_reload(true);
+    let text = metrics.render(0, 0);
+    let served: BTreeSet<String> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .map(|l| l.split_whitespace().next().unwrap().to_string())
+        .collect();
+    assert!(served.len() >= 8, "the daemon serves {served:?}");
+    let name = Regex::new(r"toolgate_[a-z_]+").unwrap();
+    let mut shown = BTreeSet::new();
+    for expr in &exprs {
+        for m in name.find_iter(expr) {
+            let metric = ["_total", "_bucket", "_sum", "_count"]
+                .iter()
+                .fold(m.as_str(), |n, suffix| n.strip_suffix(suffix).unwrap_or(n));
+            assert!(
+                served.contains(metric),
+                "the dashboard asks for `{}`, which the daemon does not serve ({served:?})",
+                m.as_str()
+            );
+            shown.insert(metric.to_string());
+        }
+    }
+    // The labels it groups by are ones the metrics carry.
+    let by = Regex::new(r"by \(([^)]*)\)").unwrap();
+    for expr in &exprs {
+        for labels in by.captures_iter(expr) {
+            for label in labels[1].split(',').map(str::trim).filter(|l| *l != "le") {
+                assert!(
+                    text.contains(&format!("{label}=\"")),
+                    "the dashboard groups by `{label}`, which no metric carries: {expr}"
+                );
+            }
+        }
+    }
+    let unshown: Vec<_> = served.difference(&shown).collect();
+    assert!(
+        unshown.is_empty(),
+        "the dashboard does not show {unshown:?}"
+    );
+}
+
+/// The README stays short, its two commands are the ones that work, and CI
+/// runs exactly its test command.
+#[test]
+fn the_readme_is_short_and_ci_runs_its_test_command() {
+    let readme = read(&root().join("README.md"));
+    let lines = readme.lines().count();
+    assert!(
+        lines <= 300,
+        "the README has {lines} lines: move detail into the book"
+    );
+    let (blocks, _) = split(&readme);
+    let first = blocks.first().expect("the README's first code block");
+    let commands: Vec<&str> = first
+        .text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#') && !l.trim().is_empty())
+        .collect();
+    assert_eq!(
+        commands,
+        [
+            "rustup target add wasm32-wasip2 && cargo run -- check examples/requests/*.json",
+            "./.ci/setup && cargo test --workspace",
+        ],
+        "the README's first block is the two commands"
+    );
+    let ci = read(&root().join(".ci/run"));
+    assert!(
+        ci.lines().any(|l| l.trim() == commands[1]),
+        ".ci/run does not run the README's test command `{}`",
+        commands[1]
+    );
+}
