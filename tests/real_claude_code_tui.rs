@@ -92,6 +92,7 @@ fn in_the_claude_code_tui_a_persons_answer_ends_the_pause_wherever_it_is_given()
         "the prompt shows who asks and why:\n{screen}"
     );
     assert_eq!(gates(&user).len(), 1, "one pause while Claude Code asks");
+    tmux.keep(CLAUDE, "claude-code-asks");
     answer_prompt(&tmux, "1");
     tmux.wait_for(CLAUDE, "Created a.txt.");
     assert!(project.join("a.txt").exists());
@@ -142,6 +143,7 @@ fn in_the_claude_code_tui_a_persons_answer_ends_the_pause_wherever_it_is_given()
         screen.contains("A person refused this call"),
         "the refusal shows on screen:\n{screen}"
     );
+    tmux.keep(CLAUDE, "claude-code-refused");
     assert!(!project.join("d.txt").exists());
     assert_eq!(gates(&user), Vec::<Value>::new(), "no new pause");
     let turns = api.turns();

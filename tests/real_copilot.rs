@@ -230,6 +230,7 @@ fn in_the_copilot_tui_a_persons_answer_ends_the_pause_wherever_it_is_given() {
         "the prompt shows who asks and why:\n{screen}"
     );
     assert_eq!(gates().len(), 1, "one pause while Copilot asks");
+    tmux.keep(COPILOT_WINDOW, "copilot-asks");
     answer("1");
     tmux.wait_for(COPILOT_WINDOW, "Wrote a.txt.");
     assert!(user.project.join("a.txt").exists());

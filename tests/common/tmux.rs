@@ -86,6 +86,22 @@ impl Tmux {
             .join("\n")
     }
 
+    /// Keep what window `name` shows now (its visible screen, as a person
+    /// sees it) in `target/screens/FILE.txt`, where the book's captures of
+    /// the real clients come from (docs/src/approving.md).
+    pub fn keep(&self, name: &str, file: &str) {
+        let out = self
+            .command()
+            .args(["capture-pane", "-p", "-J", "-t"])
+            .arg(format!("test:{name}"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "tmux capture-pane: {out:?}");
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/screens");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("{file}.txt")), &out.stdout).unwrap();
+    }
+
     /// Wait (bounded) until window `name` shows `text`; the screen then.
     pub fn wait_for(&self, name: &str, text: &str) -> String {
         self.wait_until(name, &format!("the screen shows {text:?}"), |s| {
