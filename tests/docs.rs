@@ -95,16 +95,14 @@ fn split(markdown: &str) -> (Vec<Block>, String) {
     (blocks, prose)
 }
 
-/// Inline code spans of prose (one line each, as these docs write them).
+/// Inline code spans of prose, a span wrapped over lines joined into one,
+/// with the line each starts on.
 fn inline_code(prose: &str) -> Vec<(usize, String)> {
-    let span = Regex::new(r"`([^`\n]+)`").unwrap();
-    prose
-        .lines()
-        .enumerate()
-        .flat_map(|(n, line)| {
-            span.captures_iter(line)
-                .map(move |c| (n + 1, c[1].to_string()))
-                .collect::<Vec<_>>()
+    let span = Regex::new(r"`([^`]+)`").unwrap();
+    span.captures_iter(prose)
+        .map(|c| {
+            let line = prose[..c.get(0).unwrap().start()].lines().count().max(1);
+            (line, c[1].split_whitespace().collect::<Vec<_>>().join(" "))
         })
         .collect()
 }
@@ -134,29 +132,31 @@ fn anchors(markdown: &str) -> BTreeSet<String> {
 
 #[test]
 fn the_book_builds_with_mdbook() {
-    let installed = root().join("target/tools/bin/mdbook");
-    let mdbook = if installed.exists() {
-        installed
-    } else {
-        PathBuf::from("mdbook")
-    };
+    const INSTALL: &str = "cargo install --locked --root target/tools mdbook@0.5.4 \
+                           --no-default-features --features search";
+    let mdbook = root().join("target/tools/bin/mdbook");
+    let version = Command::new(&mdbook).arg("--version").output();
+    match version {
+        Ok(v) if String::from_utf8_lossy(&v.stdout).trim() == "mdbook v0.5.4" => {}
+        other => {
+            return common::missing::missing(
+                "mdbook",
+                &format!("mdBook 0.5.4 is not in target/tools ({other:?})"),
+                INSTALL,
+            );
+        }
+    }
     let out = tempfile::tempdir().unwrap();
     let run = Command::new(&mdbook)
         .arg("build")
         .arg(root().join("docs"))
         .arg("--dest-dir")
         .arg(out.path())
-        .output();
-    let run = match run {
-        Ok(run) => run,
-        Err(e) => {
-            return common::missing::missing(
-                "mdbook",
-                &format!("mdBook is not installed ({e})"),
-                "cargo install --locked --root target/tools mdbook@0.5.4 --no-default-features --features search",
-            );
-        }
-    };
+        // Its warnings are what this test reads: none may be filtered out.
+        .env_remove("MDBOOK_LOG")
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
     let log = String::from_utf8_lossy(&run.stderr);
     assert!(run.status.success(), "mdbook build failed:\n{log}");
     // mdBook reports a missing include or a broken SUMMARY entry as an
@@ -171,6 +171,76 @@ fn the_book_builds_with_mdbook() {
     assert!(
         wit.contains("interface gate") && !wit.contains("{{#include"),
         "the WIT reference did not include the contract"
+    );
+    every_link_in_the_rendered_book_leads_somewhere(out.path());
+}
+
+/// In the book as mdBook rendered it — headings' ids as mdBook made them,
+/// included files, reference links, images, raw HTML — every relative
+/// `href` and `src` leads to a file of the book, and a `#fragment` to an
+/// id in it.
+fn every_link_in_the_rendered_book_leads_somewhere(book: &Path) {
+    let attribute = Regex::new(r#"(?:href|src)="([^"]*)""#).unwrap();
+    let id = Regex::new(r#"\bid="([^"]*)""#).unwrap();
+    let mut pages = Vec::new();
+    let mut dirs = vec![book.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "html") {
+                pages.push(path);
+            }
+        }
+    }
+    let ids = |page: &Path| -> BTreeSet<String> {
+        id.captures_iter(&read(page))
+            .map(|c| c[1].to_string())
+            .collect()
+    };
+    let mut checked = 0;
+    let mut broken = Vec::new();
+    // print.html repeats every chapter with its links rewritten; 404.html
+    // links the site's root, which only a web server has.
+    for page in pages
+        .iter()
+        .filter(|p| !p.ends_with("print.html") && !p.ends_with("404.html"))
+    {
+        let html = read(page);
+        for target in attribute.captures_iter(&html).map(|c| c[1].to_string()) {
+            if target.contains("://") || target.starts_with("mailto:") || target.is_empty() {
+                continue;
+            }
+            checked += 1;
+            let (file, fragment) = match target.split_once('#') {
+                Some((file, fragment)) => (file, Some(fragment)),
+                None => (target.as_str(), None),
+            };
+            let dest = if file.is_empty() {
+                page.clone()
+            } else {
+                page.parent().unwrap().join(file)
+            };
+            let at = format!("{}: `{target}`", page.strip_prefix(book).unwrap().display());
+            if !dest.is_file() {
+                broken.push(format!("{at} leads to no file of the book"));
+            } else if let Some(fragment) = fragment
+                && dest.extension().is_some_and(|e| e == "html")
+                && !ids(&dest).contains(fragment)
+            {
+                broken.push(format!("{at} names no id in {}", dest.display()));
+            }
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "broken links in the rendered book:\n{}",
+        broken.join("\n")
+    );
+    assert!(
+        checked > 500,
+        "only {checked} links were found in the rendered book"
     );
 }
 
@@ -260,8 +330,12 @@ fn every_link_leads_to_a_file_and_heading_that_exist() {
 /// The binary's command tree, read from its own `--help`: each command's
 /// subcommands and the options its help names.
 struct Cli {
-    subcommands: BTreeMap<String, std::rc::Rc<Cli>>,
-    options: BTreeSet<String>,
+    subcommands: BTreeMap<String, Cli>,
+    /// Another name of a subcommand (`approvals` for `gates`).
+    aliases: BTreeMap<String, String>,
+    /// Each option (long and short) and the values clap says it takes
+    /// (empty: any value, or none).
+    options: BTreeMap<String, BTreeSet<String>>,
 }
 
 fn help(path: &[&str]) -> String {
@@ -277,14 +351,32 @@ fn help(path: &[&str]) -> String {
 fn cli(path: &[&str]) -> Cli {
     let text = help(path);
     let option = Regex::new(r"(?m)^\s+(?:(-[A-Za-z0-9]), )?(--[a-z0-9-]+)").unwrap();
-    let mut options: BTreeSet<String> = BTreeSet::new();
-    for c in option.captures_iter(&text) {
-        options.insert(c[2].to_string());
-        if let Some(short) = c.get(1) {
-            options.insert(short.as_str().to_string());
+    let possible = Regex::new(r"\[possible values: ([^\]]+)\]").unwrap();
+    let explained = Regex::new(r"(?m)^\s+- ([a-z0-9-]+)").unwrap();
+    let mut options: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let starts: Vec<_> = option.captures_iter(&text).collect();
+    for (n, c) in starts.iter().enumerate() {
+        // What clap says of this option runs to the next one.
+        let end = starts
+            .get(n + 1)
+            .map_or(text.len(), |next| next.get(0).unwrap().start());
+        let said = &text[c.get(0).unwrap().end()..end];
+        // `[possible values: a, b]`, or, for values with their own help,
+        // "Possible values:" and a `- a: …` line each.
+        let mut values: BTreeSet<String> = possible
+            .captures(said)
+            .map(|v| v[1].split(',').map(|s| s.trim().to_string()).collect())
+            .unwrap_or_default();
+        if let Some((_, list)) = said.split_once("Possible values:") {
+            values.extend(explained.captures_iter(list).map(|v| v[1].to_string()));
         }
+        if let Some(short) = c.get(1) {
+            options.insert(short.as_str().to_string(), values.clone());
+        }
+        options.insert(c[2].to_string(), values);
     }
     let mut subcommands = BTreeMap::new();
+    let mut aliases = BTreeMap::new();
     if let Some(commands) = text.split("Commands:\n").nth(1) {
         for line in commands.lines().take_while(|l| l.starts_with("  ")) {
             let name = line.split_whitespace().next().unwrap();
@@ -294,27 +386,28 @@ fn cli(path: &[&str]) -> Cli {
             }
             let mut sub = path.to_vec();
             sub.push(name);
-            let tree = std::rc::Rc::new(cli(&sub));
             // `[alias: approvals]`, `[aliases: a, b]`: the same command.
-            let aliases = line
+            let other_names = line
                 .split_once("[alias")
                 .and_then(|(_, rest)| rest.split_once(':'))
                 .map(|(_, names)| names.trim_end_matches(']').split(',').map(str::trim));
-            for alias in aliases.into_iter().flatten() {
-                subcommands.insert(alias.to_string(), tree.clone());
+            for alias in other_names.into_iter().flatten() {
+                aliases.insert(alias.to_string(), name.to_string());
             }
-            subcommands.insert(name.to_string(), tree);
+            subcommands.insert(name.to_string(), cli(&sub));
         }
     }
     Cli {
         subcommands,
+        aliases,
         options,
     }
 }
 
-/// The words of a shell command line, without a trailing comment, cut at
-/// the first shell operator, or `None` if the line is not one command.
-fn words(line: &str) -> Option<Vec<String>> {
+/// The commands of a shell line, without a trailing comment, split at
+/// shell operators (`&&`, `|`, `;`, …), each as its words; none if the line
+/// is not shell words.
+fn commands(line: &str) -> Vec<Vec<String>> {
     let mut quote = None;
     let mut cut = line.len();
     for (i, c) in line.char_indices() {
@@ -328,27 +421,38 @@ fn words(line: &str) -> Option<Vec<String>> {
             _ => {}
         }
     }
-    let words = shlex::split(&line[..cut])?;
-    let end = words
-        .iter()
-        .position(|w| ["|", "||", "&&", ";", ">", "2>", "<", "&"].contains(&w.as_str()))
-        .unwrap_or(words.len());
-    Some(words[..end].to_vec())
+    let Some(words) = shlex::split(&line[..cut]) else {
+        return Vec::new();
+    };
+    words
+        .split(|w| ["|", "||", "&&", ";", "&"].contains(&w.as_str()))
+        .map(|command| {
+            // A redirection ends what the program sees.
+            let end = command
+                .iter()
+                .position(|w| w.starts_with('>') || w.starts_with('<') || w.starts_with("2>"))
+                .unwrap_or(command.len());
+            command[..end].to_vec()
+        })
+        .collect()
 }
 
-/// The `toolgate` command a line runs, from its first word after
-/// `toolgate` (also `sudo toolgate`, `/usr/local/bin/toolgate` and
-/// `cargo run -- …`).
+/// The arguments a command gives `toolgate`, if it runs it: `toolgate …`,
+/// any path to it (`/usr/local/bin/toolgate`, `'/…/toolgate'`), the
+/// walk-through's `$TG`, behind `sudo`, `env`, `runuser -u USER --` or
+/// variable assignments, and `cargo run -- …`.
 fn toolgate_words(words: &[String]) -> Option<&[String]> {
-    if let Some(i) = words
-        .iter()
-        .position(|w| w == "toolgate" || w.ends_with("/bin/toolgate") || w == "$TG")
-    {
-        let before_is_a_command = words[..i]
-            .iter()
-            .all(|w| w == "sudo" || w == "--" || w.contains('='));
-        if before_is_a_command {
+    let mut i = 0;
+    while i < words.len() {
+        let word = words[i].as_str();
+        if word.rsplit('/').next() == Some("toolgate") || word == "$TG" {
             return Some(&words[i + 1..]);
+        }
+        match word {
+            "sudo" | "env" | "runuser" | "--" => i += 1,
+            "-u" => i += 2,
+            _ if word.contains('=') => i += 1,
+            _ => break,
         }
     }
     if words.first().is_some_and(|w| w == "cargo") && words.get(1).is_some_and(|w| w == "run") {
@@ -360,28 +464,39 @@ fn toolgate_words(words: &[String]) -> Option<&[String]> {
 
 /// What is wrong with a documented `toolgate` command, if anything.
 fn check_command(cli: &Cli, words: &[String]) -> Option<String> {
-    const GLOBAL: &[&str] = &["--config", "--store", "-q"];
+    const GLOBAL: &[&str] = &["--config", "--store"];
     let mut node = cli;
     let mut path = Vec::new();
     let mut rest = words.iter().peekable();
     // Global options first, with their values.
-    while let Some(word) = rest.next_if(|w| GLOBAL.contains(&w.as_str())) {
-        if word != "-q" {
-            rest.next();
-        }
+    while rest.next_if(|w| GLOBAL.contains(&w.as_str())).is_some() {
+        rest.next();
     }
     let mut options = Vec::new();
+    // What each option was given, where it is a plain word.
+    let mut values: Vec<(String, String)> = Vec::new();
     // A usage line's optional parts, `[--always]`, are words too.
-    for word in rest.map(|w| w.trim_start_matches('[').trim_end_matches(']')) {
+    let mut rest = rest
+        .map(|w| w.trim_start_matches('[').trim_end_matches(']'))
+        .peekable();
+    while let Some(word) = rest.next() {
         if word == "--" {
             break;
         }
         if word.starts_with('-') && word.len() > 1 {
-            options.push(word.split('=').next().unwrap().to_string());
+            let (option, value) = match word.split_once('=') {
+                Some((option, value)) => (option, Some(value.to_string())),
+                None => (word, rest.peek().map(|v| v.to_string())),
+            };
+            options.push(option.to_string());
+            if let Some(value) = value {
+                values.push((option.to_string(), value));
+            }
             continue;
         }
         if options.is_empty() {
-            if let Some(sub) = node.subcommands.get(word) {
+            let name = node.aliases.get(word).map_or(word, String::as_str);
+            if let Some(sub) = node.subcommands.get(name) {
                 node = sub;
                 path.push(word.to_string());
                 continue;
@@ -398,11 +513,30 @@ fn check_command(cli: &Cli, words: &[String]) -> Option<String> {
         }
     }
     for option in options {
-        if !node.options.contains(&option) && !GLOBAL.contains(&option.as_str()) {
+        if !node.options.contains_key(&option) && !GLOBAL.contains(&option.as_str()) {
             return Some(format!(
                 "`toolgate {}` has no option `{option}`",
                 path.join(" ")
             ));
+        }
+    }
+    // `--for codex`, `--decision approve|deny`: each plain alternative is a
+    // value the option takes.
+    for (option, value) in values {
+        let Some(possible) = node.options.get(&option).filter(|p| !p.is_empty()) else {
+            continue;
+        };
+        for alternative in value.split('|') {
+            let plain = !alternative.is_empty()
+                && alternative
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c == '-' || c.is_ascii_digit());
+            if plain && !possible.contains(alternative) {
+                return Some(format!(
+                    "`toolgate {} {option}` takes no value `{alternative}` ({possible:?})",
+                    path.join(" ")
+                ));
+            }
         }
     }
     None
@@ -420,13 +554,20 @@ fn every_documented_command_names_subcommands_and_options_the_binary_has() {
         let text = read(&doc);
         let (blocks, prose) = split(&text);
         let mut lines: Vec<(usize, String)> = Vec::new();
-        for block in blocks
-            .iter()
-            .filter(|b| ["sh", "console", "bash", "shell"].contains(&b.info.as_str()))
-        {
+        for block in &blocks {
+            let shell = ["sh", "console", "bash", "shell"].contains(&block.info.as_str());
+            // A `text` block shows a session: its `$ ` lines are commands.
+            let session = block.info == "text";
+            if !shell && !session {
+                continue;
+            }
             let mut joined = String::new();
             for (n, line) in block.text.lines().enumerate() {
-                let line = line.strip_prefix("$ ").unwrap_or(line);
+                let line = match line.strip_prefix("$ ") {
+                    Some(command) => command,
+                    None if session && joined.is_empty() => continue,
+                    None => line,
+                };
                 if let Some(start) = line.strip_suffix('\\') {
                     joined.push_str(start);
                     continue;
@@ -438,16 +579,17 @@ fn every_documented_command_names_subcommands_and_options_the_binary_has() {
         lines.extend(
             inline_code(&prose)
                 .into_iter()
-                .filter(|(_, code)| code.starts_with("toolgate ")),
+                .filter(|(_, code)| code.contains("toolgate ")),
         );
         for (n, line) in lines {
-            let Some(words) = words(&line) else { continue };
-            let Some(args) = toolgate_words(&words) else {
-                continue;
-            };
-            checked += 1;
-            if let Some(problem) = check_command(&cli, args) {
-                wrong.push(format!("{}:{n}: {problem}\n    {line}", shown(&doc)));
+            for words in commands(&line) {
+                let Some(args) = toolgate_words(&words) else {
+                    continue;
+                };
+                checked += 1;
+                if let Some(problem) = check_command(&cli, args) {
+                    wrong.push(format!("{}:{n}: {problem}\n    {line}", shown(&doc)));
+                }
             }
         }
     }
@@ -745,4 +887,100 @@ fn the_readme_is_short_and_ci_runs_its_test_command() {
         ".ci/run does not run the README's test command `{}`",
         commands[1]
     );
+}
+
+/// The CLI reference has a row for every command the binary has.
+#[test]
+fn the_cli_reference_lists_every_command() {
+    fn leaves(cli: &Cli, path: &mut Vec<String>, out: &mut Vec<String>) {
+        if cli.subcommands.is_empty() {
+            out.push(path.join(" "));
+        }
+        for (name, sub) in &cli.subcommands {
+            path.push(name.clone());
+            leaves(sub, path, out);
+            path.pop();
+        }
+    }
+    let mut all = Vec::new();
+    leaves(&cli(&[]), &mut Vec::new(), &mut all);
+    let reference = read(&book_src().join("reference/cli.md"));
+    let listed: Vec<String> = inline_code(&reference)
+        .into_iter()
+        .map(|(_, code)| code)
+        .collect();
+    let missing: Vec<&String> = all
+        .iter()
+        .filter(|command| {
+            let words: Vec<&str> = command.split(' ').collect();
+            !listed.iter().any(|code| {
+                commands(code).iter().any(|c| {
+                    toolgate_words(c).is_some_and(|args| {
+                        let args: Vec<String> = args
+                            .iter()
+                            .flat_map(|a| a.split('|').map(str::to_string).collect::<Vec<_>>())
+                            .collect();
+                        words.iter().all(|w| args.iter().any(|a| a == w))
+                    })
+                })
+            })
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/src/reference/cli.md has no row for: {missing:?}"
+    );
+}
+
+/// The bundled policies' key tables name exactly the keys each policy's
+/// config takes (its own `deny_unknown_fields` struct).
+#[test]
+fn the_bundled_policies_tables_name_exactly_the_keys_each_takes() {
+    let chapter = read(&book_src().join("policies/bundled.md"));
+    let policies = [
+        (
+            "context-cost",
+            fields::of::<context_cost::budget::CostConfig>().0,
+        ),
+        (
+            "shadow-sentinel",
+            fields::of::<shadow_sentinel::config::SentinelConfig>().0,
+        ),
+        ("lease-gate", fields::of::<lease_gate::LeaseGateConfig>().0),
+    ];
+    let row = Regex::new(r"(?m)^\| `([a-z_]+)` \|").unwrap();
+    let mut problems = Vec::new();
+    for (policy, keys) in policies {
+        let section = chapter
+            .split(&format!("\n## {policy}\n"))
+            .nth(1)
+            .unwrap_or_else(|| panic!("no section for {policy}"));
+        let section = section.split("\n## ").next().unwrap();
+        let table = section
+            .split("| key | default | meaning |")
+            .nth(1)
+            .unwrap_or_else(|| panic!("no key table for {policy}"));
+        let table: String = table
+            .lines()
+            .skip(2)
+            .take_while(|l| l.starts_with('|'))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let documented: BTreeSet<String> = row
+            .captures_iter(&table)
+            .map(|c| c[1].to_string())
+            .collect();
+        let taken: BTreeSet<String> = keys.iter().map(|k| k.to_string()).collect();
+        for key in taken.difference(&documented) {
+            problems.push(format!(
+                "{policy} takes `{key}`, which its table does not document"
+            ));
+        }
+        for key in documented.difference(&taken) {
+            problems.push(format!(
+                "{policy}'s table documents `{key}`, which it does not take"
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
