@@ -54,9 +54,9 @@ impl Config {
         let value = serde_json::Value::Object(self.0.clone());
         T::deserialize(value).map_err(|err| {
             let message = err.to_string();
-            match self.0.keys().find(|key| names_key(&message, key)) {
+            match named_key(&message).filter(|key| self.0.contains_key(*key)) {
                 Some(key) => {
-                    ConfigError::at(key.clone(), format!("invalid policy config: {message}"))
+                    ConfigError::at(key.to_string(), format!("invalid policy config: {message}"))
                 }
                 None => ConfigError::whole(format!("invalid policy config: {message}")),
             }
@@ -64,10 +64,11 @@ impl Config {
     }
 }
 
-/// Whether serde's message is about `key` (it quotes field names in
-/// backticks: "unknown field `x`", "missing field `x`").
-fn names_key(message: &str, key: &str) -> bool {
-    message.contains(&format!("`{key}`"))
+/// The key serde's message is about: the first it quotes in backticks
+/// ("unknown field `x`, expected one of `a`, `b`"; the keys it lists after
+/// are the ones it expected, not the problem).
+fn named_key(message: &str) -> Option<&str> {
+    message.split('`').nth(1)
 }
 
 #[cfg(test)]
@@ -106,5 +107,16 @@ mod tests {
         );
         let bad = Config::from_entries([("limit".to_string(), "{".to_string())]).unwrap_err();
         assert_eq!(bad.key.as_deref(), Some("limit"));
+    }
+
+    #[test]
+    fn a_typo_is_blamed_not_a_correct_key_the_message_lists() {
+        // serde lists the keys it expected ("expected `limit` or `name`"):
+        // the correct `limit` beside the typo is not the problem.
+        let typo = Config::from_json(r#"{"limit": 3, "nmae": "x"}"#).unwrap();
+        assert_eq!(
+            typo.parse::<Sample>().unwrap_err().key.as_deref(),
+            Some("nmae")
+        );
     }
 }
