@@ -766,8 +766,23 @@ fn every_toml_snippet_loads() {
                 toolgate::fixtures::parse(&path)
                     .unwrap_or_else(|e| panic!("{at}: the fixtures do not parse: {e}"));
             } else {
-                toolgate::Config::parse(&text, &at, dir.path().to_path_buf())
+                let mut config = toolgate::Config::parse(&text, &at, dir.path().to_path_buf())
                     .unwrap_or_else(|e| panic!("{at}: the config does not load: {e}"));
+                // Its plugins load too, so a policy's own table is read by
+                // the policy (each refuses keys it does not take). A
+                // registry's plugin needs the registry: its reference was
+                // checked above.
+                let from_registry = |p: &toolgate::config::PluginConfig| {
+                    p.path
+                        .as_deref()
+                        .is_some_and(|path| path.starts_with("oci://"))
+                };
+                if !config.plugins.values().any(from_registry) {
+                    config.cache_dir = Some(dir.path().join("cache"));
+                    let store = dir.path().join(format!("{checked}.redb"));
+                    toolgate::Toolgate::open(config, Some(store.into()))
+                        .unwrap_or_else(|e| panic!("{at}: its plugins do not load: {e}"));
+                }
             }
         }
     }
@@ -983,4 +998,48 @@ fn the_bundled_policies_tables_name_exactly_the_keys_each_takes() {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// The performance plots can be drawn again: docs/perf/plot.py reads the
+/// data the benchmark writes (`TOOLGATE_BENCH_JSON`, here a run's data
+/// cut to two rows and its curves) and draws both plots, naming every row.
+#[test]
+fn the_performance_plots_are_drawn_from_benchmark_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let percentiles: Vec<f64> = (0..=100).map(|p| 10.0 + p as f64).collect();
+    let data = serde_json::json!({
+        "machine": "test machine", "date_ms": 1_796_182_235_512_u64, "quick": true,
+        "distributions": [
+            {"case": "warm composed", "percentiles_us": percentiles},
+            {"case": "fresh composed", "percentiles_us": percentiles.iter().map(|v| v * 2.0).collect::<Vec<_>>()},
+        ],
+        "curves": {
+            "policies: warm instances": [[1.0, 3.0], [5.0, 11.0], [20.0, 45.0]],
+            "stored events: low-risk `Read`": [[1000.0, 40.0], [100000.0, 43.0]],
+        },
+    });
+    let input = dir.path().join("bench.json");
+    std::fs::write(&input, data.to_string()).unwrap();
+    let run = Command::new("python3")
+        .arg(root().join("docs/perf/plot.py"))
+        .arg(&input)
+        .arg(dir.path())
+        .output()
+        .expect("python3 runs");
+    assert!(run.status.success(), "plot.py failed: {run:?}");
+    let latency = read(&dir.path().join("perf-latency.svg"));
+    assert!(latency.contains("warm composed") && latency.contains("fresh composed"));
+    assert!(
+        latency.contains("test machine"),
+        "the caption names the run"
+    );
+    let scaling = read(&dir.path().join("perf-scaling.svg"));
+    assert!(scaling.contains("warm instances") && scaling.contains("low-risk `Read`"));
+    // Both plots the book shows are in the book.
+    for plot in ["perf-latency.svg", "perf-scaling.svg"] {
+        assert!(
+            book_src().join("images").join(plot).is_file(),
+            "{plot} is missing"
+        );
+    }
 }

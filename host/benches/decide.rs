@@ -51,10 +51,13 @@ fn guest(package: &str) -> PathBuf {
     Path::new(env!("TOOLGATE_GUEST_DIR")).join(format!("{}.wasm", package.replace('-', "_")))
 }
 
-/// Latency summary of `samples` (µs).
+/// Latency summary of `samples` (µs), and their distribution for the
+/// book's plots.
 struct Summary {
     p50: f64,
     p99: f64,
+    /// The 0th to 100th percentile, one per percent (µs).
+    percentiles: Vec<f64>,
 }
 
 fn summarize(mut samples: Vec<Duration>) -> Summary {
@@ -64,7 +67,58 @@ fn summarize(mut samples: Vec<Duration>) -> Summary {
     Summary {
         p50: at(0.50),
         p99: at(0.99),
+        percentiles: (0..=100).map(|p| at(p as f64 / 100.0)).collect(),
     }
+}
+
+/// What the run measured, as data: the latency distributions of the
+/// table rows and the scaling curves, written to `TOOLGATE_BENCH_JSON` (if
+/// set) for `docs/perf/plot.py`, which draws the book's plots from it.
+#[derive(Default)]
+struct Recorded {
+    /// The table the rows recorded now belong to.
+    section: String,
+    distributions: Vec<Value>,
+    curves: std::collections::BTreeMap<String, Vec<(f64, f64)>>,
+}
+
+static RECORDED: std::sync::Mutex<Option<Recorded>> = std::sync::Mutex::new(None);
+
+fn record(f: impl FnOnce(&mut Recorded)) {
+    f(RECORDED
+        .lock()
+        .unwrap()
+        .get_or_insert_with(Recorded::default));
+}
+
+/// A table's heading, printed and remembered for the rows under it.
+fn heading(title: &str) {
+    println!("\n## {title}\n");
+    record(|r| r.section = title.to_string());
+}
+
+/// One point `(x, p50 µs)` of the scaling curve `name`.
+fn point(name: &str, x: f64, p50: f64) {
+    record(|r| r.curves.entry(name.to_string()).or_default().push((x, p50)));
+}
+
+fn write_recorded() {
+    let Some(path) = std::env::var_os("TOOLGATE_BENCH_JSON") else {
+        return;
+    };
+    let recorded = RECORDED.lock().unwrap().take().unwrap_or_default();
+    let data = json!({
+        "machine": machine(),
+        "date_ms": toolgate::now_ms(),
+        "quick": quick(),
+        "distributions": recorded.distributions,
+        "curves": recorded.curves,
+    });
+    std::fs::write(&path, serde_json::to_string_pretty(&data).unwrap()).unwrap();
+    println!(
+        "\nwrote the distributions and curves to {}",
+        Path::new(&path).display()
+    );
 }
 
 /// Time `n` runs of `f` after `warm` warm-up runs.
@@ -291,6 +345,10 @@ fn rhythm(host: &Toolgate, n: usize) {
 
 fn row(name: &str, s: &Summary, extra: &str) {
     println!("| {name} | {:.1} | {:.1} | {extra} |", s.p50, s.p99);
+    record(|r| {
+        r.distributions
+            .push(json!({"section": r.section, "case": name, "note": extra, "percentiles_us": s.percentiles}))
+    });
 }
 
 fn main() {
@@ -308,7 +366,7 @@ fn main() {
     let model = instant_model();
 
     // ---- composed decision, warm, prefilled store
-    println!("## Composed decision (lease-gate + shadow-sentinel + context-cost), warm\n");
+    heading("Composed decision (lease-gate + shadow-sentinel + context-cost), warm");
     println!(
         "store: 100 000 sentinel events over 1 000 sessions, 1 000 leases; \
          the decision log full (100 000 entries)\n"
@@ -383,7 +441,7 @@ fn main() {
     rhythm(&skip_host, n);
 
     // ---- the native floor
-    println!("\n## Native floor (the same logic as plain Rust over the same store)\n");
+    heading("Native floor (the same logic as plain Rust over the same store)");
     println!("| case | p50 µs | p99 µs | wasm/native (p50) |\n|---|---|---|---|");
     let floor_skip = native::Floor::new(Arc::clone(skip_host.store()), 0, None);
     let floor_probe = native::Floor::new(Arc::clone(probe_host.store()), 1_000_000, Some(&model));
@@ -415,7 +473,7 @@ fn main() {
     drop(floor_probe);
 
     // ---- each policy alone, and host overhead
-    println!("\n## Each policy alone, and the host's own overhead\n");
+    heading("Each policy alone, and the host's own overhead");
     println!("| policy | p50 µs | p99 µs | call |\n|---|---|---|---|");
     let mut warm_rows = Vec::new();
     for (name, path, make, table) in [
@@ -475,7 +533,7 @@ fn main() {
     }
 
     // ---- cold start and hot swap
-    println!("\n## Cold start and hot swap\n");
+    heading("Cold start and hot swap");
     println!("| case | ms |\n|---|---|");
     let cold = |cache: &Path| {
         let start = Instant::now();
@@ -556,7 +614,7 @@ fn main() {
     );
 
     // ---- hook round trip
-    println!("\n## Claude Code hook round trip\n");
+    heading("Claude Code hook round trip");
     println!("| case | p50 ms | p99 ms |\n|---|---|---|");
     let bin = env!("CARGO_BIN_EXE_toolgate");
     let event = |name: &str, session: &str| {
@@ -744,7 +802,7 @@ fn main() {
     let _ = http_daemon.wait();
 
     // ---- store
-    println!("\n## Store\n");
+    heading("Store");
     println!("| case | result |\n|---|---|");
     let store = Store::open(&d.join("store-bench.redb")).unwrap();
     let count = if quick() { 20_000 } else { 200_000 };
@@ -810,7 +868,7 @@ fn main() {
     drop(store);
 
     // ---- scaling
-    println!("\n## Scaling\n");
+    heading("Scaling");
     println!("| stored events | `Bash` with probe p50 µs | low-risk p50 µs |\n|---|---|---|");
     let scale_host = open(
         bundled_config(d, Some(&model), 1_000_000, "").clone_without_log(),
@@ -830,6 +888,8 @@ fn main() {
         let probe = time(n / 6, 20, |i| check(&scale_host, shell(i + size)));
         let low_s = time(n / 3, 50, |i| check(&scale_host, low(i + size)));
         println!("| {size} | {:.1} | {:.1} |", probe.p50, low_s.p50);
+        point("stored events: `Bash` with a probe", size as f64, probe.p50);
+        point("stored events: low-risk `Read`", size as f64, low_s.p50);
     }
     println!("\n| policies (allow-only) | p50 µs, fresh instances | p50 µs, warm |\n|---|---|---|");
     for count in [1, 5, 10, 20] {
@@ -857,6 +917,8 @@ fn main() {
             host.evaluate(&request).unwrap();
         });
         println!("| {count} | {:.1} | {:.1} |", fresh.p50, warm.p50);
+        point("policies: fresh instances", count as f64, fresh.p50);
+        point("policies: warm instances", count as f64, warm.p50);
     }
     println!(
         "\n| argument size | p50 µs (3 bundled policies, `Bash`, probe skipped), fresh instances | warm | warm, code-like text |\n|---|---|---|---|"
@@ -886,7 +948,11 @@ fn main() {
             "| {size} B | {:.1} | {:.1} | {:.1} |",
             fresh.p50, warm.p50, code.p50
         );
+        point("argument size: fresh instances", size as f64, fresh.p50);
+        point("argument size: warm", size as f64, warm.p50);
+        point("argument size: warm, code-like text", size as f64, code.p50);
     }
+    write_recorded();
 }
 
 trait WithoutLog {
