@@ -27,19 +27,44 @@ fn book_src() -> PathBuf {
 /// The book's chapters and the README: the Markdown a reader reads.
 fn documents() -> Vec<PathBuf> {
     let mut files = vec![root().join("README.md")];
-    let mut dirs = vec![book_src()];
+    files.extend(files_under(&book_src(), "md"));
+    files
+}
+
+/// The files under `dir` (at any depth) whose extension is `extension`.
+fn files_under(dir: &Path, extension: &str) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
     while let Some(dir) = dirs.pop() {
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
             if path.is_dir() {
                 dirs.push(path);
-            } else if path.extension().is_some_and(|e| e == "md") {
+            } else if path.extension().is_some_and(|e| e == extension) {
                 files.push(path);
             }
         }
     }
     files.sort();
     files
+}
+
+/// Where a relative link from `page` leads: the file, and the fragment if
+/// it has one; `None` for a link off this machine (a URL, mail).
+fn link_target<'a>(page: &Path, target: &'a str) -> Option<(PathBuf, Option<&'a str>)> {
+    if target.contains("://") || target.starts_with("mailto:") || target.is_empty() {
+        return None;
+    }
+    let (file, fragment) = match target.split_once('#') {
+        Some((file, fragment)) => (file, Some(fragment)),
+        None => (target, None),
+    };
+    let dest = if file.is_empty() {
+        page.to_path_buf()
+    } else {
+        page.parent().unwrap().join(file)
+    };
+    Some((dest, fragment))
 }
 
 fn read(path: &Path) -> String {
@@ -182,18 +207,7 @@ fn the_book_builds_with_mdbook() {
 fn every_link_in_the_rendered_book_leads_somewhere(book: &Path) {
     let attribute = Regex::new(r#"(?:href|src)="([^"]*)""#).unwrap();
     let id = Regex::new(r#"\bid="([^"]*)""#).unwrap();
-    let mut pages = Vec::new();
-    let mut dirs = vec![book.to_path_buf()];
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                dirs.push(path);
-            } else if path.extension().is_some_and(|e| e == "html") {
-                pages.push(path);
-            }
-        }
-    }
+    let pages = files_under(book, "html");
     let ids = |page: &Path| -> BTreeSet<String> {
         id.captures_iter(&read(page))
             .map(|c| c[1].to_string())
@@ -209,19 +223,10 @@ fn every_link_in_the_rendered_book_leads_somewhere(book: &Path) {
     {
         let html = read(page);
         for target in attribute.captures_iter(&html).map(|c| c[1].to_string()) {
-            if target.contains("://") || target.starts_with("mailto:") || target.is_empty() {
+            let Some((dest, fragment)) = link_target(page, &target) else {
                 continue;
-            }
+            };
             checked += 1;
-            let (file, fragment) = match target.split_once('#') {
-                Some((file, fragment)) => (file, Some(fragment)),
-                None => (target.as_str(), None),
-            };
-            let dest = if file.is_empty() {
-                page.clone()
-            } else {
-                page.parent().unwrap().join(file)
-            };
             let at = format!("{}: `{target}`", page.strip_prefix(book).unwrap().display());
             if !dest.is_file() {
                 broken.push(format!("{at} leads to no file of the book"));
@@ -285,38 +290,24 @@ fn every_link_leads_to_a_file_and_heading_that_exist() {
                 .count()
                 .max(1)
                 - 1;
+            let Some((dest, fragment)) = link_target(&doc, &target) else {
+                continue;
+            };
+            checked += 1;
+            let at = format!("{}:{}: `{target}`", shown(&doc), n + 1);
+            let Ok(dest) = dest.canonicalize() else {
+                broken.push(format!("{at} leads to no file"));
+                continue;
+            };
+            if doc.starts_with(book_src()) && !dest.starts_with(book_src()) {
+                broken.push(format!("{at} leaves the book (include the file instead)"));
+                continue;
+            }
+            if let Some(fragment) = fragment
+                && dest.extension().is_some_and(|e| e == "md")
+                && !anchors(&read(&dest)).contains(fragment)
             {
-                if target.starts_with("http://")
-                    || target.starts_with("https://")
-                    || target.starts_with("mailto:")
-                {
-                    continue;
-                }
-                checked += 1;
-                let (file, fragment) = match target.split_once('#') {
-                    Some((file, fragment)) => (file, Some(fragment)),
-                    None => (target.as_str(), None),
-                };
-                let dest = if file.is_empty() {
-                    doc.clone()
-                } else {
-                    doc.parent().unwrap().join(file)
-                };
-                let at = format!("{}:{}: `{target}`", shown(&doc), n + 1);
-                let Ok(dest) = dest.canonicalize() else {
-                    broken.push(format!("{at} leads to no file"));
-                    continue;
-                };
-                if doc.starts_with(book_src()) && !dest.starts_with(book_src()) {
-                    broken.push(format!("{at} leaves the book (include the file instead)"));
-                    continue;
-                }
-                if let Some(fragment) = fragment
-                    && dest.extension().is_some_and(|e| e == "md")
-                    && !anchors(&read(&dest)).contains(fragment)
-                {
-                    broken.push(format!("{at} names no heading of {}", shown(&dest)));
-                }
+                broken.push(format!("{at} names no heading of {}", shown(&dest)));
             }
         }
     }
