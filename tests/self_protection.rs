@@ -184,6 +184,24 @@ fn the_hook_settings_cannot_be_emptied_or_moved() {
 }
 
 #[test]
+fn a_command_too_long_to_read_as_the_shell_would_is_refused() {
+    // Past the length the shell reader reads, a spelling only it sees
+    // through must not pass: padding is free to the agent.
+    let home = Home::new();
+    let padding = format!(": {}", "x".repeat(70 * 1024));
+    for command in [
+        format!("echo '{{}}' > ~/.claude/\"settings\".json; {padding}"),
+        format!("sed -i d ~/.config/tool''gate/tool''gate.toml; {padding}"),
+    ] {
+        assert_refused(&home, "Bash", bash(&command));
+    }
+    assert!(
+        home.path(".claude/settings.json").exists()
+            && home.path(".config/toolgate/toolgate.toml").exists()
+    );
+}
+
+#[test]
 fn the_hook_binary_and_its_directory_cannot_be_replaced_or_moved() {
     let home = Home::new();
     let bin = Path::new(BIN).parent().unwrap();

@@ -68,9 +68,24 @@ fn main() -> anyhow::Result<()> {
         Ok(match case.as_str() {
             "warm" | "allow-warm" | "allow20-warm" | "rhythm" => request("Read", read(), i, true),
             "fresh" | "fresh-paced" | "allow" | "allow20" => request("Read", read(), i, false),
-            "big" => request("Bash", json!({"command": letters}), i, false),
-            "big-warm" => request("Bash", json!({"command": letters}), i, true),
-            "code-warm" => request("Bash", json!({"command": code}), i, true),
+            "big" => request(
+                "Bash",
+                json!({"command": "cargo test", "description": letters}),
+                i,
+                false,
+            ),
+            "big-warm" => request(
+                "Bash",
+                json!({"command": "cargo test", "description": letters}),
+                i,
+                true,
+            ),
+            "code-warm" => request(
+                "Bash",
+                json!({"command": "cargo test", "description": code}),
+                i,
+                true,
+            ),
             _ => anyhow::bail!("{USAGE}"),
         })
     };

@@ -66,9 +66,12 @@ const DESTRUCTIVE: &[&str] = &[
 /// tool, the call is refused (`find … -name cache.key -exec xxd {} +`).
 const CACHE_KEY: &str = "cache.key";
 
-/// Shell text longer than this is left to the text checks alone: reading
-/// it as the shell would costs time on the decision path, and a command
-/// that long is a file being written, not a command typed.
+/// Shell text longer than this is refused, not read: reading it as the
+/// shell would costs time on the decision path, and what the reader does
+/// not read it cannot clear (padding is free to the agent, so leaving long
+/// text to the literal checks let a spelling only the reader sees through
+/// pass). A command that long is a file being written: the Write tool
+/// writes one.
 const MAX_SHELL_TEXT: usize = 64 * 1024;
 
 /// Tools that only read; their arguments are not checked.
@@ -325,7 +328,12 @@ impl ControlPlane {
     /// ~/.claude | xargs rm -rf`).
     fn check_shell(&self, text: &str, env: &shell::Env<'_>) -> Option<String> {
         if text.len() > MAX_SHELL_TEXT {
-            return None;
+            return Some(format!(
+                "run shell text of {} KiB, longer than the {} KiB toolgate reads as the shell \
+                 would (write a long script's content with the Write tool instead)",
+                text.len() / 1024,
+                MAX_SHELL_TEXT / 1024
+            ));
         }
         let reading = match shell::commands(text, env) {
             Ok(reading) => reading,
