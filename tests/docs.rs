@@ -1011,12 +1011,21 @@ fn the_performance_plots_are_drawn_from_benchmark_data() {
     });
     let input = dir.path().join("bench.json");
     std::fs::write(&input, data.to_string()).unwrap();
-    let run = Command::new("python3")
+    let run = match Command::new("python3")
         .arg(root().join("docs/perf/plot.py"))
         .arg(&input)
         .arg(dir.path())
         .output()
-        .expect("python3 runs");
+    {
+        Ok(run) => run,
+        Err(e) => {
+            return common::missing::missing(
+                "python",
+                &format!("python3 does not run ({e})"),
+                "apt-get install python3",
+            );
+        }
+    };
     assert!(run.status.success(), "plot.py failed: {run:?}");
     let latency = read(&dir.path().join("perf-latency.svg"));
     assert!(latency.contains("warm composed") && latency.contains("fresh composed"));
