@@ -115,3 +115,79 @@ fn http_hooks_with_no_daemon_are_named_as_blocking() {
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(text.contains("the daemon (pid"), "{text}");
 }
+
+/// `toolgate hook install --for RUNTIME` as printed (the settings, or
+/// OpenCode's plugin), written where the runtime reads it under `home`.
+fn install_printed(setup: &Setup, home: &Path, runtime: &str, under_home: &str) {
+    let out = setup
+        .command()
+        .args(["hook", "install", "--for", runtime])
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let path = home.join(under_home);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, out.stdout).unwrap();
+}
+
+#[test]
+fn codex_copilot_and_opencode_installs_are_checked_like_the_others() {
+    let setup = Setup::new("");
+    let home = tempfile::tempdir().unwrap();
+    let installs = [
+        ("codex", ".codex/hooks.json"),
+        ("copilot", ".copilot/hooks/toolgate.json"),
+        ("opencode", ".config/opencode/plugin/toolgate.js"),
+    ];
+    for (runtime, under_home) in installs {
+        install_printed(&setup, home.path(), runtime, under_home);
+    }
+    let (out, text) = doctor(home.path());
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("user mode, fail-closed"), "{text}");
+    for (runtime, under_home) in installs {
+        let line = format!("{runtime} ({}", home.path().join(under_home).display());
+        assert!(text.contains(&line), "{runtime} is checked: {text}");
+    }
+
+    // Copilot's deciding hook gone, and OpenCode's plugin running a bare
+    // command (fails open): each named, with its fix.
+    let copilot = home.path().join(".copilot/hooks/toolgate.json");
+    let mut hooks: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&copilot).unwrap()).unwrap();
+    hooks["hooks"].as_object_mut().unwrap().remove("preToolUse");
+    std::fs::write(&copilot, hooks.to_string()).unwrap();
+    let plugin = home.path().join(".config/opencode/plugin/toolgate.js");
+    let bare = format!(
+        "const COMMAND = {};",
+        serde_json::json!(format!("{BIN} hook opencode"))
+    );
+    let source = std::fs::read_to_string(&plugin).unwrap();
+    let source: String = source
+        .lines()
+        .map(|line| {
+            if line.starts_with("const COMMAND = ") {
+                bare.as_str()
+            } else {
+                line
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(&plugin, source).unwrap();
+    let (out, text) = doctor(home.path());
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("no preToolUse hook, so no call is decided"),
+        "{text}"
+    );
+    assert!(
+        text.contains("opencode tool.execute.before: the command fails open"),
+        "{text}"
+    );
+    assert!(
+        text.contains("fix: toolgate hook install --for copilot --write"),
+        "{text}"
+    );
+}

@@ -7,7 +7,8 @@
 //!
 //! Needs root (CI is root) to create users and mount. It runs in a mount
 //! namespace of its own, with fresh tmpfs over `/etc/toolgate`,
-//! `/etc/claude-code`, `/etc/gemini-cli`, `/etc/cursor`, `/etc/opencode`,
+//! `/etc/claude-code`, `/etc/codex`, `/etc/github-copilot`,
+//! `/etc/gemini-cli`, `/etc/cursor`, `/etc/opencode`,
 //! `/var/lib/toolgate`,
 //! `/run/toolgate` and the binaries'
 //! directory, so no other test (or the host) sees what it installs.
@@ -22,18 +23,22 @@ use std::time::Duration;
 
 use common::hooks::BIN;
 use common::messages_api::{Block, MessagesApi};
+use common::responses_api::{Item, ResponsesApi};
 use serde_json::{Value, json};
 
 use common::claude_code::CLAUDE_CODE;
 const AGENT: &str = "tgagent";
 const BIN_DIR: &str = "/opt/toolgate-system-test/bin";
-/// The npm clients, bound here inside the namespace: the agent's user must
-/// reach Claude Code whatever the permissions of the folder CI cloned into.
+/// The npm clients (and Copilot's unpacked code), bound here inside the
+/// namespace: the agent's user must reach them whatever the permissions of
+/// the folder CI cloned into.
 const CLIENTS: &str = "/opt/toolgate-system-test/clients";
 const CONFIG: &str = "/etc/toolgate/toolgate.toml";
-const MOUNTS: [&str; 8] = [
+const MOUNTS: [&str; 10] = [
     "/etc/toolgate",
     "/etc/claude-code",
+    "/etc/codex",
+    "/etc/github-copilot",
     "/etc/gemini-cli",
     "/etc/cursor",
     "/etc/opencode",
@@ -49,7 +54,7 @@ struct Namespace {
 }
 
 impl Namespace {
-    /// With `clients` (the npm modules) bound at [`CLIENTS`].
+    /// With `clients` (the npm prefix) bound at [`CLIENTS`].
     fn new(clients: &Path) -> Self {
         let script = "src=$1; dst=$2; shift 2; mkdir -p \"$dst\" && mount --bind \"$src\" \"$dst\" || exit 1; for d in \"$@\"; do mkdir -p \"$d\" && mount -t tmpfs -o mode=0755 tmpfs \"$d\" || exit 1; done; echo ready; exec sleep 900";
         let mut holder = Command::new("unshare")
@@ -237,21 +242,30 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
     let modules = common::npm::node_modules(&[
         (CLAUDE_CODE, ".bin/claude"),
         (common::agents::OPENCODE, ".bin/opencode"),
+        (common::agents::CODEX, ".bin/codex"),
+        (common::agents::COPILOT, ".bin/copilot"),
     ])
-    .expect("Claude Code and OpenCode install from npm: ./.ci/setup");
-    let modules = std::fs::canonicalize(modules).unwrap();
-    let claude = std::fs::canonicalize(modules.join(".bin/claude")).unwrap();
-    let claude = Path::new(CLIENTS).join(claude.strip_prefix(&modules).unwrap());
+    .expect("Claude Code, OpenCode, Codex and Copilot install from npm: ./.ci/setup");
+    common::agents::copilot_cache(&modules.join(".bin/copilot"));
+    let prefix = std::fs::canonicalize(common::npm::prefix()).unwrap();
+    // Where `bin` of the npm clients is inside the namespace.
+    let inside = |bin: &str| {
+        let real = std::fs::canonicalize(modules.join(".bin").join(bin)).unwrap();
+        Path::new(CLIENTS).join(real.strip_prefix(&prefix).unwrap())
+    };
+    let claude = inside("claude");
     let agent_uid = ensure_agent_user();
-    let ns = Namespace::new(&modules);
+    let ns = Namespace::new(&prefix);
 
-    // Installed once, the config made to pause every Write, installed again
+    // Installed once, the config made to pause every Write and shell
+    // command, installed again
     // (kept as edited) and started.
     setup_system(&ns, false);
     let edit = ns.sh_as(
         "root",
         &format!(
-            "printf '[plugins.lease-gate.config.actions.Write]\\neffects = [\"write-local\"]\\napproval = \"always\"\\n' >> {CONFIG}"
+            "printf '[plugins.lease-gate.config.actions.Write]\\neffects = [\"write-local\"]\\napproval = \"always\"\\n{}' >> {CONFIG}",
+            common::agents::BASH_ALWAYS.replace('\n', "\\n")
         ),
     );
     assert!(edit.status.success(), "{edit:?}");
@@ -271,12 +285,15 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
         "the daemon runs as toolgate: {status}"
     );
 
-    // Gemini CLI's system settings, Cursor's enterprise hooks and
-    // OpenCode's managed plugin list (and the plugin) too.
+    // Codex's system hooks (run as managed, and alone), Gemini CLI's system
+    // settings, Cursor's enterprise hooks and OpenCode's managed plugin list
+    // (and the plugin) too.
     for (file, marker) in [
+        ("/etc/codex/hooks.json", "hook codex"),
+        ("/etc/github-copilot/policy.d/toolgate.json", "hook copilot"),
         ("/etc/gemini-cli/settings.json", "hook gemini-cli"),
         ("/etc/cursor/hooks.json", "hook cursor"),
-        ("/etc/toolgate/opencode/toolgate.js", "hook opencode"),
+        ("/etc/opencode/toolgate.js", "hook opencode"),
     ] {
         let shown = ns.sh_as(AGENT, &format!("cat {file}"));
         let text = String::from_utf8_lossy(&shown.stdout);
@@ -296,7 +313,11 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
         "echo '{}' > /etc/gemini-cli/settings.json".to_string(),
         "rm -f /etc/cursor/hooks.json".to_string(),
         "echo '{}' > /etc/opencode/opencode.json".to_string(),
-        "rm -f /etc/toolgate/opencode/toolgate.js".to_string(),
+        "rm -f /etc/opencode/toolgate.js".to_string(),
+        "echo '{}' > /etc/codex/hooks.json".to_string(),
+        "echo > /etc/codex/requirements.toml".to_string(),
+        "rm -f /etc/github-copilot/policy.d/toolgate.json".to_string(),
+        "echo '{}' > /etc/github-copilot/managed-settings.json".to_string(),
         "rm -f /etc/claude-code/managed-settings.json".to_string(),
         format!("cp /bin/true {BIN_DIR}/toolgate-hook"),
         format!("mv {BIN_DIR} /tmp/bin.off"),
@@ -393,13 +414,12 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
     // The real OpenCode as the agent, with no plugin of its own: the managed
     // plugin list runs toolgate's, and the Write is put to a person.
     let opencode_target = project.join("opencode.txt");
-    let chat = common::chat_api::ChatApi::start(vec![vec![common::responses_api::Item::Call(
+    let chat = common::chat_api::ChatApi::start(vec![vec![Item::Call(
         "call_write".into(),
         "write".into(),
         json!({"filePath": opencode_target.display().to_string(), "content": "written\n"}),
     )]]);
-    let opencode = std::fs::canonicalize(modules.join(".bin/opencode")).unwrap();
-    let opencode = Path::new(CLIENTS).join(opencode.strip_prefix(&modules).unwrap());
+    let opencode = inside("opencode");
     let config_dir = agent_dir(
         &agent_dir(&home, ".config", agent_uid),
         "opencode",
@@ -445,6 +465,108 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
         "{refused}\n{diagnosis}"
     );
     assert!(!opencode_target.exists(), "{diagnosis}");
+
+    // The real Codex as the agent, its own config and its command line
+    // turning hooks off: the managed hooks still run, alone, and the shell
+    // command is put to a person.
+    let codex_target = project.join("codex.txt");
+    let responses = ResponsesApi::start(vec![
+        vec![Item::Shell(
+            "call_touch".into(),
+            format!("touch {}", codex_target.display()),
+        )],
+        vec![Item::Text("A person must approve it first.".into())],
+    ]);
+    let codex_home = agent_dir(&home, ".codex", agent_uid);
+    std::fs::write(
+        codex_home.join("config.toml"),
+        common::agents::codex_config(&responses.base_url) + "\n[features]\nhooks = false\n",
+    )
+    .unwrap();
+    std::os::unix::fs::chown(
+        codex_home.join("config.toml"),
+        Some(agent_uid),
+        Some(agent_uid),
+    )
+    .unwrap();
+    let codex = inside("codex");
+    let ran = ns
+        .command("runuser")
+        .args(["-u", AGENT, "--", "env", "-i"])
+        .arg(format!("HOME={}", home.display()))
+        .args(["PATH=/usr/bin:/bin", "SCRIPTED_API_KEY=offline-test-key", "sh", "-c"])
+        .arg(format!(
+            "cd {} && exec {} exec -c features.hooks=false --skip-git-repo-check --json 'Touch codex.txt.'",
+            project.display(),
+            codex.display()
+        ))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ran = common::wait_bounded(ran, Duration::from_secs(240));
+    let diagnosis = common::agents::diagnosis(&ran, &responses);
+    let refused = common::agents::output_of(&responses, "call_touch", &diagnosis);
+    assert!(
+        refused.contains("toolgate (lease-gate asks)"),
+        "{refused}\n{diagnosis}"
+    );
+    assert!(!codex_target.exists(), "{diagnosis}");
+
+    // The real Copilot CLI as the agent, its own settings disabling every
+    // hook: the policy hook still runs, and the shell command is put to a
+    // person (`-p` cannot ask, so Copilot denies it with toolgate's reason).
+    let copilot_target = project.join("copilot.txt");
+    let responses = ResponsesApi::start(vec![
+        vec![common::agents::bash(
+            "call_touch",
+            &format!("touch {}", copilot_target.display()),
+        )],
+        vec![Item::Text("A person must approve it first.".into())],
+    ]);
+    let copilot_home = agent_dir(&home, ".copilot", agent_uid);
+    std::fs::write(
+        copilot_home.join("settings.json"),
+        "{\"disableAllHooks\": true}\n",
+    )
+    .unwrap();
+    std::os::unix::fs::chown(
+        copilot_home.join("settings.json"),
+        Some(agent_uid),
+        Some(agent_uid),
+    )
+    .unwrap();
+    let copilot_env: Vec<String> = common::agents::CopilotHome::offline_env(&responses.base_url)
+        .into_iter()
+        .map(|(name, value)| format!("{name}={value}"))
+        .collect();
+    let ran = ns
+        .command("runuser")
+        .args(["-u", AGENT, "--", "env", "-i"])
+        .arg(format!("HOME={}", home.display()))
+        .arg("PATH=/usr/bin:/bin")
+        .arg(format!("XDG_CACHE_HOME={CLIENTS}/copilot-cache"))
+        .args(&copilot_env)
+        .args(["sh", "-c"])
+        .arg(format!(
+            "cd {} && exec {} -p 'Touch copilot.txt.' --allow-all-tools --no-auto-update",
+            project.display(),
+            inside("copilot").display()
+        ))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ran = common::wait_bounded(ran, Duration::from_secs(240));
+    let diagnosis = common::agents::diagnosis(&ran, &responses);
+    let refused = common::agents::output_of(&responses, "call_touch", &diagnosis);
+    assert!(
+        refused.contains("toolgate (lease-gate asks)"),
+        "{refused}\n{diagnosis}"
+    );
+    assert!(!copilot_target.exists(), "{diagnosis}");
 
     // The agent's doctor.
     let doctor = ns

@@ -158,6 +158,20 @@ fn toolgate_config(dir: &Path, extra: &str) -> (PathBuf, PathBuf) {
 /// Measured on the release `tests/real-clients.json` pins.
 pub const CODEX: &str = "@openai/codex";
 
+/// Codex's `config.toml` for a run offline against the scripted
+/// Responses API at `base_url` (key in `SCRIPTED_API_KEY`), with no
+/// approval prompts and no sandbox: what runs is toolgate's to decide.
+pub fn codex_config(base_url: &str) -> String {
+    format!(
+        "model = \"gpt-5.5\"\nmodel_provider = \"scripted\"\napproval_policy = \"never\"\n\
+         sandbox_mode = \"danger-full-access\"\ncheck_for_update_on_startup = false\n\n\
+         [model_providers.scripted]\nname = \"Scripted\"\nbase_url = \"{base_url}\"\n\
+         wire_api = \"responses\"\nenv_key = \"SCRIPTED_API_KEY\"\n\
+         request_max_retries = 0\nstream_max_retries = 0\n\n\
+         [analytics]\nenabled = false\n\n[otel]\nexporter = \"none\"\n"
+    )
+}
+
 /// A home with `CODEX_HOME` at `~/.codex` pointing Codex at `api`, a
 /// project, and a toolgate config (the bundled policies) with its store.
 pub struct CodexHome {
@@ -177,19 +191,7 @@ impl CodexHome {
         let project = dir.path().join("project");
         std::fs::create_dir_all(home.join(".codex")).unwrap();
         std::fs::create_dir_all(project.join("build")).unwrap();
-        std::fs::write(
-            home.join(".codex/config.toml"),
-            format!(
-                "model = \"gpt-5.5\"\nmodel_provider = \"scripted\"\napproval_policy = \"never\"\n\
-                 sandbox_mode = \"danger-full-access\"\ncheck_for_update_on_startup = false\n\n\
-                 [model_providers.scripted]\nname = \"Scripted\"\nbase_url = \"{}\"\n\
-                 wire_api = \"responses\"\nenv_key = \"SCRIPTED_API_KEY\"\n\
-                 request_max_retries = 0\nstream_max_retries = 0\n\n\
-                 [analytics]\nenabled = false\n\n[otel]\nexporter = \"none\"\n",
-                api.base_url
-            ),
-        )
-        .unwrap();
+        std::fs::write(home.join(".codex/config.toml"), codex_config(&api.base_url)).unwrap();
         let (config, store) = toolgate_config(dir.path(), extra);
         Some(Self {
             codex: modules.join(".bin/codex"),
@@ -252,6 +254,22 @@ impl CodexHome {
 /// Measured on the release `tests/real-clients.json` pins.
 pub const COPILOT: &str = "@github/copilot";
 
+/// The `XDG_CACHE_HOME` where `copilot` has unpacked itself (~235 MB, on
+/// its first run): once, shared by every test.
+pub fn copilot_cache(copilot: &Path) -> PathBuf {
+    let cache = super::npm::prefix().join("copilot-cache");
+    static UNPACKED: Once = Once::new();
+    UNPACKED.call_once(|| {
+        let unpacked = Command::new(copilot)
+            .arg("--version")
+            .env("XDG_CACHE_HOME", &cache)
+            .output()
+            .unwrap();
+        assert!(unpacked.status.success(), "copilot --version: {unpacked:?}");
+    });
+    cache
+}
+
 /// A home pointing Copilot at `api`, a project, and a toolgate config (the
 /// bundled policies) with its store.
 pub struct CopilotHome {
@@ -274,35 +292,37 @@ impl CopilotHome {
         std::fs::create_dir_all(home.join(".copilot")).unwrap();
         std::fs::create_dir_all(&project).unwrap();
         let (config, store) = toolgate_config(dir.path(), extra);
-        let user = Self {
-            copilot: modules.join(".bin/copilot"),
-            // Copilot unpacks itself (~235 MB) into its cache on first run:
-            // once, shared by every test.
-            cache: super::npm::prefix().join("copilot-cache"),
+        let copilot = modules.join(".bin/copilot");
+        Some(Self {
+            cache: copilot_cache(&copilot),
+            copilot,
             store,
             dir,
             home,
             project,
             config,
             api: api.base_url.clone(),
-        };
-        static UNPACKED: Once = Once::new();
-        UNPACKED.call_once(|| {
-            let unpacked = user.copilot_command().arg("--version").output().unwrap();
-            assert!(unpacked.status.success(), "copilot --version: {unpacked:?}");
-        });
-        Some(user)
+        })
     }
 
     /// The environment Copilot and the installer run in: nothing of the
     /// test's; offline, with the scripted model as its provider.
     pub fn env(&self) -> Vec<(&'static str, String)> {
-        vec![
+        let mut env = vec![
             ("PATH", std::env::var("PATH").unwrap_or_default()),
             ("HOME", self.home.display().to_string()),
             ("XDG_CACHE_HOME", self.cache.display().to_string()),
+        ];
+        env.extend(Self::offline_env(&self.api));
+        env
+    }
+
+    /// What makes Copilot run offline, the scripted Responses API at
+    /// `base_url` as its provider.
+    pub fn offline_env(base_url: &str) -> Vec<(&'static str, String)> {
+        vec![
             ("COPILOT_OFFLINE", "true".into()),
-            ("COPILOT_PROVIDER_BASE_URL", self.api.clone()),
+            ("COPILOT_PROVIDER_BASE_URL", base_url.into()),
             ("COPILOT_PROVIDER_API_KEY", "offline-test-key".into()),
             ("COPILOT_PROVIDER_TYPE", "openai".into()),
             ("COPILOT_PROVIDER_WIRE_API", "responses".into()),

@@ -1048,6 +1048,27 @@ mod tests {
         ));
     }
 
+    /// Copilot CLI's launcher runs whatever unsigned code it finds in its
+    /// package caches or a directory it is pointed at: a patched copy that
+    /// skips its policy hooks is toolgate switched off.
+    #[test]
+    fn running_copilot_from_code_the_agent_can_write_is_refused() {
+        for command in [
+            "COPILOT_CLI_DIST_DIR=/tmp/patched copilot -p x",
+            "env COPILOT_PKG_CACHE_HOME=/tmp/c copilot -p x",
+            "XDG_CACHE_HOME=/tmp/c copilot -p x",
+            "copilot --prefer-version 1.0.999 -p x",
+            "sed -i 's/policy.d/nothing/' ~/.cache/copilot/pkg/linux-x64/1.0.102/index.js",
+            "cp -r /tmp/patched ~/.copilot/pkg/linux-x64/9.9.9",
+        ] {
+            assert!(refused("Bash", json!({"command": command})), "{command}");
+        }
+        assert!(!refused(
+            "Bash",
+            json!({"command": "copilot -p 'list files'"})
+        ));
+    }
+
     #[test]
     fn a_directory_merely_named_like_a_runtimes_is_not_protected() {
         for command in [

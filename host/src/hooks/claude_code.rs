@@ -28,7 +28,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{Adapter, Event, EventKind, InstallPlan, SettingsFile, outcome_of, parse_event};
-use super::{how_to_approve, required_tool_name, who_asks};
+use super::{
+    SystemHooks, SystemLock, allow_managed_hooks_only, how_to_approve, in_config_dir,
+    required_tool_name, who_asks,
+};
 use crate::decision::{Decision, Verdict};
 use crate::error::Result;
 use crate::gates::PendingGate;
@@ -95,6 +98,27 @@ const CURRENT_SINCE: (u32, u32, u32) = (2, 1, 295);
 const HOOK_TIMEOUT_SECS: u64 = 30;
 
 impl Adapter for ClaudeCode {
+    fn user_hooks(&self) -> Option<PathBuf> {
+        in_config_dir("CLAUDE_CONFIG_DIR", ".claude", "settings.json")
+    }
+
+    fn deciding_event(&self) -> &'static str {
+        "PreToolUse"
+    }
+
+    /// Managed settings, with `allowManagedHooksOnly`: a user's or a
+    /// project's hooks (and their `disableAllHooks`) are ignored.
+    fn system_hooks(&self) -> Option<SystemHooks> {
+        Some(SystemHooks {
+            file: "/etc/claude-code/managed-settings.json",
+            lock: Some(SystemLock {
+                file: "/etc/claude-code/managed-settings.json",
+                edit: allow_managed_hooks_only,
+                does: "allowManagedHooksOnly: user and project hooks are ignored",
+            }),
+        })
+    }
+
     fn settings_files(&self) -> &'static [SettingsFile] {
         const {
             &[SettingsFile::new(

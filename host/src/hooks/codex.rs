@@ -34,7 +34,8 @@ use serde_json::{Value, json};
 
 use super::claude_code::{mode, split_mcp};
 use super::{
-    Adapter, Event, EventKind, InstallPlan, SettingsFile, how_to_approve, outcome_of, parse_event,
+    Adapter, Event, EventKind, InstallPlan, SettingsFile, SystemHooks, SystemLock, how_to_approve,
+    in_config_dir, outcome_of, parse_event,
 };
 use super::{notes_text, required_tool_name, who_asks};
 use crate::decision::{Decision, Verdict};
@@ -138,10 +139,39 @@ pub(super) fn patch_arguments(patch: &str) -> Value {
     })
 }
 
+/// Codex's system folder: its `config.toml` layer (and that layer's
+/// `hooks.json`) and its enforced `requirements.toml`; no setting or
+/// `CODEX_HOME` moves it.
+const SYSTEM_DIR: &str = "/etc/codex";
+
 /// Codex CLI's hooks.
 pub struct Codex;
 
 impl Adapter for Codex {
+    fn user_hooks(&self) -> Option<PathBuf> {
+        in_config_dir("CODEX_HOME", ".codex", "hooks.json")
+    }
+
+    fn deciding_event(&self) -> &'static str {
+        "PreToolUse"
+    }
+
+    /// The system layer's `hooks.json`, whose hooks are managed (no user
+    /// setting disables them); `requirements.toml` then runs only managed
+    /// hooks and pins the hooks feature on, so `-c features.hooks=false`
+    /// and a user's or project's hooks change nothing.
+    fn system_hooks(&self) -> Option<SystemHooks> {
+        Some(SystemHooks {
+            file: "/etc/codex/hooks.json",
+            lock: Some(SystemLock {
+                file: "/etc/codex/requirements.toml",
+                edit: only_managed_hooks,
+                does: "allow_managed_hooks_only and the hooks feature pinned on: a user's, a \
+                       project's or a flag's hooks are ignored, and hooks cannot be turned off",
+            }),
+        })
+    }
+
     fn hook_timeout_secs(&self) -> Option<u64> {
         Some(HOOK_TIMEOUT_SECS)
     }
@@ -212,13 +242,41 @@ impl Adapter for Codex {
         }})
     }
 
-    fn trust_installed(&self, marker: &str) -> std::result::Result<Option<String>, String> {
+    /// Hooks in Codex's system folder are managed: Codex runs them with no
+    /// person's trust (and none can be given to them).
+    fn trust_installed(
+        &self,
+        marker: &str,
+        written: &std::path::Path,
+    ) -> std::result::Result<Option<String>, String> {
+        if written.parent() == Some(std::path::Path::new(SYSTEM_DIR)) {
+            return Ok(Some(
+                "hooks in /etc/codex are managed: Codex runs them without a person's trust".into(),
+            ));
+        }
         trust_hooks(marker).map(|trusted| {
             Some(format!(
                 "trusted {trusted} of toolgate's hooks in Codex (as accepting them in its TUI does)"
             ))
         })
     }
+}
+
+/// `requirements.toml` (its text, if any) with only managed hooks run and
+/// the hooks feature pinned on; the rest of it kept.
+fn only_managed_hooks(text: Option<&str>) -> std::result::Result<String, String> {
+    let mut requirements: toml::Table = text
+        .unwrap_or_default()
+        .parse()
+        .map_err(|e| format!("is not TOML ({e})"))?;
+    requirements.insert("allow_managed_hooks_only".into(), true.into());
+    let features = requirements
+        .entry("features")
+        .or_insert_with(|| toml::Table::new().into())
+        .as_table_mut()
+        .ok_or("`features` must be a table")?;
+    features.insert("hooks".into(), true.into());
+    toml::to_string(&requirements).map_err(|e| format!("cannot be written back ({e})"))
 }
 
 /// The answer to a `PreToolUse` event (see the module docs).
@@ -373,6 +431,27 @@ impl Drop for AppServer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn system_mode_keeps_an_admins_requirements_and_pins_hooks_on() {
+        let admin = "allowed_approval_policies = [\"on-request\"]\n\n[features]\nhooks = false\nweb_search = true\n";
+        let edited: toml::Table = only_managed_hooks(Some(admin)).unwrap().parse().unwrap();
+        assert_eq!(edited["allow_managed_hooks_only"], true.into());
+        assert_eq!(edited["features"]["hooks"], true.into());
+        assert_eq!(edited["features"]["web_search"], true.into());
+        assert_eq!(
+            edited["allowed_approval_policies"][0].as_str(),
+            Some("on-request")
+        );
+        let again = only_managed_hooks(Some(&toml::to_string(&edited).unwrap())).unwrap();
+        assert_eq!(
+            again.parse::<toml::Table>().unwrap(),
+            edited,
+            "a second run changes nothing"
+        );
+        assert!(only_managed_hooks(Some("features = 1")).is_err());
+        assert!(only_managed_hooks(Some("[broken")).is_err());
+    }
 
     #[test]
     fn tools_map_onto_the_policies_vocabulary() {

@@ -48,7 +48,8 @@ use serde_json::{Value, json};
 
 use super::codex::patch_arguments;
 use super::{Adapter, Event, EventKind, InstallPlan, SettingsFile, how_to_approve, parse_event};
-use super::{notes_text, starts_with_any, who_asks, with_our_names};
+use super::{SystemHooks, SystemLock, allow_managed_hooks_only};
+use super::{in_config_dir, notes_text, starts_with_any, who_asks, with_our_names};
 use crate::decision::{Decision, Outcome, Verdict};
 use crate::error::{Error, Result};
 use crate::gates::PendingGate;
@@ -86,6 +87,16 @@ const SETTINGS: &[SettingsFile] = &[
         "a repository's Copilot settings, which can disable every hook \
          (.github/copilot/settings.json)",
     ),
+    SettingsFile::new(
+        ".copilot",
+        "pkg",
+        "Copilot CLI's unpacked code, which it runs (.copilot/pkg/)",
+    ),
+    SettingsFile::new(
+        ".cache/copilot",
+        "pkg",
+        "Copilot CLI's unpacked code, which it runs (~/.cache/copilot/pkg/)",
+    ),
 ];
 
 /// The user-level files among [`SETTINGS`], under the home.
@@ -95,6 +106,8 @@ const UNDER_HOME: &[&str] = &[
     ".copilot/config.json",
     ".copilot/mcp-config.json",
     ".copilot/installed-plugins",
+    ".copilot/pkg",
+    ".cache/copilot",
 ];
 
 /// The MCP server Copilot CLI has built in (in no config).
@@ -289,6 +302,29 @@ fn mcp_servers() -> Vec<String> {
 pub struct Copilot;
 
 impl Adapter for Copilot {
+    /// A policy hook (`/etc/github-copilot/policy.d/`, root's, which no
+    /// setting, flag or variable disables), and the managed settings'
+    /// `allowManagedHooksOnly`: a user's, a repository's and a plugin's
+    /// hooks are ignored.
+    fn system_hooks(&self) -> Option<SystemHooks> {
+        Some(SystemHooks {
+            file: "/etc/github-copilot/policy.d/toolgate.json",
+            lock: Some(SystemLock {
+                file: "/etc/github-copilot/managed-settings.json",
+                edit: allow_managed_hooks_only,
+                does: "allowManagedHooksOnly: user, repository and plugin hooks are ignored",
+            }),
+        })
+    }
+
+    fn user_hooks(&self) -> Option<std::path::PathBuf> {
+        in_config_dir("COPILOT_HOME", ".copilot", "hooks/toolgate.json")
+    }
+
+    fn deciding_event(&self) -> &'static str {
+        "preToolUse"
+    }
+
     fn runtime(&self) -> HookRuntime {
         HookRuntime::Copilot
     }
@@ -345,6 +381,17 @@ impl Adapter for Copilot {
     /// hooks: an agent could run its own Copilot that toolgate never sees.
     fn switches_off(&self, words: &[&str]) -> Option<&'static str> {
         let moved = ["COPILOT_HOME", "--config-dir", "HOME", "XDG_CONFIG_HOME"];
+        // Its launcher runs whatever code it finds in these (unsigned).
+        let other_code = [
+            "COPILOT_CLI_DIST_DIR",
+            "COPILOT_PKG_CACHE_HOME",
+            "COPILOT_CACHE_HOME",
+            "XDG_CACHE_HOME",
+            "--prefer-version",
+        ];
+        if starts_with_any(words, "copilot", &other_code) {
+            return Some("start Copilot CLI from code of another place or version");
+        }
         starts_with_any(words, "copilot", &moved)
             .then_some("start Copilot CLI with its config moved, toolgate's hooks not in it")
     }

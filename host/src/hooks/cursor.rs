@@ -33,7 +33,7 @@ use sha2::{Digest as _, Sha256};
 use super::{
     Adapter, Event, EventKind, InstallPlan, SettingsFile, how_to_approve, outcome_of, parse_event,
 };
-use super::{required_tool_name, who_asks};
+use super::{SystemHooks, required_tool_name, who_asks};
 use crate::decision::{Decision, Outcome, Verdict};
 use crate::error::{Error, Result};
 use crate::request::{Origin, ToolRequest};
@@ -54,6 +54,22 @@ const EVENTS: [&str; 7] = [
 ];
 
 impl Adapter for Cursor {
+    fn user_hooks(&self) -> Option<std::path::PathBuf> {
+        Some(std::path::PathBuf::from(std::env::var_os("HOME")?).join(".cursor/hooks.json"))
+    }
+
+    fn deciding_event(&self) -> &'static str {
+        "beforeShellExecution"
+    }
+
+    /// Enterprise hooks, which run beside the user's and the project's.
+    fn system_hooks(&self) -> Option<SystemHooks> {
+        Some(SystemHooks {
+            file: "/etc/cursor/hooks.json",
+            lock: None,
+        })
+    }
+
     fn settings_files(&self) -> &'static [SettingsFile] {
         const {
             &[SettingsFile::new(

@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use super::{
     Adapter, Event, EventKind, InstallPlan, SettingsFile, how_to_approve, outcome_of, parse_event,
 };
-use super::{required_tool_name, who_asks};
+use super::{SystemHooks, required_tool_name, who_asks};
 use crate::decision::{Decision, Verdict};
 use crate::error::Result;
 use crate::request::{Origin, ToolRequest};
@@ -32,6 +32,27 @@ use toolgate_wire::protocol::HookRuntime;
 pub struct GeminiCli;
 
 impl Adapter for GeminiCli {
+    /// `GEMINI_CLI_HOME` stands for the home.
+    fn user_hooks(&self) -> Option<std::path::PathBuf> {
+        let home = std::env::var_os("GEMINI_CLI_HOME")
+            .filter(|h| !h.is_empty())
+            .or_else(|| std::env::var_os("HOME"))?;
+        Some(std::path::PathBuf::from(home).join(".gemini/settings.json"))
+    }
+
+    fn deciding_event(&self) -> &'static str {
+        "BeforeTool"
+    }
+
+    /// System settings: they override the user's, and their hooks merge
+    /// with the user's.
+    fn system_hooks(&self) -> Option<SystemHooks> {
+        Some(SystemHooks {
+            file: "/etc/gemini-cli/settings.json",
+            lock: None,
+        })
+    }
+
     fn settings_files(&self) -> &'static [SettingsFile] {
         const {
             &[SettingsFile::new(

@@ -75,10 +75,24 @@ pub trait Adapter: Sync {
     fn settings(&self, plan: &InstallPlan<'_>) -> Value;
 
     /// After the installer wrote the hooks (whose commands contain
-    /// `marker`): what else makes the runtime run them, done; what was done,
-    /// for the person. Codex runs no hook a person has not trusted.
-    fn trust_installed(&self, _marker: &str) -> std::result::Result<Option<String>, String> {
+    /// `marker`) to `written`: what else makes the runtime run them, done;
+    /// what was done, for the person. Codex runs no hook of a user's a
+    /// person has not trusted.
+    fn trust_installed(
+        &self,
+        _marker: &str,
+        _written: &std::path::Path,
+    ) -> std::result::Result<Option<String>, String> {
         Ok(None)
+    }
+
+    /// Where system mode (`toolgate setup system`, as root) writes this
+    /// runtime's hooks: an admin-controlled file the runtime reads whatever
+    /// its user configures, and what else must be true there for the user
+    /// to be unable to switch them off; `None` where the runtime has no
+    /// such place.
+    fn system_hooks(&self) -> Option<SystemHooks> {
+        None
     }
 
     /// For a runtime whose hooks are a plugin of toolgate's (OpenCode): the
@@ -95,6 +109,16 @@ pub trait Adapter: Sync {
     fn switches_off(&self, _words: &[&str]) -> Option<&'static str> {
         None
     }
+
+    /// Where `toolgate hook install` writes this runtime's hooks for the
+    /// user running it, by the runtime's own rules (its config directory
+    /// moved by its environment variable): what `toolgate doctor` reads,
+    /// with [`Adapter::system_hooks`]'s file. `None` without a home.
+    fn user_hooks(&self) -> Option<std::path::PathBuf>;
+
+    /// The event a call is decided on: installed hooks without toolgate on
+    /// it decide nothing.
+    fn deciding_event(&self) -> &'static str;
 
     /// The files that hold or switch off the runtime's hooks, as a tool's
     /// text names them: the self-protection guard refuses calls that touch
@@ -165,11 +189,65 @@ pub(crate) fn starts_with_any(words: &[&str], name: &str, switches: &[&str]) -> 
     })
 }
 
+/// `file` in a runtime's config directory: `$ENV` if set, else `dir` in
+/// the home.
+pub(crate) fn in_config_dir(env: &str, dir: &str, file: &str) -> Option<std::path::PathBuf> {
+    let dir = match std::env::var_os(env).filter(|v| !v.is_empty()) {
+        Some(dir) => std::path::PathBuf::from(dir),
+        None => std::path::PathBuf::from(std::env::var_os("HOME")?).join(dir),
+    };
+    Some(dir.join(file))
+}
+
 /// Every runtime's hook settings, in [`HookRuntime::ALL`] order.
 pub fn settings_files() -> impl Iterator<Item = &'static SettingsFile> {
     HookRuntime::ALL
         .into_iter()
         .flat_map(|runtime| adapter(runtime).settings_files())
+}
+
+/// A runtime's admin-controlled hooks (see [`Adapter::system_hooks`]).
+#[derive(Debug, Clone, Copy)]
+pub struct SystemHooks {
+    /// The file `toolgate hook install --write` writes them (or the
+    /// plugin) to, root-owned.
+    pub file: &'static str,
+    /// What else must hold for the user to be unable to switch them off.
+    pub lock: Option<SystemLock>,
+}
+
+/// A root-owned file of the runtime's, edited in place by system mode.
+#[derive(Debug, Clone, Copy)]
+pub struct SystemLock {
+    /// The file.
+    pub file: &'static str,
+    /// Its new text from its current one (`None`: there is none yet), or
+    /// why it cannot be edited; everything else in it is kept.
+    pub edit: fn(Option<&str>) -> std::result::Result<String, String>,
+    /// What the edit does, for the person.
+    pub does: &'static str,
+}
+
+/// `text` (a JSON object, or nothing) with `change` made to it, pretty.
+pub(crate) fn edit_json_object(
+    text: Option<&str>,
+    change: impl FnOnce(&mut serde_json::Map<String, Value>) -> std::result::Result<(), String>,
+) -> std::result::Result<String, String> {
+    let mut value: Value = match text {
+        Some(text) => serde_json::from_str(text).map_err(|e| format!("is not JSON ({e})"))?,
+        None => json!({}),
+    };
+    change(value.as_object_mut().ok_or("must hold a JSON object")?)?;
+    Ok(serde_json::to_string_pretty(&value).expect("JSON serializes") + "\n")
+}
+
+/// Managed settings (Claude Code's, Copilot CLI's) with
+/// `allowManagedHooksOnly`: only the admin's hooks run.
+pub(crate) fn allow_managed_hooks_only(text: Option<&str>) -> std::result::Result<String, String> {
+    edit_json_object(text, |settings| {
+        settings.insert("allowManagedHooksOnly".into(), json!(true));
+        Ok(())
+    })
 }
 
 /// What `toolgate hook install` puts into a runtime's settings.

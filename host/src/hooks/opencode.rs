@@ -35,7 +35,10 @@ use serde_json::{Map, Value, json};
 
 use super::codex::patch_arguments;
 use super::{Adapter, Event, EventKind, InstallPlan, SettingsFile, how_to_approve, who_asks};
-use super::{notes_text, starts_with_any, with_our_names};
+use super::{
+    SystemHooks, SystemLock, edit_json_object, in_config_dir, notes_text, starts_with_any,
+    with_our_names,
+};
 use crate::decision::{Decision, Outcome, Verdict};
 use crate::error::{Error, Result};
 use crate::request::{Origin, ToolRequest};
@@ -175,10 +178,49 @@ fn claude_names(args: Map<String, Value>) -> Value {
     with_our_names(Value::Object(args), fields)
 }
 
+/// Where system mode writes toolgate's plugin: OpenCode's own
+/// admin-controlled directory.
+const SYSTEM_PLUGIN: &str = "/etc/opencode/toolgate.js";
+
 /// OpenCode, through toolgate's plugin.
 pub struct OpenCode;
 
 impl Adapter for OpenCode {
+    fn user_hooks(&self) -> Option<std::path::PathBuf> {
+        in_config_dir("XDG_CONFIG_HOME", ".config", "opencode/plugin/toolgate.js")
+    }
+
+    fn deciding_event(&self) -> &'static str {
+        "tool.execute.before"
+    }
+
+    /// toolgate's plugin, root's, in the managed config's `plugin` list,
+    /// which OpenCode adds to every user's and no user can remove. (Under
+    /// `--pure` or `OPENCODE_PURE` it loads none: the guard refuses starting
+    /// it so.)
+    fn system_hooks(&self) -> Option<SystemHooks> {
+        Some(SystemHooks {
+            file: SYSTEM_PLUGIN,
+            lock: Some(SystemLock {
+                file: "/etc/opencode/opencode.json",
+                edit: |text| {
+                    edit_json_object(text, |config| {
+                        let plugins = config
+                            .entry("plugin")
+                            .or_insert_with(|| json!([]))
+                            .as_array_mut()
+                            .ok_or("`plugin` must be a list")?;
+                        if !plugins.iter().any(|p| p == SYSTEM_PLUGIN) {
+                            plugins.push(json!(SYSTEM_PLUGIN));
+                        }
+                        Ok(())
+                    })
+                },
+                does: "toolgate's plugin in the managed plugin list",
+            }),
+        })
+    }
+
     fn runtime(&self) -> HookRuntime {
         HookRuntime::OpenCode
     }

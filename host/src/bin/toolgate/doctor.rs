@@ -9,6 +9,7 @@ use std::process::ExitCode;
 
 use serde_json::Value;
 use toolgate::daemon::{Client, ConfigIdentity, DaemonRequest};
+use toolgate::hooks::{self, HookRuntime};
 use toolgate::locations::StoreLocation;
 
 #[derive(clap::Args)]
@@ -57,13 +58,6 @@ enum Target {
     Http(String),
 }
 
-/// The events each runtime's hooks must cover for toolgate to decide.
-const DECIDING_EVENT: [(&str, &str); 3] = [
-    ("claude-code", "PreToolUse"),
-    ("gemini-cli", "BeforeTool"),
-    ("cursor", "beforeShellExecution"),
-];
-
 pub fn run(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
     let mut findings = Vec::new();
     let mut named_configs: Vec<(Option<PathBuf>, Option<PathBuf>)> = Vec::new();
@@ -74,20 +68,23 @@ pub fn run(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
             continue;
         };
         let shown = path.display();
-        let Ok(settings) = serde_json::from_str::<Value>(&text) else {
+        let Some(handlers) = toolgate_handlers(&text, runtime.name()) else {
             findings.push(Finding::bad(
-                format!("{shown} is not valid JSON, so {runtime} ignores its hooks"),
+                format!(
+                    "{shown} is not valid JSON, so {} ignores its hooks",
+                    runtime.name()
+                ),
                 format!("fix the file, then `toolgate hook install --write {shown}`"),
             ));
             continue;
         };
-        let handlers = toolgate_handlers(&settings, runtime);
         if handlers.is_empty() {
             continue;
         }
         any = true;
         owned_by_me.push(path.clone());
         findings.extend(check_handlers(runtime, &path, &handlers));
+        findings.extend(check_lock(runtime, &path));
         for handler in &handlers {
             named_configs.push(named(&handler.target));
             if let Target::Command(line) = &handler.target
@@ -100,7 +97,8 @@ pub fn run(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
     if !any {
         findings.push(Finding::bad(
             "no toolgate hooks in any runtime's settings: nothing asks toolgate",
-            "toolgate hook install --write ~/.claude/settings.json (or --for gemini-cli / cursor)",
+            "toolgate hook install --write ~/.claude/settings.json (or --for RUNTIME --write \
+             ITS-SETTINGS: `toolgate hook install --help` lists them)",
         ));
     }
     named_configs.sort();
@@ -156,56 +154,78 @@ pub fn run(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// The settings files to look in, with their runtime.
-fn settings_files(extra: &[PathBuf]) -> Vec<(&'static str, PathBuf)> {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let claude_dir = std::env::var_os("CLAUDE_CONFIG_DIR")
-        .map(PathBuf::from)
-        .or_else(|| home.as_ref().map(|h| h.join(".claude")));
+/// The settings files to look in, with their runtime: each runtime's
+/// user and system places, and `extra` (its runtime told by the
+/// directories its path names, else Claude Code).
+fn settings_files(extra: &[PathBuf]) -> Vec<(HookRuntime, PathBuf)> {
     let mut files = Vec::new();
-    files.extend(claude_dir.map(|d| ("claude-code", d.join("settings.json"))));
-    files.push((
-        "claude-code",
-        PathBuf::from("/etc/claude-code/managed-settings.json"),
-    ));
-    if let Some(home) = &home {
-        files.push(("gemini-cli", home.join(".gemini/settings.json")));
-        files.push(("cursor", home.join(".cursor/hooks.json")));
+    for runtime in HookRuntime::ALL {
+        let adapter = hooks::adapter(runtime);
+        files.extend(adapter.user_hooks().map(|path| (runtime, path)));
+        files.extend(
+            adapter
+                .system_hooks()
+                .map(|system| (runtime, PathBuf::from(system.file))),
+        );
     }
     for path in extra {
-        let runtime = if path.to_string_lossy().contains(".gemini") {
-            "gemini-cli"
-        } else if path.to_string_lossy().contains(".cursor") {
-            "cursor"
-        } else {
-            "claude-code"
-        };
+        let text = path.to_string_lossy();
+        let runtime = HookRuntime::ALL
+            .into_iter()
+            .find(|runtime| {
+                hooks::adapter(*runtime)
+                    .settings_files()
+                    .iter()
+                    .any(|file| !file.dir.is_empty() && text.contains(&format!("{}/", file.dir)))
+            })
+            .unwrap_or(HookRuntime::ClaudeCode);
         files.push((runtime, path.clone()));
     }
-    files.sort();
-    files.dedup();
+    files.sort_by(|a, b| a.1.cmp(&b.1));
+    files.dedup_by(|a, b| a.1 == b.1);
     files
 }
 
-/// toolgate's handlers in a settings file: commands running `toolgate …
-/// hook RUNTIME`, and HTTP hooks to `/v1/hooks/RUNTIME`.
-fn toolgate_handlers(settings: &Value, runtime: &str) -> Vec<Handler> {
+/// toolgate's handlers in a runtime's settings (`None`: they do not parse):
+/// commands running `toolgate … hook RUNTIME` (`bash` for Copilot CLI),
+/// HTTP hooks to `/v1/hooks/RUNTIME`, and toolgate's plugin (OpenCode),
+/// whose command runs on each tool event.
+fn toolgate_handlers(text: &str, runtime: &str) -> Option<Vec<Handler>> {
     let marker = format!("hook {runtime}");
     let url_marker = format!("/v1/hooks/{runtime}");
+    let Ok(settings) = serde_json::from_str::<Value>(text) else {
+        let command = text
+            .lines()
+            .find_map(|line| line.strip_prefix("const COMMAND = "))
+            .and_then(|rest| serde_json::from_str::<String>(rest.trim_end_matches(';')).ok())?;
+        let events = ["tool.execute.before", "tool.execute.after"];
+        return Some(if command.contains(&marker) {
+            events
+                .map(|event| Handler {
+                    event: event.into(),
+                    target: Target::Command(command.clone()),
+                    on_failure_block: true,
+                })
+                .into()
+        } else {
+            Vec::new()
+        });
+    };
     let mut found = Vec::new();
     let Some(events) = settings["hooks"].as_object() else {
-        return found;
+        return Some(found);
     };
     for (event, groups) in events {
         for group in groups.as_array().into_iter().flatten() {
-            // Claude Code and Gemini CLI nest handlers in matcher groups;
-            // Cursor lists them directly.
+            // Claude Code, Gemini CLI and Codex nest handlers in matcher
+            // groups; Cursor and Copilot CLI list them directly.
             let handlers: Vec<&Value> = match group["hooks"].as_array() {
                 Some(inner) => inner.iter().collect(),
                 None => vec![group],
             };
             for handler in handlers {
-                let target = match (handler["command"].as_str(), handler["url"].as_str()) {
+                let command = handler["command"].as_str().or(handler["bash"].as_str());
+                let target = match (command, handler["url"].as_str()) {
                     (Some(line), _) if line.contains(&marker) => Target::Command(line.into()),
                     (_, Some(url)) if url.contains(&url_marker) => Target::Http(url.into()),
                     _ => continue,
@@ -219,19 +239,17 @@ fn toolgate_handlers(settings: &Value, runtime: &str) -> Vec<Handler> {
             }
         }
     }
-    found
+    Some(found)
 }
 
-fn check_handlers(runtime: &str, path: &Path, handlers: &[Handler]) -> Vec<Finding> {
+fn check_handlers(runtime: HookRuntime, path: &Path, handlers: &[Handler]) -> Vec<Finding> {
     let shown = path.display();
+    let deciding = hooks::adapter(runtime).deciding_event();
+    let runtime = runtime.name();
     let reinstall = format!("toolgate hook install --for {runtime} --write {shown}");
     let mut findings = Vec::new();
-    let deciding = DECIDING_EVENT
-        .iter()
-        .find(|(r, _)| *r == runtime)
-        .map(|(_, e)| *e);
     match deciding {
-        Some(event) if !handlers.iter().any(|h| h.event == event) => findings.push(Finding::bad(
+        event if !handlers.iter().any(|h| h.event == event) => findings.push(Finding::bad(
             format!("{runtime} ({shown}): no {event} hook, so no call is decided"),
             reinstall.clone(),
         )),
@@ -293,6 +311,36 @@ fn check_handlers(runtime: &str, path: &Path, handlers: &[Handler]) -> Vec<Findi
         }
     }
     findings
+}
+
+/// For hooks in a runtime's system place: whether what else must hold
+/// there (see `SystemLock`) does, its edit changing nothing.
+fn check_lock(runtime: HookRuntime, path: &Path) -> Option<Finding> {
+    let system = hooks::adapter(runtime).system_hooks()?;
+    let lock = system.lock.filter(|_| path == Path::new(system.file))?;
+    let text = std::fs::read_to_string(lock.file).ok();
+    let holds = (lock.edit)(text.as_deref()).is_ok_and(|edited| {
+        let text = text.as_deref().unwrap_or_default();
+        match (
+            serde_json::from_str::<Value>(text),
+            serde_json::from_str::<Value>(&edited),
+        ) {
+            (Ok(now), Ok(edited)) => now == edited,
+            _ => text.parse::<toml::Table>().ok() == edited.parse().ok(),
+        }
+    });
+    let runtime = runtime.name();
+    Some(if holds {
+        Finding::good(format!("{runtime}: {} ({})", lock.does, lock.file))
+    } else {
+        Finding::bad(
+            format!(
+                "{runtime}: {} is missing ({}), so the user can switch toolgate's hooks off",
+                lock.does, lock.file
+            ),
+            "sudo toolgate setup system",
+        )
+    })
 }
 
 /// The config (`--config`) and store (`--store`) a hook names.

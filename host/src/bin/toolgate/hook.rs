@@ -522,7 +522,7 @@ pub fn install(
         path.display(),
         describe(&ours)
     );
-    match hooks::adapter(runtime).trust_installed(&markers[0]) {
+    match hooks::adapter(runtime).trust_installed(&markers[0], path) {
         Ok(Some(done)) => eprintln!("{done}"),
         Ok(None) => {}
         Err(problem) => anyhow::bail!("the hooks are written but {problem}"),

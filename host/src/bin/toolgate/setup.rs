@@ -13,15 +13,17 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 
 use anyhow::Context as _;
+use toolgate::hooks::{self, HookRuntime, SystemLock};
 
 #[derive(clap::Subcommand)]
 pub enum SetupCommand {
     /// As root: the daemon under a user of its own, root-owned binaries,
-    /// config, Claude Code managed settings (`allowManagedHooksOnly`),
-    /// Gemini CLI's system settings, Cursor's enterprise hooks and
-    /// OpenCode's managed plugin list,
-    /// store and socket owned by the daemon's user. Existing files are
-    /// kept (the config) or merged (the managed settings).
+    /// config and runtimes' admin-controlled hooks (Claude Code's managed
+    /// settings with `allowManagedHooksOnly`, Codex's `/etc/codex` with
+    /// `allow_managed_hooks_only`, Gemini CLI's system settings, Cursor's
+    /// enterprise hooks, OpenCode's managed plugin list), store and socket
+    /// owned by the daemon's user. Existing files are kept (the config) or
+    /// merged (the runtimes' settings).
     System(Box<SystemArgs>),
     /// For this user only, as `toolgate hook install --write` does: every
     /// file toolgate relies on belongs to you, and so to any agent you run
@@ -56,22 +58,6 @@ pub struct SystemArgs {
     /// The socket's directory (the daemon's; the socket itself 0666).
     #[arg(long, default_value = "/run/toolgate")]
     run_dir: PathBuf,
-    /// Claude Code's managed settings (root-owned; take precedence over the
-    /// user's).
-    #[arg(long, default_value = "/etc/claude-code/managed-settings.json")]
-    claude_managed: PathBuf,
-    /// Gemini CLI's system settings (root-owned; override the user's, and
-    /// its hooks merge with theirs).
-    #[arg(long, default_value = "/etc/gemini-cli/settings.json")]
-    gemini_system: PathBuf,
-    /// Cursor's enterprise hooks (root-owned).
-    #[arg(long, default_value = "/etc/cursor/hooks.json")]
-    cursor_enterprise: PathBuf,
-    /// OpenCode's managed config (root-owned): toolgate's plugin, written
-    /// root-owned beside toolgate's config, is added to its `plugin` list,
-    /// which OpenCode adds to every user's and no user can remove.
-    #[arg(long, default_value = "/etc/opencode/opencode.json")]
-    opencode_managed: PathBuf,
     /// Also serve Claude Code's HTTP hooks on this loopback address.
     #[arg(long, value_name = "ADDR")]
     http: Option<std::net::SocketAddr>,
@@ -133,17 +119,20 @@ fn system(args: &SystemArgs) -> anyhow::Result<ExitCode> {
     // The runtimes' admin-controlled settings, written by the installed
     // binary so the hooks name it.
     let installed = args.bin_dir.join("toolgate");
-    let opencode_plugin = args.etc_dir.join("opencode").join("toolgate.js");
-    for (runtime, path) in [
-        ("claude-code", &args.claude_managed),
-        ("gemini-cli", &args.gemini_system),
-        ("cursor", &args.cursor_enterprise),
-        ("opencode", &opencode_plugin),
-    ] {
-        install_managed_hooks(&installed, &config, runtime, path)?;
+    for runtime in HookRuntime::ALL {
+        let name = runtime.name();
+        let Some(system) = hooks::adapter(runtime).system_hooks() else {
+            println!(
+                "{name}: no hooks location its user cannot override; its hooks stay the \
+                 user's (`toolgate hook install --for {name}` as that user)"
+            );
+            continue;
+        };
+        install_managed_hooks(&installed, &config, name, Path::new(system.file))?;
+        if let Some(lock) = system.lock {
+            lock_hooks(name, &lock)?;
+        }
     }
-    only_managed_claude_hooks(&args.claude_managed)?;
-    list_opencode_plugin(&args.opencode_managed, &opencode_plugin)?;
 
     let serve = format!(
         "runuser -u {user} -- {} --config {} serve",
@@ -230,54 +219,21 @@ fn install_managed_hooks(
     Ok(())
 }
 
-/// Claude Code: only the managed hooks run.
-fn only_managed_claude_hooks(managed_settings: &Path) -> anyhow::Result<()> {
-    let text = std::fs::read_to_string(managed_settings)?;
-    let mut managed: serde_json::Value = serde_json::from_str(&text)?;
-    managed["allowManagedHooksOnly"] = serde_json::json!(true);
-    write_root_file(
-        managed_settings,
-        &(serde_json::to_string_pretty(&managed)? + "\n"),
-    )?;
-    println!("claude-code: allowManagedHooksOnly (user and project hooks are ignored)");
-    Ok(())
-}
-
-/// OpenCode: toolgate's `plugin` in the managed config's plugin list.
-fn list_opencode_plugin(managed_config: &Path, plugin: &Path) -> anyhow::Result<()> {
-    if let Some(dir) = managed_config.parent() {
+/// `lock`'s file edited as root, whatever else it holds kept.
+fn lock_hooks(runtime: &str, lock: &SystemLock) -> anyhow::Result<()> {
+    let path = Path::new(lock.file);
+    if let Some(dir) = path.parent() {
         create_dir(dir, 0o755, Some(0))?;
     }
-    let mut managed: serde_json::Value = match std::fs::read_to_string(managed_config) {
-        Ok(text) => serde_json::from_str(&text).with_context(|| {
-            format!(
-                "{} is not JSON; fix or move it first",
-                managed_config.display()
-            )
-        })?,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => serde_json::json!({}),
-        Err(err) => return Err(err).context("cannot read OpenCode's managed config"),
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => Some(text),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
+        Err(err) => return Err(err).with_context(|| format!("cannot read {}", path.display())),
     };
-    let entry = plugin.display().to_string();
-    let plugins = managed
-        .as_object_mut()
-        .context("OpenCode's managed config must hold a JSON object")?
-        .entry("plugin")
-        .or_insert_with(|| serde_json::json!([]))
-        .as_array_mut()
-        .context("`plugin` in OpenCode's managed config must be a list")?;
-    if !plugins.iter().any(|p| p.as_str() == Some(entry.as_str())) {
-        plugins.push(serde_json::json!(entry));
-    }
-    write_root_file(
-        managed_config,
-        &(serde_json::to_string_pretty(&managed)? + "\n"),
-    )?;
-    println!(
-        "opencode: toolgate's plugin in {}'s plugin list (OpenCode under --pure or \
-         OPENCODE_PURE loads none: the guard refuses starting it so)",
-        managed_config.display()
-    );
+    let edited = (lock.edit)(text.as_deref())
+        .map_err(|problem| anyhow::anyhow!("{} {problem}; fix or move it first", path.display()))?;
+    write_root_file(path, &edited)?;
+    println!("{runtime}: {} ({})", lock.does, path.display());
     Ok(())
 }
 
