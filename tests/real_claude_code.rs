@@ -304,14 +304,34 @@ fn inside_claude_code_http_hooks_decide_and_a_dead_daemon_blocks() {
     let Some(claude) = claude_binary() else {
         return;
     };
+    http_hooks_decide_and_a_dead_daemon_blocks(&claude);
+}
+
+/// The same in the oldest Claude Code the docs claim HTTP hooks and
+/// `onFailure` for (`"oldest-supported"` in `tests/real-clients.json`),
+/// the installer seeing that release on `PATH`.
+#[test]
+fn inside_the_oldest_supported_claude_code_http_hooks_decide_and_a_dead_daemon_blocks() {
+    let Some(modules) =
+        common::npm::oldest_supported(common::claude_code::CLAUDE_CODE, ".bin/claude")
+    else {
+        return;
+    };
+    http_hooks_decide_and_a_dead_daemon_blocks(&modules.join(".bin/claude"));
+}
+
+fn http_hooks_decide_and_a_dead_daemon_blocks(claude: &std::path::Path) {
     let port = common::free_port();
     let user = ClaudeHome::new(&format!(
         "{WRITE_ALWAYS}[daemon]\nhttp = \"127.0.0.1:{port}\"\n"
     ));
     let (home, project, store) = (&user.home, &user.project, &user.store);
     let stop = StopDaemon(store.clone());
-    let written = user.install(std::path::Path::new(BIN));
-    assert!(written.contains("\"type\": \"http\""), "{written}");
+    let written = user.install_seeing(std::path::Path::new(BIN), claude);
+    assert!(
+        written.contains("\"type\": \"http\"") && written.contains("\"onFailure\": \"block\""),
+        "{written}"
+    );
 
     let target = project.join("approved.txt");
     let write = || {
@@ -325,7 +345,7 @@ fn inside_claude_code_http_hooks_decide_and_a_dead_daemon_blocks() {
         ])
     };
     let api = write();
-    let output = run_claude(&claude, home, project, &api, "Write approved.txt.", BYPASS);
+    let output = run_claude(claude, home, project, &api, "Write approved.txt.", BYPASS);
     let diagnosis = format!(
         "status {:?}\nstdout:\n{}\nstderr:\n{}",
         output.status,
@@ -382,7 +402,7 @@ fn inside_claude_code_http_hooks_decide_and_a_dead_daemon_blocks() {
     });
     let _stop = StopDaemon(store.clone());
     let api = write();
-    let output = run_claude(&claude, home, project, &api, "Write approved.txt.", BYPASS);
+    let output = run_claude(claude, home, project, &api, "Write approved.txt.", BYPASS);
     let transcript = String::from_utf8_lossy(&output.stdout);
     assert!(!target.exists(), "the Write ran: {transcript}");
     assert!(

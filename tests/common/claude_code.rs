@@ -94,8 +94,23 @@ impl ClaudeHome {
 
     /// `toolgate hook install --write` from `toolgate`; what it wrote.
     pub fn install(&self, toolgate: &Path) -> String {
+        self.install_with(&mut Command::new(toolgate))
+    }
+
+    /// As [`ClaudeHome::install`], with `claude` first on the installer's
+    /// `PATH`: the release it writes the hooks for.
+    pub fn install_seeing(&self, toolgate: &Path, claude: &Path) -> String {
+        let path = format!(
+            "{}:{}",
+            claude.parent().unwrap().display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        self.install_with(Command::new(toolgate).env("PATH", path))
+    }
+
+    fn install_with(&self, command: &mut Command) -> String {
         let settings = self.home.join(".claude/settings.json");
-        let installed = Command::new(toolgate)
+        let installed = command
             .arg("--config")
             .arg(&self.config)
             .args(["hook", "install", "--write"])

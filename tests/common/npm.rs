@@ -22,13 +22,23 @@ static INSTALLING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// The pinned versions, by package.
 const PINNED: &str = include_str!("../real-clients.json");
 
+/// Where the pins of the oldest releases the docs claim are, in
+/// `tests/real-clients.json`.
+const OLDEST: &str = "oldest-supported";
+
 /// `PACKAGE@VERSION` at the version `tests/real-clients.json` pins.
 pub fn pinned(package: &str) -> String {
+    format!("{package}@{}", version_of(&[package]))
+}
+
+/// The version pinned at `path` in `tests/real-clients.json`.
+fn version_of(path: &[&str]) -> String {
     let pins: serde_json::Value = serde_json::from_str(PINNED).expect("real-clients.json parses");
-    let version = pins[package]
+    path.iter()
+        .fold(&pins, |pins, key| &pins[key])
         .as_str()
-        .unwrap_or_else(|| panic!("{package} is not pinned in tests/real-clients.json"));
-    format!("{package}@{version}")
+        .unwrap_or_else(|| panic!("{path:?} is not pinned in tests/real-clients.json"))
+        .to_string()
 }
 
 /// `node_modules` holding `packages` at their pinned versions, installing
@@ -37,21 +47,36 @@ pub fn pinned(package: &str) -> String {
 /// only when `TOOLGATE_TEST_SKIP` says `npm`). Each package is `(name, a
 /// path inside node_modules that exists once it is installed)`.
 pub fn node_modules(packages: &[(&str, &str)]) -> Option<PathBuf> {
+    let pins: Vec<_> = packages
+        .iter()
+        .map(|&(package, probe)| (package, probe, version_of(&[package])))
+        .collect();
+    install(&prefix(), &pins)
+}
+
+/// As [`node_modules`], for the oldest release of `package` the docs claim
+/// (`"oldest-supported"` in `tests/real-clients.json`), installed apart
+/// from the current one (`target/real-clients/oldest`): their programs
+/// have the same names.
+pub fn oldest_supported(package: &str, probe: &str) -> Option<PathBuf> {
+    let version = version_of(&[OLDEST, package]);
+    install(&prefix().join("oldest"), &[(package, probe, version)])
+}
+
+/// `prefix`'s `node_modules` with each `(package, probe, version)`.
+fn install(prefix: &Path, packages: &[(&str, &str, String)]) -> Option<PathBuf> {
     let _one_at_a_time = INSTALLING.lock().unwrap_or_else(|p| p.into_inner());
-    let prefix = prefix();
     let modules = prefix.join("node_modules");
     let specs: Vec<String> = packages
         .iter()
-        .filter(|(package, probe)| {
+        .filter(|(package, probe, version)| {
             let installed = std::fs::read_to_string(modules.join(package).join("package.json"))
                 .ok()
                 .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
                 .and_then(|manifest| manifest["version"].as_str().map(str::to_string));
-            let wanted = pinned(package);
-            !modules.join(probe).exists()
-                || installed.is_none_or(|v| wanted != format!("{package}@{v}"))
+            !modules.join(probe).exists() || installed.as_ref() != Some(version)
         })
-        .map(|(package, _)| pinned(package))
+        .map(|(package, _, version)| format!("{package}@{version}"))
         .collect();
     let missing: Vec<&str> = specs.iter().map(String::as_str).collect();
     if missing.is_empty() {
@@ -59,7 +84,7 @@ pub fn node_modules(packages: &[(&str, &str)]) -> Option<PathBuf> {
     }
     let installed = Command::new("npm")
         .args(["install", "--no-audit", "--no-fund", "--prefix"])
-        .arg(&prefix)
+        .arg(prefix)
         .args(&missing)
         .output();
     match installed {
