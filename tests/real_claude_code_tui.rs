@@ -64,6 +64,9 @@ fn in_the_claude_code_tui_a_persons_answer_ends_the_pause_wherever_it_is_given()
         vec![write("toolu_d", "d.txt")],
         vec![write("toolu_d2", "d.txt")],
         vec![Block::Text("Understood; I leave d.txt alone.".into())],
+        vec![write("toolu_e", "e.txt")],
+        vec![Block::Text("Created e.txt.".into())],
+        vec![write("toolu_f", "f.txt")],
     ]);
     let env = offline_env(&user.home, &api);
     let program = [
@@ -156,6 +159,27 @@ fn in_the_claude_code_tui_a_persons_answer_ends_the_pause_wherever_it_is_given()
         *is_error && reason.contains("A person refused this call") && reason.contains("terminal"),
         "the model reads who refused: {reason}"
     );
+
+    // 5. A session-level approval in Claude Code's prompt ("Yes, and
+    //    switch to accept edits … for this session") is the person's
+    //    answer for that call only: the next Write still runs toolgate's
+    //    hook, is put to the person again, and waits.
+    prompt("Create e.txt");
+    let screen = tmux.wait_for(CLAUDE, ASKING);
+    assert!(screen.contains("for this session"), "{screen}");
+    answer_prompt(&tmux, "2");
+    tmux.wait_for(CLAUDE, "Created e.txt.");
+    assert!(project.join("e.txt").exists());
+    prompt("Create f.txt");
+    let screen = tmux.wait_for(CLAUDE, ASKING);
+    assert!(
+        screen.contains("toolgate (lease-gate asks)"),
+        "after a session-level approval toolgate still asks:\n{screen}"
+    );
+    assert_eq!(gates(&user).len(), 1, "the next Write is paused");
+    answer_prompt(&tmux, "Escape");
+    tmux.wait_for(CLAUDE, "Rejected write to f.txt");
+    assert!(!project.join("f.txt").exists());
 }
 
 /// The pending gates, as `toolgate gates list` prints them.
