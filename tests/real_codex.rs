@@ -7,7 +7,7 @@ mod common;
 
 use std::path::Path;
 
-use common::agents::{BASH_ALWAYS, CodexHome, diagnosis};
+use common::agents::{BASH_ALWAYS, CodexHome, diagnosis, ran_unrefused};
 use common::hooks::{BIN, StopDaemon};
 use common::responses_api::{Item, ResponsesApi};
 
@@ -44,7 +44,7 @@ fn inside_codex_parallel_calls_are_each_answered_and_switching_toolgate_off_is_r
             .map(|(_, output)| output.clone())
             .unwrap_or_else(|| panic!("no output for {id}: {diagnosis}"))
     };
-    assert!(of("call_safe").contains("safe-call-ran"), "{diagnosis}");
+    assert!(ran_unrefused(&of("call_safe")), "{diagnosis}");
     let refused = of("call_off");
     assert!(
         refused.contains("blocked by PreToolUse hook") && refused.contains("toolgate"),

@@ -8,7 +8,9 @@ mod common;
 
 use std::path::Path;
 
-use common::agents::{BASH_ALWAYS, CopilotHome, bash, diagnosis, output_of};
+use common::agents::{
+    BASH_ALWAYS, BASH_UNASKED, CopilotHome, bash, diagnosis, output_of, ran_unrefused,
+};
 use common::hooks::{BIN, StopDaemon, pending_gates};
 use common::responses_api::{Item, ResponsesApi};
 use common::tmux::{Tmux, resolve_at_the_person_terminal};
@@ -25,7 +27,7 @@ fn inside_copilot_parallel_calls_are_each_answered_and_switching_toolgate_off_is
         ],
         vec![Item::Text("Understood; I leave it alone.".into())],
     ]);
-    let Some(user) = CopilotHome::new(&api, "") else {
+    let Some(user) = CopilotHome::new(&api, BASH_UNASKED) else {
         return;
     };
     let _stop = StopDaemon(user.store.clone());
@@ -35,7 +37,7 @@ fn inside_copilot_parallel_calls_are_each_answered_and_switching_toolgate_off_is
     let diagnosis = diagnosis(&output, &api);
     assert!(output.status.success(), "{diagnosis}");
     assert!(
-        output_of(&api, "call_safe", &diagnosis).contains("safe-call-ran"),
+        ran_unrefused(&output_of(&api, "call_safe", &diagnosis)),
         "{diagnosis}"
     );
     let refused = output_of(&api, "call_off", &diagnosis);

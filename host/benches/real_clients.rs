@@ -23,9 +23,9 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Instant;
 
-use common::agents::{CodexHome, CopilotHome, OpenCodeHome, bash};
+use common::agents::{BASH_UNASKED, CodexHome, CopilotHome, OpenCodeHome, bash};
 use common::chat_api::ChatApi;
-use common::claude_code::{ClaudeHome, claude_binary, run_claude};
+use common::claude_code::{ClaudeHome, claude_binary, run_claude, tool_results};
 use common::hooks::{BIN, StopDaemon};
 use common::messages_api::{Block, MessagesApi};
 use common::responses_api::{Item, ResponsesApi};
@@ -107,13 +107,25 @@ fn median(mut times: Vec<f64>) -> f64 {
 }
 
 /// A run must have made every call, or it measured something else.
-fn ran_all(output: &Output, made: usize, calls: usize, what: &str) {
+/// Every one of the `calls` ran, none refused (`results`: what the model
+/// read for each): a refused call costs less than one that runs, and would
+/// flatter toolgate.
+fn ran_all(output: &Output, results: &[String], calls: usize, what: &str) {
+    let ran = results
+        .iter()
+        .filter(|r| r.contains("ok") && !r.contains("toolgate"))
+        .count();
     assert!(
-        made >= calls,
-        "{what}: {made} of {calls} calls ran\nstdout:\n{}\nstderr:\n{}",
+        ran >= calls,
+        "{what}: {ran} of {calls} calls ran: {results:?}\nstdout:\n{}\nstderr:\n{}",
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+/// The texts of `outputs` (call id, output).
+fn texts(outputs: Vec<(String, String)>) -> Vec<String> {
+    outputs.into_iter().map(|(_, text)| text).collect()
 }
 
 fn claude_code(plan: &Plan, http: bool) {
@@ -160,7 +172,9 @@ fn claude_code(plan: &Plan, http: bool) {
         let home = if on { &with } else { &without };
         api.reset(script(calls));
         let output = run_claude(&claude, &home.home, &home.project, &api, "Say ok.", BYPASS);
-        ran_all(&output, api.turns().len().saturating_sub(1), calls, &name);
+        let results = api.turns().last().map(tool_results).unwrap_or_default();
+        let results: Vec<String> = results.into_iter().map(|(.., text)| text).collect();
+        ran_all(&output, &results, calls, &name);
     });
 }
 
@@ -180,7 +194,7 @@ fn codex(plan: &Plan) {
     measure("Codex CLI 0.171.0", plan, |on, calls| {
         api.reset(script(calls));
         let output = if on { &with } else { &without }.run("Say ok.");
-        ran_all(&output, api.tool_outputs().len(), calls, "Codex");
+        ran_all(&output, &texts(api.tool_outputs()), calls, "Codex");
     });
 }
 
@@ -192,8 +206,10 @@ fn copilot(plan: &Plan) {
             .collect()
     };
     let api = ResponsesApi::start(script(plan.few));
-    let (Some(with), Some(without)) = (CopilotHome::new(&api, ""), CopilotHome::new(&api, ""))
-    else {
+    let (Some(with), Some(without)) = (
+        CopilotHome::new(&api, BASH_UNASKED),
+        CopilotHome::new(&api, ""),
+    ) else {
         return;
     };
     let _stop = StopDaemon(with.store.clone());
@@ -201,7 +217,7 @@ fn copilot(plan: &Plan) {
     measure("Copilot CLI 1.0.102", plan, |on, calls| {
         api.reset(script(calls));
         let output = if on { &with } else { &without }.run(&[], "Say ok.");
-        ran_all(&output, api.tool_outputs().len(), calls, "Copilot");
+        ran_all(&output, &texts(api.tool_outputs()), calls, "Copilot");
     });
 }
 
@@ -213,8 +229,10 @@ fn opencode(plan: &Plan) {
             .collect()
     };
     let api = ChatApi::start(script(plan.few));
-    let (Some(with), Some(without)) = (OpenCodeHome::new(&api, ""), OpenCodeHome::new(&api, ""))
-    else {
+    let (Some(with), Some(without)) = (
+        OpenCodeHome::new(&api, BASH_UNASKED),
+        OpenCodeHome::new(&api, ""),
+    ) else {
         return;
     };
     let _stop = StopDaemon(with.store.clone());
@@ -222,6 +240,6 @@ fn opencode(plan: &Plan) {
     measure("OpenCode 1.18.33 (plugin)", plan, |on, calls| {
         api.reset(script(calls));
         let output = if on { &with } else { &without }.run(&[], "Say ok.");
-        ran_all(&output, api.tool_outputs().len(), calls, "OpenCode");
+        ran_all(&output, &texts(api.tool_outputs()), calls, "OpenCode");
     });
 }

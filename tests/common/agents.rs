@@ -18,6 +18,11 @@ use super::responses_api::{Item, ResponsesApi};
 pub const BASH_ALWAYS: &str =
     "[plugins.lease-gate.config.actions.Bash]\neffects = [\"execute\"]\napproval = \"always\"\n";
 
+/// The config that lets every shell command through lease-gate unasked
+/// (OpenCode's calls are interactive: routine commands would pause).
+pub const BASH_UNASKED: &str =
+    "[plugins.lease-gate.config.actions.Bash]\neffects = [\"execute\"]\napproval = \"never\"\n";
+
 /// A scripted model API: what the model was sent back for each call.
 pub trait ToolOutputs {
     /// Every tool result the model was sent: (call id, output).
@@ -54,6 +59,12 @@ pub fn output_of(api: &dyn ToolOutputs, id: &str, diagnosis: &str) -> String {
         .find(|(call, _)| call == id)
         .map(|(_, output)| output)
         .unwrap_or_else(|| panic!("no output for {id}: {diagnosis}"))
+}
+
+/// Whether a `echo safe-call-ran` call's output is that it ran: its text,
+/// and no refusal (which quotes the command too).
+pub fn ran_unrefused(output: &str) -> bool {
+    output.contains("safe-call-ran\n") && !output.contains("toolgate")
 }
 
 /// A shell call as Copilot's and OpenCode's models make it (`bash`).

@@ -62,6 +62,18 @@ function ask(event) {
   });
 }
 
+// What runs must be what toolgate decided: OpenCode runs the tool with the
+// very object the plugins were handed, so a plugin after this one could
+// change an allowed call in place. Frozen, such a change throws, and the call
+// fails instead.
+function freeze(value) {
+  if (value !== null && typeof value === "object" && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const inner of Object.values(value)) freeze(inner);
+  }
+  return value;
+}
+
 export const Toolgate = async ({ directory }) => {
   // Notes toolgate gave for an allowed call, added to what the model reads.
   const notes = new Map();
@@ -88,6 +100,7 @@ export const Toolgate = async ({ directory }) => {
       });
       if (answer.decision === "deny") throw new Error(answer.reason || "toolgate refused this call");
       if (answer.decision !== "allow") throw new Error("toolgate: the hook's answer has no decision, so this call is blocked");
+      freeze(output.args);
       if (answer.notes) notes.set(input.callID, answer.notes);
     },
     "tool.execute.after": async (input, output) => {
