@@ -155,6 +155,41 @@ fn setup_system(ns: &Namespace, start: bool) {
     );
 }
 
+/// `text` written to `path`, owned by the agent's user.
+fn agent_file(path: &Path, text: &str, uid: u32) {
+    std::fs::write(path, text).unwrap();
+    std::os::unix::fs::chown(path, Some(uid), Some(uid)).unwrap();
+}
+
+/// Shell `line` inside the namespace as the agent's user, in `project`,
+/// with only `HOME`, a plain `PATH` and `env`: a real CLI's run, bounded.
+fn run_as_agent(ns: &Namespace, home: &Path, project: &Path, env: &[String], line: &str) -> Output {
+    let ran = ns
+        .command("runuser")
+        .args(["-u", AGENT, "--", "env", "-i"])
+        .arg(format!("HOME={}", home.display()))
+        .arg("PATH=/usr/bin:/bin")
+        .args(env)
+        .args(["sh", "-c"])
+        .arg(format!("cd {} && exec {line}", project.display()))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    common::wait_bounded(ran, Duration::from_secs(240))
+}
+
+/// The model's call `id` came back to it as a pause of toolgate's.
+fn paused(api: &dyn common::agents::ToolOutputs, id: &str, ran: &Output) {
+    let diagnosis = common::agents::diagnosis(ran, api);
+    let refused = common::agents::output_of(api, id, &diagnosis);
+    assert!(
+        refused.contains("toolgate (lease-gate asks)"),
+        "{refused}\n{diagnosis}"
+    );
+}
+
 /// A directory the agent's user owns, outside the test's private temp dir.
 fn agent_dir(root: &Path, name: &str, uid: u32) -> PathBuf {
     let dir = root.join(name);
@@ -173,35 +208,21 @@ fn claude_as_agent(
     resume: Option<&str>,
 ) -> Output {
     let resume = resume.map_or(String::new(), |id| format!(" --resume {id}"));
-    let mut command = ns.command("runuser");
-    command
-        .args(["-u", AGENT, "--", "env", "-i"])
-        .arg(format!("HOME={}", home.display()))
-        .arg(format!(
-            "CLAUDE_CONFIG_DIR={}",
-            home.join(".claude").display()
-        ))
-        .arg("PATH=/usr/bin:/bin")
-        .arg(format!("ANTHROPIC_BASE_URL={}", api.base_url))
-        .args([
-            "ANTHROPIC_API_KEY=offline-test-key",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
-            "DISABLE_TELEMETRY=1",
-            "DISABLE_AUTOUPDATER=1",
-            "DISABLE_ERROR_REPORTING=1",
-            "sh",
-            "-c",
-        ])
-        .arg(format!(
-            "cd {} && exec {} -p 'Write approved.txt.' --output-format stream-json --verbose \
-             --model claude-sonnet-4-5 --permission-mode bypassPermissions{resume}",
-            project.display(),
-            claude.display()
-        ))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    common::wait_bounded(command.spawn().unwrap(), Duration::from_secs(240))
+    let env = [
+        format!("CLAUDE_CONFIG_DIR={}", home.join(".claude").display()),
+        format!("ANTHROPIC_BASE_URL={}", api.base_url),
+        "ANTHROPIC_API_KEY=offline-test-key".into(),
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1".into(),
+        "DISABLE_TELEMETRY=1".into(),
+        "DISABLE_AUTOUPDATER=1".into(),
+        "DISABLE_ERROR_REPORTING=1".into(),
+    ];
+    let line = format!(
+        "{} -p 'Write approved.txt.' --output-format stream-json --verbose \
+         --model claude-sonnet-4-5 --permission-mode bypassPermissions{resume}",
+        claude.display()
+    );
+    run_as_agent(ns, home, project, &env, &line)
 }
 
 fn write_turns(target: &Path) -> MessagesApi {
@@ -425,46 +446,23 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
         "opencode",
         agent_uid,
     );
-    std::fs::write(
-        config_dir.join("opencode.json"),
-        common::agents::opencode_provider(&chat.base_url).to_string(),
-    )
-    .unwrap();
-    std::os::unix::fs::chown(
-        config_dir.join("opencode.json"),
-        Some(agent_uid),
-        Some(agent_uid),
-    )
-    .unwrap();
-    let ran = ns
-        .command("runuser")
-        .args(["-u", AGENT, "--", "env", "-i"])
-        .arg(format!("HOME={}", home.display()))
-        .args([
-            "PATH=/usr/bin:/bin",
-            "OPENCODE_DISABLE_MODELS_FETCH=1",
-            "OPENCODE_DISABLE_AUTOUPDATE=1",
-            "sh",
-            "-c",
-        ])
-        .arg(format!(
-            "cd {} && exec {} run 'Write opencode.txt.'",
-            project.display(),
-            opencode.display()
-        ))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let ran = common::wait_bounded(ran, Duration::from_secs(240));
-    let diagnosis = common::agents::diagnosis(&ran, &chat);
-    let refused = common::agents::output_of(&chat, "call_write", &diagnosis);
-    assert!(
-        refused.contains("toolgate (lease-gate asks)"),
-        "{refused}\n{diagnosis}"
+    agent_file(
+        &config_dir.join("opencode.json"),
+        &common::agents::opencode_provider(&chat.base_url).to_string(),
+        agent_uid,
     );
-    assert!(!opencode_target.exists(), "{diagnosis}");
+    let ran = run_as_agent(
+        &ns,
+        &home,
+        &project,
+        &[
+            "OPENCODE_DISABLE_MODELS_FETCH=1".into(),
+            "OPENCODE_DISABLE_AUTOUPDATE=1".into(),
+        ],
+        &format!("{} run 'Write opencode.txt.'", opencode.display()),
+    );
+    paused(&chat, "call_write", &ran);
+    assert!(!opencode_target.exists());
 
     // The real Codex as the agent, its own config and its command line
     // turning hooks off: the managed hooks still run, alone, and the shell
@@ -478,41 +476,23 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
         vec![Item::Text("A person must approve it first.".into())],
     ]);
     let codex_home = agent_dir(&home, ".codex", agent_uid);
-    std::fs::write(
-        codex_home.join("config.toml"),
-        common::agents::codex_config(&responses.base_url) + "\n[features]\nhooks = false\n",
-    )
-    .unwrap();
-    std::os::unix::fs::chown(
-        codex_home.join("config.toml"),
-        Some(agent_uid),
-        Some(agent_uid),
-    )
-    .unwrap();
-    let codex = inside("codex");
-    let ran = ns
-        .command("runuser")
-        .args(["-u", AGENT, "--", "env", "-i"])
-        .arg(format!("HOME={}", home.display()))
-        .args(["PATH=/usr/bin:/bin", "SCRIPTED_API_KEY=offline-test-key", "sh", "-c"])
-        .arg(format!(
-            "cd {} && exec {} exec -c features.hooks=false --skip-git-repo-check --json 'Touch codex.txt.'",
-            project.display(),
-            codex.display()
-        ))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let ran = common::wait_bounded(ran, Duration::from_secs(240));
-    let diagnosis = common::agents::diagnosis(&ran, &responses);
-    let refused = common::agents::output_of(&responses, "call_touch", &diagnosis);
-    assert!(
-        refused.contains("toolgate (lease-gate asks)"),
-        "{refused}\n{diagnosis}"
+    agent_file(
+        &codex_home.join("config.toml"),
+        &(common::agents::codex_config(&responses.base_url) + "\n[features]\nhooks = false\n"),
+        agent_uid,
     );
-    assert!(!codex_target.exists(), "{diagnosis}");
+    let ran = run_as_agent(
+        &ns,
+        &home,
+        &project,
+        &["SCRIPTED_API_KEY=offline-test-key".into()],
+        &format!(
+            "{} exec -c features.hooks=false --skip-git-repo-check --json 'Touch codex.txt.'",
+            inside("codex").display()
+        ),
+    );
+    paused(&responses, "call_touch", &ran);
+    assert!(!codex_target.exists());
 
     // The real Copilot CLI as the agent, its own settings disabling every
     // hook: the policy hook still runs, and the shell command is put to a
@@ -526,47 +506,29 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
         vec![Item::Text("A person must approve it first.".into())],
     ]);
     let copilot_home = agent_dir(&home, ".copilot", agent_uid);
-    std::fs::write(
-        copilot_home.join("settings.json"),
+    agent_file(
+        &copilot_home.join("settings.json"),
         "{\"disableAllHooks\": true}\n",
-    )
-    .unwrap();
-    std::os::unix::fs::chown(
-        copilot_home.join("settings.json"),
-        Some(agent_uid),
-        Some(agent_uid),
-    )
-    .unwrap();
-    let copilot_env: Vec<String> = common::agents::CopilotHome::offline_env(&responses.base_url)
-        .into_iter()
-        .map(|(name, value)| format!("{name}={value}"))
-        .collect();
-    let ran = ns
-        .command("runuser")
-        .args(["-u", AGENT, "--", "env", "-i"])
-        .arg(format!("HOME={}", home.display()))
-        .arg("PATH=/usr/bin:/bin")
-        .arg(format!("XDG_CACHE_HOME={CLIENTS}/copilot-cache"))
-        .args(&copilot_env)
-        .args(["sh", "-c"])
-        .arg(format!(
-            "cd {} && exec {} -p 'Touch copilot.txt.' --allow-all-tools --no-auto-update",
-            project.display(),
-            inside("copilot").display()
-        ))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let ran = common::wait_bounded(ran, Duration::from_secs(240));
-    let diagnosis = common::agents::diagnosis(&ran, &responses);
-    let refused = common::agents::output_of(&responses, "call_touch", &diagnosis);
-    assert!(
-        refused.contains("toolgate (lease-gate asks)"),
-        "{refused}\n{diagnosis}"
+        agent_uid,
     );
-    assert!(!copilot_target.exists(), "{diagnosis}");
+    let mut env = vec![format!("XDG_CACHE_HOME={CLIENTS}/copilot-cache")];
+    env.extend(
+        common::agents::CopilotHome::offline_env(&responses.base_url)
+            .into_iter()
+            .map(|(name, value)| format!("{name}={value}")),
+    );
+    let ran = run_as_agent(
+        &ns,
+        &home,
+        &project,
+        &env,
+        &format!(
+            "{} -p 'Touch copilot.txt.' --allow-all-tools --no-auto-update",
+            inside("copilot").display()
+        ),
+    );
+    paused(&responses, "call_touch", &ran);
+    assert!(!copilot_target.exists());
 
     // The agent's doctor.
     let doctor = ns
