@@ -178,7 +178,7 @@ fn settings_files(extra: &[PathBuf]) -> Vec<(HookRuntime, PathBuf)> {
                     .iter()
                     .any(|file| !file.dir.is_empty() && text.contains(&format!("{}/", file.dir)))
             })
-            .unwrap_or(HookRuntime::ClaudeCode);
+            .unwrap_or_default();
         files.push((runtime, path.clone()));
     }
     files.sort_by(|a, b| a.1.cmp(&b.1));
