@@ -347,8 +347,11 @@ impl ControlPlane {
             if let Some(what) = self.admin_command(command) {
                 return Some(what);
             }
-            // As the shell passes the words (`open""code --pu''re`).
-            let words: Vec<&str> = command.words.iter().flat_map(|w| w.literals()).collect();
+            // As the shell passes the words (`open""code --pu''re`), after
+            // the variables set for it (`export COPILOT_HOME=…; copilot`).
+            let words: Vec<&str> = (command.env.iter().map(String::as_str))
+                .chain(command.words.iter().flat_map(|w| w.literals()))
+                .collect();
             if let Some(what) = switches_a_runtime_off(&words) {
                 return Some(what.to_string());
             }
@@ -1067,6 +1070,46 @@ mod tests {
             "Bash",
             json!({"command": "copilot -p 'list files'"})
         ));
+    }
+
+    /// A variable the runtime reads changes how it starts whether it is
+    /// set on the command (`NAME=value cmd`), earlier in the same text
+    /// (`NAME=value; cmd`, `export NAME=value && cmd`), or in a shell the
+    /// text starts; the program's name may be spelt with quotes the shell
+    /// removes.
+    #[test]
+    fn a_switch_off_set_apart_from_the_command_is_refused() {
+        for command in [
+            "COPILOT_CLI_DIST_DIR=/tmp/p cop''ilot -p x",
+            "export COPILOT_CLI_DIST_DIR=/tmp/p; copilot -p x",
+            "export COPILOT_CLI_DIST_DIR=/tmp/p && cop\"\"ilot -p x",
+            "COPILOT_HOME=/tmp/x; cop''ilot -p x",
+            "HOME=/tmp/x\ncopilot -p x",
+            "declare -x XDG_CACHE_HOME=/tmp/c; sh -c 'copilot -p x'",
+            "export XDG_CONFIG_HOME=/tmp/x; open''code run x",
+            "OPENCODE_PURE=1; opencode run x",
+            "CLAUDE_CONFIG_DIR=/tmp/x cla''ude -p x",
+            "export CODEX_HOME=/tmp/x; codex exec x",
+            "codex -c features.hooks=false exec x",
+            "codex -c features.codex_hooks=false exec x",
+            "codex --disable hooks exec x",
+            "GEMINI_CLI_HOME=/tmp/x gem''ini -p x",
+            "claude --bare -p x",
+            "export CLAUDE_CODE_SIMPLE=1; claude -p x",
+            "claude --safe-mode -p x",
+            "claude --settings '{\"disableAllHooks\": true}' -p x",
+            "COPILOT_TEST_MANAGED_SETTINGS_FILE_PATH=/tmp/m.json copilot -p x",
+        ] {
+            assert!(refused("Bash", json!({"command": command})), "{command}");
+        }
+        for command in [
+            "export PATH=$PATH:/opt/bin; copilot -p 'list files'",
+            "FOO=1 opencode run x",
+            "codex exec 'disable the hooks in the test config'",
+            "claude -p 'what is CLAUDE_CONFIG_DIR for?'",
+        ] {
+            assert!(!refused("Bash", json!({"command": command})), "{command}");
+        }
     }
 
     #[test]

@@ -39,6 +39,11 @@ pub struct Command {
     pub words: Vec<Word>,
     /// The directory it runs in, if known.
     pub cwd: Option<PathBuf>,
+    /// `NAME=` for each variable the text sets before or on it (its own
+    /// `NAME=value` prefix, an earlier `NAME=value;`, `export`,
+    /// `declare`): what it may find changed in its environment, whatever
+    /// the value.
+    pub env: Vec<String>,
 }
 
 impl Command {
@@ -107,6 +112,7 @@ pub fn commands(text: &str, env: &Env<'_>) -> Result<Reading, String> {
     let mut reader = Reader {
         env,
         vars: HashMap::new(),
+        assigned: Vec::new(),
         out: &mut reading,
         unreadable: None,
     };
@@ -121,6 +127,8 @@ struct Reader<'e, 'o> {
     env: &'e Env<'e>,
     /// `NAME=literal` assignments seen so far.
     vars: HashMap<String, String>,
+    /// `NAME=` for every variable assigned so far, literal or not.
+    assigned: Vec<String>,
     out: &'o mut Reading,
     /// Why the text cannot be followed, once that is known.
     unreadable: Option<String>,
@@ -163,6 +171,7 @@ impl Reader<'_, '_> {
                         && current.words.is_empty()
                         && let Some((name, value)) = assignment(&text)
                     {
+                        self.assign(name);
                         if let Word::Literal(values) = self.word(value, cwd.as_deref(), depth) {
                             if let [one] = values.as_slice() {
                                 self.vars.insert(name.to_string(), one.clone());
@@ -216,9 +225,17 @@ impl Reader<'_, '_> {
                 self.out.dirs.extend(next_cwd.clone());
             }
             Some("export" | "declare" | "typeset" | "local" | "readonly") => {
+                // Named as the shell passes it (`export CO''PILOT_HOME=…`).
+                for word in (1..command.words.len()).filter_map(literal) {
+                    if let Some((name, _)) = assignment(&word) {
+                        self.assign(name);
+                    }
+                }
                 for word in raw.iter().skip(1) {
-                    if let Some((name, value)) = assignment(word)
-                        && let Word::Literal(values) = self.word(value, cwd.as_deref(), depth)
+                    let Some((name, value)) = assignment(word) else {
+                        continue;
+                    };
+                    if let Word::Literal(values) = self.word(value, cwd.as_deref(), depth)
                         && let [one] = values.as_slice()
                     {
                         self.vars.insert(name.to_string(), one.clone());
@@ -239,9 +256,20 @@ impl Reader<'_, '_> {
             _ => {}
         }
         if !command.words.is_empty() {
-            self.out.commands.push(command);
+            self.out.commands.push(Command {
+                env: self.assigned.clone(),
+                ..command
+            });
         }
         next_cwd
+    }
+
+    /// Remember that `name` is set from here on.
+    fn assign(&mut self, name: &str) {
+        let entry = format!("{name}=");
+        if !self.assigned.contains(&entry) {
+            self.assigned.push(entry);
+        }
     }
 
     /// One word, expanded as far as is possible without running anything;

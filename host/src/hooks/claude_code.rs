@@ -32,6 +32,7 @@ use super::{
     SystemHooks, SystemLock, allow_managed_hooks_only, how_to_approve, in_config_dir,
     required_tool_name, who_asks,
 };
+use super::{runs, starts_with_any};
 use crate::decision::{Decision, Verdict};
 use crate::error::Result;
 use crate::gates::PendingGate;
@@ -131,6 +132,27 @@ impl Adapter for ClaudeCode {
 
     fn settings_under_home(&self) -> &'static [&'static str] {
         &[".claude/settings.json", ".claude/settings.local.json"]
+    }
+
+    /// Claude Code started with its user settings elsewhere
+    /// (`CLAUDE_CONFIG_DIR`, `HOME`), some left out (`--setting-sources`),
+    /// hooks skipped (`--safe-mode` skips a person's; `--bare` and
+    /// `CLAUDE_CODE_SIMPLE` even managed settings') or turned off by
+    /// settings it is handed (`--settings '{"disableAllHooks": true}'`)
+    /// runs without the hooks `toolgate hook install` wrote.
+    fn switches_off(&self, words: &[&str]) -> Option<&'static str> {
+        let switches = [
+            "CLAUDE_CONFIG_DIR",
+            "HOME",
+            "--setting-sources",
+            "--bare",
+            "CLAUDE_CODE_SIMPLE",
+            "--safe-mode",
+            "CLAUDE_CODE_SAFE_MODE",
+        ];
+        let disables = words.iter().any(|w| w.contains("disableAllHooks"));
+        (runs(words, "claude") && disables || starts_with_any(words, "claude", &switches))
+            .then_some("start Claude Code with its settings moved or its hooks off")
     }
 
     fn runtime(&self) -> HookRuntime {

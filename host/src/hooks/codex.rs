@@ -37,7 +37,7 @@ use super::{
     Adapter, Event, EventKind, InstallPlan, SettingsFile, SystemHooks, SystemLock, how_to_approve,
     in_config_dir, outcome_of, parse_event,
 };
-use super::{notes_text, required_tool_name, who_asks};
+use super::{notes_text, required_tool_name, runs, starts_with_any, who_asks};
 use crate::decision::{Decision, Verdict};
 use crate::error::Result;
 use crate::request::{Origin, ToolRequest};
@@ -191,6 +191,28 @@ impl Adapter for Codex {
 
     fn settings_under_home(&self) -> &'static [&'static str] {
         &[".codex/hooks.json", ".codex/config.toml"]
+    }
+
+    /// Codex started with its config elsewhere (`CODEX_HOME`, `HOME`) or
+    /// its hooks off or replaced by a flag (`-c features.hooks=false`, the
+    /// older `features.codex_hooks`, `-c hooks.…`, `--disable hooks`) runs
+    /// without the hooks `toolgate hook install` wrote (a system
+    /// install's `requirements.toml` still holds).
+    fn switches_off(&self, words: &[&str]) -> Option<&'static str> {
+        let flag = |w: &&str| {
+            ["features.hooks", "features.codex_hooks", "hooks.", "hooks="]
+                .iter()
+                .any(|key| w.trim_start_matches(['"', '\'']).starts_with(key))
+        };
+        let disabled = words.windows(2).any(|pair| {
+            pair[0] == "--disable" && pair[1].contains("hooks")
+                || pair[0]
+                    .strip_prefix("--disable=")
+                    .is_some_and(|f| f.contains("hooks"))
+        });
+        let off = runs(words, "codex") && (disabled || words.iter().any(flag));
+        (off || starts_with_any(words, "codex", &["CODEX_HOME", "HOME"]))
+            .then_some("start Codex with its config moved or its hooks off")
     }
 
     fn runtime(&self) -> HookRuntime {

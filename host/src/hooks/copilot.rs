@@ -380,7 +380,15 @@ impl Adapter for Copilot {
     /// `--config-dir`, `HOME`, `XDG_CONFIG_HOME`) reads none of toolgate's
     /// hooks: an agent could run its own Copilot that toolgate never sees.
     fn switches_off(&self, words: &[&str]) -> Option<&'static str> {
-        let moved = ["COPILOT_HOME", "--config-dir", "HOME", "XDG_CONFIG_HOME"];
+        // Its native runtime reads managed settings from a test path when
+        // `COPILOT_TEST_MANAGED_SETTINGS_FILE_PATH` names one.
+        let moved = [
+            "COPILOT_HOME",
+            "--config-dir",
+            "HOME",
+            "XDG_CONFIG_HOME",
+            "COPILOT_TEST_MANAGED_SETTINGS_FILE_PATH",
+        ];
         // Its launcher runs whatever code it finds in these (unsigned).
         let other_code = [
             "COPILOT_CLI_DIST_DIR",

@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use super::{
     Adapter, Event, EventKind, InstallPlan, SettingsFile, how_to_approve, outcome_of, parse_event,
 };
-use super::{SystemHooks, required_tool_name, who_asks};
+use super::{SystemHooks, required_tool_name, starts_with_any, who_asks};
 use crate::decision::{Decision, Verdict};
 use crate::error::Result;
 use crate::request::{Origin, ToolRequest};
@@ -65,6 +65,13 @@ impl Adapter for GeminiCli {
 
     fn settings_under_home(&self) -> &'static [&'static str] {
         &[".gemini/settings.json"]
+    }
+
+    /// Gemini CLI started with another home (`GEMINI_CLI_HOME`, `HOME`)
+    /// reads none of the hooks `toolgate hook install` wrote.
+    fn switches_off(&self, words: &[&str]) -> Option<&'static str> {
+        starts_with_any(words, "gemini", &["GEMINI_CLI_HOME", "HOME"])
+            .then_some("start Gemini CLI with another home, toolgate's hooks not in it")
     }
 
     fn runtime(&self) -> HookRuntime {

@@ -170,22 +170,29 @@ impl SettingsFile {
 }
 
 /// Whether `words` start the program `name` (a word whose file name it is)
-/// with one of `switches` (a word that is one, starts with one followed by
-/// `=`, or for an environment variable holds one): how a runtime is started
-/// without toolgate's hooks.
+/// with one of `switches`: an option (`--pure`, a word that is one or
+/// starts with one followed by `=`) or an environment variable (upper
+/// case, set: `NAME=…`): how a runtime is started without toolgate's hooks.
 pub(crate) fn starts_with_any(words: &[&str], name: &str, switches: &[&str]) -> bool {
-    let runs = words.iter().any(|word| {
+    runs(words, name)
+        && words.iter().any(|word| {
+            let word = word.trim_start_matches(['"', '\'']);
+            switches.iter().any(|switch| {
+                let variable = switch.starts_with(|c: char| c.is_ascii_uppercase());
+                (word == *switch && !variable)
+                    || word
+                        .strip_prefix(switch)
+                        .is_some_and(|rest| rest.starts_with('='))
+            })
+        })
+}
+
+/// Whether one of `words` is the program `name` (a word whose file name it
+/// is, quotes the text left around it aside).
+pub(crate) fn runs(words: &[&str], name: &str) -> bool {
+    words.iter().any(|word| {
         std::path::Path::new(word.trim_matches(['"', '\''])).file_name()
             == Some(std::ffi::OsStr::new(name))
-    });
-    runs && words.iter().any(|word| {
-        let word = word.trim_start_matches(['"', '\'']);
-        switches.iter().any(|switch| {
-            word == *switch
-                || word
-                    .strip_prefix(switch)
-                    .is_some_and(|rest| rest.starts_with('='))
-        })
     })
 }
 
