@@ -530,21 +530,73 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
     paused(&responses, "call_touch", &ran);
     assert!(!copilot_target.exists());
 
-    // The agent's doctor.
-    let doctor = ns
-        .command("runuser")
-        .args(["-u", AGENT, "--", "env", "-i"])
-        .arg(format!("HOME={}", home.display()))
-        .arg(format!("{BIN_DIR}/toolgate"))
-        .arg("doctor")
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&doctor.stdout);
+    // The agent's doctor: system mode, every runtime's lock in place.
+    let doctor = || {
+        let out = ns
+            .command("runuser")
+            .args(["-u", AGENT, "--", "env", "-i"])
+            .arg(format!("HOME={}", home.display()))
+            .arg(format!("{BIN_DIR}/toolgate"))
+            .arg("doctor")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, said) = doctor();
     assert!(said.contains("system mode"), "{said}");
     assert!(
         said.contains("fail-closed") && !said.contains("NOT fail-closed"),
         "{said}"
     );
-    assert_eq!(doctor.status.code(), Some(0), "{said}");
+    for lock in [
+        "claude-code: allowManagedHooksOnly and no disableAllHooks",
+        "codex: allow_managed_hooks_only",
+        "copilot: allowManagedHooksOnly",
+    ] {
+        assert!(said.contains(&format!("ok  {lock}")), "{lock}: {said}");
+    }
+    assert_eq!(code, Some(0), "{said}");
+
+    // What an admin could leave open, each undone after: a hook file the
+    // agent's group may write and a lock file anyone may write (the agent
+    // could change them: not system mode), and managed settings that switch
+    // every hook off, managed ones too (not fail-closed).
+    let managed = "/etc/claude-code/managed-settings.json";
+    let requirements = "/etc/codex/requirements.toml";
+    for (open, undo, says, exit) in [
+        (
+            format!("chgrp {AGENT} {managed} && chmod 664 {managed}"),
+            format!("chgrp root {managed} && chmod 644 {managed}"),
+            format!("user mode, fail-closed\n  You own toolgate's files ({managed}"),
+            0,
+        ),
+        (
+            format!("chmod 666 {requirements}"),
+            format!("chmod 644 {requirements}"),
+            format!("You own toolgate's files ({requirements}"),
+            0,
+        ),
+        (
+            format!(
+                "cp {managed} /tmp/tg-managed.json && sed -i '1s/^{{/{{\"disableAllHooks\": true,/' {managed}"
+            ),
+            format!("mv /tmp/tg-managed.json {managed}"),
+            "!!  claude-code: allowManagedHooksOnly and no disableAllHooks".to_string(),
+            1,
+        ),
+    ] {
+        let done = ns.sh_as("root", &open);
+        assert!(done.status.success(), "{open}: {done:?}");
+        let (code, said) = doctor();
+        assert!(said.contains(&says), "after `{open}`, no `{says}`: {said}");
+        assert_eq!(code, Some(exit), "after `{open}`: {said}");
+        let done = ns.sh_as("root", &undo);
+        assert!(done.status.success(), "{undo}: {done:?}");
+    }
+    let (code, said) = doctor();
+    assert_eq!(code, Some(0), "every change undone: {said}");
     let _ = std::fs::remove_dir_all(&root);
 }

@@ -27,6 +27,7 @@ use std::path::PathBuf;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::edit_json_object;
 use super::{Adapter, Event, EventKind, InstallPlan, SettingsFile, outcome_of, parse_event};
 use super::{
     SystemHooks, SystemLock, allow_managed_hooks_only, how_to_approve, in_config_dir,
@@ -114,8 +115,9 @@ impl Adapter for ClaudeCode {
             file: "/etc/claude-code/managed-settings.json",
             lock: Some(SystemLock {
                 file: "/etc/claude-code/managed-settings.json",
-                edit: allow_managed_hooks_only,
-                does: "allowManagedHooksOnly: user and project hooks are ignored",
+                edit: managed_hooks_only,
+                does: "allowManagedHooksOnly and no disableAllHooks: user and project hooks are \
+                       ignored, managed ones run",
             }),
         })
     }
@@ -387,9 +389,40 @@ fn is_decline_of(entry: &Value, gate: &PendingGate) -> bool {
     })
 }
 
+/// Managed settings with `allowManagedHooksOnly`, and without a
+/// `disableAllHooks: true`, which in managed settings turns off the
+/// managed hooks too (an admin's leftover would switch toolgate off).
+fn managed_hooks_only(text: Option<&str>) -> std::result::Result<String, String> {
+    let locked = allow_managed_hooks_only(text)?;
+    edit_json_object(Some(&locked), |settings| {
+        if settings.get("disableAllHooks") == Some(&Value::Bool(true)) {
+            settings.remove("disableAllHooks");
+        }
+        Ok(())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_managed_lock_keeps_an_admins_settings_but_not_a_managed_switch_off() {
+        let before = r#"{"disableAllHooks": true, "model": "opus", "env": {"A": "1"}}"#;
+        let edited: Value =
+            serde_json::from_str(&managed_hooks_only(Some(before)).unwrap()).unwrap();
+        assert_eq!(
+            edited,
+            json!({"allowManagedHooksOnly": true, "model": "opus", "env": {"A": "1"}})
+        );
+        // Once locked, the edit changes nothing: what doctor checks.
+        let again = managed_hooks_only(Some(&edited.to_string())).unwrap();
+        assert_eq!(serde_json::from_str::<Value>(&again).unwrap(), edited);
+        let kept = r#"{"disableAllHooks": false}"#;
+        let edited: Value = serde_json::from_str(&managed_hooks_only(Some(kept)).unwrap()).unwrap();
+        assert_eq!(edited["disableAllHooks"], json!(false));
+        assert!(managed_hooks_only(Some("[1]")).is_err());
+    }
 
     #[test]
     fn versions_are_read_from_the_version_line() {

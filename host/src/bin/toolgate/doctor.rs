@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use serde_json::Value;
 use toolgate::daemon::{Client, ConfigIdentity, DaemonRequest};
-use toolgate::hooks::{self, HookRuntime};
+use toolgate::hooks::{self, HookRuntime, SystemLock};
 use toolgate::locations::StoreLocation;
 
 #[derive(clap::Args)]
@@ -84,7 +84,10 @@ pub fn run(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
         any = true;
         owned_by_me.push(path.clone());
         findings.extend(check_handlers(runtime, &path, &handlers));
-        findings.extend(check_lock(runtime, &path));
+        if let Some(lock) = lock_of(runtime, &path) {
+            findings.push(check_lock(runtime.name(), &lock));
+            owned_by_me.push(PathBuf::from(lock.file));
+        }
         for handler in &handlers {
             named_configs.push(named(&handler.target));
             if let Target::Command(line) = &handler.target
@@ -313,11 +316,14 @@ fn check_handlers(runtime: HookRuntime, path: &Path, handlers: &[Handler]) -> Ve
     findings
 }
 
-/// For hooks in a runtime's system place: whether what else must hold
-/// there (see `SystemLock`) does, its edit changing nothing.
-fn check_lock(runtime: HookRuntime, path: &Path) -> Option<Finding> {
+/// For hooks in a runtime's system place, what else must hold there.
+fn lock_of(runtime: HookRuntime, path: &Path) -> Option<SystemLock> {
     let system = hooks::adapter(runtime).system_hooks()?;
-    let lock = system.lock.filter(|_| path == Path::new(system.file))?;
+    system.lock.filter(|_| path == Path::new(system.file))
+}
+
+/// Whether `lock` (see `SystemLock`) holds: its edit changes nothing.
+fn check_lock(runtime: &str, lock: &SystemLock) -> Finding {
     let text = std::fs::read_to_string(lock.file).ok();
     let holds = (lock.edit)(text.as_deref()).is_ok_and(|edited| {
         let text = text.as_deref().unwrap_or_default();
@@ -329,8 +335,7 @@ fn check_lock(runtime: HookRuntime, path: &Path) -> Option<Finding> {
             _ => text.parse::<toml::Table>().ok() == edited.parse().ok(),
         }
     });
-    let runtime = runtime.name();
-    Some(if holds {
+    if holds {
         Finding::good(format!("{runtime}: {} ({})", lock.does, lock.file))
     } else {
         Finding::bad(
@@ -340,7 +345,7 @@ fn check_lock(runtime: HookRuntime, path: &Path) -> Option<Finding> {
             ),
             "sudo toolgate setup system",
         )
-    })
+    }
 }
 
 /// The config (`--config`) and store (`--store`) a hook names.
@@ -470,11 +475,18 @@ fn is_executable(path: &Path) -> bool {
 }
 
 /// Whether the user running this could change `path`: it, or the
-/// directory holding it (a rename), is theirs or writable by anyone.
+/// directory holding it (a rename), is theirs, or writable by a group of
+/// theirs or by anyone.
 fn is_mine(path: &Path) -> bool {
     let me = toolgate_wire::peer::own_uid();
-    let changeable =
-        |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.uid() == me || m.mode() & 0o002 != 0);
+    let groups = toolgate_wire::peer::own_groups();
+    let changeable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| {
+            m.uid() == me
+                || m.mode() & 0o002 != 0
+                || (m.mode() & 0o020 != 0 && groups.contains(&m.gid()))
+        })
+    };
     changeable(path) || path.parent().is_some_and(changeable)
 }
 
