@@ -13,6 +13,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use brush_parser::word::{self, BraceExpressionMember, BraceExpressionOrText, WordPiece};
 use brush_parser::{ParserOptions, Token};
@@ -27,6 +28,9 @@ const MAX_OPEN_BRACES: usize = 6;
 /// The most digits in a row inside a brace: brush-parser panics on a
 /// number that does not fit an `i64` there.
 const MAX_BRACE_DIGITS: usize = 18;
+/// The most distinct variables a text may set: each command carries their
+/// names, so without a bound a text of many `Aᵢ=1 x;` costs quadratic time.
+const MAX_ASSIGNED: usize = 64;
 /// Shells whose `-c` text is itself read.
 const SHELLS: &[&str] = &["sh", "bash", "dash", "zsh", "ksh", "mksh", "busybox"];
 
@@ -42,8 +46,8 @@ pub struct Command {
     /// `NAME=` for each variable the text sets before or on it (its own
     /// `NAME=value` prefix, an earlier `NAME=value;`, `export`,
     /// `declare`): what it may find changed in its environment, whatever
-    /// the value.
-    pub env: Vec<String>,
+    /// the value. Shared by the commands that follow the same assignments.
+    pub env: Arc<[String]>,
 }
 
 impl Command {
@@ -113,6 +117,7 @@ pub fn commands(text: &str, env: &Env<'_>) -> Result<Reading, String> {
         env,
         vars: HashMap::new(),
         assigned: Vec::new(),
+        env_now: Arc::from([]),
         out: &mut reading,
         unreadable: None,
     };
@@ -129,6 +134,8 @@ struct Reader<'e, 'o> {
     vars: HashMap<String, String>,
     /// `NAME=` for every variable assigned so far, literal or not.
     assigned: Vec<String>,
+    /// `assigned` as the commands read from here on carry it.
+    env_now: Arc<[String]>,
     out: &'o mut Reading,
     /// Why the text cannot be followed, once that is known.
     unreadable: Option<String>,
@@ -257,7 +264,7 @@ impl Reader<'_, '_> {
         }
         if !command.words.is_empty() {
             self.out.commands.push(Command {
-                env: self.assigned.clone(),
+                env: Arc::clone(&self.env_now),
                 ..command
             });
         }
@@ -267,9 +274,15 @@ impl Reader<'_, '_> {
     /// Remember that `name` is set from here on.
     fn assign(&mut self, name: &str) {
         let entry = format!("{name}=");
-        if !self.assigned.contains(&entry) {
-            self.assigned.push(entry);
+        if self.assigned.contains(&entry) {
+            return;
         }
+        if self.assigned.len() == MAX_ASSIGNED {
+            self.unreadable = Some(format!("more than {MAX_ASSIGNED} variables set"));
+            return;
+        }
+        self.assigned.push(entry);
+        self.env_now = Arc::from(self.assigned.as_slice());
     }
 
     /// One word, expanded as far as is possible without running anything;
