@@ -1099,6 +1099,17 @@ mod tests {
             "claude --safe-mode -p x",
             "claude --settings '{\"disableAllHooks\": true}' -p x",
             "COPILOT_TEST_MANAGED_SETTINGS_FILE_PATH=/tmp/m.json copilot -p x",
+            // What a review found: appending, an array element, other
+            // spellings of a setting, settings from a file, system settings
+            // moved.
+            "CODEX_HOME+=/tmp/x codex exec x",
+            "export CODEX_HOME+=/tmp/x; cod''ex exec x",
+            "HOME[0]=/tmp/x; claude -p x",
+            "codex --config=features.hooks=false exec x",
+            "codex -cfeatures.hooks=false exec x",
+            "codex -c 'features={hooks=false}' exec x",
+            "claude --settings /tmp/s.json -p x",
+            "GEMINI_CLI_SYSTEM_SETTINGS_PATH=/tmp/s.json gemini -p x",
         ] {
             assert!(refused("Bash", json!({"command": command})), "{command}");
         }
@@ -1106,6 +1117,8 @@ mod tests {
             "export PATH=$PATH:/opt/bin; copilot -p 'list files'",
             "FOO=1 opencode run x",
             "codex exec 'disable the hooks in the test config'",
+            "codex exec 'fix hooks.json parsing'",
+            "codex -c model=o3 exec 'read hooks.rs'",
             "claude -p 'what is CLAUDE_CONFIG_DIR for?'",
         ] {
             assert!(!refused("Bash", json!({"command": command})), "{command}");

@@ -179,6 +179,10 @@ impl Reader<'_, '_> {
                         && let Some((name, value)) = assignment(&text)
                     {
                         self.assign(name);
+                        let Some(value) = value else {
+                            self.vars.remove(name);
+                            continue;
+                        };
                         if let Word::Literal(values) = self.word(value, cwd.as_deref(), depth) {
                             if let [one] = values.as_slice() {
                                 self.vars.insert(name.to_string(), one.clone());
@@ -240,6 +244,10 @@ impl Reader<'_, '_> {
                 }
                 for word in raw.iter().skip(1) {
                     let Some((name, value)) = assignment(word) else {
+                        continue;
+                    };
+                    let Some(value) = value else {
+                        self.vars.remove(name);
                         continue;
                     };
                     if let Word::Literal(values) = self.word(value, cwd.as_deref(), depth)
@@ -404,13 +412,24 @@ fn is_redirect(op: &str) -> bool {
     )
 }
 
-/// `NAME=VALUE` at the start of a command.
-fn assignment(word: &str) -> Option<(&str, &str)> {
-    let (name, value) = word.split_once('=')?;
+/// `NAME=VALUE` at the start of a command: the variable's name, and the
+/// value it gets when that is all of it (`None` for `NAME+=…`, which
+/// appends, and `NAME[…]=…`, which sets an element: `$NAME`'s first).
+fn assignment(word: &str) -> Option<(&str, Option<&str>)> {
+    let (target, value) = word.split_once('=')?;
+    let (name, plain) = match target.strip_suffix('+') {
+        Some(name) => (name, false),
+        None => (target, true),
+    };
+    let (name, plain) = match name.split_once('[') {
+        Some((name, index)) if index.ends_with(']') => (name, false),
+        Some(_) => return None,
+        None => (name, plain),
+    };
     let valid = !name.is_empty()
         && !name.starts_with(|c: char| c.is_ascii_digit())
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    valid.then_some((name, value))
+    valid.then_some((name, plain.then_some(value)))
 }
 
 /// The directory a tilde prefix names.

@@ -28,12 +28,12 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::edit_json_object;
+use super::starts_with_any;
 use super::{Adapter, Event, EventKind, InstallPlan, SettingsFile, outcome_of, parse_event};
 use super::{
     SystemHooks, SystemLock, allow_managed_hooks_only, how_to_approve, in_config_dir,
     required_tool_name, who_asks,
 };
-use super::{runs, starts_with_any};
 use crate::decision::{Decision, Verdict};
 use crate::error::Result;
 use crate::gates::PendingGate;
@@ -139,21 +139,22 @@ impl Adapter for ClaudeCode {
     /// Claude Code started with its user settings elsewhere
     /// (`CLAUDE_CONFIG_DIR`, `HOME`), some left out (`--setting-sources`),
     /// hooks skipped (`--safe-mode` skips a person's; `--bare` and
-    /// `CLAUDE_CODE_SIMPLE` even managed settings') or turned off by
-    /// settings it is handed (`--settings '{"disableAllHooks": true}'`)
-    /// runs without the hooks `toolgate hook install` wrote.
+    /// `CLAUDE_CODE_SIMPLE` even managed settings') or settings handed to
+    /// it (`--settings`, a file or inline JSON, may say `disableAllHooks`
+    /// in any spelling JSON allows) runs without the hooks `toolgate hook
+    /// install` wrote.
     fn switches_off(&self, words: &[&str]) -> Option<&'static str> {
         let switches = [
             "CLAUDE_CONFIG_DIR",
             "HOME",
             "--setting-sources",
+            "--settings",
             "--bare",
             "CLAUDE_CODE_SIMPLE",
             "--safe-mode",
             "CLAUDE_CODE_SAFE_MODE",
         ];
-        let disables = words.iter().any(|w| w.contains("disableAllHooks"));
-        (runs(words, "claude") && disables || starts_with_any(words, "claude", &switches))
+        starts_with_any(words, "claude", &switches)
             .then_some("start Claude Code with its settings moved or its hooks off")
     }
 

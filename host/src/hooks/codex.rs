@@ -194,24 +194,43 @@ impl Adapter for Codex {
     }
 
     /// Codex started with its config elsewhere (`CODEX_HOME`, `HOME`) or
-    /// its hooks off or replaced by a flag (`-c features.hooks=false`, the
-    /// older `features.codex_hooks`, `-c hooks.…`, `--disable hooks`) runs
-    /// without the hooks `toolgate hook install` wrote (a system
-    /// install's `requirements.toml` still holds).
+    /// its hooks off or replaced by a setting on its command line (`-c
+    /// features.hooks=false`, `--config=…`, `-c…`, the older
+    /// `features.codex_hooks`, a whole `features` table, `hooks.…`) or by
+    /// `--disable hooks` runs without the hooks `toolgate hook install`
+    /// wrote (a system install's `requirements.toml` still holds).
     fn switches_off(&self, words: &[&str]) -> Option<&'static str> {
-        let flag = |w: &&str| {
-            ["features.hooks", "features.codex_hooks", "hooks.", "hooks="]
-                .iter()
-                .any(|key| w.trim_start_matches(['"', '\'']).starts_with(key))
+        let about_hooks = |setting: &str| {
+            let key = setting.trim_start_matches(['"', '\'']);
+            [
+                "features.hooks",
+                "features.codex_hooks",
+                "features=",
+                "features ",
+                "hooks",
+            ]
+            .iter()
+            .any(|prefix| key.starts_with(prefix))
         };
-        let disabled = words.windows(2).any(|pair| {
-            pair[0] == "--disable" && pair[1].contains("hooks")
-                || pair[0]
-                    .strip_prefix("--disable=")
-                    .is_some_and(|f| f.contains("hooks"))
+        let next_is =
+            |i: usize, what: &dyn Fn(&str) -> bool| words.get(i + 1).is_some_and(|w| what(w));
+        let off = words.iter().enumerate().any(|(i, word)| {
+            let word = word.trim_start_matches(['"', '\'']);
+            match word {
+                "-c" | "--config" => next_is(i, &about_hooks),
+                "--disable" => next_is(i, &|flag| flag.contains("hooks")),
+                _ => {
+                    (word
+                        .strip_prefix("--config=")
+                        .or_else(|| word.strip_prefix("-c")))
+                    .is_some_and(about_hooks)
+                        || word
+                            .strip_prefix("--disable=")
+                            .is_some_and(|flag| flag.contains("hooks"))
+                }
+            }
         });
-        let off = runs(words, "codex") && (disabled || words.iter().any(flag));
-        (off || starts_with_any(words, "codex", &["CODEX_HOME", "HOME"]))
+        (runs(words, "codex") && off || starts_with_any(words, "codex", &["CODEX_HOME", "HOME"]))
             .then_some("start Codex with its config moved or its hooks off")
     }
 

@@ -68,10 +68,17 @@ impl Adapter for GeminiCli {
     }
 
     /// Gemini CLI started with another home (`GEMINI_CLI_HOME`, `HOME`)
-    /// reads none of the hooks `toolgate hook install` wrote.
+    /// reads none of the hooks `toolgate hook install` wrote, and with its
+    /// system settings or defaults elsewhere none of a system install's.
     fn switches_off(&self, words: &[&str]) -> Option<&'static str> {
-        starts_with_any(words, "gemini", &["GEMINI_CLI_HOME", "HOME"])
-            .then_some("start Gemini CLI with another home, toolgate's hooks not in it")
+        let moved = [
+            "GEMINI_CLI_HOME",
+            "HOME",
+            "GEMINI_CLI_SYSTEM_SETTINGS_PATH",
+            "GEMINI_CLI_SYSTEM_DEFAULTS_PATH",
+        ];
+        starts_with_any(words, "gemini", &moved)
+            .then_some("start Gemini CLI with its settings moved, toolgate's hooks not in them")
     }
 
     fn runtime(&self) -> HookRuntime {
