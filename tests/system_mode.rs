@@ -198,17 +198,17 @@ fn agent_dir(root: &Path, name: &str, uid: u32) -> PathBuf {
     dir
 }
 
-/// The real Claude Code as the agent's user, `-p`, bypassPermissions.
+/// The real Claude Code as the agent's user, `-p` with `prompt`,
+/// bypassPermissions, with `flags` after its own and `env` beside its own.
 fn claude_as_agent(
     ns: &Namespace,
     claude: &Path,
-    home: &Path,
-    project: &Path,
+    (home, project): (&Path, &Path),
     api: &MessagesApi,
-    resume: Option<&str>,
+    prompt: &str,
+    (flags, env): (&str, &[String]),
 ) -> Output {
-    let resume = resume.map_or(String::new(), |id| format!(" --resume {id}"));
-    let env = [
+    let mut all = vec![
         format!("CLAUDE_CONFIG_DIR={}", home.join(".claude").display()),
         format!("ANTHROPIC_BASE_URL={}", api.base_url),
         "ANTHROPIC_API_KEY=offline-test-key".into(),
@@ -217,12 +217,13 @@ fn claude_as_agent(
         "DISABLE_AUTOUPDATER=1".into(),
         "DISABLE_ERROR_REPORTING=1".into(),
     ];
+    all.extend_from_slice(env);
     let line = format!(
-        "{} -p 'Write approved.txt.' --output-format stream-json --verbose \
-         --model claude-sonnet-4-5 --permission-mode bypassPermissions{resume}",
+        "{} -p '{prompt}' --output-format stream-json --verbose \
+         --model claude-sonnet-4-5 --permission-mode bypassPermissions {flags}",
         claude.display()
     );
-    run_as_agent(ns, home, project, &env, &line)
+    run_as_agent(ns, home, project, &all, &line)
 }
 
 fn write_turns(target: &Path) -> MessagesApi {
@@ -371,7 +372,14 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
     let project = agent_dir(&root, "project", agent_uid);
     let target = project.join("approved.txt");
     let api = write_turns(&target);
-    let first = claude_as_agent(&ns, &claude, &home, &project, &api, None);
+    let first = claude_as_agent(
+        &ns,
+        &claude,
+        (&home, &project),
+        &api,
+        "Write approved.txt.",
+        ("", &[]),
+    );
     let diagnosis = format!(
         "stdout:\n{}\nstderr:\n{}",
         String::from_utf8_lossy(&first.stdout),
@@ -425,12 +433,70 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
         .find_map(|event| event["session_id"].as_str().map(str::to_string))
         .expect("Claude Code names its session");
     let api = write_turns(&target);
-    let second = claude_as_agent(&ns, &claude, &home, &project, &api, Some(&session));
+    let second = claude_as_agent(
+        &ns,
+        &claude,
+        (&home, &project),
+        &api,
+        "Write approved.txt.",
+        (&format!("--resume {session}"), &[]),
+    );
     assert!(
         target.exists(),
         "the approved Write ran: {}",
         String::from_utf8_lossy(&second.stdout)
     );
+
+    // The real Claude Code as the agent, started with each way it has to
+    // skip hooks (user mode's switch-offs, which the guard refuses to run):
+    // the managed hooks still run, and the shell command is put to a
+    // person. `--bare` offers no Write, so the call is a shell command.
+    let settings = home.join(".claude/settings.json");
+    for (flags, env, own_settings) in [
+        ("--bare", None, None),
+        ("", Some("CLAUDE_CODE_SIMPLE=1"), None),
+        ("--safe-mode", None, None),
+        ("--settings '{\"disableAllHooks\": true}'", None, None),
+        ("", None, Some("{\"disableAllHooks\": true}\n")),
+    ] {
+        let touched = project.join("claude-switched-off.txt");
+        let api = MessagesApi::start(vec![
+            vec![Block::ToolUse(
+                "toolu_touch".into(),
+                "Bash".into(),
+                json!({"command": format!("touch {}", touched.display()), "description": "touch"}),
+            )],
+            vec![Block::Text("A person must approve it first.".into())],
+        ]);
+        if let Some(text) = own_settings {
+            agent_file(&settings, text, agent_uid);
+        }
+        let env: Vec<String> = env.into_iter().map(str::to_string).collect();
+        let ran = claude_as_agent(
+            &ns,
+            &claude,
+            (&home, &project),
+            &api,
+            "Touch the file.",
+            (flags, &env),
+        );
+        let _ = std::fs::remove_file(&settings);
+        let results = api
+            .turns()
+            .get(1)
+            .map(common::claude_code::tool_results)
+            .unwrap_or_default();
+        assert!(
+            results
+                .iter()
+                .any(|(id, is_error, text)| id == "toolu_touch"
+                    && *is_error
+                    && text.contains("toolgate (lease-gate asks)")),
+            "claude {flags} {env:?} {own_settings:?}: {results:?}\n{}",
+            String::from_utf8_lossy(&ran.stdout)
+        );
+        assert!(!touched.exists(), "claude {flags} {env:?}: the command ran");
+    }
 
     // The real OpenCode as the agent, with no plugin of its own: the managed
     // plugin list runs toolgate's, and the Write is put to a person.
@@ -562,10 +628,14 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
 
     // What an admin could leave open, each undone after: a hook file the
     // agent's group may write and a lock file anyone may write (the agent
-    // could change them: not system mode), and managed settings that switch
-    // every hook off, managed ones too (not fail-closed).
+    // could change them: not system mode), managed settings that switch
+    // every hook off, managed ones too, in the file or in a drop-in Claude
+    // Code merges over it (not fail-closed; the drop-in measured switching
+    // the real 2.1.332's managed hooks off), and a drop-in folder the agent
+    // owns.
     let managed = "/etc/claude-code/managed-settings.json";
     let requirements = "/etc/codex/requirements.toml";
+    let drop_ins = "/etc/claude-code/managed-settings.d";
     for (open, undo, says, exit) in [
         (
             format!("chgrp {AGENT} {managed} && chmod 664 {managed}"),
@@ -586,6 +656,20 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
             format!("mv /tmp/tg-managed.json {managed}"),
             "!!  claude-code: allowManagedHooksOnly and no disableAllHooks".to_string(),
             1,
+        ),
+        (
+            format!(
+                "mkdir -p {drop_ins} && echo '{{\"disableAllHooks\": true}}' > {drop_ins}/50-local.json"
+            ),
+            format!("rm -r {drop_ins}"),
+            format!("!!  claude-code: {drop_ins}/50-local.json undoes"),
+            1,
+        ),
+        (
+            format!("mkdir -p {drop_ins} && chown {AGENT} {drop_ins}"),
+            format!("rm -r {drop_ins}"),
+            format!("You own toolgate's files ({drop_ins}"),
+            0,
         ),
     ] {
         let done = ns.sh_as("root", &open);

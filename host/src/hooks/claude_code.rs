@@ -31,7 +31,7 @@ use super::edit_json_object;
 use super::starts_with_any;
 use super::{Adapter, Event, EventKind, InstallPlan, SettingsFile, outcome_of, parse_event};
 use super::{
-    SystemHooks, SystemLock, allow_managed_hooks_only, how_to_approve, in_config_dir,
+    DropIns, SystemHooks, SystemLock, allow_managed_hooks_only, how_to_approve, in_config_dir,
     required_tool_name, who_asks,
 };
 use crate::decision::{Decision, Verdict};
@@ -118,6 +118,11 @@ impl Adapter for ClaudeCode {
                 edit: managed_hooks_only,
                 does: "allowManagedHooksOnly and no disableAllHooks: user and project hooks are \
                        ignored, managed ones run",
+                drop_ins: Some(DropIns {
+                    dir: "/etc/claude-code/managed-settings.d",
+                    extension: "json",
+                    undoes: undoes_managed_hooks_only,
+                }),
             }),
         })
     }
@@ -138,11 +143,12 @@ impl Adapter for ClaudeCode {
 
     /// Claude Code started with its user settings elsewhere
     /// (`CLAUDE_CONFIG_DIR`, `HOME`), some left out (`--setting-sources`),
-    /// hooks skipped (`--safe-mode` skips a person's; `--bare` and
-    /// `CLAUDE_CODE_SIMPLE` even managed settings') or settings handed to
-    /// it (`--settings`, a file or inline JSON, may say `disableAllHooks`
-    /// in any spelling JSON allows) runs without the hooks `toolgate hook
-    /// install` wrote.
+    /// hooks skipped (`--safe-mode`, `--bare`, `CLAUDE_CODE_SIMPLE`) or
+    /// settings handed to it (`--settings`, a file or inline JSON, may say
+    /// `disableAllHooks` in any spelling JSON allows) runs without the
+    /// hooks `toolgate hook install` wrote. Managed settings' hooks still
+    /// run in each case (2.1.332, `tests/system_mode.rs`): these matter in
+    /// user mode.
     fn switches_off(&self, words: &[&str]) -> Option<&'static str> {
         let switches = [
             "CLAUDE_CONFIG_DIR",
@@ -391,6 +397,19 @@ fn is_decline_of(entry: &Value, gate: &PendingGate) -> bool {
 }
 
 /// Managed settings with `allowManagedHooksOnly`, and without a
+/// What a managed-settings drop-in sets that undoes [`managed_hooks_only`]
+/// when Claude Code merges it over the file (2.1.332 let a drop-in's
+/// `disableAllHooks` turn the managed hooks off: measured). A file that is
+/// not JSON it skips, so it undoes nothing.
+fn undoes_managed_hooks_only(text: &str) -> Option<&'static str> {
+    let settings: Value = serde_json::from_str(text).ok()?;
+    if settings.get("disableAllHooks") == Some(&Value::Bool(true)) {
+        return Some("disableAllHooks: true, which turns the managed hooks off too");
+    }
+    (settings.get("allowManagedHooksOnly") == Some(&Value::Bool(false)))
+        .then_some("allowManagedHooksOnly: false, which lets a user's and a project's hooks run")
+}
+
 /// `disableAllHooks: true`, which in managed settings turns off the
 /// managed hooks too (an admin's leftover would switch toolgate off).
 fn managed_hooks_only(text: Option<&str>) -> std::result::Result<String, String> {
@@ -423,6 +442,23 @@ mod tests {
         let edited: Value = serde_json::from_str(&managed_hooks_only(Some(kept)).unwrap()).unwrap();
         assert_eq!(edited["disableAllHooks"], json!(false));
         assert!(managed_hooks_only(Some("[1]")).is_err());
+    }
+
+    #[test]
+    fn a_drop_in_undoes_the_lock_with_either_setting() {
+        for undoing in [
+            r#"{"disableAllHooks": true}"#,
+            r#"{"allowManagedHooksOnly": false, "model": "opus"}"#,
+        ] {
+            assert!(undoes_managed_hooks_only(undoing).is_some(), "{undoing}");
+        }
+        for keeping in [
+            r#"{"disableAllHooks": false, "allowManagedHooksOnly": true}"#,
+            r#"{"hooks": {}}"#,
+            "not JSON: Claude Code skips it",
+        ] {
+            assert_eq!(undoes_managed_hooks_only(keeping), None, "{keeping}");
+        }
     }
 
     #[test]

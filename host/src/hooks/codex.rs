@@ -168,6 +168,7 @@ impl Adapter for Codex {
                 edit: only_managed_hooks,
                 does: "allow_managed_hooks_only and the hooks feature pinned on: a user's, a \
                        project's or a flag's hooks are ignored, and hooks cannot be turned off",
+                drop_ins: None,
             }),
         })
     }

@@ -313,6 +313,7 @@ impl Adapter for Copilot {
                 file: "/etc/github-copilot/managed-settings.json",
                 edit: allow_managed_hooks_only,
                 does: "allowManagedHooksOnly: user, repository and plugin hooks are ignored",
+                drop_ins: None,
             }),
         })
     }

@@ -233,6 +233,51 @@ pub struct SystemLock {
     pub edit: fn(Option<&str>) -> std::result::Result<String, String>,
     /// What the edit does, for the person.
     pub does: &'static str,
+    /// Files the runtime merges over `file`, which could undo it.
+    pub drop_ins: Option<DropIns>,
+}
+
+/// A folder of files a runtime merges over a [`SystemLock`]'s file, in
+/// name order (Claude Code's `managed-settings.d/*.json`): any of them can
+/// undo what the lock holds, so each is checked, and none may be the
+/// user's.
+#[derive(Debug, Clone, Copy)]
+pub struct DropIns {
+    /// The folder.
+    pub dir: &'static str,
+    /// The extension of the files in it the runtime reads.
+    pub extension: &'static str,
+    /// What one file's text sets that undoes the lock, if anything.
+    pub undoes: fn(&str) -> Option<&'static str>,
+}
+
+impl DropIns {
+    /// Its files the runtime reads, in name order (none if the folder is
+    /// missing).
+    pub fn files(&self) -> Vec<std::path::PathBuf> {
+        let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(self.dir)
+            .into_iter()
+            .flatten()
+            .filter_map(|entry| Some(entry.ok()?.path()))
+            .filter(|path| {
+                path.extension()
+                    .is_some_and(|e| e == std::ffi::OsStr::new(self.extension))
+            })
+            .collect();
+        files.sort();
+        files
+    }
+
+    /// Each of its files that undoes the lock, with what it sets.
+    pub fn undoing(&self) -> Vec<(std::path::PathBuf, &'static str)> {
+        self.files()
+            .into_iter()
+            .filter_map(|path| {
+                let text = std::fs::read_to_string(&path).ok()?;
+                Some((path, (self.undoes)(&text)?))
+            })
+            .collect()
+    }
 }
 
 /// `text` (a JSON object, or nothing) with `change` made to it, pretty.

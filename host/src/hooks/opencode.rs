@@ -217,6 +217,7 @@ impl Adapter for OpenCode {
                     })
                 },
                 does: "toolgate's plugin in the managed plugin list",
+                drop_ins: None,
             }),
         })
     }

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use serde_json::Value;
 use toolgate::daemon::{Client, ConfigIdentity, DaemonRequest};
-use toolgate::hooks::{self, HookRuntime, SystemLock};
+use toolgate::hooks::{self, DropIns, HookRuntime, SystemLock};
 use toolgate::locations::StoreLocation;
 
 #[derive(clap::Args)]
@@ -87,6 +87,11 @@ pub fn run(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
         if let Some(lock) = lock_of(runtime, &path) {
             findings.push(check_lock(runtime.name(), &lock));
             owned_by_me.push(PathBuf::from(lock.file));
+            if let Some(drop_ins) = lock.drop_ins {
+                findings.extend(check_drop_ins(runtime.name(), &drop_ins));
+                owned_by_me.push(PathBuf::from(drop_ins.dir));
+                owned_by_me.extend(drop_ins.files());
+            }
         }
         for handler in &handlers {
             named_configs.push(named(&handler.target));
@@ -346,6 +351,27 @@ fn check_lock(runtime: &str, lock: &SystemLock) -> Finding {
             "sudo toolgate setup system",
         )
     }
+}
+
+/// The drop-ins that undo a lock, each a finding.
+fn check_drop_ins(runtime: &str, drop_ins: &DropIns) -> Vec<Finding> {
+    drop_ins
+        .undoing()
+        .into_iter()
+        .map(|(file, what)| {
+            Finding::bad(
+                format!(
+                    "{runtime}: {} undoes the lock with {what}, so the user can switch \
+                     toolgate's hooks off",
+                    file.display()
+                ),
+                format!(
+                    "remove that setting (or the file) as root: {}",
+                    file.display()
+                ),
+            )
+        })
+        .collect()
 }
 
 /// The config (`--config`) and store (`--store`) a hook names.

@@ -234,6 +234,15 @@ fn lock_hooks(runtime: &str, lock: &SystemLock) -> anyhow::Result<()> {
         .map_err(|problem| anyhow::anyhow!("{} {problem}; fix or move it first", path.display()))?;
     write_root_file(path, &edited)?;
     println!("{runtime}: {} ({})", lock.does, path.display());
+    let undoing = lock.drop_ins.map(|d| d.undoing()).unwrap_or_default();
+    if let Some((file, what)) = undoing.first() {
+        anyhow::bail!(
+            "{} sets {what}, and {runtime} merges it over {}: remove that setting (or the \
+             file), then run `toolgate setup system` again",
+            file.display(),
+            path.display()
+        );
+    }
     Ok(())
 }
 
