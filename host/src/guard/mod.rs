@@ -350,6 +350,7 @@ impl ControlPlane {
             // As the shell passes the words (`open""code --pu''re`), after
             // the variables set for it (`export COPILOT_HOME=…; copilot`).
             let words: Vec<&str> = (command.env.iter().map(String::as_str))
+                .chain(command.env_unknown.then_some(hooks::ANY_VARIABLE))
                 .chain(command.words.iter().flat_map(|w| w.literals()))
                 .collect();
             if let Some(what) = switches_a_runtime_off(&words) {
@@ -1120,6 +1121,54 @@ mod tests {
             "codex exec 'fix hooks.json parsing'",
             "codex -c model=o3 exec 'read hooks.rs'",
             "claude -p 'what is CLAUDE_CONFIG_DIR for?'",
+        ] {
+            assert!(!refused("Bash", json!({"command": command})), "{command}");
+        }
+    }
+
+    /// Ways the review of the switch-off check found around it: a variable
+    /// set by a builtin other than `export` (then exported by name), a
+    /// builtin reached through `builtin`/`command`, names known only when
+    /// the text runs, `env -S`, and a runtime started from another path
+    /// (its versioned binary, `npx`, `node` and its package).
+    #[test]
+    fn a_switch_off_reached_another_way_is_refused() {
+        let mut missed = Vec::new();
+        for command in [
+            "read CODEX_HOME <<< /tmp/x; export CODEX_HOME; codex exec x",
+            "printf -v CLAUDE_CODE_SIMPLE 1; export CLAUDE_CODE_SIMPLE; claude -p x",
+            "for HOME in /tmp/x; do export HOME; copilot -p x; done",
+            "getopts a OPENCODE_PURE; export OPENCODE_PURE; opencode run x",
+            "mapfile -t GEMINI_CLI_HOME < f; export GEMINI_CLI_HOME; gemini -p x",
+            "export CLAUDE_CODE_SIMPLE; claude -p x",
+            "export CODEX_HOME=$(mktemp -d); codex exec x",
+            "if true; then export CLAUDE_CODE_SIMPLE=1; fi; claude -p x",
+            "while read HOME; do copilot -p x; done < homes",
+            "builtin export CLAUDE_CODE_SIMPLE=1; claude -p x",
+            "command export CODEX_HOME=/tmp/x; codex exec x",
+            "command -p declare -x HOME=/tmp/x; claude -p x",
+            "export \"$(echo CLAUDE_CODE_SIMPLE=1)\"; claude -p x",
+            "declare -x $NAME=1; codex exec x",
+            "env -S 'CLAUDE_CODE_SIMPLE=1 claude -p x'",
+            "env --split-string='CODEX_HOME=/tmp/x codex exec x'",
+            "~/.local/share/claude/versions/2.1.332 --bare -p x",
+            "npx @anthropic-ai/claude-code --bare -p x",
+            "node /usr/lib/node_modules/@anthropic-ai/claude-code/cli.js --bare -p x",
+            "npx -y @openai/codex --disable hooks exec x",
+            "npx @github/copilot -p x --prefer-version 1.0.0",
+        ] {
+            if !refused("Bash", json!({"command": command})) {
+                missed.push(command);
+            }
+        }
+        assert!(missed.is_empty(), "not refused: {missed:#?}");
+        for command in [
+            "export PATH; claude -p x",
+            "read -r line < notes.txt; echo \"$line\"",
+            "export $(grep -v '^#' .env | xargs); cargo test",
+            "env -S 'cargo test'",
+            "cat ~/.local/share/claude/versions/README",
+            "npx prettier --write src/claude/notes.md",
         ] {
             assert!(!refused("Bash", json!({"command": command})), "{command}");
         }

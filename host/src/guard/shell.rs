@@ -31,6 +31,23 @@ const MAX_BRACE_DIGITS: usize = 18;
 /// The most distinct variables a text may set: each command carries their
 /// names, so without a bound a text of many `Aᵢ=1 x;` costs quadratic time.
 const MAX_ASSIGNED: usize = 64;
+/// Reserved words a simple command may follow (`then export …`, `do
+/// cmd`): the command proper starts after them.
+const RESERVED: &[&str] = &[
+    "if", "then", "else", "elif", "do", "while", "until", "!", "{", "time",
+];
+/// Builtins that set the variables they name (`read NAME`, `printf -v
+/// NAME`, `export NAME`), each may then be exported.
+const SETTERS: &[&str] = &[
+    "export",
+    "declare",
+    "typeset",
+    "local",
+    "readonly",
+    "read",
+    "mapfile",
+    "readarray",
+];
 /// Shells whose `-c` text is itself read.
 const SHELLS: &[&str] = &["sh", "bash", "dash", "zsh", "ksh", "mksh", "busybox"];
 
@@ -48,6 +65,10 @@ pub struct Command {
     /// `declare`): what it may find changed in its environment, whatever
     /// the value. Shared by the commands that follow the same assignments.
     pub env: Arc<[String]>,
+    /// Whether the text set, before it, a variable whose name is known only
+    /// when it runs (`export "$(…)"`, `declare -x $NAME=1`): any variable
+    /// may then be changed.
+    pub env_unknown: bool,
 }
 
 impl Command {
@@ -118,6 +139,7 @@ pub fn commands(text: &str, env: &Env<'_>) -> Result<Reading, String> {
         vars: HashMap::new(),
         assigned: Vec::new(),
         env_now: Arc::from([]),
+        names_unknown: false,
         out: &mut reading,
         unreadable: None,
     };
@@ -136,6 +158,8 @@ struct Reader<'e, 'o> {
     assigned: Vec<String>,
     /// `assigned` as the commands read from here on carry it.
     env_now: Arc<[String]>,
+    /// Whether a variable whose name is known only at run time was set.
+    names_unknown: bool,
     out: &'o mut Reading,
     /// Why the text cannot be followed, once that is known.
     unreadable: Option<String>,
@@ -175,7 +199,7 @@ impl Reader<'_, '_> {
                 Token::Word(text, _) => {
                     // Leading assignments: remembered, not words.
                     if !redirect_next
-                        && current.words.is_empty()
+                        && raw.iter().all(|w| RESERVED.contains(&w.as_str()))
                         && let Some((name, value)) = assignment(&text)
                     {
                         self.assign(name);
@@ -215,16 +239,30 @@ impl Reader<'_, '_> {
             Some(Word::Literal(one)) if one.len() == 1 => Some(one[0].clone()),
             _ => None,
         };
-        let name = literal(0).map(|n| {
+        // The command proper: after reserved words and `builtin`/`command`
+        // (and `command`'s options), which run the builtin they name.
+        let mut first = 0;
+        while let Some(word) = literal(first) {
+            let after_command = first > 0 && literal(first - 1).as_deref() == Some("command");
+            if !(RESERVED.contains(&word.as_str())
+                || matches!(word.as_str(), "builtin" | "command")
+                || (after_command && word.starts_with('-')))
+            {
+                break;
+            }
+            first += 1;
+        }
+        let name = literal(first).map(|n| {
             Path::new(&n)
                 .file_name()
                 .map_or(n.clone(), |f| f.to_string_lossy().into_owned())
         });
+        let args = first + 1..command.words.len();
         let mut next_cwd = cwd.clone();
         match name.as_deref() {
             Some("cd" | "pushd") => {
                 // The first word that is not an option (`cd -P DIR`).
-                let target = (1..command.words.len())
+                let target = args
                     .filter_map(literal)
                     .find(|w| !w.starts_with('-'))
                     .or_else(|| self.env.home.map(|h| h.display().to_string()));
@@ -235,15 +273,25 @@ impl Reader<'_, '_> {
                 };
                 self.out.dirs.extend(next_cwd.clone());
             }
-            Some("export" | "declare" | "typeset" | "local" | "readonly") => {
-                // Named as the shell passes it (`export CO''PILOT_HOME=…`).
-                for word in (1..command.words.len()).filter_map(literal) {
-                    if let Some((name, _)) = assignment(&word) {
-                        self.assign(name);
+            Some(setter) if SETTERS.contains(&setter) => {
+                for i in args {
+                    match literal(i) {
+                        // Named as the shell passes it (`export CO''PILOT_HOME=…`).
+                        Some(word) if !word.starts_with('-') => {
+                            if let Some(name) = assignment(&word)
+                                .map(|(name, _)| name)
+                                .or_else(|| variable(&word))
+                            {
+                                self.assign(name);
+                            }
+                        }
+                        Some(_) => {}
+                        None => match assignment(&raw[i]) {
+                            Some((name, _)) => self.assign(name),
+                            None => self.names_unknown = true,
+                        },
                     }
-                }
-                for word in raw.iter().skip(1) {
-                    let Some((name, value)) = assignment(word) else {
+                    let Some((name, value)) = assignment(&raw[i]) else {
                         continue;
                     };
                     let Some(value) = value else {
@@ -257,8 +305,42 @@ impl Reader<'_, '_> {
                     }
                 }
             }
+            Some("printf" | "getopts" | "for" | "select") => {
+                // `printf -v NAME`, `getopts OPTIONS NAME`, `for NAME in`.
+                let at = match name.as_deref() {
+                    Some("printf") => args.clone().find(|&i| literal(i).as_deref() == Some("-v")),
+                    Some("getopts") => Some(first + 1),
+                    _ => Some(first),
+                };
+                if let Some(at) = at.map(|i| i + 1).filter(|i| *i < command.words.len()) {
+                    match literal(at) {
+                        Some(word) => {
+                            if let Some(name) = variable(&word) {
+                                self.assign(name);
+                            }
+                        }
+                        None => self.names_unknown = true,
+                    }
+                }
+            }
+            Some("env") => {
+                // `env -S 'NAME=value cmd'` splits its text into a command.
+                for i in args {
+                    let text = match literal(i) {
+                        Some(word) if word == "-S" || word == "--split-string" => literal(i + 1),
+                        Some(word) => word
+                            .strip_prefix("--split-string=")
+                            .or_else(|| word.strip_prefix("-S").filter(|t| !t.is_empty()))
+                            .map(str::to_string),
+                        None => None,
+                    };
+                    if let Some(text) = text {
+                        self.read(&text, cwd.clone(), depth + 1);
+                    }
+                }
+            }
             Some("eval") => {
-                let text: Vec<String> = (1..command.words.len()).filter_map(literal).collect();
+                let text: Vec<String> = args.filter_map(literal).collect();
                 self.read(&text.join(" "), cwd.clone(), depth + 1);
             }
             Some(shell) if SHELLS.contains(&shell) => {
@@ -273,6 +355,7 @@ impl Reader<'_, '_> {
         if !command.words.is_empty() {
             self.out.commands.push(Command {
                 env: Arc::clone(&self.env_now),
+                env_unknown: self.names_unknown,
                 ..command
             });
         }
@@ -430,6 +513,11 @@ fn assignment(word: &str) -> Option<(&str, Option<&str>)> {
         && !name.starts_with(|c: char| c.is_ascii_digit())
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
     valid.then_some((name, plain.then_some(value)))
+}
+
+/// `NAME` (or `NAME[…]`, an element) as a builtin that sets it takes it.
+fn variable(word: &str) -> Option<&str> {
+    assignment(&format!("{word}=")).map(|(name, _)| &word[..name.len()])
 }
 
 /// The directory a tilde prefix names.

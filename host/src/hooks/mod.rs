@@ -180,6 +180,7 @@ pub(crate) fn starts_with_any(words: &[&str], name: &str, switches: &[&str]) -> 
             switches.iter().any(|switch| {
                 let variable = switch.starts_with(|c: char| c.is_ascii_uppercase());
                 (word == *switch && !variable)
+                    || (variable && word == ANY_VARIABLE)
                     || word
                         .strip_prefix(switch)
                         .is_some_and(|rest| rest.starts_with('='))
@@ -187,12 +188,29 @@ pub(crate) fn starts_with_any(words: &[&str], name: &str, switches: &[&str]) -> 
         })
 }
 
-/// Whether one of `words` is the program `name` (a word whose file name it
-/// is, quotes the text left around it aside).
+/// Among the words [`Adapter::switches_off`] is given: the text set a
+/// variable whose name is known only when it runs, so it may be any of a
+/// runtime's (no shell word holds a NUL).
+pub(crate) const ANY_VARIABLE: &str = "\0any variable\0=";
+
+/// Whether one of `words` is the program `name`: a word whose file name it
+/// is, or a path through a folder named for it (its versioned binary,
+/// `~/.local/share/claude/versions/2.1.332`; its package, `npx
+/// @openai/codex`, `node …/claude-code/cli.js`), quotes the text left
+/// around it aside.
 pub(crate) fn runs(words: &[&str], name: &str) -> bool {
     words.iter().any(|word| {
-        std::path::Path::new(word.trim_matches(['"', '\''])).file_name()
-            == Some(std::ffi::OsStr::new(name))
+        let path = std::path::Path::new(word.trim_matches(['"', '\'']));
+        let named = |part: &std::ffi::OsStr| {
+            part.to_str().is_some_and(|part| {
+                part == name
+                    || part
+                        .strip_prefix(name)
+                        .is_some_and(|rest| rest.starts_with('-'))
+            })
+        };
+        path.file_name() == Some(std::ffi::OsStr::new(name))
+            || (word.contains('/') && path.iter().any(named))
     })
 }
 
