@@ -279,3 +279,85 @@ fn names_word(line: &str, word: &str) -> bool {
         !before.is_some_and(is_ident) && !after.is_some_and(is_ident)
     })
 }
+
+/// The most lines a function outside tests may take, its signature and
+/// closing brace included: past it, a function does several things that
+/// want names of their own.
+const MAX_FUNCTION_LINES: usize = 80;
+
+/// The functions of `code` (rustfmt's layout) longer than
+/// [`MAX_FUNCTION_LINES`]: name, first line, length. A signature that ends
+/// in `;` (a trait's declaration) has no body.
+fn long_functions(code: &str) -> Vec<(String, usize, usize)> {
+    let lines: Vec<&str> = code.lines().collect();
+    let mut long = Vec::new();
+    for (start, line) in lines.iter().enumerate() {
+        let trimmed = line.trim_start();
+        let indent = line.len() - trimmed.len();
+        let Some(at) = trimmed.find("fn ") else {
+            continue;
+        };
+        let head = &trimmed[..at];
+        let qualifiers = head
+            .split_whitespace()
+            .all(|q| q.starts_with("pub") || matches!(q, "async" | "const" | "unsafe"));
+        if !qualifiers || trimmed.starts_with("//") {
+            continue;
+        }
+        let name: String = trimmed[at + 3..]
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        let Some(signature_end) = (start..lines.len()).find(|&i| {
+            let l = lines[i].trim_end();
+            l.ends_with('{') || l.ends_with(';') || l.ends_with('}')
+        }) else {
+            continue;
+        };
+        if lines[signature_end].trim_end().ends_with(';')
+            || lines[signature_end].trim_end().ends_with('}')
+        {
+            continue; // a declaration, or a one-line body
+        }
+        let close = format!("{}}}", " ".repeat(indent));
+        if let Some(end) = (signature_end + 1..lines.len()).find(|&i| {
+            lines[i].starts_with(&close) && lines[i].len() - lines[i].trim_start().len() == indent
+        }) {
+            let length = end - start + 1;
+            if length > MAX_FUNCTION_LINES {
+                long.push((name, start + 1, length));
+            }
+        }
+    }
+    long
+}
+
+#[test]
+fn no_function_outside_tests_is_longer_than_80_lines() {
+    let host = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = vec![host.join("src"), host.join("wire/src")];
+    let mut long = Vec::new();
+    while let Some(path) = files.pop() {
+        if path.is_dir() {
+            files.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+            continue;
+        }
+        if path.extension().is_none_or(|e| e != "rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap();
+        for (name, line, length) in long_functions(code) {
+            long.push(format!(
+                "{}:{line} `{name}`: {length} lines",
+                path.strip_prefix(host).unwrap().display()
+            ));
+        }
+    }
+    long.sort();
+    assert!(
+        long.is_empty(),
+        "functions over {MAX_FUNCTION_LINES} lines (split them into named steps):\n{}",
+        long.join("\n")
+    );
+}

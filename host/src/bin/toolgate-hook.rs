@@ -56,6 +56,50 @@ fn answer(text: &str) {
     }
 }
 
+/// What the hook's own arguments (before `--`) say.
+struct Options {
+    socket: Option<String>,
+    on_error: OnError,
+    runtime: HookRuntime,
+    daemon_uid: u32,
+    deadline: Option<Duration>,
+}
+
+impl Options {
+    /// The options, or `None` if one is unknown or its value unreadable.
+    fn parse(ours: &[String]) -> Option<Self> {
+        let mut options = Self {
+            socket: None,
+            on_error: OnError::Deny,
+            runtime: HookRuntime::default(),
+            daemon_uid: peer::own_uid(),
+            deadline: None,
+        };
+        let mut words = ours.iter();
+        while let Some(word) = words.next() {
+            let value = words.next()?;
+            match word.as_str() {
+                "--socket" => options.socket = Some(value.clone()),
+                "--runtime" => options.runtime = HookRuntime::from_name(value)?,
+                "--daemon-uid" => options.daemon_uid = value.parse().ok()?,
+                "--deadline" => {
+                    options.deadline = Some(Duration::from_secs(value.parse().ok()?));
+                }
+                "--on-error" => {
+                    options.on_error = match value.as_str() {
+                        "deny" => OnError::Deny,
+                        "ask" => OnError::Ask,
+                        "allow" => OnError::Allow,
+                        _ => return None,
+                    }
+                }
+                _ => return None,
+            }
+        }
+        Some(options)
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(split) = args.iter().position(|a| a == "--") else {
@@ -63,67 +107,19 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     };
     let (ours, fallback) = (&args[..split], &args[split + 1..]);
-    let mut socket = None;
-    let mut on_error = OnError::Deny;
-    let mut runtime = HookRuntime::default();
-    let mut daemon_uid = peer::own_uid();
-    let mut deadline = None;
-    let mut words = ours.iter();
-    while let Some(word) = words.next() {
-        match (word.as_str(), words.next()) {
-            ("--socket", Some(path)) => socket = Some(path.clone()),
-            ("--runtime", Some(name)) => match HookRuntime::from_name(name) {
-                Some(named) => runtime = named,
-                None => {
-                    eprintln!("{USAGE}");
-                    return ExitCode::from(2);
-                }
-            },
-            ("--daemon-uid", Some(uid)) => match uid.parse() {
-                Ok(uid) => daemon_uid = uid,
-                Err(_) => {
-                    eprintln!("{USAGE}");
-                    return ExitCode::from(2);
-                }
-            },
-            ("--deadline", Some(secs)) => match secs.parse() {
-                Ok(secs) => deadline = Some(Duration::from_secs(secs)),
-                Err(_) => {
-                    eprintln!("{USAGE}");
-                    return ExitCode::from(2);
-                }
-            },
-            ("--on-error", Some(mode)) => match mode.as_str() {
-                "deny" => on_error = OnError::Deny,
-                "ask" => on_error = OnError::Ask,
-                "allow" => on_error = OnError::Allow,
-                _ => {
-                    eprintln!("{USAGE}");
-                    return ExitCode::from(2);
-                }
-            },
-            _ => {
-                eprintln!("{USAGE}");
-                return ExitCode::from(2);
-            }
-        }
-    }
+    let Some(options) = Options::parse(ours) else {
+        eprintln!("{USAGE}");
+        return ExitCode::from(2);
+    };
+    let Options {
+        socket,
+        on_error,
+        runtime,
+        daemon_uid,
+        deadline,
+    } = options;
     if let Some(deadline) = deadline {
-        std::thread::spawn(move || {
-            std::thread::sleep(deadline);
-            let why = format!("no answer within {} s", deadline.as_secs());
-            answer(&runtime.failure_answer(on_error, &why).to_string());
-            // The runtime waits for every holder of the hook's output to
-            // close it: stop the full command too (it holds only pipes to
-            // this process, never the runtime's).
-            let pid = FULL_COMMAND.load(Ordering::SeqCst);
-            if pid != 0 {
-                // SAFETY: our own child, not yet reaped (reaping it clears
-                // FULL_COMMAND first).
-                unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
-            }
-            std::process::exit(0);
-        });
+        answer_by(deadline, runtime, on_error);
     }
     let mut event = String::new();
     if std::io::stdin().read_to_string(&mut event).is_err() {
@@ -141,6 +137,26 @@ fn main() -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+/// Once `deadline` has passed without an answer: the failure answer, the
+/// full command stopped, and the process gone.
+fn answer_by(deadline: Duration, runtime: HookRuntime, on_error: OnError) {
+    std::thread::spawn(move || {
+        std::thread::sleep(deadline);
+        let why = format!("no answer within {} s", deadline.as_secs());
+        answer(&runtime.failure_answer(on_error, &why).to_string());
+        // The runtime waits for every holder of the hook's output to
+        // close it: stop the full command too (it holds only pipes to
+        // this process, never the runtime's).
+        let pid = FULL_COMMAND.load(Ordering::SeqCst);
+        if pid != 0 {
+            // SAFETY: our own child, not yet reaped (reaping it clears
+            // FULL_COMMAND first).
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+        }
+        std::process::exit(0);
+    });
 }
 
 /// The daemon this hook expects: where it listens and as whom it runs.

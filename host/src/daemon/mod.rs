@@ -172,19 +172,7 @@ impl Daemon {
                 event,
                 on_error,
                 config,
-            } => {
-                if let Some(named) = &config
-                    && let Err(refusal) = self.serves(named)
-                {
-                    let answer = runtime.failure_answer(on_error, &refusal.to_string());
-                    return Ok(Value::String(answer.to_string()));
-                }
-                let handled = crate::hooks::handle(host, runtime, &event, on_error);
-                if let Some(decision) = &handled.decision {
-                    self.decided(decision);
-                }
-                Value::String(handled.output)
-            }
+            } => self.answer_hook(runtime, &event, on_error, config.as_ref()),
             DaemonRequest::Evaluate { request } => {
                 let decision = host.evaluate(&request)?;
                 self.decided(&decision);
@@ -220,8 +208,7 @@ impl Daemon {
                 };
                 // A remote channel was authenticated in `admit`: a person's
                 // channel may resolve a gate raised from any channel.
-                let gate = self.resolve(&key, &request_id, &channel, resolution, remote, by)?;
-                to_json(gate)
+                to_json(self.resolve(&key, &request_id, &channel, resolution, remote, by)?)
             }
             DaemonRequest::Gates { user } => to_json(host.gates(user.as_deref())?),
             DaemonRequest::Command { plugin, name, args } => {
@@ -246,6 +233,28 @@ impl Daemon {
             host.store().persist();
         }
         Ok(value)
+    }
+
+    /// A runtime's hook event, answered as the runtime reads answers; one
+    /// for another config (`config`) is refused with the failure answer.
+    fn answer_hook(
+        &self,
+        runtime: HookRuntime,
+        event: &str,
+        on_error: crate::hooks::OnError,
+        config: Option<&ConfigIdentity>,
+    ) -> Value {
+        if let Some(named) = config
+            && let Err(refusal) = self.serves(named)
+        {
+            let answer = runtime.failure_answer(on_error, &refusal.to_string());
+            return Value::String(answer.to_string());
+        }
+        let handled = crate::hooks::handle(&self.host, runtime, event, on_error);
+        if let Some(decision) = &handled.decision {
+            self.decided(decision);
+        }
+        Value::String(handled.output)
     }
 
     /// Resolve a pending gate: the one path every channel's answer takes

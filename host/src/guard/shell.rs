@@ -235,117 +235,43 @@ impl Reader<'_, '_> {
         cwd: Option<PathBuf>,
         depth: usize,
     ) -> Option<PathBuf> {
-        let literal = |i: usize| match command.words.get(i) {
-            Some(Word::Literal(one)) if one.len() == 1 => Some(one[0].clone()),
-            _ => None,
-        };
-        // The command proper: after reserved words and `builtin`/`command`
-        // (and `command`'s options), which run the builtin they name.
-        let mut first = 0;
-        while let Some(word) = literal(first) {
-            let after_command = first > 0 && literal(first - 1).as_deref() == Some("command");
-            if !(RESERVED.contains(&word.as_str())
-                || matches!(word.as_str(), "builtin" | "command")
-                || (after_command && word.starts_with('-')))
-            {
-                break;
-            }
-            first += 1;
-        }
-        let name = literal(first).map(|n| {
-            Path::new(&n)
-                .file_name()
-                .map_or(n.clone(), |f| f.to_string_lossy().into_owned())
-        });
-        let args = first + 1..command.words.len();
+        let simple = Simple::of(&command.words, raw);
         let mut next_cwd = cwd.clone();
-        match name.as_deref() {
+        match simple.name().as_deref() {
             Some("cd" | "pushd") => {
-                // The first word that is not an option (`cd -P DIR`).
-                let target = args
-                    .filter_map(literal)
-                    .find(|w| !w.starts_with('-'))
-                    .or_else(|| self.env.home.map(|h| h.display().to_string()));
-                next_cwd = match (target, &cwd) {
-                    (Some(t), _) if Path::new(&t).is_absolute() => Some(PathBuf::from(t)),
-                    (Some(t), Some(base)) => Some(base.join(t)),
-                    _ => cwd.clone(),
-                };
+                next_cwd = self.cd(&simple, cwd.as_deref());
                 self.out.dirs.extend(next_cwd.clone());
             }
-            Some(setter) if SETTERS.contains(&setter) => {
-                for i in args {
-                    match literal(i) {
-                        // Named as the shell passes it (`export CO''PILOT_HOME=…`).
-                        Some(word) if !word.starts_with('-') => {
-                            if let Some(name) = assignment(&word)
-                                .map(|(name, _)| name)
-                                .or_else(|| variable(&word))
-                            {
-                                self.assign(name);
-                            }
-                        }
-                        Some(_) => {}
-                        None => match assignment(&raw[i]) {
-                            Some((name, _)) => self.assign(name),
-                            None => self.names_unknown = true,
-                        },
-                    }
-                    let Some((name, value)) = assignment(&raw[i]) else {
-                        continue;
-                    };
-                    let Some(value) = value else {
-                        self.vars.remove(name);
-                        continue;
-                    };
-                    if let Word::Literal(values) = self.word(value, cwd.as_deref(), depth)
-                        && let [one] = values.as_slice()
-                    {
-                        self.vars.insert(name.to_string(), one.clone());
-                    }
-                }
-            }
-            Some("printf" | "getopts" | "for" | "select") => {
+            Some(setter) if SETTERS.contains(&setter) => self.set(&simple, cwd.as_deref(), depth),
+            Some(builtin @ ("printf" | "getopts" | "for" | "select")) => {
                 // `printf -v NAME`, `getopts OPTIONS NAME`, `for NAME in`.
-                let at = match name.as_deref() {
-                    Some("printf") => args.clone().find(|&i| literal(i).as_deref() == Some("-v")),
-                    Some("getopts") => Some(first + 1),
-                    _ => Some(first),
+                let before = match builtin {
+                    "printf" => simple
+                        .args()
+                        .find(|&i| simple.literal(i).as_deref() == Some("-v")),
+                    "getopts" => Some(simple.first + 1),
+                    _ => Some(simple.first),
                 };
-                if let Some(at) = at.map(|i| i + 1).filter(|i| *i < command.words.len()) {
-                    match literal(at) {
-                        Some(word) => {
-                            if let Some(name) = variable(&word) {
-                                self.assign(name);
-                            }
-                        }
+                if let Some(at) = before.map(|i| i + 1).filter(|&i| i < command.words.len()) {
+                    match simple.literal(at) {
+                        Some(word) => variable(&word).into_iter().for_each(|n| self.assign(n)),
                         None => self.names_unknown = true,
                     }
                 }
             }
             Some("env") => {
                 // `env -S 'NAME=value cmd'` splits its text into a command.
-                for i in args {
-                    let text = match literal(i) {
-                        Some(word) if word == "-S" || word == "--split-string" => literal(i + 1),
-                        Some(word) => word
-                            .strip_prefix("--split-string=")
-                            .or_else(|| word.strip_prefix("-S").filter(|t| !t.is_empty()))
-                            .map(str::to_string),
-                        None => None,
-                    };
-                    if let Some(text) = text {
-                        self.read(&text, cwd.clone(), depth + 1);
-                    }
+                for text in simple.args().filter_map(|i| simple.split_string(i)) {
+                    self.read(&text, cwd.clone(), depth + 1);
                 }
             }
             Some("eval") => {
-                let text: Vec<String> = args.filter_map(literal).collect();
+                let text: Vec<String> = simple.args().filter_map(|i| simple.literal(i)).collect();
                 self.read(&text.join(" "), cwd.clone(), depth + 1);
             }
             Some(shell) if SHELLS.contains(&shell) => {
                 if let Some(at) = raw.iter().position(|w| w == "-c")
-                    && let Some(text) = literal(at + 1)
+                    && let Some(text) = simple.literal(at + 1)
                 {
                     self.read(&text, cwd.clone(), depth + 1);
                 }
@@ -360,6 +286,57 @@ impl Reader<'_, '_> {
             });
         }
         next_cwd
+    }
+
+    /// Where `cd`/`pushd` moves: the first word that is not an option
+    /// (`cd -P DIR`), else the home.
+    fn cd(&self, simple: &Simple<'_>, cwd: Option<&Path>) -> Option<PathBuf> {
+        let target = simple
+            .args()
+            .filter_map(|i| simple.literal(i))
+            .find(|w| !w.starts_with('-'))
+            .or_else(|| self.env.home.map(|h| h.display().to_string()));
+        match (target, cwd) {
+            (Some(t), _) if Path::new(&t).is_absolute() => Some(PathBuf::from(t)),
+            (Some(t), Some(base)) => Some(base.join(t)),
+            _ => cwd.map(Path::to_path_buf),
+        }
+    }
+
+    /// A builtin that sets the variables it names (`export NAME=…`, `read
+    /// NAME`): each is set from here on, a literal value remembered.
+    fn set(&mut self, simple: &Simple<'_>, cwd: Option<&Path>, depth: usize) {
+        for i in simple.args() {
+            let raw = &simple.raw[i];
+            match simple.literal(i) {
+                // Named as the shell passes it (`export CO''PILOT_HOME=…`).
+                Some(word) if !word.starts_with('-') => {
+                    if let Some(name) = assignment(&word)
+                        .map(|(name, _)| name)
+                        .or_else(|| variable(&word))
+                    {
+                        self.assign(name);
+                    }
+                }
+                Some(_) => {}
+                None => match assignment(raw) {
+                    Some((name, _)) => self.assign(name),
+                    None => self.names_unknown = true,
+                },
+            }
+            let Some((name, value)) = assignment(raw) else {
+                continue;
+            };
+            let Some(value) = value else {
+                self.vars.remove(name);
+                continue;
+            };
+            if let Word::Literal(values) = self.word(value, cwd, depth)
+                && let [one] = values.as_slice()
+            {
+                self.vars.insert(name.to_string(), one.clone());
+            }
+        }
     }
 
     /// Remember that `name` is set from here on.
@@ -484,6 +461,70 @@ impl Reader<'_, '_> {
             "PWD" => cwd.map(|c| c.display().to_string()),
             _ => None,
         }
+    }
+}
+
+/// A simple command's words, where the command proper starts in them.
+struct Simple<'c> {
+    words: &'c [Word],
+    raw: &'c [String],
+    /// After reserved words and `builtin`/`command` (and `command`'s
+    /// options), which run the builtin they name.
+    first: usize,
+}
+
+impl<'c> Simple<'c> {
+    fn of(words: &'c [Word], raw: &'c [String]) -> Self {
+        let mut simple = Self {
+            words,
+            raw,
+            first: 0,
+        };
+        while let Some(word) = simple.literal(simple.first) {
+            let after_command =
+                simple.first > 0 && simple.literal(simple.first - 1).as_deref() == Some("command");
+            if !(RESERVED.contains(&word.as_str())
+                || matches!(word.as_str(), "builtin" | "command")
+                || (after_command && word.starts_with('-')))
+            {
+                break;
+            }
+            simple.first += 1;
+        }
+        simple
+    }
+
+    /// Word `i`, if it is one literal.
+    fn literal(&self, i: usize) -> Option<String> {
+        match self.words.get(i) {
+            Some(Word::Literal(one)) if one.len() == 1 => Some(one[0].clone()),
+            _ => None,
+        }
+    }
+
+    /// The command's file name (`/bin/rm` is `rm`).
+    fn name(&self) -> Option<String> {
+        self.literal(self.first).map(|n| {
+            Path::new(&n)
+                .file_name()
+                .map_or(n.clone(), |f| f.to_string_lossy().into_owned())
+        })
+    }
+
+    /// The indices of its arguments.
+    fn args(&self) -> std::ops::Range<usize> {
+        self.first + 1..self.words.len()
+    }
+
+    /// The text `env -S TEXT` (`--split-string=TEXT`, `-STEXT`) at word `i`.
+    fn split_string(&self, i: usize) -> Option<String> {
+        let word = self.literal(i)?;
+        if word == "-S" || word == "--split-string" {
+            return self.literal(i + 1);
+        }
+        word.strip_prefix("--split-string=")
+            .or_else(|| word.strip_prefix("-S").filter(|t| !t.is_empty()))
+            .map(str::to_string)
     }
 }
 

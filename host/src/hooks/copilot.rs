@@ -138,6 +138,67 @@ pub struct CopilotEvent {
     pub tool_result: Option<Value>,
 }
 
+/// A Copilot CLI tool (`name`, its `args`) as toolgate names it: the
+/// built-in tools as Claude Code's (`bash` is `Bash`, `create` is `Write`,
+/// with their fields renamed), `SERVER-TOOL` an MCP server's.
+fn in_our_names(name: &str, args: Value) -> (String, Origin, Value) {
+    let field = |key: &str| args.get(key).cloned().unwrap_or(Value::Null);
+    match name {
+        "bash" => ("Bash".into(), Origin::Builtin, args),
+        "write_bash" => {
+            let typed = field("input");
+            (
+                "Bash".into(),
+                Origin::Builtin,
+                with_our_names(args, [("command", typed)]),
+            )
+        }
+        "create" => {
+            let fields = [
+                ("file_path", field("path")),
+                ("content", field("file_text")),
+            ];
+            (
+                "Write".into(),
+                Origin::Builtin,
+                with_our_names(args, fields),
+            )
+        }
+        "edit" => {
+            let fields = [
+                ("file_path", field("path")),
+                ("old_string", field("old_str")),
+                ("new_string", field("new_str")),
+            ];
+            ("Edit".into(), Origin::Builtin, with_our_names(args, fields))
+        }
+        "view" => {
+            let path = field("path");
+            (
+                "Read".into(),
+                Origin::Builtin,
+                with_our_names(args, [("file_path", path)]),
+            )
+        }
+        "apply_patch" => {
+            let patch = match &args {
+                Value::String(patch) => patch.clone(),
+                other => other["input"]
+                    .as_str()
+                    .or(other["patch"].as_str())
+                    .unwrap_or_default()
+                    .to_string(),
+            };
+            ("Edit".into(), Origin::Builtin, patch_arguments(&patch))
+        }
+        name if name.contains('-') => {
+            let (server, tool) = split_mcp(name, &mcp_servers());
+            (tool.to_string(), Origin::Mcp(server.to_string()), args)
+        }
+        name => (name.to_string(), Origin::Builtin, args),
+    }
+}
+
 impl CopilotEvent {
     /// Parse one event.
     pub fn parse(text: &str) -> Result<Self> {
@@ -158,61 +219,7 @@ impl CopilotEvent {
             },
             other => other,
         };
-        let field = |key: &str| args.get(key).cloned().unwrap_or(Value::Null);
-        let (tool, origin, arguments) = match name {
-            "bash" => ("Bash".into(), Origin::Builtin, args),
-            "write_bash" => {
-                let typed = field("input");
-                (
-                    "Bash".into(),
-                    Origin::Builtin,
-                    with_our_names(args, [("command", typed)]),
-                )
-            }
-            "create" => {
-                let fields = [
-                    ("file_path", field("path")),
-                    ("content", field("file_text")),
-                ];
-                (
-                    "Write".into(),
-                    Origin::Builtin,
-                    with_our_names(args, fields),
-                )
-            }
-            "edit" => {
-                let fields = [
-                    ("file_path", field("path")),
-                    ("old_string", field("old_str")),
-                    ("new_string", field("new_str")),
-                ];
-                ("Edit".into(), Origin::Builtin, with_our_names(args, fields))
-            }
-            "view" => {
-                let path = field("path");
-                (
-                    "Read".into(),
-                    Origin::Builtin,
-                    with_our_names(args, [("file_path", path)]),
-                )
-            }
-            "apply_patch" => {
-                let patch = match &args {
-                    Value::String(patch) => patch.clone(),
-                    other => other["input"]
-                        .as_str()
-                        .or(other["patch"].as_str())
-                        .unwrap_or_default()
-                        .to_string(),
-                };
-                ("Edit".into(), Origin::Builtin, patch_arguments(&patch))
-            }
-            name if name.contains('-') => {
-                let (server, tool) = split_mcp(name, &mcp_servers());
-                (tool.to_string(), Origin::Mcp(server.to_string()), args)
-            }
-            name => (name.to_string(), Origin::Builtin, args),
-        };
+        let (tool, origin, arguments) = in_our_names(name, args);
         let arguments = match arguments {
             object @ Value::Object(_) => object,
             other => json!({ "input": other }),

@@ -59,49 +59,16 @@ enum Target {
 }
 
 pub fn run(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
-    let mut findings = Vec::new();
-    let mut named_configs: Vec<(Option<PathBuf>, Option<PathBuf>)> = Vec::new();
-    let mut owned_by_me = Vec::new();
-    let mut any = false;
+    let mut survey = Survey::default();
     for (runtime, path) in settings_files(&args.settings) {
-        let Ok(text) = std::fs::read_to_string(&path) else {
-            continue;
-        };
-        let shown = path.display();
-        let Some(handlers) = toolgate_handlers(&text, runtime.name()) else {
-            findings.push(Finding::bad(
-                format!(
-                    "{shown} is not valid JSON, so {} ignores its hooks",
-                    runtime.name()
-                ),
-                format!("fix the file, then `toolgate hook install --write {shown}`"),
-            ));
-            continue;
-        };
-        if handlers.is_empty() {
-            continue;
-        }
-        any = true;
-        owned_by_me.push(path.clone());
-        findings.extend(check_handlers(runtime, &path, &handlers));
-        if let Some(lock) = lock_of(runtime, &path) {
-            findings.push(check_lock(runtime.name(), &lock));
-            owned_by_me.push(PathBuf::from(lock.file));
-            if let Some(drop_ins) = lock.drop_ins {
-                findings.extend(check_drop_ins(runtime.name(), &drop_ins));
-                owned_by_me.push(PathBuf::from(drop_ins.dir));
-                owned_by_me.extend(drop_ins.files());
-            }
-        }
-        for handler in &handlers {
-            named_configs.push(named(&handler.target));
-            if let Target::Command(line) = &handler.target
-                && let Some(program) = program_of(line)
-            {
-                owned_by_me.push(program);
-            }
-        }
+        survey.settings(runtime, &path);
     }
+    let Survey {
+        mut findings,
+        mut named_configs,
+        mut owned_by_me,
+        any,
+    } = survey;
     if !any {
         findings.push(Finding::bad(
             "no toolgate hooks in any runtime's settings: nothing asks toolgate",
@@ -119,13 +86,82 @@ pub fn run(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
     owned_by_me.sort();
     owned_by_me.dedup();
     let mine: Vec<&PathBuf> = owned_by_me.iter().filter(|p| is_mine(p)).collect();
-    let user_mode = !mine.is_empty() || !any;
+    let closed = findings.iter().all(|f| f.ok);
+    report(&findings, any.then_some(mine.as_slice()));
+    Ok(if closed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// What the settings files say, gathered.
+#[derive(Default)]
+struct Survey {
+    findings: Vec<Finding>,
+    /// The config and store each hook names.
+    named_configs: Vec<(Option<PathBuf>, Option<PathBuf>)>,
+    /// What toolgate relies on, which the user must not be able to change.
+    owned_by_me: Vec<PathBuf>,
+    /// Whether any settings file holds toolgate's hooks.
+    any: bool,
+}
+
+impl Survey {
+    /// One runtime's settings file, if it exists.
+    fn settings(&mut self, runtime: HookRuntime, path: &Path) {
+        let Ok(text) = std::fs::read_to_string(path) else {
+            return;
+        };
+        let shown = path.display();
+        let Some(handlers) = toolgate_handlers(&text, runtime.name()) else {
+            self.findings.push(Finding::bad(
+                format!(
+                    "{shown} is not valid JSON, so {} ignores its hooks",
+                    runtime.name()
+                ),
+                format!("fix the file, then `toolgate hook install --write {shown}`"),
+            ));
+            return;
+        };
+        if handlers.is_empty() {
+            return;
+        }
+        self.any = true;
+        self.owned_by_me.push(path.to_path_buf());
+        self.findings
+            .extend(check_handlers(runtime, path, &handlers));
+        if let Some(lock) = lock_of(runtime, path) {
+            self.findings.push(check_lock(runtime.name(), &lock));
+            self.owned_by_me.push(PathBuf::from(lock.file));
+            if let Some(drop_ins) = lock.drop_ins {
+                self.findings
+                    .extend(check_drop_ins(runtime.name(), &drop_ins));
+                self.owned_by_me.push(PathBuf::from(drop_ins.dir));
+                self.owned_by_me.extend(drop_ins.files());
+            }
+        }
+        for handler in &handlers {
+            self.named_configs.push(named(&handler.target));
+            if let Target::Command(line) = &handler.target
+                && let Some(program) = program_of(line)
+            {
+                self.owned_by_me.push(program);
+            }
+        }
+    }
+}
+
+/// The findings, then the mode: `mine` holds the files of toolgate's the
+/// user could change (`None`: no hooks were found at all).
+fn report(findings: &[Finding], mine: Option<&[&PathBuf]>) {
+    let user_mode = mine.is_none_or(|mine| !mine.is_empty());
     let mode = if user_mode {
         "user mode"
     } else {
         "system mode: this user owns nothing toolgate relies on"
     };
-    for finding in &findings {
+    for finding in findings {
         let mark = if finding.ok { "ok " } else { "!! " };
         println!("{mark} {}", finding.what);
         if let Some(fix) = &finding.fix {
@@ -142,7 +178,7 @@ pub fn run(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
             "NOT fail-closed"
         }
     );
-    if user_mode && any {
+    if let Some(mine) = mine.filter(|mine| !mine.is_empty()) {
         println!(
             "  You own toolgate's files ({}), and so does any agent you run as you. \
              Self-protection refuses the calls it can recognise (any spelling of these paths, \
@@ -155,11 +191,6 @@ pub fn run(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
                 .join(", ")
         );
     }
-    Ok(if closed {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
 }
 
 /// The settings files to look in, with their runtime: each runtime's

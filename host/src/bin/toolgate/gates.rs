@@ -88,26 +88,8 @@ pub enum DecisionArg {
 pub fn run(ctx: &Ctx, command: GatesCommand) -> anyhow::Result<ExitCode> {
     match command {
         GatesCommand::Watch { user, interval } => watch(ctx, user, interval),
-        GatesCommand::Open => {
-            let login = ctx.daemon()?.call(DaemonRequest::WebLogin)?;
-            let field = |name: &str| login[name].as_str().unwrap_or_default().to_string();
-            println!("Open this link in your browser to sign in (once, within 5 minutes):");
-            println!("  {}", field("url"));
-            println!(
-                "or go to {} and enter the code {}",
-                field("inbox"),
-                field("code")
-            );
-            Ok(ExitCode::SUCCESS)
-        }
-        GatesCommand::List { user } => {
-            let gates: Vec<PendingGate> =
-                serde_json::from_value(ctx.target(None)?.call(DaemonRequest::Gates { user })?)?;
-            for gate in gates {
-                println!("{}", serde_json::to_string(&gate)?);
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        GatesCommand::Open => open(ctx),
+        GatesCommand::List { user } => list(ctx, user),
         GatesCommand::Resolve {
             request_id,
             decision,
@@ -165,6 +147,30 @@ pub fn run(ctx: &Ctx, command: GatesCommand) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// A one-time link (and code) that signs the person into the inbox.
+fn open(ctx: &Ctx) -> anyhow::Result<ExitCode> {
+    let login = ctx.daemon()?.call(DaemonRequest::WebLogin)?;
+    let field = |name: &str| login[name].as_str().unwrap_or_default().to_string();
+    println!("Open this link in your browser to sign in (once, within 5 minutes):");
+    println!("  {}", field("url"));
+    println!(
+        "or go to {} and enter the code {}",
+        field("inbox"),
+        field("code")
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The pending gates, one JSON line each.
+fn list(ctx: &Ctx, user: Option<String>) -> anyhow::Result<ExitCode> {
+    let gates: Vec<PendingGate> =
+        serde_json::from_value(ctx.target(None)?.call(DaemonRequest::Gates { user })?)?;
+    for gate in gates {
+        println!("{}", serde_json::to_string(&gate)?);
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Show the paused call on the controlling terminal and ask the person to

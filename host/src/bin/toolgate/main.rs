@@ -202,40 +202,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Subcommands::New(command) => new::run(command),
         Subcommands::Test { policy, fixtures } => test_fixtures(&policy, &fixtures, &ctx.config),
         Subcommands::Log(args) => log::run(&ctx.target(None)?, &args),
-        Subcommands::Plugins(plugins::PluginsCommand::Reload { socket }) => {
-            plugins::reload(&ctx.socket(socket.as_ref()))
-        }
-        Subcommands::Plugins(plugins::PluginsCommand::Keygen { out }) => plugins::keygen(&out),
-        Subcommands::Plugins(plugins::PluginsCommand::Push {
-            file,
-            reference,
-            signature,
-        }) => plugins::push(&file, &reference, signature.as_deref()),
-        Subcommands::Plugins(plugins::PluginsCommand::Pull { reference, out }) => {
-            plugins::pull(&ctx, &reference, out.as_deref())
-        }
-        Subcommands::Plugins(plugins::PluginsCommand::Sign { key, file }) => {
-            plugins::sign(&key, &file)
-        }
-        Subcommands::Plugins(plugins::PluginsCommand::Inspect { file, json }) => {
-            plugins::inspect(&file, json)
-        }
-        Subcommands::Plugins(plugins::PluginsCommand::List { json, socket }) => {
-            plugins::list_from(&ctx.target(socket.as_ref())?, json)
-        }
+        Subcommands::Plugins(command) => plugins::run(&ctx, command),
         Subcommands::Check(args) => check::run(&ctx.target(None)?, &args),
         Subcommands::Gates(command) => gates::run(&ctx, command),
-        Subcommands::Command { plugin, name, args } => {
-            let args: serde_json::Value = serde_json::from_str(&args)
-                .context("ARGS must be JSON, e.g. '{\"thread\": \"t1\"}'")?;
-            let request = DaemonRequest::Command { plugin, name, args };
-            // The daemon checks that a person runs it: never in this process.
-            match ctx.daemon()?.call(request)? {
-                serde_json::Value::String(text) => println!("{text}"),
-                answer => println!("{answer}"),
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        Subcommands::Command { plugin, name, args } => admin_command(&ctx, plugin, name, &args),
         Subcommands::Store(command) => store::run(&ctx, command),
         Subcommands::Shadow(command) => shadow::run(&ctx, command),
         Subcommands::Replay(args) => replay::run(&ctx, &args),
@@ -249,6 +219,19 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `toolgate command`: a policy's admin command, run by the daemon.
+fn admin_command(ctx: &Ctx, plugin: String, name: String, args: &str) -> anyhow::Result<ExitCode> {
+    let args: serde_json::Value =
+        serde_json::from_str(args).context("ARGS must be JSON, e.g. '{\"thread\": \"t1\"}'")?;
+    let request = DaemonRequest::Command { plugin, name, args };
+    // The daemon checks that a person runs it: never in this process.
+    match ctx.daemon()?.call(request)? {
+        serde_json::Value::String(text) => println!("{text}"),
+        answer => println!("{answer}"),
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `toolgate test`: run fixture files, print a line per case and a summary.

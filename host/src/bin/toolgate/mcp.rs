@@ -101,13 +101,58 @@ pub fn run(ctx: &Ctx, args: McpArgs) -> anyhow::Result<ExitCode> {
         elicitation_timeout: args.elicitation_timeout,
         mode: args.client_mode.into(),
     });
-    let mut servers: Vec<(Option<String>, Vec<OsString>)> = args
-        .servers
+    let servers = upstream_servers(args.servers, args.name, args.command)?;
+    let launcher = ctx.launcher(None)?;
+    let daemon = DaemonLink::new(launcher.ensure_running()?).restarting_with(launcher);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        let Some(address) = args.listen else {
+            let session = args.session.unwrap_or_else(new_session_id);
+            let gateway = Gateway::new(servers, daemon, options, session);
+            let service = gateway
+                .clone()
+                .serve(rmcp::transport::stdio())
+                .await
+                .context("the MCP client did not start a session")?;
+            let stopped = service.waiting().await;
+            gateway.finish().await;
+            stopped.context("the gateway stopped")?;
+            return anyhow::Ok(());
+        };
+        anyhow::ensure!(
+            args.session.is_none(),
+            "--session is for stdio; over HTTP every client session gets its own"
+        );
+        let listener = tokio::net::TcpListener::bind(&address)
+            .await
+            .with_context(|| format!("cannot listen on {address}"))?;
+        let client_token = secret_from_env(CLIENT_TOKEN_ENV);
+        let server = http::HttpServer::new(listener, servers, daemon, options, client_token)?;
+        // The URL on stdout, for whoever started the gateway (port 0 picks
+        // a free one).
+        println!("{}", server.url());
+        server.run().await;
+        anyhow::Ok(())
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The servers to front (`--server NAME=COMMAND`, and the one after `--`,
+/// named `name`), refused when one could not be told apart by its name.
+fn upstream_servers(
+    named_servers: Vec<(String, Vec<String>)>,
+    name: Option<String>,
+    command: Vec<OsString>,
+) -> anyhow::Result<Arc<[UpstreamServer]>> {
+    let mut servers: Vec<(Option<String>, Vec<OsString>)> = named_servers
         .into_iter()
         .map(|(name, words)| (Some(name), words.into_iter().map(OsString::from).collect()))
         .collect();
-    if !args.command.is_empty() {
-        servers.push((args.name, args.command));
+    if !command.is_empty() {
+        servers.push((name, command));
     }
     anyhow::ensure!(
         !servers.is_empty(),
@@ -147,42 +192,7 @@ pub fn run(ctx: &Ctx, args: McpArgs) -> anyhow::Result<ExitCode> {
             "two servers are named `{twice}`; give each its own name (--server NAME=COMMAND)"
         );
     }
-    let launcher = ctx.launcher(None)?;
-    let daemon = DaemonLink::new(launcher.ensure_running()?).restarting_with(launcher);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    runtime.block_on(async {
-        let Some(address) = args.listen else {
-            let session = args.session.unwrap_or_else(new_session_id);
-            let gateway = Gateway::new(servers, daemon, options, session);
-            let service = gateway
-                .clone()
-                .serve(rmcp::transport::stdio())
-                .await
-                .context("the MCP client did not start a session")?;
-            let stopped = service.waiting().await;
-            gateway.finish().await;
-            stopped.context("the gateway stopped")?;
-            return anyhow::Ok(());
-        };
-        anyhow::ensure!(
-            args.session.is_none(),
-            "--session is for stdio; over HTTP every client session gets its own"
-        );
-        let listener = tokio::net::TcpListener::bind(&address)
-            .await
-            .with_context(|| format!("cannot listen on {address}"))?;
-        let client_token = secret_from_env(CLIENT_TOKEN_ENV);
-        let server = http::HttpServer::new(listener, servers, daemon, options, client_token)?;
-        // The URL on stdout, for whoever started the gateway (port 0 picks
-        // a free one).
-        println!("{}", server.url());
-        server.run().await;
-        anyhow::Ok(())
-    })?;
-    Ok(ExitCode::SUCCESS)
+    Ok(servers)
 }
 
 /// A single word that is an HTTP(S) URL names a streamable-HTTP server;

@@ -79,6 +79,23 @@ pub enum PluginsCommand {
     },
 }
 
+/// `toolgate plugins …`.
+pub fn run(ctx: &crate::target::Ctx, command: PluginsCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        PluginsCommand::Reload { socket } => reload(&ctx.socket(socket.as_ref())),
+        PluginsCommand::Keygen { out } => keygen(&out),
+        PluginsCommand::Push {
+            file,
+            reference,
+            signature,
+        } => push(&file, &reference, signature.as_deref()),
+        PluginsCommand::Pull { reference, out } => pull(ctx, &reference, out.as_deref()),
+        PluginsCommand::Sign { key, file } => sign(&key, &file),
+        PluginsCommand::Inspect { file, json } => inspect(&file, json),
+        PluginsCommand::List { json, socket } => list_from(&ctx.target(socket.as_ref())?, json),
+    }
+}
+
 pub fn push(
     file: &std::path::Path,
     reference: &str,

@@ -35,38 +35,8 @@ pub struct ReplayArgs {
 }
 
 pub fn run(ctx: &Ctx, args: &ReplayArgs) -> anyhow::Result<ExitCode> {
-    #[derive(serde::Deserialize)]
-    struct Row {
-        entry: LogEntry,
-    }
-    let rows: Vec<Row> = serde_json::from_value(ctx.target(None)?.call(DaemonRequest::Log {
-        filter: Default::default(),
-        limit: args.limit,
-    })?)?;
-    let since = args
-        .since
-        .map(|d| toolgate::now_ms().saturating_sub(d.as_millis() as u64));
-    let entries: Vec<LogEntry> = rows
-        .into_iter()
-        .map(|r| r.entry)
-        .filter(|e| since.is_none_or(|since| e.at_ms >= since))
-        .collect();
-
-    let mut candidate = match &args.candidate_config {
-        Some(path) => Config::load(path)?,
-        None => ctx.config.clone(),
-    };
-    for plugin in &args.plugins {
-        let (name, source) = match plugin.split_once('=') {
-            Some((name, source)) => (name.to_string(), source.to_string()),
-            None => (plugin_name(plugin)?, plugin.clone()),
-        };
-        let entry = candidate
-            .plugins
-            .entry(name)
-            .or_insert_with(|| toolgate::config::PluginConfig::for_path(source.clone(), 100));
-        entry.path = Some(source);
-    }
+    let entries = logged(ctx, args)?;
+    let candidate = candidate_config(ctx, args)?;
     // A scratch copy of the store: the candidate's writes touch nothing live.
     let scratch = tempfile::tempdir().context("cannot make a scratch directory")?;
     let copy = scratch.path().join("replay.redb");
@@ -116,6 +86,47 @@ pub fn run(ctx: &Ctx, args: &ReplayArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The logged decisions to replay, oldest first (`--since`, `--limit`).
+fn logged(ctx: &Ctx, args: &ReplayArgs) -> anyhow::Result<Vec<LogEntry>> {
+    #[derive(serde::Deserialize)]
+    struct Row {
+        entry: LogEntry,
+    }
+    let rows: Vec<Row> = serde_json::from_value(ctx.target(None)?.call(DaemonRequest::Log {
+        filter: Default::default(),
+        limit: args.limit,
+    })?)?;
+    let since = args
+        .since
+        .map(|d| toolgate::now_ms().saturating_sub(d.as_millis() as u64));
+    Ok(rows
+        .into_iter()
+        .map(|r| r.entry)
+        .filter(|e| since.is_none_or(|since| e.at_ms >= since))
+        .collect())
+}
+
+/// The candidate: `--candidate-config` (else the live config) with each
+/// `--plugin` put in.
+fn candidate_config(ctx: &Ctx, args: &ReplayArgs) -> anyhow::Result<Config> {
+    let mut candidate = match &args.candidate_config {
+        Some(path) => Config::load(path)?,
+        None => ctx.config.clone(),
+    };
+    for plugin in &args.plugins {
+        let (name, source) = match plugin.split_once('=') {
+            Some((name, source)) => (name.to_string(), source.to_string()),
+            None => (plugin_name(plugin)?, plugin.clone()),
+        };
+        let entry = candidate
+            .plugins
+            .entry(name)
+            .or_insert_with(|| toolgate::config::PluginConfig::for_path(source.clone(), 100));
+        entry.path = Some(source);
+    }
+    Ok(candidate)
 }
 
 /// The plugin name a bare SOURCE stands for.

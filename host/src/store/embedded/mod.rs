@@ -670,25 +670,9 @@ fn run_event_writer(
             return;
         }
     };
-    // An empty durable commit makes earlier non-durable ones durable. Under
-    // load the queue never goes quiet, so the time since the last one
-    // decides too.
-    let last_durable = std::cell::Cell::new(std::time::Instant::now());
-    // `force` (a caller waits in `persist`) commits even when nothing looks
-    // dirty: a writer may have set the flag and not committed yet.
-    let make_durable = |force: bool| {
-        last_durable.set(std::time::Instant::now());
-        if dirty.swap(false, Ordering::AcqRel) || force {
-            let committed = db
-                .begin_write()
-                .map_err(redb::Error::from)
-                .and_then(|txn| txn.commit().map_err(redb::Error::from));
-            if let Err(err) = committed {
-                dirty.store(true, Ordering::Release);
-                tracing::warn!(error = %err, "cannot make recent state durable");
-            }
-        }
-    };
+    // Under load the queue never goes quiet, so the time since the last
+    // durable commit decides too.
+    let mut last_durable = std::time::Instant::now();
     // Its allocation goes back to the buffer (see `LogBuffer::take`).
     let mut scratch = Vec::new();
     let mut log_decisions = || {
@@ -706,7 +690,8 @@ fn run_event_writer(
             Ok(message) => message,
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 log_decisions();
-                make_durable(false);
+                make_durable(db, dirty, false);
+                last_durable = std::time::Instant::now();
                 sweep_if_due(db, settings, &mut last_sweep, dirty);
                 continue;
             }
@@ -719,8 +704,6 @@ fn run_event_writer(
         log_decisions();
         if !batch.is_empty() {
             dirty.store(true, Ordering::Release);
-        }
-        if !batch.is_empty() {
             let count = batch.len();
             match commit_events(db, next_seq, &batch, &settings.retention()) {
                 Ok(()) => next_seq += count as u64,
@@ -729,8 +712,9 @@ fn run_event_writer(
                 }
             }
         }
-        if !flushes.is_empty() || last_durable.get().elapsed() >= DURABLE_WITHIN {
-            make_durable(!flushes.is_empty());
+        if !flushes.is_empty() || last_durable.elapsed() >= DURABLE_WITHIN {
+            make_durable(db, dirty, !flushes.is_empty());
+            last_durable = std::time::Instant::now();
         }
         for done in flushes {
             let _ = done.send(());
@@ -738,7 +722,24 @@ fn run_event_writer(
         sweep_if_due(db, settings, &mut last_sweep, dirty);
     }
     log_decisions();
-    make_durable(true);
+    make_durable(db, dirty, true);
+}
+
+/// An empty durable commit, which makes the earlier non-durable ones
+/// durable, when something looks dirty; `force` (a caller waits in
+/// `persist`) commits even when nothing does: a writer may have set the
+/// flag and not committed yet.
+fn make_durable(db: &Database, dirty: &std::sync::atomic::AtomicBool, force: bool) {
+    if dirty.swap(false, Ordering::AcqRel) || force {
+        let committed = db
+            .begin_write()
+            .map_err(redb::Error::from)
+            .and_then(|txn| txn.commit().map_err(redb::Error::from));
+        if let Err(err) = committed {
+            dirty.store(true, Ordering::Release);
+            tracing::warn!(error = %err, "cannot make recent state durable");
+        }
+    }
 }
 
 fn last_event_seq(db: &Database) -> std::result::Result<Option<u64>, redb::Error> {
