@@ -305,20 +305,21 @@ impl Adapter for Codex {
 }
 
 /// `requirements.toml` (its text, if any) with only managed hooks run and
-/// the hooks feature pinned on; the rest of it kept.
+/// the hooks feature pinned on; the rest of it kept as the admin wrote it,
+/// comments and layout too.
 fn only_managed_hooks(text: Option<&str>) -> std::result::Result<String, String> {
-    let mut requirements: toml::Table = text
+    let mut requirements: toml_edit::DocumentMut = text
         .unwrap_or_default()
         .parse()
         .map_err(|e| format!("is not TOML ({e})"))?;
-    requirements.insert("allow_managed_hooks_only".into(), true.into());
+    requirements["allow_managed_hooks_only"] = toml_edit::value(true);
     let features = requirements
         .entry("features")
-        .or_insert_with(|| toml::Table::new().into())
-        .as_table_mut()
+        .or_insert_with(toml_edit::table)
+        .as_table_like_mut()
         .ok_or("`features` must be a table")?;
-    features.insert("hooks".into(), true.into());
-    toml::to_string(&requirements).map_err(|e| format!("cannot be written back ({e})"))
+    features.insert("hooks", toml_edit::value(true));
+    Ok(requirements.to_string())
 }
 
 /// The answer to a `PreToolUse` event (see the module docs).
@@ -493,6 +494,31 @@ mod tests {
         );
         assert!(only_managed_hooks(Some("features = 1")).is_err());
         assert!(only_managed_hooks(Some("[broken")).is_err());
+    }
+
+    /// An admin's file is theirs: what they wrote in it, comments and
+    /// layout too, is kept; only the two settings change.
+    #[test]
+    fn system_mode_keeps_an_admins_comments_and_layout() {
+        let admin = "# Set by IT (ticket 4711): approvals only on request.\n\
+                     allowed_approval_policies = [\"on-request\"]  # not \"never\"\n\
+                     features = { hooks = false, web_search = true }\n";
+        let edited = only_managed_hooks(Some(admin)).unwrap();
+        for kept in [
+            "# Set by IT (ticket 4711): approvals only on request.",
+            "allowed_approval_policies = [\"on-request\"]  # not \"never\"",
+        ] {
+            assert!(edited.contains(kept), "{kept} lost:\n{edited}");
+        }
+        let table: toml::Table = edited.parse().unwrap();
+        assert_eq!(table["features"]["hooks"], true.into());
+        assert_eq!(table["features"]["web_search"], true.into());
+        assert_eq!(table["allow_managed_hooks_only"], true.into());
+        assert_eq!(
+            only_managed_hooks(Some(&edited)).unwrap(),
+            edited,
+            "a second run changes nothing"
+        );
     }
 
     #[test]
