@@ -361,3 +361,34 @@ fn no_function_outside_tests_is_longer_than_80_lines() {
         long.join("\n")
     );
 }
+
+/// The servers on top of the engine (the daemon, the MCP gateway, the
+/// hooks' driver, the CLI) read the store through `Toolgate`'s facade,
+/// one method per thing they need, never the whole store.
+#[test]
+fn the_servers_reach_the_store_through_the_facade() {
+    let host = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files: Vec<_> = ["src/daemon", "src/mcp", "src/hooks", "src/bin"]
+        .iter()
+        .map(|dir| host.join(dir))
+        .collect();
+    let mut found = Vec::new();
+    while let Some(path) = files.pop() {
+        if path.is_dir() {
+            files.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap();
+        for (n, line) in code.lines().enumerate() {
+            if line.contains(".store()") {
+                found.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "use Toolgate's methods (persist, decision_log, store_stats, …) instead:\n{}",
+        found.join("\n")
+    );
+}

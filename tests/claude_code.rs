@@ -583,8 +583,8 @@ fn retention_deletes_old_log_rows() {
         ))
         .unwrap();
     }
-    host.store().persist();
-    let log = host.store().decision_log(&Default::default(), 100).unwrap();
+    host.persist();
+    let log = host.decision_log(&Default::default(), 100).unwrap();
     assert_eq!(log.len(), 5);
     assert_eq!(
         log[0].1.arguments,
@@ -595,11 +595,11 @@ fn retention_deletes_old_log_rows() {
 
     let aged = common::host("[log]\nmax_age_secs = 1\n");
     aged.evaluate(&common::call("Read", json!({}))).unwrap();
-    aged.store().persist();
+    aged.persist();
     std::thread::sleep(Duration::from_millis(1100));
     aged.evaluate(&common::call("Grep", json!({}))).unwrap();
-    aged.store().persist();
-    let log = aged.store().decision_log(&Default::default(), 100).unwrap();
+    aged.persist();
+    let log = aged.decision_log(&Default::default(), 100).unwrap();
     assert_eq!(
         log.iter().map(|(_, e)| e.tool.as_str()).collect::<Vec<_>>(),
         ["Grep"]

@@ -233,12 +233,12 @@ fn store_copy_moves_everything_from_redb_to_postgres_and_back() {
         common::approve(&host, &paused);
         host.observe(&deploy, toolgate::Outcome::Succeeded, "deployed");
         host.command("approver", "decided", "{}").unwrap();
-        host.store().next_turn("s").unwrap();
-        host.store()
+        host.next_turn("s").unwrap();
+        host.agent_terminals()
             .record_agent_terminals(&["sid:42".into()])
             .unwrap();
         host.evaluate(&call("other", json!({}))).unwrap();
-        host.store().persist();
+        host.persist();
     }
     let before = records(&toolgate::store::Store::open(&original).unwrap());
     for kind in [

@@ -196,8 +196,8 @@ fn asking_without_a_parser_is_a_failure_of_the_policy() {
 fn every_field_a_policy_hands_the_host_is_capped() {
     let host = hostile("huge-event-fields", "", "");
     host.evaluate(&call("attack", json!({}))).unwrap();
-    host.store().persist();
-    let events = host.store().recent_events(10).unwrap();
+    host.persist();
+    let events = host.recent_events(10).unwrap();
     let (_, event) = events.last().expect("the event was kept, cut");
     assert!(event.session_id.len() <= 256 && event.kind.len() <= 256);
     assert!(event.tool.as_ref().unwrap().len() <= 256);
@@ -234,7 +234,7 @@ fn a_state_key_with_nul_is_refused_on_every_backend_alike() {
 fn reads_are_capped_whatever_limit_the_policy_asks() {
     let common::TestHost { host, dir } = hostile("event-flood", "events_per_call = 5000", "");
     host.evaluate(&call("attack", json!({}))).unwrap();
-    host.store().persist();
+    host.persist();
     drop(host);
     // The same store, read by the same plugin name with another attack.
     let (config, _config_dir) = common::config(&format!(
@@ -250,8 +250,8 @@ fn reads_are_capped_whatever_limit_the_policy_asks() {
 fn an_event_flood_stops_at_the_policys_quota_and_the_file_stops_growing() {
     let host = hostile("event-flood", "events_max = 1000", "");
     let size = |host: &Toolgate| {
-        host.store().persist();
-        host.store().stats().unwrap()
+        host.persist();
+        host.store_stats().unwrap()
     };
     let mut sizes = Vec::new();
     for round in 0..30 {
@@ -420,8 +420,7 @@ fn expired_gates_and_resolutions_are_swept() {
     host.evaluate(&call("Bash", json!({"command": "b"})))
         .unwrap();
     let rows = |host: &Toolgate, table: &str| {
-        host.store()
-            .stats()
+        host.store_stats()
             .unwrap()
             .tables
             .get(table)
@@ -432,7 +431,7 @@ fn expired_gates_and_resolutions_are_swept() {
         (1, 1)
     );
     std::thread::sleep(std::time::Duration::from_millis(1100));
-    let report = host.store().sweep().unwrap();
+    let report = host.sweep().unwrap();
     assert_eq!((report.gates, report.resolutions), (1, 1));
     assert_eq!(
         (rows(&host, "gates"), rows(&host, "gate_resolutions")),

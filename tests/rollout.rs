@@ -40,8 +40,8 @@ fn a_shadow_that_denies_everything_changes_no_decision_and_is_recorded() {
             "{text}"
         );
     }
-    host.store().persist();
-    let log = host.store().decision_log(&Default::default(), 10).unwrap();
+    host.persist();
+    let log = host.decision_log(&Default::default(), 10).unwrap();
     assert_eq!(log.len(), 5);
     assert!(
         log.iter()
@@ -180,7 +180,7 @@ fn a_replay_against_a_stricter_config_reports_exactly_the_calls_it_would_deny() 
                 greps.push(format!("call-{i}"));
             }
         }
-        host.store().persist();
+        host.persist();
     }
     let replay = |candidate: Option<&std::path::Path>| {
         let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"));

@@ -290,7 +290,7 @@ fn bounded_failure(decision: &Decision, index: usize) -> String {
 
 /// The host's decision log holds `entries` rows, none of them large.
 fn log_stays_small(host: &common::TestHost, entries: usize) {
-    let rows = || host.store().decision_log(&Default::default(), 100).unwrap();
+    let rows = || host.decision_log(&Default::default(), 100).unwrap();
     common::eventually("the decisions are logged", || rows().len() >= entries);
     let largest = rows()
         .iter()

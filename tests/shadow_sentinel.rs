@@ -251,8 +251,8 @@ fn disabled_skips_everything_and_records_nothing() {
     assert_eq!(decision.policies[0].verdict, PolicyVerdict::Skip);
     assert_eq!(decision.risk.category, "low");
     host.observe(&request, Outcome::Succeeded, "ran ls");
-    host.store().persist();
-    assert!(host.store().recent_events(10).unwrap().is_empty());
+    host.persist();
+    assert!(host.recent_events(10).unwrap().is_empty());
     assert!(server.requests().is_empty());
 }
 
@@ -262,8 +262,8 @@ fn observed_calls_are_recorded_with_a_cut_summary() {
     let request = in_session("Bash", "s", 3);
     host.observe(&request, Outcome::Succeeded, "ran `ls -la`");
     host.observe(&request, Outcome::Failed, &"é".repeat(400));
-    host.store().persist();
-    let events = host.store().session_recent(POLICY, "s", 10, &[]).unwrap();
+    host.persist();
+    let events = host.session_events(POLICY, "s", 10).unwrap();
     assert_eq!(events.len(), 2);
     assert_eq!(events[0].kind, "tool_call");
     assert_eq!(events[0].tool.as_deref(), Some("Bash"));
@@ -279,7 +279,7 @@ fn seed(host: &toolgate::Toolgate, session: &str, prefix: &str, count: u64) {
         let request = in_session("Bash", session, i);
         host.observe(&request, Outcome::Succeeded, &format!("{prefix}-{i}"));
     }
-    host.store().persist();
+    host.persist();
 }
 
 /// The context lines of the newest probe prompt.
@@ -356,7 +356,7 @@ fn probe_results_never_reach_the_probe() {
     );
     server.set_reply(Reply::Content(ALLOW.into()));
     host.evaluate(&in_session("Bash", "current", 1)).unwrap();
-    host.store().persist();
+    host.persist();
     host.evaluate(&in_session("Bash", "current", 2)).unwrap();
     let prompt = server.user_prompts().pop().unwrap();
     assert!(prompt.contains("No earlier events."), "{prompt}");
@@ -390,9 +390,9 @@ fn observed_events_keep_their_risk_which_never_reaches_the_probe() {
     first.call_id = Some("toolu_1".into());
     let decided = host.evaluate(&first).unwrap();
     host.observe(&first, Outcome::Succeeded, "listed the files");
-    host.store().persist();
+    host.persist();
     // The stream records the risk the call was decided at, and its origin.
-    let events = host.store().session_recent(POLICY, "s", 10, &[]).unwrap();
+    let events = host.session_events(POLICY, "s", 10).unwrap();
     let observed = events.iter().find(|e| e.kind == "tool_call").unwrap();
     let risk = observed
         .risk
@@ -525,8 +525,8 @@ fn a_long_multibyte_deny_reason_is_recorded_cut_safely() {
         Some(reason.as_str()),
         "the agent gets the whole reason"
     );
-    host.store().persist();
-    let events = host.store().session_recent(POLICY, "s", 10, &[]).unwrap();
+    host.persist();
+    let events = host.session_events(POLICY, "s", 10).unwrap();
     let summary = events[0].summary.as_deref().unwrap();
     assert_eq!(events[0].kind, "probe_result");
     assert_eq!(summary, format!("probe denied: {}", "é".repeat(120)));

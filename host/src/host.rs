@@ -15,6 +15,7 @@ const REFUSAL_FOR_SESSION: Duration = Duration::from_secs(24 * 3600);
 pub use crate::decision::Outcome;
 use crate::decision::{Decision, RiskReport};
 use crate::decision_log::PendingLogEntry;
+use crate::decision_log::{LogEntry, LogFilter};
 use crate::error::{Error, Result};
 use crate::gates::{GateKey, GateResolution, PendingGate};
 use crate::locations::StoreLocation;
@@ -26,7 +27,8 @@ use crate::registry::Registry;
 pub use crate::registry::ReloadReport;
 use crate::request::ToolRequest;
 use crate::runtime::Runtime;
-use crate::store::{FleetPins, Store};
+use crate::store::hygiene::{StoreStats, SweepReport};
+use crate::store::{FleetPins, Store, StoredEvent, TerminalStore};
 
 /// A toolgate host: loaded policies over one store.
 pub struct Toolgate {
@@ -166,9 +168,74 @@ impl Toolgate {
         self.registry.plugins()
     }
 
-    /// The store.
+    /// The store itself, for seeding it (a policy's fixtures, a benchmark's
+    /// native baseline). What the servers and an embedder read of it is
+    /// below, one method each.
     pub fn store(&self) -> &Arc<Store> {
         &self.store
+    }
+
+    /// Wait until everything decided, resolved or recorded so far is
+    /// durable: the daemon acknowledges only what is on disk.
+    pub fn persist(&self) {
+        self.store.persist();
+    }
+
+    /// The current turn of `session` (0 before its first).
+    pub fn turn(&self, session: &str) -> Result<u64> {
+        self.store.turn(session)
+    }
+
+    /// Start the next turn of `session`; its number (from 1).
+    pub fn next_turn(&self, session: &str) -> Result<u64> {
+        self.store.next_turn(session)
+    }
+
+    /// The newest `limit` decisions matching `filter`, oldest first.
+    pub fn decision_log(&self, filter: &LogFilter, limit: usize) -> Result<Vec<(u64, LogEntry)>> {
+        self.store.decision_log(filter, limit)
+    }
+
+    /// The newest `limit` policy events across all policies, oldest first.
+    pub fn recent_events(&self, limit: usize) -> Result<Vec<(u64, StoredEvent)>> {
+        self.store.recent_events(limit)
+    }
+
+    /// The newest `limit` events of `session` in `policy`'s stream, oldest
+    /// first.
+    pub fn session_events(
+        &self,
+        policy: &str,
+        session: &str,
+        limit: usize,
+    ) -> Result<Vec<StoredEvent>> {
+        self.store.session_recent(policy, session, limit, &[])
+    }
+
+    /// Sizes per table and per policy.
+    pub fn store_stats(&self) -> Result<StoreStats> {
+        self.store.stats()
+    }
+
+    /// Remove now what is past its retention.
+    pub fn sweep(&self) -> Result<SweepReport> {
+        self.store.sweep()
+    }
+
+    /// Events (and log entries) dropped because a queue was full.
+    pub fn dropped_events(&self) -> u64 {
+        self.store.dropped_events()
+    }
+
+    /// The local path that names the store: the redb file, or the path
+    /// standing for a database on this machine.
+    pub fn store_path(&self) -> &std::path::Path {
+        self.store.path()
+    }
+
+    /// Where agents' hooks came from (see `daemon::peer`).
+    pub fn agent_terminals(&self) -> &dyn TerminalStore {
+        &**self.store
     }
 
     /// The turn an event of `session` belongs to. `starts_turn` for a new

@@ -186,8 +186,8 @@ impl Daemon {
                 host.observe(&request, outcome, &summary);
                 Value::Null
             }
-            DaemonRequest::NextTurn { session } => json!(host.store().next_turn(&session)?),
-            DaemonRequest::Turn { session } => json!(host.store().turn(&session)?),
+            DaemonRequest::NextTurn { session } => json!(host.next_turn(&session)?),
+            DaemonRequest::Turn { session } => json!(host.turn(&session)?),
             DaemonRequest::Resolve {
                 user,
                 thread,
@@ -217,11 +217,11 @@ impl Daemon {
                 serde_json::from_str(&answer).unwrap_or(Value::String(answer))
             }
             DaemonRequest::Log { filter, limit } => {
-                rows("entry", host.store().decision_log(&filter, limit)?)
+                rows("entry", host.decision_log(&filter, limit)?)
             }
-            DaemonRequest::Events { limit } => rows("event", host.store().recent_events(limit)?),
-            DaemonRequest::StoreStats => to_json(host.store().stats()?),
-            DaemonRequest::Sweep => to_json(host.store().sweep()?),
+            DaemonRequest::Events { limit } => rows("event", host.recent_events(limit)?),
+            DaemonRequest::StoreStats => to_json(host.store_stats()?),
+            DaemonRequest::Sweep => to_json(host.sweep()?),
             DaemonRequest::Reload => to_json(self.reload()?),
             DaemonRequest::Plugins => to_json(host.plugin_statuses()),
             DaemonRequest::Health => self.health(),
@@ -230,7 +230,7 @@ impl Daemon {
         };
         if writes {
             // Acknowledge only what is on disk.
-            host.store().persist();
+            host.persist();
         }
         Ok(value)
     }
@@ -280,7 +280,7 @@ impl Daemon {
             self.host
                 .resolve_gate(key, request_id, channel, resolution)?
         };
-        self.host.store().persist();
+        self.host.persist();
         tracing::info!(request_id, decision, %by, "gate resolved");
         self.inbox.record(inbox::Resolved {
             at_ms: crate::now_ms(),
@@ -323,7 +323,7 @@ impl Daemon {
             "pid": std::process::id(),
             "version": env!("CARGO_PKG_VERSION"),
             "plugins": self.host.plugins().len(),
-            "store": self.host.store().path(),
+            "store": self.host.store_path(),
             "config": self.host.registry.with_config(Config::origin),
             "config_identity": identity,
         })
@@ -362,8 +362,7 @@ impl Daemon {
     /// The Prometheus text: the decision metrics and the daemon's own.
     pub fn metrics_text(&self) -> String {
         let in_flight = self.max_in_flight - self.in_flight.available_permits();
-        self.metrics
-            .render(in_flight, self.host.store().dropped_events())
+        self.metrics.render(in_flight, self.host.dropped_events())
     }
 
     /// Check who may make `request` (see [`peer`]); whether it came from
@@ -375,7 +374,7 @@ impl Daemon {
         };
         let remote = !matches!(caller, Caller::InProcess);
         let approvals = || self.host.config().approvals;
-        let store = self.host.store();
+        let terminals = self.host.agent_terminals();
         match request {
             DaemonRequest::Hook { .. } => {
                 if let Some(peer) = &peer {
@@ -385,7 +384,7 @@ impl Daemon {
             DaemonRequest::Resolve { channel, token, .. } if remote => {
                 if channel == peer::TERMINAL {
                     let command = "toolgate gates resolve";
-                    peer::authorize_person(&approvals(), store, peer.as_ref(), command)?;
+                    peer::authorize_person(&approvals(), terminals, peer.as_ref(), command)?;
                 } else {
                     peer::authorize_channel(&approvals(), channel, token.as_deref())?;
                 }
@@ -400,7 +399,7 @@ impl Daemon {
                     DaemonRequest::Reload => "toolgate plugins reload".into(),
                     _ => "toolgate approvals open".into(),
                 };
-                peer::authorize_person(&approvals(), store, peer.as_ref(), &command)?;
+                peer::authorize_person(&approvals(), terminals, peer.as_ref(), &command)?;
             }
             _ => {}
         }
@@ -421,7 +420,7 @@ impl Daemon {
         if known.insert(key)
             && let Err(err) = self
                 .host
-                .store()
+                .agent_terminals()
                 .record_agent_terminals(&peer.terminal_keys())
         {
             known.remove(&key);

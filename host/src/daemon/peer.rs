@@ -23,7 +23,7 @@ use sha2::{Digest as _, Sha256};
 
 use crate::config::ApprovalsConfig;
 use crate::error::{Error, Result};
-use crate::store::Store;
+use crate::store::TerminalStore;
 
 /// The channel name of a person approving at a terminal.
 pub const TERMINAL: &str = "terminal";
@@ -135,7 +135,7 @@ impl Peer {
 /// `toolgate gates resolve`).
 pub fn authorize_person(
     approvals: &ApprovalsConfig,
-    store: &Store,
+    terminals: &dyn TerminalStore,
     peer: Option<&Peer>,
     command: &str,
 ) -> Result<()> {
@@ -168,7 +168,7 @@ pub fn authorize_person(
              (an agent's tools have none)"
         )));
     }
-    if store.is_agent_terminal(&peer.terminal_keys())? {
+    if terminals.is_agent_terminal(&peer.terminal_keys())? {
         return refuse(
             "this terminal session is an agent's (its hooks came from it); approve from a terminal \
              of your own",
