@@ -47,6 +47,17 @@ const MOUNTS: [&str; 10] = [
     BIN_DIR,
 ];
 
+/// Where [`BIN_DIR`] is mounted: a directory above it the agent may write
+/// lets it move the binaries away (an admin's mistake doctor must name).
+const BIN_PARENT: &str = "/opt/toolgate-system-test";
+/// `… FILE UID`: gives user UID read and write on FILE by a POSIX ACL (its
+/// xattr, as `setfacl -m u:UID:rw` writes it; Debian's runner has no
+/// `setfacl`).
+const ACL_FOR_AGENT: &str = "python3 -c \"import os, struct, sys; e = lambda tag, perm, id: struct.pack('<HHI', tag, perm, id); any = 0xffffffff; os.setxattr(sys.argv[1], 'system.posix_acl_access', struct.pack('<I', 2) + e(1, 6, any) + e(2, 6, int(sys.argv[2])) + e(4, 4, any) + e(0x10, 6, any) + e(0x20, 4, any))\"";
+/// `… FILE`: its ACL removed.
+const ACL_REMOVED: &str =
+    "python3 -c \"import os, sys; os.removexattr(sys.argv[1], 'system.posix_acl_access')\"";
+
 /// A private mount namespace, held open by a sleeping process; commands
 /// enter it with `nsenter`.
 struct Namespace {
@@ -627,12 +638,13 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
     assert_eq!(code, Some(0), "{said}");
 
     // What an admin could leave open, each undone after: a hook file the
-    // agent's group may write and a lock file anyone may write (the agent
-    // could change them: not system mode), managed settings that switch
-    // every hook off, managed ones too, in the file or in a drop-in Claude
-    // Code merges over it (not fail-closed; the drop-in measured switching
-    // the real 2.1.332's managed hooks off), and a drop-in folder the agent
-    // owns.
+    // agent's group may write, a lock file anyone may write, an ACL giving
+    // the agent the managed settings, a directory above the binaries it may
+    // write, a drop-in folder it owns (it could change them: not system
+    // mode); and managed settings that switch every hook off, managed ones
+    // too, in the file or in a drop-in Claude Code merges over it (not
+    // fail-closed; the drop-in measured switching the real 2.1.332's
+    // managed hooks off).
     let managed = "/etc/claude-code/managed-settings.json";
     let requirements = "/etc/codex/requirements.toml";
     let drop_ins = "/etc/claude-code/managed-settings.d";
@@ -669,6 +681,18 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
             format!("mkdir -p {drop_ins} && chown {AGENT} {drop_ins}"),
             format!("rm -r {drop_ins}"),
             format!("You own toolgate's files ({drop_ins}"),
+            0,
+        ),
+        (
+            format!("{ACL_FOR_AGENT} {managed} {agent_uid}"),
+            format!("{ACL_REMOVED} {managed} && chmod 644 {managed}"),
+            format!("You own toolgate's files ({managed}"),
+            0,
+        ),
+        (
+            format!("chmod 777 {BIN_PARENT}"),
+            format!("chmod 755 {BIN_PARENT}"),
+            format!("You own toolgate's files ({BIN_DIR}/toolgate-hook"),
             0,
         ),
     ] {

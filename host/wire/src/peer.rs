@@ -40,22 +40,6 @@ pub fn own_uid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
-/// The groups the user running this is in (effective and supplementary).
-pub fn own_groups() -> Vec<u32> {
-    // SAFETY: getgroups with a zero count only counts; the second call
-    // writes at most `count` ids into a buffer of that many.
-    let mut groups = unsafe {
-        let count = libc::getgroups(0, std::ptr::null_mut()).max(0);
-        let mut groups = vec![0; count as usize];
-        let written = libc::getgroups(count, groups.as_mut_ptr());
-        groups.truncate(written.max(0) as usize);
-        groups
-    };
-    // SAFETY: getegid cannot fail.
-    groups.push(unsafe { libc::getegid() });
-    groups
-}
-
 /// The uid of the user `name`, from the user database (`/etc/passwd`,
 /// where system users such as the daemon's live).
 pub fn uid_of(name: &str) -> Option<u32> {

@@ -531,20 +531,36 @@ fn is_executable(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.mode() & 0o111 != 0)
 }
 
-/// Whether the user running this could change `path`: it, or the
-/// directory holding it (a rename), is theirs, or writable by a group of
-/// theirs or by anyone.
+/// Whether the user running this could change `path`: they own it or may
+/// write it (by its mode, a group of theirs or an ACL: the kernel's own
+/// answer), or could move it, or a directory above it, away (a directory
+/// they own or may write, unless its sticky bit keeps what others own).
 fn is_mine(path: &Path) -> bool {
     let me = toolgate_wire::peer::own_uid();
-    let groups = toolgate_wire::peer::own_groups();
-    let changeable = |p: &Path| {
-        std::fs::metadata(p).is_ok_and(|m| {
-            m.uid() == me
-                || m.mode() & 0o002 != 0
-                || (m.mode() & 0o020 != 0 && groups.contains(&m.gid()))
-        })
+    let owned = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.uid() == me);
+    if owned(path) || may_write(path) {
+        return true;
+    }
+    let mut child = path;
+    while let Some(dir) = child.parent().filter(|d| !d.as_os_str().is_empty()) {
+        let sticky = std::fs::metadata(dir).is_ok_and(|m| m.mode() & 0o1000 != 0);
+        if owned(dir) || (may_write(dir) && (!sticky || owned(child))) {
+            return true;
+        }
+        child = dir;
+    }
+    false
+}
+
+/// Whether this process may write `path` (a directory: add and remove
+/// entries), as the kernel decides it, ACLs included.
+fn may_write(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt as _;
+    let Ok(path) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return false;
     };
-    changeable(path) || path.parent().is_some_and(changeable)
+    // SAFETY: a NUL-terminated path that outlives the call.
+    unsafe { libc::faccessat(libc::AT_FDCWD, path.as_ptr(), libc::W_OK, libc::AT_EACCESS) == 0 }
 }
 
 /// Whether a daemon answers the URL's `/health`.
