@@ -142,6 +142,18 @@ impl ControlPlane {
             paths.push(normalise(&exe.with_file_name("toolgate-hook")));
             paths.push(normalise(&exe));
         }
+        // The runtimes' admin-controlled hooks and what locks them: an
+        // agent that can `sudo` could rewrite them as surely as its own.
+        for system in HookRuntime::ALL
+            .into_iter()
+            .filter_map(|runtime| hooks::adapter(runtime).system_hooks())
+        {
+            paths.push(PathBuf::from(system.file));
+            if let Some(lock) = system.lock {
+                paths.push(PathBuf::from(lock.file));
+                paths.extend(lock.drop_ins.map(|d| PathBuf::from(d.dir)));
+            }
+        }
         paths.retain(|p| p.components().count() > 1);
         let store = normalise(store);
         let component = |c: Option<Component<'_>>| match c {
@@ -343,6 +355,20 @@ impl ControlPlane {
             .commands
             .iter()
             .any(|c| c.names().any(|name| DESTRUCTIVE.contains(&name)));
+        // The switch and the runtime in different commands of the text
+        // (`$(command -v claude) --bare`, `ln -s …/claude ./c && ./c --bare`),
+        // as the shell passes their words.
+        let unknown = reading.commands.iter().any(|c| c.env_unknown);
+        let all: Vec<&str> = (reading.commands.iter())
+            .flat_map(|c| c.env.iter().map(String::as_str))
+            .chain(unknown.then_some(hooks::ANY_VARIABLE))
+            .chain(
+                (reading.commands.iter()).flat_map(|c| c.words.iter().flat_map(|w| w.literals())),
+            )
+            .collect();
+        if let Some(what) = switches_a_runtime_off(&all) {
+            return Some(what.to_string());
+        }
         for command in &reading.commands {
             if let Some(what) = self.admin_command(command) {
                 return Some(what);
@@ -1156,6 +1182,17 @@ mod tests {
             "node /usr/lib/node_modules/@anthropic-ai/claude-code/cli.js --bare -p x",
             "npx -y @openai/codex --disable hooks exec x",
             "npx @github/copilot -p x --prefer-version 1.0.0",
+            // What a third review found.
+            "$(command -v claude) --bare -p x",
+            "ln -sf ~/.local/bin/cl''aude ./c && ./c --bare -p x",
+            "bash -lc 'cl\"\"aude --bare -p x'",
+            "timeout 60 sh -c 'CLAUDE_CODE_SIMPLE=1 cla\"\"ude -p x'",
+            "printf -vHOME /tmp/x; claude -p x",
+            "declare -n r=HOME; r=/tmp/x; claude -p x",
+            "eval \"$(printf 'export HO%sME=/tmp/x' '')\"; claude -p x",
+            ". ./gen.sh; claude -p x",
+            "npx opencode-ai run --pure x",
+            "codex -c=features.hooks=false exec x",
         ] {
             if !refused("Bash", json!({"command": command})) {
                 missed.push(command);
@@ -1169,9 +1206,18 @@ mod tests {
             "env -S 'cargo test'",
             "cat ~/.local/share/claude/versions/README",
             "npx prettier --write src/claude/notes.md",
+            "CODEX_HOME=$(mktemp -d) cargo test --manifest-path codex-rs/Cargo.toml",
+            "HOME=$(mktemp -d) pytest tests/claude/test_client.py",
+            "for d in packages/gemini-*/; do (cd \"$d\" && HOME=/tmp/h npm test); done",
         ] {
             assert!(!refused("Bash", json!({"command": command})), "{command}");
         }
+        let dockerfile =
+            "FROM node:22\nENV HOME=/home/node\nRUN npm i -g @anthropic-ai/claude-code\n";
+        assert!(!refused(
+            "Write",
+            json!({"file_path": "/work/p/Dockerfile", "content": dockerfile})
+        ));
     }
 
     /// Each command carries the names set before it, so their number is
@@ -1205,6 +1251,12 @@ mod tests {
             "/home/dev/project/.claude/settings.json",
             "../state/toolgate/toolgate.redb",
             "/opt/policies/new.wasm",
+            // The runtimes' admin-controlled hooks: an agent with sudo
+            // could rewrite them.
+            "/etc/claude-code/managed-settings.d/zz.json",
+            "/etc/claude-code/managed-settings.json",
+            "/etc/codex/requirements.toml",
+            "/etc/github-copilot/policy.d/toolgate.json",
         ] {
             assert!(
                 refused("Write", json!({"file_path": path, "content": "x"})),

@@ -244,7 +244,19 @@ impl Reader<'_, '_> {
             }
             Some(setter) if SETTERS.contains(&setter) => self.set(&simple, cwd.as_deref(), depth),
             Some(builtin @ ("printf" | "getopts" | "for" | "select")) => {
-                // `printf -v NAME`, `getopts OPTIONS NAME`, `for NAME in`.
+                // `printf -v NAME` (or `-vNAME`), `getopts OPTIONS NAME`,
+                // `for NAME in`.
+                let attached = simple
+                    .args()
+                    .filter_map(|i| simple.literal(i))
+                    .find_map(|w| {
+                        w.strip_prefix("-v")
+                            .filter(|name| builtin == "printf" && !name.is_empty())
+                            .map(str::to_string)
+                    });
+                if let Some(name) = attached.as_deref().and_then(variable) {
+                    self.assign(name);
+                }
                 let before = match builtin {
                     "printf" => simple
                         .args()
@@ -267,16 +279,17 @@ impl Reader<'_, '_> {
             }
             Some("eval") => {
                 let text: Vec<String> = simple.args().filter_map(|i| simple.literal(i)).collect();
+                if text.len() < simple.args().len() {
+                    self.names_unknown = true; // `eval "$(…)"`
+                }
                 self.read(&text.join(" "), cwd.clone(), depth + 1);
             }
-            Some(shell) if SHELLS.contains(&shell) => {
-                if let Some(at) = raw.iter().position(|w| w == "-c")
-                    && let Some(text) = simple.literal(at + 1)
-                {
-                    self.read(&text, cwd.clone(), depth + 1);
-                }
-            }
+            // Code read from a file may set anything.
+            Some("source" | ".") => self.names_unknown = true,
             _ => {}
+        }
+        if let Some(text) = simple.shell_text() {
+            self.read(&text, cwd.clone(), depth + 1);
         }
         if !command.words.is_empty() {
             self.out.commands.push(Command {
@@ -306,6 +319,11 @@ impl Reader<'_, '_> {
     /// A builtin that sets the variables it names (`export NAME=…`, `read
     /// NAME`): each is set from here on, a literal value remembered.
     fn set(&mut self, simple: &Simple<'_>, cwd: Option<&Path>, depth: usize) {
+        // `declare -n r=HOME`: `r` names HOME, so setting `r` sets HOME.
+        let nameref = simple.args().filter_map(|i| simple.literal(i)).any(|w| {
+            w.strip_prefix('-')
+                .is_some_and(|options| !options.starts_with('-') && options.contains('n'))
+        });
         for i in simple.args() {
             let raw = &simple.raw[i];
             match simple.literal(i) {
@@ -331,6 +349,12 @@ impl Reader<'_, '_> {
                 self.vars.remove(name);
                 continue;
             };
+            if nameref {
+                match variable(value) {
+                    Some(named) => self.assign(named),
+                    None => self.names_unknown = true,
+                }
+            }
             if let Word::Literal(values) = self.word(value, cwd, depth)
                 && let [one] = values.as_slice()
             {
@@ -341,6 +365,8 @@ impl Reader<'_, '_> {
 
     /// Remember that `name` is set from here on.
     fn assign(&mut self, name: &str) {
+        // Its old literal value no longer holds (`read d` after `d=/tmp`).
+        self.vars.remove(name);
         let entry = format!("{name}=");
         if self.assigned.contains(&entry) {
             return;
@@ -514,6 +540,31 @@ impl<'c> Simple<'c> {
     /// The indices of its arguments.
     fn args(&self) -> std::ops::Range<usize> {
         self.first + 1..self.words.len()
+    }
+
+    /// The text a shell among its words runs (`sh -c TEXT`, `bash -lc
+    /// TEXT`, `timeout 60 sh -c TEXT`, `sudo -u u bash -c TEXT`).
+    fn shell_text(&self) -> Option<String> {
+        let is_shell = |w: &str| {
+            SHELLS.contains(
+                &Path::new(w)
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .unwrap_or(""),
+            )
+        };
+        let shell = (self.first..self.words.len())
+            .find(|&i| self.literal(i).is_some_and(|w| is_shell(&w)))?;
+        let option = (shell + 1..self.words.len()).find(|&i| {
+            self.literal(i).is_some_and(|w| {
+                w.strip_prefix('-').is_some_and(|options| {
+                    !options.starts_with('-')
+                        && options.contains('c')
+                        && options.chars().all(|c| c.is_ascii_alphabetic())
+                })
+            })
+        })?;
+        self.literal(option + 1)
     }
 
     /// The text `env -S TEXT` (`--split-string=TEXT`, `-STEXT`) at word `i`.
@@ -822,6 +873,23 @@ mod tests {
             literal_words("d=~/.claude; mv \"$d\" ${HOME}/x ~root/y"),
             [["mv", "/home/dev/.claude", "/home/dev/x", "/root/y"]]
         );
+    }
+
+    /// A variable set again without a literal value (`read`, `for`,
+    /// `printf -v`) no longer expands to its old one.
+    #[test]
+    fn a_variable_read_again_forgets_its_old_value() {
+        for text in [
+            "d=/tmp; read -r d; rm $d/x",
+            "d=/tmp; for d in a b; do rm $d/x; done",
+            "d=/tmp; printf -v d x; rm $d/x",
+            "d=/tmp; printf -vd x; rm $d/x",
+        ] {
+            let rm = literal_words(text)
+                .into_iter()
+                .find(|c| c.contains(&"rm".to_string()));
+            assert_eq!(rm.unwrap().last().map(String::as_str), Some("?"), "{text}");
+        }
     }
 
     #[test]

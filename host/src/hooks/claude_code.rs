@@ -399,10 +399,12 @@ fn is_decline_of(entry: &Value, gate: &PendingGate) -> bool {
 /// Managed settings with `allowManagedHooksOnly`, and without a
 /// What a managed-settings drop-in sets that undoes [`managed_hooks_only`]
 /// when Claude Code merges it over the file (2.1.332 let a drop-in's
-/// `disableAllHooks` turn the managed hooks off: measured). A file that is
-/// not JSON it skips, so it undoes nothing.
+/// `disableAllHooks` turn the managed hooks off, and one that empties or
+/// nulls `hooks` did not: measured). A file with comments or a trailing
+/// comma stopped it before any tool ran, so such a file undoes nothing.
 fn undoes_managed_hooks_only(text: &str) -> Option<&'static str> {
-    let settings: Value = serde_json::from_str(text).ok()?;
+    // It reads a file that starts with a byte-order mark (measured).
+    let settings: Value = serde_json::from_str(text.trim_start_matches('\u{feff}')).ok()?;
     if settings.get("disableAllHooks") == Some(&Value::Bool(true)) {
         return Some("disableAllHooks: true, which turns the managed hooks off too");
     }
@@ -449,6 +451,7 @@ mod tests {
         for undoing in [
             r#"{"disableAllHooks": true}"#,
             r#"{"allowManagedHooksOnly": false, "model": "opus"}"#,
+            "\u{feff}{\"disableAllHooks\": true}",
         ] {
             assert!(undoes_managed_hooks_only(undoing).is_some(), "{undoing}");
         }

@@ -223,7 +223,7 @@ impl Adapter for Codex {
                 _ => {
                     (word
                         .strip_prefix("--config=")
-                        .or_else(|| word.strip_prefix("-c")))
+                        .or_else(|| word.strip_prefix("-c").map(|v| v.trim_start_matches('='))))
                     .is_some_and(about_hooks)
                         || word
                             .strip_prefix("--disable=")

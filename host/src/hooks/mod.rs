@@ -193,24 +193,35 @@ pub(crate) fn starts_with_any(words: &[&str], name: &str, switches: &[&str]) -> 
 /// runtime's (no shell word holds a NUL).
 pub(crate) const ANY_VARIABLE: &str = "\0any variable\0=";
 
-/// Whether one of `words` is the program `name`: a word whose file name it
-/// is, or a path through a folder named for it (its versioned binary,
-/// `~/.local/share/claude/versions/2.1.332`; its package, `npx
-/// @openai/codex`, `node …/claude-code/cli.js`), quotes the text left
-/// around it aside.
+/// Programs that start the package or script named after them (`npx
+/// @openai/codex`, `node …/claude-code/cli.js`, `pnpm dlx opencode-ai`).
+const LAUNCHERS: &[&str] = &["npx", "bunx", "pnpx", "dlx", "node", "bun", "deno"];
+
+/// Whether one of `words` is the program `name`, quotes the text left
+/// around it aside: a word whose file name it is; its versioned binary (a
+/// version in a folder named for it: `~/.local/share/claude/versions/2.1.332`);
+/// or, after a launcher, its package or script (a word through a folder,
+/// or a package, named for it: `claude-code`, `opencode-ai`). A path that
+/// merely passes through such a folder (`codex-rs/Cargo.toml`, a
+/// Dockerfile's `npm i -g @anthropic-ai/claude-code`) is not it.
 pub(crate) fn runs(words: &[&str], name: &str) -> bool {
+    let named = |part: &std::ffi::OsStr| {
+        part.to_str().is_some_and(|part| {
+            part == name
+                || part
+                    .strip_prefix(name)
+                    .is_some_and(|rest| rest.starts_with('-'))
+        })
+    };
+    let mut launched = false;
     words.iter().any(|word| {
         let path = std::path::Path::new(word.trim_matches(['"', '\'']));
-        let named = |part: &std::ffi::OsStr| {
-            part.to_str().is_some_and(|part| {
-                part == name
-                    || part
-                        .strip_prefix(name)
-                        .is_some_and(|rest| rest.starts_with('-'))
-            })
-        };
-        path.file_name() == Some(std::ffi::OsStr::new(name))
-            || (word.contains('/') && path.iter().any(named))
+        let file = path.file_name().and_then(|f| f.to_str()).unwrap_or("");
+        let versioned = file.starts_with(|c: char| c.is_ascii_digit())
+            && path.parent().is_some_and(|dir| dir.iter().any(named));
+        let found = file == name || versioned || (launched && path.iter().any(named));
+        launched |= LAUNCHERS.contains(&file) && !word.contains('=');
+        found
     })
 }
 

@@ -536,6 +536,18 @@ fn is_executable(path: &Path) -> bool {
 /// answer), or could move it, or a directory above it, away (a directory
 /// they own or may write, unless its sticky bit keeps what others own).
 fn is_mine(path: &Path) -> bool {
+    // Through a symbolic link, the directories above its target count too.
+    if let Ok(real) = std::fs::canonicalize(path)
+        && real != path
+        && is_mine_as_spelled(&real)
+    {
+        return true;
+    }
+    is_mine_as_spelled(path)
+}
+
+/// [`is_mine`] for `path` and the directories its spelling names.
+fn is_mine_as_spelled(path: &Path) -> bool {
     let me = toolgate_wire::peer::own_uid();
     let owned = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.uid() == me);
     if owned(path) || may_write(path) {

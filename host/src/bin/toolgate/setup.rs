@@ -232,17 +232,19 @@ fn lock_hooks(runtime: &str, lock: &SystemLock) -> anyhow::Result<()> {
     };
     let edited = (lock.edit)(text.as_deref())
         .map_err(|problem| anyhow::anyhow!("{} {problem}; fix or move it first", path.display()))?;
+    let undoing: Vec<String> = (lock.drop_ins.map(|d| d.undoing()).unwrap_or_default())
+        .into_iter()
+        .map(|(file, what)| format!("{} sets {what}", file.display()))
+        .collect();
+    anyhow::ensure!(
+        undoing.is_empty(),
+        "{runtime} merges these over {}: {}; remove those settings (or the files), then run \
+         `toolgate setup system` again",
+        path.display(),
+        undoing.join("; ")
+    );
     write_root_file(path, &edited)?;
     println!("{runtime}: {} ({})", lock.does, path.display());
-    let undoing = lock.drop_ins.map(|d| d.undoing()).unwrap_or_default();
-    if let Some((file, what)) = undoing.first() {
-        anyhow::bail!(
-            "{} sets {what}, and {runtime} merges it over {}: remove that setting (or the \
-             file), then run `toolgate setup system` again",
-            file.display(),
-            path.display()
-        );
-    }
     Ok(())
 }
 
