@@ -1231,6 +1231,25 @@ mod tests {
         assert!(!refused("Bash", json!({"command": "A=1 x; ".repeat(1000)})));
     }
 
+    /// A `cd` whose target is known only when the text runs (`"$d/.claude"`)
+    /// still says where it ends: the words after it are judged there.
+    #[test]
+    fn a_directory_known_only_by_its_tail_is_judged_by_it() {
+        for command in [
+            "d=/tmp; read -r d; cd \"$d/.claude\" && rm -f settings.json",
+            "cd \"$(git rev-parse --show-toplevel)/.claude\" && echo '{}' > settings.json",
+            "cd $CODEX_DIR/.codex; rm hooks.json",
+        ] {
+            assert!(refused("Bash", json!({"command": command})), "{command}");
+        }
+        for command in [
+            "cd \"$d/build\" && rm -f settings.json",
+            "cd \"$(mktemp -d)\" && echo '{}' > settings.json",
+        ] {
+            assert!(!refused("Bash", json!({"command": command})), "{command}");
+        }
+    }
+
     #[test]
     fn a_directory_merely_named_like_a_runtimes_is_not_protected() {
         for command in [

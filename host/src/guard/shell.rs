@@ -302,13 +302,28 @@ impl Reader<'_, '_> {
     }
 
     /// Where `cd`/`pushd` moves: the first word that is not an option
-    /// (`cd -P DIR`), else the home.
+    /// (`cd -P DIR`), else the home. A target known only when the text
+    /// runs leads where its literal tail says, under a directory no path
+    /// names (`"$d/.claude"` is a `.claude`); without a tail, the words
+    /// after it are judged against the home, as before.
     fn cd(&self, simple: &Simple<'_>, cwd: Option<&Path>) -> Option<PathBuf> {
-        let target = simple
+        let at = simple
             .args()
-            .filter_map(|i| simple.literal(i))
-            .find(|w| !w.starts_with('-'))
-            .or_else(|| self.env.home.map(|h| h.display().to_string()));
+            .find(|&i| simple.literal(i).is_none_or(|w| !w.starts_with('-')));
+        let target = match at.map(|i| (i, simple.literal(i))) {
+            Some((_, Some(literal))) => Some(literal),
+            Some((i, None)) => {
+                if let Some(tail) = literal_tail(&simple.raw[i]) {
+                    return Some(Path::new(UNKNOWN_DIR).join(tail));
+                }
+                // As before: a later literal word, else the home.
+                (i + 1..simple.words.len())
+                    .filter_map(|i| simple.literal(i))
+                    .find(|w| !w.starts_with('-'))
+            }
+            None => None,
+        }
+        .or_else(|| self.env.home.map(|h| h.display().to_string()));
         match (target, cwd) {
             (Some(t), _) if Path::new(&t).is_absolute() => Some(PathBuf::from(t)),
             (Some(t), Some(base)) => Some(base.join(t)),
@@ -605,6 +620,25 @@ fn assignment(word: &str) -> Option<(&str, Option<&str>)> {
         && !name.starts_with(|c: char| c.is_ascii_digit())
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
     valid.then_some((name, plain.then_some(value)))
+}
+
+/// Where a `cd` to a directory known only at run time leads: no path
+/// starts here, so what is under it is judged by its names alone.
+const UNKNOWN_DIR: &str = "/(known only when the text runs)";
+
+/// The plain components at the end of a word whose start is known only
+/// when it runs (`"$d/.claude"` ends in `.claude`), if it has any.
+fn literal_tail(raw: &str) -> Option<PathBuf> {
+    let raw = raw.trim_matches(['"', '\'']);
+    let parts: Vec<&str> = raw.split('/').collect();
+    let special =
+        |part: &str| part.contains(['$', '`', '(', ')', '{', '}', '*', '?', '[', '"', '\'', '\\']);
+    let last_special = parts.iter().rposition(|p| special(p))?;
+    let tail: PathBuf = parts[last_special + 1..]
+        .iter()
+        .filter(|p| !p.is_empty() && **p != ".")
+        .collect();
+    (!tail.as_os_str().is_empty() && !tail.iter().any(|p| p == "..")).then_some(tail)
 }
 
 /// `NAME` (or `NAME[…]`, an element) as a builtin that sets it takes it.
