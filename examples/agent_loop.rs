@@ -11,9 +11,9 @@
 use std::sync::Arc;
 
 use serde_json::json;
-use toolgate::gates::{GateKey, GateResolution};
-use toolgate::request::Mode;
-use toolgate::{Config, Outcome, ToolRequest, Toolgate, Verdict};
+use toolgate_engine::gates::{GateKey, GateResolution};
+use toolgate_engine::request::Mode;
+use toolgate_engine::{Config, Outcome, ToolRequest, Toolgate, Verdict};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -88,7 +88,10 @@ async fn main() -> anyhow::Result<()> {
 }
 
 /// toolgate is blocking (wasmtime, redb): keep it off the async workers.
-async fn decide(host: &Arc<Toolgate>, request: &ToolRequest) -> anyhow::Result<toolgate::Decision> {
+async fn decide(
+    host: &Arc<Toolgate>,
+    request: &ToolRequest,
+) -> anyhow::Result<toolgate_engine::Decision> {
     let (host, request) = (Arc::clone(host), request.clone());
     Ok(tokio::task::spawn_blocking(move || host.evaluate(&request)).await??)
 }

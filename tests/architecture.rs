@@ -1,16 +1,29 @@
-//! The host library's modules depend on each other one way: no cycle among
-//! the top-level modules of `host/src` (a module's own submodules may refer
-//! to each other). A new `use crate::…` that closes a cycle fails here, and
-//! the message names the cycle.
+//! The rules the code's shape keeps: the engine crate (`host/engine`) links
+//! no server; the modules of each crate depend on each other one way (no
+//! cycle among the top-level modules; a module's own submodules may refer
+//! to each other — a new `use crate::…` that closes a cycle fails here, and
+//! the message names the cycle); only `hooks/` names a runtime; a policy's
+//! capabilities hold only their store roles; the servers read the store
+//! through the facade; no long functions.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-/// The library's source files (not the binaries): top-level module, path
-/// under `src/`, and the code before any unit tests (which may reach
-/// anywhere).
-fn library_sources() -> Vec<(String, String, String)> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+/// The engine's sources: what an embedder links.
+fn engine_src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("engine/src")
+}
+
+/// The servers' and the CLI's sources, on top of the engine.
+fn server_src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+/// A crate's library source files under `src` (not the binaries):
+/// top-level module, path under `src/`, and the code before any unit tests
+/// (which may reach anywhere).
+fn library_sources(src: &Path) -> Vec<(String, String, String)> {
+    let src = src.to_path_buf();
     let mut sources = Vec::new();
     let mut files = vec![src.clone()];
     while let Some(path) = files.pop() {
@@ -39,10 +52,11 @@ fn library_sources() -> Vec<(String, String, String)> {
     sources
 }
 
-/// Top-level module → the top-level modules its code names.
-fn graph() -> BTreeMap<String, BTreeSet<String>> {
+/// Top-level module → the top-level modules its code names, in the crate
+/// at `src`.
+fn graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for (module, _, code) in library_sources() {
+    for (module, _, code) in library_sources(src) {
         let uses = graph.entry(module.clone()).or_default();
         for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
             for (at, _) in line.match_indices("crate::") {
@@ -91,13 +105,83 @@ fn cycle_from(
 
 #[test]
 fn the_host_modules_depend_on_each_other_one_way() {
-    let graph = graph();
-    assert!(graph.len() > 20, "the scan found the modules: {graph:?}");
-    let mut done = BTreeSet::new();
-    for module in graph.keys() {
-        if let Some(cycle) = cycle_from(&graph, module, &mut Vec::new(), &mut done) {
-            panic!("module cycle: {}", cycle.join(" → "));
+    for (src, at_least) in [(engine_src(), 20), (server_src(), 4)] {
+        let graph = graph(&src);
+        assert!(
+            graph.len() >= at_least,
+            "the scan found the modules of {}: {graph:?}",
+            src.display()
+        );
+        let mut done = BTreeSet::new();
+        for module in graph.keys() {
+            if let Some(cycle) = cycle_from(&graph, module, &mut Vec::new(), &mut done) {
+                panic!("module cycle in {}: {}", src.display(), cycle.join(" → "));
+            }
         }
+    }
+}
+
+/// What an embedder links: the engine crate, as cargo resolves it (every
+/// crate it pulls in, not only the ones it names). With its `oci` feature
+/// off it has no HTTP stack at all; on (for `oci://` plugins) a registry
+/// client, still no server.
+#[test]
+fn the_engine_links_no_server_and_no_cli() {
+    // The MCP gateway's, the CLI's, the metrics', the log's, the servers'.
+    let servers = [
+        "rmcp",
+        "clap",
+        "prometheus-client",
+        "tracing-subscriber",
+        "toolgate",
+    ];
+    let http = [
+        "hyper",
+        "hyper-util",
+        "http-body-util",
+        "reqwest",
+        "oci-client",
+    ];
+    for (features, forbidden) in [
+        (None, [&servers[..], &http[..]].concat()),
+        (Some("oci"), servers.to_vec()),
+    ] {
+        let mut tree = std::process::Command::new(env!("CARGO"));
+        tree.args([
+            "tree",
+            "-p",
+            "toolgate-engine",
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+        ])
+        .args(["--format", "{p}"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"));
+        if let Some(features) = features {
+            tree.args(["--features", features]);
+        }
+        let out = tree.output().expect("cargo tree runs");
+        assert!(
+            out.status.success(),
+            "cargo tree failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let listing = String::from_utf8(out.stdout).unwrap();
+        let crates: BTreeSet<&str> = listing
+            .lines()
+            .filter_map(|line| line.split_whitespace().next())
+            .collect();
+        assert!(
+            crates.contains("wasmtime") && crates.contains("redb"),
+            "the listing is the engine's: {crates:?}"
+        );
+        let linked: Vec<_> = forbidden.iter().filter(|c| crates.contains(*c)).collect();
+        assert!(
+            linked.is_empty(),
+            "toolgate-engine (features {features:?}) links {linked:?}: that belongs in the \
+             `toolgate` crate (servers, CLI), not in what an embedder links"
+        );
     }
 }
 
@@ -117,7 +201,7 @@ fn the_wire_types_need_no_wasm_and_no_store() {
             "toolgate-wire must stay plain data, but depends on {name}"
         );
     }
-    let graph = graph();
+    let graph = graph(&engine_src());
     for plain in ["error", "compose"] {
         for forbidden in [
             "bindings", "runtime", "sandbox", "store", "host", "pipeline",
@@ -138,7 +222,8 @@ fn the_store_engine_stays_inside_its_backend() {
     // fleets) is one more module beside `store/embedded/`, not a change to the
     // host.
     let mut backend_files = 0;
-    for (_, path, code) in library_sources() {
+    let sources = [engine_src(), server_src()].map(|src| library_sources(&src));
+    for (_, path, code) in sources.into_iter().flatten() {
         if path.starts_with("store/embedded/") {
             backend_files += 1;
             continue;
@@ -165,14 +250,13 @@ fn only_hooks_knows_the_runtimes() {
     // subcommands map to theirs in one place, `HookCommand::adapter`; the
     // wire crate's `protocol.rs` defines them, with the failure answers the
     // thin client gives).
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut found = Vec::new();
-    let mut pending = vec![src.clone()];
+    let mut pending = vec![engine_src(), server_src()];
     while let Some(dir) = pending.pop() {
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
             if path.is_dir() {
-                if path != src.join("hooks") {
+                if path != engine_src().join("hooks") {
                     pending.push(path);
                 }
                 continue;
@@ -225,7 +309,7 @@ fn a_policys_capabilities_hold_only_their_store_roles() {
     ];
     let mut capability_files = 0;
     let mut found = Vec::new();
-    for (_, path, code) in library_sources() {
+    for (_, path, code) in library_sources(&engine_src()) {
         let code = if path.starts_with("capabilities/") {
             capability_files += 1;
             code
@@ -335,7 +419,11 @@ fn long_functions(code: &str) -> Vec<(String, usize, usize)> {
 #[test]
 fn no_function_outside_tests_is_longer_than_80_lines() {
     let host = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files = vec![host.join("src"), host.join("wire/src")];
+    let mut files = vec![
+        host.join("src"),
+        host.join("engine/src"),
+        host.join("wire/src"),
+    ];
     let mut long = Vec::new();
     while let Some(path) = files.pop() {
         if path.is_dir() {
@@ -368,7 +456,7 @@ fn no_function_outside_tests_is_longer_than_80_lines() {
 #[test]
 fn the_servers_reach_the_store_through_the_facade() {
     let host = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files: Vec<_> = ["src/daemon", "src/mcp", "src/hooks", "src/bin"]
+    let mut files: Vec<_> = ["src/daemon", "src/mcp", "engine/src/hooks", "src/bin"]
         .iter()
         .map(|dir| host.join(dir))
         .collect();

@@ -1,10 +1,19 @@
-//! toolgate: a WebAssembly policy-plugin host for AI-agent runtimes.
+//! toolgate: a WebAssembly policy-plugin host for AI-agent runtimes — the
+//! servers and the command line around the engine.
 //!
 //! Before an agent runs a tool, its runtime asks toolgate. toolgate runs
 //! every loaded policy — a sandboxed WebAssembly component built against the
 //! `toolgate:policy` WIT contract — over the proposed call, composes their
 //! answers in priority order, and returns allow, deny (with a reason) or pause
 //! (for a person), plus notes for the agent.
+//!
+//! The engine (sandbox, pipeline, composition, store, the runtimes' hook
+//! adapters) is the crate `toolgate-engine`, re-exported here whole, so
+//! `toolgate::Toolgate` and `toolgate_engine::Toolgate` are one type. This
+//! crate adds what serves it: the daemon and its HTTP hooks and inbox, the
+//! MCP gateway, metrics, notifications, and the `toolgate` and
+//! `toolgate-hook` binaries. An agent runtime that embeds toolgate links the
+//! engine alone.
 //!
 //! ```no_run
 //! use toolgate::{Config, ToolRequest, Toolgate};
@@ -18,43 +27,17 @@
 
 #![deny(missing_docs)]
 
-mod bindings;
-mod bounds;
-mod cache;
-mod capabilities;
-mod chores;
-pub mod compose;
-pub mod config;
+pub use toolgate_engine::*;
+
 pub mod daemon;
-mod epoch;
-mod error;
-pub mod fixtures;
-pub mod guard;
-pub mod hooks;
-mod host;
-pub mod inspect;
 pub mod mcp;
-mod memo;
 pub mod metrics;
 pub mod notify;
-pub mod oci;
-mod pipeline;
-pub mod plugins;
-mod pool;
-pub mod probe;
-mod registry;
-pub mod replay;
-mod runtime;
-mod sandbox;
-pub mod signing;
-pub mod store;
-mod transcript;
-mod watch;
-mod wit_convert;
 
 /// Internals the fuzz targets in `fuzz/` check directly. Built by `cargo
 /// fuzz` (which compiles every crate with `--cfg fuzzing`), and by the
-/// unit tests, so that a change here cannot break the targets unseen.
+/// unit tests, so that a change here cannot break the targets unseen (the
+/// engine's half by the engine's).
 #[cfg(any(fuzzing, test))]
 #[doc(hidden)]
 pub mod fuzzing {
@@ -84,30 +67,8 @@ pub mod fuzzing {
         inbox::same_origin(headers)
     }
 
-    /// What a registry's manifest says, as `plugins pull` reads it: the
-    /// component layer's digest and the signature file it carries.
-    pub fn oci_manifest(manifest: &[u8]) -> Result<(String, Option<String>), String> {
-        let reference = crate::oci::Reference::parse("oci://127.0.0.1:5000/fuzz/policy:1")?;
-        crate::oci::layout::artifact_of(&reference, manifest)
-            .map(|(layer, signature)| (layer.digest, signature))
-    }
-
-    /// Whether the guard's quick filter would pass over `word` although
-    /// the full check finds a protected location in it (it must never).
-    pub fn quick_filter_misses(plane: &crate::guard::ControlPlane, word: &str) -> bool {
-        let path = crate::guard::normalise(std::path::Path::new(word));
-        plane.protects(&path).is_some() && !plane.could_name_protected(word)
-    }
+    /// The engine's internals the fuzz targets check (the guard's quick
+    /// filter, the registry manifest's reading).
+    #[cfg(fuzzing)]
+    pub use toolgate_engine::fuzzing::*;
 }
-
-pub use config::Config;
-pub use decision::{Decision, Verdict};
-pub use error::{Error, ErrorKind, PluginProblem, Result, StoreCause};
-/// The runtimes' adapters at their long-standing paths.
-pub use hooks::{claude_code, cursor, gemini_cli};
-pub use host::{Outcome, ReloadReport, Toolgate};
-pub use request::ToolRequest;
-pub use runtime::{PolicyFailure, WIT_PACKAGE, WIT_VERSION};
-pub use watch::Watcher;
-
-pub use toolgate_wire::{decision, decision_log, gates, locations, now_ms, redact, request};

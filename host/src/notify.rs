@@ -23,8 +23,8 @@ use serde_json::{Value, json};
 use sha2::Sha256;
 
 use crate::config::NotifyConfig;
-use crate::error::{Error, Result};
 use crate::gates::PendingGate;
+use crate::{Error, Result};
 
 /// The signature header.
 pub const SIGNATURE_HEADER: &str = "X-Toolgate-Signature";

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::protocol::{self, DaemonRequest};
-use crate::error::{Error, Result};
+use crate::{Error, Result};
 
 /// A blocking client for the daemon's socket.
 #[derive(Debug, Clone)]

@@ -23,7 +23,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use super::Daemon;
 use super::inbox::{Body, form_value};
 use super::protocol::{ConfigIdentity, DaemonRequest, HookRuntime, MAX_REQUEST_BYTES, OnError};
-use crate::error::ErrorKind;
+use crate::ErrorKind;
 
 /// A client must send its headers within this.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);

@@ -16,7 +16,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::client::Client;
-use crate::error::{Error, Result};
+use crate::{Error, Result};
 
 /// How to start the daemon of one store.
 #[derive(Debug, Clone)]

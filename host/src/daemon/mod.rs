@@ -30,11 +30,11 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::decision::{Decision, Verdict};
-use crate::error::{Error, Result};
 use crate::gates::{GateKey, GateResolution};
 use crate::metrics::Metrics;
 use crate::notify::Notifier;
 use crate::{Config, Toolgate};
+use crate::{Error, Result};
 
 pub use client::{Client, socket_for_store};
 pub use peer::Peer;
@@ -317,14 +317,14 @@ impl Daemon {
 
     /// Liveness, and who this daemon is (its pid, store and config).
     fn health(&self) -> Value {
-        let identity = self.host.registry.with_config(|c| c.identity.clone());
+        let identity = self.host.with_config(|c| c.identity.clone());
         json!({
             "status": "ok",
             "pid": std::process::id(),
             "version": env!("CARGO_PKG_VERSION"),
             "plugins": self.host.plugins().len(),
             "store": self.host.store_path(),
-            "config": self.host.registry.with_config(Config::origin),
+            "config": self.host.with_config(Config::origin),
             "config_identity": identity,
         })
     }
@@ -335,7 +335,7 @@ impl Daemon {
     /// place of a file, is refused: the caller then fails closed rather
     /// than getting this config's answer.
     pub fn serves(&self, named: &ConfigIdentity) -> Result<()> {
-        let serving = || self.host.registry.with_config(|c| c.identity.clone());
+        let serving = || self.host.with_config(|c| c.identity.clone());
         let Some(mut current) = serving() else {
             return Ok(()); // a config given as text: nothing to compare
         };
@@ -462,7 +462,7 @@ impl Daemon {
             .await
             .unwrap_or_else(|err| {
                 Err(Error::Remote {
-                    kind: crate::error::ErrorKind::Internal,
+                    kind: crate::ErrorKind::Internal,
                     message: format!("the request handler failed: {err}"),
                 })
             })

@@ -22,8 +22,8 @@ use std::os::unix::fs::MetadataExt as _;
 use sha2::{Digest as _, Sha256};
 
 use crate::config::ApprovalsConfig;
-use crate::error::{Error, Result};
 use crate::store::TerminalStore;
+use crate::{Error, Result};
 
 /// The channel name of a person approving at a terminal.
 pub const TERMINAL: &str = "terminal";

@@ -8,7 +8,7 @@ pub use toolgate_wire::protocol::{
     ConfigIdentity, DaemonRequest, HookRuntime, MAX_REQUEST_BYTES, OnError,
 };
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::{Error, ErrorKind, Result};
 
 /// Parse a request, as a typed error naming what is wrong.
 pub fn decode_request(text: &str) -> Result<DaemonRequest> {

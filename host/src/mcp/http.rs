@@ -27,7 +27,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 
 use super::{DaemonLink, Gateway, GatewayOptions, UpstreamServer, new_session_id};
 use crate::daemon::peer::constant_time_eq;
-use crate::error::{Error, Result};
+use crate::{Error, Result};
 
 /// The path the gateway serves.
 pub const PATH: &str = "/mcp";

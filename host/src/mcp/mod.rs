@@ -55,10 +55,10 @@ use serde_json::{Value, json};
 use crate::daemon::launch::Launcher;
 use crate::daemon::{Client, DaemonRequest};
 use crate::decision::{Decision, Outcome, Verdict};
-use crate::error::{Error, Result};
 use crate::gates::GateResolution;
 use crate::hooks::{how_to_approve, outcome_of};
 use crate::request::{Mode, Origin, ToolRequest};
+use crate::{Error, Result};
 
 pub mod http;
 mod relay;

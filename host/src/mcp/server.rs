@@ -146,7 +146,7 @@ impl ServerHandler for Gateway {
                     let connected = tokio::time::timeout(timeout, server.connect(relay))
                         .await
                         .unwrap_or_else(|_| {
-                            Err(crate::error::Error::Request(format!(
+                            Err(crate::Error::Request(format!(
                                 "an MCP server did not start a session within {} s",
                                 timeout.as_secs()
                             )))

@@ -25,8 +25,8 @@ use rmcp::service::{PeerRequestOptions, RoleClient, RunningService};
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 
 use super::relay::{ProgressTokens, Relay};
-use crate::error::{Error, Result};
 use crate::request::Origin;
+use crate::{Error, Result};
 
 /// Between a server's name and its tool's, when a gateway fronts several.
 pub const SEPARATOR: &str = "__";

@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use toolgate_wire::protocol::ConfigIdentity;
 
 /// The bundled default config, compiled into the binary.
-pub const DEFAULT_CONFIG: &str = include_str!("../../examples/default.toml");
+pub const DEFAULT_CONFIG: &str = include_str!("../../../examples/default.toml");
 
 /// Where errors point the operator for the full reference.
 const REFERENCE: &str = "see the configuration reference, docs/src/reference/configuration.md";

@@ -11,7 +11,7 @@ use crate::error::PluginProblem;
 
 wasmtime::component::bindgen!({
     world: "full",
-    path: "../wit",
+    path: "../../wit",
 });
 
 pub(crate) use exports::toolgate::policy::{budget, gate, observe, risk, verdict};

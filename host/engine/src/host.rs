@@ -276,6 +276,12 @@ impl Toolgate {
         self.registry.config()
     }
 
+    /// Read the config now in force without copying it (what a server
+    /// asks of it on every request).
+    pub fn with_config<T>(&self, f: impl FnOnce(&Config) -> T) -> T {
+        self.registry.with_config(f)
+    }
+
     fn env(&self) -> Env<'_> {
         let (gate_ttl_secs, transcript_cap, refusal_scope) = self.registry.with_config(|c| {
             (

@@ -8,7 +8,7 @@ use oci_client::manifest::{OciDescriptor, OciImageManifest};
 
 /// The component layer and signature a manifest describes, if it has the
 /// wasm artifact layout.
-pub(crate) fn artifact_of(
+pub fn artifact_of(
     reference: &Reference,
     manifest: &[u8],
 ) -> Result<(OciDescriptor, Option<String>), String> {

@@ -130,6 +130,7 @@ impl Reference {
     }
 
     /// As the OCI client names it (the digest wins over the tag).
+    #[cfg(feature = "oci")]
     pub(crate) fn to_client(&self) -> oci_client::Reference {
         match (&self.tag, &self.digest) {
             (_, Some(digest)) => oci_client::Reference::with_digest(

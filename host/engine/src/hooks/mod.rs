@@ -563,7 +563,7 @@ pub(crate) fn who_asks(decision: &Decision) -> String {
 /// What a pause's reason adds for a runtime that cannot ask: how a person
 /// approves it (from a terminal of their own; the request id is enough,
 /// `gates resolve` finds the rest) and that the agent should retry.
-pub(crate) fn how_to_approve(decision: &Decision) -> String {
+pub fn how_to_approve(decision: &Decision) -> String {
     decision.pause.as_ref().map_or(String::new(), |pause| {
         format!(
             " A person can approve it from a terminal of their own with `toolgate gates resolve \

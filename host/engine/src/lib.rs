@@ -1,0 +1,86 @@
+//! toolgate's engine: a WebAssembly policy-plugin host for AI-agent runtimes,
+//! as a library to embed.
+//!
+//! Before an agent runs a tool, its runtime asks toolgate. toolgate runs
+//! every loaded policy — a sandboxed WebAssembly component built against the
+//! `toolgate:policy` WIT contract — over the proposed call, composes their
+//! answers in priority order, and returns allow, deny (with a reason) or pause
+//! (for a person), plus notes for the agent.
+//!
+//! ```no_run
+//! use toolgate_engine::{Config, ToolRequest, Toolgate};
+//!
+//! let host = Toolgate::open(Config::bundled_default()?, None)?;
+//! let request = ToolRequest::new("Bash", serde_json::json!({"command": "ls"}));
+//! let decision = host.evaluate(&request)?;
+//! println!("{:?}: {:?}", decision.verdict, decision.reason);
+//! # Ok::<(), toolgate_engine::Error>(())
+//! ```
+
+#![deny(missing_docs)]
+
+mod bindings;
+mod bounds;
+mod cache;
+mod capabilities;
+mod chores;
+pub mod compose;
+pub mod config;
+mod epoch;
+mod error;
+pub mod fixtures;
+pub mod guard;
+pub mod hooks;
+mod host;
+pub mod inspect;
+mod memo;
+pub mod oci;
+mod pipeline;
+pub mod plugins;
+mod pool;
+pub mod probe;
+mod registry;
+pub mod replay;
+mod runtime;
+mod sandbox;
+pub mod signing;
+pub mod store;
+mod transcript;
+mod watch;
+mod wit_convert;
+
+/// Internals the fuzz targets in `fuzz/` check directly (through
+/// `toolgate::fuzzing`). Built by `cargo fuzz` (which compiles every crate
+/// with `--cfg fuzzing`), and by the unit tests, so that a change here cannot
+/// break the targets unseen.
+#[cfg(any(fuzzing, test))]
+#[doc(hidden)]
+pub mod fuzzing {
+    /// What a registry's manifest says, as `plugins pull` reads it: the
+    /// component layer's digest and the signature file it carries.
+    #[cfg(feature = "oci")]
+    pub fn oci_manifest(manifest: &[u8]) -> Result<(String, Option<String>), String> {
+        let reference = crate::oci::Reference::parse("oci://127.0.0.1:5000/fuzz/policy:1")?;
+        crate::oci::layout::artifact_of(&reference, manifest)
+            .map(|(layer, signature)| (layer.digest, signature))
+    }
+
+    /// Whether the guard's quick filter would pass over `word` although
+    /// the full check finds a protected location in it (it must never).
+    pub fn quick_filter_misses(plane: &crate::guard::ControlPlane, word: &str) -> bool {
+        let path = crate::guard::normalise(std::path::Path::new(word));
+        plane.protects(&path).is_some() && !plane.could_name_protected(word)
+    }
+}
+
+pub use config::Config;
+pub use decision::{Decision, Verdict};
+pub use error::{Error, ErrorKind, PluginProblem, Result, StoreCause};
+/// The runtimes' adapters at their long-standing paths.
+pub use hooks::{claude_code, cursor, gemini_cli};
+pub use host::{Outcome, ReloadReport, Toolgate};
+pub use request::ToolRequest;
+pub use runtime::{PolicyFailure, WIT_PACKAGE, WIT_VERSION};
+pub use watch::Watcher;
+
+pub use toolgate_wire::{decision, decision_log, gates, locations, now_ms, redact, request};
