@@ -480,3 +480,55 @@ fn the_servers_reach_the_store_through_the_facade() {
         found.join("\n")
     );
 }
+
+/// One client speaks the daemon's protocol: `toolgate_wire::client`, which
+/// needs no wasmtime. The thin hook client links only `toolgate-wire`; the
+/// MCP gateway and the CLI use the same client; nothing else opens the
+/// daemon's socket (but the daemon itself, asking at bind time whether
+/// another already listens there).
+#[test]
+fn the_daemon_is_asked_through_the_one_wasmtime_free_client() {
+    let host = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let hook = std::fs::read_to_string(host.join("src/bin/toolgate-hook.rs")).unwrap();
+    let linked: Vec<_> = hook
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .filter(|l| l.contains("toolgate::") || l.contains("toolgate_engine::"))
+        .collect();
+    assert!(
+        linked.is_empty(),
+        "toolgate-hook must link only toolgate-wire: {linked:?}"
+    );
+    assert!(
+        hook.contains("toolgate_wire::client::"),
+        "toolgate-hook uses the client"
+    );
+    let mut found = Vec::new();
+    let mut files = vec![
+        host.join("src"),
+        host.join("engine/src"),
+        host.join("wire/src"),
+    ];
+    while let Some(path) = files.pop() {
+        if path.is_dir() {
+            files.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+            continue;
+        }
+        let allowed = [
+            host.join("wire/src/client.rs"),
+            host.join("src/daemon/socket.rs"),
+        ];
+        if path.extension().is_none_or(|e| e != "rs") || allowed.contains(&path) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap();
+        if code.contains("UnixStream::connect") {
+            found.push(path.display().to_string());
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "these open a daemon's socket themselves; use toolgate_wire::client::Client: {found:?}"
+    );
+}

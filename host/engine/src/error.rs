@@ -119,6 +119,20 @@ pub enum Error {
     },
 }
 
+/// A daemon client's failure, as the variant it has always been.
+impl From<toolgate_wire::client::ClientError> for Error {
+    fn from(err: toolgate_wire::client::ClientError) -> Self {
+        use toolgate_wire::client::ClientError as C;
+        match err {
+            C::Unreachable { socket, message } => Error::DaemonUnreachable { socket, message },
+            C::NotTheDaemon(why) | C::Unauthorized(why) => Error::Unauthorized(why),
+            C::Busy(why) => Error::Busy(why),
+            C::Request(why) => Error::Request(why),
+            C::Remote { kind, message } => Error::Remote { kind, message },
+        }
+    }
+}
+
 impl From<toolgate_wire::InvalidRequest> for Error {
     fn from(err: toolgate_wire::InvalidRequest) -> Self {
         Error::Request(err.0)
@@ -159,7 +173,7 @@ impl Error {
     /// client decodes back into the same variant ([`decode_answer`]) send
     /// only their own message, so the variant's prefix is not said twice.
     ///
-    /// [`decode_answer`]: crate::daemon::protocol::decode_answer
+    /// [`decode_answer`]: toolgate_wire::client::decode_answer
     pub fn wire_message(&self) -> String {
         match self {
             Error::Busy(message) | Error::Request(message) | Error::Unauthorized(message) => {

@@ -25,16 +25,16 @@
 //! deny|ask|allow] [--daemon-uid UID] [--deadline SECS] --
 //! TOOLGATE-COMMAND…`
 
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
-use std::os::unix::net::UnixStream;
+use std::io::{Read as _, Write as _};
 use std::path::Path;
 use std::process::{Command, ExitCode, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use serde_json::Value;
+use toolgate_wire::client::{Client, ClientError};
 use toolgate_wire::peer;
-use toolgate_wire::protocol::{self, ConfigIdentity, DaemonRequest, HookRuntime, OnError};
+use toolgate_wire::protocol::{ConfigIdentity, DaemonRequest, HookRuntime, OnError};
 
 const USAGE: &str = "usage: toolgate-hook --socket PATH [--runtime NAME] [--on-error deny|ask|allow] \
      [--daemon-uid UID] [--deadline SECS] -- TOOLGATE-COMMAND...";
@@ -187,33 +187,21 @@ impl Daemon {
         let Some(config) = config_named(fallback) else {
             return Asked::NoAnswer;
         };
-        let Ok(mut stream) = UnixStream::connect(&self.socket) else {
-            return Asked::NoAnswer;
-        };
-        if let Err(why) = peer::expect_daemon(&stream, self.uid) {
-            return Asked::Impostor(format!("{}: {why}", self.socket));
-        }
         let request = DaemonRequest::Hook {
             runtime,
             event: event.to_string(),
             on_error,
             config: Some(config),
         };
-        let answered = (|| {
-            stream
-                .set_read_timeout(Some(Duration::from_secs(30)))
-                .ok()?;
-            let mut line = serde_json::to_string(&request).ok()?;
-            line.push('\n');
-            stream.write_all(line.as_bytes()).ok()?;
-            let mut answer = String::new();
-            BufReader::new(stream).read_line(&mut answer).ok()?;
-            match protocol::decode(&answer).ok()? {
-                Value::String(text) if !text.is_empty() => Some(text),
-                _ => None,
-            }
-        })();
-        answered.map_or(Asked::NoAnswer, Asked::Answer)
+        // A busy daemon is not waited for: the full command answers.
+        let client = Client::new(&self.socket)
+            .with_daemon_uid(self.uid)
+            .with_busy_wait(Duration::ZERO);
+        match client.call(&request) {
+            Ok(Value::String(text)) if !text.is_empty() => Asked::Answer(text),
+            Err(ClientError::NotTheDaemon(why)) => Asked::Impostor(why),
+            _ => Asked::NoAnswer,
+        }
     }
 }
 

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::client::Client;
+use super::Client;
 use crate::{Error, Result};
 
 /// How to start the daemon of one store.

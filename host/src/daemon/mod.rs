@@ -12,7 +12,6 @@
 //! Every request that ran policies is answered only after what it wrote is
 //! durable, so a daemon killed with SIGKILL loses nothing it acknowledged.
 
-pub mod client;
 mod http;
 pub mod inbox;
 pub mod launch;
@@ -36,9 +35,10 @@ use crate::notify::Notifier;
 use crate::{Config, Toolgate};
 use crate::{Error, Result};
 
-pub use client::{Client, socket_for_store};
 pub use peer::Peer;
 pub use protocol::{ConfigIdentity, DaemonRequest, HookRuntime};
+pub use toolgate_wire::client::{Client, ClientError};
+pub use toolgate_wire::locations::socket_for_store;
 
 /// How a daemon runs, beyond its host.
 #[derive(Debug, Clone)]

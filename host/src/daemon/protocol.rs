@@ -8,7 +8,7 @@ pub use toolgate_wire::protocol::{
     ConfigIdentity, DaemonRequest, HookRuntime, MAX_REQUEST_BYTES, OnError,
 };
 
-use crate::{Error, ErrorKind, Result};
+use crate::{Error, Result};
 
 /// Parse a request, as a typed error naming what is wrong.
 pub fn decode_request(text: &str) -> Result<DaemonRequest> {
@@ -27,17 +27,13 @@ pub fn encode_answer(result: &Result<Value>) -> String {
 /// [`Error::Remote`] (or [`Error::Busy`], [`Error::Request`],
 /// [`Error::Unauthorized`]) with their kind.
 pub fn decode_answer(text: &str) -> Result<Value> {
-    toolgate_wire::protocol::decode(text).map_err(|(kind, message)| match kind {
-        ErrorKind::Busy => Error::Busy(message),
-        ErrorKind::InvalidRequest => Error::Request(message),
-        ErrorKind::Unauthorized => Error::Unauthorized(message),
-        kind => Error::Remote { kind, message },
-    })
+    Ok(toolgate_wire::client::decode_answer(text)?)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ErrorKind;
 
     #[test]
     fn errors_keep_their_kind_across_the_wire() {

@@ -53,7 +53,7 @@ use rmcp::service::{ElicitationMode, Peer, RoleServer};
 use serde_json::{Value, json};
 
 use crate::daemon::launch::Launcher;
-use crate::daemon::{Client, DaemonRequest};
+use crate::daemon::{Client, ClientError, DaemonRequest};
 use crate::decision::{Decision, Outcome, Verdict};
 use crate::gates::GateResolution;
 use crate::hooks::{how_to_approve, outcome_of};
@@ -138,11 +138,11 @@ impl DaemonLink {
 
     fn call(&self, request: &DaemonRequest) -> Result<Value> {
         match (self.client.call(request), &self.launcher) {
-            (Err(Error::DaemonUnreachable { .. }), Some(launcher)) => {
+            (Err(ClientError::Unreachable { .. }), Some(launcher)) => {
                 tracing::info!("the daemon is gone; starting it again");
-                launcher.ensure_running()?.call(request)
+                Ok(launcher.ensure_running()?.call(request)?)
             }
-            (answer, _) => answer,
+            (answer, _) => Ok(answer?),
         }
     }
 }

@@ -1,11 +1,13 @@
 //! toolgate's wire types as plain data: the requests an agent runtime sends,
 //! the decisions it gets back, pending gates, the decision log and the
-//! daemon protocol. No wasmtime and no store: the thin hook client
-//! (`toolgate-hook`) and embedders that only talk to a daemon use this
-//! crate; the `toolgate` host re-exports every module under the same name.
+//! daemon protocol, and [`client`], the one client for a daemon's socket.
+//! No wasmtime and no store: the thin hook client (`toolgate-hook`), the MCP
+//! gateway, the CLI and embedders that only talk to a daemon use this crate;
+//! the engine re-exports its data modules under the same names.
 
 #![deny(missing_docs)]
 
+pub mod client;
 pub mod decision;
 pub mod decision_log;
 pub mod gates;

@@ -238,7 +238,7 @@ fn answer_event(
         .client(args.connect.as_ref())
         .map_err(|e| format!("{e:#}"));
     let answered = client.and_then(|client| match client.call(&request) {
-        Err(toolgate::Error::DaemonUnreachable { .. }) => ctx
+        Err(toolgate::daemon::ClientError::Unreachable { .. }) => ctx
             .launcher(args.connect.as_ref())
             .map_err(|err| format!("{err:#}"))
             .and_then(|launcher| launcher.ensure_running().map_err(|e| e.to_string()))

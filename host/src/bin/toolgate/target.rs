@@ -138,7 +138,7 @@ impl Ctx {
 impl Target {
     pub fn call(&self, request: DaemonRequest) -> toolgate::Result<Value> {
         match self {
-            Target::Daemon(client) => client.call(&request),
+            Target::Daemon(client) => Ok(client.call(&request)?),
             Target::Local(daemon) => daemon.handle(request),
         }
     }
