@@ -207,7 +207,7 @@ pub trait TurnStore {
     fn turn(&self, session: &str) -> Result<u64>;
 }
 
-/// Where agents' hooks came from (see `daemon::peer`).
+/// Where agents' hooks came from (see `toolgate::daemon::peer`).
 pub trait TerminalStore {
     /// Remember that an agent's hook came from these keys.
     fn record_agent_terminals(&self, keys: &[String]) -> Result<()>;

@@ -1,6 +1,6 @@
 //! Where agents' hooks came from: session and terminal keys (`sid:N`,
 //! `tty:N`) with when a hook last came from them, so the daemon can tell a
-//! person's terminal from an agent's (see `crate::daemon::peer`). Kept in
+//! person's terminal from an agent's (see `toolgate::daemon::peer`, in the server crate). Kept in
 //! the store, so a restarted daemon does not forget them.
 
 use redb::{ReadableDatabase as _, TableDefinition};
