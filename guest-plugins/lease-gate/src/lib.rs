@@ -21,8 +21,9 @@ use serde::Deserialize;
 use toolgate_guest::host::{self, StateError, state};
 use toolgate_guest::{
     BudgetStatus, Config, ConfigError, Decision, FailMode, Observe, Policy, PolicyInfo, Resolution,
-    Risk, ToolCall, ToolEvent, ToolOrigin, ToolOutcome,
+    Risk, ToolCall, ToolEvent, ToolOutcome,
 };
+use toolgate_guest::{action_name, state_key as key};
 
 /// A state read: a store failure is an error, never "no lease".
 type Read<T> = Result<T, StateError>;
@@ -81,40 +82,6 @@ fn use_counters(lease_id: &str) -> Read<(u64, u64)> {
 
 /// The id of the lease a thread's kind plans.
 const PLANNED_LEASE: &str = "planned";
-
-/// A state key of `parts` joined by `/`, each part escaped (`%` → `%25`,
-/// `/` → `%2F`) so that no part can reach into another's keys: thread `a/b`
-/// never lists thread `a`'s leases.
-fn key(parts: &[&str]) -> String {
-    let mut key = String::with_capacity(parts.iter().map(|p| p.len() + 1).sum());
-    for (i, part) in parts.iter().enumerate() {
-        if i > 0 {
-            key.push('/');
-        }
-        // Most parts (ids, tool names) need no escaping: copied whole.
-        if !part.bytes().any(|b| b == b'%' || b == b'/') {
-            key.push_str(part);
-            continue;
-        }
-        for c in part.chars() {
-            match c {
-                '%' => key.push_str("%25"),
-                '/' => key.push_str("%2F"),
-                c => key.push(c),
-            }
-        }
-    }
-    key
-}
-
-/// The lease-gate name of the call's action: MCP tools are
-/// `mcp:SERVER/TOOL`, so the catalogue can address a server's tools.
-pub fn action_name(call: &ToolCall) -> String {
-    match &call.origin {
-        ToolOrigin::Mcp(server) => format!("mcp:{server}/{}", call.tool),
-        _ => call.tool.clone(),
-    }
-}
 
 impl LeaseGate {
     /// A thread's leases: their keys, then every value in one host call.
@@ -515,19 +482,3 @@ impl Observe for LeaseGate {
 }
 
 toolgate_guest::export_policy!(LeaseGate, observe);
-
-#[cfg(test)]
-mod tests {
-    use super::key;
-
-    #[test]
-    fn key_parts_are_escaped_so_none_reaches_into_another() {
-        assert_eq!(key(&["lease", "t-1", "l-9"]), "lease/t-1/l-9");
-        assert_eq!(key(&["lease", "a/b"]), "lease/a%2Fb");
-        assert_eq!(key(&["lease", "a%2Fb"]), "lease/a%252Fb");
-        assert_eq!(key(&["lease", "100%/é"]), "lease/100%25%2Fé");
-        assert_eq!(key(&[""]), "");
-        // Thread `a/b`'s prefix is not under thread `a`'s.
-        assert!(!key(&["lease", "a/b"]).starts_with(&format!("{}/", key(&["lease", "a"]))));
-    }
-}

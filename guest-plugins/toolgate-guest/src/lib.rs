@@ -60,6 +60,7 @@ pub mod phases {
 pub mod config;
 pub mod glob;
 pub mod host;
+mod naming;
 mod verdicts;
 
 pub use bindings::exports::toolgate::policy::gate;
@@ -69,6 +70,7 @@ pub use bindings::toolgate::policy::types::{
     Resolution, Risk, RiskLevel, ToolCall, ToolEvent, ToolOrigin, ToolOutcome, Verdict,
 };
 pub use config::Config;
+pub use naming::{action_name, state_key};
 
 /// A toolgate policy.
 ///

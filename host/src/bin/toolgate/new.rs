@@ -27,6 +27,10 @@ const HELPER: &[(&str, &str)] = &[
         include_str!("../../../../guest-plugins/toolgate-guest/src/verdicts.rs"),
     ),
     (
+        "src/naming.rs",
+        include_str!("../../../../guest-plugins/toolgate-guest/src/naming.rs"),
+    ),
+    (
         "src/config.rs",
         include_str!("../../../../guest-plugins/toolgate-guest/src/config.rs"),
     ),
