@@ -67,7 +67,8 @@ impl Decision {
 }
 
 impl ConfigError {
-    /// A problem with one key.
+    /// A problem with one key, or with a path into the table
+    /// (`rule[2].args.command`), which the host turns into a line.
     pub fn at(key: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
             key: Some(key.into()),

@@ -102,6 +102,10 @@ pub struct Config {
     /// config given as text. Not a config key.
     #[serde(skip)]
     pub identity: Option<ConfigIdentity>,
+    /// The text this config was parsed from, so a refusal can name the
+    /// line of the key at fault. Not a config key.
+    #[serde(skip)]
+    pub text: Option<std::sync::Arc<str>>,
 }
 
 /// Store hygiene: nothing grows without bound (see `hygiene.rs`).
@@ -707,6 +711,7 @@ impl Config {
         let mut config: Config =
             toml::from_str(text).map_err(|e| err(format!("{}({REFERENCE})", e)))?;
         config.base_dir = base_dir;
+        config.text = Some(text.into());
         config.validate().map_err(err)?;
         Ok(config)
     }

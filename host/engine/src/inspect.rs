@@ -52,6 +52,7 @@ pub fn inspect(source: &str) -> Result<Inspection> {
         store: &store,
         base_dir: std::path::Path::new("."),
         oci_cache: &oci_cache,
+        config_text: None,
     };
     let entry = PluginConfig::for_path(source, 0);
     let bytes = plugins::read(&ctx, "inspected", &entry)?;

@@ -44,6 +44,7 @@ pub mod replay;
 mod runtime;
 mod sandbox;
 pub mod signing;
+mod source_lines;
 pub mod store;
 mod transcript;
 mod watch;

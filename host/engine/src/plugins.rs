@@ -9,7 +9,7 @@ use crate::bindings::toolgate::policy::types as wit;
 use crate::config::{FailMode, Limits, PluginConfig};
 use crate::error::{Error, PluginProblem, Result};
 use crate::pool::{Pool, Pooled, instance_key};
-use crate::runtime::{PolicyFailure, Prepared, Runtime, digest};
+use crate::runtime::{self, PolicyFailure, Prepared, Runtime, digest};
 use crate::sandbox::CallContext;
 use crate::store::Store;
 
@@ -118,6 +118,8 @@ pub(crate) struct LoadContext<'a> {
     pub base_dir: &'a std::path::Path,
     /// Where plugins pulled from registries are cached.
     pub oci_cache: &'a std::path::Path,
+    /// The config file's text, for the line of a key a plugin refuses.
+    pub config_text: Option<&'a str>,
 }
 
 /// A plugin's bytes and their digest, read once per (re)load.
@@ -365,9 +367,7 @@ pub(crate) fn load(
     sandbox.store.data_mut().call.config = config.clone();
     sandbox.open().map_err(|failure| {
         fail(PluginProblem::Rejected(match failure {
-            PolicyFailure::Config(message) => {
-                format!("rejected its config (plugins.{name}.config): {message}")
-            }
+            PolicyFailure::Config { key, message } => config_refusal(ctx, &name, key, &message),
             other => format!("open {other}"),
         }))
     })?;
@@ -392,6 +392,22 @@ pub(crate) fn load(
             ctx.runtime.chores().clone(),
         ),
     })
+}
+
+/// A plugin's refusal of its table, pointed at the config file's line
+/// when the plugin named a key (or a path into its table) that is there.
+fn config_refusal(ctx: &LoadContext<'_>, name: &str, key: Option<String>, message: &str) -> String {
+    let table = format!("plugins.{name}.config");
+    let line = key.as_deref().zip(ctx.config_text).and_then(|(key, text)| {
+        crate::source_lines::line_of(text, &["plugins", name, "config"], key)
+    });
+    let at = line
+        .map(|line| format!(", line {line}"))
+        .unwrap_or_default();
+    format!(
+        "rejected its config ({table}{at}): {}",
+        runtime::refusal(key.as_deref(), message)
+    )
 }
 
 fn read_bytes(ctx: &LoadContext<'_>, path: &str) -> Result<Vec<u8>, PluginProblem> {

@@ -125,6 +125,7 @@ impl Registry {
             store,
             base_dir: &config.base_dir,
             oci_cache: &oci_cache,
+            config_text: config.text.as_deref(),
         };
         let mut report = ReloadReport::default();
         let mut set = Vec::new();

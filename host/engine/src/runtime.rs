@@ -277,7 +277,10 @@ impl PolicyInstance {
     /// the key when the policy did.
     pub(crate) fn open(&mut self) -> Result<(), PolicyFailure> {
         self.call("open", |p, s| p.gate.call_open(s))?
-            .map_err(|err| PolicyFailure::Config(config_error_message(&err)))
+            .map_err(|err| PolicyFailure::Config {
+                key: err.key.map(|key| bounds::cut(key, bounds::ERROR_TEXT)),
+                message: bounds::cut(err.message, bounds::ERROR_TEXT),
+            })
     }
 
     /// Start evaluating `call` on this instance (`gate.begin`): the call
@@ -360,13 +363,12 @@ impl PolicyInstance {
     }
 }
 
-/// A policy's config refusal as one line: the key first, when it named one.
-fn config_error_message(err: &wit::ConfigError) -> String {
-    let message = match &err.key {
-        Some(key) => format!("`{key}`: {}", err.message),
-        None => err.message.clone(),
-    };
-    bounds::cut(message, bounds::ERROR_TEXT)
+/// A config refusal as one line: the key first, when there is one.
+pub(crate) fn refusal(key: Option<&str>, message: &str) -> String {
+    match key {
+        Some(key) => format!("`{key}`: {message}"),
+        None => message.to_string(),
+    }
 }
 
 fn ticks(duration: Duration) -> u64 {
@@ -388,9 +390,15 @@ pub enum PolicyFailure {
     /// Trapped (a panic is `unreachable`).
     #[error("trapped: {0}")]
     Trap(String),
-    /// Refused its configuration (`gate.open`).
-    #[error("refused its configuration: {0}")]
-    Config(String),
+    /// Refused its configuration (`gate.open`), naming the key (or a path
+    /// into its table, `rule[2].action`) when it could.
+    #[error("refused its configuration: {}", refusal(key.as_deref(), message))]
+    Config {
+        /// The key or key path to blame.
+        key: Option<String>,
+        /// What is wrong and the fix.
+        message: String,
+    },
     /// Returned more than its output limit.
     #[error("returned {bytes} bytes of reason and notes, over its {limit}-byte limit")]
     OutputTooLarge {
