@@ -43,6 +43,14 @@ fn run_hook(command: &mut Command, event: &str) {
     assert!(child.wait().unwrap().success());
 }
 
+/// The rules of `examples/rules.toml`, none of which a `Read` fires.
+const RULES_NONE_FIRES: &str = r#"rule = [
+  { tool = "mcp:everything/get-env", action = "deny", reason = "r" },
+  { tool = "Bash", args.command = { regex = '^\s*git\s+push\b' }, action = "ask", reason = "r" },
+  { tool = "WebFetch", action = "deny", reason = "r", limit = { calls = 20, per = "turn" } },
+  { tool = ["Write", "Edit"], args.file_path = "*.lock", action = "deny", reason = "r" },
+]"#;
+
 fn quick() -> bool {
     std::env::var_os("TOOLGATE_BENCH_QUICK").is_some()
 }
@@ -500,6 +508,19 @@ fn main() {
             "bundled:lease-gate".into(),
             low as fn(usize) -> ToolRequest,
             "auto_plan = true",
+        ),
+        ("rules (none)", "bundled:rules".into(), low, ""),
+        (
+            "rules (4, none fires)",
+            "bundled:rules".into(),
+            low,
+            RULES_NONE_FIRES,
+        ),
+        (
+            "rules (a limit counting each call)",
+            "bundled:rules".into(),
+            low,
+            "rule = [{ tool = \"Read\", action = \"deny\", reason = \"r\", limit = { calls = 1000000000, per = \"session\" } }]",
         ),
     ] {
         let text = format!(

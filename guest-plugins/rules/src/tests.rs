@@ -1,0 +1,303 @@
+//! The rules' logic natively, over a map standing in for the policy's
+//! state. The same behaviour runs through the wasm boundary in
+//! `fixtures.toml` (`toolgate test bundled:rules …`).
+
+use std::collections::BTreeMap;
+
+use serde_json::json;
+use toolgate_guest::{ApprovalGrant, Caller, Verdict};
+
+use super::*;
+
+#[derive(Default)]
+struct MapMemory(BTreeMap<String, u64>);
+
+impl Memory for MapMemory {
+    fn take(&mut self, key: &str, limit: u64) -> Result<Option<u64>, StateError> {
+        let count = self.0.entry(key.to_string()).or_default();
+        if *count >= limit {
+            return Ok(None);
+        }
+        *count += 1;
+        Ok(Some(*count))
+    }
+
+    fn sweep(&mut self, prefix: &str, keep: &str) -> Result<(), StateError> {
+        self.0
+            .retain(|key, _| !key.starts_with(prefix) || key == keep);
+        Ok(())
+    }
+
+    fn remembers(&mut self, key: &str) -> Result<bool, StateError> {
+        Ok(self.0.contains_key(key))
+    }
+
+    fn remember(&mut self, key: &str) -> Result<(), StateError> {
+        self.0.insert(key.to_string(), 1);
+        Ok(())
+    }
+}
+
+fn rules(rules: Value) -> Result<Rules, ConfigError> {
+    Rules::open(Config::from_json(&json!({ "rule": rules }).to_string()).unwrap())
+}
+
+fn call(tool: &str, arguments: Value) -> ToolCall {
+    ToolCall {
+        call_id: "c1".into(),
+        tool: tool.into(),
+        origin: toolgate_guest::ToolOrigin::Builtin,
+        arguments: arguments.to_string(),
+        caller: Caller {
+            session_id: "s1".into(),
+            thread_id: "s1".into(),
+            user_id: "u1".into(),
+            channel: "cli".into(),
+            thread_kind: "foreground".into(),
+            is_subagent: false,
+            turn: 1,
+            mode: ExecutionMode::Interactive,
+        },
+        context_tokens: None,
+        has_transcript: false,
+        resolutions: Vec::new(),
+    }
+}
+
+fn verdict(rules: &Rules, call: &ToolCall, memory: &mut MapMemory) -> Verdict {
+    rules.evaluate(call, 0, memory).unwrap().verdict
+}
+
+#[test]
+fn the_first_rule_that_fires_decides_so_an_exception_goes_first() {
+    let rules = rules(json!([
+        {"tool": "Bash", "args": {"command": "git status*"}, "action": "allow"},
+        {"tool": "Bash", "args": {"command": {"regex": r"^\s*git\b"}}, "action": "ask", "reason": "git"},
+        {"tool": "Bash", "action": "deny", "reason": "no shell"},
+    ]))
+    .unwrap();
+    let memory = &mut MapMemory::default();
+    let run = |command: &str, memory: &mut MapMemory| {
+        verdict(&rules, &call("Bash", json!({ "command": command })), memory)
+    };
+    assert_eq!(run("git status --short", memory), Verdict::Allow);
+    assert!(matches!(run("git push", memory), Verdict::Pause(_)));
+    assert!(
+        matches!(run("ls", memory), Verdict::Deny(r) if r.contains("no shell (rule `rule-3`)"))
+    );
+    assert_eq!(
+        verdict(&rules, &call("Read", json!({})), memory),
+        Verdict::Skip
+    );
+}
+
+#[test]
+fn notes_gather_until_a_rule_decides() {
+    let rules = rules(json!([
+        {"tool": "Write", "action": "note", "note": "run the tests after writing"},
+        {"tool": "W*", "action": "note", "note": "second"},
+        {"tool": "Write", "args": {"file_path": "*.lock"}, "action": "deny", "reason": "lock files are generated", "note": "use the package manager"},
+    ]))
+    .unwrap();
+    let memory = &mut MapMemory::default();
+    let written = rules
+        .evaluate(&call("Write", json!({"file_path": "src/a.rs"})), 0, memory)
+        .unwrap();
+    assert_eq!(written.verdict, Verdict::Skip);
+    assert_eq!(written.notes, ["run the tests after writing", "second"]);
+    let lock = rules
+        .evaluate(
+            &call("Write", json!({"file_path": "Cargo.lock"})),
+            0,
+            memory,
+        )
+        .unwrap();
+    assert!(matches!(lock.verdict, Verdict::Deny(_)));
+    assert_eq!(lock.notes.len(), 3);
+}
+
+#[test]
+fn a_limit_fires_past_its_calls_and_a_new_turn_starts_afresh() {
+    let rules = rules(json!([{
+        "name": "fetches", "tool": "WebFetch", "action": "deny",
+        "reason": "Enough fetching.", "limit": {"calls": 2, "per": "turn"},
+    }]))
+    .unwrap();
+    let memory = &mut MapMemory::default();
+    let mut fetch = call("WebFetch", json!({"url": "https://example.com"}));
+    assert_eq!(verdict(&rules, &fetch, memory), Verdict::Skip);
+    assert_eq!(verdict(&rules, &fetch, memory), Verdict::Skip);
+    let Verdict::Deny(reason) = verdict(&rules, &fetch, memory) else {
+        panic!("the third fetch of the turn must be refused");
+    };
+    assert_eq!(
+        reason,
+        "Enough fetching. (rule `fetches`: at most 2 calls per turn)"
+    );
+    fetch.caller.turn = 2;
+    assert_eq!(verdict(&rules, &fetch, memory), Verdict::Skip);
+    // The older turn's counter was swept when the new one started.
+    assert_eq!(memory.0.len(), 1, "{:?}", memory.0);
+}
+
+#[test]
+fn a_time_window_counts_per_user_across_sessions() {
+    let rules = rules(json!([{
+        "name": "pushes", "tool": "Bash", "action": "deny", "reason": "Slow down.",
+        "limit": {"calls": 1, "per": "1h"},
+    }]))
+    .unwrap();
+    let memory = &mut MapMemory::default();
+    let mut push = call("Bash", json!({}));
+    assert_eq!(
+        rules.evaluate(&push, 1_000, memory).unwrap().verdict,
+        Verdict::Skip
+    );
+    push.caller.session_id = "s2".into();
+    assert!(matches!(
+        rules.evaluate(&push, 2_000, memory).unwrap().verdict,
+        Verdict::Deny(_)
+    ));
+    push.caller.user_id = "u2".into();
+    assert_eq!(
+        rules.evaluate(&push, 2_000, memory).unwrap().verdict,
+        Verdict::Skip
+    );
+    push.caller.user_id = "u1".into();
+    assert_eq!(
+        rules.evaluate(&push, 3_600_000, memory).unwrap().verdict,
+        Verdict::Skip,
+        "the next hour's window"
+    );
+}
+
+#[test]
+fn an_approved_call_is_allowed_and_not_counted_again() {
+    let rules = rules(json!([{
+        "name": "many-writes", "tool": "Write", "action": "ask",
+        "reason": "Many writes this turn.", "limit": {"calls": 1, "per": "turn"},
+        "allow_always": true,
+    }]))
+    .unwrap();
+    let memory = &mut MapMemory::default();
+    let mut write = call("Write", json!({}));
+    assert_eq!(verdict(&rules, &write, memory), Verdict::Skip);
+    assert!(matches!(verdict(&rules, &write, memory), Verdict::Pause(_)));
+    let counted = memory.0.clone();
+    write.resolutions = vec![Resolution::Approved(ApprovalGrant { always: true })];
+    assert_eq!(verdict(&rules, &write, memory), Verdict::Allow);
+    assert!(memory.0.keys().any(|k| k.starts_with("always/")));
+    assert_eq!(
+        memory
+            .0
+            .iter()
+            .filter(|(k, _)| k.starts_with("limit/"))
+            .collect::<Vec<_>>(),
+        counted.iter().collect::<Vec<_>>(),
+        "the resumed call took no unit"
+    );
+    // "Always" holds for the session's later calls.
+    write.resolutions.clear();
+    assert_eq!(verdict(&rules, &write, memory), Verdict::Allow);
+}
+
+#[test]
+fn with_no_person_present_an_ask_is_a_deny_that_says_so() {
+    let rules = rules(json!([{"tool": "Bash", "action": "ask", "reason": "Run a shell command?"}]))
+        .unwrap();
+    let mut bash = call("Bash", json!({}));
+    bash.caller.mode = ExecutionMode::Autonomous;
+    let Verdict::Deny(reason) = verdict(&rules, &bash, &mut MapMemory::default()) else {
+        panic!("autonomous mode has no one to ask");
+    };
+    assert!(reason.contains("autonomous"), "{reason}");
+}
+
+#[test]
+fn mode_subagent_and_thread_kind_narrow_a_rule() {
+    let rules = rules(json!([{
+        "tool": "*", "mode": ["autonomous"], "subagent": true, "thread_kind": "research*",
+        "action": "deny", "reason": "no",
+    }]))
+    .unwrap();
+    let mut read = call("Read", json!({}));
+    let memory = &mut MapMemory::default();
+    read.caller.mode = ExecutionMode::Autonomous;
+    read.caller.is_subagent = true;
+    assert_eq!(verdict(&rules, &read, memory), Verdict::Skip, "thread kind");
+    read.caller.thread_kind = "research-web".into();
+    assert!(matches!(verdict(&rules, &read, memory), Verdict::Deny(_)));
+    read.caller.is_subagent = false;
+    assert_eq!(verdict(&rules, &read, memory), Verdict::Skip);
+}
+
+#[test]
+fn mcp_tools_are_matched_by_server_from_their_origin() {
+    let rules =
+        rules(json!([{"tool": "mcp:everything/*", "action": "deny", "reason": "no"}])).unwrap();
+    let mut env = call("get-env", json!({}));
+    let memory = &mut MapMemory::default();
+    assert_eq!(
+        verdict(&rules, &env, memory),
+        Verdict::Skip,
+        "a builtin of that name"
+    );
+    env.origin = toolgate_guest::ToolOrigin::Mcp("everything".into());
+    assert!(matches!(verdict(&rules, &env, memory), Verdict::Deny(_)));
+}
+
+#[test]
+fn a_refused_rule_names_itself_and_the_key_path() {
+    let refused = |rule: Value| {
+        rules(json!([{"tool": "Read", "action": "allow"}, rule]))
+            .err()
+            .unwrap()
+    };
+    let cases = [
+        (
+            json!({"name": "x", "action": "dny"}),
+            "rule[1]",
+            "rule `x`: unknown variant `dny`",
+        ),
+        (
+            json!({"action": "deny"}),
+            "rule[1]",
+            "rule 2 (unnamed): a `deny` rule needs `reason`",
+        ),
+        (json!({"action": "note"}), "rule[1]", "needs `note`"),
+        (
+            json!({"action": "allow", "tol": "Bash"}),
+            "rule[1]",
+            "unknown field `tol`",
+        ),
+        (
+            json!({"name": "r", "action": "allow", "args": {"command": {"regex": "("}}}),
+            "rule[1].args.command",
+            "rule `r`: not a valid regex",
+        ),
+        (
+            json!({"action": "deny", "reason": "r", "limit": {"calls": 3, "per": "week"}}),
+            "rule[1].limit",
+            "is not a window",
+        ),
+        (
+            json!({"action": "allow", "allow_always": true}),
+            "rule[1].allow_always",
+            "for `ask` rules only",
+        ),
+        (
+            json!({"name": "rule-1", "action": "allow"}),
+            "rule[1].name",
+            "named twice",
+        ),
+    ];
+    for (rule, key, message) in cases {
+        let err = refused(rule);
+        assert_eq!(err.key.as_deref(), Some(key), "{}", err.message);
+        assert!(err.message.contains(message), "{}", err.message);
+    }
+    let typo = Rules::open(Config::from_json(r#"{"rules": []}"#).unwrap())
+        .err()
+        .unwrap();
+    assert_eq!(typo.key.as_deref(), Some("rules"));
+}

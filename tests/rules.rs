@@ -1,0 +1,158 @@
+//! The bundled `rules` policy through the host: composed with the other
+//! bundled policies, a person's approval of a rule's pause, and a refused
+//! rule pointed at its line. Each rule kind and each limit window are in
+//! its fixture file (`guest-plugins/rules/fixtures.toml`, run by
+//! `authoring.rs`).
+
+mod common;
+
+use common::{call, config_text, host, try_host};
+use serde_json::json;
+use toolgate::decision::PolicyVerdict;
+use toolgate::gates::{GateKey, GateResolution, PauseKind};
+use toolgate::{Decision, Toolgate, Verdict};
+
+const RULES: &str = r#"
+[plugins.rules]
+path = "bundled:rules"
+priority = 1
+
+[[plugins.rules.config.rule]]
+name = "no-get-env"
+tool = "mcp:everything/get-env"
+action = "deny"
+reason = "get-env prints the server's environment."
+
+[[plugins.rules.config.rule]]
+name = "deploys"
+tool = "deploy"
+action = "ask"
+reason = "Deploy again this session?"
+allow_always = true
+limit = { calls = 1, per = "session" }
+"#;
+
+/// The rules ahead of lease-gate, as an operator adds them to the default.
+fn with_lease_gate() -> String {
+    format!(
+        "{RULES}\n[plugins.lease-gate]\npath = \"bundled:lease-gate\"\npriority = 5\n\
+         [plugins.lease-gate.config.actions.deploy]\neffects = [\"write-external\"]\n"
+    )
+}
+
+fn approve(host: &Toolgate, paused: &Decision, always: bool) {
+    let pause = paused.pause.as_ref().expect("a pause");
+    let key = GateKey {
+        user_id: pause.user_id.clone(),
+        thread_id: pause.thread_id.clone(),
+    };
+    host.resolve_gate(
+        &key,
+        &pause.request_id,
+        &pause.channel,
+        GateResolution::Approve { always },
+    )
+    .unwrap();
+}
+
+/// Why a host with `body` does not start.
+fn refusal(body: &str) -> String {
+    match try_host(body) {
+        Ok(_) => panic!("the host started"),
+        Err(err) => err.to_string(),
+    }
+}
+
+#[test]
+fn a_rule_denies_before_any_other_policy_is_asked() {
+    let host = host(&with_lease_gate());
+    let mut env = call("get-env", json!({}));
+    env.origin = toolgate::request::Origin::Mcp("everything".into());
+    let decision = host.evaluate(&env).unwrap();
+    assert_eq!(decision.verdict, Verdict::Deny, "{decision:?}");
+    assert_eq!(decision.decided_by.as_deref(), Some("rules"));
+    assert!(
+        decision
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("(rule `no-get-env`)")
+    );
+    assert_eq!(
+        decision.policies.len(),
+        1,
+        "the first deny wins and lease-gate is not asked: {decision:?}"
+    );
+    // A call no rule is about is the other policies' to decide.
+    let read = host
+        .evaluate(&call("Read", json!({"file_path": "a"})))
+        .unwrap();
+    assert_eq!(read.verdict, Verdict::Allow, "{read:?}");
+    assert_eq!(read.policies[0].verdict, PolicyVerdict::Skip);
+}
+
+#[test]
+fn a_person_approves_a_rules_pause_once_and_always() {
+    let host = host(&with_lease_gate());
+    let deploy = call("deploy", json!({"env": "prod"}));
+    // The first deploy of the session is within the limit.
+    assert_eq!(host.evaluate(&deploy).unwrap().verdict, Verdict::Allow);
+
+    let second = host.evaluate(&deploy).unwrap();
+    assert_eq!(second.verdict, Verdict::Pause, "{second:?}");
+    assert_eq!(second.decided_by.as_deref(), Some("rules"));
+    let pause = second.pause.as_ref().unwrap();
+    assert!(
+        matches!(
+            &pause.kind,
+            PauseKind::Approval {
+                allow_always: true,
+                ..
+            }
+        ),
+        "the rule offers always: {pause:?}"
+    );
+    approve(&host, &second, true);
+    let resumed = host.evaluate(&deploy).unwrap();
+    assert_eq!(resumed.verdict, Verdict::Allow, "{resumed:?}");
+
+    // "Always" holds for the rest of the session, with no new pause...
+    let third = host.evaluate(&deploy).unwrap();
+    assert_eq!(third.verdict, Verdict::Allow, "{third:?}");
+    assert!(host.gates(None).unwrap().is_empty());
+    // ...and only for it.
+    let mut elsewhere = deploy.clone();
+    elsewhere.session_id = "another".into();
+    elsewhere.thread_id = Some("another".into());
+    assert_eq!(host.evaluate(&elsewhere).unwrap().verdict, Verdict::Allow);
+    assert_eq!(host.evaluate(&elsewhere).unwrap().verdict, Verdict::Pause);
+}
+
+#[test]
+fn a_malformed_rule_is_refused_at_load_naming_the_rule_and_its_line() {
+    let body = format!(
+        "{RULES}\n[[plugins.rules.config.rule]]\nname = \"push\"\ntool = \"Bash\"\n\
+         args.command = {{ regex = '^git push(' }}\naction = \"ask\"\nreason = \"push?\"\n"
+    );
+    let err = refusal(&body);
+    let line = config_text(&body)
+        .lines()
+        .position(|l| l.starts_with("args.command"))
+        .unwrap()
+        + 1;
+    for part in [
+        "plugin `rules`",
+        &format!("(plugins.rules.config, line {line})"),
+        "`rule[2].args.command`",
+        "rule `push`: not a valid regex",
+    ] {
+        assert!(err.contains(part), "{part:?} in: {err}");
+    }
+    let unknown = refusal(&RULES.replace("action = \"deny\"", "action = \"dny\""));
+    assert!(
+        unknown
+            .to_string()
+            .contains("rule `no-get-env`: unknown variant `dny`"),
+        "{unknown}"
+    );
+}
