@@ -145,10 +145,13 @@ fn inspect_describes_bundled_policies_and_refuses_other_files() {
 fn a_scaffolded_policy_builds_and_passes_its_own_fixture() {
     let dir = tempfile::tempdir().unwrap();
     let crate_dir = dir.path().join("my-guard");
+    // Every optional phase: each is implemented and exported.
     let created = toolgate(&[
         "new",
         "policy",
         "my-guard",
+        "--phases",
+        "classify,account,parse,observe",
         "--dir",
         crate_dir.to_str().unwrap(),
     ]);

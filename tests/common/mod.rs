@@ -156,6 +156,7 @@ pub mod model_server;
 pub mod npm;
 pub mod oci_registry;
 pub mod pg_cluster;
+pub mod polyglot;
 pub mod python;
 pub mod responses_api;
 pub mod scripted_http;

@@ -1,0 +1,535 @@
+/**
+ * Helpers for writing toolgate policies in TypeScript (contract
+ * toolgate:policy@0.3.0): the counterpart of the `toolgate-guest` Rust crate.
+ *
+ * A policy is an object passed to `definePolicy`; the entry module exports
+ * one object per export of its world:
+ *
+ * ```ts
+ * import * as tg from "./toolgate-guest.js";
+ *
+ * const policy = tg.definePolicy({
+ *   name: "my-policy",
+ *   open: (config) => tg.settings(config, { blocked: ["rm -rf /"] }),
+ *   decide(settings, call) {
+ *     const command = String(call.arguments.command ?? "");
+ *     return settings.blocked.some((b) => command.includes(b))
+ *       ? tg.deny("not here; remove what you need by name")
+ *       : tg.skip();
+ *   },
+ * });
+ * export const gate = policy.gate;        // every policy
+ * export const risk = policy.risk;        // only if the world includes `classifier`
+ * ```
+ *
+ * The optional phases (`classify`, `account`, `parse`, `observe`) are
+ * exported by implementing them *and* including the phase's world in
+ * `wit/world.wit`: a policy exports only what it implements, and the host
+ * never calls anything else.
+ *
+ * Lifecycle, as in Rust: the host opens an instance once (`open` gets the
+ * policy's config table and returns what the other functions receive as
+ * `settings`), then every evaluation starts with `begin`, which keeps the
+ * call for the phases that follow; a phase with no begun call throws, which
+ * traps the instance (a failure the host handles by the policy's fail mode).
+ * An instance may serve several calls of one user and session, or be
+ * replaced at any time: keep what must last in `state` or `events`, never in
+ * module variables.
+ *
+ * Numbers the contract holds as u64 (turns, counters, token counts) arrive
+ * as `bigint`.
+ */
+
+import * as wasiConfig from "wasi:config/store@0.2.0-rc.1";
+import * as wasiLogging from "wasi:logging/logging@0.1.0-draft";
+import * as rawState from "toolgate:policy/state@0.3.0";
+import * as rawEvents from "toolgate:policy/events@0.3.0";
+import * as rawContext from "toolgate:policy/context@0.3.0";
+
+// --- the contract's types, as the bindings lift and lower them ----------
+
+export type ToolOrigin = { tag: "builtin" } | { tag: "mcp"; val: string } | { tag: "other"; val: string };
+export type ExecutionMode = "interactive" | "interactive-auto-approve" | "autonomous";
+export type RiskLevel = "none" | "low" | "medium" | "high" | "critical";
+export interface Risk {
+  level: RiskLevel;
+  category: string;
+  signals: string[];
+}
+export interface Caller {
+  sessionId: string;
+  threadId: string;
+  userId: string;
+  channel: string;
+  threadKind: string;
+  isSubagent: boolean;
+  turn: bigint;
+  mode: ExecutionMode;
+}
+export type Resolution = { tag: "approved"; val: { always: boolean } } | { tag: "authenticated"; val: string };
+export interface RawToolCall {
+  callId: string;
+  tool: string;
+  origin: ToolOrigin;
+  arguments: string;
+  caller: Caller;
+  contextTokens?: bigint;
+  hasTranscript: boolean;
+  resolutions: Resolution[];
+}
+export type BudgetStatus = { tag: "ok" } | { tag: "warning"; val: string } | { tag: "exceeded"; val: string };
+export type PauseRequest =
+  | { tag: "approval"; val: { description: string; allowAlways: boolean } }
+  | { tag: "authentication"; val: { credential: string; instructions: string; url?: string } };
+export type Verdict =
+  | { tag: "allow" }
+  | { tag: "deny"; val: string }
+  | { tag: "pause"; val: PauseRequest }
+  | { tag: "skip" }
+  | { tag: "ask-model"; val: { system: string; user: string; timeoutMs: number } };
+export interface Decision {
+  verdict: Verdict;
+  notes: string[];
+}
+export type ModelError =
+  | { tag: "not-configured" }
+  | { tag: "timeout" }
+  | { tag: "budget-spent" }
+  | { tag: "transport"; val: string };
+export type RawModelReply = { tag: "answered"; val: string } | { tag: "unanswered"; val: ModelError };
+export interface RawToolEvent {
+  call: RawToolCall;
+  outcome: "succeeded" | "failed" | "denied";
+  summary: string;
+  risk: Risk;
+}
+export interface Event {
+  sessionId: string;
+  turn: bigint;
+  kind: string;
+  tool?: string;
+  origin?: ToolOrigin;
+  risk?: Risk;
+  detail?: string;
+  summary?: string;
+  atMs: bigint;
+}
+type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+
+// --- what a policy reads ------------------------------------------------
+
+/** The proposed tool call, with its arguments parsed. */
+export class Call {
+  /** The arguments as JSON values; `{}` when they are not a JSON object. */
+  readonly arguments: { [key: string]: Json };
+
+  constructor(readonly raw: RawToolCall) {
+    let parsed: Json = null;
+    try {
+      parsed = JSON.parse(raw.arguments);
+    } catch {
+      // not JSON: no arguments to read
+    }
+    this.arguments = parsed !== null && typeof parsed === "object" && !Array.isArray(parsed) ? parsed : {};
+  }
+
+  get id(): string {
+    return this.raw.callId;
+  }
+  get tool(): string {
+    return this.raw.tool;
+  }
+  /** The MCP server the tool comes from, or undefined for a built-in tool. */
+  get mcpServer(): string | undefined {
+    return this.raw.origin.tag === "mcp" ? this.raw.origin.val : undefined;
+  }
+  /** The action name operators write patterns in: `Bash`, `mcp:SERVER/TOOL`. */
+  get action(): string {
+    return actionName(this.raw);
+  }
+  get session(): string {
+    return this.raw.caller.sessionId;
+  }
+  get thread(): string {
+    return this.raw.caller.threadId;
+  }
+  get user(): string {
+    return this.raw.caller.userId;
+  }
+  get channel(): string {
+    return this.raw.caller.channel;
+  }
+  get threadKind(): string {
+    return this.raw.caller.threadKind;
+  }
+  get isSubagent(): boolean {
+    return this.raw.caller.isSubagent;
+  }
+  get turn(): bigint {
+    return this.raw.caller.turn;
+  }
+  get mode(): ExecutionMode {
+    return this.raw.caller.mode;
+  }
+  /** The context-window size in tokens, when the runtime reports it. */
+  get contextTokens(): bigint | undefined {
+    return this.raw.contextTokens;
+  }
+  get hasTranscript(): boolean {
+    return this.raw.hasTranscript;
+  }
+  /** "once"/"always" when a person approved one of this policy's pauses of this call (verified by the host). */
+  get approved(): "once" | "always" | undefined {
+    for (const resolution of this.raw.resolutions) {
+      if (resolution.tag === "approved") return resolution.val.always ? "always" : "once";
+    }
+    return undefined;
+  }
+  /** The credentials a person supplied for this policy's pauses. */
+  get credentials(): string[] {
+    return this.raw.resolutions.flatMap((r) => (r.tag === "authenticated" ? [r.val] : []));
+  }
+}
+
+/** The model's answer to the question `decide` asked: `text`, or `error`. */
+export interface Reply {
+  text?: string;
+  /** "not-configured", "timeout", "budget-spent" or "transport: ..." */
+  error?: string;
+}
+
+/** What happened to a call (`observe`). */
+export interface Observed {
+  call: Call;
+  outcome: "succeeded" | "failed" | "denied";
+  summary: string;
+  risk: Risk;
+}
+
+// --- what a policy answers ----------------------------------------------
+
+const decision = (verdict: Verdict, notes: string[] = []): Decision => ({ verdict, notes: [...notes] });
+
+/** Let the call run (as far as this policy is concerned). */
+export const allow = (notes: string[] = []): Decision => decision({ tag: "allow" }, notes);
+/** Refuse the call; `reason` is shown to the agent: say what to do instead. */
+export const deny = (reason: string, notes: string[] = []): Decision => decision({ tag: "deny", val: reason }, notes);
+/** Abstain: no opinion on this call. */
+export const skip = (notes: string[] = []): Decision => decision({ tag: "skip" }, notes);
+/** Hold the call until a person approves it. */
+export const pauseForApproval = (description: string, allowAlways = false, notes: string[] = []): Decision =>
+  decision({ tag: "pause", val: { tag: "approval", val: { description, allowAlways } } }, notes);
+/** Hold the call until a person supplies a credential. */
+export const pauseForCredential = (
+  credential: string,
+  instructions: string,
+  url?: string,
+  notes: string[] = [],
+): Decision => decision({ tag: "pause", val: { tag: "authentication", val: { credential, instructions, url } } }, notes);
+/** Ask the host's model first; `parse` turns the reply into this policy's decision. */
+export const askModel = (system: string, user: string, timeoutMs = 10_000): Decision =>
+  decision({ tag: "ask-model", val: { system, user, timeoutMs } });
+/** `d` with one more note for the agent. */
+export const withNote = (d: Decision, note: string): Decision => ({ verdict: d.verdict, notes: [...d.notes, note] });
+
+/** A risk classification; `category` is a short kebab-case name. */
+export const risk = (level: RiskLevel, category: string, signals: string[] = []): Risk => ({ level, category, signals });
+export const budgetOk = (): BudgetStatus => ({ tag: "ok" });
+/** Over a soft limit; `text` is meant for the agent. */
+export const budgetWarning = (text: string): BudgetStatus => ({ tag: "warning", val: text });
+/** Over a hard limit; `text` says what the agent may still do. */
+export const budgetExceeded = (text: string): BudgetStatus => ({ tag: "exceeded", val: text });
+
+// --- config -------------------------------------------------------------
+
+/** The config table is refused: `key` names the offending key (or a path into the table). */
+export class ConfigError extends Error {
+  constructor(
+    readonly key: string | undefined,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * The config table with each key's default given here. A key not named
+ * here, or a value of another type than its default's, is a `ConfigError`
+ * naming the key (a typo is an error, not a silent default).
+ */
+export function settings<T extends { [key: string]: Json }>(config: { [key: string]: Json }, defaults: T): T {
+  const known = Object.keys(defaults);
+  const values: { [key: string]: Json } = { ...defaults };
+  for (const [name, value] of Object.entries(config)) {
+    if (!known.includes(name)) {
+      throw new ConfigError(name, `unknown key; this policy reads ${known.sort().join(", ") || "no keys"}`);
+    }
+    const expected = kind(defaults[name]);
+    if (defaults[name] !== null && kind(value) !== expected) {
+      throw new ConfigError(name, `expected ${expected}, found ${kind(value)} ${JSON.stringify(value)}`);
+    }
+    values[name] = value;
+  }
+  return values as T;
+}
+
+function kind(value: Json): string {
+  if (Array.isArray(value)) return "a list";
+  if (value === null) return "null";
+  return { boolean: "a boolean", number: "a number", string: "a string", object: "a table" }[
+    typeof value as "boolean" | "number" | "string" | "object"
+  ];
+}
+
+function readConfig(): { [key: string]: Json } {
+  let entries: [string, string][];
+  try {
+    entries = wasiConfig.getAll();
+  } catch (err) {
+    throw new ConfigError(undefined, `the host could not serve the config: ${JSON.stringify(payload(err))}`);
+  }
+  const table: { [key: string]: Json } = {};
+  for (const [name, text] of entries) {
+    try {
+      table[name] = JSON.parse(text);
+    } catch (err) {
+      throw new ConfigError(name, `not valid JSON: ${err}`);
+    }
+  }
+  return table;
+}
+
+// --- names --------------------------------------------------------------
+
+/**
+ * The call's action name: a built-in tool keeps its name (`Bash`), an MCP
+ * tool is `mcp:SERVER/TOOL`. The server comes from the call's origin, never
+ * from the tool's spelling.
+ */
+export function actionName(call: RawToolCall): string {
+  return call.origin.tag === "mcp" ? `mcp:${call.origin.val}/${call.tool}` : call.tool;
+}
+
+/**
+ * A state key of `parts` joined by "/", each part escaped ("%" → "%25",
+ * "/" → "%2F") so that no part reaches into another's keys.
+ */
+export function key(...parts: (string | number | bigint)[]): string {
+  return parts.map((p) => String(p).replaceAll("%", "%25").replaceAll("/", "%2F")).join("/");
+}
+
+// --- host capabilities --------------------------------------------------
+
+/** The policy's state could not be read or written. Never means "no data". */
+export class StateError extends Error {
+  constructor(
+    readonly kind: "quota-exceeded" | "too-large" | "storage",
+    message = "",
+  ) {
+    super(message ? `${kind}: ${message}` : kind);
+  }
+}
+
+/** The error value a host call failed with. */
+function payload(err: unknown): unknown {
+  return err !== null && typeof err === "object" && "payload" in err ? (err as { payload: unknown }).payload : err;
+}
+
+function stateCall<T>(f: () => T): T {
+  try {
+    return f();
+  } catch (err) {
+    const value = payload(err) as { tag: StateError["kind"]; val?: string };
+    throw new StateError(value.tag, value.val);
+  }
+}
+
+const utf8 = new TextEncoder();
+const fromUtf8 = new TextDecoder();
+
+/** Durable key-value state in this policy's own namespace; every function throws `StateError` when the store fails. */
+export const state = {
+  get: (k: string): Uint8Array | undefined => stateCall(() => rawState.get(k)),
+  getMany: (keys: string[]): (Uint8Array | undefined)[] => stateCall(() => rawState.getMany(keys)),
+  /** The JSON value at `k`; `fallback` when missing or undecodable. */
+  getJson<T extends Json>(k: string, fallback?: T): T | undefined {
+    const bytes = state.get(k);
+    if (bytes === undefined) return fallback;
+    try {
+      return JSON.parse(fromUtf8.decode(bytes));
+    } catch {
+      return fallback;
+    }
+  },
+  /** Write bytes (or a string, as UTF-8). */
+  set: (k: string, value: Uint8Array | string): void =>
+    stateCall(() => rawState.set(k, typeof value === "string" ? utf8.encode(value) : value)),
+  setJson: (k: string, value: Json): void => state.set(k, JSON.stringify(value)),
+  delete: (k: string): void => stateCall(() => rawState.delete(k)),
+  /** Keys that start with `prefix`, in order, at most `limit`. */
+  keys: (prefix: string, limit = 100): string[] => stateCall(() => rawState.listKeys(prefix, limit)),
+  /** Atomically add one to the counter at `k` if it is below `limit`: the new count, or undefined at the limit. */
+  tryIncrement: (k: string, limit: bigint | number): bigint | undefined =>
+    stateCall(() => rawState.tryIncrement(k, BigInt(limit))),
+};
+
+function eventsCall<T>(f: () => T): T {
+  try {
+    return f();
+  } catch (err) {
+    throw new StateError("storage", String((payload(err) as { val?: string }).val));
+  }
+}
+
+/** This policy's append-only event stream. */
+export const events = {
+  /** Append an event (queued; never blocks the decision). */
+  append(
+    kind: string,
+    sessionId: string,
+    turn: bigint | number = 0n,
+    fields: { tool?: string; detail?: string; summary?: string } = {},
+  ): void {
+    rawEvents.append({ sessionId, turn: BigInt(turn), kind, ...fields, atMs: 0n });
+  },
+  /** The newest `limit` events of one session, oldest first. */
+  sessionRecent: (sessionId: string, limit = 50, excludeKinds: string[] = []): Event[] =>
+    eventsCall(() => rawEvents.sessionRecent(sessionId, limit, excludeKinds)),
+  /** The newest `limit` events for `tool` from other sessions, oldest first. */
+  toolHistory: (tool: string, excludeSession: string, limit = 50, excludeKinds: string[] = []): Event[] =>
+    eventsCall(() => rawEvents.toolHistory(tool, excludeSession, limit, excludeKinds)),
+};
+
+/** The end of this call's transcript (undefined when the runtime named none); throws when the host could not read it. */
+export function transcriptTail(maxBytes: number): string | undefined {
+  try {
+    return rawContext.transcriptTail(maxBytes);
+  } catch (err) {
+    throw new Error(`transcript unreadable: ${(payload(err) as { val?: string }).val}`);
+  }
+}
+
+/** Milliseconds since the Unix epoch (the host's wall clock). */
+export const nowMs = (): number => Date.now();
+
+/** Log through the host, attributed to this policy. */
+export function log(level: "trace" | "debug" | "info" | "warn" | "error", message: string): void {
+  wasiLogging.log(level, "", message);
+}
+
+// --- the exports --------------------------------------------------------
+
+/** A policy: who it is, how it opens, and what it answers. `S` is what `open` builds. */
+export interface PolicyDefinition<S> {
+  /** Stable identifier; also names the policy's state namespace. */
+  name: string;
+  version?: string;
+  description?: string;
+  /** What a failure turns into unless the operator says otherwise (default "closed"). */
+  failMode?: "open" | "closed";
+  /** Admin commands answered by `command`. */
+  commands?: string[];
+  /** Build the policy's settings from its config table; throw `ConfigError` to refuse it. */
+  open(config: { [key: string]: Json }): S;
+  decide(settings: S, call: Call, risk: Risk, budget: BudgetStatus): Decision;
+  /** The optional `risk` phase; must be pure (no state writes). */
+  classify?(settings: S, call: Call): Risk;
+  /** The optional `budget` phase, right before `decide`. */
+  account?(settings: S, call: Call, risk: Risk): BudgetStatus;
+  /** The optional `verdict` phase; throwing is a failure of the policy. */
+  parse?(settings: S, call: Call, reply: Reply): Decision;
+  /** The optional `observe` phase; must tolerate hearing of one call more than once. */
+  observe?(settings: S, event: Observed): void;
+  /** Answer an admin command; throw to refuse. */
+  command?(settings: S, name: string, args: Json): Json;
+}
+
+/** What the entry module exports: `gate` always, each phase only if the world includes it. */
+export interface PolicyExports {
+  gate: object;
+  risk: object;
+  budget: object;
+  verdict: object;
+  observe: object;
+}
+
+const NOT_OPENED = "toolgate called the policy before gate.open";
+
+/** The export objects for `definition`; export only those your world includes. */
+export function definePolicy<S>(definition: PolicyDefinition<S>): PolicyExports {
+  let opened: { settings: S } | undefined;
+  let begun: Call | undefined;
+  const settings = (): S => {
+    if (opened === undefined) throw new Error(NOT_OPENED);
+    return opened.settings;
+  };
+  const call = (): Call => {
+    if (begun === undefined) throw new Error("toolgate called a phase before gate.begin");
+    return begun;
+  };
+  const phase = <K extends keyof PolicyDefinition<S>>(name: K): NonNullable<PolicyDefinition<S>[K]> => {
+    const f = definition[name];
+    if (typeof f !== "function") throw new Error(`${definition.name} exports its ${name} phase but has no ${name}`);
+    return f.bind(definition) as NonNullable<PolicyDefinition<S>[K]>;
+  };
+  // Thrown as the error value of a `result` (a plain object, not an Error).
+  const refuse = (value: unknown) => ({ payload: value });
+  return {
+    gate: {
+      describe: () => ({
+        name: definition.name,
+        version: definition.version ?? "0.1.0",
+        description: definition.description ?? "",
+        defaultFailMode: definition.failMode ?? "closed",
+        commands: definition.commands ?? [],
+      }),
+      open() {
+        try {
+          opened = { settings: definition.open(readConfig()) };
+        } catch (err) {
+          if (err instanceof ConfigError) throw refuse({ key: err.key, message: err.message });
+          throw err;
+        }
+      },
+      begin(raw: RawToolCall) {
+        begun = new Call(raw);
+      },
+      decide: (risk: Risk, budget: BudgetStatus): Decision => definition.decide(settings(), call(), risk, budget),
+      command(name: string, args: string): string {
+        if (definition.command === undefined) throw refuse(`this policy has no command named \`${name}\``);
+        try {
+          const answer = definition.command(settings(), name, args.trim() ? JSON.parse(args) : null);
+          return typeof answer === "string" ? answer : JSON.stringify(answer);
+        } catch (err) {
+          throw refuse(err instanceof Error ? err.message : String(err));
+        }
+      },
+    },
+    risk: {
+      classify: (): Risk => phase("classify")(settings(), call()),
+    },
+    budget: {
+      account: (risk: Risk): BudgetStatus => phase("account")(settings(), call(), risk),
+    },
+    verdict: {
+      parse(raw: RawModelReply): Decision {
+        const reply: Reply =
+          raw.tag === "answered" ? { text: raw.val } : { error: modelError(raw.val) };
+        try {
+          return phase("parse")(settings(), call(), reply);
+        } catch (err) {
+          throw refuse(err instanceof Error ? err.message : String(err));
+        }
+      },
+    },
+    observe: {
+      observe(raw: RawToolEvent): void {
+        phase("observe")(settings(), { call: new Call(raw.call), outcome: raw.outcome, summary: raw.summary, risk: raw.risk });
+      },
+    },
+  };
+}
+
+function modelError(error: ModelError): string {
+  return error.tag === "transport" ? `transport: ${error.val}` : error.tag;
+}

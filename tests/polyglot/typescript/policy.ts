@@ -1,0 +1,74 @@
+// The behaviour table of tests/polyglot/README.md, in TypeScript.
+
+import * as tg from "./toolgate-guest.js";
+
+const LANGUAGE = "typescript";
+
+const policy = tg.definePolicy({
+  name: "behaviour-typescript",
+  description: "the polyglot behaviour table",
+  open: (config) => tg.settings(config, { greeting: "noted" }),
+
+  decide(settings, call) {
+    switch (call.tool) {
+      case "Read":
+        return tg.allow();
+      case "Bash":
+        return String(call.arguments.command ?? "").includes("rm -rf")
+          ? tg.deny(`rm -rf is refused by the ${LANGUAGE} policy; remove files by name`)
+          : tg.skip();
+      case "Deploy":
+        return call.approved ? tg.allow() : tg.pauseForApproval("deploy to production");
+      case "Note":
+        return tg.allow([`${settings.greeting} by ${LANGUAGE}`]);
+      case "Count": {
+        const user = tg.state.tryIncrement(tg.key("user", call.user), 1_000_000);
+        const session = tg.state.tryIncrement(tg.key("session", call.session), 1_000_000);
+        return tg.allow([`user ${user}`, `session ${session}`]);
+      }
+      case "Remember":
+        tg.events.append("remembered", call.session, call.turn, {
+          tool: call.tool,
+          summary: String(call.arguments.text ?? ""),
+        });
+        return tg.allow();
+      case "History": {
+        const texts = tg.events
+          .sessionRecent(call.session, 10)
+          .filter((e) => e.kind === "remembered")
+          .map((e) => e.summary);
+        return tg.allow([`history: ${texts.join(", ")}`]);
+      }
+      case "Ask":
+        return tg.askModel("Answer ALLOW or DENY <why>.", String(call.arguments.question ?? ""), 5_000);
+      case "Trap":
+        throw new Error("the behaviour table traps here");
+      case "Spin":
+        for (;;) {
+          // the deadline ends this
+        }
+      case "Hog": {
+        const hoard: Uint8Array[] = [];
+        for (;;) hoard.push(new Uint8Array(1 << 20).fill(1));
+      }
+      default:
+        return tg.skip();
+    }
+  },
+
+  classify(_settings, call) {
+    return call.tool === "Risky" ? tg.risk("high", "behaviour-test", [`tool:${call.tool}`]) : tg.risk("none", "low");
+  },
+
+  parse(_settings, _call, reply) {
+    if (reply.text === undefined) return tg.deny(`the model gave no answer (${reply.error})`);
+    const answer = reply.text.trim();
+    if (answer === "ALLOW") return tg.allow([`the model allowed it (${LANGUAGE})`]);
+    if (answer.startsWith("DENY")) return tg.deny(answer.slice("DENY".length).trim() || "the model said no");
+    throw new Error(`unreadable model reply: ${JSON.stringify(answer)}`);
+  },
+});
+
+export const gate = policy.gate;
+export const risk = policy.risk;
+export const verdict = policy.verdict;
