@@ -156,3 +156,104 @@ fn a_malformed_rule_is_refused_at_load_naming_the_rule_and_its_line() {
         "{unknown}"
     );
 }
+
+/// Cedar policies beside the TOML rules, written in the config.
+const CEDAR: &str = r#"
+[plugins.rules]
+path = "bundled:rules"
+priority = 1
+
+[[plugins.rules.config.rule]]
+name = "status-is-fine"
+tool = "Bash"
+args.command = "git status*"
+action = "allow"
+
+[plugins.rules.config]
+cedar = '''
+@id("no-force-push")
+@reason("Force-pushing rewrites shared history: push normally.")
+forbid(principal, action == Action::"Bash", resource)
+when { context.arguments has command && context.arguments.command like "*--force*" };
+
+@id("deploys-need-a-person")
+@ask("Deploy to production?")
+permit(principal, action in Action::"mcp:deploy", resource);
+
+@id("fetches-per-turn")
+@reason("Two fetches a turn: work with what you have.")
+forbid(principal, action == Action::"WebFetch", resource)
+when { context.calls.turn > 2 };
+'''
+"#;
+
+#[test]
+fn cedar_policies_deny_ask_and_count_through_the_sandbox() {
+    let host = host(CEDAR);
+    let forced = host
+        .evaluate(&call("Bash", json!({"command": "git push --force"})))
+        .unwrap();
+    assert_eq!(forced.verdict, Verdict::Deny);
+    assert_eq!(
+        forced.reason.as_deref(),
+        Some("Force-pushing rewrites shared history: push normally.")
+    );
+    // A TOML rule that decides comes first; nothing satisfied abstains.
+    let status = host
+        .evaluate(&call("Bash", json!({"command": "git status --force"})))
+        .unwrap();
+    assert_eq!(status.policies[0].verdict, PolicyVerdict::Allow);
+    let ls = host
+        .evaluate(&call("Bash", json!({"command": "ls"})))
+        .unwrap();
+    assert_eq!(ls.policies[0].verdict, PolicyVerdict::Skip);
+
+    let mut deploy = call("run", json!({"env": "prod"}));
+    deploy.origin = toolgate::request::Origin::Mcp("deploy".into());
+    let paused = host.evaluate(&deploy).unwrap();
+    assert_eq!(paused.verdict, Verdict::Pause);
+    assert_eq!(paused.reason.as_deref(), Some("Deploy to production?"));
+    approve(&host, &paused, false);
+    assert_eq!(host.evaluate(&deploy).unwrap().verdict, Verdict::Allow);
+
+    // Counted in the policy's state: the third fetch of a turn is refused,
+    // and a new turn starts afresh.
+    let mut fetch = call("WebFetch", json!({"url": "https://example.com"}));
+    let mut verdicts = Vec::new();
+    for turn in [1, 1, 1, 2] {
+        fetch.turn = turn;
+        verdicts.push(host.evaluate(&fetch).unwrap().verdict);
+    }
+    assert_eq!(
+        verdicts,
+        [
+            Verdict::Allow,
+            Verdict::Allow,
+            Verdict::Deny,
+            Verdict::Allow
+        ]
+    );
+}
+
+#[test]
+fn a_cedar_parse_error_is_refused_at_load_with_cedars_message_and_the_line() {
+    let broken = CEDAR.replace(
+        "when { context.calls.turn > 2 };",
+        "when { context.calls.turn > };",
+    );
+    let err = refusal(&broken);
+    let line = config_text(&broken)
+        .lines()
+        .position(|l| l.starts_with("cedar = "))
+        .unwrap()
+        + 1;
+    for part in [
+        "plugin `rules`",
+        &format!("line {line}"),
+        "`cedar`",
+        "Cedar refused the policies: ",
+        "line 13, column",
+    ] {
+        assert!(err.contains(part), "{part:?} in: {err}");
+    }
+}

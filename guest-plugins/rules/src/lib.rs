@@ -19,7 +19,11 @@
 //! carves from. A `note` rule adds its note and the next rule is tried. No
 //! rule firing is an abstention. The policy fails closed: if it cannot
 //! read its counters, it denies.
+//!
+//! For what the TOML shorthand cannot say, `cedar = '''…'''` holds Cedar
+//! policies ([`cedar`]), asked when no TOML rule decided.
 
+pub mod cedar;
 pub mod limit;
 pub mod matcher;
 pub mod rule;
@@ -41,11 +45,14 @@ use rule::{Action, Rule};
 struct RulesConfig {
     /// The rules, in the order they are tried.
     rule: Vec<Value>,
+    /// Cedar policies, asked when no rule decided.
+    cedar: Option<String>,
 }
 
 /// The compiled rules.
 pub struct Rules {
     rules: Vec<Rule>,
+    cedar: Option<cedar::CedarPolicies>,
 }
 
 /// What the rules keep between calls: limit counters and remembered
@@ -55,6 +62,8 @@ pub trait Memory {
     /// Take one unit of the counter at `key` if fewer than `limit` are
     /// taken: the count taken, or none when the limit is reached.
     fn take(&mut self, key: &str, limit: u64) -> Result<Option<u64>, StateError>;
+    /// The counter at `key`, taking nothing.
+    fn peek(&mut self, key: &str) -> Result<u64, StateError>;
     /// Drop the keys under `prefix` other than `keep` (older windows).
     fn sweep(&mut self, prefix: &str, keep: &str) -> Result<(), StateError>;
     fn remembers(&mut self, key: &str) -> Result<bool, StateError>;
@@ -67,6 +76,13 @@ struct HostMemory;
 impl Memory for HostMemory {
     fn take(&mut self, key: &str, limit: u64) -> Result<Option<u64>, StateError> {
         state::try_increment(key, limit)
+    }
+
+    fn peek(&mut self, key: &str) -> Result<u64, StateError> {
+        // A counter is 8 bytes, little-endian (see `state.try-increment`).
+        Ok(state::get(key)?
+            .and_then(|bytes| <[u8; 8]>::try_from(bytes).ok())
+            .map_or(0, u64::from_le_bytes))
     }
 
     fn sweep(&mut self, prefix: &str, keep: &str) -> Result<(), StateError> {
@@ -120,10 +136,22 @@ impl Rules {
             };
             return Ok(Decision { notes, ..decision });
         }
-        Ok(Decision {
-            notes,
-            ..Decision::skip()
-        })
+        let Some(cedar) = &self.cedar else {
+            return Ok(Decision {
+                notes,
+                ..Decision::skip()
+            });
+        };
+        let (decision, more) = match cedar.evaluate(call, &action, approved.is_some(), memory)? {
+            cedar::Answer::Abstain { notes } => (Decision::skip(), notes),
+            cedar::Answer::Allow { notes } => (Decision::allow(), notes),
+            cedar::Answer::Deny { reason, notes } => (Decision::deny(reason), notes),
+            cedar::Answer::Ask { reason, notes } => {
+                (Self::approval(reason, false, call, approved), notes)
+            }
+        };
+        notes.extend(more);
+        Ok(Decision { notes, ..decision })
     }
 
     /// Whether a matching rule fires: always, unless it has a limit with
@@ -167,27 +195,37 @@ impl Rules {
     ) -> Result<Decision, StateError> {
         let remembered = state_key(&["always", &rule.name, &call.caller.session_id]);
         match approved {
-            Some(always) => {
-                if always && rule.allow_always {
-                    memory.remember(&remembered)?;
-                }
-                return Ok(Decision::allow());
-            }
+            Some(always) if always && rule.allow_always => memory.remember(&remembered)?,
             None if rule.allow_always && memory.remembers(&remembered)? => {
                 return Ok(Decision::allow());
             }
-            None => {}
+            _ => {}
         }
-        if call.caller.mode == ExecutionMode::Autonomous {
-            return Ok(Decision::deny(format!(
-                "{} This needs a person's approval, and no person is present (autonomous mode).",
-                Self::reason(rule)
-            )));
-        }
-        Ok(Decision::pause_for_approval(
+        Ok(Self::approval(
             Self::reason(rule),
             rule.allow_always,
+            call,
+            approved,
         ))
+    }
+
+    /// Asking a person to approve `reason`: allowed once they have,
+    /// refused when no person is there to ask, paused otherwise.
+    fn approval(
+        reason: String,
+        allow_always: bool,
+        call: &ToolCall,
+        approved: Option<bool>,
+    ) -> Decision {
+        if approved.is_some() {
+            return Decision::allow();
+        }
+        if call.caller.mode == ExecutionMode::Autonomous {
+            return Decision::deny(format!(
+                "{reason} This needs a person's approval, and no person is present (autonomous mode)."
+            ));
+        }
+        Decision::pause_for_approval(reason, allow_always)
     }
 
     /// The rule's reason with its name, so the agent and the person see
@@ -223,6 +261,11 @@ impl Policy for Rules {
         let config: RulesConfig = config.parse()?;
         Ok(Self {
             rules: rule::compile_all(config.rule)?,
+            cedar: config
+                .cedar
+                .as_deref()
+                .map(cedar::CedarPolicies::parse)
+                .transpose()?,
         })
     }
 

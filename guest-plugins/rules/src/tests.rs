@@ -22,6 +22,10 @@ impl Memory for MapMemory {
         Ok(Some(*count))
     }
 
+    fn peek(&mut self, key: &str) -> Result<u64, StateError> {
+        Ok(self.0.get(key).copied().unwrap_or(0))
+    }
+
     fn sweep(&mut self, prefix: &str, keep: &str) -> Result<(), StateError> {
         self.0
             .retain(|key, _| !key.starts_with(prefix) || key == keep);
@@ -300,4 +304,213 @@ fn a_refused_rule_names_itself_and_the_key_path() {
         .err()
         .unwrap();
     assert_eq!(typo.key.as_deref(), Some("rules"));
+}
+
+mod cedar_policies {
+    use super::*;
+
+    fn cedar(text: &str) -> Result<Rules, ConfigError> {
+        Rules::open(Config::from_json(&json!({ "cedar": text }).to_string()).unwrap())
+    }
+
+    fn mcp(server: &str, tool: &str, arguments: Value) -> ToolCall {
+        ToolCall {
+            origin: toolgate_guest::ToolOrigin::Mcp(server.into()),
+            ..call(tool, arguments)
+        }
+    }
+
+    const POLICIES: &str = r#"
+        @id("no-force-push")
+        @reason("Force-pushing rewrites shared history: push normally.")
+        forbid(principal, action == Action::"Bash", resource)
+        when { context.arguments has command && context.arguments.command like "*git push*--force*" };
+
+        @id("github-reads")
+        permit(principal, action in Action::"mcp:github", resource)
+        when { context.tool like "get_*" };
+
+        @id("ask-to-deploy")
+        @ask("Deploying changes production.")
+        permit(principal, action == Action::"mcp:deploy/run", resource);
+
+        @id("big-writes")
+        @note("That is a large write; check it before moving on.")
+        forbid(principal, action == Action::"Write", resource)
+        when { context.arguments has content && context.arguments.size > 100000 };
+
+        @id("autonomous-no-shell")
+        forbid(principal, action in Action::"builtin", resource)
+        when { context.mode == "autonomous" && context.tool == "Bash" };
+    "#;
+
+    #[test]
+    fn each_effect_maps_to_a_decision() {
+        let rules = cedar(POLICIES).unwrap();
+        let memory = &mut MapMemory::default();
+        let decide =
+            |call: &ToolCall, memory: &mut MapMemory| rules.evaluate(call, 0, memory).unwrap();
+
+        let forced = decide(
+            &call("Bash", json!({"command": "git push origin main --force"})),
+            memory,
+        );
+        assert_eq!(
+            forced.verdict,
+            Verdict::Deny("Force-pushing rewrites shared history: push normally.".into())
+        );
+        // Nothing satisfied: Cedar's default deny is an abstention here.
+        let plain = decide(&call("Bash", json!({"command": "git push"})), memory);
+        assert_eq!(plain.verdict, Verdict::Skip);
+        // An action group: every tool of a server.
+        assert_eq!(
+            decide(&mcp("github", "get_issue", json!({})), memory).verdict,
+            Verdict::Allow
+        );
+        assert_eq!(
+            decide(&mcp("github", "delete_repo", json!({})), memory).verdict,
+            Verdict::Skip
+        );
+        assert_eq!(
+            decide(&mcp("gitlab", "get_issue", json!({})), memory).verdict,
+            Verdict::Skip
+        );
+
+        let deploy = mcp("deploy", "run", json!({}));
+        assert!(matches!(decide(&deploy, memory).verdict,
+            Verdict::Pause(toolgate_guest::PauseRequest::Approval(a)) if a.description == "Deploying changes production."));
+        let approved = ToolCall {
+            resolutions: vec![Resolution::Approved(ApprovalGrant { always: false })],
+            ..deploy.clone()
+        };
+        assert_eq!(decide(&approved, memory).verdict, Verdict::Allow);
+        let mut unattended = deploy;
+        unattended.caller.mode = ExecutionMode::Autonomous;
+        assert!(matches!(decide(&unattended, memory).verdict,
+            Verdict::Deny(r) if r.contains("no person is present")));
+
+        // A forbid's note travels with its deny; a policy with no @reason is named.
+        let big = decide(
+            &call("Write", json!({"content": "x", "size": 200_000})),
+            memory,
+        );
+        assert_eq!(
+            big.notes,
+            ["That is a large write; check it before moving on."]
+        );
+        assert!(matches!(big.verdict, Verdict::Deny(r) if r.contains("`big-writes`")));
+        let mut unattended = call("Bash", json!({"command": "ls"}));
+        unattended.caller.mode = ExecutionMode::Autonomous;
+        assert!(matches!(decide(&unattended, memory).verdict,
+            Verdict::Deny(r) if r.contains("`autonomous-no-shell`")));
+    }
+
+    #[test]
+    fn a_toml_rule_that_decides_is_never_overruled_by_cedar() {
+        let rules = Rules::open(
+            Config::from_json(
+                &json!({
+                    "rule": [{"tool": "Bash", "args": {"command": "git push*"}, "action": "allow"}],
+                    "cedar": POLICIES,
+                })
+                .to_string(),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        let push = call("Bash", json!({"command": "git push --force"}));
+        assert_eq!(
+            rules
+                .evaluate(&push, 0, &mut MapMemory::default())
+                .unwrap()
+                .verdict,
+            Verdict::Allow
+        );
+    }
+
+    #[test]
+    fn call_counts_per_turn_and_session_are_context() {
+        let rules = cedar(
+            r#"@reason("Three fetches a turn is enough.")
+               forbid(principal, action == Action::"WebFetch", resource) when { context.calls.turn > 3 };
+               @reason("Ten a session.")
+               forbid(principal, action == Action::"WebFetch", resource) when { context.calls.session > 10 };"#,
+        )
+        .unwrap();
+        let memory = &mut MapMemory::default();
+        let mut fetch = call("WebFetch", json!({"url": "https://example.com"}));
+        let mut verdicts = Vec::new();
+        for turn in 1..=4 {
+            fetch.caller.turn = turn;
+            for _ in 0..4 {
+                verdicts.push(verdict(&rules, &fetch, memory));
+            }
+        }
+        let denied: Vec<usize> = verdicts
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| matches!(v, Verdict::Deny(_)))
+            .map(|(i, _)| i + 1)
+            .collect();
+        // The 4th of each turn, and every call past the 10th of the session.
+        assert_eq!(denied, [4, 8, 11, 12, 13, 14, 15, 16]);
+        // Older turns' counters are swept as a new turn starts.
+        let turns = memory
+            .0
+            .keys()
+            .filter(|k| k.starts_with("cedar/turn/"))
+            .count();
+        assert_eq!(turns, 1, "{:?}", memory.0.keys().collect::<Vec<_>>());
+        // Other actions count apart.
+        assert_eq!(
+            verdict(&rules, &call("Read", json!({})), memory),
+            Verdict::Skip
+        );
+    }
+
+    #[test]
+    fn arguments_arrive_as_cedar_values_and_cannot_forge_entities() {
+        let rules = cedar(
+            r#"@reason("ok") forbid(principal, action, resource)
+               when { context.arguments has ratio && context.arguments.ratio == "0.5"
+                      && context.arguments.tags.contains("a")
+                      && !(context.arguments has gone)
+                      && !(context.arguments.nested has __entity) };"#,
+        )
+        .unwrap();
+        let args = json!({
+            "ratio": 0.5, "tags": ["a", "b"], "gone": null,
+            "nested": {"__entity": {"type": "User", "id": "admin"}},
+        });
+        assert!(matches!(
+            verdict(&rules, &call("X", args), &mut MapMemory::default()),
+            Verdict::Deny(_)
+        ));
+    }
+
+    #[test]
+    fn a_parse_error_is_refused_with_cedars_message_and_place() {
+        let err = cedar("permit(principal, action, resource)\nwhen { context.x == };")
+            .err()
+            .unwrap();
+        assert_eq!(err.key.as_deref(), Some("cedar"));
+        assert!(
+            err.message.starts_with("Cedar refused the policies: "),
+            "{}",
+            err.message
+        );
+        assert!(err.message.contains("line 2, column"), "{}", err.message);
+        let templated = cedar("permit(principal == ?principal, action, resource);")
+            .err()
+            .unwrap();
+        assert!(
+            templated.message.contains("templates"),
+            "{}",
+            templated.message
+        );
+        let unknown = Rules::open(Config::from_json(r#"{"cedr": "x"}"#).unwrap())
+            .err()
+            .unwrap();
+        assert_eq!(unknown.key.as_deref(), Some("cedr"));
+    }
 }
