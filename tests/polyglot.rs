@@ -1,5 +1,5 @@
 //! Policies in Python and TypeScript, built from source with the real
-//! toolchains (componentize-py; jco with componentize-js), loaded in the
+//! toolchains (componentize-py; jco with its QuickJS backend), loaded in the
 //! host, and held to one behaviour table (tests/polyglot/README.md): allow,
 //! deny with a reason, a pause a person approves, a note, state across
 //! calls and sessions, an event query, a model question and its parsed
@@ -155,10 +155,15 @@ fn events_are_appended_and_queried(language: Language) {
     }
     host.evaluate(&in_session("Remember", json!({"text": "elsewhere"}), "s2"))
         .unwrap();
-    let history = host
-        .evaluate(&in_session("History", json!({}), "s1"))
-        .unwrap();
-    assert_eq!(notes(&history), ["history: first, second"]);
+    // Appends are queued for the store's writer (they never block a
+    // decision): the query sees them once written.
+    common::eventually_showing("both remembered texts in the history", || {
+        let history = host
+            .evaluate(&in_session("History", json!({}), "s1"))
+            .unwrap();
+        let shown = notes(&history).join(" ");
+        (shown == "history: first, second", shown)
+    });
 }
 
 fn a_model_question_is_answered_and_parsed(language: Language) {

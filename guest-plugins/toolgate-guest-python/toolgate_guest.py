@@ -131,16 +131,24 @@ class Call:
     `raw` is the call as the contract defines it (`wit_world.imports.types.ToolCall`).
     """
 
-    __slots__ = ("raw", "arguments")
+    __slots__ = ("raw", "_arguments")
 
     def __init__(self, raw):
         self.raw = raw
-        try:
-            parsed = json.loads(raw.arguments)
-        except ValueError:
-            parsed = None
-        #: The arguments as JSON values; `{}` when they are not a JSON object.
-        self.arguments = parsed if isinstance(parsed, dict) else {}
+        self._arguments = None
+
+    @property
+    def arguments(self):
+        """The arguments as JSON values; `{}` when they are not a JSON
+        object. Parsed when first read: a policy that never reads them
+        never pays for it."""
+        if self._arguments is None:
+            try:
+                parsed = json.loads(self.raw.arguments)
+            except ValueError:
+                parsed = None
+            self._arguments = parsed if isinstance(parsed, dict) else {}
+        return self._arguments
 
     id = property(lambda self: self.raw.call_id)
     tool = property(lambda self: self.raw.tool)
@@ -184,12 +192,14 @@ class Risk:
     """A composed risk report: `level` ("none", "low", "medium", "high",
     "critical"), `category` and `signals`."""
 
-    __slots__ = ("level", "category", "signals")
+    __slots__ = ("raw",)
 
     def __init__(self, raw):
-        self.level = raw.level.name.lower()
-        self.category = raw.category
-        self.signals = list(raw.signals)
+        self.raw = raw
+
+    level = property(lambda self: self.raw.level.name.lower())
+    category = property(lambda self: self.raw.category)
+    signals = property(lambda self: list(self.raw.signals))
 
 
 class Budget:

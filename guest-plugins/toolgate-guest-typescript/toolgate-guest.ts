@@ -36,15 +36,16 @@
  * replaced at any time: keep what must last in `state` or `events`, never in
  * module variables.
  *
- * Numbers the contract holds as u64 (turns, counters, token counts) arrive
- * as `bigint`.
+ * The bindings (jco's QuickJS backend): numbers the contract holds as u64
+ * (turns, counters, token counts) are JavaScript numbers, exact to 2^53; an
+ * absent `option` is `null`; a host call that fails throws its error value.
  */
 
-import * as wasiConfig from "wasi:config/store@0.2.0-rc.1";
-import * as wasiLogging from "wasi:logging/logging@0.1.0-draft";
-import * as rawState from "toolgate:policy/state@0.3.0";
-import * as rawEvents from "toolgate:policy/events@0.3.0";
-import * as rawContext from "toolgate:policy/context@0.3.0";
+import wasiConfig from "wasi:config/store@0.2.0-rc.1";
+import wasiLogging from "wasi:logging/logging@0.1.0-draft";
+import rawState from "toolgate:policy/state@0.3.0";
+import rawEvents from "toolgate:policy/events@0.3.0";
+import rawContext from "toolgate:policy/context@0.3.0";
 
 // --- the contract's types, as the bindings lift and lower them ----------
 
@@ -63,7 +64,7 @@ export interface Caller {
   channel: string;
   threadKind: string;
   isSubagent: boolean;
-  turn: bigint;
+  turn: number;
   mode: ExecutionMode;
 }
 export type Resolution = { tag: "approved"; val: { always: boolean } } | { tag: "authenticated"; val: string };
@@ -73,14 +74,14 @@ export interface RawToolCall {
   origin: ToolOrigin;
   arguments: string;
   caller: Caller;
-  contextTokens?: bigint;
+  contextTokens: number | null;
   hasTranscript: boolean;
   resolutions: Resolution[];
 }
 export type BudgetStatus = { tag: "ok" } | { tag: "warning"; val: string } | { tag: "exceeded"; val: string };
 export type PauseRequest =
   | { tag: "approval"; val: { description: string; allowAlways: boolean } }
-  | { tag: "authentication"; val: { credential: string; instructions: string; url?: string } };
+  | { tag: "authentication"; val: { credential: string; instructions: string; url: string | null } };
 export type Verdict =
   | { tag: "allow" }
   | { tag: "deny"; val: string }
@@ -105,14 +106,14 @@ export interface RawToolEvent {
 }
 export interface Event {
   sessionId: string;
-  turn: bigint;
+  turn: number;
   kind: string;
-  tool?: string;
-  origin?: ToolOrigin;
-  risk?: Risk;
-  detail?: string;
-  summary?: string;
-  atMs: bigint;
+  tool: string | null;
+  origin: ToolOrigin | null;
+  risk: Risk | null;
+  detail: string | null;
+  summary: string | null;
+  atMs: number;
 }
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 
@@ -165,15 +166,15 @@ export class Call {
   get isSubagent(): boolean {
     return this.raw.caller.isSubagent;
   }
-  get turn(): bigint {
+  get turn(): number {
     return this.raw.caller.turn;
   }
   get mode(): ExecutionMode {
     return this.raw.caller.mode;
   }
   /** The context-window size in tokens, when the runtime reports it. */
-  get contextTokens(): bigint | undefined {
-    return this.raw.contextTokens;
+  get contextTokens(): number | undefined {
+    return this.raw.contextTokens ?? undefined;
   }
   get hasTranscript(): boolean {
     return this.raw.hasTranscript;
@@ -225,7 +226,8 @@ export const pauseForCredential = (
   instructions: string,
   url?: string,
   notes: string[] = [],
-): Decision => decision({ tag: "pause", val: { tag: "authentication", val: { credential, instructions, url } } }, notes);
+): Decision =>
+  decision({ tag: "pause", val: { tag: "authentication", val: { credential, instructions, url: url ?? null } } }, notes);
 /** Ask the host's model first; `parse` turns the reply into this policy's decision. */
 export const askModel = (system: string, user: string, timeoutMs = 10_000): Decision =>
   decision({ tag: "ask-model", val: { system, user, timeoutMs } });
@@ -286,7 +288,7 @@ function readConfig(): { [key: string]: Json } {
   try {
     entries = wasiConfig.getAll();
   } catch (err) {
-    throw new ConfigError(undefined, `the host could not serve the config: ${JSON.stringify(payload(err))}`);
+    throw new ConfigError(undefined, `the host could not serve the config: ${JSON.stringify(err)}`);
   }
   const table: { [key: string]: Json } = {};
   for (const [name, text] of entries) {
@@ -314,7 +316,7 @@ export function actionName(call: RawToolCall): string {
  * A state key of `parts` joined by "/", each part escaped ("%" → "%25",
  * "/" → "%2F") so that no part reaches into another's keys.
  */
-export function key(...parts: (string | number | bigint)[]): string {
+export function key(...parts: (string | number)[]): string {
   return parts.map((p) => String(p).replaceAll("%", "%25").replaceAll("/", "%2F")).join("/");
 }
 
@@ -330,54 +332,78 @@ export class StateError extends Error {
   }
 }
 
-/** The error value a host call failed with. */
-function payload(err: unknown): unknown {
-  return err !== null && typeof err === "object" && "payload" in err ? (err as { payload: unknown }).payload : err;
+/** A host call that failed threw its error value, `{ tag, val }`. */
+function hostError(err: unknown): { tag: string; val?: string } {
+  if (err !== null && typeof err === "object" && "tag" in err) return err as { tag: string; val?: string };
+  throw err; // not the host's answer: an error of the policy's own
 }
 
 function stateCall<T>(f: () => T): T {
   try {
     return f();
   } catch (err) {
-    const value = payload(err) as { tag: StateError["kind"]; val?: string };
-    throw new StateError(value.tag, value.val);
+    const { tag, val } = hostError(err);
+    throw new StateError(tag as StateError["kind"], val);
   }
 }
 
-const utf8 = new TextEncoder();
-const fromUtf8 = new TextDecoder();
+/** UTF-8, by hand: not every JavaScript engine a component can carry has `TextEncoder`. */
+function utf8(text: string): Uint8Array {
+  const bytes: number[] = [];
+  for (const ch of text) {
+    const c = ch.codePointAt(0) as number;
+    if (c < 0x80) bytes.push(c);
+    else if (c < 0x800) bytes.push(0xc0 | (c >> 6), 0x80 | (c & 63));
+    else if (c < 0x10000) bytes.push(0xe0 | (c >> 12), 0x80 | ((c >> 6) & 63), 0x80 | (c & 63));
+    else bytes.push(0xf0 | (c >> 18), 0x80 | ((c >> 12) & 63), 0x80 | ((c >> 6) & 63), 0x80 | (c & 63));
+  }
+  return Uint8Array.from(bytes);
+}
+
+function fromUtf8(bytes: Uint8Array): string {
+  let text = "";
+  for (let i = 0; i < bytes.length; ) {
+    const b = bytes[i];
+    const extra = b >= 0xf0 ? 3 : b >= 0xe0 ? 2 : b >= 0xc0 ? 1 : 0;
+    let c = extra === 0 ? b : b & (0x3f >> extra);
+    for (let k = 1; k <= extra; k++) c = (c << 6) | (bytes[i + k] & 63);
+    text += String.fromCodePoint(c);
+    i += extra + 1;
+  }
+  return text;
+}
 
 /** Durable key-value state in this policy's own namespace; every function throws `StateError` when the store fails. */
 export const state = {
-  get: (k: string): Uint8Array | undefined => stateCall(() => rawState.get(k)),
-  getMany: (keys: string[]): (Uint8Array | undefined)[] => stateCall(() => rawState.getMany(keys)),
+  get: (k: string): Uint8Array | null => stateCall(() => rawState.get(k)),
+  getMany: (keys: string[]): (Uint8Array | null)[] => stateCall(() => rawState.getMany(keys)),
   /** The JSON value at `k`; `fallback` when missing or undecodable. */
   getJson<T extends Json>(k: string, fallback?: T): T | undefined {
     const bytes = state.get(k);
-    if (bytes === undefined) return fallback;
+    if (bytes === null) return fallback;
     try {
-      return JSON.parse(fromUtf8.decode(bytes));
+      return JSON.parse(fromUtf8(bytes));
     } catch {
       return fallback;
     }
   },
   /** Write bytes (or a string, as UTF-8). */
   set: (k: string, value: Uint8Array | string): void =>
-    stateCall(() => rawState.set(k, typeof value === "string" ? utf8.encode(value) : value)),
+    stateCall(() => rawState.set(k, typeof value === "string" ? utf8(value) : value)),
   setJson: (k: string, value: Json): void => state.set(k, JSON.stringify(value)),
   delete: (k: string): void => stateCall(() => rawState.delete(k)),
   /** Keys that start with `prefix`, in order, at most `limit`. */
   keys: (prefix: string, limit = 100): string[] => stateCall(() => rawState.listKeys(prefix, limit)),
-  /** Atomically add one to the counter at `k` if it is below `limit`: the new count, or undefined at the limit. */
-  tryIncrement: (k: string, limit: bigint | number): bigint | undefined =>
-    stateCall(() => rawState.tryIncrement(k, BigInt(limit))),
+  /** Atomically add one to the counter at `k` if it is below `limit`: the new count, or null at the limit. */
+  tryIncrement: (k: string, limit: number): number | null =>
+    stateCall(() => rawState.tryIncrement(k, Math.min(limit, Number.MAX_SAFE_INTEGER))),
 };
 
 function eventsCall<T>(f: () => T): T {
   try {
     return f();
   } catch (err) {
-    throw new StateError("storage", String((payload(err) as { val?: string }).val));
+    throw new StateError("storage", hostError(err).val);
   }
 }
 
@@ -387,10 +413,20 @@ export const events = {
   append(
     kind: string,
     sessionId: string,
-    turn: bigint | number = 0n,
+    turn = 0,
     fields: { tool?: string; detail?: string; summary?: string } = {},
   ): void {
-    rawEvents.append({ sessionId, turn: BigInt(turn), kind, ...fields, atMs: 0n });
+    rawEvents.append({
+      sessionId,
+      turn,
+      kind,
+      tool: fields.tool ?? null,
+      origin: null,
+      risk: null,
+      detail: fields.detail ?? null,
+      summary: fields.summary ?? null,
+      atMs: 0,
+    });
   },
   /** The newest `limit` events of one session, oldest first. */
   sessionRecent: (sessionId: string, limit = 50, excludeKinds: string[] = []): Event[] =>
@@ -400,12 +436,12 @@ export const events = {
     eventsCall(() => rawEvents.toolHistory(tool, excludeSession, limit, excludeKinds)),
 };
 
-/** The end of this call's transcript (undefined when the runtime named none); throws when the host could not read it. */
-export function transcriptTail(maxBytes: number): string | undefined {
+/** The end of this call's transcript (null when the runtime named none); throws when the host could not read it. */
+export function transcriptTail(maxBytes: number): string | null {
   try {
     return rawContext.transcriptTail(maxBytes);
   } catch (err) {
-    throw new Error(`transcript unreadable: ${(payload(err) as { val?: string }).val}`);
+    throw new Error(`transcript unreadable: ${hostError(err).val}`);
   }
 }
 
@@ -472,8 +508,8 @@ export function definePolicy<S>(definition: PolicyDefinition<S>): PolicyExports 
     if (typeof f !== "function") throw new Error(`${definition.name} exports its ${name} phase but has no ${name}`);
     return f.bind(definition) as NonNullable<PolicyDefinition<S>[K]>;
   };
-  // Thrown as the error value of a `result` (a plain object, not an Error).
-  const refuse = (value: unknown) => ({ payload: value });
+  // A function returning a `result` answers its error by throwing the
+  // error's value (a record, a string), never an `Error`: an `Error` traps.
   return {
     gate: {
       describe: () => ({
@@ -487,7 +523,7 @@ export function definePolicy<S>(definition: PolicyDefinition<S>): PolicyExports 
         try {
           opened = { settings: definition.open(readConfig()) };
         } catch (err) {
-          if (err instanceof ConfigError) throw refuse({ key: err.key, message: err.message });
+          if (err instanceof ConfigError) throw { key: err.key ?? null, message: err.message };
           throw err;
         }
       },
@@ -496,12 +532,12 @@ export function definePolicy<S>(definition: PolicyDefinition<S>): PolicyExports 
       },
       decide: (risk: Risk, budget: BudgetStatus): Decision => definition.decide(settings(), call(), risk, budget),
       command(name: string, args: string): string {
-        if (definition.command === undefined) throw refuse(`this policy has no command named \`${name}\``);
+        if (definition.command === undefined) throw `this policy has no command named \`${name}\``;
         try {
           const answer = definition.command(settings(), name, args.trim() ? JSON.parse(args) : null);
           return typeof answer === "string" ? answer : JSON.stringify(answer);
         } catch (err) {
-          throw refuse(err instanceof Error ? err.message : String(err));
+          throw err instanceof Error ? err.message : String(err);
         }
       },
     },
@@ -518,7 +554,7 @@ export function definePolicy<S>(definition: PolicyDefinition<S>): PolicyExports 
         try {
           return phase("parse")(settings(), call(), reply);
         } catch (err) {
-          throw refuse(err instanceof Error ? err.message : String(err));
+          throw err instanceof Error ? err.message : String(err);
         }
       },
     },

@@ -186,10 +186,7 @@ fn main() {
     let rows = [
         measure("Rust (the bundled context-cost)", &rust),
         measure("Python (componentize-py)", &build(Language::Python)),
-        measure(
-            "TypeScript (jco, componentize-js)",
-            &build(Language::TypeScript),
-        ),
+        measure("TypeScript (jco, QuickJS)", &build(Language::TypeScript)),
     ];
     println!("# The same policy in three languages\n");
     println!(

@@ -62,7 +62,7 @@ const policy = tg.definePolicy({
 /** The context size to judge this call by, or undefined (fail open). */
 function measure(s: Settings, call: tg.Call): number | undefined {
   if (!s.enabled || (s.subagents_only && !call.isSubagent)) return undefined;
-  if (call.contextTokens !== undefined) return Number(call.contextTokens);
+  if (call.contextTokens !== undefined) return call.contextTokens;
   if (!call.hasTranscript) return undefined;
   try {
     return latestContextTokens(tg.transcriptTail(s.transcript_tail_bytes) ?? "");

@@ -18,7 +18,7 @@ pub enum NewCommand {
     /// A new policy project named NAME.
     ///
     /// Each builds with its language's own tool: cargo (rust),
-    /// componentize-py (python), jco with componentize-js (typescript). The
+    /// componentize-py (python), jco (typescript). The
     /// project's README says how, and `fixtures.toml` is ready for
     /// `toolgate test`.
     Policy {
