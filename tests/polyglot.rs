@@ -467,13 +467,14 @@ fn a_new_python_policy_builds_and_passes_its_fixtures_outside_the_repository() {
                 .env("PATH", path_with_toolgate()),
         );
     }
-    let wasm = dir.join("my-guard.wasm");
+    // The project's directory names the component it built.
     let tested = run_in(
         &dir,
-        std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
-            .arg("test")
-            .arg(&wasm)
-            .arg("fixtures.toml"),
+        std::process::Command::new(env!("CARGO_BIN_EXE_toolgate")).args([
+            "test",
+            ".",
+            "fixtures.toml",
+        ]),
     );
     assert!(
         tested.trim_end().ends_with("3 passed, 0 failed"),

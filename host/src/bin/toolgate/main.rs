@@ -109,8 +109,9 @@ enum Subcommands {
     New(new::NewCommand),
     /// Run table-driven fixture cases against a policy.
     ///
-    /// POLICY is a .wasm file, bundled:NAME, or a policy crate's directory
-    /// (its target/wasm32-wasip2/release/CRATE.wasm). Prints PASS/FAIL per
+    /// POLICY is a .wasm file, bundled:NAME, or a policy project's
+    /// directory (a crate's target/wasm32-wasip2/release/CRATE.wasm, or the
+    /// .wasm a Python or TypeScript project built). Prints PASS/FAIL per
     /// case with what differed; exits 1 if any case failed.
     Test {
         /// The policy.
@@ -261,11 +262,41 @@ fn test_fixtures(policy: &str, files: &[PathBuf], config: &Config) -> anyhow::Re
     })
 }
 
-/// A policy argument: a file, `bundled:NAME`, or a crate directory.
+/// The one component a Python or TypeScript project (`toolgate new policy
+/// --lang …`) has built at its top level.
+fn built_component(dir: &std::path::Path) -> anyhow::Result<String> {
+    let build = if dir.join("package.json").exists() {
+        "`npm run build`"
+    } else if dir.join("app.py").exists() {
+        "the componentize-py command its README gives"
+    } else {
+        anyhow::bail!(
+            "{} is a directory with no Cargo.toml, package.json or app.py: name the .wasm file",
+            dir.display()
+        );
+    };
+    let built: Vec<_> = std::fs::read_dir(dir)?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| path.extension().is_some_and(|e| e == "wasm"))
+        .collect();
+    match built.as_slice() {
+        [one] => Ok(one.display().to_string()),
+        [] => anyhow::bail!("{} has no .wasm yet; build it with {build}", dir.display()),
+        _ => anyhow::bail!(
+            "{} has several .wasm files; name the one to test",
+            dir.display()
+        ),
+    }
+}
+
+/// A policy argument: a file, `bundled:NAME`, or a project directory.
 fn resolve_policy(policy: &str) -> anyhow::Result<String> {
     let path = std::path::Path::new(policy);
     if !path.is_dir() {
         return Ok(policy.to_string());
+    }
+    if !path.join("Cargo.toml").exists() {
+        return built_component(path);
     }
     let manifest: toml::Table = std::fs::read_to_string(path.join("Cargo.toml"))
         .with_context(|| format!("{policy} is a directory without a Cargo.toml"))?
