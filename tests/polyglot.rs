@@ -504,11 +504,44 @@ fn a_new_typescript_policy_builds_and_passes_its_fixtures_outside_the_repository
                 .env("PATH", &path),
         )
     };
-    npm(&["install", "--no-audit", "--no-fund", "--prefer-offline"]);
+    npm(&["ci", "--no-audit", "--no-fund", "--prefer-offline"]);
     npm(&["run", "build"]);
     let tested = npm(&["test"]);
     assert!(
         tested.trim_end().ends_with("3 passed, 0 failed"),
         "{tested}"
     );
+}
+
+/// A world that exports a phase the policy does not implement fails the
+/// build, naming what is missing, rather than trapping on every call.
+#[test]
+fn exporting_a_phase_the_policy_lacks_fails_the_build() {
+    for (language, entry, method) in [
+        (Language::Python, "app.py", "def classify"),
+        (Language::TypeScript, "policy.ts", "classify(_settings"),
+    ] {
+        let Some(toolchain) = polyglot::toolchain(language) else {
+            continue;
+        };
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path().join("lacking");
+        polyglot::scaffold(language, "lacking", &["classify"], &dir);
+        let source = std::fs::read_to_string(dir.join(entry)).unwrap();
+        let renamed = source.replace(method, &method.replace("classify", "unused"));
+        assert_ne!(source, renamed, "{entry} has {method}");
+        std::fs::write(dir.join(entry), renamed).unwrap();
+        let built = std::panic::catch_unwind(|| {
+            polyglot::build_project(language, &toolchain, "lacking", &dir)
+        });
+        let message = built
+            .expect_err("the build must fail")
+            .downcast::<String>()
+            .map(|m| *m)
+            .unwrap_or_default();
+        assert!(
+            message.contains("classify"),
+            "{language:?}: the failure names the missing phase: {message}"
+        );
+    }
 }

@@ -198,9 +198,14 @@ fn cedar_policies_deny_ask_and_count_through_the_sandbox() {
         forced.reason.as_deref(),
         Some("Force-pushing rewrites shared history: push normally.")
     );
-    // A TOML rule that decides comes first; nothing satisfied abstains.
-    let status = host
+    // A Cedar forbid holds over a TOML rule's allow; otherwise the TOML
+    // rule decides; nothing satisfied abstains.
+    let forced_status = host
         .evaluate(&call("Bash", json!({"command": "git status --force"})))
+        .unwrap();
+    assert_eq!(forced_status.policies[0].verdict, PolicyVerdict::Deny);
+    let status = host
+        .evaluate(&call("Bash", json!({"command": "git status --short"})))
         .unwrap();
     assert_eq!(status.policies[0].verdict, PolicyVerdict::Allow);
     let ls = host

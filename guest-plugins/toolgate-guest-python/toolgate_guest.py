@@ -86,7 +86,8 @@ class Policy:
 
     def command(self, name, args):
         """Answer an admin command; `args` is the parsed JSON arguments.
-        Return something JSON can encode; raise to refuse."""
+        Return something JSON can encode (it is sent as JSON); raise to
+        refuse, with the message for the operator."""
         raise ValueError(f"this policy has no command named `{name}`")
 
 
@@ -422,8 +423,11 @@ class _State:
 
     def set(self, key, value):
         """Write bytes (or a str, as UTF-8)."""
-        data = value.encode() if isinstance(value, str) else bytes(value)
-        self._call(_state.set, key, data)
+        if isinstance(value, str):
+            value = value.encode()
+        if not isinstance(value, (bytes, bytearray)):
+            raise TypeError(f"state values are bytes or str, not {type(value).__name__}; use set_json")
+        self._call(_state.set, key, bytes(value))
 
     def set_json(self, key, value):
         self.set(key, json.dumps(value))
@@ -551,7 +555,7 @@ def gate(policy_class):
                 answer = _policy().command(name, json.loads(args) if args.strip() else None)
             except Exception as err:  # an answer to the operator, not a trap
                 raise Err(str(err) or type(err).__name__) from None
-            return answer if isinstance(answer, str) else json.dumps(answer)
+            return json.dumps(answer)
 
     return Gate
 

@@ -18,8 +18,8 @@
  *       : tg.skip();
  *   },
  * });
- * export const gate = policy.gate;        // every policy
- * export const risk = policy.risk;        // only if the world includes `classifier`
+ * export const gate = policy.gate;             // every policy
+ * export const risk = policy.phase("risk");    // only if the world includes `classifier`
  * ```
  *
  * The optional phases (`classify`, `account`, `parse`, `observe`) are
@@ -351,7 +351,8 @@ function stateCall<T>(f: () => T): T {
 function utf8(text: string): Uint8Array {
   const bytes: number[] = [];
   for (const ch of text) {
-    const c = ch.codePointAt(0) as number;
+    let c = ch.codePointAt(0) as number;
+    if (c >= 0xd800 && c <= 0xdfff) c = 0xfffd; // a lone surrogate has no UTF-8 form
     if (c < 0x80) bytes.push(c);
     else if (c < 0x800) bytes.push(0xc0 | (c >> 6), 0x80 | (c & 63));
     else if (c < 0x10000) bytes.push(0xe0 | (c >> 12), 0x80 | ((c >> 6) & 63), 0x80 | (c & 63));
@@ -480,13 +481,18 @@ export interface PolicyDefinition<S> {
   command?(settings: S, name: string, args: Json): Json;
 }
 
-/** What the entry module exports: `gate` always, each phase only if the world includes it. */
+/** The optional phases, by the name the entry module exports each under. */
+export type Phase = "risk" | "budget" | "verdict" | "observe";
+
+/**
+ * What the entry module exports: `gate` always, and `phase(name)` for each
+ * optional phase its world includes. `phase` throws for a phase the policy
+ * does not implement, while the module is loaded at build time: the build
+ * fails rather than every call.
+ */
 export interface PolicyExports {
   gate: object;
-  risk: object;
-  budget: object;
-  verdict: object;
-  observe: object;
+  phase(name: Phase): object;
 }
 
 const NOT_OPENED = "toolgate called the policy before gate.open";
@@ -503,13 +509,32 @@ export function definePolicy<S>(definition: PolicyDefinition<S>): PolicyExports 
     if (begun === undefined) throw new Error("toolgate called a phase before gate.begin");
     return begun;
   };
-  const phase = <K extends keyof PolicyDefinition<S>>(name: K): NonNullable<PolicyDefinition<S>[K]> => {
-    const f = definition[name];
-    if (typeof f !== "function") throw new Error(`${definition.name} exports its ${name} phase but has no ${name}`);
-    return f.bind(definition) as NonNullable<PolicyDefinition<S>[K]>;
-  };
   // A function returning a `result` answers its error by throwing the
   // error's value (a record, a string), never an `Error`: an `Error` traps.
+  const phases: { [name in Phase]?: object } = {
+    risk: definition.classify && {
+      classify: (): Risk => definition.classify!(settings(), call()),
+    },
+    budget: definition.account && {
+      account: (risk: Risk): BudgetStatus => definition.account!(settings(), call(), risk),
+    },
+    verdict: definition.parse && {
+      parse(raw: RawModelReply): Decision {
+        const reply: Reply = raw.tag === "answered" ? { text: raw.val } : { error: modelError(raw.val) };
+        try {
+          return definition.parse!(settings(), call(), reply);
+        } catch (err) {
+          throw err instanceof Error ? err.message : String(err);
+        }
+      },
+    },
+    observe: definition.observe && {
+      observe(raw: RawToolEvent): void {
+        const event = { call: new Call(raw.call), outcome: raw.outcome, summary: raw.summary, risk: raw.risk };
+        definition.observe!(settings(), event);
+      },
+    },
+  };
   return {
     gate: {
       describe: () => ({
@@ -534,34 +559,19 @@ export function definePolicy<S>(definition: PolicyDefinition<S>): PolicyExports 
       command(name: string, args: string): string {
         if (definition.command === undefined) throw `this policy has no command named \`${name}\``;
         try {
-          const answer = definition.command(settings(), name, args.trim() ? JSON.parse(args) : null);
-          return typeof answer === "string" ? answer : JSON.stringify(answer);
+          return JSON.stringify(definition.command(settings(), name, args.trim() ? JSON.parse(args) : null));
         } catch (err) {
           throw err instanceof Error ? err.message : String(err);
         }
       },
     },
-    risk: {
-      classify: (): Risk => phase("classify")(settings(), call()),
-    },
-    budget: {
-      account: (risk: Risk): BudgetStatus => phase("account")(settings(), call(), risk),
-    },
-    verdict: {
-      parse(raw: RawModelReply): Decision {
-        const reply: Reply =
-          raw.tag === "answered" ? { text: raw.val } : { error: modelError(raw.val) };
-        try {
-          return phase("parse")(settings(), call(), reply);
-        } catch (err) {
-          throw err instanceof Error ? err.message : String(err);
-        }
-      },
-    },
-    observe: {
-      observe(raw: RawToolEvent): void {
-        phase("observe")(settings(), { call: new Call(raw.call), outcome: raw.outcome, summary: raw.summary, risk: raw.risk });
-      },
+    phase(name: Phase): object {
+      const phase = phases[name];
+      if (phase === undefined) {
+        const needs = { risk: "classify", budget: "account", verdict: "parse", observe: "observe" }[name];
+        throw new Error(`${definition.name} exports its \`${name}\` phase but defines no \`${needs}\``);
+      }
+      return phase;
     },
   };
 }

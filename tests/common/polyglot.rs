@@ -1,7 +1,7 @@
 //! Policies written in Python and TypeScript, built from source with the
 //! real toolchains at the exact versions the helper layers pin
 //! (`guest-plugins/toolgate-guest-python/requirements.txt`,
-//! `guest-plugins/toolgate-guest-typescript/package.json`), on top of the
+//! `guest-plugins/toolgate-guest-typescript/package-lock.json`), on top of the
 //! project `toolgate new policy --lang …` creates: what a policy author
 //! gets is what the tests build with.
 //!
@@ -34,12 +34,24 @@ impl Language {
         }
     }
 
-    /// The file the toolchain is pinned in.
-    fn pins(self) -> PathBuf {
-        Path::new(ROOT).join(match self {
-            Language::Python => "guest-plugins/toolgate-guest-python/requirements.txt",
-            Language::TypeScript => "guest-plugins/toolgate-guest-typescript/package.json",
-        })
+    /// The files the toolchain is pinned in.
+    fn pins(self) -> Vec<PathBuf> {
+        let files: &[&str] = match self {
+            Language::Python => &["guest-plugins/toolgate-guest-python/requirements.txt"],
+            Language::TypeScript => &[
+                "guest-plugins/toolgate-guest-typescript/package.json",
+                "guest-plugins/toolgate-guest-typescript/package-lock.json",
+            ],
+        };
+        files.iter().map(|f| Path::new(ROOT).join(f)).collect()
+    }
+
+    /// Their contents, one after the other.
+    fn pinned(self) -> String {
+        self.pins()
+            .iter()
+            .map(|file| std::fs::read_to_string(file).unwrap())
+            .collect()
     }
 }
 
@@ -51,15 +63,17 @@ fn target() -> PathBuf {
         .to_path_buf()
 }
 
-/// One toolchain install, and one build, at a time.
-static BUSY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+/// One toolchain install at a time, and one build.
+static INSTALLING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+static BUILDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Where `language`'s toolchain is installed (made or brought up to date
 /// first). When it cannot be installed the test fails, naming the command
 /// (`None` only when `TOOLGATE_TEST_SKIP` names it: `python`, `npm`).
 pub fn toolchain(language: Language) -> Option<PathBuf> {
+    let _one_at_a_time = INSTALLING.lock().unwrap_or_else(|p| p.into_inner());
     let dir = target().join("policy-toolchains").join(language.flag());
-    let pins = std::fs::read_to_string(language.pins()).unwrap();
+    let pins = language.pinned();
     // The pins this install was made from, kept inside it.
     let stamp = dir.join("toolgate-pins");
     let ready = match language {
@@ -72,10 +86,11 @@ pub fn toolchain(language: Language) -> Option<PathBuf> {
     std::fs::create_dir_all(&dir).unwrap();
     let (skip, install, out) = match language {
         Language::Python => {
+            let requirements = &language.pins()[0];
             let install = format!(
                 "python3 -m venv {0} && {0}/bin/pip install -r {1}",
                 dir.display(),
-                language.pins().display()
+                requirements.display()
             );
             let venv = Command::new("python3")
                 .args(["-m", "venv"])
@@ -84,21 +99,22 @@ pub fn toolchain(language: Language) -> Option<PathBuf> {
             let out = match venv {
                 Ok(made) if made.status.success() => Command::new(dir.join("bin/pip"))
                     .args(["install", "--quiet", "--disable-pip-version-check", "-r"])
-                    .arg(language.pins())
+                    .arg(requirements)
                     .output(),
                 other => other,
             };
             ("python", install, out)
         }
         Language::TypeScript => {
-            std::fs::copy(language.pins(), dir.join("package.json")).unwrap();
+            for file in language.pins() {
+                std::fs::copy(&file, dir.join(file.file_name().unwrap())).unwrap();
+            }
             let install = format!(
-                "cp {} {1}/ && npm install --no-audit --no-fund --prefix {1}",
-                language.pins().display(),
+                "cp guest-plugins/toolgate-guest-typescript/package*.json {0}/ && npm ci --no-audit --no-fund --prefix {0}",
                 dir.display()
             );
             let out = Command::new("npm")
-                .args(["install", "--no-audit", "--no-fund", "--prefix"])
+                .args(["ci", "--no-audit", "--no-fund", "--prefix"])
                 .arg(&dir)
                 .output();
             ("npm", install, out)
@@ -193,8 +209,8 @@ pub fn build_project(language: Language, toolchain: &Path, name: &str, dir: &Pat
 /// `tests/polyglot/python`: its files replace the scaffold's), with the
 /// optional `phases`; `None` only when the toolchain is skipped on purpose.
 pub fn build(language: Language, name: &str, source: &Path, phases: &[&str]) -> Option<PathBuf> {
-    let _one_at_a_time = BUSY.lock().unwrap_or_else(|p| p.into_inner());
     let toolchain = toolchain(language)?;
+    let _one_at_a_time = BUILDING.lock().unwrap_or_else(|p| p.into_inner());
     let scratch = tempfile::tempdir().unwrap();
     let project = scratch.path().join(name);
     scaffold(language, name, phases, &project);
@@ -203,7 +219,7 @@ pub fn build(language: Language, name: &str, source: &Path, phases: &[&str]) -> 
         std::fs::copy(&path, project.join(path.file_name().unwrap())).unwrap();
     }
     let mut digest = Sha256::new();
-    digest.update(std::fs::read(language.pins()).unwrap());
+    digest.update(language.pinned());
     for file in files_under(&project) {
         digest.update(
             file.strip_prefix(&project)
@@ -219,10 +235,12 @@ pub fn build(language: Language, name: &str, source: &Path, phases: &[&str]) -> 
     ));
     if !built.exists() {
         let wasm = build_project(language, &toolchain, name, &project);
-        std::fs::create_dir_all(built.parent().unwrap()).unwrap();
-        let partial = built.with_extension("partial");
-        std::fs::copy(wasm, &partial).unwrap();
-        std::fs::rename(partial, &built).unwrap();
+        let dir = built.parent().unwrap();
+        std::fs::create_dir_all(dir).unwrap();
+        // Whole or not at all, whoever else builds the same policy at once.
+        let mut partial = tempfile::NamedTempFile::new_in(dir).unwrap();
+        std::io::copy(&mut std::fs::File::open(wasm).unwrap(), &mut partial).unwrap();
+        partial.persist(&built).unwrap();
     }
     Some(built)
 }

@@ -6,31 +6,35 @@
 //! The request:
 //! - `principal`: `User::"<user id>"`;
 //! - `action`: `Action::"<action name>"` — `Action::"Bash"`,
-//!   `Action::"mcp:github/create_issue"` — whose parents are its group:
-//!   `Action::"mcp:github"`, then `Action::"mcp"`; or `Action::"builtin"`
-//!   (`action in Action::"mcp:github"` is every tool of that server);
+//!   `Action::"mcp:github/create_issue"` — in its groups: `Action::"mcp:github"`
+//!   then `Action::"mcp"` for an MCP tool, `Action::"builtin"` for a built-in
+//!   one, `Action::"other:NAME"` then `Action::"other"` for a tool of another
+//!   origin (`action in Action::"mcp:github"` is every tool of that server);
 //! - `resource`: `Session::"<session id>"`;
 //! - `context`: `tool`, `server` (`""` for a built-in tool), `arguments` (the
 //!   call's JSON arguments as a record: `null`s dropped, numbers that are not
 //!   64-bit integers as strings, Cedar's own escape keys `__entity`, `__extn`
 //!   and `__expr` dropped), `mode`, `is_subagent`, `thread_kind`, `channel`,
-//!   `turn`, `context_tokens` (when the runtime reports it), and, when a
-//!   policy reads them, `calls.turn` and `calls.session`: this action's calls
-//!   in this turn and session, this one included, counted atomically in the
-//!   policy's state.
+//!   `turn`, `context_tokens` (when the runtime reports it), and, for the
+//!   actions a policy reading `context.calls` covers, `calls.turn` and
+//!   `calls.session`: this action's calls in this turn and session, this one
+//!   included, counted atomically in the policy's state.
 //!
 //! The answer: a satisfied `forbid` denies, with its `@reason("…")` (the
-//! agent reads it); otherwise a satisfied `permit` allows, or, with
-//! `@ask("…")`, asks a person first (denied when no person is present); a
-//! `@note("…")` on any satisfied policy is added for the agent. Nothing
-//! satisfied is an abstention: Cedar's default deny is not toolgate's.
+//! agent reads it), and so does a `forbid` that cannot be evaluated on this
+//! call (an attribute of the wrong type, say): a rule that cannot be checked
+//! fails closed. Otherwise a satisfied `permit` allows, or, with
+//! `@ask("…")`, asks a person first (denied when no person is present). The
+//! deciding policies' `@note("…")`s go to the agent. Nothing satisfied is an
+//! abstention: Cedar's default deny is not toolgate's. Where several
+//! policies decide, the first written speaks.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::str::FromStr;
 
 use cedar_policy::{
-    Authorizer, Context, Decision as CedarDecision, Entities, Entity, EntityId, EntityTypeName,
-    EntityUid, PolicyId, PolicySet, Request,
+    ActionConstraint, Authorizer, Context, Decision as CedarDecision, Effect, Entities, Entity,
+    EntityId, EntityTypeName, EntityUid, PolicyId, PolicySet, Request, Response,
 };
 use serde_json::{Map, Value, json};
 use toolgate_guest::host::StateError;
@@ -49,17 +53,19 @@ const MAX_DEPTH: usize = 16;
 pub struct CedarPolicies {
     policies: PolicySet,
     authorizer: Authorizer,
-    /// A policy reads `context.calls`, so calls are counted.
-    counts: bool,
+    /// Each policy's place in the text: where several decide, the first
+    /// written speaks.
+    order: HashMap<PolicyId, usize>,
+    /// The actions of the policies that read `context.calls`: only their
+    /// calls are counted.
+    counted: Vec<ActionConstraint>,
 }
 
-/// What the satisfied policies say.
+/// What the policies say.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Answer {
     /// No policy is satisfied: no opinion.
-    Abstain {
-        notes: Vec<String>,
-    },
+    Abstain,
     Allow {
         notes: Vec<String>,
     },
@@ -90,11 +96,26 @@ impl CedarPolicies {
                 "Cedar templates (`?principal`, `?resource`) are not supported here: write each policy out",
             ));
         }
-        let counts = policies.policies().any(|p| p.to_string().contains("calls"));
+        // Parsed from text, the policies are `policy0`, `policy1`, … in order.
+        let order = policies
+            .policies()
+            .map(|p| {
+                let place = p.id().to_string()["policy".len()..]
+                    .parse()
+                    .unwrap_or(usize::MAX);
+                (p.id().clone(), place)
+            })
+            .collect();
+        let counted = policies
+            .policies()
+            .filter(|p| p.to_json().is_ok_and(|est| reads_context_calls(&est)))
+            .map(|p| p.action_constraint())
+            .collect();
         Ok(Self {
             policies,
             authorizer: Authorizer::new(),
-            counts,
+            order,
+            counted,
         })
     }
 
@@ -107,28 +128,37 @@ impl CedarPolicies {
         resumed: bool,
         memory: &mut impl Memory,
     ) -> Result<Answer, StateError> {
-        let calls = match self.counts {
-            true => Some(count_calls(call, action, resumed, memory)?),
-            false => None,
+        let groups = groups(call, action);
+        let calls = if self.counts(action, &groups) {
+            Some(count_calls(call, action, resumed, memory)?)
+        } else {
+            None
         };
-        let Some((request, entities)) = request(call, action, calls) else {
-            // The request cannot be built (an id Cedar refuses): nothing is
-            // satisfied.
-            return Ok(Answer::Abstain { notes: Vec::new() });
+        let Some((request, entities)) = request(call, action, &groups, calls) else {
+            return Ok(Answer::Deny {
+                reason: format!(
+                    "The operator's Cedar policies cannot judge a call to `{action}` (Cedar refuses its names), so it is refused."
+                ),
+                notes: Vec::new(),
+            });
         };
         let response = self
             .authorizer
             .is_authorized(&request, &self.policies, &entities);
-        let satisfied: Vec<&PolicyId> = response.diagnostics().reason().collect();
-        let notes = self.annotations(&satisfied, "note");
-        let first = |key: &str| self.annotations(&satisfied, key).into_iter().next();
+        if let Some(refusal) = self.unevaluable_forbid(&response) {
+            return Ok(refusal);
+        }
+        let mut deciding: Vec<&PolicyId> = response.diagnostics().reason().collect();
+        deciding.sort_by_key(|id| self.order.get(*id).copied().unwrap_or(usize::MAX));
+        let notes = self.annotations(&deciding, "note");
+        let first = |key: &str| self.annotations(&deciding, key).into_iter().next();
         Ok(match response.decision() {
-            CedarDecision::Deny if satisfied.is_empty() => Answer::Abstain { notes },
+            CedarDecision::Deny if deciding.is_empty() => Answer::Abstain,
             CedarDecision::Deny => Answer::Deny {
                 reason: first("reason").unwrap_or_else(|| {
                     format!(
                         "Refused by the operator's Cedar policy {}.",
-                        self.name(satisfied[0])
+                        self.name(deciding[0])
                     )
                 }),
                 notes,
@@ -140,9 +170,47 @@ impl CedarPolicies {
         })
     }
 
-    /// The values of annotation `key` on the `satisfied` policies, in order.
-    fn annotations(&self, satisfied: &[&PolicyId], key: &str) -> Vec<String> {
-        satisfied
+    /// Whether a policy reading `context.calls` covers `action` (in `groups`).
+    fn counts(&self, action: &str, groups: &[String]) -> bool {
+        let is = |uid: &EntityUid| {
+            let id = uid.id().unescaped();
+            id == action || groups.iter().any(|g| g == id)
+        };
+        self.counted.iter().any(|constraint| match constraint {
+            ActionConstraint::Any => true,
+            ActionConstraint::Eq(uid) => uid.id().unescaped() == action,
+            ActionConstraint::In(uids) => uids.iter().any(is),
+        })
+    }
+
+    /// A deny when a `forbid` could not be evaluated on this call: a rule
+    /// that cannot be checked must not let the call through. (A `permit`
+    /// that cannot be evaluated is simply not satisfied.)
+    fn unevaluable_forbid(&self, response: &Response) -> Option<Answer> {
+        let mut broken: Vec<_> = response
+            .diagnostics()
+            .errors()
+            .filter_map(|error| {
+                let cedar_policy::AuthorizationError::PolicyEvaluationError(error) = error;
+                let id = error.policy_id();
+                (self.policies.policy(id)?.effect() == Effect::Forbid).then_some((id, error))
+            })
+            .collect();
+        broken.sort_by_key(|(id, _)| self.order.get(*id).copied().unwrap_or(usize::MAX));
+        let (id, error) = broken.first()?;
+        Some(Answer::Deny {
+            reason: format!(
+                "The operator's Cedar policy {} could not be checked on this call ({}), so it is refused.",
+                self.name(id),
+                error.inner()
+            ),
+            notes: Vec::new(),
+        })
+    }
+
+    /// The values of annotation `key` on the `deciding` policies, in order.
+    fn annotations(&self, deciding: &[&PolicyId], key: &str) -> Vec<String> {
+        deciding
             .iter()
             .filter_map(|id| self.policies.annotation(id, key))
             .map(str::to_string)
@@ -157,7 +225,25 @@ impl CedarPolicies {
     }
 }
 
-/// Cedar's messages, each with the line and column of the text it points at.
+/// Whether a policy, in Cedar's JSON form, reads `context.calls` (as
+/// `context.calls`, `context["calls"]` or `context has calls`).
+fn reads_context_calls(est: &Value) -> bool {
+    match est {
+        Value::Object(fields) => fields.iter().any(|(key, value)| {
+            let on_context = value.get("left") == Some(&json!({ "Var": "context" }));
+            let attr = value.get("attr");
+            let calls = attr == Some(&json!("calls"))
+                || attr.and_then(|a| a.get(0)) == Some(&json!("calls"));
+            (matches!(key.as_str(), "." | "has") && on_context && calls)
+                || reads_context_calls(value)
+        }),
+        Value::Array(items) => items.iter().any(reads_context_calls),
+        _ => false,
+    }
+}
+
+/// Cedar's messages, each with the line and column (in characters) of the
+/// text it points at.
 fn located(errors: &cedar_policy::ParseErrors, text: &str) -> String {
     use miette::Diagnostic as _;
     errors
@@ -166,10 +252,10 @@ fn located(errors: &cedar_policy::ParseErrors, text: &str) -> String {
             let at = error
                 .labels()
                 .and_then(|mut labels| labels.next())
-                .map(|label| {
-                    let before = &text[..label.offset().min(text.len())];
+                .and_then(|label| text.get(..label.offset()))
+                .map(|before| {
                     let line = before.matches('\n').count() + 1;
-                    let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+                    let column = before.rsplit('\n').next().unwrap_or("").chars().count() + 1;
                     format!(" (line {line}, column {column} of the Cedar text)")
                 })
                 .unwrap_or_default();
@@ -202,11 +288,22 @@ fn count_calls(
     Ok((turn, session))
 }
 
+/// The groups `action` is in, nearest first (never the action itself).
+fn groups(call: &ToolCall, action: &str) -> Vec<String> {
+    let groups = match &call.origin {
+        ToolOrigin::Mcp(server) => vec![format!("mcp:{server}"), "mcp".into()],
+        ToolOrigin::Builtin => vec!["builtin".into()],
+        ToolOrigin::Other(origin) => vec![format!("other:{origin}"), "other".into()],
+    };
+    groups.into_iter().filter(|group| group != action).collect()
+}
+
 /// The Cedar request for `call`, and the entities it needs (the action's
 /// group chain); none when Cedar refuses an id.
 fn request(
     call: &ToolCall,
     action: &str,
+    groups: &[String],
     calls: Option<(u64, u64)>,
 ) -> Option<(Request, Entities)> {
     let uid = |kind: &str, id: &str| {
@@ -214,12 +311,8 @@ fn request(
             .ok()
             .map(|kind| EntityUid::from_type_name_and_id(kind, EntityId::new(id)))
     };
-    let (server, groups) = match &call.origin {
-        ToolOrigin::Mcp(server) => (server.as_str(), vec![format!("mcp:{server}"), "mcp".into()]),
-        _ => ("", vec!["builtin".to_string()]),
-    };
     let mut chain = vec![uid("Action", action)?];
-    for group in &groups {
+    for group in groups {
         chain.push(uid("Action", group)?);
     }
     let entities = chain
@@ -228,6 +321,10 @@ fn request(
     let entities = Entities::from_entities(entities, None).ok()?;
 
     let caller = &call.caller;
+    let server = match &call.origin {
+        ToolOrigin::Mcp(server) => server.as_str(),
+        _ => "",
+    };
     let mut context = json!({
         "tool": call.tool,
         "server": server,
@@ -266,7 +363,7 @@ fn long(n: u64) -> Value {
 }
 
 /// The call's arguments as a Cedar record.
-fn arguments(text: &str) -> Value {
+pub(crate) fn arguments(text: &str) -> Value {
     match serde_json::from_str(text) {
         Ok(Value::Object(fields)) => record(fields, 0),
         _ => Value::Object(Map::new()),

@@ -119,6 +119,18 @@ impl Rules {
             Resolution::Authenticated(_) => None,
         });
         let action = action_name(call);
+        // Cedar's forbids hold whatever a TOML rule says; its permits speak
+        // only where no TOML rule decided.
+        let cedar = match &self.cedar {
+            Some(cedar) => cedar.evaluate(call, &action, approved.is_some(), memory)?,
+            None => cedar::Answer::Abstain,
+        };
+        if let cedar::Answer::Deny { reason, notes } = cedar {
+            return Ok(Decision {
+                notes,
+                ..Decision::deny(reason)
+            });
+        }
         let arguments = Arguments::new(&call.arguments);
         let mut notes = Vec::new();
         for rule in &self.rules {
@@ -136,21 +148,20 @@ impl Rules {
             };
             return Ok(Decision { notes, ..decision });
         }
-        let Some(cedar) = &self.cedar else {
-            return Ok(Decision {
-                notes,
-                ..Decision::skip()
-            });
-        };
-        let (decision, more) = match cedar.evaluate(call, &action, approved.is_some(), memory)? {
-            cedar::Answer::Abstain { notes } => (Decision::skip(), notes),
-            cedar::Answer::Allow { notes } => (Decision::allow(), notes),
-            cedar::Answer::Deny { reason, notes } => (Decision::deny(reason), notes),
-            cedar::Answer::Ask { reason, notes } => {
-                (Self::approval(reason, false, call, approved), notes)
+        let decision = match cedar {
+            cedar::Answer::Abstain | cedar::Answer::Deny { .. } => Decision::skip(),
+            cedar::Answer::Allow { notes: more } => {
+                notes.extend(more);
+                Decision::allow()
+            }
+            cedar::Answer::Ask {
+                reason,
+                notes: more,
+            } => {
+                notes.extend(more);
+                Self::approval(reason, false, call, approved)
             }
         };
-        notes.extend(more);
         Ok(Decision { notes, ..decision })
     }
 

@@ -313,10 +313,24 @@ mod cedar_policies {
         Rules::open(Config::from_json(&json!({ "cedar": text }).to_string()).unwrap())
     }
 
+    fn with_toml(rules: Value, cedar: &str) -> Rules {
+        Rules::open(
+            Config::from_json(&json!({ "rule": rules, "cedar": cedar }).to_string()).unwrap(),
+        )
+        .unwrap()
+    }
+
     fn mcp(server: &str, tool: &str, arguments: Value) -> ToolCall {
         ToolCall {
             origin: toolgate_guest::ToolOrigin::Mcp(server.into()),
             ..call(tool, arguments)
+        }
+    }
+
+    fn approved(call: &ToolCall) -> ToolCall {
+        ToolCall {
+            resolutions: vec![Resolution::Approved(ApprovalGrant { always: false })],
+            ..call.clone()
         }
     }
 
@@ -337,7 +351,7 @@ mod cedar_policies {
         @id("big-writes")
         @note("That is a large write; check it before moving on.")
         forbid(principal, action == Action::"Write", resource)
-        when { context.arguments has content && context.arguments.size > 100000 };
+        when { context.arguments has size && context.arguments.size > 100000 };
 
         @id("autonomous-no-shell")
         forbid(principal, action in Action::"builtin", resource)
@@ -348,52 +362,41 @@ mod cedar_policies {
     fn each_effect_maps_to_a_decision() {
         let rules = cedar(POLICIES).unwrap();
         let memory = &mut MapMemory::default();
-        let decide =
-            |call: &ToolCall, memory: &mut MapMemory| rules.evaluate(call, 0, memory).unwrap();
-
-        let forced = decide(
-            &call("Bash", json!({"command": "git push origin main --force"})),
-            memory,
-        );
+        let forced = call("Bash", json!({"command": "git push origin main --force"}));
         assert_eq!(
-            forced.verdict,
+            verdict(&rules, &forced, memory),
             Verdict::Deny("Force-pushing rewrites shared history: push normally.".into())
         );
         // Nothing satisfied: Cedar's default deny is an abstention here.
-        let plain = decide(&call("Bash", json!({"command": "git push"})), memory);
-        assert_eq!(plain.verdict, Verdict::Skip);
+        let plain = call("Bash", json!({"command": "git push"}));
+        assert_eq!(verdict(&rules, &plain, memory), Verdict::Skip);
         // An action group: every tool of a server.
-        assert_eq!(
-            decide(&mcp("github", "get_issue", json!({})), memory).verdict,
-            Verdict::Allow
-        );
-        assert_eq!(
-            decide(&mcp("github", "delete_repo", json!({})), memory).verdict,
-            Verdict::Skip
-        );
-        assert_eq!(
-            decide(&mcp("gitlab", "get_issue", json!({})), memory).verdict,
-            Verdict::Skip
-        );
+        for (server, tool, expected) in [
+            ("github", "get_issue", Verdict::Allow),
+            ("github", "delete_repo", Verdict::Skip),
+            ("gitlab", "get_issue", Verdict::Skip),
+        ] {
+            let got = verdict(&rules, &mcp(server, tool, json!({})), memory);
+            assert_eq!(got, expected, "{server}/{tool}");
+        }
 
         let deploy = mcp("deploy", "run", json!({}));
-        assert!(matches!(decide(&deploy, memory).verdict,
+        assert!(matches!(verdict(&rules, &deploy, memory),
             Verdict::Pause(toolgate_guest::PauseRequest::Approval(a)) if a.description == "Deploying changes production."));
-        let approved = ToolCall {
-            resolutions: vec![Resolution::Approved(ApprovalGrant { always: false })],
-            ..deploy.clone()
-        };
-        assert_eq!(decide(&approved, memory).verdict, Verdict::Allow);
+        assert_eq!(verdict(&rules, &approved(&deploy), memory), Verdict::Allow);
         let mut unattended = deploy;
         unattended.caller.mode = ExecutionMode::Autonomous;
-        assert!(matches!(decide(&unattended, memory).verdict,
+        assert!(matches!(verdict(&rules, &unattended, memory),
             Verdict::Deny(r) if r.contains("no person is present")));
 
         // A forbid's note travels with its deny; a policy with no @reason is named.
-        let big = decide(
-            &call("Write", json!({"content": "x", "size": 200_000})),
-            memory,
-        );
+        let big = rules
+            .evaluate(
+                &call("Write", json!({"content": "x", "size": 200_000})),
+                0,
+                memory,
+            )
+            .unwrap();
         assert_eq!(
             big.notes,
             ["That is a large write; check it before moving on."]
@@ -401,30 +404,100 @@ mod cedar_policies {
         assert!(matches!(big.verdict, Verdict::Deny(r) if r.contains("`big-writes`")));
         let mut unattended = call("Bash", json!({"command": "ls"}));
         unattended.caller.mode = ExecutionMode::Autonomous;
-        assert!(matches!(decide(&unattended, memory).verdict,
+        assert!(matches!(verdict(&rules, &unattended, memory),
             Verdict::Deny(r) if r.contains("`autonomous-no-shell`")));
     }
 
     #[test]
-    fn a_toml_rule_that_decides_is_never_overruled_by_cedar() {
-        let rules = Rules::open(
-            Config::from_json(
-                &json!({
-                    "rule": [{"tool": "Bash", "args": {"command": "git push*"}, "action": "allow"}],
-                    "cedar": POLICIES,
-                })
-                .to_string(),
-            )
-            .unwrap(),
+    fn a_cedar_forbid_holds_whatever_a_toml_rule_says_and_a_permit_only_where_none_decided() {
+        let memory = &mut MapMemory::default();
+        let allow_push =
+            json!([{"tool": "Bash", "args": {"command": "git push*"}, "action": "allow"}]);
+        let rules = with_toml(allow_push, POLICIES);
+        let forced = call("Bash", json!({"command": "git push --force"}));
+        assert!(
+            matches!(verdict(&rules, &forced, memory), Verdict::Deny(r) if r.contains("Force-pushing"))
+        );
+        let plain = call("Bash", json!({"command": "git push"}));
+        assert_eq!(verdict(&rules, &plain, memory), Verdict::Allow);
+
+        let deny_github =
+            json!([{"tool": "mcp:github/*", "action": "deny", "reason": "not today"}]);
+        let rules = with_toml(deny_github, POLICIES);
+        assert!(matches!(
+            verdict(&rules, &mcp("github", "get_issue", json!({})), memory),
+            Verdict::Deny(r) if r.contains("not today")
+        ));
+    }
+
+    #[test]
+    fn a_forbid_that_cannot_be_checked_refuses_the_call() {
+        let rules = cedar(
+            r#"@id("small-writes-only")
+               forbid(principal, action == Action::"Write", resource) when { context.arguments.size > 100 };
+               @id("workspace-only")
+               forbid(principal, action == Action::"Bash", resource) unless { context.arguments.cwd like "/work/*" };
+               permit(principal, action, resource);"#,
         )
         .unwrap();
-        let push = call("Bash", json!({"command": "git push --force"}));
+        let memory = &mut MapMemory::default();
+        // A float (a string to Cedar), a null (dropped) or a missing key make
+        // the forbid an evaluation error: refused, not skipped.
+        for args in [json!({"size": 1.5e6}), json!({"size": null}), json!({})] {
+            assert!(
+                matches!(verdict(&rules, &call("Write", args.clone()), memory),
+                    Verdict::Deny(r) if r.contains("`small-writes-only` could not be checked")),
+                "{args}"
+            );
+        }
         assert_eq!(
-            rules
-                .evaluate(&push, 0, &mut MapMemory::default())
-                .unwrap()
-                .verdict,
+            verdict(&rules, &call("Write", json!({"size": 5})), memory),
             Verdict::Allow
+        );
+        for args in [json!({"cwd": null}), json!({"cwd": ["/work/a"]})] {
+            assert!(matches!(
+                verdict(&rules, &call("Bash", args), memory),
+                Verdict::Deny(_)
+            ));
+        }
+        assert_eq!(
+            verdict(&rules, &call("Bash", json!({"cwd": "/work/a"})), memory),
+            Verdict::Allow
+        );
+    }
+
+    #[test]
+    fn the_first_policy_written_speaks_and_origins_have_their_own_groups() {
+        let rules = cedar(
+            r#"@reason("first") forbid(principal, action, resource) when { context.tool == "X" };
+               @reason("second") forbid(principal, action, resource) when { context.tool == "X" };
+               @reason("no other origin") forbid(principal, action in Action::"other", resource);
+               @reason("a builtin") forbid(principal, action in Action::"builtin", resource) when { context.tool == "builtin" };"#,
+        )
+        .unwrap();
+        let memory = &mut MapMemory::default();
+        for _ in 0..8 {
+            assert_eq!(
+                verdict(&rules, &call("X", json!({})), memory),
+                Verdict::Deny("first".into())
+            );
+        }
+        let other = ToolCall {
+            origin: toolgate_guest::ToolOrigin::Other("plugin".into()),
+            ..call("Y", json!({}))
+        };
+        assert_eq!(
+            verdict(&rules, &other, memory),
+            Verdict::Deny("no other origin".into())
+        );
+        assert_eq!(
+            verdict(&rules, &call("Y", json!({})), memory),
+            Verdict::Skip
+        );
+        // A built-in tool named like its group is still in it.
+        assert_eq!(
+            verdict(&rules, &call("builtin", json!({})), memory),
+            Verdict::Deny("a builtin".into())
         );
     }
 
@@ -461,21 +534,76 @@ mod cedar_policies {
             .filter(|k| k.starts_with("cedar/turn/"))
             .count();
         assert_eq!(turns, 1, "{:?}", memory.0.keys().collect::<Vec<_>>());
-        // Other actions count apart.
+        // Only the actions a policy reading `context.calls` covers are counted.
         assert_eq!(
             verdict(&rules, &call("Read", json!({})), memory),
             Verdict::Skip
         );
+        assert!(
+            !memory.0.keys().any(|k| k.contains("Read")),
+            "{:?}",
+            memory.0
+        );
     }
 
     #[test]
-    fn arguments_arrive_as_cedar_values_and_cannot_forge_entities() {
+    fn a_call_resumed_after_approval_is_not_counted_again() {
+        let rules = cedar(
+            r#"@ask("A second deploy this turn?")
+               permit(principal, action == Action::"deploy", resource) when { context.calls.turn > 1 };
+               permit(principal, action == Action::"deploy", resource) when { context.calls.turn <= 1 };"#,
+        )
+        .unwrap();
+        let memory = &mut MapMemory::default();
+        let deploy = call("deploy", json!({}));
+        assert_eq!(verdict(&rules, &deploy, memory), Verdict::Allow);
+        assert!(matches!(
+            verdict(&rules, &deploy, memory),
+            Verdict::Pause(_)
+        ));
+        assert_eq!(verdict(&rules, &approved(&deploy), memory), Verdict::Allow);
+        let counted: Vec<u64> = memory.0.values().copied().collect();
+        assert_eq!(counted, [2, 2], "turn and session counters: {:?}", memory.0);
+    }
+
+    #[test]
+    fn only_a_policy_reading_context_calls_turns_counting_on() {
+        let memory = &mut MapMemory::default();
+        for text in [
+            r#"forbid(principal, action, resource) when { context["calls"]["turn"] > 5 };"#,
+            r#"forbid(principal, action, resource) when { context has calls && context.calls.session > 5 };"#,
+        ] {
+            verdict(&cedar(text).unwrap(), &call("Read", json!({})), memory);
+            assert!(!memory.0.is_empty(), "{text}");
+            memory.0.clear();
+        }
+        let named = r#"@reason("too many calls") forbid(principal, action == Action::"list_calls", resource)
+                       when { context.arguments has calls };"#;
+        verdict(
+            &cedar(named).unwrap(),
+            &call("list_calls", json!({"calls": 1})),
+            memory,
+        );
+        assert!(memory.0.is_empty(), "{:?}", memory.0);
+    }
+
+    #[test]
+    fn cedar_escapes_in_arguments_are_dropped() {
+        let args = json!({"nested": {"__entity": {"type": "User", "id": "admin"}, "__extn": 1, "keep": 2}});
+        assert_eq!(
+            crate::cedar::arguments(&args.to_string()),
+            json!({"nested": {"keep": 2}})
+        );
+    }
+
+    #[test]
+    fn arguments_arrive_as_cedar_values() {
         let rules = cedar(
             r#"@reason("ok") forbid(principal, action, resource)
                when { context.arguments has ratio && context.arguments.ratio == "0.5"
                       && context.arguments.tags.contains("a")
                       && !(context.arguments has gone)
-                      && !(context.arguments.nested has __entity) };"#,
+                      && context.arguments.nested == {} };"#,
         )
         .unwrap();
         let args = json!({
@@ -490,7 +618,7 @@ mod cedar_policies {
 
     #[test]
     fn a_parse_error_is_refused_with_cedars_message_and_place() {
-        let err = cedar("permit(principal, action, resource)\nwhen { context.x == };")
+        let err = cedar("permit(principal, action, resource)\n  when { context.é == };")
             .err()
             .unwrap();
         assert_eq!(err.key.as_deref(), Some("cedar"));
@@ -499,7 +627,7 @@ mod cedar_policies {
             "{}",
             err.message
         );
-        assert!(err.message.contains("line 2, column"), "{}", err.message);
+        assert!(err.message.contains("(line 2, column"), "{}", err.message);
         let templated = cedar("permit(principal == ?principal, action, resource);")
             .err()
             .unwrap();

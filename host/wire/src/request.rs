@@ -220,14 +220,19 @@ impl ToolRequest {
         self.thread_id.as_deref().unwrap_or(&self.session_id)
     }
 
-    /// The arguments as compact JSON text.
+    /// The arguments as compact JSON text, object keys in sorted order.
+    ///
+    /// Sorted here rather than by `serde_json`'s map: with its
+    /// `preserve_order` feature (which any crate in a build can turn on, as
+    /// `cedar-policy` does) a map keeps the agent's order, and the text —
+    /// so the call's fingerprint and the decision log's digest — would
+    /// depend on how the binary was built.
     pub fn arguments_json(&self) -> String {
-        use std::fmt::Write;
         // Sized up front: grown from nothing by doubling, a large argument's
         // text was copied again and again, each time into fresh pages.
-        let mut json = String::with_capacity(json_size_hint(&self.arguments));
-        write!(json, "{}", self.arguments).expect("writing to a String cannot fail");
-        json
+        let mut json = Vec::with_capacity(json_size_hint(&self.arguments));
+        write_sorted(&mut json, &self.arguments);
+        String::from_utf8(json).expect("serde_json writes UTF-8")
     }
 
     /// The arguments serialised once for an evaluation.
@@ -237,6 +242,44 @@ impl ToolRequest {
             sha256: OnceLock::new(),
         }
     }
+}
+
+/// `value` as compact JSON, object keys in sorted order.
+fn write_sorted(out: &mut Vec<u8>, value: &serde_json::Value) {
+    use serde_json::Value;
+    let (open, close) = match value {
+        Value::Object(_) => (b'{', b'}'),
+        Value::Array(_) => (b'[', b']'),
+        scalar => {
+            serde_json::to_writer(out, scalar).expect("a JSON scalar always serialises");
+            return;
+        }
+    };
+    out.push(open);
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<_> = map.iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            for (i, (key, item)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                serde_json::to_writer(&mut *out, key).expect("a key always serialises");
+                out.push(b':');
+                write_sorted(out, item);
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_sorted(out, item);
+            }
+        }
+        _ => unreachable!("scalars returned above"),
+    }
+    out.push(close);
 }
 
 /// About the length of `value` as compact JSON (exact without escapes).

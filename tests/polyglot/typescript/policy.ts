@@ -70,5 +70,5 @@ const policy = tg.definePolicy({
 });
 
 export const gate = policy.gate;
-export const risk = policy.risk;
-export const verdict = policy.verdict;
+export const risk = policy.phase("risk");
+export const verdict = policy.phase("verdict");

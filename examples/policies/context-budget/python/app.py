@@ -84,7 +84,9 @@ def latest_context_tokens(jsonl):
             usage = json.loads(line)["message"]["usage"]
         except (ValueError, KeyError, TypeError):
             continue
-        counts = [usage[f] for f in fields if isinstance(usage.get(f), int)]
+        if not isinstance(usage, dict):
+            continue
+        counts = [usage[f] for f in fields if type(usage.get(f)) is int]
         if counts:
             return sum(counts)
     return None

@@ -110,4 +110,4 @@ function stopText(tokens: number, maxTokens: number): string {
 }
 
 export const gate = policy.gate;
-export const budget = policy.budget;
+export const budget = policy.phase("budget");

@@ -299,7 +299,7 @@ fn resolve_policy(policy: &str) -> anyhow::Result<String> {
         return built_component(path);
     }
     let manifest: toml::Table = std::fs::read_to_string(path.join("Cargo.toml"))
-        .with_context(|| format!("{policy} is a directory without a Cargo.toml"))?
+        .with_context(|| format!("cannot read {policy}/Cargo.toml"))?
         .parse()
         .with_context(|| format!("{policy}/Cargo.toml is not valid TOML"))?;
     let name = manifest

@@ -57,14 +57,15 @@ pub enum Phase {
 }
 
 impl Phase {
+    /// This phase's entry in `table`, which lists something for each phase
+    /// in the order classify, account, parse, observe.
+    fn of<T: Copy>(self, table: [T; 4]) -> T {
+        table[self as usize]
+    }
+
     /// The contract's world that exports this phase.
     fn world(self) -> &'static str {
-        match self {
-            Phase::Classify => "classifier",
-            Phase::Account => "accountant",
-            Phase::Parse => "verdict-parser",
-            Phase::Observe => "observer",
-        }
+        self.of(["classifier", "accountant", "verdict-parser", "observer"])
     }
 }
 

@@ -66,7 +66,9 @@ class Sample(tg.Policy):
     def decide(self, call, risk, budget):
         if call.tool != "Bash":
             return tg.skip()
-        command = call.arguments.get("command", "")
+        command = call.arguments.get("command")
+        if not isinstance(command, str):
+            return tg.skip()
         for fragment in self.settings.blocked:
             if fragment in command:
                 return tg.deny(f"`{{fragment}}` is not allowed here; do it another way")
@@ -74,12 +76,7 @@ class Sample(tg.Policy):
 "#
     );
     for phase in phases {
-        source.push_str(match phase {
-            Phase::Classify => CLASSIFY,
-            Phase::Account => ACCOUNT,
-            Phase::Parse => PARSE,
-            Phase::Observe => OBSERVE,
-        });
+        source.push_str(phase.of([CLASSIFY, ACCOUNT, PARSE, OBSERVE]));
     }
     source.push_str(
         "\n\n# One class per export of wit/world.wit: the gate, and each optional phase\n\
@@ -88,12 +85,12 @@ class Sample(tg.Policy):
          Gate = tg.gate(Sample)\n",
     );
     for phase in phases {
-        source.push_str(match phase {
-            Phase::Classify => "Risk = tg.classifier(Sample)\n",
-            Phase::Account => "Budget = tg.accountant(Sample)\n",
-            Phase::Parse => "Verdict = tg.verdict_parser(Sample)\n",
-            Phase::Observe => "Observe = tg.observer(Sample)\n",
-        });
+        source.push_str(phase.of([
+            "Risk = tg.classifier(Sample)\n",
+            "Budget = tg.accountant(Sample)\n",
+            "Verdict = tg.verdict_parser(Sample)\n",
+            "Observe = tg.observer(Sample)\n",
+        ]));
     }
     source
 }
@@ -142,7 +139,7 @@ toolgate plugins inspect {wasm}
 ```
 
 The component carries a Python interpreter with `app.py` already imported
-(its heap is snapshotted at build time), so it is ~20 MB and starts in
+(its heap is snapshotted at build time), so it is ~18 MB and starts in
 milliseconds. Give it room in the config if it needs more than the default
 64 MiB of memory (`[plugins.{name}.limits] memory_mib = 128`).
 

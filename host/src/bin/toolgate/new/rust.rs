@@ -173,21 +173,11 @@ impl Policy for Sample {{
 "#
     );
     for phase in phases {
-        source.push_str(match phase {
-            Phase::Classify => CLASSIFY,
-            Phase::Account => ACCOUNT,
-            Phase::Parse => PARSE,
-            Phase::Observe => OBSERVE,
-        });
+        source.push_str(phase.of([CLASSIFY, ACCOUNT, PARSE, OBSERVE]));
     }
     let exported: String = phases
         .iter()
-        .map(|phase| match phase {
-            Phase::Classify => ", classify",
-            Phase::Account => ", account",
-            Phase::Parse => ", parse",
-            Phase::Observe => ", observe",
-        })
+        .map(|phase| phase.of([", classify", ", account", ", parse", ", observe"]))
         .collect();
     source.push_str(&format!(
         r#"

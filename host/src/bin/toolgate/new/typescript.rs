@@ -11,10 +11,12 @@ const HELPER: &str =
     include_str!("../../../../../guest-plugins/toolgate-guest-typescript/toolgate-guest.ts");
 const PACKAGE: &str =
     include_str!("../../../../../guest-plugins/toolgate-guest-typescript/package.json");
+const LOCKFILE: &str =
+    include_str!("../../../../../guest-plugins/toolgate-guest-typescript/package-lock.json");
 const BUNDLE_CONFIG: &str =
     include_str!("../../../../../guest-plugins/toolgate-guest-typescript/rolldown.config.mjs");
-/// The name `package.json` carries in the repository, replaced by the
-/// policy's (its build writes `toolgate-policy.wasm`).
+/// The name `package.json` and its lockfile carry in the repository,
+/// replaced by the policy's (its build writes `toolgate-policy.wasm`).
 const TEMPLATE_NAME: &str = "toolgate-policy";
 
 /// The project's files and what to run next.
@@ -24,6 +26,10 @@ pub(super) fn project(name: &str, phases: &[Phase]) -> Project {
         ("policy.ts".to_string(), policy(name, phases)),
         ("toolgate-guest.ts".into(), HELPER.to_string()),
         ("package.json".into(), PACKAGE.replace(TEMPLATE_NAME, name)),
+        (
+            "package-lock.json".into(),
+            LOCKFILE.replace(TEMPLATE_NAME, name),
+        ),
         ("rolldown.config.mjs".into(), BUNDLE_CONFIG.to_string()),
         ("fixtures.toml".into(), FIXTURES.to_string()),
         ("README.md".into(), readme(name, &wasm)),
@@ -35,7 +41,7 @@ pub(super) fn project(name: &str, phases: &[Phase]) -> Project {
     ));
     Project {
         files,
-        next: format!("  npm install\n  npm run build\n  toolgate test {wasm} fixtures.toml"),
+        next: format!("  npm ci\n  npm run build\n  toolgate test {wasm} fixtures.toml"),
     }
 }
 
@@ -68,12 +74,7 @@ const policy = tg.definePolicy({{
 "#
     );
     for phase in phases {
-        source.push_str(match phase {
-            Phase::Classify => CLASSIFY,
-            Phase::Account => ACCOUNT,
-            Phase::Parse => PARSE,
-            Phase::Observe => OBSERVE,
-        });
+        source.push_str(phase.of([CLASSIFY, ACCOUNT, PARSE, OBSERVE]));
     }
     source.push_str(
         "});\n\n\
@@ -83,12 +84,12 @@ const policy = tg.definePolicy({{
          export const gate = policy.gate;\n",
     );
     for phase in phases {
-        source.push_str(match phase {
-            Phase::Classify => "export const risk = policy.risk;\n",
-            Phase::Account => "export const budget = policy.budget;\n",
-            Phase::Parse => "export const verdict = policy.verdict;\n",
-            Phase::Observe => "export const observe = policy.observe;\n",
-        });
+        source.push_str(phase.of([
+            "export const risk = policy.phase(\"risk\");\n",
+            "export const budget = policy.phase(\"budget\");\n",
+            "export const verdict = policy.phase(\"verdict\");\n",
+            "export const observe = policy.phase(\"observe\");\n",
+        ]));
     }
     source
 }
@@ -133,7 +134,7 @@ QuickJS backend (a JavaScript engine with `policy.ts` already loaded: its
 heap is snapshotted at build time).
 
 ```sh
-npm install                        # once: the pinned toolchain
+npm ci                             # once: the toolchain, as package-lock.json pins it
 npm run build                      # policy.ts → {wasm}
 toolgate test {wasm} fixtures.toml
 toolgate plugins inspect {wasm}
@@ -147,7 +148,8 @@ module variables (an instance may be replaced at any time). If the policy
 needs more than the default 64 MiB of memory, raise it in the config
 (`[plugins.{name}.limits] memory_mib = 128`).
 
-`package.json` pins the toolchain exactly. Its `overrides` keep jco 1.35.0
+`package.json` and `package-lock.json` pin the toolchain exactly (`npm ci`
+installs what the lockfile says). The `overrides` keep jco 1.35.0
 on preview2-shim 0.25.0: with 0.26, which jco pulls in by itself, jco
 cannot read the `wit/` directory ("failed to get path metadata"). The build
 uses jco's QuickJS backend (`--backend qjs`) rather than its default
