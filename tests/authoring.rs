@@ -87,7 +87,7 @@ fn inspect_describes_bundled_policies_and_refuses_other_files() {
         let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
         assert_eq!(report["loadable"], true);
         assert_eq!(report["policy"]["name"], policy);
-        assert_eq!(report["wit"], "toolgate:policy@0.3.0");
+        assert_eq!(report["wit"], "toolgate:policy@0.4.0");
         assert_eq!(report["sha256"].as_str().unwrap().len(), 64);
         let mut exports: Vec<&str> = report["exports"]
             .as_array()
@@ -99,7 +99,7 @@ fn inspect_describes_bundled_policies_and_refuses_other_files() {
         let mut expected: Vec<String> = ["gate"]
             .iter()
             .chain(phases)
-            .map(|p| format!("toolgate:policy/{p}@0.3.0"))
+            .map(|p| format!("toolgate:policy/{p}@0.4.0"))
             .collect();
         expected.sort_unstable();
         assert_eq!(exports, expected, "{policy}");
@@ -151,7 +151,7 @@ fn a_scaffolded_policy_builds_and_passes_its_own_fixture() {
         "policy",
         "my-guard",
         "--phases",
-        "classify,account,parse,observe",
+        "classify,account,parse,observe,check-output,filter-tools",
         "--dir",
         crate_dir.to_str().unwrap(),
     ]);

@@ -99,7 +99,7 @@ fn a_perf_map_names_the_policies_own_functions_when_asked() {
         String::from_utf8_lossy(&output.stderr)
     );
     assert!(
-        text.contains("toolgate:policy/gate@0.3.0#decide") && text.contains("lease_gate"),
+        text.contains("toolgate:policy/gate@0.4.0#decide") && text.contains("lease_gate"),
         "no policy functions in {}: {} bytes",
         map.display(),
         text.len()

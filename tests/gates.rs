@@ -40,6 +40,8 @@ fn sample_gate(user: &str, thread: &str, channel: &str) -> PendingGate {
         transcript_path: None,
         created_at_ms: now,
         expires_at_ms: now + 30 * MINUTE_MS,
+        policy_sha256: String::new(),
+        rewritten_sha256: None,
     }
 }
 

@@ -187,7 +187,7 @@ fn asking_without_a_parser_is_a_failure_of_the_policy() {
     let decision = host.evaluate(&call("Bash", json!({}))).unwrap();
     let failure = decision.policies[0].failure.as_deref().unwrap_or_default();
     assert!(
-        failure.contains("does not export toolgate:policy/verdict@0.3.0"),
+        failure.contains("does not export toolgate:policy/verdict@0.4.0"),
         "{failure}"
     );
 }

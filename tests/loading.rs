@@ -27,7 +27,7 @@ fn another_major_wit_version_is_refused_naming_both_versions() {
     let message = err.to_string();
     assert!(message.contains("future"), "{message}");
     assert!(message.contains("toolgate:policy@1.0.0"), "{message}");
-    assert!(message.contains("toolgate:policy@0.3.0"), "{message}");
+    assert!(message.contains("toolgate:policy@0.4.0"), "{message}");
 }
 
 #[test]
@@ -41,7 +41,7 @@ fn a_contract_0_1_component_is_refused_pointing_to_the_migration_notes() {
     );
     let message = err.to_string();
     assert!(message.contains("toolgate:policy@0.1.0"), "{message}");
-    assert!(message.contains("toolgate:policy@0.3.0"), "{message}");
+    assert!(message.contains("toolgate:policy@0.4.0"), "{message}");
     assert!(message.contains("wit/CHANGELOG.md"), "{message}");
 }
 
@@ -86,7 +86,7 @@ fn a_component_without_the_gate_is_refused_naming_the_export() {
         "{err:?}"
     );
     assert!(
-        err.to_string().contains("toolgate:policy/gate@0.3.0"),
+        err.to_string().contains("toolgate:policy/gate@0.4.0"),
         "{err}"
     );
 }

@@ -446,7 +446,14 @@ fn a_new_python_policy_builds_and_passes_its_fixtures_outside_the_repository() {
     polyglot::scaffold(
         Language::Python,
         "my-guard",
-        &["classify", "account", "parse", "observe"],
+        &[
+            "classify",
+            "account",
+            "parse",
+            "observe",
+            "check-output",
+            "filter-tools",
+        ],
         &dir,
     );
     let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
@@ -492,7 +499,14 @@ fn a_new_typescript_policy_builds_and_passes_its_fixtures_outside_the_repository
     polyglot::scaffold(
         Language::TypeScript,
         "my-guard",
-        &["classify", "account", "parse", "observe"],
+        &[
+            "classify",
+            "account",
+            "parse",
+            "observe",
+            "check-output",
+            "filter-tools",
+        ],
         &dir,
     );
     let path = path_with_toolgate();

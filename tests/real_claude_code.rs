@@ -532,3 +532,55 @@ fn inside_claude_code_an_approval_does_not_lift_the_users_deny_rule() {
         "the user's deny rules held though toolgate allowed"
     );
 }
+
+/// Contract 0.4: a policy's rewrite runs in the real Claude Code. The model
+/// asks for one command; a policy rewrites it; Claude Code runs the
+/// rewritten one (`updatedInput`), as the file it writes shows.
+#[test]
+fn inside_claude_code_a_rewritten_call_runs_as_rewritten() {
+    let Some(claude) = claude_binary() else {
+        return;
+    };
+    let user = ClaudeHome::new("");
+    let (home, project, store) = (&user.home, &user.project, &user.store);
+    // Only the rewriting policy: the bundled ones would pause a shell call.
+    std::fs::write(
+        &user.config,
+        common::config_text(&format!(
+            "store = \"state/toolgate.redb\"\n{}",
+            common::scripted(
+                "sandboxed-echo",
+                1,
+                "verdict = \"allow\"\nset = { command = \"echo rewritten > out.txt\" }"
+            )
+        )),
+    )
+    .unwrap();
+    let _stop = StopDaemon(store.clone());
+    user.install(std::path::Path::new(BIN));
+    let api = MessagesApi::start(vec![
+        vec![Block::ToolUse(
+            "toolu_echo".into(),
+            "Bash".into(),
+            json!({"command": "echo original > out.txt", "description": "Write a file"}),
+        )],
+        vec![Block::Text("Done.".into())],
+    ]);
+    let output = run_claude(
+        &claude,
+        home,
+        project,
+        &api,
+        "Write out.txt.",
+        &["--allowedTools", "Bash"],
+    );
+    let diagnosis = format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(output.status.success(), "{diagnosis}");
+    let written = std::fs::read_to_string(project.join("out.txt")).unwrap_or_default();
+    assert_eq!(written.trim(), "rewritten", "{diagnosis}");
+}

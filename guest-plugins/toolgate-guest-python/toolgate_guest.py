@@ -1,4 +1,4 @@
-"""Helpers for writing toolgate policies in Python (contract toolgate:policy@0.3.0).
+"""Helpers for writing toolgate policies in Python (contract toolgate:policy@0.4.0).
 
 The Python counterpart of the `toolgate-guest` Rust crate. A policy is a
 subclass of `Policy`; the module that componentize-py builds (`app.py`) then
@@ -21,8 +21,8 @@ names one class per export of its world:
     Risk = tg.classifier(MyPolicy)      # only if the world includes `classifier`
 
 The optional phases (`classifier`, `accountant`, `verdict_parser`,
-`observer`) are exported by naming them here *and* including the phase's
-world in `wit/world.wit`: a policy exports only what it implements, and the
+`observer`, `output_checker`, `tool_filter`) are exported by naming them
+here *and* including the phase's world in `wit/world.wit`: a policy exports only what it implements, and the
 host never calls anything else.
 
 Lifecycle, as in Rust: the host opens an instance once (`__init__` gets the
@@ -51,6 +51,7 @@ __all__ = [
     "gate", "classifier", "accountant", "verdict_parser", "observer",
     "allow", "deny", "skip", "pause_for_approval", "pause_for_credential",
     "ask_model", "with_note", "risk", "budget_ok", "budget_warning",
+    "output_pass", "redact", "replace", "withhold", "output_checker", "tool_filter",
     "budget_exceeded", "settings", "key", "action_name", "state", "events",
     "transcript_tail", "now_ms", "log",
 ]
@@ -254,13 +255,15 @@ class Observed:
 
 # --- what a policy answers ----------------------------------------------
 
-def _decision(verdict, notes):
-    return _types.Decision(verdict, list(notes))
+def _decision(verdict, notes, rewrite=None):
+    return _types.Decision(verdict, list(notes), None if rewrite is None else json.dumps(rewrite))
 
 
-def allow(notes=()):
-    """Let the call run (as far as this policy is concerned)."""
-    return _decision(_types.Verdict_Allow(), notes)
+def allow(notes=(), rewrite=None):
+    """Let the call run (as far as this policy is concerned). With `rewrite`
+    (a dict: the whole new arguments), run it with those arguments instead;
+    later policies decide on the rewritten call."""
+    return _decision(_types.Verdict_Allow(), notes, rewrite)
 
 
 def deny(reason, notes=()):
@@ -293,13 +296,48 @@ def ask_model(system, user, timeout_ms=10_000):
 
 def with_note(decision, note):
     """`decision` with one more note for the agent."""
-    return _types.Decision(decision.verdict, [*decision.notes, note])
+    return _types.Decision(decision.verdict, [*decision.notes, note], decision.rewrite)
 
 
 def risk(level, category, signals=()):
     """A risk classification: `level` is "none", "low", "medium", "high" or
     "critical"; `category` a short kebab-case name."""
     return _types.Risk(_LEVELS[level], category, list(signals))
+
+
+def output_pass():
+    """The `output` phase: the model may read the output as it is."""
+    return _types.ResultVerdict_Pass()
+
+
+def redact(output, words, replacement="[redacted]"):
+    """The `output` phase: `output` with every occurrence of each of `words`
+    replaced (the spans are computed in UTF-8 bytes, as the contract wants)."""
+    data = output.encode()
+    spans = []
+    for word in words:
+        needle = word.encode()
+        at = data.find(needle) if needle else -1
+        while at >= 0:
+            spans.append((at, at + len(needle)))
+            at = data.find(needle, at + len(needle))
+    spans.sort()
+    kept, end = [], -1
+    for start, stop in spans:
+        if start >= end:
+            kept.append(_types.Redaction(start, stop, replacement))
+            end = stop
+    return _types.ResultVerdict_Redact(kept) if kept else output_pass()
+
+
+def replace(text):
+    """The `output` phase: the model reads `text` instead of the output."""
+    return _types.ResultVerdict_Replace(text)
+
+
+def withhold(reason):
+    """The `output` phase: the model reads none of the output, only why."""
+    return _types.ResultVerdict_Withhold(reason)
 
 
 def budget_ok():
@@ -611,3 +649,49 @@ def observer(policy_class):
             _policy().observe(Observed(event))
 
     return Observe
+
+
+class Output:
+    """A tool's output for the `output` phase: `call` (a `Call`, with the
+    arguments as run), `outcome` ("succeeded" or "failed"), `text` (cut to
+    the host's cap: `truncated` says so) and the composed `risk`."""
+
+    __slots__ = ("call", "outcome", "text", "truncated", "risk")
+
+    def __init__(self, raw):
+        self.call = Call(raw.call)
+        self.outcome = raw.outcome.name.lower()
+        self.text = raw.output
+        self.truncated = raw.truncated
+        self.risk = Risk(raw.risk)
+
+
+def output_checker(policy_class):
+    """The optional `output` export: name it `Output`; the policy implements
+    `check_output(output: Output) -> output_pass() | redact(...) | replace(...)
+    | withhold(...)`. The output is untrusted input."""
+    _needs(policy_class, "check_output", "output_checker")
+
+    class Output_:
+        def check(self, output):
+            return _policy().check_output(Output(output))
+
+    Output_.__name__ = "Output"
+    return Output_
+
+
+def tool_filter(policy_class):
+    """The optional `visibility` export: name it `Visibility`; the policy
+    implements `visible(caller, tools) -> [bool]`, one answer per tool
+    (each with `name`, `origin`, `description`, `input_schema`). Pure: no
+    state writes. Hiding is not refusing: `decide` must still refuse."""
+    _needs(policy_class, "visible", "tool_filter")
+
+    class Visibility:
+        def visible(self, caller, tools):
+            answers = [bool(a) for a in _policy().visible(caller, tools)]
+            if len(answers) != len(tools):
+                raise RuntimeError(f"visible answered {len(answers)} times for {len(tools)} tools")
+            return answers
+
+    return Visibility

@@ -1,6 +1,6 @@
 /**
  * Helpers for writing toolgate policies in TypeScript (contract
- * toolgate:policy@0.3.0): the counterpart of the `toolgate-guest` Rust crate.
+ * toolgate:policy@0.4.0): the counterpart of the `toolgate-guest` Rust crate.
  *
  * A policy is an object passed to `definePolicy`; the entry module exports
  * one object per export of its world:
@@ -22,9 +22,9 @@
  * export const risk = policy.phase("risk");    // only if the world includes `classifier`
  * ```
  *
- * The optional phases (`classify`, `account`, `parse`, `observe`) are
- * exported by implementing them *and* including the phase's world in
- * `wit/world.wit`: a policy exports only what it implements, and the host
+ * The optional phases (`classify`, `account`, `parse`, `observe`,
+ * `checkOutput`, `visible`) are exported by implementing them *and*
+ * including the phase's world in `wit/world.wit`: a policy exports only what it implements, and the host
  * never calls anything else.
  *
  * Lifecycle, as in Rust: the host opens an instance once (`open` gets the
@@ -43,9 +43,9 @@
 
 import wasiConfig from "wasi:config/store@0.2.0-rc.1";
 import wasiLogging from "wasi:logging/logging@0.1.0-draft";
-import rawState from "toolgate:policy/state@0.3.0";
-import rawEvents from "toolgate:policy/events@0.3.0";
-import rawContext from "toolgate:policy/context@0.3.0";
+import rawState from "toolgate:policy/state@0.4.0";
+import rawEvents from "toolgate:policy/events@0.4.0";
+import rawContext from "toolgate:policy/context@0.4.0";
 
 // --- the contract's types, as the bindings lift and lower them ----------
 
@@ -91,6 +91,33 @@ export type Verdict =
 export interface Decision {
   verdict: Verdict;
   notes: string[];
+  /** With `allow` only: the whole new arguments (JSON text) to run the call with. */
+  rewrite: string | null;
+}
+export interface Redaction {
+  start: number;
+  end: number;
+  replacement: string;
+}
+export type ResultVerdict =
+  | { tag: "pass" }
+  | { tag: "redact"; val: Redaction[] }
+  | { tag: "replace"; val: string }
+  | { tag: "withhold"; val: string };
+export interface RawToolResult {
+  call: RawToolCall;
+  outcome: "succeeded" | "failed" | "denied";
+  output: string;
+  truncated: boolean;
+  risk: Risk;
+}
+/** A tool a runtime could offer the model (the `visibility` phase). */
+export interface ToolDescriptor {
+  name: string;
+  origin: ToolOrigin;
+  description: string;
+  /** The JSON Schema of its arguments, as JSON text. */
+  inputSchema: string;
 }
 export type ModelError =
   | { tag: "not-configured" }
@@ -199,6 +226,15 @@ export interface Reply {
   error?: string;
 }
 
+/** A tool's output (`output`): the call as run, and the output cut to the host's cap. */
+export interface Output {
+  call: Call;
+  outcome: "succeeded" | "failed" | "denied";
+  text: string;
+  truncated: boolean;
+  risk: Risk;
+}
+
 /** What happened to a call (`observe`). */
 export interface Observed {
   call: Call;
@@ -209,10 +245,20 @@ export interface Observed {
 
 // --- what a policy answers ----------------------------------------------
 
-const decision = (verdict: Verdict, notes: string[] = []): Decision => ({ verdict, notes: [...notes] });
+const decision = (verdict: Verdict, notes: string[] = [], rewrite: Json = null): Decision => ({
+  verdict,
+  notes: [...notes],
+  rewrite: rewrite === null ? null : JSON.stringify(rewrite),
+});
 
 /** Let the call run (as far as this policy is concerned). */
-export const allow = (notes: string[] = []): Decision => decision({ tag: "allow" }, notes);
+/**
+ * Let the call run (as far as this policy is concerned). With `rewrite`
+ * (the whole new arguments, an object), run it with those instead; later
+ * policies decide on the rewritten call.
+ */
+export const allow = (notes: string[] = [], rewrite: { [key: string]: Json } | null = null): Decision =>
+  decision({ tag: "allow" }, notes, rewrite);
 /** Refuse the call; `reason` is shown to the agent: say what to do instead. */
 export const deny = (reason: string, notes: string[] = []): Decision => decision({ tag: "deny", val: reason }, notes);
 /** Abstain: no opinion on this call. */
@@ -232,7 +278,36 @@ export const pauseForCredential = (
 export const askModel = (system: string, user: string, timeoutMs = 10_000): Decision =>
   decision({ tag: "ask-model", val: { system, user, timeoutMs } });
 /** `d` with one more note for the agent. */
-export const withNote = (d: Decision, note: string): Decision => ({ verdict: d.verdict, notes: [...d.notes, note] });
+export const withNote = (d: Decision, note: string): Decision => ({ ...d, notes: [...d.notes, note] });
+
+/** The `output` phase: the model may read the output as it is. */
+export const outputPass = (): ResultVerdict => ({ tag: "pass" });
+/** The `output` phase: the model reads `text` instead of the output. */
+export const replace = (text: string): ResultVerdict => ({ tag: "replace", val: text });
+/** The `output` phase: the model reads none of the output, only why. */
+export const withhold = (reason: string): ResultVerdict => ({ tag: "withhold", val: reason });
+
+/**
+ * The `output` phase: `output` with every occurrence of each of `words`
+ * replaced (the spans counted in UTF-8 bytes, as the contract wants).
+ */
+export function redact(output: string, words: string[], replacement = "[redacted]"): ResultVerdict {
+  const found: [number, number][] = [];
+  for (const word of words.filter((w) => w.length > 0)) {
+    for (let at = output.indexOf(word); at >= 0; at = output.indexOf(word, at + word.length)) {
+      found.push([at, at + word.length]);
+    }
+  }
+  found.sort((a, b) => a[0] - b[0]);
+  const spans: Redaction[] = [];
+  let end = -1;
+  for (const [start, stop] of found) {
+    if (start < end) continue;
+    spans.push({ start: utf8(output.slice(0, start)).length, end: utf8(output.slice(0, stop)).length, replacement });
+    end = stop;
+  }
+  return spans.length > 0 ? { tag: "redact", val: spans } : outputPass();
+}
 
 /** A risk classification; `category` is a short kebab-case name. */
 export const risk = (level: RiskLevel, category: string, signals: string[] = []): Risk => ({ level, category, signals });
@@ -477,12 +552,19 @@ export interface PolicyDefinition<S> {
   parse?(settings: S, call: Call, reply: Reply): Decision;
   /** The optional `observe` phase; must tolerate hearing of one call more than once. */
   observe?(settings: S, event: Observed): void;
+  /** The optional `output` phase: what the model may read of a tool's output (untrusted input). */
+  checkOutput?(settings: S, output: Output): ResultVerdict;
+  /**
+   * The optional `visibility` phase: for each tool, may it be offered to
+   * `caller` at all? Pure. Hiding is not refusing: `decide` must still refuse.
+   */
+  visible?(settings: S, caller: Caller, tools: ToolDescriptor[]): boolean[];
   /** Answer an admin command; throw to refuse. */
   command?(settings: S, name: string, args: Json): Json;
 }
 
 /** The optional phases, by the name the entry module exports each under. */
-export type Phase = "risk" | "budget" | "verdict" | "observe";
+export type Phase = "risk" | "budget" | "verdict" | "observe" | "output" | "visibility";
 
 /**
  * What the entry module exports: `gate` always, and `phase(name)` for each
@@ -528,6 +610,27 @@ export function definePolicy<S>(definition: PolicyDefinition<S>): PolicyExports 
         }
       },
     },
+    output: definition.checkOutput && {
+      check(raw: RawToolResult): ResultVerdict {
+        const output = {
+          call: new Call(raw.call),
+          outcome: raw.outcome,
+          text: raw.output,
+          truncated: raw.truncated,
+          risk: raw.risk,
+        };
+        return definition.checkOutput!(settings(), output);
+      },
+    },
+    visibility: definition.visible && {
+      visible(caller: Caller, tools: ToolDescriptor[]): boolean[] {
+        const answers = definition.visible!(settings(), caller, tools).map(Boolean);
+        if (answers.length !== tools.length) {
+          throw new Error(`visible answered ${answers.length} times for ${tools.length} tools`);
+        }
+        return answers;
+      },
+    },
     observe: definition.observe && {
       observe(raw: RawToolEvent): void {
         const event = { call: new Call(raw.call), outcome: raw.outcome, summary: raw.summary, risk: raw.risk };
@@ -568,7 +671,14 @@ export function definePolicy<S>(definition: PolicyDefinition<S>): PolicyExports 
     phase(name: Phase): object {
       const phase = phases[name];
       if (phase === undefined) {
-        const needs = { risk: "classify", budget: "account", verdict: "parse", observe: "observe" }[name];
+        const needs = {
+          risk: "classify",
+          budget: "account",
+          verdict: "parse",
+          observe: "observe",
+          output: "checkOutput",
+          visibility: "visible",
+        }[name];
         throw new Error(`${definition.name} exports its \`${name}\` phase but defines no \`${needs}\``);
       }
       return phase;

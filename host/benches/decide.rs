@@ -878,6 +878,8 @@ fn main() {
         transcript_path: None,
         created_at_ms: 0,
         expires_at_ms: u64::MAX,
+        policy_sha256: String::new(),
+        rewritten_sha256: None,
     };
     let gates = time(if quick() { 50 } else { 300 }, 10, |_| {
         store.insert_gate(&gate).unwrap()

@@ -1,8 +1,8 @@
-//! Helpers for writing toolgate policies (contract `toolgate:policy@0.3.0`).
+//! Helpers for writing toolgate policies (contract `toolgate:policy@0.4.0`).
 //!
 //! A policy implements [`Policy`] (`info`, `open`, `decide`) and, for each
 //! optional phase it has, that phase's trait: [`Classify`], [`Account`],
-//! [`ParseVerdict`], [`Observe`]. [`export_policy!`] exports the gate and
+//! [`ParseVerdict`], [`Observe`], [`CheckOutput`], [`FilterTools`]. [`export_policy!`] exports the gate and
 //! exactly the phases it names, so the component's exports say what it
 //! implements and the host never calls anything else. The host capabilities
 //! are wrapped in [`host`] with Rust-friendly signatures.
@@ -45,7 +45,7 @@ pub mod phases {
                     path: "../../wit",
                     pub_export_macro: true,
                     with: {
-                        "toolgate:policy/types@0.3.0": crate::bindings::toolgate::policy::types,
+                        "toolgate:policy/types@0.4.0": crate::bindings::toolgate::policy::types,
                     },
                 });
             }
@@ -55,6 +55,8 @@ pub mod phases {
     phase_world!(accountant, "accountant");
     phase_world!(verdict_parser, "verdict-parser");
     phase_world!(observer, "observer");
+    phase_world!(output_checker, "output-checker");
+    phase_world!(tool_filter, "tool-filter");
 }
 
 pub mod config;
@@ -67,7 +69,8 @@ pub use bindings::exports::toolgate::policy::gate;
 pub use bindings::toolgate::policy::types::{
     ApprovalGrant, ApprovalRequest, AuthRequest, BudgetStatus, Caller, ConfigError, Decision,
     ExecutionMode, FailMode, ModelError, ModelQuestion, ModelReply, PauseRequest, PolicyInfo,
-    Resolution, Risk, RiskLevel, ToolCall, ToolEvent, ToolOrigin, ToolOutcome, Verdict,
+    Redaction, Resolution, ResultVerdict, Risk, RiskLevel, ToolCall, ToolDescriptor, ToolEvent,
+    ToolOrigin, ToolOutcome, ToolResult, Verdict,
 };
 pub use config::Config;
 pub use naming::{action_name, state_key};
@@ -121,6 +124,22 @@ pub trait ParseVerdict: Policy {
 pub trait Observe: Policy {
     /// Learn the outcome of a call (possibly more than once).
     fn observe(&self, event: &ToolEvent);
+}
+
+/// The optional `output` phase: export with `export_policy!(P, check_output)`.
+pub trait CheckOutput: Policy {
+    /// What the model may see of a tool's output: pass, redact, replace or
+    /// withhold it. The output is untrusted input.
+    fn check_output(&self, result: &ToolResult) -> ResultVerdict;
+}
+
+/// The optional `visibility` phase: export with
+/// `export_policy!(P, filter_tools)`.
+pub trait FilterTools: Policy {
+    /// For each tool, in order: may it be offered to `caller` at all? Pure
+    /// (no state writes). Hiding is not refusing: `decide` must still
+    /// refuse a hidden tool called anyway.
+    fn visible(&self, caller: &Caller, tools: &[ToolDescriptor]) -> Vec<bool>;
 }
 
 thread_local! {
@@ -212,9 +231,26 @@ impl<P: Observe> phases::observer::exports::toolgate::policy::observe::Guest for
     }
 }
 
+impl<P: CheckOutput> phases::output_checker::exports::toolgate::policy::output::Guest
+    for Exports<P>
+{
+    fn check(result: ToolResult) -> ResultVerdict {
+        with_policy(|p: &P| p.check_output(&result))
+    }
+}
+
+impl<P: FilterTools> phases::tool_filter::exports::toolgate::policy::visibility::Guest
+    for Exports<P>
+{
+    fn visible(caller: Caller, tools: Vec<ToolDescriptor>) -> Vec<bool> {
+        with_policy(|p: &P| p.visible(&caller, &tools))
+    }
+}
+
 /// Export a [`Policy`] as this component's `toolgate:policy` gate, plus the
 /// optional phases named after it (`classify`, `account`, `parse`,
-/// `observe`), each of which needs its trait implemented:
+/// `observe`, `check_output`, `filter_tools`), each of which needs its trait
+/// implemented:
 ///
 /// ```text
 /// toolgate_guest::export_policy!(MyPolicy, classify, observe);
@@ -267,10 +303,24 @@ macro_rules! __export_phase {
         #[cfg(not(target_arch = "wasm32"))]
         const _: fn(&$policy, &$crate::ToolEvent) = <$policy as $crate::Observe>::observe;
     };
+    ($policy:ty, check_output) => {
+        #[cfg(target_arch = "wasm32")]
+        $crate::phases::output_checker::export!(ToolgatePolicyExports with_types_in $crate::phases::output_checker);
+        #[cfg(not(target_arch = "wasm32"))]
+        const _: fn(&$policy, &$crate::ToolResult) -> $crate::ResultVerdict =
+            <$policy as $crate::CheckOutput>::check_output;
+    };
+    ($policy:ty, filter_tools) => {
+        #[cfg(target_arch = "wasm32")]
+        $crate::phases::tool_filter::export!(ToolgatePolicyExports with_types_in $crate::phases::tool_filter);
+        #[cfg(not(target_arch = "wasm32"))]
+        const _: fn(&$policy, &$crate::Caller, &[$crate::ToolDescriptor]) -> Vec<bool> =
+            <$policy as $crate::FilterTools>::visible;
+    };
     ($policy:ty, $other:ident) => {
         compile_error!(concat!(
             "unknown policy phase `", stringify!($other),
-            "`; the optional phases are classify, account, parse and observe"
+            "`; the optional phases are classify, account, parse, observe, check_output and filter_tools"
         ));
     };
 }

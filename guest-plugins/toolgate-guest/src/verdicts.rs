@@ -51,11 +51,22 @@ impl Decision {
         }))
     }
 
+    /// Let the call run with `arguments` instead of the ones it has: the
+    /// whole new arguments, a JSON object. Later policies decide on the
+    /// rewritten call.
+    pub fn allow_rewritten(arguments: &serde_json::Value) -> Self {
+        Self {
+            rewrite: Some(arguments.to_string()),
+            ..Self::allow()
+        }
+    }
+
     /// A decision with the given verdict and no notes.
     pub fn of(verdict: Verdict) -> Self {
         Self {
             verdict,
             notes: Vec::new(),
+            rewrite: None,
         }
     }
 

@@ -14,7 +14,9 @@ wasmtime::component::bindgen!({
     path: "../../wit",
 });
 
-pub(crate) use exports::toolgate::policy::{budget, gate, observe, risk, verdict};
+pub(crate) use exports::toolgate::policy::{
+    budget, gate, observe, output, risk, verdict, visibility,
+};
 
 /// Where a component's exports are, found once per plugin version.
 #[derive(Clone)]
@@ -24,6 +26,8 @@ pub(crate) struct ExportIndices {
     budget: Option<budget::GuestIndices>,
     verdict: Option<verdict::GuestIndices>,
     observe: Option<observe::GuestIndices>,
+    output: Option<output::GuestIndices>,
+    visibility: Option<visibility::GuestIndices>,
 }
 
 /// A live instance's exports.
@@ -33,6 +37,8 @@ pub(crate) struct PolicyExports {
     pub budget: Option<budget::Guest>,
     pub verdict: Option<verdict::Guest>,
     pub observe: Option<observe::Guest>,
+    pub output: Option<output::Guest>,
+    pub visibility: Option<visibility::Guest>,
 }
 
 /// The phases a component exports, by interface.
@@ -42,6 +48,10 @@ pub(crate) struct Phases {
     pub account: bool,
     pub parse: bool,
     pub observe: bool,
+    /// Checks a tool's output (`output`).
+    pub check_output: bool,
+    /// Says which tools may be offered (`visibility`).
+    pub visibility: bool,
 }
 
 impl ExportIndices {
@@ -63,6 +73,12 @@ impl ExportIndices {
                 .map_err(invalid)?,
             observe: optional(exported("observe"), || observe::GuestIndices::new(pre))
                 .map_err(invalid)?,
+            output: optional(exported("output"), || output::GuestIndices::new(pre))
+                .map_err(invalid)?,
+            visibility: optional(exported("visibility"), || {
+                visibility::GuestIndices::new(pre)
+            })
+            .map_err(invalid)?,
         })
     }
 
@@ -73,6 +89,8 @@ impl ExportIndices {
             account: self.budget.is_some(),
             parse: self.verdict.is_some(),
             observe: self.observe.is_some(),
+            check_output: self.output.is_some(),
+            visibility: self.visibility.is_some(),
         }
     }
 
@@ -102,6 +120,16 @@ impl ExportIndices {
                 .transpose()?,
             observe: self
                 .observe
+                .as_ref()
+                .map(|i| i.load(&mut store, instance))
+                .transpose()?,
+            output: self
+                .output
+                .as_ref()
+                .map(|i| i.load(&mut store, instance))
+                .transpose()?,
+            visibility: self
+                .visibility
                 .as_ref()
                 .map(|i| i.load(&mut store, instance))
                 .transpose()?,

@@ -361,6 +361,39 @@ impl Toolgate {
         );
     }
 
+    /// What the model may read of `output`, the result of `request`: the
+    /// policies that export the `output` phase may redact, replace or
+    /// withhold it. Apply [`OutputCheck::text`] where the runtime lets the
+    /// host change what the model reads.
+    ///
+    /// [`OutputCheck::text`]: crate::output::OutputCheck::text
+    pub fn check_output(
+        &self,
+        request: &ToolRequest,
+        outcome: Outcome,
+        output: &str,
+    ) -> crate::output::OutputCheck {
+        let risk = self.recent_risks.of(request.call_id.as_deref());
+        crate::output_check::check(
+            &self.env(),
+            &self.plugins(),
+            request,
+            outcome,
+            output,
+            &risk,
+        )
+    }
+
+    /// For each of `tools`, in order: may it be offered to the model in
+    /// `caller`'s session (a request naming the session, thread and user)?
+    pub fn visible_tools(
+        &self,
+        caller: &ToolRequest,
+        tools: &[crate::output::ToolDescriptor],
+    ) -> Vec<bool> {
+        crate::tool_filter::visible(&self.env(), &self.plugins(), caller, tools)
+    }
+
     /// Resolve a pending gate from `channel`, which must be the gate's own
     /// or one of `trusted_channels` (an embedder authenticates its channels
     /// itself). On success the resolution is remembered so the resubmitted

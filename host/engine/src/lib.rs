@@ -35,6 +35,7 @@ mod host;
 pub mod inspect;
 mod memo;
 pub mod oci;
+mod output_check;
 mod pipeline;
 pub mod plugins;
 mod pool;
@@ -43,9 +44,11 @@ mod registry;
 pub mod replay;
 mod runtime;
 mod sandbox;
+mod schema;
 pub mod signing;
 mod source_lines;
 pub mod store;
+mod tool_filter;
 mod transcript;
 mod watch;
 mod wit_convert;
@@ -84,4 +87,6 @@ pub use request::ToolRequest;
 pub use runtime::{PolicyFailure, WIT_PACKAGE, WIT_VERSION};
 pub use watch::Watcher;
 
-pub use toolgate_wire::{decision, decision_log, gates, locations, now_ms, redact, request};
+pub use toolgate_wire::{
+    decision, decision_log, gates, locations, now_ms, output, redact, request,
+};

@@ -16,6 +16,7 @@
 //! A policy that fails (trap, deadline, memory, oversized output) is handled
 //! by its fail mode: `open` → skip plus a note, `closed` → deny naming it.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -70,6 +71,8 @@ impl Env<'_> {
 struct Slot<'p> {
     plugin: &'p Arc<Plugin>,
     sandbox: Option<Pooled<'p>>,
+    /// The [`Call::generation`] the sandbox was begun with.
+    begun: u32,
     risk: Option<wit::Risk>,
     failure: Option<PolicyFailure>,
     elapsed: Duration,
@@ -80,6 +83,7 @@ impl<'p> Slot<'p> {
         Self {
             plugin,
             sandbox: None,
+            begun: 0,
             risk: None,
             failure: None,
             elapsed: Duration::ZERO,
@@ -103,10 +107,19 @@ impl<'p> Slot<'p> {
         let _span = tracing::debug_span!("toolgate.policy", policy = %self.plugin.name).entered();
         let started = Instant::now();
         let result = match &mut self.sandbox {
+            // Begun with the call as an earlier policy has since rewritten
+            // it: begun again with the call as it would now run.
+            Some(sandbox) if self.begun != call.generation => {
+                self.begun = call.generation;
+                sandbox
+                    .begin(&call.for_policy(self.plugin))
+                    .and_then(|()| f(sandbox))
+            }
             Some(sandbox) => f(sandbox),
             None => env
-                .sandbox(self.plugin, Some(call.request))
+                .sandbox(self.plugin, Some(&call.request))
                 .and_then(|mut sandbox| {
+                    self.begun = call.generation;
                     let result = sandbox
                         .begin(&call.for_policy(self.plugin))
                         .and_then(|()| f(&mut sandbox));
@@ -134,12 +147,15 @@ impl<'p> Slot<'p> {
     }
 }
 
-/// The call as every step of one evaluation sees it.
+/// The call as every step of one evaluation sees it: as the runtime
+/// proposed it, or as the policies so far have rewritten it.
 struct Call<'r> {
-    request: &'r ToolRequest,
-    arguments: &'r ArgumentsText,
+    request: Cow<'r, ToolRequest>,
+    arguments: Cow<'r, ArgumentsText>,
+    /// How many rewrites made this call from the proposed one (0: none).
+    generation: u32,
     id: String,
-    /// Taken on first use (see [`Call::fingerprint`]).
+    /// The proposed call's, taken on first use (see [`Call::fingerprint`]).
     fingerprint: std::cell::OnceCell<String>,
     /// Unexpired resolutions of this exact call.
     resolutions: Vec<RecordedResolution>,
@@ -157,8 +173,9 @@ impl<'r> Call<'r> {
         let id = request.call_id.clone().unwrap_or_else(new_call_id);
         let wit = request.to_wit(&id, &arguments.json, &[]);
         let mut call = Self {
-            request,
-            arguments,
+            request: Cow::Borrowed(request),
+            arguments: Cow::Borrowed(arguments),
+            generation: 0,
             id,
             fingerprint: Default::default(),
             resolutions: Vec::new(),
@@ -177,16 +194,44 @@ impl<'r> Call<'r> {
 
     /// What ties this call to resolutions of its pauses: needed only to
     /// look them up or to pause, so most decisions never hash their
-    /// arguments.
+    /// arguments. Always the proposed call's: that is what the runtime
+    /// resubmits.
     fn fingerprint(&self) -> &str {
         self.fingerprint.get_or_init(|| {
-            let request = self.request;
+            let request = &self.request;
             call_fingerprint(
                 &request.tool,
                 &request.origin.key(),
                 self.arguments.sha256(),
             )
         })
+    }
+
+    /// This call with `arguments` instead, as a policy rewrote it.
+    fn rewritten(&self, arguments: serde_json::Value) -> Self {
+        let fingerprint = std::cell::OnceCell::new();
+        let _ = fingerprint.set(self.fingerprint().to_string());
+        let request = ToolRequest {
+            arguments,
+            ..self.request.as_ref().clone()
+        };
+        let text = request.arguments_text();
+        let wit = request.to_wit(&self.id, &text.json, &[]);
+        Self {
+            request: Cow::Owned(request),
+            arguments: Cow::Owned(text),
+            generation: self.generation + 1,
+            id: self.id.clone(),
+            fingerprint,
+            resolutions: self.resolutions.clone(),
+            wit,
+        }
+    }
+
+    /// The sha256 (hex) of the arguments as the call would run, when
+    /// policies rewrote them.
+    fn rewritten_sha256(&self) -> Option<String> {
+        (self.generation > 0).then(|| hex::encode(self.arguments.sha256()))
     }
 
     /// The newest refusal a person made of this exact call, if any.
@@ -211,7 +256,7 @@ impl<'r> Call<'r> {
         let own: Vec<_> = self
             .resolutions
             .iter()
-            .filter(|r| r.policy == *plugin.name)
+            .filter(|r| r.is_for(&plugin.name, &plugin.sha256))
             .cloned()
             .collect();
         if own.is_empty() {
@@ -240,7 +285,7 @@ pub(crate) fn evaluate(
     }
     let mut slots: Vec<Slot<'_>> = plugins.iter().map(Slot::new).collect();
     let risk = classify(env, &call, &mut slots);
-    let (results, composer) = decide(env, &call, &risk, &mut slots);
+    let (results, composer, call) = decide(env, call, &risk, &mut slots);
     let (outcome, notes) = composer.finish();
     if let Composed::Deny { policy, .. } = &outcome {
         release_reservations(env, &call, &risk, &mut slots, &results, policy);
@@ -323,7 +368,7 @@ fn person_refused(
     refusal: &RecordedResolution,
     started: Instant,
 ) -> Result<Decision> {
-    let request = call.request;
+    let request = &call.request;
     let when = humantime::format_rfc3339_seconds(
         std::time::UNIX_EPOCH + Duration::from_millis(refusal.at_ms),
     );
@@ -364,64 +409,126 @@ fn classify(env: &Env<'_>, call: &Call<'_>, slots: &mut [Slot<'_>]) -> RiskRepor
     compose_risk(slots)
 }
 
-/// Phase 2: account and decide, in priority order, until a deny.
-fn decide(
+/// Phase 2: account and decide, in priority order, until a deny. A policy
+/// that rewrites the call hands every later one the rewritten call; the
+/// call as it would run comes back with the results.
+fn decide<'r>(
     env: &Env<'_>,
-    call: &Call<'_>,
+    mut call: Call<'r>,
     risk: &RiskReport,
     slots: &mut [Slot<'_>],
-) -> (Vec<PolicyResult>, Composer<wit::PauseRequest>) {
+) -> (Vec<PolicyResult>, Composer<wit::PauseRequest>, Call<'r>) {
     let wit_risk = wit::Risk::from(risk);
     let mut results = Vec::new();
     let mut composer = Composer::default();
     for slot in slots.iter_mut() {
         let plugin = slot.plugin;
-        let budget = if plugin.phases.account {
-            slot.run(env, call, |sandbox| {
-                sandbox.call("account", |p, s| match &p.budget {
-                    Some(budget) => budget.call_account(s, &wit_risk),
-                    None => unreachable!("checked on the phase"),
-                })
-            })
-            .map(|status| Some(crate::bounds::budget(status)))
-        } else {
-            Ok(None)
-        };
-        let limit = plugin.limits.max_output_bytes.get() as usize;
-        let decided = budget.clone().and_then(|budget| {
-            let budget = budget.unwrap_or(wit::BudgetStatus::Ok);
-            let decision = slot.run(env, call, |sandbox| {
-                let decision =
-                    sandbox.call("decide", |p, s| p.gate.call_decide(s, &wit_risk, &budget))?;
-                check_output_size(&decision, limit)?;
-                Ok(decision)
-            })?;
-            match decision.verdict {
-                wit::Verdict::AskModel(question) => {
-                    let reply = ask_model(env, plugin, &question);
-                    slot.run(env, call, |sandbox| {
-                        let decision = sandbox.parse_reply(&reply)?;
-                        check_output_size(&decision, limit)?;
-                        Ok(decision)
-                    })
-                }
-                _ => Ok(decision),
-            }
-        });
-        let ballot = match decided {
-            Ok(decision) => ballot_of(plugin, decision),
+        let (budget, decided) = decide_one(env, &call, &wit_risk, slot);
+        let (ballot, rewrite) = match decided {
+            Ok((decision, rewrite)) => (ballot_of(plugin, decision), rewrite),
             Err(failure) => {
                 log_failure(plugin, &failure);
-                failure_ballot(&plugin.name, plugin.fail_mode, &failure.to_string())
+                let ballot = failure_ballot(&plugin.name, plugin.fail_mode, &failure.to_string());
+                (ballot, None)
             }
         };
-        results.push(policy_result(slot, &ballot, budget.ok().flatten()));
+        let mut result = policy_result(slot, &ballot, budget);
+        if let Some(arguments) = rewrite {
+            tracing::info!(policy = %plugin.name, "the call was rewritten");
+            call = call.rewritten(arguments.clone());
+            result.rewrite = Some(arguments);
+        }
+        results.push(result);
         tracing::debug!(policy = %plugin.name, verdict = ?results.last().map(|r| r.verdict), elapsed_us = slot.elapsed.as_micros() as u64, "policy decided");
         if composer.add(ballot) == Next::Stop {
             break;
         }
     }
-    (results, composer)
+    (results, composer, call)
+}
+
+/// One policy's budget (when it accounts) and decision — its model
+/// question answered, and the rewrite it carries checked.
+#[allow(clippy::type_complexity)]
+fn decide_one(
+    env: &Env<'_>,
+    call: &Call<'_>,
+    wit_risk: &wit::Risk,
+    slot: &mut Slot<'_>,
+) -> (
+    Option<wit::BudgetStatus>,
+    Result<(wit::Decision, Option<serde_json::Value>), PolicyFailure>,
+) {
+    let plugin = slot.plugin;
+    let budget = if plugin.phases.account {
+        slot.run(env, call, |sandbox| {
+            sandbox.call("account", |p, s| match &p.budget {
+                Some(budget) => budget.call_account(s, wit_risk),
+                None => unreachable!("checked on the phase"),
+            })
+        })
+        .map(|status| Some(crate::bounds::budget(status)))
+    } else {
+        Ok(None)
+    };
+    let limit = plugin.limits.max_output_bytes.get() as usize;
+    let decided = budget.clone().and_then(|budget| {
+        let budget = budget.unwrap_or(wit::BudgetStatus::Ok);
+        let decision = slot.run(env, call, |sandbox| {
+            let decision =
+                sandbox.call("decide", |p, s| p.gate.call_decide(s, wit_risk, &budget))?;
+            check_output_size(&decision, limit)?;
+            Ok(decision)
+        })?;
+        let decision = match decision.verdict {
+            wit::Verdict::AskModel(question) => {
+                let reply = ask_model(env, plugin, &question);
+                slot.run(env, call, |sandbox| {
+                    let decision = sandbox.parse_reply(&reply)?;
+                    check_output_size(&decision, limit)?;
+                    Ok(decision)
+                })?
+            }
+            _ => decision,
+        };
+        let rewrite = slot.run(env, call, |_| checked_rewrite(&decision, &call.request))?;
+        Ok((decision, rewrite))
+    });
+    (budget.ok().flatten(), decided)
+}
+
+/// The arguments a decision rewrites the call to, if it does: a JSON
+/// object, on an allow, within the host's request cap, that the tool's
+/// schema (when known) accepts.
+fn checked_rewrite(
+    decision: &wit::Decision,
+    request: &ToolRequest,
+) -> Result<Option<serde_json::Value>, PolicyFailure> {
+    let Some(text) = &decision.rewrite else {
+        return Ok(None);
+    };
+    let refuse = |why: String| Err(PolicyFailure::BadRewrite(why));
+    if !matches!(decision.verdict, wit::Verdict::Allow) {
+        return refuse("a rewrite rides only on an allow".into());
+    }
+    if text.len() > toolgate_wire::protocol::MAX_REQUEST_BYTES {
+        return refuse(format!(
+            "{} bytes of arguments, over the host's {}-byte cap",
+            text.len(),
+            toolgate_wire::protocol::MAX_REQUEST_BYTES
+        ));
+    }
+    let arguments: serde_json::Value = match serde_json::from_str(text) {
+        Ok(value @ serde_json::Value::Object(_)) => value,
+        Ok(_) => return refuse("the new arguments are not a JSON object".into()),
+        Err(err) => return refuse(format!("the new arguments are not JSON: {err}")),
+    };
+    if let Some(schema) = &request.input_schema
+        && let Err(problem) = crate::schema::check(schema, &arguments)
+    {
+        return refuse(format!("the tool's input schema refuses them: {problem}"));
+    }
+    Ok(Some(arguments))
 }
 
 /// Policies that allowed before `denier` denied may have reserved something
@@ -467,60 +574,96 @@ fn conclude(
         risk,
         pause: None,
         approved_by: None,
+        arguments: (call.generation > 0).then(|| call.request.arguments.clone()),
         call_id: call.id.clone(),
         policies: results,
         shadows: Vec::new(),
         duration_us: 0,
     };
     match outcome {
-        Composed::Allow => {
-            decision.approved_by = call.approved_by_a_person().map(|r| r.by.clone());
-        }
+        Composed::Allow => match rewritten_since_approval(call) {
+            None => decision.approved_by = call.approved_by_a_person().map(|r| r.by.clone()),
+            Some(reason) => {
+                decision.verdict = Verdict::Deny;
+                decision.reason = Some(reason);
+                decision.decided_by = Some(crate::decision::HOST.into());
+            }
+        },
         Composed::Deny { policy, reason } => {
             decision.verdict = Verdict::Deny;
             decision.reason = Some(reason);
             decision.decided_by = Some(policy);
         }
-        Composed::Pause { policy, pause } if env.dry_run => {
-            decision.verdict = Verdict::Pause;
-            decision.reason = Some(crate::redact::for_display(&pause_reason(&pause)));
-            decision.decided_by = Some(policy);
-        }
         Composed::Pause { policy, pause } => {
-            let request = call.request;
             decision.verdict = Verdict::Pause;
             decision.reason = Some(crate::redact::for_display(&pause_reason(&pause)));
-            let now = crate::now_ms();
-            let gate = PendingGate {
-                request_id: new_request_id(),
-                policy: policy.clone(),
-                user_id: request.user_id.clone(),
-                thread_id: request.thread().to_string(),
-                session_id: request.session_id.clone(),
-                source_channel: request.channel.clone(),
-                tool: request.tool.clone(),
-                call_id: call.id.clone(),
-                arguments: crate::redact::for_display(&call.arguments.json),
-                fingerprint: call.fingerprint().to_string(),
-                pause: pause_kind(pause),
-                risk: Some(decision.risk.clone()),
-                transcript_path: request.transcript_path.clone(),
-                created_at_ms: now,
-                expires_at_ms: now.saturating_add(env.gate_ttl.as_millis() as u64),
-            };
-            env.store.insert_gate(&gate)?;
-            decision.pause = Some(PauseInfo {
-                request_id: gate.request_id,
-                user_id: gate.user_id,
-                thread_id: gate.thread_id,
-                channel: gate.source_channel,
-                expires_at_ms: gate.expires_at_ms,
-                kind: gate.pause,
-            });
+            if !env.dry_run {
+                raise_gate(env, call, &policy, pause, &mut decision)?;
+            }
             decision.decided_by = Some(policy);
         }
     }
     Ok(decision)
+}
+
+/// Why a person's approval of this call does not hold, if it does not: they
+/// approved it as rewritten to other arguments than the policies rewrite it
+/// to now (or as not rewritten at all). It runs only as approved.
+fn rewritten_since_approval(call: &Call<'_>) -> Option<String> {
+    let approval = call.approved_by_a_person()?;
+    (approval.rewritten_sha256 != call.rewritten_sha256()).then(|| {
+        "A person approved this call as it was to run then, but the policies now rewrite it to \
+         other arguments, so that approval does not hold. Make the call again to be asked anew."
+            .to_string()
+    })
+}
+
+/// Keep `decision`'s pause as a pending gate, bound to the pausing
+/// policy's build and to the arguments the call would run with.
+fn raise_gate(
+    env: &Env<'_>,
+    call: &Call<'_>,
+    policy: &str,
+    pause: wit::PauseRequest,
+    decision: &mut Decision,
+) -> Result<()> {
+    let request = &call.request;
+    let now = crate::now_ms();
+    let policy_sha256 = decision
+        .policies
+        .iter()
+        .find(|r| r.name == policy)
+        .map(|r| r.sha256.clone())
+        .unwrap_or_default();
+    let gate = PendingGate {
+        request_id: new_request_id(),
+        policy: policy.to_string(),
+        user_id: request.user_id.clone(),
+        thread_id: request.thread().to_string(),
+        session_id: request.session_id.clone(),
+        source_channel: request.channel.clone(),
+        tool: request.tool.clone(),
+        call_id: call.id.clone(),
+        arguments: crate::redact::for_display(&call.arguments.json),
+        fingerprint: call.fingerprint().to_string(),
+        pause: pause_kind(pause),
+        risk: Some(decision.risk.clone()),
+        transcript_path: request.transcript_path.clone(),
+        created_at_ms: now,
+        expires_at_ms: now.saturating_add(env.gate_ttl.as_millis() as u64),
+        policy_sha256,
+        rewritten_sha256: call.rewritten_sha256(),
+    };
+    env.store.insert_gate(&gate)?;
+    decision.pause = Some(PauseInfo {
+        request_id: gate.request_id,
+        user_id: gate.user_id,
+        thread_id: gate.thread_id,
+        channel: gate.source_channel,
+        expires_at_ms: gate.expires_at_ms,
+        kind: gate.pause,
+    });
+    Ok(())
 }
 
 /// A policy's decision as a ballot.
@@ -560,6 +703,7 @@ fn policy_result(
         verdict,
         reason: reason.as_deref().map(crate::redact::for_display),
         notes: ballot.notes.clone(),
+        rewrite: None,
         risk: slot.risk.clone().map(RiskReport::from),
         budget: budget.as_ref().map(BudgetReport::from),
         failure: slot.failure.as_ref().map(ToString::to_string),

@@ -43,6 +43,12 @@ pub struct PolicyDescription {
     /// Whether it observes what happened to calls.
     #[serde(default)]
     pub observes: bool,
+    /// Whether it checks tools' output before the model reads it.
+    #[serde(default)]
+    pub checks_output: bool,
+    /// Whether it says which tools may be offered at all.
+    #[serde(default)]
+    pub filters_tools: bool,
     /// Its default fail mode.
     pub default_fail_mode: FailMode,
     /// Its admin commands.
@@ -60,6 +66,8 @@ impl PolicyDescription {
             accounts: phases.account,
             parses_verdicts: phases.parse,
             observes: phases.observe,
+            checks_output: phases.check_output,
+            filters_tools: phases.visibility,
             default_fail_mode: match info.default_fail_mode {
                 wit::FailMode::Open => FailMode::Open,
                 wit::FailMode::Closed => FailMode::Closed,

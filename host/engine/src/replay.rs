@@ -1,5 +1,6 @@
 //! Replay: decide the calls of the decision log again with a candidate set
-//! of plugins, and say what would change.
+//! of plugins, and say what would change: a verdict, or the arguments the
+//! policies rewrite a call to.
 //!
 //! Only entries logged with `[log] arguments = "full"` can be replayed (the
 //! other modes keep a digest or the shape, not the call); likely secrets in
@@ -31,6 +32,10 @@ pub struct Changed {
     pub after: Verdict,
     /// The candidate's reason.
     pub reason: Option<String>,
+    /// The arguments the candidate would run the call with, when its
+    /// policies rewrite them (likely secrets redacted).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rewritten: Option<serde_json::Value>,
 }
 
 /// What a replay found.
@@ -73,8 +78,14 @@ pub fn replay(entries: &[LogEntry], candidate: &Toolgate) -> Result<ReplayReport
         let decision = candidate.evaluate(&request)?;
         report.replayed += 1;
         times.push(decision.duration_us);
-        if decision.verdict != entry.verdict {
-            let kind = format!("{}→{}", name(entry.verdict), name(decision.verdict));
+        // Logged in full, so shown the same way.
+        let rewritten = decision.arguments.as_ref().map(crate::redact::redact_json);
+        let rewritten_otherwise = rewritten != entry.rewritten;
+        if decision.verdict != entry.verdict || rewritten_otherwise {
+            let mut kind = format!("{}→{}", name(entry.verdict), name(decision.verdict));
+            if rewritten_otherwise {
+                kind.push_str(", rewritten otherwise");
+            }
             *report.changes.entry(kind).or_default() += 1;
             report.changed.push(Changed {
                 call_id: entry.call_id.clone(),
@@ -83,6 +94,7 @@ pub fn replay(entries: &[LogEntry], candidate: &Toolgate) -> Result<ReplayReport
                 before: entry.verdict,
                 after: decision.verdict,
                 reason: decision.reason,
+                rewritten,
             });
         }
     }

@@ -21,7 +21,7 @@ use crate::error::PluginProblem;
 use crate::sandbox::{CallContext, CallDeadline, SandboxState};
 
 /// The WIT package version this host implements.
-pub const WIT_VERSION: &str = "0.3.0";
+pub const WIT_VERSION: &str = "0.4.0";
 /// The WIT package every policy targets.
 pub const WIT_PACKAGE: &str = "toolgate:policy";
 
@@ -334,6 +334,39 @@ impl PolicyInstance {
         })
     }
 
+    /// What the model may see of a tool's output (`output.check`).
+    pub(crate) fn check_output(
+        &mut self,
+        output: &wit::ToolResult,
+    ) -> Result<wit::ResultVerdict, PolicyFailure> {
+        self.call("check-output", |p, s| match &p.output {
+            Some(checker) => checker.call_check(s, output),
+            None => unreachable!("only called on policies that export it"),
+        })
+    }
+
+    /// Which of `tools` may be offered to `caller` (`visibility.visible`):
+    /// one answer per tool, or a failure.
+    pub(crate) fn visible(
+        &mut self,
+        caller: &wit::Caller,
+        tools: &[wit::ToolDescriptor],
+    ) -> Result<Vec<bool>, PolicyFailure> {
+        let answers = self.call("visible", |p, s| match &p.visibility {
+            Some(filter) => filter.call_visible(s, caller, tools),
+            None => unreachable!("only called on policies that export it"),
+        })?;
+        if answers.len() != tools.len() {
+            self.failed = true;
+            return Err(PolicyFailure::Other(format!(
+                "answered {} times for {} tools",
+                answers.len(),
+                tools.len()
+            )));
+        }
+        Ok(answers)
+    }
+
     /// Prepare a warm instance for another evaluation: new per-call context
     /// (fresh host-call budgets), a clean memory-limit record, and an empty
     /// output buffer with its whole log budget.
@@ -407,6 +440,11 @@ pub enum PolicyFailure {
         /// The limit.
         limit: usize,
     },
+    /// Rewrote the call into arguments the host refuses (not a JSON
+    /// object, over the size cap, refused by the tool's schema, or with a
+    /// verdict other than allow).
+    #[error("rewrote the call badly: {0}")]
+    BadRewrite(String),
     /// Any other error from the runtime.
     #[error("failed: {0}")]
     Other(String),
@@ -509,11 +547,11 @@ mod tests {
 
     #[test]
     fn version_compatibility_follows_semver() {
-        assert!(compatible("0.3.0"));
-        assert!(compatible("0.3.7"));
+        assert!(compatible("0.4.0"));
+        assert!(compatible("0.4.7"));
         assert!(!compatible("0.1.0"));
         assert!(!compatible("0.2.0"));
-        assert!(!compatible("0.4.0"));
+        assert!(!compatible("0.3.0"));
         assert!(!compatible("1.0.0"));
         assert!(!compatible("garbage"));
     }

@@ -29,6 +29,11 @@ pub struct Decision {
     /// with its own prompt need not ask them again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approved_by: Option<String>,
+    /// The arguments the call is to run with, when a policy rewrote them
+    /// (the whole arguments, not a patch); absent when none did. A runtime
+    /// that cannot run a call with other arguments must refuse it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<serde_json::Value>,
     /// The call's id (the runtime's, or generated).
     pub call_id: String,
     /// Each policy that ran, in the order it ran.
@@ -77,6 +82,7 @@ impl Decision {
             risk: RiskReport::default(),
             pause: None,
             approved_by: None,
+            arguments: None,
             call_id: call_id.to_string(),
             policies: Vec::new(),
             shadows: Vec::new(),
@@ -227,6 +233,9 @@ pub struct PolicyResult {
     /// Its notes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// The arguments it rewrote the call to, if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rewrite: Option<serde_json::Value>,
     /// Its risk classification, if it classifies.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub risk: Option<RiskReport>,

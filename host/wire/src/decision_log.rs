@@ -62,6 +62,10 @@ pub struct LogEntry {
     /// Shadow plugins' verdicts on the same call.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shadows: Vec<LoggedPolicy>,
+    /// The arguments the call was to run with when policies rewrote them,
+    /// kept as `arguments` is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rewritten: Option<serde_json::Value>,
 }
 
 /// One policy's part in a logged decision.
@@ -75,6 +79,10 @@ pub struct LoggedPolicy {
     pub verdict: PolicyVerdict,
     /// Its failure, if any.
     pub failure: Option<String>,
+    /// The arguments it rewrote the call to, kept as the entry's
+    /// `arguments` is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rewrite: Option<serde_json::Value>,
 }
 
 /// The parts of a request that are not in the entry's other fields.
@@ -148,8 +156,17 @@ impl LogEntry {
                 is_subagent: request.is_subagent,
                 context_tokens: request.context_tokens,
             },
-            policies: decision.policies.iter().map(LoggedPolicy::from).collect(),
-            shadows: decision.shadows.iter().map(LoggedPolicy::from).collect(),
+            policies: decision
+                .policies
+                .iter()
+                .map(|p| LoggedPolicy::of(p, view))
+                .collect(),
+            shadows: decision
+                .shadows
+                .iter()
+                .map(|p| LoggedPolicy::of(p, view))
+                .collect(),
+            rewritten: decision.arguments.as_ref().and_then(|a| shown(a, view)),
             verdict: decision.verdict,
             reason: decision.reason.as_deref().map(crate::redact::for_display),
             decided_by: decision.decided_by.clone(),
@@ -237,14 +254,30 @@ fn digest(sha256: &[u8; 32]) -> serde_json::Value {
     serde_json::json!({ "sha256": hex::encode(sha256) })
 }
 
-impl From<&crate::decision::PolicyResult> for LoggedPolicy {
-    fn from(p: &crate::decision::PolicyResult) -> Self {
+impl LoggedPolicy {
+    /// What the log keeps of one policy's part, arguments as `view` says.
+    fn of(p: &crate::decision::PolicyResult, view: ArgumentsView) -> Self {
         Self {
             name: p.name.clone(),
             sha256: p.sha256.clone(),
             verdict: p.verdict,
             failure: p.failure.clone(),
+            rewrite: p.rewrite.as_ref().and_then(|a| shown(a, view)),
         }
+    }
+}
+
+/// Arguments as `view` keeps them (none for `none`).
+pub fn shown(arguments: &serde_json::Value, view: ArgumentsView) -> Option<serde_json::Value> {
+    use sha2::Digest as _;
+    match view {
+        ArgumentsView::Full => Some(crate::redact::redact_json(arguments)),
+        ArgumentsView::Redacted => Some(redact(arguments)),
+        ArgumentsView::Digest => {
+            let json = crate::request::canonical_json(arguments);
+            Some(digest(&sha2::Sha256::digest(json.as_bytes()).into()))
+        }
+        ArgumentsView::None => None,
     }
 }
 

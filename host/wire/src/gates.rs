@@ -88,6 +88,16 @@ pub struct PendingGate {
     pub created_at_ms: u64,
     /// After this (ms since the epoch) the gate never resolves.
     pub expires_at_ms: u64,
+    /// The sha256 of the pausing policy's component: a person's answer
+    /// holds for that build of the policy only (gates stored before this
+    /// field have none, and hold for any).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub policy_sha256: String,
+    /// When policies rewrote the call before it paused, the sha256 of the
+    /// arguments as it would run (hex): the approval holds for exactly
+    /// those, so a resubmitted call rewritten otherwise is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rewritten_sha256: Option<String>,
 }
 
 impl PendingGate {
@@ -182,6 +192,41 @@ pub struct RecordedResolution {
     /// When it was resolved (ms since the epoch).
     #[serde(default)]
     pub at_ms: u64,
+    /// The gate's [`PendingGate::policy_sha256`].
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub policy_sha256: String,
+    /// The gate's [`PendingGate::rewritten_sha256`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rewritten_sha256: Option<String>,
+}
+
+impl RecordedResolution {
+    /// A person's `resolution` of `gate` over channel `by` at `now_ms`,
+    /// counting for `ttl`.
+    pub fn of(
+        gate: &PendingGate,
+        resolution: GateResolution,
+        ttl: std::time::Duration,
+        by: &str,
+        now_ms: u64,
+    ) -> Self {
+        Self {
+            policy: gate.policy.clone(),
+            resolution,
+            request_id: gate.request_id.clone(),
+            expires_at_ms: now_ms.saturating_add(ttl.as_millis() as u64),
+            by: by.to_string(),
+            at_ms: now_ms,
+            policy_sha256: gate.policy_sha256.clone(),
+            rewritten_sha256: gate.rewritten_sha256.clone(),
+        }
+    }
+
+    /// Whether it is for `policy` as built now (a resolution recorded
+    /// before builds were bound holds for any build).
+    pub fn is_for(&self, policy: &str, sha256: &str) -> bool {
+        self.policy == policy && (self.policy_sha256.is_empty() || self.policy_sha256 == sha256)
+    }
 }
 
 /// A fresh, unguessable request id (128 random bits, hex).

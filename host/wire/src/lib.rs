@@ -12,6 +12,7 @@ pub mod decision;
 pub mod decision_log;
 pub mod gates;
 pub mod locations;
+pub mod output;
 pub mod peer;
 pub mod protocol;
 pub mod redact;

@@ -61,6 +61,11 @@ pub struct ToolRequest {
     /// self-protection (not given to policies).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<PathBuf>,
+    /// The JSON Schema of the tool's arguments, when the runtime knows it
+    /// (the MCP gateway does, from `tools/list`): a policy's rewrite of the
+    /// call must satisfy it (not given to policies).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_schema: Option<serde_json::Value>,
 }
 
 /// Where a tool comes from.
@@ -228,11 +233,7 @@ impl ToolRequest {
     /// so the call's fingerprint and the decision log's digest — would
     /// depend on how the binary was built.
     pub fn arguments_json(&self) -> String {
-        // Sized up front: grown from nothing by doubling, a large argument's
-        // text was copied again and again, each time into fresh pages.
-        let mut json = Vec::with_capacity(json_size_hint(&self.arguments));
-        write_sorted(&mut json, &self.arguments);
-        String::from_utf8(json).expect("serde_json writes UTF-8")
+        canonical_json(&self.arguments)
     }
 
     /// The arguments serialised once for an evaluation.
@@ -242,6 +243,16 @@ impl ToolRequest {
             sha256: OnceLock::new(),
         }
     }
+}
+
+/// `value` as compact JSON with object keys in sorted order: the text a
+/// call's arguments are hashed as, whatever `serde_json`'s features.
+pub fn canonical_json(value: &serde_json::Value) -> String {
+    // Sized up front: grown from nothing by doubling, a large argument's
+    // text was copied again and again, each time into fresh pages.
+    let mut json = Vec::with_capacity(json_size_hint(value));
+    write_sorted(&mut json, value);
+    String::from_utf8(json).expect("serde_json writes UTF-8")
 }
 
 /// `value` as compact JSON, object keys in sorted order.

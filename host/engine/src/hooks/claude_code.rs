@@ -193,6 +193,11 @@ impl Adapter for ClaudeCode {
         answer(decision).unwrap_or_else(|| json!({}))
     }
 
+    /// `PreToolUse`'s `updatedInput`.
+    fn applies_rewrites(&self) -> bool {
+        true
+    }
+
     fn decline_detector(&self) -> Option<fn(&PendingGate) -> bool> {
         Some(declined_in_prompt)
     }
@@ -327,8 +332,20 @@ fn pre_tool_use(decision: &str, reason: &str, context: Option<String>) -> Value 
 /// → `allow` (they already answered for this exact call; Claude Code would
 /// ask them again); allow with notes → no decision (Claude Code's
 /// normal permission flow applies) and the notes as `additionalContext`;
-/// allow without notes → nothing (printed as `{}`).
+/// allow without notes → nothing (printed as `{}`). A call a policy
+/// rewrote carries the arguments to run with as `updatedInput`, allowed or
+/// asked about alike.
 pub fn answer(decision: &Decision) -> Option<Value> {
+    let mut answer = verdict_answer(decision);
+    if let (Some(arguments), false) = (&decision.arguments, decision.verdict == Verdict::Deny) {
+        let answer = answer
+            .get_or_insert_with(|| json!({"hookSpecificOutput": {"hookEventName": "PreToolUse"}}));
+        answer["hookSpecificOutput"]["updatedInput"] = arguments.clone();
+    }
+    answer
+}
+
+fn verdict_answer(decision: &Decision) -> Option<Value> {
     let notes = super::notes_text(decision);
     let reason = decision.reason.clone().unwrap_or_default();
     match decision.verdict {
@@ -537,6 +554,8 @@ mod tests {
             transcript_path: Some(transcript.to_path_buf()),
             created_at_ms: 0,
             expires_at_ms: u64::MAX,
+            policy_sha256: String::new(),
+            rewritten_sha256: None,
         }
     }
 

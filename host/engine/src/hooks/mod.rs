@@ -25,7 +25,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::Toolgate;
-use crate::decision::{Decision, Outcome};
+use crate::decision::{Decision, Outcome, Verdict};
 use crate::error::{Error, Result};
 use crate::gates::{GateKey, PendingGate};
 use crate::request::{DEFAULT_USER_ID, ToolRequest};
@@ -59,6 +59,14 @@ pub trait Adapter: Sync {
     /// The answer to a decided call; `can_ask` is false for events the
     /// runtime cannot ask a person about.
     fn answer(&self, decision: &Decision, can_ask: bool) -> Value;
+
+    /// Whether its answer can make the call run with the arguments a
+    /// policy rewrote it to ([`Decision::arguments`]). A runtime that
+    /// cannot is answered with a deny that gives the agent the arguments
+    /// to call with instead: never the call as proposed.
+    fn applies_rewrites(&self) -> bool {
+        false
+    }
 
     /// The answer to a new prompt.
     fn new_turn_answer(&self) -> Value {
@@ -477,7 +485,10 @@ fn drive(
             can_ask,
         } => {
             request.turn = host.turn_of(&event.session, prompt, false)?;
-            let decision = host.evaluate(&request)?;
+            let mut decision = host.evaluate(&request)?;
+            if !adapter.applies_rewrites() {
+                refuse_rewritten(&mut decision);
+            }
             let answer = adapter.answer(&decision, can_ask);
             *decided = Some(decision);
             Ok(answer)
@@ -497,6 +508,33 @@ fn drive(
             Ok(json!({}))
         }
     }
+}
+
+/// A rewritten call allowed (or paused) for a runtime that can only run
+/// the call as proposed: a deny that says what to call instead. The call as
+/// proposed never runs; the agent's retry with the rewritten arguments is
+/// decided anew.
+fn refuse_rewritten(decision: &mut Decision) {
+    let Some(arguments) = &decision.arguments else {
+        return;
+    };
+    if decision.verdict == Verdict::Deny {
+        return;
+    }
+    let rewriters: Vec<&str> = decision
+        .policies
+        .iter()
+        .filter(|p| p.rewrite.is_some())
+        .map(|p| p.name.as_str())
+        .collect();
+    decision.verdict = Verdict::Deny;
+    decision.reason = Some(format!(
+        "toolgate ({} rewrote this call): it may run only with these arguments instead: {}. \
+         Call the tool again with exactly these arguments.",
+        rewriters.join(", "),
+        crate::redact::for_display(&arguments.to_string())
+    ));
+    decision.pause = None;
 }
 
 /// Whether the person declined `gate`'s call in the prompt of the runtime

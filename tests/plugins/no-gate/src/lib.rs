@@ -3,7 +3,7 @@
 
 wit_bindgen::generate!({
     inline: "
-        package toolgate:policy@0.3.0;
+        package toolgate:policy@0.4.0;
         interface verdict {
             parse: func(raw: string) -> bool;
         }

@@ -2,9 +2,11 @@
 //! it decided (state key `decided`) so tests can prove it did or did not run.
 
 use serde::Deserialize;
+use toolgate_guest::serde_json;
 use toolgate_guest::{
-    BudgetStatus, Classify, Config, ConfigError, Decision, FailMode, Policy, PolicyInfo,
-    Resolution, Risk, RiskLevel, ToolCall, host,
+    BudgetStatus, Caller, CheckOutput, Classify, Config, ConfigError, Decision, FailMode,
+    FilterTools, Policy, PolicyInfo, Redaction, Resolution, ResultVerdict, Risk, RiskLevel,
+    ToolCall, ToolDescriptor, ToolResult, host,
 };
 
 #[derive(Deserialize, Default)]
@@ -23,6 +25,25 @@ struct Script {
     report_instance: bool,
     /// Deny (with `reason`) only the calls whose arguments contain this.
     deny_if_arguments_contain: Option<String>,
+    /// With an allow: rewrite the call to its arguments with these fields set.
+    set: serde_json::Map<String, serde_json::Value>,
+    /// With `set`: also set this field to how many calls the policy has
+    /// decided, so each rewrite differs from the last.
+    set_count: Option<String>,
+    /// Return this as the rewrite, verbatim (to test what the host refuses).
+    rewrite_raw: Option<String>,
+    /// Add a note with the arguments the policy saw.
+    report_arguments: bool,
+    /// What it makes of a tool's output: "pass" (the default), "replace"
+    /// or "withhold" (with `output_text`), "trap", or "bad-span" (a
+    /// redaction out of bounds).
+    output: String,
+    /// Redact every occurrence of these words in a tool's output.
+    redact: Vec<String>,
+    /// The replacement text or the reason to withhold.
+    output_text: String,
+    /// Tools it would never offer; "*" hides every one; "!trap" traps.
+    hide: Vec<String>,
 }
 
 /// Calls decided by this instance (lives in the instance's own memory).
@@ -57,7 +78,10 @@ impl Policy for Scripted {
     }
 
     fn decide(&self, call: &ToolCall, _risk: &Risk, _budget: &BudgetStatus) -> Decision {
-        let _ = host::state::try_increment("decided", u64::MAX);
+        let decided = host::state::try_increment("decided", u64::MAX)
+            .ok()
+            .flatten()
+            .unwrap_or(0);
         let calls = INSTANCE_CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         let approved = call
             .resolutions
@@ -84,11 +108,20 @@ impl Policy for Scripted {
             "ask" => Decision::ask_model("system", "user", 1_000),
             _ => Decision::allow(),
         };
+        let decision = Decision {
+            rewrite: self.rewrite(call, decided),
+            ..decision
+        };
         let decision = self
             .0
             .notes
             .iter()
             .fold(decision, |d, note| d.with_note(note));
+        let decision = if self.0.report_arguments {
+            decision.with_note(format!("saw {}", call.arguments))
+        } else {
+            decision
+        };
         if self.0.report_instance {
             decision.with_note(format!("instance-calls:{calls}"))
         } else {
@@ -108,6 +141,25 @@ impl Policy for Scripted {
             }
             other => Err(format!("unknown command `{other}`")),
         }
+    }
+}
+
+impl Scripted {
+    /// The rewrite the script asks for, if any.
+    fn rewrite(&self, call: &ToolCall, decided: u64) -> Option<String> {
+        if let Some(raw) = &self.0.rewrite_raw {
+            return Some(raw.clone());
+        }
+        if self.0.set.is_empty() && self.0.set_count.is_none() {
+            return None;
+        }
+        let mut arguments: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(&call.arguments).unwrap_or_default();
+        arguments.extend(self.0.set.clone());
+        if let Some(field) = &self.0.set_count {
+            arguments.insert(field.clone(), decided.into());
+        }
+        Some(serde_json::Value::Object(arguments).to_string())
     }
 }
 
@@ -135,4 +187,55 @@ impl Classify for Scripted {
     }
 }
 
-toolgate_guest::export_policy!(Scripted, classify);
+impl CheckOutput for Scripted {
+    fn check_output(&self, result: &ToolResult) -> ResultVerdict {
+        let script = &self.0;
+        match script.output.as_str() {
+            "replace" => return ResultVerdict::Replace(script.output_text.clone()),
+            "withhold" => return ResultVerdict::Withhold(script.output_text.clone()),
+            "trap" => panic!("the script traps on output"),
+            "bad-span" => {
+                return ResultVerdict::Redact(vec![Redaction {
+                    start: 0,
+                    end: u32::MAX,
+                    replacement: String::new(),
+                }]);
+            }
+            _ => {}
+        }
+        let spans: Vec<Redaction> = script
+            .redact
+            .iter()
+            .flat_map(|word| {
+                result
+                    .output
+                    .match_indices(word.as_str())
+                    .map(|(at, found)| Redaction {
+                        start: at as u32,
+                        end: (at + found.len()) as u32,
+                        replacement: "[redacted]".into(),
+                    })
+            })
+            .collect();
+        if spans.is_empty() {
+            ResultVerdict::Pass
+        } else {
+            ResultVerdict::Redact(spans)
+        }
+    }
+}
+
+impl FilterTools for Scripted {
+    fn visible(&self, _caller: &Caller, tools: &[ToolDescriptor]) -> Vec<bool> {
+        let hide = &self.0.hide;
+        if hide.iter().any(|h| h == "!trap") {
+            panic!("the script traps on visibility");
+        }
+        tools
+            .iter()
+            .map(|tool| !hide.iter().any(|h| h == "*" || *h == tool.name))
+            .collect()
+    }
+}
+
+toolgate_guest::export_policy!(Scripted, classify, check_output, filter_tools);

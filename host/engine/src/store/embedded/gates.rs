@@ -115,14 +115,13 @@ impl GateStore for RedbStore {
                 .map_err(|e| self.error(e))?
                 .and_then(|v| serde_json::from_slice(v.value()).ok())
                 .unwrap_or_default();
-            recorded.push(RecordedResolution {
-                policy: gate.policy.clone(),
+            recorded.push(RecordedResolution::of(
+                gate,
                 resolution,
-                request_id: gate.request_id.clone(),
-                expires_at_ms: crate::now_ms().saturating_add(ttl.as_millis() as u64),
-                by: by.to_string(),
-                at_ms: crate::now_ms(),
-            });
+                ttl,
+                by,
+                crate::now_ms(),
+            ));
             let bytes = serde_json::to_vec(&recorded).expect("resolutions always serialise");
             table
                 .insert(slot, bytes.as_slice())

@@ -664,14 +664,7 @@ impl GateStore for PostgresStore {
         ttl: std::time::Duration,
         by: &str,
     ) -> Result<()> {
-        let recorded = RecordedResolution {
-            policy: gate.policy.clone(),
-            resolution,
-            request_id: gate.request_id.clone(),
-            expires_at_ms: crate::now_ms().saturating_add(ttl.as_millis() as u64),
-            by: by.to_string(),
-            at_ms: crate::now_ms(),
-        };
+        let recorded = RecordedResolution::of(gate, resolution, ttl, by, crate::now_ms());
         let body = serde_json::to_vec(&recorded).expect("resolutions always serialise");
         let mut client = self.pool.get()?;
         client

@@ -29,7 +29,9 @@ pub enum NewCommand {
         lang: Language,
         /// The optional phases it implements besides `decide`, comma
         /// separated: classify (a risk report), account (a budget), parse
-        /// (read a model's reply), observe (hear what happened to calls).
+        /// (read a model's reply), observe (hear what happened to calls),
+        /// check-output (redact or withhold a tool's output before the model
+        /// reads it), filter-tools (which tools may be offered at all).
         #[arg(long, value_enum, value_delimiter = ',', value_name = "PHASE,...")]
         phases: Vec<Phase>,
         /// Where to create it (default: ./NAME).
@@ -54,18 +56,28 @@ pub enum Phase {
     Account,
     Parse,
     Observe,
+    CheckOutput,
+    FilterTools,
 }
 
 impl Phase {
     /// This phase's entry in `table`, which lists something for each phase
-    /// in the order classify, account, parse, observe.
-    fn of<T: Copy>(self, table: [T; 4]) -> T {
+    /// in the order classify, account, parse, observe, check-output,
+    /// filter-tools.
+    fn of<T: Copy>(self, table: [T; 6]) -> T {
         table[self as usize]
     }
 
     /// The contract's world that exports this phase.
     fn world(self) -> &'static str {
-        self.of(["classifier", "accountant", "verdict-parser", "observer"])
+        self.of([
+            "classifier",
+            "accountant",
+            "verdict-parser",
+            "observer",
+            "output-checker",
+            "tool-filter",
+        ])
     }
 }
 
@@ -166,7 +178,7 @@ fn single_world_wit(phases: &[Phase], add_phase_hint: &str) -> Vec<(String, Stri
          /// phases it implements. Its build tool exports exactly one world, so\n\
          /// to add a phase, include its world here {add_phase_hint}:\n\
          /// classifier (risk), accountant (budget), verdict-parser (verdict),\n\
-         /// observer (observe).\n\
+         /// observer (observe), output-checker (output), tool-filter (visibility).\n\
          world policy {{\n    include toolgate:policy/policy@{version};\n"
     );
     for phase in phases {

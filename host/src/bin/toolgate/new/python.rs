@@ -76,12 +76,20 @@ class Sample(tg.Policy):
 "#
     );
     for phase in phases {
-        source.push_str(phase.of([CLASSIFY, ACCOUNT, PARSE, OBSERVE]));
+        source.push_str(phase.of([
+            CLASSIFY,
+            ACCOUNT,
+            PARSE,
+            OBSERVE,
+            CHECK_OUTPUT,
+            FILTER_TOOLS,
+        ]));
     }
     source.push_str(
         "\n\n# One class per export of wit/world.wit: the gate, and each optional phase\n\
          # the world includes (classifier → Risk, accountant → Budget,\n\
-         # verdict-parser → Verdict, observer → Observe).\n\
+         # verdict-parser → Verdict, observer → Observe, output-checker → Output,\n\
+         # tool-filter → Visibility).\n\
          Gate = tg.gate(Sample)\n",
     );
     for phase in phases {
@@ -90,6 +98,8 @@ class Sample(tg.Policy):
             "Budget = tg.accountant(Sample)\n",
             "Verdict = tg.verdict_parser(Sample)\n",
             "Observe = tg.observer(Sample)\n",
+            "Output = tg.output_checker(Sample)\n",
+            "Visibility = tg.tool_filter(Sample)\n",
         ]));
     }
     source
@@ -122,6 +132,22 @@ const OBSERVE: &str = r#"
     def observe(self, event):
         """The `observe` phase: hear what happened to calls (perhaps more than once)."""
         tg.log("debug", f"{event.call.tool} {event.outcome}")
+"#;
+
+const CHECK_OUTPUT: &str = r#"
+    def check_output(self, output):
+        """The `output` phase: what the model may read of a tool's output,
+        which is untrusted input."""
+        if "PRIVATE KEY-----" in output.text:
+            return tg.withhold("it holds a private key")
+        return tg.output_pass()
+"#;
+
+const FILTER_TOOLS: &str = r#"
+    def visible(self, caller, tools):
+        """The `visibility` phase: which tools may be offered at all (pure;
+        hiding is not refusing, so `decide` must still refuse)."""
+        return [not tool.name.startswith("debug_") for tool in tools]
 "#;
 
 fn readme(name: &str, wasm: &str) -> String {

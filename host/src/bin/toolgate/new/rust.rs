@@ -173,17 +173,33 @@ impl Policy for Sample {{
 "#
     );
     for phase in phases {
-        source.push_str(phase.of([CLASSIFY, ACCOUNT, PARSE, OBSERVE]));
+        source.push_str(phase.of([
+            CLASSIFY,
+            ACCOUNT,
+            PARSE,
+            OBSERVE,
+            CHECK_OUTPUT,
+            FILTER_TOOLS,
+        ]));
     }
     let exported: String = phases
         .iter()
-        .map(|phase| phase.of([", classify", ", account", ", parse", ", observe"]))
+        .map(|phase| {
+            phase.of([
+                ", classify",
+                ", account",
+                ", parse",
+                ", observe",
+                ", check_output",
+                ", filter_tools",
+            ])
+        })
         .collect();
     source.push_str(&format!(
         r#"
 // The gate and the optional phases this policy implements: add `classify`,
-// `account`, `parse` or `observe` here (and implement that phase's trait)
-// to export another.
+// `account`, `parse`, `observe`, `check_output` or `filter_tools` here (and
+// implement that phase's trait) to export another.
 toolgate_guest::export_policy!(Sample{exported});
 
 #[cfg(test)]
@@ -249,6 +265,30 @@ impl toolgate_guest::Observe for Sample {
             toolgate_guest::host::Level::Debug,
             &format!("{} {:?}", event.call.tool, event.outcome),
         );
+    }
+}
+"#;
+
+const CHECK_OUTPUT: &str = r#"
+/// The `output` phase: what the model may read of a tool's output, which is
+/// untrusted input.
+impl toolgate_guest::CheckOutput for Sample {
+    fn check_output(&self, result: &toolgate_guest::ToolResult) -> toolgate_guest::ResultVerdict {
+        if result.output.contains("PRIVATE KEY-----") {
+            toolgate_guest::ResultVerdict::Withhold("it holds a private key".into())
+        } else {
+            toolgate_guest::ResultVerdict::Pass
+        }
+    }
+}
+"#;
+
+const FILTER_TOOLS: &str = r#"
+/// The `visibility` phase: which tools may be offered at all (pure; hiding
+/// is not refusing, so `decide` must still refuse a hidden tool).
+impl toolgate_guest::FilterTools for Sample {
+    fn visible(&self, _caller: &toolgate_guest::Caller, tools: &[toolgate_guest::ToolDescriptor]) -> Vec<bool> {
+        tools.iter().map(|tool| !tool.name.starts_with("debug_")).collect()
     }
 }
 "#;

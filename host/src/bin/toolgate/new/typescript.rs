@@ -74,13 +74,21 @@ const policy = tg.definePolicy({{
 "#
     );
     for phase in phases {
-        source.push_str(phase.of([CLASSIFY, ACCOUNT, PARSE, OBSERVE]));
+        source.push_str(phase.of([
+            CLASSIFY,
+            ACCOUNT,
+            PARSE,
+            OBSERVE,
+            CHECK_OUTPUT,
+            FILTER_TOOLS,
+        ]));
     }
     source.push_str(
         "});\n\n\
          // One object per export of wit/world.wit: the gate, and each optional phase\n\
          // the world includes (classifier → risk, accountant → budget,\n\
-         // verdict-parser → verdict, observer → observe).\n\
+         // verdict-parser → verdict, observer → observe, output-checker → output,\n\
+         // tool-filter → visibility).\n\
          export const gate = policy.gate;\n",
     );
     for phase in phases {
@@ -89,6 +97,8 @@ const policy = tg.definePolicy({{
             "export const budget = policy.phase(\"budget\");\n",
             "export const verdict = policy.phase(\"verdict\");\n",
             "export const observe = policy.phase(\"observe\");\n",
+            "export const output = policy.phase(\"output\");\n",
+            "export const visibility = policy.phase(\"visibility\");\n",
         ]));
     }
     source
@@ -121,6 +131,22 @@ const OBSERVE: &str = r#"
   // The `observe` phase: hear what happened to calls (perhaps more than once).
   observe(_settings, event) {
     tg.log("debug", `${event.call.tool} ${event.outcome}`);
+  },
+"#;
+
+const CHECK_OUTPUT: &str = r#"
+  // The `output` phase: what the model may read of a tool's output, which is
+  // untrusted input.
+  checkOutput(_settings, output) {
+    return output.text.includes("PRIVATE KEY-----") ? tg.withhold("it holds a private key") : tg.outputPass();
+  },
+"#;
+
+const FILTER_TOOLS: &str = r#"
+  // The `visibility` phase: which tools may be offered at all (pure; hiding
+  // is not refusing, so `decide` must still refuse).
+  visible(_settings, _caller, tools) {
+    return tools.map((tool) => !tool.name.startsWith("debug_"));
   },
 "#;
 
