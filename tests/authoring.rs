@@ -78,9 +78,9 @@ fn inspect_describes_bundled_policies_and_refuses_other_files() {
         ("context-cost", &["budget"][..]),
         (
             "shadow-sentinel",
-            &["risk", "budget", "verdict", "observe"][..],
+            &["risk", "budget", "verdict", "observe", "output"][..],
         ),
-        ("lease-gate", &["observe"][..]),
+        ("lease-gate", &["observe", "visibility"][..]),
     ] {
         let output = toolgate(&["plugins", "inspect", "--json", &format!("bundled:{policy}")]);
         assert!(output.status.success());

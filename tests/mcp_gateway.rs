@@ -1248,3 +1248,152 @@ fn a_client_that_cancels_a_call_cancels_it_at_the_server_too() {
     let (is_error, text) = call(&result, 1);
     assert!(!is_error && text.contains("simple text"), "{text}");
 }
+
+/// The bundled policies with the test server's tools catalogued as reads
+/// (no approval), and `extra`.
+fn reads_setup(extra: &str, auto_plan: bool) -> Setup {
+    let setup = Setup::new("");
+    let config = toolgate::config::DEFAULT_CONFIG
+        .replace("auto_plan = true", &format!("auto_plan = {auto_plan}"));
+    let text = common::config_text(&format!(
+        "{config}\n\
+         [plugins.lease-gate.config.actions.\"mcp:everything/*\"]\neffects = [\"read-local\"]\n{extra}"
+    ));
+    std::fs::write(setup.dir.path().join("toolgate.toml"), text).unwrap();
+    setup
+}
+
+#[test]
+fn a_rewritten_call_reaches_the_server_as_rewritten() {
+    let Some(modules) = common::npm::node_modules(&[SDK, EVERYTHING]) else {
+        return;
+    };
+    let setup = reads_setup(
+        &common::scripted(
+            "polite",
+            1,
+            "verdict = \"allow\"\nset = { message = \"rewritten by toolgate\" }",
+        ),
+        true,
+    );
+    let result = everything(&modules).run(
+        &setup,
+        &modules,
+        json!([{"name": "echo", "arguments": {"message": "hello"}}]),
+    );
+    let (is_error, text) = call(&result, 0);
+    assert!(!is_error, "{text}");
+    assert!(text.starts_with("Echo: rewritten by toolgate"), "{text}");
+    // The tool's schema checks the rewrite: `message` must be a string.
+    let setup = reads_setup(
+        &common::scripted("careless", 1, "verdict = \"allow\"\nset = { message = 7 }").replace(
+            "[plugins.careless.config]",
+            "fail_mode = \"closed\"\n[plugins.careless.config]",
+        ),
+        true,
+    );
+    let result = everything(&modules).run(
+        &setup,
+        &modules,
+        json!([{"name": "echo", "arguments": {"message": "hello"}}]),
+    );
+    let (is_error, text) = call(&result, 0);
+    assert!(
+        is_error && text.contains("rewrote the call badly"),
+        "{text}"
+    );
+    assert!(!text.contains("Echo:"), "the server never saw it: {text}");
+}
+
+#[test]
+fn a_secret_in_a_tools_output_is_redacted_before_the_client_sees_it() {
+    let Some(modules) = common::npm::node_modules(&[SDK, EVERYTHING]) else {
+        return;
+    };
+    let setup = reads_setup("", true);
+    let mut session = everything(&modules);
+    // The server's environment holds a secret; get-env prints it.
+    session.env = json!({"AWS_ACCESS_KEY_ID": "AKIAIOSFODNN7EXAMPLE", "HARMLESS": "visible-value"});
+    let result = session.run(&setup, &modules, json!([{"name": "get-env"}]));
+    let (is_error, text) = call(&result, 0);
+    assert!(!is_error, "{text}");
+    assert!(
+        text.contains("visible-value"),
+        "the rest of the output is there: {text}"
+    );
+    assert!(!text.contains("AKIAIOSFODNN7EXAMPLE"), "{text}");
+    assert!(text.contains("[secret redacted by toolgate]"), "{text}");
+}
+
+#[test]
+fn a_tool_no_lease_covers_is_not_listed_until_a_lease_is_granted() {
+    let Some(modules) = common::npm::node_modules(&[SDK, EVERYTHING]) else {
+        return;
+    };
+    // No planned leases: a thread holds only what is granted.
+    let setup = reads_setup("", false);
+    let grant = |actions: &str| {
+        let args = format!(r#"{{"thread": "mcp-list", "actions": ["{actions}"]}}"#);
+        let answer = setup.dir.path().join("grant.out");
+        // Its output to a file: the daemon it may start must not hold the
+        // terminal open.
+        let command = format!(
+            "{} --config {} --store {} command lease-gate lease-grant '{args}' </dev/null >{} 2>&1",
+            BIN,
+            setup.dir.path().join("toolgate.toml").display(),
+            setup.store().display(),
+            answer.display()
+        );
+        // A person at a terminal of their own: `script` gives it one.
+        let status = Command::new("script")
+            .args(["-qec", &command, "/dev/null"])
+            .status()
+            .unwrap();
+        let answer = std::fs::read_to_string(&answer).unwrap_or_default();
+        assert!(status.success(), "{answer}");
+    };
+    grant("mcp:everything/echo");
+
+    let ready = setup.dir.path().join("listed");
+    let spec_file = setup.dir.path().join("list-spec.json");
+    let mut args = gateway_args(&setup, &modules);
+    let server = args.iter().position(|a| a == "--").unwrap();
+    args.splice(server..server, ["--session".into(), "mcp-list".into()]);
+    std::fs::write(
+        &spec_file,
+        json!({
+            "command": BIN,
+            "args": args,
+            "calls": [{"name": "get-env"}],
+            "awaitListChanged": ready.display().to_string(),
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let client = Command::new("node")
+        .arg(tests_dir().join("client.cjs"))
+        .arg(&spec_file)
+        .env("NODE_PATH", &modules)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    common::eventually("the client listed the tools", || {
+        ready.with_extension("ready").exists()
+    });
+    grant("mcp:everything/get-env");
+    let output = common::wait_bounded(client, std::time::Duration::from_secs(120));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let result: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(result["tools"], json!(["echo"]), "{result}");
+    // Hiding is not refusing: called anyway, the hidden tool is decided.
+    let (is_error, text) = call(&result, 0);
+    assert!(is_error && text.contains("No valid lease grants"), "{text}");
+    let relisted = result["relisted"].as_array().unwrap();
+    assert!(
+        relisted.contains(&json!("echo")) && relisted.contains(&json!("get-env")),
+        "{result}"
+    );
+    assert_eq!(relisted.len(), 2, "{result}");
+}

@@ -3,8 +3,9 @@
 //! host, and held to one behaviour table (tests/polyglot/README.md): allow,
 //! deny with a reason, a pause a person approves, a note, state across
 //! calls and sessions, an event query, a model question and its parsed
-//! reply, a risk report, and the failures the host classifies by type (a
-//! trap, a deadline, the memory limit) under each fail mode.
+//! reply, a risk report, a rewrite, an output check and a tool filter, and
+//! the failures the host classifies by type (a trap, a deadline, the memory
+//! limit) under each fail mode.
 
 mod common;
 
@@ -14,7 +15,8 @@ use common::model_server::{ModelServer, Reply};
 use common::polyglot::{self, Language};
 use common::{TestHost, approve, call, host};
 use serde_json::json;
-use toolgate::decision::PolicyVerdict;
+use toolgate::decision::{Outcome, PolicyVerdict};
+use toolgate::output::ToolDescriptor;
 use toolgate::{Decision, ToolRequest, Verdict};
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
@@ -26,7 +28,7 @@ fn behaviour(language: Language) -> Option<PathBuf> {
         language,
         &format!("behaviour-{}", language.flag()),
         &source,
-        &["classify", "parse"],
+        &["classify", "parse", "check-output", "filter-tools"],
     )
 }
 
@@ -275,6 +277,66 @@ fn the_memory_limit_is_a_failure(language: Language) {
     );
 }
 
+fn rewrites_outputs_and_visibility(language: Language) {
+    let Some(wasm) = behaviour(language) else {
+        return;
+    };
+    let host = host_with(&wasm, "closed", "", "");
+    // An allow that rewrites: the call runs with the arguments it gives.
+    let rewritten = host
+        .evaluate(&call("Write", json!({"path": "/etc/hosts", "text": "x"})))
+        .unwrap();
+    assert_eq!(rewritten.verdict, Verdict::Allow, "{rewritten:?}");
+    assert_eq!(
+        rewritten.arguments,
+        Some(json!({"path": "/sandbox/etc/hosts", "text": "x"}))
+    );
+    let unchanged = host
+        .evaluate(&call("Write", json!({"path": "/sandbox/a"})))
+        .unwrap();
+    assert_eq!(unchanged.arguments, None, "{unchanged:?}");
+
+    // The output phase: a redaction's spans are UTF-8 byte offsets, so the
+    // helper must count "é" as two bytes to cut the right word.
+    let read = call("Read", json!({"file_path": "notes"}));
+    let checked = host.check_output(&read, Outcome::Succeeded, "café: hunter2, thé: hunter2");
+    assert_eq!(
+        checked.text(""),
+        "café: [redacted], thé: [redacted]",
+        "{checked:?}"
+    );
+    let summary = host.check_output(&call("Summarise", json!({})), Outcome::Succeeded, "abcd");
+    assert_eq!(
+        summary.text(""),
+        format!("4 characters, summarised by {}", language.flag())
+    );
+    let withheld = host.check_output(&read, Outcome::Succeeded, "WITHHOLD this");
+    assert!(withheld.withheld, "{withheld:?}");
+    assert!(
+        withheld
+            .text("")
+            .contains(&format!("withheld by {}", language.flag())),
+        "{withheld:?}"
+    );
+    let plain = host.check_output(&read, Outcome::Succeeded, "nothing secret");
+    assert_eq!(plain.output, None, "{plain:?}");
+
+    // The visibility phase: one answer per tool.
+    let tools: Vec<ToolDescriptor> = ["echo", "internal-debug", "add"]
+        .iter()
+        .map(|name| ToolDescriptor {
+            name: name.to_string(),
+            origin: toolgate::request::Origin::Mcp("everything".into()),
+            description: String::new(),
+            input_schema: json!({"type": "object"}),
+        })
+        .collect();
+    assert_eq!(
+        host.visible_tools(&call("tools/list", json!({})), &tools),
+        [true, false, true]
+    );
+}
+
 fn a_config_error_names_the_key_and_its_line(language: Language) {
     let Some(wasm) = behaviour(language) else {
         return;
@@ -340,6 +402,10 @@ macro_rules! behaviour_table {
             #[test]
             fn the_memory_limit_is_a_failure() {
                 super::the_memory_limit_is_a_failure($language);
+            }
+            #[test]
+            fn rewrites_outputs_and_visibility() {
+                super::rewrites_outputs_and_visibility($language);
             }
             #[test]
             fn a_config_error_names_the_key_and_its_line() {

@@ -584,3 +584,63 @@ fn inside_claude_code_a_rewritten_call_runs_as_rewritten() {
     let written = std::fs::read_to_string(project.join("out.txt")).unwrap_or_default();
     assert_eq!(written.trim(), "rewritten", "{diagnosis}");
 }
+
+/// Contract 0.4's `output` phase in the real Claude Code, as it stands in
+/// 2.1.332: toolgate's PostToolUse hook answers with the output redacted
+/// (`updatedToolOutput`), and Claude Code drops that answer from a hook in a
+/// settings file (it honours it only from hooks it counts as the person's
+/// own, such as a plugin's): the model still reads the secret. This pins
+/// what the book says of Claude Code; a release that applies the answer
+/// fails here, and the book and this test change together.
+#[test]
+fn inside_claude_code_a_settings_hook_cannot_change_what_the_model_reads() {
+    let Some(claude) = claude_binary() else {
+        return;
+    };
+    let user = ClaudeHome::new("");
+    let (home, project, store) = (&user.home, &user.project, &user.store);
+    std::fs::write(
+        project.join("deploy.env"),
+        "REGION=eu-west-1\nAWS_ACCESS_KEY_ID=AKIAIOSFODNN7EXAMPLE\n",
+    )
+    .unwrap();
+    let _stop = StopDaemon(store.clone());
+    user.install(std::path::Path::new(BIN));
+    let api = MessagesApi::start(vec![
+        vec![Block::ToolUse(
+            "toolu_read".into(),
+            "Read".into(),
+            json!({"file_path": project.join("deploy.env").display().to_string()}),
+        )],
+        vec![Block::Text("Read it.".into())],
+    ]);
+    let output = run_claude(
+        &claude,
+        home,
+        project,
+        &api,
+        "Read deploy.env.",
+        &["--include-hook-events"],
+    );
+    let stream = String::from_utf8_lossy(&output.stdout);
+    let diagnosis = format!(
+        "status {:?}\nstdout:\n{stream}\nstderr:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(output.status.success(), "{diagnosis}");
+    // toolgate answered with the output redacted...
+    assert!(
+        stream.contains("updatedToolOutput")
+            && stream.contains("AWS_ACCESS_KEY_ID=[secret redacted by toolgate]"),
+        "{diagnosis}"
+    );
+    // ...and Claude Code gave the model the output as it was.
+    let turns = api.turns();
+    let results = tool_results(&turns[1]);
+    let (_, _, content) = results
+        .iter()
+        .find(|(id, ..)| id == "toolu_read")
+        .unwrap_or_else(|| panic!("no result for the read: {diagnosis}"));
+    assert!(content.contains("AKIAIOSFODNN7EXAMPLE"), "{content}");
+}

@@ -8,7 +8,10 @@
 //       {"url": ..., "headers": {...}}                    (streamable HTTP),
 //        "elicitation": "accept" | "decline" | "cancel" | null,
 //        "samplingMarker": PATH | null, "listResources": true | null,
-//        "calls": [{"name": ..., "arguments": {...}, "gate": PATH, "abortAfterMs": N}]}
+//        "calls": [{"name": ..., "arguments": {...}, "gate": PATH, "abortAfterMs": N}],
+//        "awaitListChanged": PATH | null}
+// (`awaitListChanged`: after the calls, create PATH.ready, wait for the
+// server's notifications/tools/list_changed, and list the tools again)
 // (`gate`: before the call, create PATH.ready and wait until PATH exists, so
 // the test can act between two calls)
 // Run with NODE_PATH pointing at the node_modules holding the SDK.
@@ -16,7 +19,11 @@ const fs = require('fs');
 const { Client } = require('@modelcontextprotocol/sdk/client/index.js');
 const { StdioClientTransport } = require('@modelcontextprotocol/sdk/client/stdio.js');
 const { StreamableHTTPClientTransport } = require('@modelcontextprotocol/sdk/client/streamableHttp.js');
-const { CreateMessageRequestSchema, ElicitRequestSchema } = require('@modelcontextprotocol/sdk/types.js');
+const {
+  CreateMessageRequestSchema,
+  ElicitRequestSchema,
+  ToolListChangedNotificationSchema,
+} = require('@modelcontextprotocol/sdk/types.js');
 
 async function main() {
   const spec = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
@@ -27,6 +34,9 @@ async function main() {
   if (spec.samplingMarker) capabilities.sampling = {};
   const client = new Client({ name: 'toolgate-test-client', version: '1.0.0' }, { capabilities });
   const elicitations = [];
+  // Only a change after the test was told the first listing counts.
+  let listChanged = () => {};
+  client.setNotificationHandler(ToolListChangedNotificationSchema, async () => listChanged());
   if (spec.elicitation) {
     client.setRequestHandler(ElicitRequestSchema, async (request) => {
       elicitations.push(request.params.message);
@@ -93,6 +103,14 @@ async function main() {
     } catch (err) {
       out.calls.push({ protocolError: String((err && err.message) || err) });
     }
+  }
+  if (spec.awaitListChanged) {
+    const changed = new Promise((done) => { listChanged = done; });
+    fs.writeFileSync(spec.awaitListChanged + '.ready', '');
+    // unref: the bound must not keep the client alive once it is met.
+    const bound = new Promise((_, fail) => setTimeout(() => fail(new Error('no tools/list_changed within 60 s')), 60000).unref());
+    await Promise.race([changed, bound]); // a bound: the test may have failed
+    out.relisted = (await client.listTools()).tools.map((tool) => tool.name);
   }
   await client.close();
   process.stdout.write(JSON.stringify(out) + '\n');

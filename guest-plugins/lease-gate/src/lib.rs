@@ -20,10 +20,10 @@ use leases::{Granted, Lease};
 use serde::Deserialize;
 use toolgate_guest::host::{self, StateError, state};
 use toolgate_guest::{
-    BudgetStatus, Config, ConfigError, Decision, FailMode, Observe, Policy, PolicyInfo, Resolution,
-    Risk, ToolCall, ToolEvent, ToolOutcome,
+    BudgetStatus, Caller, Config, ConfigError, Decision, FailMode, FilterTools, Observe, Policy,
+    PolicyInfo, Resolution, Risk, ToolCall, ToolDescriptor, ToolEvent, ToolOutcome,
 };
-use toolgate_guest::{action_name, state_key as key};
+use toolgate_guest::{action_name, action_name_of, state_key as key};
 
 /// A state read: a store failure is an error, never "no lease".
 type Read<T> = Result<T, StateError>;
@@ -132,6 +132,49 @@ impl LeaseGate {
             state::try_increment(&key(&["refunds", &lease_id]), u64::MAX)?;
         }
         state::delete(&reserved)
+    }
+
+    /// `thread`'s leases for the `visibility` phase, which writes nothing:
+    /// for a thread never seen, the lease its kind would be planned, in
+    /// memory only.
+    fn leases_for_listing(&self, thread: &str, kind: &str) -> Read<Vec<Lease>> {
+        let mut leases = self.leases_of(thread)?;
+        let planned = leases.iter().any(|lease| lease.id == PLANNED_LEASE);
+        if self.config.auto_plan && !planned && state::get(&key(&["planned", thread]))?.is_none() {
+            leases.push(Lease {
+                id: PLANNED_LEASE.into(),
+                thread: thread.to_string(),
+                capability: self.config.capability.clone(),
+                actions: leases::plan(kind, &self.catalogue),
+                granted_at_ms: host::now_ms(),
+                expires_at_ms: None,
+                max_uses: None,
+                revoked: None,
+                parent: None,
+            });
+        }
+        Ok(leases)
+    }
+
+    /// For each tool, whether a lease of the caller's thread could let it
+    /// run: a tool none covers is refused whatever else happens, so it is
+    /// not offered.
+    fn visible_with_store(&self, caller: &Caller, tools: &[ToolDescriptor]) -> Read<Vec<bool>> {
+        let leases = self.leases_for_listing(&caller.thread_id, &caller.thread_kind)?;
+        let now = host::now_ms();
+        let mut usable = Vec::new();
+        for lease in leases {
+            if lease.is_valid(now) && Self::uses_left(&lease)? {
+                usable.push(lease);
+            }
+        }
+        Ok(tools
+            .iter()
+            .map(|tool| {
+                let action = action_name_of(&tool.name, &tool.origin);
+                usable.iter().any(|lease| lease.actions.covers(&action))
+            })
+            .collect())
     }
 
     /// A valid lease of `thread` covering `action` with a use left.
@@ -481,4 +524,16 @@ impl Observe for LeaseGate {
     }
 }
 
-toolgate_guest::export_policy!(LeaseGate, observe);
+impl FilterTools for LeaseGate {
+    /// Fail closed: without its store the gate knows of no lease, so it
+    /// would refuse every call; it offers no tool either.
+    fn visible(&self, caller: &Caller, tools: &[ToolDescriptor]) -> Vec<bool> {
+        self.visible_with_store(caller, tools)
+            .unwrap_or_else(|err| {
+                host::log(host::Level::Error, &format!("lease store failed: {err:?}"));
+                vec![false; tools.len()]
+            })
+    }
+}
+
+toolgate_guest::export_policy!(LeaseGate, observe, filter_tools);

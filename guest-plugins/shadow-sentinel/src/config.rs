@@ -26,6 +26,10 @@ pub struct SentinelConfig {
     /// `write`/`edit`/`delete`/`file` → file-write (exfil-capable for MCP
     /// tools); anything else → exfil-capable. Compiled once, at `open`.
     pub probe_patterns: Vec<Glob>,
+    /// Redact secrets of well-known shapes (private keys, cloud and forge
+    /// tokens) from tools' output before the model reads it (the `output`
+    /// phase), where the runtime lets toolgate change what the model reads.
+    pub redact_secrets: bool,
 }
 
 impl Default for SentinelConfig {
@@ -42,6 +46,7 @@ impl Default for SentinelConfig {
             ]
             .map(Glob::new)
             .to_vec(),
+            redact_secrets: true,
         }
     }
 }

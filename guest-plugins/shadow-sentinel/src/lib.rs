@@ -12,15 +12,16 @@ pub mod budget;
 pub mod classify;
 pub mod config;
 pub mod probe;
+pub mod secrets;
 
 use classify::Tier;
 use config::SentinelConfig;
 use probe::ModelVerdict;
 use toolgate_guest::host::{self, Event, Level};
 use toolgate_guest::{
-    Account, BudgetStatus, Classify, Config, ConfigError, Decision, FailMode, ModelError,
-    ModelReply, Observe, ParseVerdict, Policy, PolicyInfo, Risk, ToolCall, ToolEvent, ToolOrigin,
-    ToolOutcome,
+    Account, BudgetStatus, CheckOutput, Classify, Config, ConfigError, Decision, FailMode,
+    ModelError, ModelReply, Observe, ParseVerdict, Policy, PolicyInfo, ResultVerdict, Risk,
+    ToolCall, ToolEvent, ToolOrigin, ToolOutcome, ToolResult,
 };
 
 /// Event kinds in the stream.
@@ -32,6 +33,7 @@ const SUMMARY_CHARS: usize = 250;
 /// The policy: its parsed config, and the last tier it worked out.
 pub struct ShadowSentinel {
     config: SentinelConfig,
+    secrets: secrets::Secrets,
     /// `classify`, `account` and `decide` each need the call's tier, so one
     /// classification serves all three.
     last: std::cell::RefCell<Option<Classified>>,
@@ -160,6 +162,7 @@ impl Policy for ShadowSentinel {
     fn open(config: Config) -> Result<Self, ConfigError> {
         config.parse().map(|config| Self {
             config,
+            secrets: secrets::Secrets::new(),
             last: Default::default(),
         })
     }
@@ -294,4 +297,20 @@ fn forget_other_turns(session: &str, turn: u64) {
     }
 }
 
-toolgate_guest::export_policy!(ShadowSentinel, classify, account, parse, observe);
+impl CheckOutput for ShadowSentinel {
+    fn check_output(&self, result: &ToolResult) -> ResultVerdict {
+        if !self.config.enabled || !self.config.redact_secrets {
+            return ResultVerdict::Pass;
+        }
+        self.secrets.verdict(&result.output)
+    }
+}
+
+toolgate_guest::export_policy!(
+    ShadowSentinel,
+    classify,
+    account,
+    parse,
+    observe,
+    check_output
+);

@@ -63,6 +63,7 @@ pub mod config;
 pub mod glob;
 pub mod host;
 mod naming;
+pub mod secret_shapes;
 mod verdicts;
 
 pub use bindings::exports::toolgate::policy::gate;
@@ -73,7 +74,7 @@ pub use bindings::toolgate::policy::types::{
     ToolOrigin, ToolOutcome, ToolResult, Verdict,
 };
 pub use config::Config;
-pub use naming::{action_name, state_key};
+pub use naming::{action_name, action_name_of, state_key};
 
 /// A toolgate policy.
 ///

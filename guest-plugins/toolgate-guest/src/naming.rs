@@ -8,9 +8,15 @@ use crate::{ToolCall, ToolOrigin};
 /// so one pattern can address a whole server (`mcp:github/*`). The server
 /// comes from the call's origin, never from the tool's spelling.
 pub fn action_name(call: &ToolCall) -> String {
-    match &call.origin {
-        ToolOrigin::Mcp(server) => format!("mcp:{server}/{}", call.tool),
-        _ => call.tool.clone(),
+    action_name_of(&call.tool, &call.origin)
+}
+
+/// The action name of tool `name` from `origin` (see [`action_name`]): what
+/// the `visibility` phase matches a tool descriptor by.
+pub fn action_name_of(name: &str, origin: &ToolOrigin) -> String {
+    match origin {
+        ToolOrigin::Mcp(server) => format!("mcp:{server}/{name}"),
+        _ => name.to_string(),
     }
 }
 

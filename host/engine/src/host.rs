@@ -394,6 +394,14 @@ impl Toolgate {
         crate::tool_filter::visible(&self.env(), &self.plugins(), caller, tools)
     }
 
+    /// Whether any live policy says which tools may be offered (exports
+    /// `visibility`): a lister need not ask, or look again, otherwise.
+    pub fn filters_tools(&self) -> bool {
+        self.plugins()
+            .iter()
+            .any(|p| p.phases.visibility && p.mode == PluginMode::Live)
+    }
+
     /// Resolve a pending gate from `channel`, which must be the gate's own
     /// or one of `trusted_channels` (an embedder authenticates its channels
     /// itself). On success the resolution is remembered so the resubmitted

@@ -293,6 +293,7 @@ pub(crate) fn evaluate(
     // Dropping the slots returns their instances to the pools.
     drop(slots);
     let mut decision = conclude(env, &call, outcome, notes, risk, results)?;
+    decision.output_checked = plugins.iter().any(|p| p.phases.check_output);
     if !env.dry_run && decision.verdict != Verdict::Pause && !call.resolutions.is_empty() {
         env.store
             .clear_resolutions(&request.user_id, request.thread(), call.fingerprint())?;
@@ -575,6 +576,7 @@ fn conclude(
         pause: None,
         approved_by: None,
         arguments: (call.generation > 0).then(|| call.request.arguments.clone()),
+        output_checked: false,
         call_id: call.id.clone(),
         policies: results,
         shadows: Vec::new(),

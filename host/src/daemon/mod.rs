@@ -186,6 +186,15 @@ impl Daemon {
                 host.observe(&request, outcome, &summary);
                 Value::Null
             }
+            DaemonRequest::CheckOutput {
+                request,
+                outcome,
+                output,
+            } => to_json(host.check_output(&request, outcome, &output)),
+            DaemonRequest::VisibleTools { caller, tools } => json!({
+                "visible": host.visible_tools(&caller, &tools),
+                "filtered": host.filters_tools(),
+            }),
             DaemonRequest::NextTurn { session } => json!(host.next_turn(&session)?),
             DaemonRequest::Turn { session } => json!(host.turn(&session)?),
             DaemonRequest::Resolve {
@@ -200,12 +209,7 @@ impl Daemon {
                     user_id: user,
                     thread_id: thread,
                 };
-                let by = match caller {
-                    Caller::Socket(Some(peer)) if channel == peer::TERMINAL => {
-                        format!("{channel} (uid {})", peer.uid)
-                    }
-                    _ => channel.clone(),
-                };
+                let by = resolver(&caller, &channel);
                 // A remote channel was authenticated in `admit`: a person's
                 // channel may resolve a gate raised from any channel.
                 to_json(self.resolve(&key, &request_id, &channel, resolution, remote, by)?)
@@ -598,4 +602,15 @@ fn rows<T: Serialize>(name: &str, rows: Vec<(u64, T)>) -> Value {
 
 fn to_json(value: impl Serialize) -> Value {
     serde_json::to_value(value).expect("daemon results always serialise")
+}
+
+/// Who resolved a gate, as the record names them: a person at a terminal
+/// by their uid, a channel by its name.
+fn resolver(caller: &Caller, channel: &str) -> String {
+    match caller {
+        Caller::Socket(Some(peer)) if channel == peer::TERMINAL => {
+            format!("{channel} (uid {})", peer.uid)
+        }
+        _ => channel.to_string(),
+    }
 }

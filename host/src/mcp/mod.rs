@@ -61,6 +61,7 @@ use crate::request::{Mode, Origin, ToolRequest};
 use crate::{Error, Result};
 
 pub mod http;
+mod listing;
 mod relay;
 mod server;
 mod upstream;
@@ -218,8 +219,10 @@ impl Session {
         server: &str,
         tool: &str,
         arguments: Value,
+        input_schema: Option<Value>,
     ) -> Result<Decided> {
-        let request = self.request(server, tool, arguments, self.turn().await?);
+        let mut request = self.request(server, tool, arguments, self.turn().await?);
+        request.input_schema = input_schema;
         let mut decision = self.evaluate(&request).await?;
         if decision.verdict == Verdict::Pause
             && self.elicit(client, server, tool, &decision).await?
@@ -239,21 +242,52 @@ impl Session {
         arguments: Value,
     ) -> std::result::Result<(), McpError> {
         let Decided { decision, .. } = self
-            .decide(client, server, method, arguments)
+            .decide(client, server, method, arguments, None)
             .await
             .map_err(|err| {
-                McpError::internal_error(
-                    format!(
-                        "toolgate failed, so `{method}` did not go through: {err}. Diagnose \
+            McpError::internal_error(
+                format!(
+                    "toolgate failed, so `{method}` did not go through: {err}. Diagnose \
                          with TOOLGATE_LOG=debug."
-                    ),
-                    None,
-                )
-            })?;
+                ),
+                None,
+            )
+        })?;
         match decision.verdict {
             Verdict::Allow => Ok(()),
             _ => Err(McpError::invalid_request(refusal_text(&decision), None)),
         }
+    }
+
+    /// `result` as the model may read it: its text through the policies
+    /// that check output; when they change it, one text block of what
+    /// they left (the structured content goes with the text it mirrored).
+    async fn checked(
+        &self,
+        request: &ToolRequest,
+        outcome: Outcome,
+        mut result: CallToolResult,
+    ) -> Result<CallToolResult> {
+        let output = output_text(&result);
+        let answer = blocking(
+            self.daemon.clone(),
+            DaemonRequest::CheckOutput {
+                request: request.clone(),
+                outcome,
+                output: output.clone(),
+            },
+        )
+        .await?;
+        let check: crate::output::OutputCheck = serde_json::from_value(answer)
+            .map_err(|err| Error::Request(format!("the daemon's answer is malformed: {err}")))?;
+        if let Some(text) = check.output {
+            result.content = vec![ContentBlock::text(text)];
+            result.structured_content = None;
+            if check.withheld {
+                result.is_error = Some(true);
+            }
+        }
+        Ok(result)
     }
 
     /// Record what happened to a call that ran, off the call's path (see
@@ -359,6 +393,8 @@ pub struct Gateway {
     upstreams: Arc<tokio::sync::OnceCell<Arc<Upstreams>>>,
     /// Set by the session's one `initialize`.
     initializing: Arc<std::sync::atomic::AtomicBool>,
+    /// Set once the session watches which tools may be offered.
+    watching: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Gateway {
@@ -393,6 +429,7 @@ impl Gateway {
             servers,
             upstreams: Arc::default(),
             initializing: Arc::default(),
+            watching: Arc::default(),
         }
     }
 
@@ -428,17 +465,26 @@ impl Gateway {
             ))])
             .into());
         };
+        let schema = upstreams.schema_of(&params.name);
         params.name = tool.clone().into();
         let arguments = params
             .arguments
             .clone()
             .map_or_else(|| json!({}), Value::Object);
-        let Decided { request, decision } = self
+        let Decided {
+            mut request,
+            decision,
+        } = self
             .session
-            .decide(peer, upstream.server_name(), &tool, arguments)
+            .decide(peer, upstream.server_name(), &tool, arguments, schema)
             .await?;
         if decision.verdict != Verdict::Allow {
             return Ok(refusal(&decision).into());
+        }
+        // The call as the policies rewrote it is the one that runs.
+        if let Some(Value::Object(rewritten)) = &decision.arguments {
+            params.arguments = Some(rewritten.clone());
+            request.arguments = Value::Object(rewritten.clone());
         }
         let timeout = self.session.options.call_timeout;
         let response = upstream.call(params, timeout, cancelled).await;
@@ -448,6 +494,14 @@ impl Gateway {
             }
             Ok(_) => (Outcome::Succeeded, String::new()),
             Err(err) => (Outcome::Failed, err.to_string()),
+        };
+        let response = match response {
+            Ok(CallToolResponse::Complete(result)) if decision.output_checked => Ok(self
+                .session
+                .checked(&request, outcome, result)
+                .await?
+                .into()),
+            other => other,
         };
         self.session.observe(request, outcome, summary).await;
         Ok(match response {
@@ -461,6 +515,22 @@ impl Gateway {
             Err(err) => CallToolResult::error(vec![ContentBlock::text(err)]).into(),
         })
     }
+}
+
+/// A tool result as the model reads it: its text blocks, or, with none,
+/// its structured content as JSON.
+fn output_text(result: &CallToolResult) -> String {
+    let texts: Vec<&str> = result
+        .content
+        .iter()
+        .filter_map(|block| block.as_text().map(|t| t.text.as_str()))
+        .collect();
+    if texts.is_empty()
+        && let Some(structured) = &result.structured_content
+    {
+        return structured.to_string();
+    }
+    texts.join("\n")
 }
 
 /// The policies' notes, one text block.

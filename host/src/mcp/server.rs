@@ -176,8 +176,10 @@ impl ServerHandler for Gateway {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let upstreams = self.upstreams()?;
-        self.listed(&context, "tools/list", upstreams.list_tools(request))
-            .await
+        let listed = self
+            .listed(&context, "tools/list", upstreams.list_tools(request))
+            .await?;
+        self.offered(&context.peer, listed).await
     }
 
     async fn call_tool(

@@ -229,6 +229,10 @@ pub struct Upstreams {
     info: ServerConfig,
     /// Which server listed each resource, when there are several.
     resources: Mutex<HashMap<String, usize>>,
+    /// The tools the servers listed last, by the name clients call them:
+    /// their input schemas check the policies' rewrites, and the gateway
+    /// asks again which of them may be offered.
+    tools: Mutex<Vec<rmcp::model::Tool>>,
 }
 
 impl Upstreams {
@@ -306,6 +310,7 @@ impl Upstreams {
             servers,
             info,
             resources: Mutex::default(),
+            tools: Mutex::default(),
         }))
     }
 
@@ -375,6 +380,28 @@ impl Upstreams {
             }
         }
         Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    /// Remember `tools`, as listed to a client (a page replaces the tools
+    /// of the same names).
+    pub(super) fn remember_tools(&self, tools: &[rmcp::model::Tool]) {
+        let mut known = self.tools.lock().unwrap_or_else(|p| p.into_inner());
+        known.retain(|tool| !tools.iter().any(|t| t.name == tool.name));
+        known.extend(tools.iter().cloned());
+    }
+
+    /// The tools listed so far.
+    pub(super) fn listed_tools(&self) -> Vec<rmcp::model::Tool> {
+        self.tools.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The input schema of the tool a client calls `name`, if it was listed.
+    pub(super) fn schema_of(&self, name: &str) -> Option<serde_json::Value> {
+        let known = self.tools.lock().unwrap_or_else(|p| p.into_inner());
+        known
+            .iter()
+            .find(|tool| tool.name == name)
+            .map(|tool| serde_json::Value::Object(tool.input_schema.as_ref().clone()))
     }
 
     /// The prompts, as the tools are.

@@ -34,6 +34,11 @@ pub struct Decision {
     /// that cannot run a call with other arguments must refuse it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arguments: Option<serde_json::Value>,
+    /// Whether policies check this call's output (the `output` phase): a
+    /// runtime that can change what the model reads hands them the output
+    /// before the model sees it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub output_checked: bool,
     /// The call's id (the runtime's, or generated).
     pub call_id: String,
     /// Each policy that ran, in the order it ran.
@@ -83,6 +88,7 @@ impl Decision {
             pause: None,
             approved_by: None,
             arguments: None,
+            output_checked: false,
             call_id: call_id.to_string(),
             policies: Vec::new(),
             shadows: Vec::new(),

@@ -111,6 +111,25 @@ pub enum DaemonRequest {
         #[serde(default)]
         summary: String,
     },
+    /// What the model may read of a call's output (the `output` phase):
+    /// answered with an [`crate::output::OutputCheck`].
+    CheckOutput {
+        /// The call that ran, as it ran.
+        request: ToolRequest,
+        /// What happened.
+        outcome: Outcome,
+        /// Its output, as the model would read it.
+        output: String,
+    },
+    /// Which of `tools` may be offered in `caller`'s session (the
+    /// `visibility` phase): answered with `{"visible": [bool], "filtered":
+    /// bool}`, `filtered` false when no policy filters tools at all.
+    VisibleTools {
+        /// A request naming the session, thread and user.
+        caller: ToolRequest,
+        /// The tools, in order.
+        tools: Vec<crate::output::ToolDescriptor>,
+    },
     /// Start a session's next turn.
     NextTurn {
         /// The session.
@@ -310,6 +329,8 @@ impl DaemonRequest {
             DaemonRequest::Hook { .. }
                 | DaemonRequest::Evaluate { .. }
                 | DaemonRequest::Observe { .. }
+                | DaemonRequest::CheckOutput { .. }
+                | DaemonRequest::VisibleTools { .. }
                 | DaemonRequest::Command { .. }
                 | DaemonRequest::Reload
         )

@@ -20,20 +20,13 @@ pub const MARK: &str = "[REDACTED]";
 /// The most text [`for_display`] keeps.
 pub const MAX_DISPLAY_BYTES: usize = 2048;
 
-/// Secrets recognisable by their shape alone.
+#[path = "../../../guest-plugins/toolgate-guest/src/secret_shapes.rs"]
+mod secret_shapes;
+
+/// Secrets recognisable by their shape alone (the list the policies use).
 static SHAPES: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(concat!(
-        r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)",
-        r"|\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{16,}",
-        r"|\bgithub_pat_[A-Za-z0-9_]{20,}",
-        r"|\bglpat-[A-Za-z0-9_-]{16,}",
-        r"|\bsk-(?:ant-|proj-|live-|test-)?[A-Za-z0-9_-]{16,}",
-        r"|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
-        r"|\bxox[abprs]-[A-Za-z0-9-]{10,}",
-        r"|\bAIza[0-9A-Za-z_-]{35}",
-        r"|\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
-    ))
-    .expect("the secret shapes are valid regexes")
+    Regex::new(&secret_shapes::SECRET_SHAPES.join("|"))
+        .expect("the secret shapes are valid regexes")
 });
 
 /// A value after a secret-sounding name: `password=v`, `"token": "v"`,

@@ -26,6 +26,11 @@ class Behaviour(tg.Policy):
             return tg.pause_for_approval("deploy to production")
         if tool == "Note":
             return tg.allow(notes=[f"{self.settings.greeting} by {LANGUAGE}"])
+        if tool == "Write":
+            path = call.arguments.get("path", "")
+            if not path.startswith("/sandbox/"):
+                return tg.allow(rewrite={**call.arguments, "path": "/sandbox/" + path.lstrip("/")})
+            return tg.allow()
         if tool == "Count":
             user = tg.state.try_increment(tg.key("user", call.user), 1_000_000)
             session = tg.state.try_increment(tg.key("session", call.session), 1_000_000)
@@ -55,6 +60,16 @@ class Behaviour(tg.Policy):
             return tg.risk("high", "behaviour-test", [f"tool:{call.tool}"])
         return tg.risk("none", "low")
 
+    def check_output(self, output):
+        if output.text.startswith("WITHHOLD"):
+            return tg.withhold(f"withheld by {LANGUAGE}")
+        if output.call.tool == "Summarise":
+            return tg.replace(f"{len(output.text)} characters, summarised by {LANGUAGE}")
+        return tg.redact(output.text, ["hunter2"])
+
+    def visible(self, caller, tools):
+        return [not tool.name.startswith("internal-") for tool in tools]
+
     def parse(self, call, reply):
         if reply.text is None:
             return tg.deny(f"the model gave no answer ({reply.error})")
@@ -69,3 +84,5 @@ class Behaviour(tg.Policy):
 Gate = tg.gate(Behaviour)
 Risk = tg.classifier(Behaviour)
 Verdict = tg.verdict_parser(Behaviour)
+Output = tg.output_checker(Behaviour)
+Visibility = tg.tool_filter(Behaviour)

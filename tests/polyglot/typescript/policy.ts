@@ -21,6 +21,12 @@ const policy = tg.definePolicy({
         return call.approved ? tg.allow() : tg.pauseForApproval("deploy to production");
       case "Note":
         return tg.allow([`${settings.greeting} by ${LANGUAGE}`]);
+      case "Write": {
+        const path = String(call.arguments.path ?? "");
+        return path.startsWith("/sandbox/")
+          ? tg.allow()
+          : tg.allow([], { ...call.arguments, path: "/sandbox/" + path.replace(/^\/+/, "") });
+      }
       case "Count": {
         const user = tg.state.tryIncrement(tg.key("user", call.user), 1_000_000);
         const session = tg.state.tryIncrement(tg.key("session", call.session), 1_000_000);
@@ -60,6 +66,18 @@ const policy = tg.definePolicy({
     return call.tool === "Risky" ? tg.risk("high", "behaviour-test", [`tool:${call.tool}`]) : tg.risk("none", "low");
   },
 
+  checkOutput(_settings, output) {
+    if (output.text.startsWith("WITHHOLD")) return tg.withhold(`withheld by ${LANGUAGE}`);
+    if (output.call.tool === "Summarise") {
+      return tg.replace(`${output.text.length} characters, summarised by ${LANGUAGE}`);
+    }
+    return tg.redact(output.text, ["hunter2"]);
+  },
+
+  visible(_settings, _caller, tools) {
+    return tools.map((tool) => !tool.name.startsWith("internal-"));
+  },
+
   parse(_settings, _call, reply) {
     if (reply.text === undefined) return tg.deny(`the model gave no answer (${reply.error})`);
     const answer = reply.text.trim();
@@ -72,3 +90,5 @@ const policy = tg.definePolicy({
 export const gate = policy.gate;
 export const risk = policy.phase("risk");
 export const verdict = policy.phase("verdict");
+export const output = policy.phase("output");
+export const visibility = policy.phase("visibility");

@@ -29,7 +29,7 @@ use serde_json::{Value, json};
 
 use super::edit_json_object;
 use super::starts_with_any;
-use super::{Adapter, Event, EventKind, InstallPlan, SettingsFile, outcome_of, parse_event};
+use super::{Adapter, Event, EventKind, InstallPlan, SettingsFile, parse_event};
 use super::{
     DropIns, SystemHooks, SystemLock, allow_managed_hooks_only, how_to_approve, in_config_dir,
     required_tool_name, who_asks,
@@ -176,10 +176,9 @@ impl Adapter for ClaudeCode {
                 request: event.to_request(0)?,
                 can_ask: true,
             },
-            "PostToolUse" => EventKind::ran(
-                event.to_request(0)?,
-                outcome_of(event.tool_response.as_ref()),
-            ),
+            "PostToolUse" => {
+                EventKind::ran_with_output(event.to_request(0)?, event.tool_response.as_ref())
+            }
             _ => EventKind::Nothing,
         };
         Ok(Event {
@@ -196,6 +195,16 @@ impl Adapter for ClaudeCode {
     /// `PreToolUse`'s `updatedInput`.
     fn applies_rewrites(&self) -> bool {
         true
+    }
+
+    /// `PostToolUse`'s `updatedToolOutput` (Claude Code 2.1.332): the text
+    /// the model reads instead of the tool's output.
+    fn output_answer(&self, check: &crate::output::OutputCheck) -> Option<Value> {
+        let text = check.output.as_ref()?;
+        Some(json!({"hookSpecificOutput": {
+            "hookEventName": "PostToolUse",
+            "updatedToolOutput": text,
+        }}))
     }
 
     fn decline_detector(&self) -> Option<fn(&PendingGate) -> bool> {

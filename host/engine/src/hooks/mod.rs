@@ -60,6 +60,13 @@ pub trait Adapter: Sync {
     /// runtime cannot ask a person about.
     fn answer(&self, decision: &Decision, can_ask: bool) -> Value;
 
+    /// The answer to a call that ran, when the policies that check output
+    /// changed what the model may read of it; `None` when this runtime's
+    /// answer cannot change it (its events then carry no output).
+    fn output_answer(&self, _check: &crate::output::OutputCheck) -> Option<Value> {
+        None
+    }
+
     /// Whether its answer can make the call run with the arguments a
     /// policy rewrote it to ([`Decision::arguments`]). A runtime that
     /// cannot is answered with a deny that gives the agent the arguments
@@ -382,6 +389,9 @@ pub enum EventKind {
         outcome: Outcome,
         /// A short summary of its result.
         summary: String,
+        /// Its output as the model would read it, from runtimes whose
+        /// answer can change that (see [`Adapter::output_answer`]).
+        output: Option<String>,
     },
 }
 
@@ -393,6 +403,19 @@ impl EventKind {
             request,
             outcome,
             summary,
+            output: None,
+        }
+    }
+
+    /// [`EventKind::ran`], with the runtime's whole `response`, whose text
+    /// the policies that check output see before the model does.
+    pub fn ran_with_output(request: ToolRequest, response: Option<&Value>) -> Self {
+        let (outcome, summary) = outcome_of(response);
+        Self::Ran {
+            request,
+            outcome,
+            summary,
+            output: Some(response.map(text_of).unwrap_or_default()),
         }
     }
 }
@@ -497,6 +520,7 @@ fn drive(
             mut request,
             outcome,
             summary,
+            output,
         } => {
             request.turn = host.turn_of(&event.session, prompt, false)?;
             // The call ran, so if toolgate had asked, the person said yes
@@ -504,8 +528,11 @@ fn drive(
             if let Some(gate) = host.close_answered_gate(&request)? {
                 tracing::info!(request_id = %gate.request_id, policy = %gate.policy, "gate answered in the runtime's prompt");
             }
+            let answer = output.and_then(|output| {
+                adapter.output_answer(&host.check_output(&request, outcome, &output))
+            });
             host.observe(&request, outcome, &summary);
-            Ok(json!({}))
+            Ok(answer.unwrap_or_else(|| json!({})))
         }
     }
 }
@@ -609,6 +636,24 @@ pub fn how_to_approve(decision: &Decision) -> String {
             pause.request_id
         )
     })
+}
+
+/// The text in a runtime's tool response: a string as it is; otherwise
+/// every string in it, one per line (a command's stdout and stderr, a
+/// file's content, an MCP result's text blocks).
+pub fn text_of(response: &Value) -> String {
+    fn collect<'a>(value: &'a Value, out: &mut Vec<&'a str>) {
+        match value {
+            Value::String(text) => out.push(text),
+            Value::Array(items) => items.iter().for_each(|item| collect(item, out)),
+            Value::Object(fields) => fields.values().for_each(|item| collect(item, out)),
+            _ => {}
+        }
+    }
+    let mut texts = Vec::new();
+    collect(response, &mut texts);
+    texts.retain(|text| !text.is_empty());
+    texts.join("\n")
 }
 
 /// A tool's outcome and a short summary, from the result a runtime

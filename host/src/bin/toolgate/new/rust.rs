@@ -27,6 +27,10 @@ const HELPER: &[(&str, &str)] = &[
         include_str!("../../../../../guest-plugins/toolgate-guest/src/naming.rs"),
     ),
     (
+        "src/secret_shapes.rs",
+        include_str!("../../../../../guest-plugins/toolgate-guest/src/secret_shapes.rs"),
+    ),
+    (
         "src/config.rs",
         include_str!("../../../../../guest-plugins/toolgate-guest/src/config.rs"),
     ),

@@ -1,0 +1,130 @@
+//! Which tools the client is offered: the servers' tools, less those the
+//! policies would never let run (the `visibility` phase). What may be
+//! offered changes without the servers changing (a reload, a lease a person
+//! grants), so while any policy filters tools the gateway asks again every
+//! [`RECHECK`] and tells the client `notifications/tools/list_changed` when
+//! the answer differs from what it last listed.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{ErrorData as McpError, ListToolsResult, Tool};
+use rmcp::service::{Peer, RoleServer};
+
+use super::{Gateway, Session, Upstreams, blocking};
+use crate::daemon::DaemonRequest;
+use crate::output::ToolDescriptor;
+use crate::request::Origin;
+
+/// How often the gateway asks again which tools may be offered.
+pub const RECHECK: Duration = Duration::from_secs(2);
+
+impl Gateway {
+    /// `listed` as the client may see it: the tools no policy hides.
+    pub(super) async fn offered(
+        &self,
+        peer: &Peer<RoleServer>,
+        mut listed: ListToolsResult,
+    ) -> Result<ListToolsResult, McpError> {
+        let upstreams = self.upstreams()?.clone();
+        upstreams.remember_tools(&listed.tools);
+        let (visible, filtered) = self
+            .session
+            .visible(&upstreams, &listed.tools)
+            .await
+            .map_err(|err| {
+                McpError::internal_error(
+                    format!("toolgate failed, so no tool is listed: {err}"),
+                    None,
+                )
+            })?;
+        let mut answers = visible.iter();
+        listed.tools.retain(|_| *answers.next().unwrap_or(&false));
+        if filtered {
+            self.watch_listing(peer.clone(), upstreams);
+        }
+        Ok(listed)
+    }
+
+    /// Start, once per session, asking again which tools may be offered,
+    /// and telling the client when that changes.
+    fn watch_listing(&self, peer: Peer<RoleServer>, upstreams: Arc<Upstreams>) {
+        if self
+            .watching
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            return;
+        }
+        let session = Arc::clone(&self.session);
+        tokio::spawn(async move {
+            let mut last = None;
+            loop {
+                let tools = upstreams.listed_tools();
+                let Ok((visible, _)) = session.visible(&upstreams, &tools).await else {
+                    tokio::time::sleep(RECHECK).await;
+                    continue;
+                };
+                let shown: Vec<_> = tools
+                    .iter()
+                    .zip(&visible)
+                    .filter(|(_, shown)| **shown)
+                    .map(|(tool, _)| tool.name.clone())
+                    .collect();
+                if last.as_ref().is_some_and(|last| *last != shown) {
+                    tracing::info!("the tools offered changed; telling the client");
+                    if peer.notify_tool_list_changed().await.is_err() {
+                        return; // the client is gone
+                    }
+                }
+                last = Some(shown);
+                tokio::time::sleep(RECHECK).await;
+            }
+        });
+    }
+}
+
+impl Session {
+    /// For each of `tools`, whether it may be offered in this session;
+    /// and whether any policy filters tools at all.
+    pub(super) async fn visible(
+        &self,
+        upstreams: &Upstreams,
+        tools: &[Tool],
+    ) -> crate::Result<(Vec<bool>, bool)> {
+        let descriptors = tools
+            .iter()
+            .map(|tool| {
+                // The server's own name for it, as calls to it are decided.
+                let (server, name) = upstreams
+                    .route(&tool.name)
+                    .map(|(upstream, name)| (upstream.server_name().to_string(), name))
+                    .unwrap_or_else(|| (String::new(), tool.name.to_string()));
+                ToolDescriptor {
+                    name,
+                    origin: Origin::Mcp(server),
+                    description: tool.description.as_deref().unwrap_or_default().to_string(),
+                    input_schema: serde_json::Value::Object(tool.input_schema.as_ref().clone()),
+                }
+            })
+            .collect();
+        let caller = self.request("", "tools/list", serde_json::json!({}), self.turn().await?);
+        let answer = blocking(
+            self.daemon.clone(),
+            DaemonRequest::VisibleTools {
+                caller,
+                tools: descriptors,
+            },
+        )
+        .await?;
+        let visible: Vec<bool> =
+            serde_json::from_value(answer["visible"].clone()).map_err(|err| {
+                crate::Error::Request(format!("the daemon's answer is malformed: {err}"))
+            })?;
+        if visible.len() != tools.len() {
+            return Err(crate::Error::Request(
+                "the daemon answered for another number of tools".into(),
+            ));
+        }
+        Ok((visible, answer["filtered"].as_bool().unwrap_or(true)))
+    }
+}
