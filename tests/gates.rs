@@ -305,6 +305,42 @@ fn a_resolved_pause_lets_the_same_call_run_without_pausing_again() {
     assert_eq!(third.verdict, Verdict::Pause);
 }
 
+#[test]
+fn asking_again_before_anyone_answered_keeps_the_prompt_the_person_was_shown() {
+    let host = host(&scripted(
+        "approver",
+        1,
+        "verdict = \"pause\"\nreason = \"Deploy?\"",
+    ));
+    let request = call("Bash", json!({"command": "./deploy.sh"}));
+    let first = host.evaluate(&request).unwrap().pause.unwrap();
+    // The agent retries (a new call id), as agents and resumed graphs do.
+    let retried = host.evaluate(&request).unwrap().pause.unwrap();
+    assert_eq!(retried.request_id, first.request_id, "the same prompt");
+    assert_eq!(retried.expires_at_ms, first.expires_at_ms, "no longer life");
+    assert_eq!(host.gates(None).unwrap().len(), 1);
+
+    // The person answers the prompt they saw first: the retry runs.
+    let key = GateKey {
+        user_id: first.user_id.clone(),
+        thread_id: first.thread_id.clone(),
+    };
+    host.resolve_gate(
+        &key,
+        &first.request_id,
+        "cli",
+        GateResolution::Approve { always: false },
+    )
+    .unwrap();
+    assert_eq!(host.evaluate(&request).unwrap().verdict, Verdict::Allow);
+
+    // Another call in the thread is another question.
+    let asked = host.evaluate(&request).unwrap().pause.unwrap();
+    let other = call("Bash", json!({"command": "./deploy.sh --prod"}));
+    let other = host.evaluate(&other).unwrap().pause.unwrap();
+    assert_ne!(other.request_id, asked.request_id);
+}
+
 /// A host whose one policy pauses; evaluate `request` and resolve the pause
 /// from `cli` with `resolution`.
 fn pause_then_resolve(

@@ -656,6 +656,20 @@ fn raise_gate(
         policy_sha256,
         rewritten_sha256: call.rewritten_sha256(),
     };
+    // The same call asked again while its pause is still pending (an agent
+    // retrying, a graph resumed before anyone answered) keeps that pause's
+    // request id, so the prompt a person was shown stays the one to
+    // answer, and its expiry, so retries cannot keep a pause alive; the
+    // gate follows the newest call's id.
+    let gate = match env.store.peek_gate(&gate.key(), now)? {
+        Some(pending) if pending.asks_the_same_as(&gate) => PendingGate {
+            request_id: pending.request_id,
+            created_at_ms: pending.created_at_ms,
+            expires_at_ms: pending.expires_at_ms,
+            ..gate
+        },
+        _ => gate,
+    };
     env.store.insert_gate(&gate)?;
     decision.pause = Some(PauseInfo {
         request_id: gate.request_id,

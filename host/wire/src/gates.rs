@@ -101,6 +101,19 @@ pub struct PendingGate {
 }
 
 impl PendingGate {
+    /// Whether `other` pauses the very call this gate does, for the same
+    /// reason: the same session and call (its fingerprint, and the
+    /// arguments it would run with), the same build of the same policy,
+    /// asking the same.
+    pub fn asks_the_same_as(&self, other: &PendingGate) -> bool {
+        self.session_id == other.session_id
+            && self.fingerprint == other.fingerprint
+            && self.policy == other.policy
+            && self.policy_sha256 == other.policy_sha256
+            && self.rewritten_sha256 == other.rewritten_sha256
+            && self.pause == other.pause
+    }
+
     /// The gate's key.
     pub fn key(&self) -> GateKey {
         GateKey {
