@@ -3,14 +3,14 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use serde_json::Value;
 use toolgate::daemon::launch::Launcher;
-use toolgate::daemon::{Client, ConfigIdentity, Daemon, DaemonOptions, DaemonRequest};
+use toolgate::daemon::{Client, DaemonRequest};
 use toolgate::locations::StoreLocation;
+use toolgate::route::Place;
+pub use toolgate::route::Target;
 use toolgate::{Config, Toolgate};
 
 /// What every command knows: the config and the store it names.
@@ -22,18 +22,9 @@ pub struct Ctx {
     pub store_override: Option<StoreLocation>,
 }
 
-/// A daemon's client, or a host in this process that answers the same
-/// requests.
-pub enum Target {
-    Daemon(Client),
-    Local(Arc<Daemon>),
-}
-
 impl Ctx {
     pub fn store_location(&self) -> StoreLocation {
-        self.store_override
-            .clone()
-            .unwrap_or_else(|| self.config.store_location())
+        self.place().store_location()
     }
 
     /// Load the policies and open the store in this process.
@@ -42,28 +33,30 @@ impl Ctx {
             .context("cannot start toolgate")
     }
 
+    /// Where requests go, by the library's rule (see [`toolgate::route`]).
+    pub fn place(&self) -> Place<'_> {
+        Place {
+            config: &self.config,
+            named: self.config_path.is_some(),
+            store: self.store_override.clone(),
+        }
+    }
+
     /// The daemon socket: `socket` if given, else the config's
     /// (`[daemon] socket`), else the store's.
     pub fn socket(&self, socket: Option<&PathBuf>) -> PathBuf {
-        socket
-            .or(self.config.daemon.socket.as_ref())
-            .cloned()
-            .unwrap_or_else(|| self.store_location().socket())
+        self.place().socket(socket.map(PathBuf::as_path))
     }
 
     /// The user the daemon runs as: `[daemon] user`, else this one.
     pub fn daemon_uid(&self) -> anyhow::Result<u32> {
-        match &self.config.daemon.user {
-            None => Ok(toolgate_wire::peer::own_uid()),
-            Some(user) => toolgate_wire::peer::uid_of(user)
-                .with_context(|| format!("[daemon] user = {user:?}, but there is no such user")),
-        }
+        Ok(self.place().daemon_uid()?)
     }
 
     /// A client for the daemon at `socket` (see [`Ctx::socket`]) that
     /// believes only the daemon's user.
     pub fn client(&self, socket: Option<&PathBuf>) -> anyhow::Result<Client> {
-        Ok(Client::new(self.socket(socket)).with_daemon_uid(self.daemon_uid()?))
+        Ok(self.place().client(socket.map(PathBuf::as_path))?)
     }
 
     /// How to start this store's daemon with this config.
@@ -85,62 +78,15 @@ impl Ctx {
     /// daemon may do (resolving pauses, admin commands).
     pub fn daemon(&self) -> anyhow::Result<Target> {
         let client = self.launcher(None)?.ensure_running()?;
-        self.check_serves(&client.call(&DaemonRequest::Health)?)?;
+        self.place()
+            .check_serves(&client.call(&DaemonRequest::Health)?)?;
         Ok(Target::Daemon(client))
-    }
-
-    /// Refuse a daemon (its `health`) that serves another config file than
-    /// the one this command names with `--config`: its answers would be
-    /// another config's. A command naming none takes the daemon's. (The
-    /// same file with other bytes is the daemon's to reload; hooks, which
-    /// always name theirs, are checked by the daemon itself.)
-    fn check_serves(&self, health: &Value) -> anyhow::Result<()> {
-        let serving: Option<ConfigIdentity> =
-            serde_json::from_value(health["config_identity"].clone()).unwrap_or(None);
-        let (Some(_), Some(named), Some(serving)) =
-            (&self.config_path, &self.config.identity, serving)
-        else {
-            return Ok(());
-        };
-        let file = |identity: &ConfigIdentity| match identity {
-            ConfigIdentity::File { path, .. } => Some(path.clone()),
-            ConfigIdentity::Bundled => None,
-        };
-        if file(named) != file(&serving) {
-            return Err(toolgate::Error::ConfigMismatch {
-                serving: serving.describe(),
-                named: named.describe(),
-            }
-            .into());
-        }
-        Ok(())
     }
 
     /// The running daemon when one answers at `socket` (default: the
     /// store's), else this process.
     pub fn target(&self, socket: Option<&PathBuf>) -> anyhow::Result<Target> {
-        let client = self.client(socket)?;
-        if let Ok(health) = client.call(&DaemonRequest::Health) {
-            self.check_serves(&health)?;
-            return Ok(Target::Daemon(client));
-        }
-        if let Some(socket) = socket {
-            anyhow::bail!(
-                "no toolgate daemon answers at {}; start one with `toolgate serve`",
-                socket.display()
-            );
-        }
-        let options = DaemonOptions::default();
-        Ok(Target::Local(Daemon::new(Arc::new(self.open()?), options)))
-    }
-}
-
-impl Target {
-    pub fn call(&self, request: DaemonRequest) -> toolgate::Result<Value> {
-        match self {
-            Target::Daemon(client) => Ok(client.call(&request)?),
-            Target::Local(daemon) => daemon.handle(request),
-        }
+        Ok(self.place().target(socket.map(PathBuf::as_path))?)
     }
 }
 

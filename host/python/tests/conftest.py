@@ -1,0 +1,125 @@
+"""Fixtures for the package's tests: the real `toolgate` binary (the
+driver, tests/embed_python.rs, names it in TOOLGATE_BIN), a config over the
+real bundled policies (rules, shadow-sentinel), a store per test, and the
+store's daemon when a test needs a person to answer."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+import toolgate
+
+TOKEN = "python-tests-channel-token"
+
+#: The operator's rules over the bundled policies: refuse lock-file writes,
+#: ask before `git push`, a note on web fetches; shadow-sentinel checks
+#: what tools print.
+CONFIG = """
+[plugins.rules]
+path = "bundled:rules"
+priority = 1
+
+[[plugins.rules.config.rule]]
+name = "lock-files"
+tool = ["Write", "Edit"]
+args.file_path = "*.lock"
+action = "deny"
+reason = "Lock files are generated: run the package manager instead."
+
+[[plugins.rules.config.rule]]
+name = "ask-before-push"
+tool = "Bash"
+args.command = { regex = '^\\s*git\\s+push\\b' }
+action = "ask"
+reason = "git push publishes commits."
+
+[[plugins.rules.config.rule]]
+name = "cite-fetches"
+tool = "WebFetch"
+action = "note"
+note = "Cite the pages you fetch."
+
+[plugins.shadow-sentinel]
+path = "bundled:shadow-sentinel"
+priority = 10
+"""
+
+
+@pytest.fixture(scope="session")
+def toolgate_bin() -> str:
+    path = os.environ.get("TOOLGATE_BIN")
+    if not path or not Path(path).exists():
+        pytest.fail("TOOLGATE_BIN must name the toolgate binary: `cargo build -p toolgate`, "
+                    "then run these tests with `cargo test --test embed_python`")
+    return path
+
+
+@pytest.fixture
+def setup(tmp_path: Path, toolgate_bin: str) -> "Setup":
+    return Setup(tmp_path, toolgate_bin)
+
+
+class Setup:
+    """A config (CONFIG, plus a channel adapter's token for the
+    tests' person), a store, and the commands a person would run."""
+
+    def __init__(self, dir: Path, binary: str) -> None:
+        self.dir = dir
+        self.binary = binary
+        self.store = dir / "toolgate.redb"
+        self.config = dir / "toolgate.toml"
+        digest = hashlib.sha256(TOKEN.encode()).hexdigest()
+        self.config.write_text(CONFIG + f"\n[approvals.tokens]\nci = \"{digest}\"\n")
+        self.token = dir / "ci.token"
+        self.token.write_text(TOKEN + "\n")
+        self.daemon = None
+
+    def toolgate(self, **kwargs) -> toolgate.Toolgate:
+        return toolgate.Toolgate(str(self.config), store=str(self.store), **kwargs)
+
+    def command(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [self.binary, "--config", str(self.config), "--store", str(self.store), *args],
+            capture_output=True, text=True, timeout=120,
+        )
+
+    def serve(self) -> None:
+        """Start the store's daemon and wait until a host reaches it."""
+        self.daemon = subprocess.Popen(
+            [self.binary, "--config", str(self.config), "--store", str(self.store), "serve"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if self.toolgate().through_daemon:
+                    return
+            except toolgate.ToolgateError:
+                pass
+            time.sleep(0.1)
+        pytest.fail("the toolgate daemon did not answer within 60 s")
+
+    def person_answers(self, request_id: str, decision: str = "approve") -> None:
+        """A person answers a pause through a channel adapter with its token."""
+        done = self.command("gates", "resolve", "--request-id", request_id, "--decision",
+                            decision, "--channel", "ci", "--token-file", str(self.token))
+        assert done.returncode == 0, done.stderr
+
+    def stop(self) -> None:
+        if self.daemon is not None:
+            self.daemon.terminate()
+            self.daemon.wait(timeout=30)
+            self.daemon = None
+
+
+@pytest.fixture
+def served(setup: Setup):
+    setup.serve()
+    yield setup
+    setup.stop()
