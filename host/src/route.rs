@@ -125,23 +125,28 @@ impl Target {
     }
 }
 
-/// Whether an agent runtime that embeds toolgate (the Python and Node
-/// packages) may send `request`: decisions, outcomes, output checks, tool
-/// lists, turns, and reading the gates and plugins. Never a resolution, an
-/// admin command, a reload or an inbox login: those are a person's, over
+/// Refuse what an agent runtime that embeds toolgate (the Python and Node
+/// packages) may not send. It may send decisions, outcomes, output checks,
+/// tool lists, turns, and read the gates and plugins; never a resolution,
+/// an admin command, a reload or an inbox login: those are a person's, over
 /// the daemon's authenticated channels, and a process that embeds toolgate
 /// is the agent's, not a person's.
-pub fn for_an_agent(request: &DaemonRequest) -> bool {
-    matches!(
-        request,
+pub fn admit_from_an_agent(request: &DaemonRequest) -> Result<()> {
+    match request {
         DaemonRequest::Evaluate { .. }
-            | DaemonRequest::Observe { .. }
-            | DaemonRequest::CheckOutput { .. }
-            | DaemonRequest::VisibleTools { .. }
-            | DaemonRequest::NextTurn { .. }
-            | DaemonRequest::Turn { .. }
-            | DaemonRequest::Gates { .. }
-            | DaemonRequest::Plugins
-            | DaemonRequest::Health
-    )
+        | DaemonRequest::Observe { .. }
+        | DaemonRequest::CheckOutput { .. }
+        | DaemonRequest::VisibleTools { .. }
+        | DaemonRequest::NextTurn { .. }
+        | DaemonRequest::Turn { .. }
+        | DaemonRequest::Gates { .. }
+        | DaemonRequest::Plugins
+        | DaemonRequest::Health => Ok(()),
+        _ => Err(Error::Unauthorized(
+            "an agent runtime may ask for decisions and read the gates, not resolve them or run \
+             admin commands: a person answers a pause with `toolgate gates resolve` on their own \
+             terminal, or in the approvals inbox"
+                .into(),
+        )),
+    }
 }

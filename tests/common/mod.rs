@@ -38,6 +38,17 @@ pub fn guest(package: &str) -> PathBuf {
     Path::new(env!("TOOLGATE_GUEST_DIR")).join(format!("{}.wasm", package.replace('-', "_")))
 }
 
+/// The build's `target/` directory (the guests are in
+/// `target/guests/wasm32-wasip2/release`): where the tests keep what they
+/// install and build.
+pub fn target_dir() -> PathBuf {
+    Path::new(env!("TOOLGATE_GUEST_DIR"))
+        .ancestors()
+        .nth(3)
+        .expect("the guest dir is inside target/")
+        .to_path_buf()
+}
+
 /// One compiled-artifact cache for every test run, so each component is
 /// compiled once per machine rather than once per test.
 pub fn cache_dir() -> PathBuf {
@@ -147,6 +158,7 @@ pub fn call(tool: &str, arguments: serde_json::Value) -> ToolRequest {
 pub mod agents;
 pub mod chat_api;
 pub mod claude_code;
+pub mod embed;
 pub mod gemini_api;
 pub mod hooks;
 pub mod logs;

@@ -9,10 +9,7 @@ use std::process::Command;
 /// Where the npm packages live: `target/real-clients` (the guests are in
 /// `target/guests/wasm32-wasip2/release`).
 pub fn prefix() -> PathBuf {
-    let target = Path::new(env!("TOOLGATE_GUEST_DIR")).ancestors().nth(3);
-    target
-        .expect("the guest dir is inside target/")
-        .join("real-clients")
+    super::target_dir().join("real-clients")
 }
 
 /// One npm install at a time: concurrent installs into one prefix leave

@@ -55,6 +55,8 @@ impl Language {
     }
 }
 
+/// The build's `target/` (as `super::target_dir`; this file is also
+/// included alone, by `host/benches/polyglot.rs`).
 fn target() -> PathBuf {
     Path::new(env!("TOOLGATE_GUEST_DIR"))
         .ancestors()

@@ -6,7 +6,7 @@
 //!
 //! An embedding process is the agent's: it may ask for decisions, report
 //! outcomes and read the gates, never resolve a pause (see
-//! [`toolgate::route::for_an_agent`]). The GIL is released while toolgate
+//! [`toolgate::route::admit_from_an_agent`]). The GIL is released while toolgate
 //! works, so other Python threads run meanwhile.
 
 use std::path::PathBuf;
@@ -16,7 +16,7 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use toolgate::daemon::DaemonRequest;
 use toolgate::locations::StoreLocation;
-use toolgate::route::{Place, Target, for_an_agent};
+use toolgate::route::{Place, Target, admit_from_an_agent};
 use toolgate::{Config, Error, ErrorKind};
 
 create_exception!(
@@ -126,14 +126,7 @@ impl Host {
         py.detach(|| {
             let request: DaemonRequest =
                 serde_json::from_str(request).map_err(|err| Error::Request(format!("{err}")))?;
-            if !for_an_agent(&request) {
-                return Err(Error::Unauthorized(
-                    "an agent runtime may ask for decisions and read the gates, not resolve \
-                     them or run admin commands: a person answers a pause with `toolgate gates \
-                     resolve` on their own terminal, or in the approvals inbox"
-                        .into(),
-                ));
-            }
+            admit_from_an_agent(&request)?;
             let answer = self.target.call(request)?;
             Ok(answer.to_string())
         })

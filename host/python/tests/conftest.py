@@ -75,7 +75,12 @@ class Setup:
         self.store = dir / "toolgate.redb"
         self.config = dir / "toolgate.toml"
         digest = hashlib.sha256(TOKEN.encode()).hexdigest()
-        self.config.write_text(CONFIG + f"\n[approvals.tokens]\nci = \"{digest}\"\n")
+        # A socket of its own, so that waiting for the daemon never opens
+        # the store in this process instead (it would hold it from the daemon).
+        self.socket = dir / "toolgate.sock"
+        self.config.write_text(
+            CONFIG + f"\n[daemon]\nsocket = \"{self.socket}\"\n\n[approvals.tokens]\nci = \"{digest}\"\n"
+        )
         self.token = dir / "ci.token"
         self.token.write_text(TOKEN + "\n")
         self.daemon = None
@@ -98,7 +103,7 @@ class Setup:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
-                if self.toolgate().through_daemon:
+                if self.toolgate(socket=str(self.socket)).through_daemon:
                     return
             except toolgate.ToolgateError:
                 pass

@@ -1,0 +1,132 @@
+// What the package's tests share: the real `toolgate` binary (the driver,
+// tests/embed_node.rs, names it in TOOLGATE_BIN), a config over the real
+// bundled policies (rules, shadow-sentinel), a store per test, and the
+// store's daemon when a test needs a person to answer.
+
+import { spawn, spawnSync } from "node:child_process";
+import { createHash } from "node:crypto";
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+import { Toolgate, ToolgateError } from "../index.js";
+
+const TOKEN = "node-tests-channel-token";
+
+/** The operator's rules over the bundled policies (as the Python tests'). */
+export const CONFIG = `
+[plugins.rules]
+path = "bundled:rules"
+priority = 1
+
+[[plugins.rules.config.rule]]
+name = "lock-files"
+tool = ["Write", "Edit"]
+args.file_path = "*.lock"
+action = "deny"
+reason = "Lock files are generated: run the package manager instead."
+
+[[plugins.rules.config.rule]]
+name = "ask-before-push"
+tool = "Bash"
+args.command = { regex = '^\\s*git\\s+push\\b' }
+action = "ask"
+reason = "git push publishes commits."
+
+[[plugins.rules.config.rule]]
+name = "cite-fetches"
+tool = "WebFetch"
+action = "note"
+note = "Cite the pages you fetch."
+
+[plugins.shadow-sentinel]
+path = "bundled:shadow-sentinel"
+priority = 10
+`;
+
+export function binary() {
+  const path = process.env.TOOLGATE_BIN;
+  if (!path || !existsSync(path)) {
+    throw new Error(
+      "TOOLGATE_BIN must name the toolgate binary: `cargo build -p toolgate`, then run these " +
+        "tests with `cargo test --test embed_node`",
+    );
+  }
+  return path;
+}
+
+/** The native addon itself, under the package's typed layer. */
+export function addon() {
+  const native = new URL("../native/", import.meta.url);
+  const file = readdirSync(native).find((f) => f.endsWith(".node"));
+  return createRequire(import.meta.url)(new URL(file, native).pathname);
+}
+
+/** A config, a store, and what a person would run; `t.after` cleans up. */
+export class Setup {
+  constructor(t) {
+    this.dir = mkdtempSync(join(tmpdir(), "toolgate-node-"));
+    this.store = join(this.dir, "toolgate.redb");
+    this.config = join(this.dir, "toolgate.toml");
+    const digest = createHash("sha256").update(TOKEN).digest("hex");
+    // A socket of its own, so that waiting for the daemon never opens the
+    // store in this process instead (it would hold the store from the daemon).
+    this.socket = join(this.dir, "toolgate.sock");
+    writeFileSync(
+      this.config,
+      `${CONFIG}\n[daemon]\nsocket = "${this.socket}"\n\n[approvals.tokens]\nci = "${digest}"\n`,
+    );
+    this.token = join(this.dir, "ci.token");
+    writeFileSync(this.token, `${TOKEN}\n`);
+    this.daemon = null;
+    t.after(() => this.stop());
+  }
+
+  toolgate(options = {}) {
+    return Toolgate.open({ config: this.config, store: this.store, ...options });
+  }
+
+  command(...args) {
+    return spawnSync(binary(), ["--config", this.config, "--store", this.store, ...args], {
+      encoding: "utf8",
+      timeout: 120_000,
+    });
+  }
+
+  /** Start the store's daemon and wait until a host reaches it. */
+  async serve() {
+    this.daemon = spawn(binary(), ["--config", this.config, "--store", this.store, "serve"], {
+      stdio: "ignore",
+    });
+    const deadline = Date.now() + 60_000;
+    while (Date.now() < deadline) {
+      try {
+        if ((await this.toolgate({ socket: this.socket })).throughDaemon) return;
+      } catch (err) {
+        if (!(err instanceof ToolgateError)) throw err;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    throw new Error("the toolgate daemon did not answer within 60 s");
+  }
+
+  /** A person answers a pause through a channel adapter with its token. */
+  personAnswers(requestId, decision = "approve") {
+    const done = this.command(
+      "gates", "resolve", "--request-id", requestId, "--decision", decision,
+      "--channel", "ci", "--token-file", this.token,
+    );
+    if (done.status !== 0) throw new Error(`gates resolve failed: ${done.stderr}`);
+  }
+
+  async stop() {
+    if (this.daemon) {
+      const exited = new Promise((resolve) => this.daemon.once("exit", resolve));
+      this.daemon.kill("SIGTERM");
+      await exited;
+      this.daemon = null;
+    }
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
