@@ -1,8 +1,9 @@
 //! The Python package (`host/python`), as a user installs it: a wheel built
 //! from source with maturin, installed into a virtualenv beside the exact
 //! versions `host/python/requirements-test.txt` pins (pytest, and LangGraph
-//! from PyPI for the integration), then the package's own pytest suite run
-//! against the real bundled policies and the real `toolgate` binary.
+//! and the OpenAI Agents SDK from PyPI for the integrations), then the
+//! package's own pytest suite run against the real bundled policies and the
+//! real `toolgate` binary.
 
 mod common;
 
@@ -75,6 +76,11 @@ fn pytest(file: &str, tests: usize) {
 #[test]
 fn the_python_package_passes_its_own_tests() {
     pytest("test_toolgate.py", 13);
+}
+
+#[test]
+fn in_an_openai_agents_sdk_run_a_refused_call_never_runs_and_a_pause_waits_for_a_person() {
+    pytest("test_openai_agents.py", 4);
 }
 
 #[test]
