@@ -109,5 +109,5 @@ fn the_node_package_passes_its_own_tests() {
 
 #[test]
 fn in_the_ai_sdk_a_refused_call_never_runs_and_a_pause_waits_for_a_person() {
-    node_test("ai-sdk.test.js", 3);
+    node_test("ai-sdk.test.js", 4);
 }

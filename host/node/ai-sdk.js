@@ -6,8 +6,9 @@
 //   const result = await generateText({ model, tools: guarded.tools, ... });
 //
 // - allow: the tool runs (with the arguments a policy rewrote them to, when
-//   one did); a string output goes through the policies' output checks and
-//   gets their notes; the outcome is reported.
+//   one did); its output goes through the policies' output checks (a
+//   changed output reaches the model as text), a string output gets their
+//   notes; the outcome is reported.
 // - deny: the tool does not run; `execute` throws toolgate's reason, which
 //   the SDK hands the model as the tool's error.
 // - pause: the SDK stops with a `tool-approval-request`; `guarded.pauseFor(
@@ -17,6 +18,8 @@
 //   which asks toolgate again and runs only if the person approved there
 //   (an approval response is not a person's answer: an agent's process
 //   could forge it). `approved: false` is a refusal: the tool never runs.
+
+import { isDeepStrictEqual } from "node:util";
 
 import { RequestError } from "./index.js";
 
@@ -47,9 +50,11 @@ export function gateTools(gate, tools, options = {}) {
       async execute(input, context) {
         let decision = decided.get(context.toolCallId);
         decided.delete(context.toolCallId);
-        // After an approval response, or without a remembered decision:
-        // only toolgate knows whether a person approved.
-        if (decision === undefined || decision.paused) decision = await ask(name, input);
+        // After an approval response, without a remembered decision, or
+        // for other arguments under the same id: ask again (only toolgate
+        // knows whether a person approved, and what).
+        const same = decision?.request.tool === name && isDeepStrictEqual(decision?.request.arguments, input ?? {});
+        if (!same || decision.paused) decision = await ask(name, input);
         if (!decision.allowed) throw new Error(decision.message());
         let output;
         try {
@@ -58,8 +63,13 @@ export function gateTools(gate, tools, options = {}) {
           await gate.observe(decision, "failed", String(err?.message ?? err).slice(0, 200));
           throw err;
         }
-        if (typeof output === "string") {
-          if (decision.outputChecked) output = (await gate.checkOutput(decision, output)).text(output);
+        if (decision.outputChecked) {
+          // Whatever the tool returned is checked as the model would read it.
+          const text = typeof output === "string" ? output : JSON.stringify(output) ?? "";
+          const checked = await gate.checkOutput(decision, text);
+          if (checked.output !== null) output = checked.output;
+        }
+        if (typeof output === "string" && decision.notes.length > 0) {
           output = [output, ...decision.notes.map((n) => n.text)].join("\n");
         }
         const summary = typeof output === "string" ? output : JSON.stringify(output) ?? "";

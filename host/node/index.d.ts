@@ -36,6 +36,8 @@ export declare class Pause {
   readonly credential: string | null;
   readonly instructions: string | null;
   readonly url: string | null;
+  /** Whether the store's daemon holds the pause (else this process does, and nobody can answer it). */
+  readonly throughDaemon: boolean;
   /** The sentence to show the person: who asks, why, and how they answer. */
   readonly howToAnswer: string;
 }
@@ -52,6 +54,8 @@ export declare class Decision {
   readonly outputChecked: boolean;
   readonly callId: string;
   readonly raw: { [key: string]: Json };
+  /** The request decided, as toolgate's JSON. */
+  readonly request: { [key: string]: Json };
   readonly allowed: boolean;
   readonly denied: boolean;
   readonly paused: boolean;

@@ -89,7 +89,7 @@ async function native_(call) {
 
 /** A call paused for a person: the handle to wait on and ask again with. */
 export class Pause {
-  constructor(raw, policy) {
+  constructor(raw, policy, throughDaemon = true) {
     this.requestId = raw.request_id;
     this.policy = policy ?? null;
     this.user = raw.user_id;
@@ -103,12 +103,21 @@ export class Pause {
     this.credential = raw.credential ?? null;
     this.instructions = raw.instructions ?? null;
     this.url = raw.url ?? null;
+    /** Whether the store's daemon holds the pause (else this process does, and nobody can answer it). */
+    this.throughDaemon = throughDaemon;
   }
 
   /** The sentence to show the person: who asks, why, and how they answer. */
   get howToAnswer() {
     const asks = this.policy ? `${this.policy} asks` : "toolgate asks";
     const what = this.description ?? this.instructions ?? "a person's answer";
+    if (!this.throughDaemon) {
+      return (
+        `${asks}: ${what}. No toolgate daemon serves this store and this process holds it, ` +
+        `so nobody can answer: serve the store (\`toolgate serve\`, or toolgate in system mode), ` +
+        `open toolgate again, and ask again.`
+      );
+    }
     return (
       `${asks}: ${what}. A person answers on their own terminal with ` +
       `\`toolgate gates resolve --request-id ${this.requestId} --decision approve\` ` +
@@ -120,13 +129,13 @@ export class Pause {
 
 /** What toolgate answered on one call. */
 export class Decision {
-  constructor(raw, request) {
+  constructor(raw, request, throughDaemon = true) {
     /** "allow", "deny" or "pause" */
     this.verdict = raw.verdict;
     this.reason = raw.reason ?? null;
     this.decidedBy = raw.decided_by ?? null;
     this.notes = (raw.notes ?? []).map((n) => ({ policy: n.policy, text: n.text }));
-    this.pause = raw.pause ? new Pause(raw.pause, raw.decided_by) : null;
+    this.pause = raw.pause ? new Pause(raw.pause, raw.decided_by, throughDaemon) : null;
     /** The whole arguments to run the call with, when a policy rewrote them. */
     this.arguments = raw.arguments ?? null;
     this.approvedBy = raw.approved_by ?? null;
@@ -223,7 +232,7 @@ export class Toolgate {
       else if (name in FIELDS) request[FIELDS[name]] = value;
       else throw new RequestError(`decide does not take the option ${JSON.stringify(name)}`, "invalid-request");
     }
-    return new Decision(await this.#request("evaluate", { request }), request);
+    return new Decision(await this.#request("evaluate", { request }), request, this.throughDaemon);
   }
 
   #asRun(decision) {
@@ -234,7 +243,8 @@ export class Toolgate {
 
   /**
    * Report what happened to a decided call: "succeeded", "failed" or
-   * "denied" (it did not run).
+   * "denied" (it did not run; for a paused call, that withdraws its pause:
+   * the prompt closes, and approves nothing).
    */
   async observe(decision, outcome, summary = "") {
     if (!OUTCOMES.includes(outcome)) {

@@ -141,3 +141,15 @@ test("an approval response is not a person's answer, and a refusal ends the call
     }
   }
 });
+
+test("a remembered decision is for its own call only", async (t) => {
+  const gate = await new Setup(t).toolgate();
+  const ran = [];
+  const { tools } = gateTools(gate, agentTools(ran), { session: "ai-4" });
+  const context = { toolCallId: "reused", messages: [], context: undefined };
+  // Allowed for one file ...
+  assert.equal(await tools.Write.needsApproval({ file_path: "notes.txt", content: "x" }, context), false);
+  // ... then run under the same id with other arguments: asked again.
+  await assert.rejects(tools.Write.execute({ file_path: "Cargo.lock", content: "x" }, context), /Lock files are generated/);
+  assert.deepEqual(ran, []);
+});

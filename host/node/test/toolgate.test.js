@@ -43,8 +43,10 @@ test("a pause says who asks and how a person answers", async (t) => {
   assert.equal(decision.pause.policy, "rules");
   assert.equal(decision.pause.kind, "approval");
   assert.match(decision.reason, /git push publishes commits/);
-  assert.ok(decision.pause.howToAnswer.startsWith("rules asks"));
-  assert.ok(decision.pause.howToAnswer.includes(`--request-id ${decision.pause.requestId}`));
+  assert.ok(decision.pause.howToAnswer.startsWith("rules asks: git push publishes commits"));
+  // In this process, with no daemon, nobody can answer: it says so.
+  assert.equal(decision.pause.throughDaemon, false);
+  assert.match(decision.pause.howToAnswer, /No toolgate daemon serves this store/);
 });
 
 test("an approved pause lets the call run once", async (t) => {
@@ -54,6 +56,7 @@ test("an approved pause lets the call run once", async (t) => {
   assert.ok(gate.throughDaemon);
   const paused = await gate.decide("Bash", PUSH, { session: "s1" });
   assert.ok(paused.paused);
+  assert.ok(paused.pause.howToAnswer.includes(`toolgate gates resolve --request-id ${paused.pause.requestId}`));
   assert.equal(await gate.wait(paused.pause, { timeoutMs: 300 }), false, "nobody answered yet");
   setup.personAnswers(paused.pause.requestId);
   assert.ok(await gate.wait(paused.pause, { timeoutMs: 10_000 }));
@@ -143,8 +146,9 @@ test("a secret in an output is redacted", async (t) => {
   const decision = await gate.decide("Read", { file_path: ".env" });
   assert.ok(decision.outputChecked);
   const secret = "AKIA" + "IOSFODNN7EXAMPLE";
-  const checked = await gate.checkOutput(decision, `AWS_ACCESS_KEY_ID=${secret}\n`);
-  assert.ok(!checked.text("").includes(secret));
+  const output = `AWS_ACCESS_KEY_ID=${secret}\n`;
+  const checked = await gate.checkOutput(decision, output);
+  assert.ok(!checked.text(output).includes(secret));
   assert.equal(checked.changes[0].policy, "shadow-sentinel");
 });
 

@@ -103,3 +103,4 @@ def test_resuming_with_a_refusal_ends_the_call(served):
     [message] = tool_messages(state)
     assert message.status == "error" and "A person refused this call" in message.content
     assert RAN == []
+    assert served.toolgate().gates() == [], "the refusal withdrew the pause"

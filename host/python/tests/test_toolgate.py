@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -48,9 +49,10 @@ def test_a_pause_says_who_asks_and_how_a_person_answers(setup):
     pause = decision.pause
     assert pause.kind == "approval" and pause.policy == "rules"
     assert "git push publishes commits" in decision.reason
-    assert pause.request_id in pause.how_to_answer
-    assert "toolgate gates resolve" in pause.how_to_answer
-    assert pause.how_to_answer.startswith("rules asks")
+    assert pause.how_to_answer.startswith("rules asks: git push publishes commits")
+    # In this process, with no daemon, nobody can answer: it says so.
+    assert not pause.through_daemon
+    assert "No toolgate daemon serves this store" in pause.how_to_answer
 
 
 def test_an_approved_pause_lets_the_call_run_once(served):
@@ -59,6 +61,8 @@ def test_an_approved_pause_lets_the_call_run_once(served):
     paused = gate.decide("Bash", PUSH, session="s1")
     assert paused.paused
     assert gate.pending(paused.pause)
+    how = paused.pause.how_to_answer
+    assert f"toolgate gates resolve --request-id {paused.pause.request_id}" in how, how
     # Nobody answered yet: asking again pauses again, it never runs.
     assert gate.wait(paused.pause, timeout=0.3) is False
     served.person_answers(paused.pause.request_id)
@@ -139,8 +143,9 @@ def test_a_secret_in_an_output_is_redacted(setup):
     decision = gate.decide("Read", {"file_path": ".env"})
     assert decision.output_checked
     secret = "AKIA" + "IOSFODNN7EXAMPLE"
-    checked = gate.check_output(decision, f"AWS_ACCESS_KEY_ID={secret}\n")
-    assert secret not in checked.text("")
+    output = f"AWS_ACCESS_KEY_ID={secret}\n"
+    checked = gate.check_output(decision, output)
+    assert secret not in checked.text(output)
     assert checked.changes[0]["policy"] == "shadow-sentinel"
 
 
@@ -154,3 +159,44 @@ def test_the_example_agent_loop_runs(setup):
     assert lines[0].startswith("Read: allowed -> (ran Read"), ran.stdout
     assert lines[1].startswith("Write: denied -> Lock files are generated"), ran.stdout
     assert lines[2].startswith("Bash: paused -> rules asks: git push publishes commits"), ran.stdout
+
+
+def test_an_agent_at_a_persons_terminal_cannot_approve_its_own_pause(served):
+    # The agent runtime runs in a person's terminal (`script` gives it one)
+    # and asks toolgate; then, from that same terminal session, it runs the
+    # command its pause names, as a person would.
+    agent = (
+        "import subprocess, sys, toolgate\n"
+        "gate = toolgate.Toolgate(sys.argv[1], store=sys.argv[2])\n"
+        "pause = gate.decide('Bash', {'command': 'git push origin main'}, session='tty').pause\n"
+        "done = subprocess.run([sys.argv[3], '--config', sys.argv[1], '--store', sys.argv[2],\n"
+        "    'gates', 'resolve', '--request-id', pause.request_id, '--decision', 'approve',\n"
+        "    '--yes'], capture_output=True, text=True)\n"
+        "print('resolve exit', done.returncode, done.stderr)\n"
+    )
+    script = Path(served.dir) / "agent.py"
+    script.write_text(agent)
+    command = " ".join(
+        shlex.quote(str(part))
+        for part in [sys.executable, script, served.config, served.store, served.binary]
+    )
+    ran = subprocess.run(["script", "-qec", command, "/dev/null"], capture_output=True,
+                         text=True, timeout=120)
+    assert "resolve exit 1" in ran.stdout, ran.stdout + ran.stderr
+    assert "this terminal session is an agent's" in ran.stdout, ran.stdout
+    gate = served.toolgate()
+    assert gate.decide("Bash", PUSH, session="tty").paused, "still waiting for a person"
+
+
+def test_reporting_a_paused_call_as_not_run_withdraws_its_pause(served):
+    gate = served.toolgate()
+    paused = gate.decide("Bash", PUSH, session="withdrawn")
+    assert gate.pending(paused.pause)
+    # The person refused it in the runtime's own prompt: the runtime says so.
+    gate.observe(paused, "denied")
+    assert not gate.pending(paused.pause)
+    late = served.command("gates", "resolve", "--request-id", paused.pause.request_id,
+                          "--decision", "approve", "--channel", "ci", "--token-file",
+                          str(served.token))
+    assert late.returncode != 0, "a withdrawn pause cannot be approved"
+    assert gate.decide("Bash", PUSH, session="withdrawn").paused, "asked anew"

@@ -28,11 +28,11 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::decision::{Decision, Verdict};
+use crate::decision::{Decision, Outcome, Verdict};
 use crate::gates::{GateKey, GateResolution};
 use crate::metrics::Metrics;
 use crate::notify::Notifier;
-use crate::{Config, Toolgate};
+use crate::{Config, ToolRequest, Toolgate};
 use crate::{Error, Result};
 
 pub use peer::Peer;
@@ -182,10 +182,7 @@ impl Daemon {
                 request,
                 outcome,
                 summary,
-            } => {
-                host.observe(&request, outcome, &summary);
-                Value::Null
-            }
+            } => self.observed(&request, outcome, &summary)?,
             DaemonRequest::CheckOutput {
                 request,
                 outcome,
@@ -237,6 +234,18 @@ impl Daemon {
             host.persist();
         }
         Ok(value)
+    }
+
+    /// A runtime's report of what happened to a call.
+    fn observed(&self, request: &ToolRequest, outcome: Outcome, summary: &str) -> Result<Value> {
+        if outcome == Outcome::Denied {
+            // A paused call that did not run (the person refused it in the
+            // runtime's own prompt, or the agent gave up) withdraws its
+            // pause: closing a prompt approves nothing.
+            self.host.close_answered_gate(request)?;
+        }
+        self.host.observe(request, outcome, summary);
+        Ok(Value::Null)
     }
 
     /// A runtime's hook event, answered as the runtime reads answers; one
@@ -380,7 +389,14 @@ impl Daemon {
         let approvals = || self.host.config().approvals;
         let terminals = self.host.agent_terminals();
         match request {
-            DaemonRequest::Hook { .. } => {
+            // Whoever asks for decisions is an agent's runtime: a hook, the
+            // MCP gateway, or a process embedding toolgate (the Python and
+            // Node packages). Its terminal session can never approve.
+            DaemonRequest::Hook { .. }
+            | DaemonRequest::Evaluate { .. }
+            | DaemonRequest::Observe { .. }
+            | DaemonRequest::CheckOutput { .. }
+            | DaemonRequest::VisibleTools { .. } => {
                 if let Some(peer) = &peer {
                     self.remember_agent_terminal(peer)?;
                 }

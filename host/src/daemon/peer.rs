@@ -170,7 +170,8 @@ pub fn authorize_person(
     }
     if terminals.is_agent_terminal(&peer.terminal_keys())? {
         return refuse(
-            "this terminal session is an agent's (its hooks came from it); approve from a terminal \
+            "this terminal session is an agent's (it asked toolgate for decisions: a hook, the MCP \
+             gateway or a runtime embedding toolgate); approve from a terminal \
              of your own",
         );
     }

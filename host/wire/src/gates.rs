@@ -102,11 +102,12 @@ pub struct PendingGate {
 
 impl PendingGate {
     /// Whether `other` pauses the very call this gate does, for the same
-    /// reason: the same session and call (its fingerprint, and the
+    /// reason: the same session, channel and call (its fingerprint, and the
     /// arguments it would run with), the same build of the same policy,
     /// asking the same.
     pub fn asks_the_same_as(&self, other: &PendingGate) -> bool {
         self.session_id == other.session_id
+            && self.source_channel == other.source_channel
             && self.fingerprint == other.fingerprint
             && self.policy == other.policy
             && self.policy_sha256 == other.policy_sha256

@@ -102,11 +102,20 @@ class Pause:
     credential: Optional[str] = None
     instructions: Optional[str] = None
     url: Optional[str] = None
+    #: Whether the store's daemon holds the pause (else this process does,
+    #: and nobody can answer it until a daemon serves the store).
+    through_daemon: bool = True
 
     @property
     def how_to_answer(self) -> str:
         asks = f"{self.policy} asks" if self.policy else "toolgate asks"
         what = self.description or self.instructions or "a person's answer"
+        if not self.through_daemon:
+            return (
+                f"{asks}: {what}. No toolgate daemon serves this store and this process "
+                f"holds it, so nobody can answer: serve the store (`toolgate serve`, or "
+                f"toolgate in system mode), open toolgate again, and ask again."
+            )
         return (
             f"{asks}: {what}. A person answers on their own terminal with "
             f"`toolgate gates resolve --request-id {self.request_id} --decision approve` "
@@ -165,14 +174,15 @@ class Decision:
         return "\n".join(parts)
 
     @classmethod
-    def _of(cls, raw: Dict[str, Any], request: Dict[str, Any]) -> "Decision":
+    def _of(cls, raw: Dict[str, Any], request: Dict[str, Any],
+            through_daemon: bool) -> "Decision":
         pause = raw.get("pause")
         return cls(
             verdict=Verdict(raw["verdict"]),
             reason=raw.get("reason"),
             decided_by=raw.get("decided_by"),
             notes=[Note(n["policy"], n["text"]) for n in raw.get("notes", [])],
-            pause=None if pause is None else _pause(pause, raw.get("decided_by")),
+            pause=None if pause is None else _pause(pause, raw.get("decided_by"), through_daemon),
             arguments=raw.get("arguments"),
             approved_by=raw.get("approved_by"),
             output_checked=bool(raw.get("output_checked", False)),
@@ -182,7 +192,7 @@ class Decision:
         )
 
 
-def _pause(raw: Dict[str, Any], policy: Optional[str]) -> Pause:
+def _pause(raw: Dict[str, Any], policy: Optional[str], through_daemon: bool) -> Pause:
     return Pause(
         request_id=raw["request_id"],
         policy=policy,
@@ -196,6 +206,7 @@ def _pause(raw: Dict[str, Any], policy: Optional[str]) -> Pause:
         credential=raw.get("credential"),
         instructions=raw.get("instructions"),
         url=raw.get("url"),
+        through_daemon=through_daemon,
     )
 
 
@@ -275,12 +286,15 @@ class Toolgate:
             "origin": None if mcp_server is None else {"mcp": mcp_server},
         }
         request.update({k: v for k, v in optional.items() if v is not None})
-        return Decision._of(self._request("evaluate", request=request), request)
+        return Decision._of(self._request("evaluate", request=request), request,
+                            self.through_daemon)
 
     def observe(self, decision: Decision, outcome: str, summary: str = "") -> None:
         """Report what happened to a decided call: ``"succeeded"``,
         ``"failed"`` or ``"denied"`` (it did not run). Policies that count
-        or learn hear of it; a pause's gate for it is closed."""
+        or learn hear of it; ``"denied"`` for a paused call withdraws its
+        pause (the person refused it in your own prompt, or the agent gave
+        up): the prompt closes, and approves nothing."""
         if outcome not in _OUTCOMES:
             raise ValueError(f"outcome must be one of {', '.join(_OUTCOMES)}, not {outcome!r}")
         request = dict(decision.request, call_id=decision.call_id)

@@ -96,9 +96,15 @@ def guard(gate: Toolgate, *, user: Optional[str] = None, mode: str = "interactiv
         except Exception:
             gate.observe(decision, "failed")
             raise
-        failed = isinstance(result, ToolMessage) and result.status == "error"
-        if isinstance(result, ToolMessage):
-            result = _checked(gate, decision, result)
+        if not isinstance(result, ToolMessage):
+            gate.observe(decision, "succeeded")
+            if decision.output_checked:
+                # A Command carries no output toolgate can check: withhold it.
+                return _refusal(call, "toolgate checks this tool's output, and a tool that "
+                                      "returns a Command has none it can check")
+            return result
+        failed = result.status == "error"
+        result = _checked(gate, decision, result)
         gate.observe(decision, "failed" if failed else "succeeded",
                      summary=str(getattr(result, "content", ""))[:200])
         return result

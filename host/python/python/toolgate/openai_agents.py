@@ -25,6 +25,7 @@ guardrails::
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import OrderedDict
 from typing import Any, Dict, List, Optional, Sequence
@@ -59,20 +60,25 @@ def pause_for(call_id: str) -> Optional[Pause]:
 
 def guard(gate: Toolgate, tools: Sequence[FunctionTool], *, session: str = "default",
           user: Optional[str] = None, mode: str = "interactive") -> List[FunctionTool]:
-    """``tools``, each call asked of ``gate`` first (see the module's doc).
-    The tools are changed in place and returned."""
+    """Copies of ``tools``, each call asked of ``gate`` first (see the
+    module's doc); the tools themselves are left as they were."""
 
-    def decide(name: str, arguments: Any) -> Decision:
+    def decide(name: str, arguments: Any, known: Optional[Decision] = None) -> Decision:
+        """``known`` if it decided this very call (and did not pause), else
+        toolgate's answer now."""
         if isinstance(arguments, str):
             arguments = json.loads(arguments or "{}")
-        return gate.decide(name, arguments or {}, session=session, user=user, mode=mode)
+        arguments = arguments or {}
+        asked = None if known is None else known.request
+        if asked and not known.paused and (asked["tool"], asked["arguments"], asked["session_id"]) \
+                == (name, arguments, session):
+            return known
+        return gate.decide(name, arguments, session=session, user=user, mode=mode)
 
-    for tool in tools:
-        _guard_one(tool, decide, gate)
-    return list(tools)
+    return [_guard_one(tool, decide, gate) for tool in tools]
 
 
-def _guard_one(tool: FunctionTool, decide, gate: Toolgate) -> None:
+def _guard_one(tool: FunctionTool, decide, gate: Toolgate) -> FunctionTool:
     own_approval = tool.needs_approval
 
     async def needs_approval(context: Any, parameters: Dict[str, Any], call_id: str) -> bool:
@@ -90,12 +96,11 @@ def _guard_one(tool: FunctionTool, decide, gate: Toolgate) -> None:
     @tool_input_guardrail(name=f"toolgate:{tool.name}")
     def ask_toolgate(data: Any) -> ToolGuardrailFunctionOutput:
         call_id = data.context.tool_call_id
-        decision = _DECIDED.get(call_id)
-        # After an approval, or without a remembered decision: only toolgate
-        # knows whether a person approved.
-        if decision is None or decision.paused:
-            decision = decide(tool.name, data.context.tool_arguments)
-            _DECIDED[call_id] = decision
+        # After an approval, without a remembered decision, or for another
+        # call under the same id: ask again (only toolgate knows whether a
+        # person approved, and what).
+        decision = decide(tool.name, data.context.tool_arguments, _DECIDED.get(call_id))
+        _DECIDED[call_id] = decision
         if not decision.allowed:
             _DECIDED.pop(call_id, None)
             return ToolGuardrailFunctionOutput.reject_content(decision.message(), decision.raw)
@@ -112,7 +117,11 @@ def _guard_one(tool: FunctionTool, decide, gate: Toolgate) -> None:
     def check_output(data: Any) -> ToolGuardrailFunctionOutput:
         decision = _DECIDED.pop(data.context.tool_call_id, None)
         if decision is None:
-            return ToolGuardrailFunctionOutput.allow()
+            # The input guardrail always leaves one: without it, nothing
+            # says what the model may read.
+            return ToolGuardrailFunctionOutput.reject_content(
+                "toolgate has no decision for this call, so its output is withheld"
+            )
         output = data.output if isinstance(data.output, str) else json.dumps(data.output, default=str)
         gate.observe(decision, "succeeded", summary=output[:200])
         shown = gate.check_output(decision, output).text(output) if decision.output_checked else output
@@ -121,6 +130,9 @@ def _guard_one(tool: FunctionTool, decide, gate: Toolgate) -> None:
             return ToolGuardrailFunctionOutput.allow()
         return ToolGuardrailFunctionOutput.reject_content("\n".join([shown, *notes]))
 
-    tool.needs_approval = needs_approval
-    tool.tool_input_guardrails = [ask_toolgate, *(tool.tool_input_guardrails or [])]
-    tool.tool_output_guardrails = [check_output, *(tool.tool_output_guardrails or [])]
+    return dataclasses.replace(
+        tool,
+        needs_approval=needs_approval,
+        tool_input_guardrails=[ask_toolgate, *(tool.tool_input_guardrails or [])],
+        tool_output_guardrails=[check_output, *(tool.tool_output_guardrails or [])],
+    )
