@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use common::embed::{BIN, ROOT, library, suite_passed};
+use common::embed::{BIN, POLICIES, ROOT, library, suite_passed};
 
 /// What the package is made of (`files` in its package.json), and its tests.
 const FILES: &[&str] = &[
@@ -92,6 +92,7 @@ fn node_test(file: &str, tests: usize) {
         .args(["--test", &format!("test/{file}")])
         .current_dir(dir)
         .env("TOOLGATE_BIN", BIN)
+        .env("TOOLGATE_TEST_POLICIES", POLICIES)
         .env("TOOLGATE_EXAMPLE", dir.join("examples/agent_loop.mjs"))
         .output()
         .unwrap_or_else(|err| panic!("cannot run node: {err}"));

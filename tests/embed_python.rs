@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use common::embed::{BIN, ROOT, run, suite_passed};
+use common::embed::{BIN, POLICIES, ROOT, run, suite_passed};
 
 /// The virtualenv's `python`, with the package built from this tree
 /// installed in it, once per run.
@@ -66,6 +66,7 @@ fn pytest(file: &str, tests: usize) {
         .arg(scratch.path().join("pytest"))
         .arg(Path::new(ROOT).join("host/python/tests").join(file))
         .env("TOOLGATE_BIN", BIN)
+        .env("TOOLGATE_TEST_POLICIES", POLICIES)
         .output()
         .unwrap();
     // pytest's summary names skipped tests when there are any.

@@ -9,7 +9,6 @@ mod common;
 use common::{call, host, scripted};
 use serde_json::json;
 use toolgate::decision::Outcome;
-use toolgate::output::ToolDescriptor;
 
 fn closed(name: &str, priority: i32, script: &str) -> String {
     scripted(name, priority, script).replace(
@@ -114,15 +113,7 @@ fn an_output_past_the_cap_reaches_the_model_only_as_far_as_it_was_checked() {
 
 #[test]
 fn a_tool_is_offered_only_if_every_filtering_policy_says_yes() {
-    let tools: Vec<ToolDescriptor> = ["get-env", "echo", "add"]
-        .iter()
-        .map(|name| ToolDescriptor {
-            name: name.to_string(),
-            origin: toolgate::request::Origin::Mcp("everything".into()),
-            description: String::new(),
-            input_schema: json!({"type": "object"}),
-        })
-        .collect();
+    let tools = common::mcp_tools(&["get-env", "echo", "add"]);
     let caller = call("tools/list", json!({}));
     let host = host(&format!(
         "{}{}",

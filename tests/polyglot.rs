@@ -16,7 +16,6 @@ use common::polyglot::{self, Language};
 use common::{TestHost, approve, call, host};
 use serde_json::json;
 use toolgate::decision::{Outcome, PolicyVerdict};
-use toolgate::output::ToolDescriptor;
 use toolgate::{Decision, ToolRequest, Verdict};
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
@@ -322,15 +321,7 @@ fn rewrites_outputs_and_visibility(language: Language) {
     assert_eq!(plain.output, None, "{plain:?}");
 
     // The visibility phase: one answer per tool.
-    let tools: Vec<ToolDescriptor> = ["echo", "internal-debug", "add"]
-        .iter()
-        .map(|name| ToolDescriptor {
-            name: name.to_string(),
-            origin: toolgate::request::Origin::Mcp("everything".into()),
-            description: String::new(),
-            input_schema: json!({"type": "object"}),
-        })
-        .collect();
+    let tools = common::mcp_tools(&["echo", "internal-debug", "add"]);
     assert_eq!(
         host.visible_tools(&call("tools/list", json!({})), &tools),
         [true, false, true]

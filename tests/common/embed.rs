@@ -10,6 +10,9 @@ use std::process::{Command, Output};
 /// person's `toolgate gates resolve`), in `TOOLGATE_BIN`.
 pub const BIN: &str = env!("CARGO_BIN_EXE_toolgate");
 
+/// The policies the packages' suites run against.
+pub const POLICIES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/embed/policies.toml");
+
 /// The repository.
 pub const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 

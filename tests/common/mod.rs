@@ -38,6 +38,20 @@ pub fn guest(package: &str) -> PathBuf {
     Path::new(env!("TOOLGATE_GUEST_DIR")).join(format!("{}.wasm", package.replace('-', "_")))
 }
 
+/// Tools of the `everything` MCP server named `names`, as `tools/list`
+/// offers them, for the visibility phase.
+pub fn mcp_tools(names: &[&str]) -> Vec<toolgate::output::ToolDescriptor> {
+    names
+        .iter()
+        .map(|name| toolgate::output::ToolDescriptor {
+            name: name.to_string(),
+            origin: toolgate::request::Origin::Mcp("everything".into()),
+            description: String::new(),
+            input_schema: serde_json::json!({"type": "object"}),
+        })
+        .collect()
+}
+
 /// The build's `target/` directory (the guests are in
 /// `target/guests/wasm32-wasip2/release`): where the tests keep what they
 /// install and build.

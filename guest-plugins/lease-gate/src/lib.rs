@@ -134,6 +134,22 @@ impl LeaseGate {
         state::delete(&reserved)
     }
 
+    /// The lease a new thread of `kind` starts with when `auto_plan` is
+    /// on: the catalogue's plan for that kind, unlimited.
+    fn planned_lease(&self, thread: &str, kind: &str) -> Lease {
+        Lease {
+            id: PLANNED_LEASE.into(),
+            thread: thread.to_string(),
+            capability: self.config.capability.clone(),
+            actions: leases::plan(kind, &self.catalogue),
+            granted_at_ms: host::now_ms(),
+            expires_at_ms: None,
+            max_uses: None,
+            revoked: None,
+            parent: None,
+        }
+    }
+
     /// `thread`'s leases for the `visibility` phase, which writes nothing:
     /// for a thread never seen, the lease its kind would be planned, in
     /// memory only.
@@ -141,17 +157,7 @@ impl LeaseGate {
         let mut leases = self.leases_of(thread)?;
         let planned = leases.iter().any(|lease| lease.id == PLANNED_LEASE);
         if self.config.auto_plan && !planned && state::get(&key(&["planned", thread]))?.is_none() {
-            leases.push(Lease {
-                id: PLANNED_LEASE.into(),
-                thread: thread.to_string(),
-                capability: self.config.capability.clone(),
-                actions: leases::plan(kind, &self.catalogue),
-                granted_at_ms: host::now_ms(),
-                expires_at_ms: None,
-                max_uses: None,
-                revoked: None,
-                parent: None,
-            });
+            leases.push(self.planned_lease(thread, kind));
         }
         Ok(leases)
     }
@@ -242,17 +248,7 @@ impl LeaseGate {
         // so of several concurrent first calls none finds the thread bare.
         let planned = key(&["lease", thread, PLANNED_LEASE]);
         if state::get(&planned)?.is_none() {
-            let lease = Lease {
-                id: PLANNED_LEASE.into(),
-                thread: thread.to_string(),
-                capability: self.config.capability.clone(),
-                actions: leases::plan(kind, &self.catalogue),
-                granted_at_ms: host::now_ms(),
-                expires_at_ms: None,
-                max_uses: None,
-                revoked: None,
-                parent: None,
-            };
+            let lease = self.planned_lease(thread, kind);
             state::set_json(&planned, &lease)?;
         }
         state::try_increment(&marker, 1)?;

@@ -1,11 +1,12 @@
 // What the package's tests share: the real `toolgate` binary (the driver,
 // tests/embed_node.rs, names it in TOOLGATE_BIN), a config over the real
-// bundled policies (rules, shadow-sentinel), a store per test, and the
+// bundled policies (tests/embed/policies.toml, in TOOLGATE_TEST_POLICIES), a
+// store per test, and the
 // store's daemon when a test needs a person to answer.
 
 import { spawn, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -14,47 +15,21 @@ import { Toolgate, ToolgateError } from "../index.js";
 
 const TOKEN = "node-tests-channel-token";
 
-/** The operator's rules over the bundled policies (as the Python tests'). */
-export const CONFIG = `
-[plugins.rules]
-path = "bundled:rules"
-priority = 1
 
-[[plugins.rules.config.rule]]
-name = "lock-files"
-tool = ["Write", "Edit"]
-args.file_path = "*.lock"
-action = "deny"
-reason = "Lock files are generated: run the package manager instead."
-
-[[plugins.rules.config.rule]]
-name = "ask-before-push"
-tool = "Bash"
-args.command = { regex = '^\\s*git\\s+push\\b' }
-action = "ask"
-reason = "git push publishes commits."
-
-[[plugins.rules.config.rule]]
-name = "cite-fetches"
-tool = "WebFetch"
-action = "note"
-note = "Cite the pages you fetch."
-
-[plugins.shadow-sentinel]
-path = "bundled:shadow-sentinel"
-priority = 10
-`;
-
-export function binary() {
-  const path = process.env.TOOLGATE_BIN;
+/** The file the driver (tests/embed_node.rs) names in `variable`. */
+function named(variable) {
+  const path = process.env[variable];
   if (!path || !existsSync(path)) {
-    throw new Error(
-      "TOOLGATE_BIN must name the toolgate binary: `cargo build -p toolgate`, then run these " +
-        "tests with `cargo test --test embed_node`",
-    );
+    throw new Error(`${variable} must name a file: run these tests with \`cargo test --test embed_node\``);
   }
   return path;
 }
+
+/** The real `toolgate` binary. */
+export const binary = () => named("TOOLGATE_BIN");
+
+/** The operator's rules over the bundled policies (tests/embed/policies.toml). */
+const policies = () => readFileSync(named("TOOLGATE_TEST_POLICIES"), "utf8");
 
 /** The native addon itself, under the package's typed layer. */
 export function addon() {
@@ -75,7 +50,7 @@ export class Setup {
     this.socket = join(this.dir, "toolgate.sock");
     writeFileSync(
       this.config,
-      `${CONFIG}\n[daemon]\nsocket = "${this.socket}"\n\n[approvals.tokens]\nci = "${digest}"\n`,
+      `${policies()}\n[daemon]\nsocket = "${this.socket}"\n\n[approvals.tokens]\nci = "${digest}"\n`,
     );
     this.token = join(this.dir, "ci.token");
     writeFileSync(this.token, `${TOKEN}\n`);

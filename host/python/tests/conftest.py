@@ -1,6 +1,7 @@
 """Fixtures for the package's tests: the real `toolgate` binary (the
 driver, tests/embed_python.rs, names it in TOOLGATE_BIN), a config over the
-real bundled policies (rules, shadow-sentinel), a store per test, and the
+real bundled policies (tests/embed/policies.toml, in TOOLGATE_TEST_POLICIES),
+a store per test, and the
 store's daemon when a test needs a person to answer."""
 
 from __future__ import annotations
@@ -17,59 +18,37 @@ import toolgate
 
 TOKEN = "python-tests-channel-token"
 
-#: The operator's rules over the bundled policies: refuse lock-file writes,
-#: ask before `git push`, a note on web fetches; shadow-sentinel checks
-#: what tools print.
-CONFIG = """
-[plugins.rules]
-path = "bundled:rules"
-priority = 1
-
-[[plugins.rules.config.rule]]
-name = "lock-files"
-tool = ["Write", "Edit"]
-args.file_path = "*.lock"
-action = "deny"
-reason = "Lock files are generated: run the package manager instead."
-
-[[plugins.rules.config.rule]]
-name = "ask-before-push"
-tool = "Bash"
-args.command = { regex = '^\\s*git\\s+push\\b' }
-action = "ask"
-reason = "git push publishes commits."
-
-[[plugins.rules.config.rule]]
-name = "cite-fetches"
-tool = "WebFetch"
-action = "note"
-note = "Cite the pages you fetch."
-
-[plugins.shadow-sentinel]
-path = "bundled:shadow-sentinel"
-priority = 10
-"""
+def _named(variable: str) -> Path:
+    """The file the driver names in `variable`."""
+    path = os.environ.get(variable)
+    if not path or not Path(path).exists():
+        pytest.fail(f"{variable} must name a file (tests/embed_python.rs sets it): run "
+                    "these tests with `cargo test --test embed_python`")
+    return Path(path)
 
 
 @pytest.fixture(scope="session")
 def toolgate_bin() -> str:
-    path = os.environ.get("TOOLGATE_BIN")
-    if not path or not Path(path).exists():
-        pytest.fail("TOOLGATE_BIN must name the toolgate binary: `cargo build -p toolgate`, "
-                    "then run these tests with `cargo test --test embed_python`")
-    return path
+    return str(_named("TOOLGATE_BIN"))
+
+
+@pytest.fixture(scope="session")
+def policies() -> str:
+    """The operator's rules over the bundled policies (tests/embed/policies.toml)."""
+    return _named("TOOLGATE_TEST_POLICIES").read_text()
 
 
 @pytest.fixture
-def setup(tmp_path: Path, toolgate_bin: str) -> "Setup":
-    return Setup(tmp_path, toolgate_bin)
+def setup(tmp_path: Path, toolgate_bin: str, policies: str) -> "Setup":
+    return Setup(tmp_path, toolgate_bin, policies)
 
 
 class Setup:
-    """A config (CONFIG, plus a channel adapter's token for the
-    tests' person), a store, and the commands a person would run."""
+    """A config (`policies`, plus a socket of its own and a channel
+    adapter's token for the tests' person), a store, and the commands a
+    person would run."""
 
-    def __init__(self, dir: Path, binary: str) -> None:
+    def __init__(self, dir: Path, binary: str, policies: str) -> None:
         self.dir = dir
         self.binary = binary
         self.store = dir / "toolgate.redb"
@@ -79,7 +58,7 @@ class Setup:
         # the store in this process instead (it would hold it from the daemon).
         self.socket = dir / "toolgate.sock"
         self.config.write_text(
-            CONFIG + f"\n[daemon]\nsocket = \"{self.socket}\"\n\n[approvals.tokens]\nci = \"{digest}\"\n"
+            policies + f"\n[daemon]\nsocket = \"{self.socket}\"\n\n[approvals.tokens]\nci = \"{digest}\"\n"
         )
         self.token = dir / "ci.token"
         self.token.write_text(TOKEN + "\n")
@@ -125,6 +104,9 @@ class Setup:
 
 @pytest.fixture
 def served(setup: Setup):
-    setup.serve()
-    yield setup
-    setup.stop()
+    # Stopped however the test ends, even when the daemon never answered.
+    try:
+        setup.serve()
+        yield setup
+    finally:
+        setup.stop()

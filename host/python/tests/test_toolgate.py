@@ -1,4 +1,4 @@
-"""The package against the real bundled policies (conftest.CONFIG)."""
+"""The package against the real bundled policies (tests/embed/policies.toml)."""
 
 from __future__ import annotations
 
