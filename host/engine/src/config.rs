@@ -308,6 +308,13 @@ pub struct LogConfig {
     pub max_entries: u64,
     /// Drop entries older than this.
     pub max_age_secs: u64,
+    /// Whether an answer waits for its own log entry to reach the disk.
+    /// Off (the default), what the answer depends on — policy state such
+    /// as a consumed lease use, a pause, a resolution — is durable before
+    /// the answer, and the entry within 100 ms (one commit for many
+    /// answers); on, every answer also waits for a commit of its entry,
+    /// for an audit trail that loses no acknowledged decision to a crash.
+    pub durable_before_answer: bool,
 }
 
 impl Default for LogConfig {
@@ -317,6 +324,7 @@ impl Default for LogConfig {
             arguments: ArgumentsView::Digest,
             max_entries: 100_000,
             max_age_secs: 30 * 24 * 3600,
+            durable_before_answer: false,
         }
     }
 }

@@ -176,9 +176,18 @@ impl Toolgate {
     }
 
     /// Wait until everything decided, resolved or recorded so far is
-    /// durable: the daemon acknowledges only what is on disk.
+    /// durable.
     pub fn persist(&self) {
         self.store.persist();
+    }
+
+    /// Wait until what an answer depends on is durable (policy state,
+    /// turns, gates, resolutions), not the decision log and events, which
+    /// follow within 100 ms unless `[log] durable_before_answer`: the
+    /// daemon answers a decision only after this, so a daemon killed with
+    /// SIGKILL loses no lease use, budget or pause it acknowledged.
+    pub fn settle(&self) {
+        self.store.settle();
     }
 
     /// The current turn of `session` (0 before its first).
@@ -192,12 +201,17 @@ impl Toolgate {
     }
 
     /// The newest `limit` decisions matching `filter`, oldest first.
+    /// Every decision answered so far is in it: entries still queued for
+    /// the store's writer are written first.
     pub fn decision_log(&self, filter: &LogFilter, limit: usize) -> Result<Vec<(u64, LogEntry)>> {
+        self.store.persist();
         self.store.decision_log(filter, limit)
     }
 
-    /// The newest `limit` policy events across all policies, oldest first.
+    /// The newest `limit` policy events across all policies, oldest first,
+    /// queued ones included.
     pub fn recent_events(&self, limit: usize) -> Result<Vec<(u64, StoredEvent)>> {
+        self.store.persist();
         self.store.recent_events(limit)
     }
 

@@ -236,6 +236,17 @@ pub trait Maintenance {
     /// Wait until everything written or queued so far is committed and
     /// durable.
     fn persist(&self);
+    /// Wait until what an answer depends on is durable: policy state (a
+    /// consumed lease use, a budget), turns, gates and resolutions, and the
+    /// answer's own log entry when `[log] durable_before_answer` says so.
+    /// Events and log entries otherwise follow within 100 ms. A backend
+    /// whose state writes are durable when they return only has the log
+    /// to wait for.
+    fn settle(&self) {
+        if self.log_config().durable_before_answer {
+            self.persist();
+        }
+    }
     /// Drain queues and stop background work; called on drop too.
     fn shutdown(&self);
     /// Sizes per table and per policy.
@@ -410,8 +421,17 @@ impl Settings {
 /// Those bytes are bounded: past [`LogBuffer::DRAIN_AT`] the writer is
 /// asked to drain now, and past [`LogBuffer::MAX_UNHASHED`] a decision
 /// hashes its own arguments, so large arguments cannot pile up in memory.
+///
+/// So are the entries: at half of [`EVENT_QUEUE_CAPACITY`] the writer is
+/// asked to drain now, and at all of it a decision waits for room (the
+/// writer's pace is the decisions' pace), so no entry is dropped while the
+/// writer lives.
 #[derive(Debug, Default)]
-pub(crate) struct LogBuffer(std::sync::Mutex<Waiting>);
+pub(crate) struct LogBuffer {
+    waiting: std::sync::Mutex<Waiting>,
+    /// Signalled when the writer takes the entries.
+    room: std::sync::Condvar,
+}
 
 #[derive(Debug, Default)]
 struct Waiting {
@@ -428,9 +448,14 @@ impl LogBuffer {
     /// Unhashed argument bytes past which a decision hashes its own.
     pub(crate) const MAX_UNHASHED: usize = 8 << 20;
 
-    /// Queue an entry: counted in `dropped` (and warned of) when
-    /// [`EVENT_QUEUE_CAPACITY`] entries are already waiting; `wake` is
-    /// called when the writer should drain before its next tick.
+    /// How long a decision waits for room before its entry is dropped
+    /// (counted in `dropped`, and warned of): only a writer that is stuck
+    /// or gone takes that long.
+    const WAIT_FOR_ROOM: std::time::Duration = std::time::Duration::from_secs(2);
+
+    /// Queue an entry, waiting while [`EVENT_QUEUE_CAPACITY`] entries are
+    /// already waiting; `wake` is called when the writer should drain
+    /// before its next tick.
     pub(crate) fn queue(
         &self,
         mut entry: PendingLogEntry,
@@ -443,14 +468,24 @@ impl LogBuffer {
         }
         let mut waiting = self.lock();
         if waiting.entries.len() >= EVENT_QUEUE_CAPACITY {
-            drop(waiting);
-            dropped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            tracing::warn!("decision log entry dropped: the log queue is full");
-            return;
+            let full = |w: &mut Waiting| w.entries.len() >= EVENT_QUEUE_CAPACITY;
+            let (still, timeout) = self
+                .room
+                .wait_timeout_while(waiting, Self::WAIT_FOR_ROOM, full)
+                .unwrap_or_else(|p| p.into_inner());
+            waiting = still;
+            if timeout.timed_out() && full(&mut waiting) {
+                drop(waiting);
+                dropped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                tracing::warn!("decision log entry dropped: the log queue is full");
+                return;
+            }
         }
         waiting.unhashed += entry.unhashed_len();
         waiting.entries.push(entry);
-        let ask = waiting.unhashed >= Self::DRAIN_AT && !waiting.drain_asked;
+        let ask = (waiting.unhashed >= Self::DRAIN_AT
+            || waiting.entries.len() >= EVENT_QUEUE_CAPACITY / 2)
+            && !waiting.drain_asked;
         waiting.drain_asked |= ask;
         drop(waiting);
         if ask {
@@ -471,11 +506,12 @@ impl LogBuffer {
             waiting.unhashed = 0;
             waiting.drain_asked = false;
         }
+        self.room.notify_all();
         scratch.drain(..).map(PendingLogEntry::into_entry).collect()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Waiting> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        self.waiting.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -650,6 +686,31 @@ mod tests {
         let decision = Decision::refused_by_host(&request, "test".into());
         let entry = PendingLogEntry::new(&request, text, &decision, ArgumentsView::Digest);
         (entry, digest)
+    }
+
+    #[test]
+    fn a_full_log_queue_makes_the_decision_wait_for_the_writer_not_drop_its_entry() {
+        let buffer = LogBuffer::default();
+        let dropped = AtomicU64::new(0);
+        let wakes = AtomicU64::new(0);
+        let wake = || {
+            wakes.fetch_add(1, Ordering::Relaxed);
+        };
+        for n in 0..EVENT_QUEUE_CAPACITY {
+            buffer.queue(entry(n, 1).0, &dropped, wake);
+        }
+        assert_eq!(wakes.load(Ordering::Relaxed), 1, "asked to drain at half");
+        let taken = std::thread::scope(|scope| {
+            scope.spawn(|| buffer.queue(entry(0, 1).0, &dropped, || {}));
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            buffer.take(&mut Vec::new()).len() // the writer's pass
+        });
+        assert_eq!(
+            taken, EVENT_QUEUE_CAPACITY,
+            "the late entry waited for the writer"
+        );
+        assert_eq!(buffer.lock().entries.len(), 1, "and then joined the queue");
+        assert_eq!(dropped.load(Ordering::Relaxed), 0);
     }
 
     #[test]

@@ -4,9 +4,11 @@
 //! Event appends go through a bounded queue, decision-log entries through a
 //! buffer (see `LogBuffer`), to one writer thread that commits in batches, so
 //! recording never blocks a decision; dropping the store drains both first,
-//! so nothing queued is lost on a clean shutdown. Policy state and turn counters commit without an fsync and the
-//! writer makes them durable within [`DURABLE_WITHIN`]; gates, resolutions
-//! and the decision log's flush commit durably.
+//! so nothing queued is lost on a clean shutdown. Policy state and turn
+//! counters commit without an fsync and the writer makes them durable within
+//! [`DURABLE_WITHIN`], or at once when an answer depends on them
+//! ([`Maintenance::settle`]); gates, resolutions and agent terminals commit
+//! durably.
 
 mod decisions;
 mod gates;
@@ -75,8 +77,8 @@ pub struct RedbStore {
     settings: Settings,
     /// Decision-log entries for the writer (see [`LogBuffer`]).
     log_buffer: Arc<LogBuffer>,
-    /// Set when a non-durable commit happened; the writer makes it durable.
-    dirty: Arc<std::sync::atomic::AtomicBool>,
+    /// What is committed but not yet durable (see [`Unsynced`]).
+    unsynced: Arc<Unsynced>,
     /// Whether the file may hold a resolution: false only while it holds
     /// none and this process has recorded none. The file is this process's
     /// alone (redb locks it), so while false a decision neither reads its
@@ -161,8 +163,8 @@ impl RedbStore {
         let writer_settings = settings.clone();
         let log_buffer = Arc::new(LogBuffer::default());
         let writer_log = Arc::clone(&log_buffer);
-        let dirty = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let writer_dirty = Arc::clone(&dirty);
+        let unsynced = Arc::new(Unsynced::default());
+        let writer_unsynced = Arc::clone(&unsynced);
         let writer = std::thread::Builder::new()
             .name("toolgate-event-writer".into())
             .spawn(move || {
@@ -171,7 +173,7 @@ impl RedbStore {
                     receiver,
                     &writer_log,
                     &writer_settings,
-                    &writer_dirty,
+                    &writer_unsynced,
                 )
             })
             .map_err(|err| Error::store_caused(path, "cannot start the event writer", err))?;
@@ -183,7 +185,7 @@ impl RedbStore {
             dropped_events: AtomicU64::new(0),
             log_buffer,
             settings,
-            dirty,
+            unsynced,
             may_hold_resolutions: holds_resolutions.into(),
         })
     }
@@ -205,26 +207,31 @@ impl RedbStore {
     }
 
     /// Run `change` on the state table in one write transaction; it returns
-    /// its result and how many bytes it added to the namespace. Commits only
-    /// if a growing namespace stays within `quota`.
+    /// its result and how many bytes it added to the namespace, or `None`
+    /// when it wrote nothing (then nothing commits, and no answer waits
+    /// for it: see [`Maintenance::settle`]). Commits only if a growing
+    /// namespace stays within `quota`.
     fn with_state_txn<T>(
         &self,
         policy: &str,
         quota: u64,
         change: impl FnOnce(
             &mut redb::Table<(&str, &str), &[u8]>,
-        ) -> std::result::Result<(T, i64), redb::StorageError>,
+        ) -> std::result::Result<(T, Option<i64>), redb::StorageError>,
     ) -> Result<T, StateWriteError> {
         let storage = |e: redb::Error| StateWriteError::Storage(e.to_string());
         let txn = self.fast_write().map_err(storage)?;
         let result = {
             let mut table = txn.open_table(STATE).map_err(|e| storage(e.into()))?;
+            let (result, delta) = change(&mut table).map_err(|e| storage(e.into()))?;
+            let Some(delta) = delta else {
+                return Ok(result); // dropped: aborted
+            };
             let mut usage = txn.open_table(STATE_USAGE).map_err(|e| storage(e.into()))?;
             let before = usage
                 .get(policy)
                 .map_err(|e| storage(e.into()))?
                 .map_or(0, |v| v.value());
-            let (result, delta) = change(&mut table).map_err(|e| storage(e.into()))?;
             let after = before.saturating_add_signed(delta);
             if delta > 0 && after > quota {
                 return Err(StateWriteError::QuotaExceeded(quota));
@@ -232,20 +239,30 @@ impl RedbStore {
             usage.insert(policy, after).map_err(|e| storage(e.into()))?;
             result
         };
-        txn.commit().map_err(|e| storage(e.into()))?;
+        self.commit_fast(txn).map_err(storage)?;
         Ok(result)
     }
 
-    /// A write transaction that commits without waiting for the disk: the
-    /// writer thread makes it durable within [`DURABLE_WITHIN`] (group
-    /// commit), and at shutdown. Policy state and turn counters use it; the
-    /// writer's own batches (events, the decision log) are group-committed
-    /// the same way; only pending gates commit durably at once.
+    /// A write transaction that commits without waiting for the disk
+    /// ([`Self::commit_fast`]): the writer thread makes it durable within
+    /// [`DURABLE_WITHIN`] (group commit), at shutdown, or when an answer
+    /// depends on it ([`Maintenance::settle`]). Policy state and turn
+    /// counters use it; the writer's own batches (events, the decision log)
+    /// are group-committed the same way; pending gates, resolutions and
+    /// agent terminals commit durably at once.
     fn fast_write(&self) -> std::result::Result<redb::WriteTransaction, redb::Error> {
         let mut txn = self.db.begin_write()?;
         txn.set_durability(redb::Durability::None)?;
-        self.dirty.store(true, Ordering::Release);
         Ok(txn)
+    }
+
+    /// Commit a [`Self::fast_write`] transaction, counted for `settle`.
+    fn commit_fast(&self, txn: redb::WriteTransaction) -> std::result::Result<(), redb::Error> {
+        // Counted while the transaction holds the write lock: see
+        // `Unsynced::state_commits`.
+        self.unsynced.state_commits.fetch_add(1, Ordering::SeqCst);
+        self.unsynced.dirty.store(true, Ordering::Release);
+        Ok(txn.commit()?)
     }
 
     fn load_event(
@@ -283,7 +300,7 @@ impl Maintenance for RedbStore {
         let retention = self.settings.retention();
         let report =
             hygiene::sweep(&self.db, &retention, crate::now_ms()).map_err(|e| self.error(e))?;
-        self.dirty.store(true, Ordering::Release);
+        self.unsynced.dirty.store(true, Ordering::Release);
         Ok(report)
     }
 
@@ -313,6 +330,15 @@ impl Maintenance for RedbStore {
         };
         if sent {
             let _ = wait.recv();
+        }
+    }
+
+    /// Wait for a durable commit only when policy state or a turn counter
+    /// is committed but not yet durable (or the log is to be durable
+    /// before each answer); otherwise return at once.
+    fn settle(&self) {
+        if self.settings.log().durable_before_answer || self.unsynced.state_pending() {
+            self.persist();
         }
     }
 
@@ -347,7 +373,7 @@ impl TurnStore for RedbStore {
                 .map_err(|e| self.error(e))?;
             turn
         };
-        txn.commit().map_err(|e| self.error(e))?;
+        self.commit_fast(txn).map_err(|e| self.error(e))?;
         Ok(turn)
     }
 
@@ -412,7 +438,7 @@ impl StateStore for RedbStore {
                     0
                 }
             };
-            Ok(((), new - old))
+            Ok(((), Some(new - old)))
         })
     }
 
@@ -437,11 +463,11 @@ impl StateStore for RedbStore {
                 .map(u64::from_le_bytes)
                 .unwrap_or(0);
             if current >= limit {
-                return Ok((None, 0));
+                return Ok((None, None)); // at the limit: nothing to write
             }
             let next = current + 1;
             table.insert((policy, key), next.to_le_bytes().as_slice())?;
-            Ok((Some(next), (key.len() + 8) as i64 - old))
+            Ok((Some(next), Some((key.len() + 8) as i64 - old)))
         })
     }
 
@@ -660,8 +686,9 @@ fn run_event_writer(
     queue: Receiver<WriterMessage>,
     log_buffer: &LogBuffer,
     settings: &Settings,
-    dirty: &std::sync::atomic::AtomicBool,
+    unsynced: &Unsynced,
 ) {
+    let dirty = &unsynced.dirty;
     let mut last_sweep = std::time::Instant::now();
     let mut next_seq = match last_event_seq(db) {
         Ok(seq) => seq.map_or(0, |s| s + 1),
@@ -690,7 +717,7 @@ fn run_event_writer(
             Ok(message) => message,
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 log_decisions();
-                make_durable(db, dirty, false);
+                make_durable(db, unsynced, false);
                 last_durable = std::time::Instant::now();
                 sweep_if_due(db, settings, &mut last_sweep, dirty);
                 continue;
@@ -713,7 +740,7 @@ fn run_event_writer(
             }
         }
         if !flushes.is_empty() || last_durable.elapsed() >= DURABLE_WITHIN {
-            make_durable(db, dirty, !flushes.is_empty());
+            make_durable(db, unsynced, !flushes.is_empty());
             last_durable = std::time::Instant::now();
         }
         for done in flushes {
@@ -722,22 +749,55 @@ fn run_event_writer(
         sweep_if_due(db, settings, &mut last_sweep, dirty);
     }
     log_decisions();
-    make_durable(db, dirty, true);
+    make_durable(db, unsynced, true);
+}
+
+/// What is committed without an fsync and not yet durable, shared by the
+/// store and its writer thread.
+#[derive(Default)]
+struct Unsynced {
+    /// Something (state, events, the log, a sweep) was committed without
+    /// an fsync since the last durable commit.
+    dirty: std::sync::atomic::AtomicBool,
+    /// State and turn commits so far, each counted while its transaction
+    /// holds redb's write lock. A durable commit reads the count while it
+    /// holds the lock itself, so every commit counted by then is before it
+    /// and becomes durable with it.
+    state_commits: AtomicU64,
+    /// The count the last successful durable commit covered.
+    durable_through: AtomicU64,
+}
+
+impl Unsynced {
+    /// Whether a state or turn commit may not be durable yet. A reader
+    /// that saw a commit's data sees its count too (counted before the
+    /// commit), so an answer built on it waits.
+    fn state_pending(&self) -> bool {
+        self.state_commits.load(Ordering::SeqCst) > self.durable_through.load(Ordering::SeqCst)
+    }
 }
 
 /// An empty durable commit, which makes the earlier non-durable ones
 /// durable, when something looks dirty; `force` (a caller waits in
 /// `persist`) commits even when nothing does: a writer may have set the
 /// flag and not committed yet.
-fn make_durable(db: &Database, dirty: &std::sync::atomic::AtomicBool, force: bool) {
-    if dirty.swap(false, Ordering::AcqRel) || force {
-        let committed = db
-            .begin_write()
-            .map_err(redb::Error::from)
-            .and_then(|txn| txn.commit().map_err(redb::Error::from));
-        if let Err(err) = committed {
-            dirty.store(true, Ordering::Release);
-            tracing::warn!(error = %err, "cannot make recent state durable");
+fn make_durable(db: &Database, unsynced: &Unsynced, force: bool) {
+    if unsynced.dirty.swap(false, Ordering::AcqRel) || force {
+        let committed = db.begin_write().map_err(redb::Error::from).and_then(|txn| {
+            let covered = unsynced.state_commits.load(Ordering::SeqCst);
+            txn.commit().map_err(redb::Error::from)?;
+            Ok(covered)
+        });
+        match committed {
+            Ok(covered) => {
+                unsynced
+                    .durable_through
+                    .fetch_max(covered, Ordering::SeqCst);
+            }
+            Err(err) => {
+                unsynced.dirty.store(true, Ordering::Release);
+                tracing::warn!(error = %err, "cannot make recent state durable");
+            }
         }
     }
 }
