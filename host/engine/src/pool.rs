@@ -24,8 +24,10 @@ use crate::request::ToolRequest;
 use crate::runtime::{PolicyFailure, PolicyInstance};
 
 /// Idle instances one plugin version keeps, over all keys; past it the
-/// least recently returned goes.
-const MAX_IDLE: usize = 32;
+/// least recently returned goes. Enough for 64 agents taking turns to find
+/// theirs still warm; with the calls in flight, well within the engine's
+/// `POOL_SLOTS` for a handful of policies.
+const MAX_IDLE: usize = 96;
 
 /// The key of calls that carry no user (operator commands).
 const OPERATOR: &str = "\0operator";
