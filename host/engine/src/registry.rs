@@ -129,14 +129,34 @@ impl Registry {
         };
         let mut report = ReloadReport::default();
         let mut set = Vec::new();
-        for (name, entry) in config.effective_plugins()? {
+        let entries = config.effective_plugins()?;
+        // Compiling is most of a cold start, and the plugins compile at once.
+        let attempts: Vec<_> = std::thread::scope(|scope| {
+            let loads: Vec<_> = entries
+                .iter()
+                .map(|(name, entry)| {
+                    let (ctx, old) = (&ctx, previous.get(name));
+                    scope.spawn(move || {
+                        plugins::read(ctx, name, entry).and_then(|bytes| {
+                            match old.filter(|old| old.is_same(entry, &bytes)) {
+                                Some(old) => Ok((old.clone(), false)),
+                                None => plugins::load(ctx, name, entry, bytes)
+                                    .map(|p| (Arc::new(p), true)),
+                            }
+                        })
+                    })
+                })
+                .collect();
+            loads
+                .into_iter()
+                .map(|load| {
+                    load.join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                })
+                .collect()
+        });
+        for ((name, _), attempt) in entries.into_iter().zip(attempts) {
             let old = previous.get(&name);
-            let attempt = plugins::read(&ctx, &name, &entry).and_then(|bytes| {
-                match old.filter(|old| old.is_same(&entry, &bytes)) {
-                    Some(old) => Ok((old.clone(), false)),
-                    None => plugins::load(&ctx, &name, &entry, bytes).map(|p| (Arc::new(p), true)),
-                }
-            });
             match attempt {
                 Ok((plugin, fresh)) => {
                     if fresh {
