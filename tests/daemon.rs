@@ -205,9 +205,11 @@ fn a_new_turn_loads_no_policy() {
     assert!(reason.contains("broken"), "{reason}");
 }
 
+/// With `[log] durable_before_answer`, not even the log of an answered
+/// call is lost.
 #[test]
 fn sigkill_mid_load_loses_nothing_acknowledged_and_the_next_hook_restarts_it() {
-    let setup = Setup::new("");
+    let setup = Setup::new("[log]\ndurable_before_answer = true\n");
     assert_eq!(
         setup.hook(&event("SessionStart", "s", "", json!({}), "")),
         Some(json!({}))
@@ -291,6 +293,93 @@ fn sigkill_mid_load_loses_nothing_acknowledged_and_the_next_hook_restarts_it() {
         .filter(|id| !logged.contains(*id))
         .collect();
     assert!(lost.is_empty(), "acknowledged but lost: {lost:?}");
+}
+
+/// By default an answer waits for what it depends on, not for its log
+/// entry: every lease use an acknowledged allow took is on disk, so a
+/// daemon killed mid-load gives none back.
+#[test]
+fn sigkill_mid_load_gives_back_no_lease_use_it_acknowledged() {
+    const USES: usize = 2_000;
+    let setup = Setup::with_config(
+        "[plugins.lease-gate]\npath = \"bundled:lease-gate\"\n\
+         [plugins.lease-gate.config]\nauto_plan = false\n\
+         [plugins.lease-gate.config.actions.echo]\neffects = [\"read-local\"]\n",
+    );
+    let echo = |n: String| {
+        let mut request = toolgate::ToolRequest::new("echo", json!({"n": n}));
+        request.thread_id = Some("t1".into());
+        request.mode = toolgate::request::Mode::Autonomous;
+        request
+    };
+    let grant = json!({"thread": "t1", "actions": ["echo"], "max_uses": USES});
+    setup
+        .in_process()
+        .command("lease-gate", "lease-grant", &grant.to_string())
+        .unwrap();
+    assert_eq!(
+        setup.hook(&event("SessionStart", "s", "", json!({}), "")),
+        Some(json!({}))
+    );
+    let daemon = setup.daemon_pid().unwrap();
+    let allowed = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let clients: Vec<_> = (0..4)
+        .map(|c| {
+            let (socket, allowed) = (setup.socket(), allowed.clone());
+            std::thread::spawn(move || {
+                let client = Client::new(&socket).with_busy_wait(Default::default());
+                for i in 0.. {
+                    let request = DaemonRequest::Evaluate {
+                        request: echo(format!("{c}-{i}")),
+                    };
+                    let Ok(answer) = client.call(&request) else {
+                        return; // the daemon is gone
+                    };
+                    assert_eq!(answer["verdict"], "allow", "{answer}");
+                    // Killed mid-load, by whichever client sees the count.
+                    if allowed.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 == 300 {
+                        signal(daemon, "KILL");
+                    }
+                }
+            })
+        })
+        .collect();
+    for client in clients {
+        client.join().unwrap();
+    }
+    let acknowledged = allowed.load(std::sync::atomic::Ordering::SeqCst);
+    assert!((300..USES).contains(&acknowledged), "{acknowledged}");
+
+    let host = setup.in_process();
+    let left = (0..=USES)
+        .take_while(|i| {
+            host.evaluate(&echo(format!("after-{i}"))).unwrap().verdict == toolgate::Verdict::Allow
+        })
+        .count();
+    assert!(
+        acknowledged + left <= USES,
+        "{acknowledged} uses acknowledged, yet {left} of {USES} are left after the kill"
+    );
+}
+
+/// A client that keeps its connections, after the daemon restarts, asks
+/// the new one instead of failing on a closed connection.
+#[test]
+fn a_kept_connection_is_replaced_after_the_daemon_restarts() {
+    let setup = Setup::new("");
+    let start = || setup.hook(&event("SessionStart", "s", "", json!({}), ""));
+    assert_eq!(start(), Some(json!({})));
+    let client = Client::new(setup.socket()).keeping_connections();
+    let pid = || client.call(&DaemonRequest::Health).unwrap()["pid"].clone();
+    let first = pid();
+    for _ in 0..20 {
+        assert_eq!(pid(), first);
+    }
+    signal(first.as_u64().unwrap() as u32, "TERM");
+    common::eventually("the daemon to stop", || !setup.socket().exists());
+    assert_eq!(start(), Some(json!({})));
+    let second = pid();
+    assert_ne!(second, first);
 }
 
 #[test]

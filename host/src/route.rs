@@ -75,7 +75,7 @@ impl Place<'_> {
         let client = self.client(socket)?;
         if let Ok(health) = client.call(&DaemonRequest::Health) {
             self.check_serves(&health)?;
-            return Ok(Target::Daemon(client));
+            return Ok(Target::Daemon(client.keeping_connections()));
         }
         if let Some(socket) = socket {
             return Err(Error::DaemonUnreachable {

@@ -20,10 +20,21 @@ pub struct Setup {
 impl Setup {
     /// The bundled default policies, plus `extra` config.
     pub fn new(extra: &str) -> Self {
+        Self::with_config(&format!("{}\n{extra}", toolgate::config::DEFAULT_CONFIG))
+    }
+
+    /// `config` alone (with the tests' compiled-component cache).
+    pub fn with_config(config: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let text = super::config_text(&format!("{}\n{extra}", toolgate::config::DEFAULT_CONFIG));
-        std::fs::write(dir.path().join("toolgate.toml"), text).unwrap();
+        std::fs::write(dir.path().join("toolgate.toml"), super::config_text(config)).unwrap();
         Self { dir }
+    }
+
+    /// A host in this process on the setup's config and store (no daemon
+    /// may hold the store).
+    pub fn in_process(&self) -> toolgate::Toolgate {
+        let config = toolgate::Config::load(&self.dir.path().join("toolgate.toml")).unwrap();
+        toolgate::Toolgate::open(config, Some(self.store().into())).unwrap()
     }
 
     pub fn store(&self) -> PathBuf {

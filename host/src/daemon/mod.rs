@@ -9,8 +9,12 @@
 //! - [`peer`]: who is asking — peer credentials, agent terminals, channel
 //!   tokens — and what they may do.
 //!
-//! Every request that ran policies is answered only after what it wrote is
-//! durable, so a daemon killed with SIGKILL loses nothing it acknowledged.
+//! Every request that ran policies is answered only after what the answer
+//! depends on is durable (policy state, turns, pauses, resolutions), so a
+//! daemon killed with SIGKILL loses no lease use, budget or pause it
+//! acknowledged; the decision log and events follow within 100 ms (at once
+//! with `[log] durable_before_answer`). A person's command or reload waits
+//! for everything.
 
 mod http;
 pub mod inbox;
@@ -85,6 +89,30 @@ pub struct Daemon {
     socket_mode: u32,
     /// Whether a search for declined gates is running (one at a time).
     settling: Arc<std::sync::atomic::AtomicBool>,
+    /// Cancelled when serving ends: open socket connections close.
+    stopping: tokio_util::sync::CancellationToken,
+}
+
+/// What must be on disk before a request is answered.
+enum Durable {
+    /// A person's command or reload: everything.
+    Everything,
+    /// An answer to an agent: what it depends on (see
+    /// [`Toolgate::settle`]).
+    WhatTheAnswerDependsOn,
+    /// A read.
+    Nothing,
+}
+
+impl Durable {
+    fn before_answering(request: &DaemonRequest) -> Self {
+        match request {
+            DaemonRequest::Command { .. } | DaemonRequest::Reload => Self::Everything,
+            DaemonRequest::NextTurn { .. } => Self::WhatTheAnswerDependsOn,
+            request if request.runs_policies() => Self::WhatTheAnswerDependsOn,
+            _ => Self::Nothing,
+        }
+    }
 }
 
 /// Where a request came from, which decides what it may do.
@@ -116,6 +144,7 @@ impl Daemon {
             http_address: std::sync::OnceLock::new(),
             socket_mode: options.socket_mode,
             settling: Default::default(),
+            stopping: Default::default(),
         })
     }
 
@@ -165,7 +194,7 @@ impl Daemon {
     pub fn handle_from(&self, request: DaemonRequest, caller: Caller) -> Result<Value> {
         let remote = self.admit(&request, caller)?;
         let host = &self.host;
-        let writes = request.runs_policies();
+        let durable = Durable::before_answering(&request);
         let value = match request {
             DaemonRequest::Hook {
                 runtime,
@@ -187,7 +216,8 @@ impl Daemon {
                 request,
                 outcome,
                 output,
-            } => to_json(host.check_output(&request, outcome, &output)),
+                observe,
+            } => self.checked(&request, outcome, &output, observe)?,
             DaemonRequest::VisibleTools { caller, tools } => json!({
                 "visible": host.visible_tools(&caller, &tools),
                 "filtered": host.filters_tools(),
@@ -229,11 +259,28 @@ impl Daemon {
             DaemonRequest::WebLogin => self.web_login(caller)?,
             DaemonRequest::Metrics => Value::String(self.metrics_text()),
         };
-        if writes {
-            // Acknowledge only what is on disk.
-            host.persist();
+        match durable {
+            Durable::Everything => host.persist(),
+            Durable::WhatTheAnswerDependsOn => host.settle(),
+            Durable::Nothing => {}
         }
         Ok(value)
+    }
+
+    /// What the policies leave of a call's output, and (`observe`: its
+    /// summary) its outcome recorded in the same request.
+    fn checked(
+        &self,
+        request: &ToolRequest,
+        outcome: Outcome,
+        output: &str,
+        observe: Option<String>,
+    ) -> Result<Value> {
+        let check = self.host.check_output(request, outcome, output);
+        if let Some(summary) = observe {
+            self.observed(request, outcome, &summary)?;
+        }
+        Ok(to_json(check))
     }
 
     /// A runtime's report of what happened to a call.
@@ -462,30 +509,50 @@ impl Daemon {
     }
 
     async fn dispatch(self: &Arc<Self>, text: &str, caller: Caller) -> Result<Value> {
-        let request = protocol::decode_request(text)?;
-        let _permit = if request.runs_policies() {
-            let permit = Arc::clone(&self.in_flight)
-                .try_acquire_owned()
-                .map_err(|_| {
-                    self.metrics.record_busy();
-                    Error::Busy(format!(
-                        "{} requests are in flight (daemon.max_in_flight); retry shortly",
-                        self.max_in_flight
-                    ))
-                })?;
-            Some(permit)
-        } else {
-            None
-        };
+        let (request, permit) = self.accept(text)?;
         let daemon = Arc::clone(self);
-        tokio::task::spawn_blocking(move || daemon.handle_from(request, caller))
-            .await
-            .unwrap_or_else(|err| {
-                Err(Error::Remote {
-                    kind: crate::ErrorKind::Internal,
-                    message: format!("the request handler failed: {err}"),
-                })
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            daemon.handle_from(request, caller)
+        })
+        .await
+        .unwrap_or_else(|err| {
+            Err(Error::Remote {
+                kind: crate::ErrorKind::Internal,
+                message: format!("the request handler failed: {err}"),
             })
+        })
+    }
+
+    /// [`Self::respond`] on the calling thread, which may block.
+    fn respond_blocking(&self, text: &str, caller: Caller) -> String {
+        self.touch();
+        let answer = self
+            .accept(text)
+            .and_then(|(request, _permit)| self.handle_from(request, caller));
+        protocol::encode_answer(&answer)
+    }
+
+    /// Decode a request and, when it runs policies, take one of the
+    /// in-flight permits it is handled under (none left: `busy`).
+    fn accept(
+        &self,
+        text: &str,
+    ) -> Result<(DaemonRequest, Option<tokio::sync::OwnedSemaphorePermit>)> {
+        let request = protocol::decode_request(text)?;
+        if !request.runs_policies() {
+            return Ok((request, None));
+        }
+        let permit = Arc::clone(&self.in_flight)
+            .try_acquire_owned()
+            .map_err(|_| {
+                self.metrics.record_busy();
+                Error::Busy(format!(
+                    "{} requests are in flight (daemon.max_in_flight); retry shortly",
+                    self.max_in_flight
+                ))
+            })?;
+        Ok((request, Some(permit)))
     }
 
     /// Serve the Unix socket at `socket` (and HTTP on `http`, which must be
@@ -552,6 +619,7 @@ impl Daemon {
             open = connections.len(),
             "shutting down: finishing open requests"
         );
+        self.stopping.cancel();
         let drain = async { while connections.join_next().await.is_some() {} };
         if tokio::time::timeout(Duration::from_secs(10), drain)
             .await

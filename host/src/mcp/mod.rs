@@ -123,10 +123,11 @@ pub struct DaemonLink {
 }
 
 impl DaemonLink {
-    /// The daemon at `client`, never restarted.
+    /// The daemon at `client`, never restarted; its connections are kept
+    /// between calls.
     pub fn new(client: Client) -> Self {
         Self {
-            client,
+            client: client.keeping_connections(),
             launcher: None,
         }
     }
@@ -262,19 +263,23 @@ impl Session {
     /// `result` as the model may read it: its text through the policies
     /// that check output; when they change it, one text block of what
     /// they left (the structured content goes with the text it mirrored).
+    /// The outcome is recorded (with `summary`) in the same round trip,
+    /// after the previous call's.
     async fn checked(
         &self,
-        request: &ToolRequest,
+        request: ToolRequest,
         outcome: Outcome,
+        summary: String,
         mut result: CallToolResult,
     ) -> Result<CallToolResult> {
-        let output = output_text(&result);
+        self.recorded().await;
         let answer = blocking(
             self.daemon.clone(),
             DaemonRequest::CheckOutput {
-                request: request.clone(),
+                request,
                 outcome,
-                output: output.clone(),
+                output: output_text(&result),
+                observe: Some(summary),
             },
         )
         .await?;
@@ -498,12 +503,14 @@ impl Gateway {
         let response = match response {
             Ok(CallToolResponse::Complete(result)) if decision.output_checked => Ok(self
                 .session
-                .checked(&request, outcome, result)
+                .checked(request, outcome, summary, result)
                 .await?
                 .into()),
-            other => other,
+            other => {
+                self.session.observe(request, outcome, summary).await;
+                other
+            }
         };
-        self.session.observe(request, outcome, summary).await;
         Ok(match response {
             Ok(CallToolResponse::Complete(mut result)) => {
                 result

@@ -6,6 +6,7 @@
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -77,7 +78,23 @@ pub struct Client {
     timeout: Duration,
     busy_wait: Duration,
     daemon_uid: u32,
+    /// Idle connections kept for the next calls, shared by the clones
+    /// (see [`Client::keeping_connections`]); `None`: one per call.
+    kept: Option<Arc<Mutex<Vec<Kept>>>>,
 }
+
+/// An open connection to the daemon, idle since `since`.
+#[derive(Debug)]
+struct Kept {
+    stream: BufReader<UnixStream>,
+    since: Instant,
+}
+
+/// The most idle connections a client keeps.
+const KEPT_CONNECTIONS: usize = 8;
+/// A connection idle this long is closed rather than reused (the daemon
+/// closes one idle for 120 s).
+const KEPT_FOR: Duration = Duration::from_secs(60);
 
 impl Client {
     /// A client for the daemon at `socket`.
@@ -87,7 +104,19 @@ impl Client {
             timeout: Duration::from_secs(30),
             busy_wait: Duration::from_secs(5),
             daemon_uid: crate::peer::own_uid(),
+            kept: None,
         }
+    }
+
+    /// Keep connections open between calls (up to 8 idle, each for up to
+    /// a minute), for a process that asks many times: a call then costs
+    /// no connect, and the daemon identifies the caller once per
+    /// connection. A request is sent again on a new connection only when
+    /// a kept one was found closed before it could be written, so it is
+    /// never applied twice.
+    pub fn keeping_connections(mut self) -> Self {
+        self.kept = Some(Arc::default());
+        self
     }
 
     /// Talk only to a daemon running as `uid` (default: this process's
@@ -132,33 +161,79 @@ impl Client {
     }
 
     fn call_once(&self, request: &DaemonRequest) -> Result<Value, ClientError> {
-        let unreachable = |err: std::io::Error| ClientError::Unreachable {
-            socket: self.socket.clone(),
-            message: err.to_string(),
-        };
-        let mut stream = UnixStream::connect(&self.socket).map_err(unreachable)?;
+        let mut line = serde_json::to_string(request).expect("requests serialise");
+        line.push('\n');
+        // A kept connection closed while idle (the daemon restarted, or
+        // timed it out) fails the write: nothing was sent, so sending on a
+        // new connection is safe.
+        if let Some(mut kept) = self.take_kept()
+            && kept.get_mut().write_all(line.as_bytes()).is_ok()
+        {
+            return self.answer(kept);
+        }
+        let mut stream = self.connect()?;
+        stream
+            .get_mut()
+            .write_all(line.as_bytes())
+            .map_err(|err| self.unreachable(err))?;
+        self.answer(stream)
+    }
+
+    /// A new connection, checked to be the daemon's.
+    fn connect(&self) -> Result<BufReader<UnixStream>, ClientError> {
+        let stream = UnixStream::connect(&self.socket).map_err(|err| self.unreachable(err))?;
         crate::peer::expect_daemon(&stream, self.daemon_uid).map_err(|why| {
             ClientError::NotTheDaemon(format!("{}: {why}", self.socket.display()))
         })?;
         stream
             .set_read_timeout(Some(self.timeout))
-            .map_err(unreachable)?;
+            .map_err(|err| self.unreachable(err))?;
         stream
             .set_write_timeout(Some(self.timeout))
-            .map_err(unreachable)?;
-        let mut line = serde_json::to_string(request).expect("requests serialise");
-        line.push('\n');
-        stream.write_all(line.as_bytes()).map_err(unreachable)?;
+            .map_err(|err| self.unreachable(err))?;
+        Ok(BufReader::new(stream))
+    }
+
+    /// Read the answer to the request just sent on `stream`, keeping the
+    /// connection when this client keeps them.
+    fn answer(&self, mut stream: BufReader<UnixStream>) -> Result<Value, ClientError> {
         let mut answer = String::new();
-        BufReader::new(stream)
+        stream
             .read_line(&mut answer)
-            .map_err(unreachable)?;
-        if answer.is_empty() {
-            return Err(unreachable(std::io::Error::new(
+            .map_err(|err| self.unreachable(err))?;
+        if !answer.ends_with('\n') {
+            return Err(self.unreachable(std::io::Error::new(
                 std::io::ErrorKind::UnexpectedEof,
                 "the daemon closed the connection without answering",
             )));
         }
+        if let Some(kept) = &self.kept {
+            let mut kept = kept.lock().unwrap_or_else(|p| p.into_inner());
+            if kept.len() < KEPT_CONNECTIONS {
+                kept.push(Kept {
+                    stream,
+                    since: Instant::now(),
+                });
+            }
+        }
         decode_answer(&answer)
+    }
+
+    /// The most recently used kept connection still fresh enough to use.
+    fn take_kept(&self) -> Option<BufReader<UnixStream>> {
+        let mut kept = self
+            .kept
+            .as_ref()?
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        kept.retain(|k| k.since.elapsed() < KEPT_FOR);
+        kept.pop().map(|k| k.stream)
+    }
+
+    fn unreachable(&self, err: std::io::Error) -> ClientError {
+        ClientError::Unreachable {
+            socket: self.socket.clone(),
+            message: err.to_string(),
+        }
     }
 }

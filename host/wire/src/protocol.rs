@@ -120,6 +120,10 @@ pub enum DaemonRequest {
         outcome: Outcome,
         /// Its output, as the model would read it.
         output: String,
+        /// Once checked, record the outcome with this summary, as
+        /// [`DaemonRequest::Observe`] would: one round trip for both.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        observe: Option<String>,
     },
     /// Which of `tools` may be offered in `caller`'s session (the
     /// `visibility` phase): answered with `{"visible": [bool], "filtered":

@@ -64,9 +64,15 @@ pub fn run(ctx: &Ctx, args: &ServeArgs) -> anyhow::Result<ExitCode> {
         notifier,
         socket_mode: limits.socket_mode,
     };
+    // Requests run on the blocking pool: as many as may run policies at
+    // once, and a few for the rest. Unbounded, a burst of short
+    // connections grows it to hundreds of threads, each with its own
+    // allocator heap.
+    let blocking_threads = options.max_in_flight + 16;
     let daemon = Daemon::new(host, options);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .max_blocking_threads(blocking_threads)
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async {
