@@ -12,9 +12,9 @@
 //! their number, so what a run pays once (its session start and prompt
 //! hooks, the CLI's own start) falls out; it is what a person waits for per
 //! call: the hook's process (or HTTP request), the daemon's decision and
-//! durable commit, and the outcome hook after the call. Per run: the extra
+//! durable commit when it wrote state, and the outcome hook after the call. Per run: the extra
 //! time of the short run beyond its calls. `TOOLGATE_BENCH_QUICK=1` for a
-//! short run.
+//! short run; `TOOLGATE_BENCH_ONLY=claude-code,codex` for some runtimes.
 
 #[path = "../../tests/common/mod.rs"]
 mod common;
@@ -67,11 +67,25 @@ fn main() {
         plan.many
     );
     println!("|---|---|---|---|");
-    claude_code(&plan, false);
-    claude_code(&plan, true);
-    codex(&plan);
-    copilot(&plan);
-    opencode(&plan);
+    // TOOLGATE_BENCH_ONLY=claude-code,codex,copilot,opencode: only these.
+    let only = std::env::var("TOOLGATE_BENCH_ONLY").ok();
+    let wanted = |runtime: &str| {
+        only.as_deref()
+            .is_none_or(|only| only.split(',').any(|name| name.trim() == runtime))
+    };
+    if wanted("claude-code") {
+        claude_code(&plan, false);
+        claude_code(&plan, true);
+    }
+    if wanted("codex") {
+        codex(&plan);
+    }
+    if wanted("copilot") {
+        copilot(&plan);
+    }
+    if wanted("opencode") {
+        opencode(&plan);
+    }
 }
 
 /// Time `run(with_toolgate, calls)` as the plan says, alternating, after
