@@ -382,6 +382,28 @@ fn a_kept_connection_is_replaced_after_the_daemon_restarts() {
     assert_ne!(second, first);
 }
 
+/// A client that never pauses between requests does not keep the daemon
+/// from stopping.
+#[test]
+fn a_daemon_stops_on_sigterm_while_a_kept_connection_keeps_asking() {
+    let setup = Setup::new("");
+    assert_eq!(
+        setup.hook(&event("SessionStart", "s", "", json!({}), "")),
+        Some(json!({}))
+    );
+    let pid = setup.daemon_pid().unwrap();
+    let client = Client::new(setup.socket()).keeping_connections();
+    let asking = std::thread::spawn(move || while client.call(&DaemonRequest::Health).is_ok() {});
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    signal(pid, "TERM");
+    common::eventually("the daemon to exit", || {
+        !std::path::Path::new(&format!("/proc/{pid}")).exists()
+            || std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|stat| stat.contains(") Z "))
+    });
+    asking.join().unwrap();
+}
+
 #[test]
 fn without_a_daemon_that_can_start_the_hook_falls_back_as_told() {
     let setup = Setup::new("");

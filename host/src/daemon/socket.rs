@@ -127,6 +127,11 @@ impl Daemon {
                 write.write_all(answer.as_bytes()).ok()?;
             }
             line.clear();
+            // A client asking every few milliseconds never lets the read
+            // time out: the daemon stopping is checked here too.
+            if self.stopping.is_cancelled() {
+                return None;
+            }
         }
     }
 }

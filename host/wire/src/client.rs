@@ -83,11 +83,14 @@ pub struct Client {
     kept: Option<Arc<Mutex<Vec<Kept>>>>,
 }
 
-/// An open connection to the daemon, idle since `since`.
+/// An open connection to the daemon, idle since `since`, opened by process
+/// `pid`: a forked child must not share its parent's connection (each
+/// could read the other's answer).
 #[derive(Debug)]
 struct Kept {
     stream: BufReader<UnixStream>,
     since: Instant,
+    pid: u32,
 }
 
 /// The most idle connections a client keeps.
@@ -213,6 +216,7 @@ impl Client {
                 kept.push(Kept {
                     stream,
                     since: Instant::now(),
+                    pid: std::process::id(),
                 });
             }
         }
@@ -226,7 +230,8 @@ impl Client {
             .as_ref()?
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        kept.retain(|k| k.since.elapsed() < KEPT_FOR);
+        let pid = std::process::id();
+        kept.retain(|k| k.pid == pid && k.since.elapsed() < KEPT_FOR);
         kept.pop().map(|k| k.stream)
     }
 

@@ -64,10 +64,8 @@ pub fn run(ctx: &Ctx, args: &ServeArgs) -> anyhow::Result<ExitCode> {
         notifier,
         socket_mode: limits.socket_mode,
     };
-    // Requests run on the blocking pool: as many as may run policies at
-    // once, and a few for the rest. Unbounded, a burst of short
-    // connections grows it to hundreds of threads, each with its own
-    // allocator heap.
+    // Requests run on the blocking pool, bounded: a burst of short
+    // connections grew it to hundreds of threads.
     let blocking_threads = options.max_in_flight + 16;
     let daemon = Daemon::new(host, options);
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -107,8 +105,8 @@ pub fn run(ctx: &Ctx, args: &ServeArgs) -> anyhow::Result<ExitCode> {
             .await
             .with_context(|| format!("cannot serve on {}", socket.display()))
     })?;
-    // Dropping the last handles drains the store's queued writes.
-    drop(runtime);
+    // Never wait for ever on the blocking pool; then drain the store.
+    runtime.shutdown_timeout(Duration::from_secs(5));
     drop(daemon);
     eprintln!("toolgate: stopped");
     Ok(ExitCode::SUCCESS)
