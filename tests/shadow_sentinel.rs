@@ -422,7 +422,7 @@ fn the_probe_allows_and_denies_with_the_models_reason() {
     let host = sentinel("", Some(&server.url));
     let rm = || {
         let mut r = in_session("Bash", "s", 1);
-        r.arguments = json!({"command": "rm -rf /"});
+        r.arguments = json!({"command": "rm -rf build"});
         r
     };
     assert_eq!(host.evaluate(&rm()).unwrap().verdict, Verdict::Allow);
@@ -432,7 +432,7 @@ fn the_probe_allows_and_denies_with_the_models_reason() {
         body["messages"][1]["content"]
             .as_str()
             .unwrap()
-            .contains("rm -rf /")
+            .contains("rm -rf build")
     );
 
     server.set_reply(Reply::Content(

@@ -62,6 +62,14 @@ const DESTRUCTIVE: &[&str] = &[
     "-delete",
 ];
 
+/// Commands that act on another's output, word by word or line by line.
+const FEEDERS: &[&str] = &["xargs", "read", "parallel"];
+
+/// find's own actions on what it finds.
+const FIND_ACTIONS: &[&str] = &[
+    "-delete", "-exec", "-execdir", "-ok", "-okdir", "-fprint", "-fprint0", "-fprintf", "-fls",
+];
+
 /// The compiled cache's key file (see `cache.rs`): named anywhere, in any
 /// tool, the call is refused (`find … -name cache.key -exec xxd {} +`).
 const CACHE_KEY: &str = "cache.key";
@@ -298,7 +306,7 @@ impl ControlPlane {
                 self.check_shell(text, &env)
             } else if looks_like_path(text) || (path_key && !text.contains('\n')) {
                 let word = shell::expand_tilde(text, self.home.as_deref());
-                self.check_path(&word, cwd, destructive)
+                self.check_path(&word, cwd, destructive, destructive)
             } else {
                 None
             };
@@ -355,6 +363,12 @@ impl ControlPlane {
             .commands
             .iter()
             .any(|c| c.names().any(|name| DESTRUCTIVE.contains(&name)));
+        // A command whose output another turns into arguments or lines to
+        // act on (`find … | xargs sed -i`): what it lists is acted on.
+        let feeds_another = reading
+            .commands
+            .iter()
+            .any(|c| c.names().any(|name| FEEDERS.contains(&name)));
         // The switch and the runtime in different commands of the text
         // (`$(command -v claude) --bare`, `ln -s …/claude ./c && ./c --bare`),
         // as the shell passes their words.
@@ -370,6 +384,8 @@ impl ControlPlane {
             return Some(what.to_string());
         }
         for command in &reading.commands {
+            // This command itself removes, moves or rewrites what it names.
+            let direct = command.names().any(|name| DESTRUCTIVE.contains(&name));
             if let Some(what) = self.admin_command(command) {
                 return Some(what);
             }
@@ -382,7 +398,7 @@ impl ControlPlane {
             if let Some(what) = switches_a_runtime_off(&words) {
                 return Some(what.to_string());
             }
-            if let Some(what) = self.finds_protected(command, destructive) {
+            if let Some(what) = self.finds_protected(command, destructive || feeds_another) {
                 return Some(what);
             }
             let dirs: Vec<Option<&Path>> = match command.cwd.as_deref() {
@@ -392,23 +408,39 @@ impl ControlPlane {
                     .collect(),
                 None => vec![None],
             };
-            for word in command.words.iter().flat_map(|w| w.literals()) {
-                // `--file=PATH`: the path; other options are not paths.
-                let word = match word.strip_prefix('-') {
-                    Some(option) => match option.split_once('=') {
-                        Some((_, value)) => value,
-                        None => continue,
-                    },
-                    None => word,
-                };
-                let relative = !word.starts_with('/');
-                for dir in dirs.iter().take(if relative { usize::MAX } else { 1 }) {
-                    if let Some(what) = self.check_path(word, *dir, destructive) {
-                        return Some(what);
-                    }
-                    if let Some(what) = self.glob_names_protected(word, *dir, destructive) {
-                        return Some(what);
-                    }
+            if let Some(what) = self.check_words(command, &dirs, destructive, direct) {
+                return Some(what);
+            }
+        }
+        None
+    }
+
+    /// Each path among `command`'s words, in each directory it may run in
+    /// (a relative word), as [`ControlPlane::check_path`] and
+    /// [`ControlPlane::glob_names_protected`] judge it.
+    fn check_words(
+        &self,
+        command: &shell::Command,
+        dirs: &[Option<&Path>],
+        destructive: bool,
+        direct: bool,
+    ) -> Option<String> {
+        for word in command.words.iter().flat_map(|w| w.literals()) {
+            // `--file=PATH`: the path; other options are not paths.
+            let word = match word.strip_prefix('-') {
+                Some(option) => match option.split_once('=') {
+                    Some((_, value)) => value,
+                    None => continue,
+                },
+                None => word,
+            };
+            let relative = !word.starts_with('/');
+            for dir in dirs.iter().take(if relative { usize::MAX } else { 1 }) {
+                if let Some(what) = self.check_path(word, *dir, destructive, direct) {
+                    return Some(what);
+                }
+                if let Some(what) = self.glob_names_protected(word, *dir, destructive, direct) {
+                    return Some(what);
                 }
             }
         }
@@ -431,20 +463,29 @@ impl ControlPlane {
     }
 
     /// `find … -name PATTERN` (or `-path`, `-iname`, …) whose pattern names
-    /// a protected file, or a directory holding one in a destructive text:
-    /// `find / -name settings.json -delete` never spells the path.
-    fn finds_protected(&self, command: &shell::Command, destructive: bool) -> Option<String> {
+    /// a protected file, or a directory holding one in a destructive text,
+    /// when the find acts on what it finds (`-delete`, `-exec`, or a text
+    /// that acts on its output: `acting`): `find / -name settings.json
+    /// -delete` never spells the path. A find that only lists is looking.
+    fn finds_protected(&self, command: &shell::Command, acting: bool) -> Option<String> {
         if command.names().next() != Some("find") {
             return None;
         }
         let words: Vec<&str> = command.words.iter().flat_map(|w| w.literals()).collect();
+        if !acting && !words.iter().any(|w| FIND_ACTIONS.contains(w)) {
+            return None;
+        }
+        let destructive = acting || words.contains(&"-delete");
         for pair in words.windows(2) {
             let [test, pattern] = pair else { continue };
             let by_path = matches!(*test, "-path" | "-ipath" | "-wholename" | "-iwholename");
             if !(by_path || matches!(*test, "-name" | "-iname")) {
                 continue;
             }
-            let Ok(pattern) = glob::Pattern::new(pattern) else {
+            // A pattern find cannot read as one is matched as it is.
+            let Ok(pattern) = glob::Pattern::new(pattern)
+                .or_else(|_| glob::Pattern::new(&glob::Pattern::escape(pattern)))
+            else {
                 return Some(format!("search for `{pattern}`, a pattern it cannot read"));
             };
             let options = glob::MatchOptions {
@@ -478,15 +519,19 @@ impl ControlPlane {
         None
     }
 
-    /// A glob word that would match a protected location (or, in a
-    /// destructive text, a directory holding one), judged against the
+    /// A glob word that would match a protected file that exists (or, in a
+    /// destructive text, a protected location or a directory holding it),
+    /// judged against the
     /// protected paths rather than by listing the filesystem (`/**/x`
-    /// would walk it all).
+    /// would walk it all). Listing a directory among others (`du -sh
+    /// ~/.cache/*`) only looks at it. `direct`: this very command is
+    /// destructive, so even the home directory or the root it names counts.
     fn glob_names_protected(
         &self,
         word: &str,
         cwd: Option<&Path>,
         destructive: bool,
+        direct: bool,
     ) -> Option<String> {
         if !word.contains(['*', '?', '[']) {
             return None;
@@ -496,8 +541,10 @@ impl ControlPlane {
             None if !word.starts_with('/') => return None,
             _ => PathBuf::from(word),
         };
+        // The shell takes a word that is no valid pattern (`[`, a lone
+        // bracket) as it is, and that word was judged as a path already.
         let Ok(pattern) = glob::Pattern::new(&absolute.to_string_lossy()) else {
-            return Some(format!("use the pattern `{word}`, which it cannot read"));
+            return None;
         };
         // As the shell matches: `*` crosses no `/` and no leading dot.
         let options = glob::MatchOptions {
@@ -510,10 +557,11 @@ impl ControlPlane {
                 protected
                     .real
                     .ancestors()
-                    .filter(|a| !self.holds_everything(a))
+                    .filter(|a| direct || !self.holds_everything(a))
                     .any(|a| pattern.matches_path_with(a, options))
             } else {
-                pattern.matches_path_with(&protected.real, options)
+                // A pattern expands only to what exists.
+                pattern.matches_path_with(&protected.real, options) && protected.real.is_file()
             };
             hit.then(|| {
                 format!(
@@ -525,8 +573,16 @@ impl ControlPlane {
     }
 
     /// What protected location the path `word` is, holds (for a
-    /// `destructive` command), or is a hard link to.
-    fn check_path(&self, word: &str, cwd: Option<&Path>, destructive: bool) -> Option<String> {
+    /// `destructive` text; with `direct`, this very command is destructive,
+    /// and then even the home directory or the root counts), or is a hard
+    /// link to.
+    fn check_path(
+        &self,
+        word: &str,
+        cwd: Option<&Path>,
+        destructive: bool,
+        direct: bool,
+    ) -> Option<String> {
         let real = resolve::real_path(Path::new(word), cwd)?;
         let shown = |p: &Path| p.display().to_string();
         if let Some(protected) = self.real.iter().find(|p| p.covers(&real)) {
@@ -554,7 +610,7 @@ impl ControlPlane {
             ));
         }
         if destructive
-            && !self.holds_everything(&real)
+            && (direct || !self.holds_everything(&real))
             && let Some(protected) = self.real.iter().find(|p| p.real.starts_with(&real))
         {
             return Some(format!(
@@ -567,9 +623,10 @@ impl ControlPlane {
     }
 
     /// The root, a top-level directory (`/home`, `/tmp`) and the home
-    /// directory hold everything: a command naming them (`rm -rf /`, `cd ~
-    /// && rm -rf build`) is the policies' business (shadow-sentinel asks
-    /// about such commands), not a way to single out toolgate's files.
+    /// directory hold everything: a text that merely names them beside a
+    /// destructive command (`cd ~ && rm -rf build`) is not singling out
+    /// toolgate's files. A destructive command naming them itself (`rm -rf
+    /// ~`) is refused: it removes toolgate with everything else.
     fn holds_everything(&self, dir: &Path) -> bool {
         dir.components().count() <= 2
             || self
@@ -1287,6 +1344,77 @@ mod tests {
                     json!({"file_path": path, "old_string": "a", "new_string": "b"})
                 ),
                 "{path}"
+            );
+        }
+    }
+
+    /// A home with toolgate's config, store and compiled cache where the
+    /// defaults put them, as directories and files that exist (the guard
+    /// judges what a path *is*).
+    fn home_plane() -> (tempfile::TempDir, ControlPlane) {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+        for dir in [
+            ".config/toolgate",
+            ".local/state/toolgate",
+            ".cache/toolgate",
+            ".cache/pip",
+            "app",
+        ] {
+            std::fs::create_dir_all(h.join(dir)).unwrap();
+        }
+        std::fs::write(h.join(".config/toolgate/config.toml"), "").unwrap();
+        std::fs::write(h.join(".local/state/toolgate/toolgate.redb"), "").unwrap();
+        std::fs::write(h.join("app/package.json"), "{}").unwrap();
+        let mut plane = ControlPlane::new(
+            [h.join(".config/toolgate/config.toml")],
+            &h.join(".local/state/toolgate/toolgate.redb"),
+        )
+        .with_secret(&h.join(".cache/toolgate"));
+        plane.home = Some(h.to_path_buf());
+        (home, plane)
+    }
+
+    fn refused_in(plane: &ControlPlane, home: &Path, command: &str) -> Option<String> {
+        let mut request = ToolRequest::new("Bash", json!({ "command": command }));
+        request.cwd = Some(home.join("app"));
+        plane.check(&request)
+    }
+
+    #[test]
+    fn everyday_idioms_that_only_look_are_not_refused() {
+        let (home, plane) = home_plane();
+        for command in [
+            "[ -f package.json ] && npm test",
+            "if [ -d node_modules ]; then npm ci; fi",
+            "[[ -n \"$CI\" ]] || echo local",
+            "test -f x && [ -s x ]",
+            "du -sh ~/.cache/*",
+            "ls ~/.cache/*",
+            "find ~ -maxdepth 3 -name '*.toml'",
+            "find ~/.config -name '*.toml' | head",
+            "cd ~ && rm -rf build",
+        ] {
+            assert_eq!(refused_in(&plane, home.path(), command), None, "{command}");
+        }
+    }
+
+    #[test]
+    fn what_reaches_toolgate_through_a_pattern_or_a_broad_directory_is_refused() {
+        let (home, plane) = home_plane();
+        for command in [
+            "rm -rf ~",
+            "rm -rf $HOME",
+            "sudo rm -rf /",
+            "rm -rf ~/.cache/*",
+            "sed -i s/deny/allow/ ~/.config/toolgate/*.toml",
+            "find ~ -name '*.toml' -delete",
+            "find ~ -name config.toml | xargs sed -i s/a/b/",
+            "find ~ -name 'config.*' -exec cp /dev/null {} \\;",
+        ] {
+            assert!(
+                refused_in(&plane, home.path(), command).is_some(),
+                "{command}"
             );
         }
     }

@@ -204,8 +204,8 @@ expect = { verdict = "skip" }
 
 [[case]]
 name = "a blocked command is refused with a reason"
-request = { tool = "Bash", arguments = { command = "sudo rm -rf / --no-preserve-root" } }
-expect = { verdict = "deny", reason = "rm -rf /" }
+request = { tool = "Bash", arguments = { command = "sudo mkfs.ext4 /dev/sdb1" } }
+expect = { verdict = "deny", reason = "mkfs" }
 
 [[case]]
 name = "other tools are not this policy's business"
