@@ -21,7 +21,13 @@ fn toolgate(args: &[&str]) -> Output {
 
 #[test]
 fn every_bundled_policy_passes_its_fixture_file() {
-    for policy in ["context-cost", "shadow-sentinel", "lease-gate", "rules"] {
+    for policy in [
+        "context-cost",
+        "shadow-sentinel",
+        "lease-gate",
+        "rules",
+        "safeguards",
+    ] {
         let fixtures = format!("guest-plugins/{policy}/fixtures.toml");
         let output = toolgate(&["test", &format!("bundled:{policy}"), &fixtures]);
         let stdout = String::from_utf8_lossy(&output.stdout);

@@ -65,24 +65,24 @@ fn decision_of(answer: &Value) -> (&str, &str) {
 }
 
 #[test]
-fn a_bash_rm_rf_is_put_to_the_person() {
+fn a_bash_npm_publish_is_put_to_the_person() {
     let dir = tempfile::tempdir().unwrap();
     let answer = hook(
         dir.path(),
         &event(
             "PreToolUse",
             "Bash",
-            json!({"command": "rm -rf /", "description": "clean"}),
+            json!({"command": "npm publish", "description": "release"}),
         ),
     )
     .unwrap();
     let (decision, reason) = decision_of(&answer);
     assert_eq!(decision, "ask");
-    assert!(reason.contains("rm -rf /"), "{reason}");
+    assert!(reason.contains("npm publish"), "{reason}");
     // Who asks and how else to answer, also where the person sees it
     // whatever Claude Code's own prompt shows.
     assert!(
-        reason.starts_with("toolgate (lease-gate asks): "),
+        reason.starts_with("toolgate (safeguards asks): "),
         "{reason}"
     );
     assert!(
@@ -129,7 +129,7 @@ fn a_call_declined_in_claude_codes_prompt_ends_its_gate_at_the_next_event() {
     let risky = with_transcript(event(
         "PreToolUse",
         "Bash",
-        json!({"command": "rm -rf /", "description": "clean"}),
+        json!({"command": "npm publish", "description": "release"}),
     ));
     let asked = hook(dir.path(), &risky).unwrap();
     let (decision, reason) = decision_of(&asked);
@@ -524,7 +524,7 @@ fn the_daemon_serves_8_concurrent_clients_and_drains_on_shutdown() {
         .take()
         .unwrap()
         .write_all(
-            event("PreToolUse", "Bash", json!({"command": "rm -rf /"}))
+            event("PreToolUse", "Bash", json!({"command": "npm publish"}))
                 .to_string()
                 .as_bytes(),
         )
@@ -545,7 +545,8 @@ fn the_daemon_serves_8_concurrent_clients_and_drains_on_shutdown() {
     );
     assert!(
         metrics
-            .contains("toolgate_policy_verdicts_total{policy=\"lease-gate\",verdict=\"pause\"} 1")
+            .contains("toolgate_policy_verdicts_total{policy=\"safeguards\",verdict=\"pause\"} 1"),
+        "{metrics}"
     );
 
     // SIGTERM: stop, drain, exit 0, socket gone.

@@ -50,16 +50,16 @@ fn before_events_answer_as_cursor_reads_them() {
     );
     assert_eq!(hook(&setup, &[], &read.to_string()), json!({}));
 
-    // Paused (a shell command in an interactive session): Cursor asks the
-    // person, with toolgate's reason.
-    let rm = shell("beforeShellExecution", "rm -rf build");
+    // Paused (publishing a package): Cursor asks the person, with
+    // toolgate's reason.
+    let rm = shell("beforeShellExecution", "npm publish");
     let answer = hook(&setup, &[], &rm.to_string());
     assert_eq!(answer["permission"], "ask", "{answer}");
     assert!(
         answer["user_message"]
             .as_str()
             .unwrap()
-            .starts_with("toolgate (lease-gate asks): "),
+            .starts_with("toolgate (safeguards asks): "),
         "{answer}"
     );
 
@@ -96,7 +96,7 @@ fn a_read_cannot_ask_so_a_pause_denies_and_says_how_to_approve() {
     let setup = Setup::new(&asker);
     let read = event(
         "beforeReadFile",
-        json!({"file_path": "/home/dev/project/.env"}),
+        json!({"file_path": "/home/dev/project/README.md"}),
     );
     let answer = hook(&setup, &[], &read.to_string());
     assert_eq!(answer["permission"], "deny", "{answer}");
@@ -111,11 +111,11 @@ fn a_read_cannot_ask_so_a_pause_denies_and_says_how_to_approve() {
 #[test]
 fn a_pause_answered_in_cursors_prompt_is_closed_when_the_command_runs() {
     let setup = Setup::new("");
-    let rm = shell("beforeShellExecution", "rm -rf build");
+    let rm = shell("beforeShellExecution", "npm publish");
     assert_eq!(hook(&setup, &[], &rm.to_string())["permission"], "ask");
     assert_eq!(setup.pending_gates().len(), 1);
     // The person said yes in Cursor; the command ran.
-    let mut ran = shell("afterShellExecution", "rm -rf build");
+    let mut ran = shell("afterShellExecution", "npm publish");
     ran["output"] = json!("");
     ran["duration"] = json!(12);
     assert_eq!(hook(&setup, &[], &ran.to_string()), json!({}));

@@ -97,7 +97,7 @@ fn every_command_works_while_the_daemon_runs() {
         "PreToolUse",
         "s-admin",
         "Bash",
-        json!({"command": "rm -rf build"}),
+        json!({"command": "npm publish"}),
         "toolu_risky",
     );
     assert_eq!(permission(&setup.hook(&risky)), "ask");
@@ -113,7 +113,7 @@ fn every_command_works_while_the_daemon_runs() {
         String::from_utf8(out.stdout).unwrap()
     };
     let gates = ok(&["gates", "list"]);
-    assert!(gates.contains("rm -rf build"), "{gates}");
+    assert!(gates.contains("npm publish"), "{gates}");
     assert!(ok(&["log", "--json"]).contains("toolu_risky"));
     ok(&["events", "--limit", "5"]);
     ok(&["plugins", "list"]);
@@ -143,7 +143,7 @@ fn every_command_works_while_the_daemon_runs() {
 #[test]
 fn a_pause_answered_in_claude_codes_prompt_is_closed_by_post_tool_use() {
     let setup = Setup::new("");
-    let input = json!({"command": "rm -rf dist"});
+    let input = json!({"command": "npm publish"});
     let pre = event("PreToolUse", "s-ask", "Bash", input.clone(), "toolu_ask");
     assert_eq!(permission(&setup.hook(&pre)), "ask");
     let pending = |setup: &Setup| {
@@ -167,7 +167,7 @@ fn a_pause_answered_in_claude_codes_prompt_is_closed_by_post_tool_use() {
         "PreToolUse",
         "s-ask",
         "Bash",
-        json!({"command": "rm -rf dist"}),
+        json!({"command": "npm publish"}),
         "toolu_again",
     );
     assert_eq!(permission(&setup.hook(&again)), "ask");

@@ -35,17 +35,18 @@ fn before_tool_answers_as_gemini_cli_reads_them() {
         json!({"absolute_path": "/home/dev/project/a.rs"}),
     );
     assert_eq!(hook(&setup, &[], &read.to_string()), json!({}));
-    // Paused (Gemini CLI cannot ask): denied, saying how a person approves.
+    // Paused (publishing; Gemini CLI cannot ask): denied, saying how a
+    // person approves.
     let rm = event(
         "BeforeTool",
         "run_shell_command",
-        json!({"command": "rm -rf build"}),
+        json!({"command": "npm publish"}),
     );
     let answer = hook(&setup, &[], &rm.to_string());
     assert_eq!(answer["decision"], "deny");
     let reason = answer["reason"].as_str().unwrap();
     assert!(
-        reason.starts_with("toolgate (lease-gate asks): "),
+        reason.starts_with("toolgate (safeguards asks): "),
         "who asks: {reason}"
     );
     assert!(

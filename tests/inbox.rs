@@ -22,7 +22,11 @@ struct Inbox {
 
 fn inbox(gate_ttl_secs: u64) -> Inbox {
     let port = free_port();
-    let setup = Setup::new(&format!("[daemon]\nhttp = \"127.0.0.1:{port}\"\n"));
+    // Every shell command pauses, so any command can stand for a pause.
+    let setup = Setup::new(&format!(
+        "{}[daemon]\nhttp = \"127.0.0.1:{port}\"\n",
+        common::agents::BASH_ALWAYS
+    ));
     // The bundled config sets the TTL; shorten it where a test needs to.
     let config = setup.dir.path().join("toolgate.toml");
     let text = std::fs::read_to_string(&config).unwrap();
@@ -209,8 +213,8 @@ fn a_person_signs_in_sees_pauses_live_and_answers_them() {
     let first = inbox.pause("s1", "rm -rf build", "t1");
     wait_for_text(&browser, "rm -rf build");
     wait_for_text(&browser, "shell");
-    let second = inbox.pause("s2", "git push --force origin main", "t2");
-    wait_for_text(&browser, "git push --force origin main");
+    let second = inbox.pause("s2", "git push origin main", "t2");
+    wait_for_text(&browser, "git push origin main");
     let shot = browser.screenshot(&screenshots().join("inbox-two-pending.png"));
     assert!(std::fs::metadata(&shot).unwrap().len() > 1000);
 
@@ -250,7 +254,7 @@ fn a_person_signs_in_sees_pauses_live_and_answers_them() {
         "PreToolUse",
         "s2",
         "Bash",
-        json!({"command": "git push --force origin main"}),
+        json!({"command": "git push origin main"}),
         "t4",
     );
     let refused = inbox.setup.hook(&retry);

@@ -77,7 +77,7 @@ fn resolve(
 }
 
 #[test]
-fn a_fresh_foreground_thread_reads_freely_and_is_asked_before_bash() {
+fn a_fresh_foreground_thread_reads_and_runs_commands_freely_and_is_asked_before_mcp_tools() {
     let host = gate_host("");
     assert_eq!(
         host.evaluate(&foreground("Read", json!({"file_path": "a"})))
@@ -91,29 +91,43 @@ fn a_fresh_foreground_thread_reads_freely_and_is_asked_before_bash() {
             .verdict,
         Verdict::Allow
     );
-    let bash = host
-        .evaluate(&foreground("Bash", json!({"command": "make"})))
-        .unwrap();
-    assert_eq!(bash.verdict, Verdict::Pause);
-    assert!(
-        bash.reason.unwrap().contains("make"),
-        "the person sees what they approve"
+    // A shell command is judged by what it does (the safeguards policy),
+    // not asked about for being one.
+    assert_eq!(
+        host.evaluate(&foreground("Bash", json!({"command": "make"})))
+            .unwrap()
+            .verdict,
+        Verdict::Allow
     );
     let mut mcp = foreground("create_issue", json!({}));
     mcp.origin = Origin::Mcp("github".into());
-    assert_eq!(
-        host.evaluate(&mcp).unwrap().verdict,
-        Verdict::Pause,
-        "MCP tools need approval"
+    let paused = host.evaluate(&mcp).unwrap();
+    assert_eq!(paused.verdict, Verdict::Pause, "MCP tools need approval");
+    assert!(
+        paused.reason.unwrap().contains("create_issue"),
+        "the person sees what they approve"
     );
-    let auto = on_thread(
-        "Bash",
-        json!({"command": "make"}),
+    let mut auto = on_thread(
+        "create_issue",
+        json!({}),
         "t1",
         "foreground",
         Mode::InteractiveAutoApprove,
     );
+    auto.origin = Origin::Mcp("github".into());
     assert_eq!(host.evaluate(&auto).unwrap().verdict, Verdict::Allow);
+}
+
+#[test]
+fn an_operator_can_have_every_shell_command_asked_about() {
+    let host = gate_host(
+        "[plugins.lease-gate.config.actions.Bash]\neffects = [\"execute\"]\napproval = \"unless-auto-approved\"\n",
+    );
+    let bash = host
+        .evaluate(&foreground("Bash", json!({"command": "make"})))
+        .unwrap();
+    assert_eq!(bash.verdict, Verdict::Pause);
+    assert!(bash.reason.unwrap().contains("make"));
 }
 
 #[test]

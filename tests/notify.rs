@@ -102,12 +102,13 @@ fn notifying_daemon(url: &str) -> (Setup, Child) {
     (setup, daemon)
 }
 
-fn rm_rf(id: &str) -> Value {
+/// A call the bundled config pauses for a person (publishing).
+fn publish(id: &str) -> Value {
     event(
         "PreToolUse",
         "s1",
         "Bash",
-        json!({"command": "rm -rf build"}),
+        json!({"command": "npm publish"}),
         id,
     )
 }
@@ -116,7 +117,7 @@ fn rm_rf(id: &str) -> Value {
 fn each_pause_is_announced_signed() {
     let receiver = receiver(vec![], None);
     let (setup, _daemon) = notifying_daemon(&receiver.url);
-    assert_eq!(permission(&setup.hook(&rm_rf("t1"))), "ask");
+    assert_eq!(permission(&setup.hook(&publish("t1"))), "ask");
     receiver.arrivals.recv().unwrap();
     let gates = setup.pending_gates();
     assert_eq!(gates.len(), 1);
@@ -125,7 +126,7 @@ fn each_pause_is_announced_signed() {
         "PreToolUse",
         "s2",
         "Bash",
-        json!({"command": "git push --force"}),
+        json!({"command": "cargo publish"}),
         "t2",
     );
     assert_eq!(permission(&setup.hook(&other)), "ask");
@@ -165,7 +166,7 @@ fn a_failing_receiver_is_retried_and_never_delays_a_decision() {
     // Held on the first attempt, then 500, then 200.
     let receiver = receiver(vec![500, 500], Some(held));
     let (setup, _daemon) = notifying_daemon(&receiver.url);
-    assert_eq!(permission(&setup.hook(&rm_rf("t1"))), "ask");
+    assert_eq!(permission(&setup.hook(&publish("t1"))), "ask");
     receiver.arrivals.recv().unwrap();
     // The receiver holds its answer; decisions go on meanwhile.
     let read = event(
@@ -250,7 +251,7 @@ fn approvals_watch_prints_a_line_per_pause() {
     common::eventually("the daemon to answer", || {
         Client::new(setup.socket()).is_up()
     });
-    assert_eq!(permission(&setup.hook(&rm_rf("t1"))), "ask");
+    assert_eq!(permission(&setup.hook(&publish("t1"))), "ask");
     let line = lines.next().unwrap().unwrap();
     let id = setup.pending_gates()[0]["request_id"]
         .as_str()

@@ -87,17 +87,13 @@ fn inside_gemini_cli_a_read_runs_and_a_risky_shell_command_gets_toolgates_reason
         vec![Part::Call("read_file".into(), json!({"file_path": file}))],
         vec![Part::Call(
             "run_shell_command".into(),
-            json!({"command": "rm -rf build", "description": "Remove the build directory"}),
+            json!({"command": "echo 'export EDITOR=vim' >> ~/.bashrc", "description": "Set the editor"}),
         )],
         vec![Part::Text("Understood; I will not remove it.".into())],
     ]);
 
     let child = Command::new(&gemini)
-        .args([
-            "-p",
-            "Read a.txt, then clean the build directory.",
-            "--yolo",
-        ])
+        .args(["-p", "Read a.txt, then set my editor.", "--yolo"])
         .current_dir(&project)
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -136,10 +132,10 @@ fn inside_gemini_cli_a_read_runs_and_a_risky_shell_command_gets_toolgates_reason
         .unwrap_or_else(|| panic!("no run_shell_command result: {after_shell:?}"));
     let error = shell["error"].as_str().unwrap_or_default();
     assert!(
-        error.contains("toolgate (lease-gate asks): ") && error.contains("rm -rf build"),
+        error.contains("toolgate (safeguards asks): ") && error.contains("~/.bashrc"),
         "toolgate's reason reaches the model: {shell}"
     );
-    assert!(project.join("build").exists(), "the command did not run");
+    assert!(!home.join(".bashrc").exists(), "the command did not run");
 
     // The daemon decided both calls, as Bash and Read, on Gemini CLI's
     // channel, and recorded the read's outcome.

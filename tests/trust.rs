@@ -404,7 +404,11 @@ fn a_channel_adapter_with_its_token_resolves_over_the_socket_and_http() {
 
 #[test]
 fn secrets_in_a_paused_call_show_nowhere() {
-    let setup = Setup::new("[log]\narguments = \"full\"\n");
+    // Every shell command pauses, its arguments shown to the person.
+    let setup = Setup::new(&format!(
+        "{}[log]\narguments = \"full\"\n",
+        common::agents::BASH_ALWAYS
+    ));
     let secrets = [
         "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",
         "sk-ant-api03-Zx9Yw8Vu7Ts6Rq5Po4Nm3",
@@ -412,7 +416,7 @@ fn secrets_in_a_paused_call_show_nowhere() {
         "hunter2hunter2",
     ];
     let command = format!(
-        "rm -rf /srv/app && curl -H 'Authorization: token {}' -H 'x-api-key: {}' https://example.com && AWS_ACCESS_KEY_ID={} mysql password={} db",
+        "make deploy && curl -H 'Authorization: token {}' -H 'x-api-key: {}' https://example.com && AWS_ACCESS_KEY_ID={} mysql password={} db",
         secrets[0], secrets[1], secrets[2], secrets[3]
     );
     let answer = setup.hook(&event(

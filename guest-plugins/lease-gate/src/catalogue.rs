@@ -4,7 +4,8 @@
 //! Tiers, from least to most sensitive:
 //! - **read-only**: only read effects, no approval;
 //! - **standard**: writes, no approval;
-//! - **privileged**: needs approval (`always` or `unless-auto-approved`);
+//! - **privileged**: needs approval (`always` or `unless-auto-approved`),
+//!   or runs arbitrary code (`execute`): a research thread plans no shell;
 //! - **administrative**: marked `administrative`, or on the denylist of
 //!   actions that change the agent system itself (e.g. `routine_create`).
 
@@ -116,7 +117,7 @@ pub fn tier(action: &str, spec: &ActionSpec) -> Tier {
         .any(|pattern| glob::matches(pattern, action));
     if spec.administrative || denylisted {
         Tier::Administrative
-    } else if spec.approval != Approval::Never {
+    } else if spec.approval != Approval::Never || spec.effects.contains(&Effect::Execute) {
         Tier::Privileged
     } else if spec
         .effects
@@ -212,10 +213,10 @@ fn default_entries() -> Vec<(String, ActionSpec)> {
         "SendMessage".into(),
         ActionSpec::new(&[WriteExternal], Never),
     ));
-    entries.push((
-        "Bash".into(),
-        ActionSpec::new(&[Execute], UnlessAutoApproved),
-    ));
+    // A shell command is judged by what it does (the safeguards policy),
+    // not asked about for being one: a person approving `git status` learns
+    // to approve everything. Its tier stays privileged (it executes).
+    entries.push(("Bash".into(), ActionSpec::new(&[Execute], Never)));
     entries.push((
         "mcp:*".into(),
         ActionSpec::new(&[WriteExternal], UnlessAutoApproved),

@@ -1,0 +1,211 @@
+//! Paths as the rules see them, and the globs that match them.
+//!
+//! The policy does not know the home directory or the working directory of
+//! the call, so a path is judged by its shape: `~/x`, `$HOME/x`,
+//! `/home/NAME/x`, `/Users/NAME/x` and `/root/x` are all "x in a home
+//! directory"; a relative path is in the project; `..` climbs out of it.
+
+/// A path glob: `*` matches within one segment, `**` any number of
+/// segments. `~/…` is any home directory; a glob with no leading `/` or
+/// `~` matches at any depth (`.env` matches `app/.env`).
+#[derive(Debug, Clone)]
+pub struct PathGlob {
+    segments: Vec<String>,
+    /// Anchored at a home directory (`~/…`) or the root (`/…`).
+    anchor: Anchor,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Anchor {
+    Home,
+    Root,
+    Anywhere,
+}
+
+impl PathGlob {
+    /// Compile `pattern`.
+    pub fn new(pattern: &str) -> Self {
+        let (anchor, rest) = if let Some(rest) = pattern.strip_prefix("~/") {
+            (Anchor::Home, rest)
+        } else if pattern == "~" {
+            (Anchor::Home, "")
+        } else if let Some(rest) = pattern.strip_prefix('/') {
+            (Anchor::Root, rest)
+        } else {
+            (Anchor::Anywhere, pattern)
+        };
+        Self {
+            segments: split(rest).map(str::to_string).collect(),
+            anchor,
+        }
+    }
+
+    /// Whether `path` (as a call spells it) matches.
+    pub fn matches(&self, path: &str) -> bool {
+        let path = normal(path);
+        let segments: Vec<&str> = split(&path).collect();
+        let home_rest = home_relative(&path, &segments);
+        match self.anchor {
+            Anchor::Home => home_rest.is_some_and(|rest| glob_segments(&self.segments, rest)),
+            Anchor::Root => path.starts_with('/') && glob_segments(&self.segments, &segments),
+            Anchor::Anywhere => {
+                (0..=segments.len()).any(|start| glob_segments(&self.segments, &segments[start..]))
+            }
+        }
+    }
+}
+
+/// `$HOME/x` and `${HOME}/x` as `~/x`; `./x` as `x`; repeated slashes as
+/// one.
+pub fn normal(path: &str) -> String {
+    let path = path
+        .strip_prefix("$HOME")
+        .or_else(|| path.strip_prefix("${HOME}"))
+        .map_or_else(|| path.to_string(), |rest| format!("~{rest}"));
+    let mut out = String::with_capacity(path.len());
+    let mut last_slash = false;
+    for c in path.chars() {
+        if c == '/' && last_slash {
+            continue;
+        }
+        last_slash = c == '/';
+        out.push(c);
+    }
+    let mut out = out.as_str();
+    while let Some(rest) = out.strip_prefix("./") {
+        out = rest;
+    }
+    if out.len() > 1 {
+        out = out.trim_end_matches('/');
+    }
+    out.to_string()
+}
+
+fn split(path: &str) -> impl Iterator<Item = &str> {
+    path.split('/').filter(|s| !s.is_empty() && *s != ".")
+}
+
+/// The segments after the home directory, if `path` is in one.
+fn home_relative<'p>(path: &str, segments: &'p [&'p str]) -> Option<&'p [&'p str]> {
+    if path == "~" || path.starts_with("~/") {
+        return Some(&segments[1..]);
+    }
+    if !path.starts_with('/') {
+        return None;
+    }
+    match segments {
+        ["root", rest @ ..] => Some(rest),
+        ["home" | "Users", _user, rest @ ..] => Some(rest),
+        _ => None,
+    }
+}
+
+/// Whether the path is the home directory, the root, or a top-level
+/// directory: somewhere that holds far more than a project.
+pub fn is_broad(path: &str) -> bool {
+    let path = normal(path);
+    let segments: Vec<&str> = split(&path).collect();
+    if path.starts_with('/') {
+        return segments.len() <= 1 || home_relative(&path, &segments).is_some_and(<[_]>::is_empty);
+    }
+    path == "~"
+}
+
+/// Whether `path` leaves the project: absolute, in a home directory, or
+/// climbing out with `..`.
+pub fn outside_project(path: &str) -> bool {
+    let path = normal(path);
+    path.starts_with('/') || path.starts_with('~') || path == ".." || path.starts_with("../")
+}
+
+fn glob_segments(pattern: &[String], path: &[&str]) -> bool {
+    match pattern.split_first() {
+        None => path.is_empty(),
+        Some((first, rest)) if first == "**" => {
+            (0..=path.len()).any(|skip| glob_segments(rest, &path[skip..]))
+        }
+        Some((first, rest)) => match path.split_first() {
+            Some((segment, path_rest)) => {
+                glob_one(first.as_bytes(), segment.as_bytes()) && glob_segments(rest, path_rest)
+            }
+            None => false,
+        },
+    }
+}
+
+/// `*` and `?` within one segment; a leading `.` is matched only by a
+/// literal dot, as the shell does.
+fn glob_one(pattern: &[u8], name: &[u8]) -> bool {
+    if name.first() == Some(&b'.') && pattern.first() != Some(&b'.') {
+        return false;
+    }
+    let (mut p, mut n) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while n < name.len() {
+        if p < pattern.len() && (pattern[p] == b'?' || pattern[p] == name[n]) {
+            p += 1;
+            n += 1;
+        } else if p < pattern.len() && pattern[p] == b'*' {
+            star = Some((p, n));
+            p += 1;
+        } else if let Some((sp, sn)) = star {
+            p = sp + 1;
+            n = sn + 1;
+            star = Some((sp, sn + 1));
+        } else {
+            return false;
+        }
+    }
+    pattern[p..].iter().all(|c| *c == b'*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn home_globs_match_every_spelling_of_a_home() {
+        let keys = PathGlob::new("~/.ssh/id_*");
+        for path in [
+            "~/.ssh/id_rsa",
+            "$HOME/.ssh/id_ed25519",
+            "/home/alice/.ssh/id_rsa",
+            "/Users/bob/.ssh/id_rsa",
+            "/root/.ssh//id_rsa",
+        ] {
+            assert!(keys.matches(path), "{path}");
+        }
+        for path in ["/etc/.ssh/id_rsa", ".ssh/id_rsa", "~/.ssh/known_hosts"] {
+            assert!(!keys.matches(path), "{path}");
+        }
+    }
+
+    #[test]
+    fn unanchored_globs_match_at_any_depth() {
+        let env = PathGlob::new(".env");
+        assert!(env.matches(".env"));
+        assert!(env.matches("./app/.env"));
+        assert!(env.matches("/home/a/p/.env"));
+        assert!(!env.matches(".envrc"));
+        let any = PathGlob::new("**/node_modules");
+        assert!(any.matches("node_modules"));
+        assert!(any.matches("web/node_modules"));
+        assert!(!PathGlob::new("*").matches(".git"));
+    }
+
+    #[test]
+    fn rooted_globs_and_the_temporary_directory() {
+        let tmp = PathGlob::new("/tmp/**");
+        assert!(tmp.matches("/tmp/build"));
+        assert!(tmp.matches("/tmp/*"));
+        assert!(tmp.matches("/tmp"));
+        assert!(!tmp.matches("tmp/x"));
+        assert!(is_broad("/"));
+        assert!(is_broad("~"));
+        assert!(is_broad("/home/alice/"));
+        assert!(is_broad("/etc"));
+        assert!(!is_broad("/etc/nginx"));
+        assert!(outside_project("../x"));
+        assert!(!outside_project("./src/x"));
+    }
+}

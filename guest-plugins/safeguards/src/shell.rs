@@ -1,0 +1,1000 @@
+//! Shell text read as the shell would split it, without running any of it:
+//! simple commands at control operators (`;`, `&&`, `||`, `|`, `&`,
+//! newlines, subshells), words with their quotes removed, redirections with
+//! their targets, heredocs and here-strings as the text a command reads.
+//! What a command runs in turn is read too: command substitutions, `sh -c`,
+//! `eval`, a shell fed a heredoc, `find -exec`, and wrappers (`sudo`, `env`,
+//! `xargs`, `timeout`, …) that run the command after them. Interpreters'
+//! one-liners (`python -c`, `node -e`) are kept as code for the code rules.
+//!
+//! The reader is lenient: text the shell would refuse (an unclosed quote)
+//! is read as far as it goes, since what matters is what would run if it
+//! were accepted. Its cost is linear in the text and bounded by
+//! [`MAX_DEPTH`] and [`MAX_COMMANDS`].
+
+/// How deep nested texts (`bash -c "$(…)"`) are followed.
+const MAX_DEPTH: usize = 6;
+/// The most commands one text yields; past it the rest is not read (and
+/// the reading says so).
+const MAX_COMMANDS: usize = 512;
+
+/// Shells whose `-c` text, or heredoc, is itself shell text.
+const SHELLS: &[&str] = &["sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "ash"];
+/// Interpreters with a one-liner flag, and the flag.
+const INTERPRETERS: &[(&str, &[&str])] = &[
+    ("python", &["-c"]),
+    ("python2", &["-c"]),
+    ("python3", &["-c"]),
+    ("node", &["-e", "--eval", "-p", "--print"]),
+    ("nodejs", &["-e", "--eval", "-p", "--print"]),
+    ("bun", &["-e", "--eval"]),
+    ("deno", &["eval"]),
+    ("ruby", &["-e"]),
+    ("perl", &["-e", "-E"]),
+    ("php", &["-r"]),
+    ("lua", &["-e"]),
+];
+/// Calls in interpreter code that run their string argument as a shell
+/// command.
+const SHELL_OUT: &[&str] = &[
+    "system(",
+    "os.system(",
+    "popen(",
+    "exec(",
+    "execSync(",
+    "spawnSync(",
+    "subprocess.",
+    "check_output(",
+    "check_call(",
+    "shell_exec(",
+    "passthru(",
+    "%x(",
+];
+/// Reserved words a command may start with; the command proper follows.
+const RESERVED: &[&str] = &[
+    "if", "then", "else", "elif", "fi", "do", "done", "while", "until", "!", "{", "}", "time",
+    "function",
+];
+
+/// One simple command.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Command {
+    /// The program's file name (`/usr/bin/git` is `git`) and its arguments,
+    /// after wrappers and leading assignments.
+    pub words: Vec<String>,
+    /// Files it reads or writes through redirections.
+    pub redirects: Vec<Redirect>,
+    /// Whether it runs through `sudo`, `doas` or `su -c`.
+    pub privileged: bool,
+    /// What it reads on standard input from a heredoc or here-string
+    /// (`psql <<EOF … EOF`).
+    pub input: Option<String>,
+}
+
+impl Command {
+    /// The program's name.
+    pub fn program(&self) -> &str {
+        self.words.first().map_or("", String::as_str)
+    }
+
+    /// Its arguments.
+    pub fn args(&self) -> &[String] {
+        self.words.get(1..).unwrap_or(&[])
+    }
+}
+
+/// A redirection's target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Redirect {
+    /// Written (`>`, `>>`, `&>`) rather than read (`<`).
+    pub write: bool,
+    /// The file.
+    pub target: String,
+}
+
+/// An interpreter's one-liner or script fed on standard input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Code {
+    /// The interpreter (`python3`).
+    pub interpreter: String,
+    /// The code.
+    pub text: String,
+}
+
+/// Everything a text would run, as far as it can be known.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Reading {
+    /// Every simple command, nested ones included.
+    pub commands: Vec<Command>,
+    /// Every interpreter one-liner.
+    pub code: Vec<Code>,
+    /// Part of the text was not read (past a bound).
+    pub incomplete: bool,
+}
+
+/// Read `text`.
+pub fn read(text: &str) -> Reading {
+    let mut reading = Reading::default();
+    read_into(text, 0, &mut reading);
+    reading
+}
+
+fn read_into(text: &str, depth: usize, reading: &mut Reading) {
+    if depth > MAX_DEPTH {
+        reading.incomplete = true;
+        return;
+    }
+    let tokens = Lexer::new(text).run();
+    let mut pending: Vec<Token> = Vec::new();
+    for token in tokens
+        .into_iter()
+        .chain(std::iter::once(Token::Op(";".into())))
+    {
+        match token {
+            Token::Op(op) if is_separator(&op) => {
+                let simple = std::mem::take(&mut pending);
+                if !simple.is_empty() {
+                    command_from(simple, depth, reading);
+                }
+            }
+            other => pending.push(other),
+        }
+        if reading.commands.len() >= MAX_COMMANDS {
+            reading.incomplete = true;
+            return;
+        }
+    }
+}
+
+fn is_separator(op: &str) -> bool {
+    matches!(
+        op,
+        ";" | "&" | "&&" | "||" | "|" | "|&" | "\n" | "(" | ")" | ";;" | ";&" | ";;&"
+    )
+}
+
+/// A word as lexed: its text and the command substitutions inside it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Word {
+    text: String,
+    substitutions: Vec<String>,
+    /// The heredoc body, when this word is a heredoc's delimiter.
+    body: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Token {
+    Word(Word),
+    Op(String),
+}
+
+/// Turn one simple command's tokens into a [`Command`] and read what it
+/// runs in turn.
+fn command_from(tokens: Vec<Token>, depth: usize, reading: &mut Reading) {
+    let mut words: Vec<String> = Vec::new();
+    let mut redirects = Vec::new();
+    let mut stdin_text: Option<String> = None;
+    let mut tokens = tokens.into_iter().peekable();
+    while let Some(token) = tokens.next() {
+        match token {
+            Token::Word(word) => {
+                for sub in &word.substitutions {
+                    read_into(sub, depth + 1, reading);
+                }
+                words.push(word.text);
+            }
+            Token::Op(op) => {
+                let Some(Token::Word(target)) = tokens.next() else {
+                    continue;
+                };
+                for sub in &target.substitutions {
+                    read_into(sub, depth + 1, reading);
+                }
+                let op = op.trim_start_matches(|c: char| c.is_ascii_digit());
+                match op {
+                    "<<" | "<<-" => stdin_text = target.body,
+                    "<<<" => stdin_text = Some(target.text),
+                    "<" | "<>" => redirects.push(Redirect {
+                        write: op == "<>",
+                        target: target.text,
+                    }),
+                    // `2>&1`, `>&2`: descriptors, not files.
+                    ">&" | "<&" if target.text.chars().all(|c| c.is_ascii_digit() || c == '-') => {}
+                    _ => redirects.push(Redirect {
+                        write: true,
+                        target: target.text,
+                    }),
+                }
+            }
+        }
+    }
+    let Some(mut words) = strip_prefixes(words) else {
+        return;
+    };
+    let privileged = unwrap(&mut words);
+    if words.is_empty() {
+        return;
+    }
+    let program = file_name(&words[0]).to_string();
+    words[0] = program.clone();
+    normalise(&mut words);
+    follow(&words, stdin_text.as_deref(), depth, reading);
+    reading.commands.push(Command {
+        words,
+        redirects,
+        privileged,
+        input: stdin_text,
+    });
+}
+
+/// Drop leading assignments and reserved words; `None` for commands that
+/// are only syntax (`for x in a b c`, `case … in`).
+fn strip_prefixes(mut words: Vec<String>) -> Option<Vec<String>> {
+    loop {
+        let first = words.first()?;
+        if matches!(first.as_str(), "for" | "case" | "select" | "esac" | "in") {
+            return None;
+        }
+        if RESERVED.contains(&first.as_str()) || is_assignment(first) {
+            words.remove(0);
+            continue;
+        }
+        // `function name()`: a definition, its body read separately.
+        if first.ends_with("()") {
+            return None;
+        }
+        return Some(words);
+    }
+}
+
+fn is_assignment(word: &str) -> bool {
+    match word.split_once('=') {
+        Some((name, _)) => {
+            !name.is_empty()
+                && !name.starts_with(|c: char| c.is_ascii_digit())
+                && name
+                    .trim_end_matches('+')
+                    .chars()
+                    .all(|c| c == '_' || c.is_ascii_alphanumeric())
+        }
+        None => false,
+    }
+}
+
+/// `/usr/bin/git` → `git`.
+fn file_name(word: &str) -> &str {
+    word.rsplit('/').next().unwrap_or(word)
+}
+
+/// Remove the wrappers that run the command after them; whether one of
+/// them raised privileges.
+fn unwrap(words: &mut Vec<String>) -> bool {
+    let mut privileged = false;
+    for _ in 0..16 {
+        let Some(first) = words.first() else { break };
+        let skip = match file_name(first) {
+            "sudo" | "doas" => {
+                privileged = true;
+                1 + options(
+                    &words[1..],
+                    &["-u", "-g", "-h", "-p", "-C", "-D", "-r", "-t", "-U"],
+                )
+            }
+            "env" => {
+                let mut n = 1 + options(&words[1..], &["-u", "-C", "-S", "--unset", "--chdir"]);
+                while words.get(n).is_some_and(|w| is_assignment(w)) {
+                    n += 1;
+                }
+                n
+            }
+            "command" | "builtin" => {
+                // `command -v git` asks where git is; it runs nothing.
+                if words.get(1).is_some_and(|w| w == "-v" || w == "-V") {
+                    break;
+                }
+                1 + options(&words[1..], &[])
+            }
+            "exec" => 1 + options(&words[1..], &["-a"]),
+            "nohup" | "chronic" | "unbuffer" | "setsid" | "catchsegv" => 1,
+            "time" => 1 + options(&words[1..], &["-f", "-o"]),
+            "nice" => 1 + options(&words[1..], &["-n", "--adjustment"]),
+            "ionice" => 1 + options(&words[1..], &["-c", "-n", "-p", "-P", "-u"]),
+            "stdbuf" => 1 + options(&words[1..], &["-i", "-o", "-e"]),
+            "timeout" => {
+                let n = 1 + options(&words[1..], &["-s", "-k", "--signal", "--kill-after"]);
+                n + 1 // the duration
+            }
+            "watch" => 1 + options(&words[1..], &["-n", "-d", "--interval"]),
+            "xargs" => {
+                1 + options(
+                    &words[1..],
+                    &[
+                        "-I", "-i", "-n", "-P", "-L", "-l", "-d", "-E", "-e", "-s", "-a",
+                    ],
+                )
+            }
+            "busybox" | "npx" | "bunx" | "pnpx" | "uvx" => {
+                1 + options(&words[1..], &["-p", "--package", "--from", "--with"])
+            }
+            // Two-word runners: `uv run pytest`, `pnpm exec prisma …`.
+            "uv" | "poetry" | "pipenv" | "pdm" | "hatch" | "rye"
+                if words.get(1).is_some_and(|w| w == "run") =>
+            {
+                2 + options(&words[2..], &["--with", "--python", "-p", "--env", "-e"])
+            }
+            "pnpm" | "yarn" | "bundle" | "mise" | "asdf"
+                if words.get(1).is_some_and(|w| w == "exec" || w == "dlx") =>
+            {
+                2 + options(&words[2..], &[])
+            }
+            _ => break,
+        };
+        if skip == 0 || skip > words.len() {
+            words.clear();
+            break;
+        }
+        words.drain(..skip);
+    }
+    privileged
+}
+
+/// How many leading words are options (with `with_value` taking the next
+/// word as their value), up to and including a `--`.
+fn options(words: &[String], with_value: &[&str]) -> usize {
+    let mut n = 0;
+    while let Some(word) = words.get(n) {
+        if word == "--" {
+            return n + 1;
+        }
+        if !word.starts_with('-') || word == "-" {
+            break;
+        }
+        n += 1;
+        if with_value.contains(&word.as_str()) {
+            n += 1;
+        }
+    }
+    n.min(words.len())
+}
+
+/// Words whose meaning does not depend on where an option sits: `git -C
+/// dir --no-pager reset` is `git reset`.
+fn normalise(words: &mut Vec<String>) {
+    if words[0] == "git" {
+        let mut i = 1;
+        while let Some(word) = words.get(i) {
+            match word.as_str() {
+                "-C" | "-c" | "--git-dir" | "--work-tree" | "--namespace" => {
+                    words.drain(i..(i + 2).min(words.len()));
+                }
+                w if w.starts_with('-') => {
+                    words.remove(i);
+                }
+                _ => break,
+            }
+            i = 1;
+        }
+    }
+}
+
+/// Read what the command runs in turn: `sh -c TEXT`, a shell fed a
+/// heredoc, `eval`, `find -exec`, an interpreter's code.
+fn follow(words: &[String], stdin_text: Option<&str>, depth: usize, reading: &mut Reading) {
+    let program = words[0].as_str();
+    let args = &words[1..];
+    if SHELLS.contains(&program) {
+        match args.iter().position(|w| is_flag_with(w, 'c')) {
+            Some(at) => {
+                if let Some(text) = args.get(at + 1) {
+                    read_into(text, depth + 1, reading);
+                }
+            }
+            None if args.iter().all(|w| w.starts_with('-')) => {
+                if let Some(text) = stdin_text {
+                    read_into(text, depth + 1, reading);
+                }
+            }
+            None => {}
+        }
+        return;
+    }
+    if program == "su" {
+        if let Some(at) = args.iter().position(|w| w == "-c" || w == "--command")
+            && let Some(text) = args.get(at + 1)
+        {
+            let mut inner = Reading::default();
+            read_into(text, depth + 1, &mut inner);
+            for command in &mut inner.commands {
+                command.privileged = true;
+            }
+            reading.commands.append(&mut inner.commands);
+            reading.code.append(&mut inner.code);
+        }
+        return;
+    }
+    if program == "eval" {
+        read_into(&args.join(" "), depth + 1, reading);
+        return;
+    }
+    if program == "find" {
+        let mut rest = args;
+        while let Some(at) = rest
+            .iter()
+            .position(|w| matches!(w.as_str(), "-exec" | "-execdir" | "-ok" | "-okdir"))
+        {
+            let after = &rest[at + 1..];
+            let end = after
+                .iter()
+                .position(|w| w == ";" || w == "+")
+                .unwrap_or(after.len());
+            if end > 0 {
+                let text = after[..end]
+                    .iter()
+                    .map(|w| quote(w))
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                read_into(&text, depth + 1, reading);
+            }
+            rest = &after[end.min(after.len())..];
+        }
+        return;
+    }
+    let base = program.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
+    let interpreter = INTERPRETERS
+        .iter()
+        .find(|(name, _)| *name == program || *name == base);
+    if let Some((_, flags)) = interpreter {
+        let code = match args.iter().position(|w| flags.contains(&w.as_str())) {
+            Some(at) => args.get(at + 1).cloned(),
+            None if args.iter().all(|w| w.starts_with('-')) => stdin_text.map(str::to_string),
+            None => None,
+        };
+        if let Some(text) = code {
+            for command in shell_strings(&text) {
+                read_into(&command, depth + 1, reading);
+            }
+            reading.code.push(Code {
+                interpreter: program.to_string(),
+                text,
+            });
+        }
+    }
+}
+
+/// `-c`, or a cluster of single-letter flags holding `c` (`-lc`, `-ec`).
+fn is_flag_with(word: &str, flag: char) -> bool {
+    word.strip_prefix('-').is_some_and(|letters| {
+        !letters.starts_with('-')
+            && letters.contains(flag)
+            && letters.chars().all(|c| c.is_ascii_alphabetic())
+    })
+}
+
+/// A word quoted so the lexer reads it back as itself.
+fn quote(word: &str) -> String {
+    format!("'{}'", word.replace('\'', r"'\''"))
+}
+
+/// The string literals of interpreter code that hands them to a shell
+/// (`os.system('rm -rf x')`, `` `rm -rf x` `` in Ruby or Perl).
+fn shell_strings(code: &str) -> Vec<String> {
+    let shells_out = SHELL_OUT.iter().any(|call| code.contains(call));
+    let mut found = Vec::new();
+    let mut chars = code.char_indices().peekable();
+    while let Some((_, c)) = chars.next() {
+        let quote = match c {
+            '\'' | '"' if shells_out => c,
+            '`' => c,
+            _ => continue,
+        };
+        let mut literal = String::new();
+        while let Some((_, c)) = chars.next() {
+            match c {
+                '\\' => {
+                    if let Some((_, escaped)) = chars.next() {
+                        literal.push(escaped);
+                    }
+                }
+                c if c == quote => break,
+                c => literal.push(c),
+            }
+        }
+        found.push(literal);
+    }
+    found
+}
+
+/// Longest first, so `&&` is not read as two `&`.
+const OPERATORS: &[&str] = &[
+    ";;&", "<<<", "<<-", "&>>", "&&", "||", ";;", ";&", "|&", "<<", ">>", "&>", ">&", "<&", ">|",
+    "<>", ";", "&", "|", "(", ")", "<", ">", "\n",
+];
+
+struct Lexer<'t> {
+    chars: Vec<char>,
+    at: usize,
+    tokens: Vec<Token>,
+    /// Heredocs whose bodies start at the next newline: (token index,
+    /// delimiter, strip leading tabs).
+    heredocs: Vec<(usize, String, bool)>,
+    _text: std::marker::PhantomData<&'t str>,
+}
+
+impl<'t> Lexer<'t> {
+    fn new(text: &'t str) -> Self {
+        Self {
+            chars: text.chars().collect(),
+            at: 0,
+            tokens: Vec::new(),
+            heredocs: Vec::new(),
+            _text: std::marker::PhantomData,
+        }
+    }
+
+    fn peek(&self, offset: usize) -> Option<char> {
+        self.chars.get(self.at + offset).copied()
+    }
+
+    fn starts_with(&self, s: &str) -> bool {
+        s.chars().enumerate().all(|(i, c)| self.peek(i) == Some(c))
+    }
+
+    fn run(mut self) -> Vec<Token> {
+        let mut heredoc_next = false;
+        while let Some(c) = self.peek(0) {
+            match c {
+                ' ' | '\t' | '\r' => self.at += 1,
+                '\\' if self.peek(1) == Some('\n') => self.at += 2,
+                '#' => {
+                    while self.peek(0).is_some_and(|c| c != '\n') {
+                        self.at += 1;
+                    }
+                }
+                '\n' => {
+                    self.at += 1;
+                    self.tokens.push(Token::Op("\n".into()));
+                    self.read_heredoc_bodies();
+                }
+                _ => {
+                    if let Some(op) = self.operator() {
+                        heredoc_next = op.ends_with("<<") || op.ends_with("<<-");
+                        self.tokens.push(Token::Op(op));
+                        continue;
+                    }
+                    let word = self.word();
+                    if heredoc_next {
+                        let strip =
+                            matches!(self.tokens.last(), Some(Token::Op(op)) if op.ends_with('-'));
+                        self.heredocs
+                            .push((self.tokens.len(), word.text.clone(), strip));
+                        heredoc_next = false;
+                    }
+                    self.tokens.push(Token::Word(word));
+                }
+            }
+        }
+        self.tokens
+    }
+
+    /// An operator here, with a leading descriptor number (`2>`).
+    fn operator(&mut self) -> Option<String> {
+        let digits = self.chars[self.at..]
+            .iter()
+            .take_while(|c| c.is_ascii_digit())
+            .count();
+        if digits > 0 && !matches!(self.peek(digits), Some('<' | '>')) {
+            return None;
+        }
+        let start = self.at;
+        self.at += digits;
+        for op in OPERATORS {
+            if self.starts_with(op) {
+                self.at += op.chars().count();
+                let prefix: String = self.chars[start..start + digits].iter().collect();
+                return Some(format!("{prefix}{op}"));
+            }
+        }
+        self.at = start;
+        None
+    }
+
+    fn read_heredoc_bodies(&mut self) {
+        for (index, delimiter, strip) in std::mem::take(&mut self.heredocs) {
+            let mut body = String::new();
+            while self.peek(0).is_some() {
+                let mut line = String::new();
+                while let Some(c) = self.peek(0) {
+                    self.at += 1;
+                    if c == '\n' {
+                        break;
+                    }
+                    line.push(c);
+                }
+                let line = if strip {
+                    line.trim_start_matches('\t').to_string()
+                } else {
+                    line
+                };
+                if line == delimiter {
+                    break;
+                }
+                body.push_str(&line);
+                body.push('\n');
+            }
+            if let Some(Token::Word(word)) = self.tokens.get_mut(index) {
+                word.body = Some(body);
+            }
+        }
+    }
+
+    fn word(&mut self) -> Word {
+        let mut word = Word {
+            text: String::new(),
+            substitutions: Vec::new(),
+            body: None,
+        };
+        while let Some(c) = self.peek(0) {
+            match c {
+                ' ' | '\t' | '\r' | '\n' | ';' | '&' | '|' | '(' | ')' | '<' | '>' => {
+                    // `=(`… and `<(`… are process substitutions inside a word.
+                    if matches!(c, '<' | '>') && self.peek(1) == Some('(') {
+                        self.at += 1;
+                        let inner = self.balanced('(', ')');
+                        word.substitutions.push(inner);
+                        word.text.push_str("/dev/fd/63");
+                        continue;
+                    }
+                    break;
+                }
+                '\\' => {
+                    self.at += 1;
+                    match self.peek(0) {
+                        Some('\n') => self.at += 1,
+                        Some(c) => {
+                            word.text.push(c);
+                            self.at += 1;
+                        }
+                        None => {}
+                    }
+                }
+                '\'' => {
+                    self.at += 1;
+                    while let Some(c) = self.peek(0) {
+                        self.at += 1;
+                        if c == '\'' {
+                            break;
+                        }
+                        word.text.push(c);
+                    }
+                }
+                '"' => {
+                    self.at += 1;
+                    self.double_quoted(&mut word);
+                }
+                '`' => {
+                    self.at += 1;
+                    let mut inner = String::new();
+                    while let Some(c) = self.peek(0) {
+                        self.at += 1;
+                        match c {
+                            '`' => break,
+                            '\\' => {
+                                if let Some(n) = self.peek(0) {
+                                    inner.push(n);
+                                    self.at += 1;
+                                }
+                            }
+                            c => inner.push(c),
+                        }
+                    }
+                    word.substitutions.push(inner);
+                    word.text.push_str("$(…)");
+                }
+                '$' => self.dollar(&mut word, false),
+                c => {
+                    word.text.push(c);
+                    self.at += 1;
+                }
+            }
+        }
+        word
+    }
+
+    fn double_quoted(&mut self, word: &mut Word) {
+        while let Some(c) = self.peek(0) {
+            match c {
+                '"' => {
+                    self.at += 1;
+                    return;
+                }
+                '\\' => {
+                    self.at += 1;
+                    match self.peek(0) {
+                        Some(n @ ('"' | '\\' | '$' | '`')) => {
+                            word.text.push(n);
+                            self.at += 1;
+                        }
+                        Some('\n') => self.at += 1,
+                        _ => word.text.push('\\'),
+                    }
+                }
+                '`' => {
+                    self.at += 1;
+                    let mut inner = String::new();
+                    while let Some(c) = self.peek(0) {
+                        self.at += 1;
+                        if c == '`' {
+                            break;
+                        }
+                        inner.push(c);
+                    }
+                    word.substitutions.push(inner);
+                    word.text.push_str("$(…)");
+                }
+                '$' => self.dollar(word, true),
+                c => {
+                    word.text.push(c);
+                    self.at += 1;
+                }
+            }
+        }
+    }
+
+    /// `$…` at the cursor: a substitution, an expansion, or a literal `$`.
+    fn dollar(&mut self, word: &mut Word, quoted: bool) {
+        self.at += 1;
+        match self.peek(0) {
+            Some('(') if self.peek(1) == Some('(') => {
+                self.at += 1;
+                let inner = self.balanced('(', ')');
+                // Arithmetic: its commands, if any, are substitutions.
+                word.text.push_str(&format!("$(({inner})"));
+            }
+            Some('(') => {
+                let inner = self.balanced('(', ')');
+                word.substitutions.push(inner);
+                word.text.push_str("$(…)");
+            }
+            Some('{') => {
+                let inner = self.balanced('{', '}');
+                word.text.push_str(&expand_braced(&inner));
+            }
+            Some('\'') if !quoted => {
+                self.at += 1;
+                self.ansi_c(word);
+            }
+            Some(c) if c == '_' || c.is_ascii_alphabetic() => {
+                let start = self.at;
+                while self
+                    .peek(0)
+                    .is_some_and(|c| c == '_' || c.is_ascii_alphanumeric())
+                {
+                    self.at += 1;
+                }
+                let name: String = self.chars[start..self.at].iter().collect();
+                word.text.push_str(&expand(&name));
+            }
+            _ => word.text.push('$'),
+        }
+    }
+
+    /// The text up to the `close` matching the `open` at the cursor, which
+    /// is consumed with it; quotes inside are skipped over whole.
+    fn balanced(&mut self, open: char, close: char) -> String {
+        self.at += 1;
+        let start = self.at;
+        let mut level = 1;
+        while let Some(c) = self.peek(0) {
+            self.at += 1;
+            match c {
+                '\\' => self.at += 1,
+                '\'' => {
+                    while self.peek(0).is_some_and(|c| c != '\'') {
+                        self.at += 1;
+                    }
+                    self.at += 1;
+                }
+                c if c == open => level += 1,
+                c if c == close => {
+                    level -= 1;
+                    if level == 0 {
+                        let end = (self.at - 1).min(self.chars.len());
+                        return self.chars[start..end].iter().collect();
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.at = self.at.min(self.chars.len());
+        self.chars[start.min(self.chars.len())..].iter().collect()
+    }
+
+    /// `$'…'` with its escapes decoded.
+    fn ansi_c(&mut self, word: &mut Word) {
+        while let Some(c) = self.peek(0) {
+            self.at += 1;
+            match c {
+                '\'' => return,
+                '\\' => {
+                    let Some(e) = self.peek(0) else { return };
+                    self.at += 1;
+                    match e {
+                        'n' => word.text.push('\n'),
+                        't' => word.text.push('\t'),
+                        'x' => {
+                            let hex: String = self.chars[self.at..]
+                                .iter()
+                                .take(2)
+                                .take_while(|c| c.is_ascii_hexdigit())
+                                .collect();
+                            self.at += hex.len();
+                            if let Some(c) = u8::from_str_radix(&hex, 16).ok().map(char::from) {
+                                word.text.push(c);
+                            }
+                        }
+                        other => word.text.push(other),
+                    }
+                }
+                c => word.text.push(c),
+            }
+        }
+    }
+}
+
+/// What a variable stands for where it decides a path: the home directory
+/// is `~`, the temporary directory `/tmp`, the working directory `.`;
+/// anything else stays `$NAME` (unknown).
+fn expand(name: &str) -> String {
+    match name {
+        "HOME" => "~".into(),
+        "TMPDIR" | "TMP" | "TEMP" => "/tmp".into(),
+        "PWD" => ".".into(),
+        other => format!("${other}"),
+    }
+}
+
+/// `${NAME}`, `${NAME:-default}`: the variable, or for an unknown one with
+/// a default, the default.
+fn expand_braced(inner: &str) -> String {
+    let name_end = inner
+        .find(|c: char| !(c == '_' || c.is_ascii_alphanumeric()))
+        .unwrap_or(inner.len());
+    let name = &inner[..name_end];
+    let expanded = expand(name);
+    if !expanded.starts_with('$') {
+        return expanded;
+    }
+    match inner[name_end..]
+        .strip_prefix(":-")
+        .or_else(|| inner[name_end..].strip_prefix('-'))
+    {
+        Some(default) => default.to_string(),
+        None => format!("${{{inner}}}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn programs(text: &str) -> Vec<String> {
+        read(text)
+            .commands
+            .iter()
+            .map(|c| c.words.join(" "))
+            .collect()
+    }
+
+    #[test]
+    fn commands_split_at_operators_and_quotes_come_off() {
+        assert_eq!(
+            programs("git status && \"git\" reset --hard; echo 'a b' | cat"),
+            ["git status", "git reset --hard", "echo a b", "cat"]
+        );
+        assert_eq!(programs("(cd /tmp && ls)"), ["cd /tmp", "ls"]);
+        assert_eq!(
+            programs("{ git reset --hard; echo done; }"),
+            ["git reset --hard", "echo done"]
+        );
+        assert_eq!(programs("\\git   reset   --hard"), ["git reset --hard"]);
+    }
+
+    #[test]
+    fn wrappers_and_assignments_are_looked_through() {
+        assert_eq!(
+            programs("sudo env -i GIT_DIR=.git /usr/bin/git -C repo reset --hard"),
+            ["git reset --hard"]
+        );
+        assert!(read("sudo rm -rf /").commands[0].privileged);
+        assert_eq!(programs("nice -n 19 timeout 5 rm -rf x"), ["rm -rf x"]);
+        assert_eq!(programs("command -v git"), ["command -v git"]);
+        assert_eq!(programs("VAR=1 FOO=2 make"), ["make"]);
+        assert_eq!(
+            programs("echo x | xargs -I {} rm -rf {}"),
+            ["echo x", "rm -rf {}"]
+        );
+    }
+
+    #[test]
+    fn nested_text_is_read() {
+        assert_eq!(
+            programs("bash -c 'rm -rf /home/user'"),
+            ["rm -rf /home/user", "bash -c rm -rf /home/user"]
+        );
+        assert_eq!(
+            programs("echo $(git reset --hard)"),
+            ["git reset --hard", "echo $(…)"]
+        );
+        assert_eq!(programs("echo `rm -rf /x`")[0], "rm -rf /x");
+        assert_eq!(
+            programs("bash <<EOF\ngit reset --hard\nEOF")[0],
+            "git reset --hard"
+        );
+        assert_eq!(programs("sh <<<'rm -rf /'")[0], "rm -rf /");
+        assert_eq!(programs("eval 'rm -rf /'")[0], "rm -rf /");
+        assert_eq!(programs("find . -exec rm -rf {} \\;")[0], "rm -rf {}");
+        assert!(
+            programs("node -e \"require('child_process').execSync('rm -rf /')\"")
+                .contains(&"rm -rf /".to_string())
+        );
+        let code = read("python3 -c 'import shutil; shutil.rmtree(\"/x\")'").code;
+        assert_eq!(code[0].text, "import shutil; shutil.rmtree(\"/x\")");
+    }
+
+    #[test]
+    fn data_is_not_run() {
+        assert_eq!(
+            programs("cat <<EOF\nrm -rf /\ngit reset --hard\nEOF"),
+            ["cat"]
+        );
+        assert_eq!(programs("echo 'rm -rf /'"), ["echo rm -rf /"]);
+        assert_eq!(programs("git commit -m \"fix rm -rf detection\"").len(), 1);
+        assert_eq!(
+            programs("python -c \"print('rm -rf /')\""),
+            ["python -c print('rm -rf /')"]
+        );
+        assert_eq!(programs("for f in a b; do echo $f; done"), ["echo $f"]);
+    }
+
+    #[test]
+    fn redirections_name_their_files() {
+        let reading = read("echo x >> ~/.bashrc 2>&1 < input.txt");
+        let command = &reading.commands[0];
+        assert_eq!(command.words, ["echo", "x"]);
+        assert_eq!(
+            command.redirects,
+            [
+                Redirect {
+                    write: true,
+                    target: "~/.bashrc".into()
+                },
+                Redirect {
+                    write: false,
+                    target: "input.txt".into()
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn variables_that_decide_a_path_are_expanded() {
+        assert_eq!(programs("rm -rf $HOME"), ["rm -rf ~"]);
+        assert_eq!(
+            programs("rm -rf \"${TMPDIR:-/tmp}/build\""),
+            ["rm -rf /tmp/build"]
+        );
+        assert_eq!(programs("rm -rf ${BUILD:-out}"), ["rm -rf out"]);
+        assert_eq!(programs("rm -rf $DIR/x"), ["rm -rf $DIR/x"]);
+    }
+
+    #[test]
+    fn hostile_text_ends() {
+        let deep = "$(".repeat(5000);
+        let _ = read(&deep);
+        let many = "x;".repeat(10_000);
+        assert!(read(&many).incomplete);
+        let _ = read("'unclosed");
+        let _ = read("\"unclosed $(");
+        let _ = read("cat <<EOF");
+    }
+}
