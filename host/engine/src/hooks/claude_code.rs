@@ -333,6 +333,38 @@ fn pre_tool_use(decision: &str, reason: &str, context: Option<String>) -> Value 
     json!({ "hookSpecificOutput": output })
 }
 
+/// A `PreToolUse` event as Claude Code sends it, for replaying calls
+/// through the installed hook path (`toolgate bench corpus`).
+pub fn pre_tool_use_event(
+    session: &str,
+    cwd: &std::path::Path,
+    permission_mode: &str,
+    tool: &str,
+    input: &Value,
+    tool_use_id: &str,
+) -> (HookRuntime, String) {
+    let event = json!({
+        "session_id": session,
+        "transcript_path": "",
+        "cwd": cwd,
+        "permission_mode": permission_mode,
+        "hook_event_name": "PreToolUse",
+        "tool_name": tool,
+        "tool_input": input,
+        "tool_use_id": tool_use_id,
+    });
+    (HookRuntime::ClaudeCode, event.to_string())
+}
+
+/// What Claude Code does with a hook's answer to `PreToolUse`: `allow`
+/// (also for no decision: the call runs), `ask` or `deny`.
+pub fn permission_decision(answer: &Value) -> &str {
+    answer
+        .pointer("/hookSpecificOutput/permissionDecision")
+        .and_then(Value::as_str)
+        .unwrap_or("allow")
+}
+
 /// The answer to a `PreToolUse` event: deny → `deny` with the reason; pause
 /// → `ask` with the reason, which policy asks and how else a person
 /// answers, and the same as a `systemMessage` (Claude Code's own prompt for

@@ -8,6 +8,7 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod bench;
 mod check;
 mod doctor;
 mod gates;
@@ -142,6 +143,9 @@ enum Subcommands {
     /// running daemon serves the config the hooks name. Prints the fix for
     /// each problem; exit 1 when protection is missing.
     Doctor(doctor::DoctorArgs),
+    /// Measure the config's judgment on a labelled corpus of tool calls.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
     /// Show the newest events in the policies' event streams.
     Events {
         /// How many.
@@ -211,6 +215,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Subcommands::Shadow(command) => shadow::run(&ctx, command),
         Subcommands::Replay(args) => replay::run(&ctx, &args),
         Subcommands::Doctor(args) => doctor::run(&args),
+        Subcommands::Bench(command) => bench::run(&ctx, command),
         Subcommands::Setup(command) => setup::run(command),
         Subcommands::Events { limit } => {
             let events = ctx.target(None)?.call(DaemonRequest::Events { limit })?;
