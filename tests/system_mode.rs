@@ -6,12 +6,14 @@
 //! `toolgate doctor` run as the agent says "system mode, fail-closed".
 //!
 //! Needs root (CI is root) to create users and mount. It runs in a mount
-//! namespace of its own, with fresh tmpfs over `/etc/toolgate`,
-//! `/etc/claude-code`, `/etc/codex`, `/etc/github-copilot`,
-//! `/etc/gemini-cli`, `/etc/cursor`, `/etc/opencode`,
-//! `/var/lib/toolgate`,
-//! `/run/toolgate` and the binaries'
-//! directory, so no other test (or the host) sees what it installs.
+//! namespace of its own that leaves the host as it found it: `/etc`,
+//! `/opt`, `/var/lib` and `/run` are overlays whose changes go to a tmpfs
+//! (the users it creates, the systemd unit `setup system` writes, every
+//! directory it makes), and `/etc/toolgate`, `/etc/claude-code`,
+//! `/etc/codex`, `/etc/github-copilot`, `/etc/gemini-cli`, `/etc/cursor`,
+//! `/etc/opencode`, `/var/lib/toolgate`, `/run/toolgate` and the binaries'
+//! directory are fresh tmpfs on top, so no other test (or the host) sees
+//! what it installs. `.ci/host-unchanged` checks the host after the suite.
 
 mod common;
 
@@ -47,6 +49,11 @@ const MOUNTS: [&str; 10] = [
     BIN_DIR,
 ];
 
+/// The host directories the namespace lays a copy-on-write overlay over:
+/// whatever the test (or `setup system`) writes under them lands in the
+/// namespace's tmpfs, never on the host.
+const OVERLAID: [&str; 4] = ["/etc", "/opt", "/var/lib", "/run"];
+
 /// Where [`BIN_DIR`] is mounted: a directory above it the agent may write
 /// lets it move the binaries away (an admin's mistake doctor must name).
 const BIN_PARENT: &str = "/opt/toolgate-system-test";
@@ -59,25 +66,32 @@ const ACL_REMOVED: &str =
     "python3 -c \"import os, sys; os.removexattr(sys.argv[1], 'system.posix_acl_access')\"";
 
 /// A private mount namespace, held open by a sleeping process; commands
-/// enter it with `nsenter`.
+/// enter it with `nsenter`. Its overlays' changes live in `scratch`, a
+/// tmpfs of its own over a temporary directory removed with it.
 struct Namespace {
     holder: Child,
+    _scratch: tempfile::TempDir,
 }
 
 impl Namespace {
     /// With `clients` (the npm prefix) bound at [`CLIENTS`].
     fn new(clients: &Path) -> Self {
-        let script = "src=$1; dst=$2; shift 2; mkdir -p \"$dst\" && mount --bind \"$src\" \"$dst\" || exit 1; for d in \"$@\"; do mkdir -p \"$d\" && mount -t tmpfs -o mode=0755 tmpfs \"$d\" || exit 1; done; echo ready; exec sleep 900";
+        let scratch = tempfile::tempdir().unwrap();
+        let overlays = OVERLAID.join(" ");
+        let script = format!(
+            "scratch=$1; src=$2; dst=$3; shift 3; \
+             mount -t tmpfs -o mode=0700 tmpfs \"$scratch\" || exit 1; \
+             for d in {overlays}; do mkdir -p \"$scratch/upper$d\" \"$scratch/work$d\" && \
+               mount -t overlay overlay -o \"lowerdir=$d,upperdir=$scratch/upper$d,workdir=$scratch/work$d\" \"$d\" || exit 1; done; \
+             mkdir -p \"$dst\" && mount --bind \"$src\" \"$dst\" || exit 1; \
+             for d in \"$@\"; do mkdir -p \"$d\" && mount -t tmpfs -o mode=0755 tmpfs \"$d\" || exit 1; done; \
+             echo ready; exec sleep 900"
+        );
         let mut holder = Command::new("unshare")
-            .args([
-                "--mount",
-                "--propagation",
-                "private",
-                "sh",
-                "-c",
-                script,
-                "sh",
-            ])
+            .args(["--mount", "--propagation", "private", "sh", "-c"])
+            .arg(&script)
+            .arg("sh")
+            .arg(scratch.path())
             .arg(clients)
             .arg(CLIENTS)
             .args(MOUNTS)
@@ -89,7 +103,31 @@ impl Namespace {
             .read_line(&mut line)
             .unwrap();
         assert_eq!(line.trim(), "ready", "the namespace's mounts failed");
-        Self { holder }
+        Self {
+            holder,
+            _scratch: scratch,
+        }
+    }
+
+    /// The uid of `user` as the namespace's users know it.
+    fn uid_of(&self, user: &str) -> Option<u32> {
+        let out = self.command("id").args(["-u", user]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+    }
+
+    /// The agent's user, made inside the namespace (its `/etc/passwd` is
+    /// the overlay's, so the host's never gains it).
+    fn agent_user(&self) -> u32 {
+        if let Some(uid) = self.uid_of(AGENT) {
+            return uid;
+        }
+        let made = self
+            .command("useradd")
+            .args(["--no-create-home", "--shell", "/bin/sh", AGENT])
+            .status()
+            .unwrap();
+        assert!(made.success(), "useradd {AGENT}");
+        self.uid_of(AGENT).expect("the agent's user exists")
     }
 
     /// `program args…` inside the namespace, as root.
@@ -137,18 +175,6 @@ fn daemon_pids() -> Vec<u32> {
                 .then_some(pid)
         })
         .collect()
-}
-
-fn ensure_agent_user() -> u32 {
-    if let Some(uid) = toolgate_wire::peer::uid_of(AGENT) {
-        return uid;
-    }
-    let made = Command::new("useradd")
-        .args(["--no-create-home", "--shell", "/bin/sh", AGENT])
-        .status()
-        .unwrap();
-    assert!(made.success(), "useradd {AGENT}");
-    toolgate_wire::peer::uid_of(AGENT).unwrap()
 }
 
 fn setup_system(ns: &Namespace, start: bool) {
@@ -287,8 +313,8 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
         Path::new(CLIENTS).join(real.strip_prefix(&prefix).unwrap())
     };
     let claude = inside("claude");
-    let agent_uid = ensure_agent_user();
     let ns = Namespace::new(&prefix);
+    let agent_uid = ns.agent_user();
 
     // Installed once, the config made to pause every Write and shell
     // command, installed again
@@ -311,7 +337,9 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
     let daemons = daemon_pids();
     assert_eq!(daemons.len(), 1, "{daemons:?}");
     let status = std::fs::read_to_string(format!("/proc/{}/status", daemons[0])).unwrap();
-    let daemon_uid = toolgate_wire::peer::uid_of("toolgate").unwrap();
+    let daemon_uid = ns
+        .uid_of("toolgate")
+        .expect("setup system made the daemon's user");
     assert!(
         status.lines().any(|l| l.starts_with("Uid:")
             && l.split_whitespace().nth(1) == Some(&daemon_uid.to_string())),
@@ -374,9 +402,12 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
 
     // The real Claude Code as the agent: the Write is put to a person.
     // Outside the clone, which the agent's user may not be able to enter.
-    let root = std::env::temp_dir().join(format!("toolgate-system-mode-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
-    std::fs::create_dir_all(&root).unwrap();
+    // Removed when the test ends, pass or fail.
+    let root_dir = tempfile::Builder::new()
+        .prefix("toolgate-system-mode-")
+        .tempdir()
+        .unwrap();
+    let root = root_dir.path().to_path_buf();
     std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
     let home = agent_dir(&root, "home", agent_uid);
     agent_dir(&home, ".claude", agent_uid);
@@ -706,5 +737,4 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
     }
     let (code, said) = doctor();
     assert_eq!(code, Some(0), "every change undone: {said}");
-    let _ = std::fs::remove_dir_all(&root);
 }
