@@ -65,6 +65,21 @@ const DESTRUCTIVE: &[&str] = &[
 /// Commands that act on another's output, word by word or line by line.
 const FEEDERS: &[&str] = &["xargs", "read", "parallel"];
 
+/// Commands that only show the text they are given (`find … | head`): a
+/// find whose names go anywhere else (`sed -i … $(find …)`) is acting.
+const VIEWERS: &[&str] = &[
+    "head", "tail", "wc", "sort", "uniq", "grep", "egrep", "fgrep", "less", "more", "cut", "tr",
+    "nl", "column", "echo", "printf", "true", ":",
+];
+
+/// Commands that look at names and sizes, never content: a pattern that
+/// lists a protected directory among others (`du -sh ~/.cache/*`) is no
+/// way into it.
+const LOOKS_ONLY: &[&str] = &[
+    "ls", "du", "stat", "file", "tree", "exa", "eza", "df", "realpath", "readlink", "test", "[",
+    "[[", "echo", "printf",
+];
+
 /// find's own actions on what it finds.
 const FIND_ACTIONS: &[&str] = &[
     "-delete", "-exec", "-execdir", "-ok", "-okdir", "-fprint", "-fprint0", "-fprintf", "-fls",
@@ -365,10 +380,13 @@ impl ControlPlane {
             .any(|c| c.names().any(|name| DESTRUCTIVE.contains(&name)));
         // A command whose output another turns into arguments or lines to
         // act on (`find … | xargs sed -i`): what it lists is acted on.
-        let feeds_another = reading
-            .commands
-            .iter()
-            .any(|c| c.names().any(|name| FEEDERS.contains(&name)));
+        let feeds_another = reading.commands.iter().any(|c| {
+            c.names().any(|name| FEEDERS.contains(&name))
+                || !c
+                    .names()
+                    .next()
+                    .is_some_and(|name| name == "find" || VIEWERS.contains(&name))
+        });
         // The switch and the runtime in different commands of the text
         // (`$(command -v claude) --bare`, `ln -s …/claude ./c && ./c --bare`),
         // as the shell passes their words.
@@ -425,6 +443,10 @@ impl ControlPlane {
         destructive: bool,
         direct: bool,
     ) -> Option<String> {
+        let looks_only = command
+            .names()
+            .next()
+            .is_some_and(|n| LOOKS_ONLY.contains(&n));
         for word in command.words.iter().flat_map(|w| w.literals()) {
             // `--file=PATH`: the path; other options are not paths.
             let word = match word.strip_prefix('-') {
@@ -439,7 +461,8 @@ impl ControlPlane {
                 if let Some(what) = self.check_path(word, *dir, destructive, direct) {
                     return Some(what);
                 }
-                if let Some(what) = self.glob_names_protected(word, *dir, destructive, direct) {
+                let how = (destructive, direct, looks_only);
+                if let Some(what) = self.glob_names_protected(word, *dir, how) {
                     return Some(what);
                 }
             }
@@ -482,10 +505,7 @@ impl ControlPlane {
             if !(by_path || matches!(*test, "-name" | "-iname")) {
                 continue;
             }
-            // A pattern find cannot read as one is matched as it is.
-            let Ok(pattern) = glob::Pattern::new(pattern)
-                .or_else(|_| glob::Pattern::new(&glob::Pattern::escape(pattern)))
-            else {
+            let Some(pattern) = shell_pattern(pattern) else {
                 return Some(format!("search for `{pattern}`, a pattern it cannot read"));
             };
             let options = glob::MatchOptions {
@@ -530,21 +550,28 @@ impl ControlPlane {
         &self,
         word: &str,
         cwd: Option<&Path>,
-        destructive: bool,
-        direct: bool,
+        (destructive, direct, looks_only): (bool, bool, bool),
     ) -> Option<String> {
         if !word.contains(['*', '?', '[']) {
             return None;
         }
+        // `dir*/` names what `dir*` names.
+        let word = match word.trim_end_matches('/') {
+            "" => word,
+            trimmed => trimmed,
+        };
         let absolute = match cwd {
             Some(cwd) if !word.starts_with('/') => cwd.join(word),
             None if !word.starts_with('/') => return None,
             _ => PathBuf::from(word),
         };
-        // The shell takes a word that is no valid pattern (`[`, a lone
-        // bracket) as it is, and that word was judged as a path already.
-        let Ok(pattern) = glob::Pattern::new(&absolute.to_string_lossy()) else {
+        // A lone `[` is no pattern to the shell either: the word was judged
+        // as the path it is already.
+        if word == "[" || word == "[[" {
             return None;
+        }
+        let Some(pattern) = shell_pattern(&absolute.to_string_lossy()) else {
+            return Some(format!("use the pattern `{word}`, which it cannot read"));
         };
         // As the shell matches: `*` crosses no `/` and no leading dot.
         let options = glob::MatchOptions {
@@ -560,8 +587,12 @@ impl ControlPlane {
                     .filter(|a| direct || !self.holds_everything(a))
                     .any(|a| pattern.matches_path_with(a, options))
             } else {
-                // A pattern expands only to what exists.
-                pattern.matches_path_with(&protected.real, options) && protected.real.is_file()
+                // A pattern expands only to what exists; listing a
+                // directory among others is looking, not reading it.
+                (pattern.matches_path_with(&protected.real, options)
+                    && protected.real.exists()
+                    && !(looks_only && protected.real.is_dir()))
+                    || (!looks_only && reaches_inside(&absolute, &protected.real, options))
             };
             hit.then(|| {
                 format!(
@@ -768,6 +799,47 @@ impl ControlPlane {
 /// The words of shell-ish text: split at white space, quotes and shell
 /// operators. Byte by byte through a table for ASCII (a large argument is
 /// mostly ASCII), decoding only other characters, for Unicode white space.
+/// `text` as the shell reads a pattern, for the glob crate: a run of `*`
+/// is one `*` (`toolg**` is `toolg*`; the crate refuses a `**` that is not a
+/// whole segment), `[^…]` is `[!…]`, the common POSIX classes are spelled
+/// out, and a bracket that opens no class is literal. `None` if it still
+/// is no pattern.
+fn shell_pattern(text: &str) -> Option<glob::Pattern> {
+    let mut spelled = String::with_capacity(text.len());
+    for c in text.chars() {
+        if !(c == '*' && spelled.ends_with('*')) {
+            spelled.push(c);
+        }
+    }
+    let mut spelled = spelled.replace("[^", "[!");
+    for (class, chars) in [
+        ("[:alpha:]", "a-zA-Z"),
+        ("[:digit:]", "0-9"),
+        ("[:alnum:]", "a-zA-Z0-9"),
+        ("[:lower:]", "a-z"),
+        ("[:upper:]", "A-Z"),
+        ("[:xdigit:]", "0-9a-fA-F"),
+        ("[:space:]", " \t"),
+        ("[:punct:]", "!-/:-@[-`{-~"),
+    ] {
+        spelled = spelled.replace(class, chars);
+    }
+    glob::Pattern::new(&spelled)
+        .or_else(|_| glob::Pattern::new(&spelled.replace('[', "[[]")))
+        .ok()
+}
+
+/// Whether the pattern `absolute` names something under the directory
+/// `tree` (`~/.cache/toolg*/cache.k*` under `~/.cache/toolgate`): its
+/// first components match the tree's path, and it goes on below.
+fn reaches_inside(absolute: &Path, tree: &Path, options: glob::MatchOptions) -> bool {
+    let depth = tree.components().count();
+    let parts: Vec<Component<'_>> = absolute.components().collect();
+    parts.len() > depth
+        && shell_pattern(&parts[..depth].iter().collect::<PathBuf>().to_string_lossy())
+            .is_some_and(|prefix| prefix.matches_path_with(tree, options))
+}
+
 fn words(text: &str) -> impl Iterator<Item = &str> {
     let mut at = 0;
     std::iter::from_fn(move || {
@@ -1411,6 +1483,13 @@ mod tests {
             "find ~ -name '*.toml' -delete",
             "find ~ -name config.toml | xargs sed -i s/a/b/",
             "find ~ -name 'config.*' -exec cp /dev/null {} \\;",
+            "rm -rf ~/.config/toolg*/",
+            "sed -i s/deny/allow/ ~/.config/toolg**/config.toml",
+            "sed -i s/deny/allow/ ~/.config/toolga[^x]e/config.toml",
+            "find ~ -name 'config.tom**' -exec sed -i s/deny/allow/ {} +",
+            "sed -i s/deny/allow/ $(find ~/.config -name config.toml)",
+            "grep -ra . ~/.cache/toolg?te",
+            "cat ~/.cache/toolg*/cache.k*",
         ] {
             assert!(
                 refused_in(&plane, home.path(), command).is_some(),
