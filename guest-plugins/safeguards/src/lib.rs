@@ -70,7 +70,13 @@ const METADATA_ONLY: &[&str] = &[
     "ssh-keygen",
     "source",
     ".",
+    "ssh",
+    "ssh-add",
 ];
+
+/// Shell text longer than this is not judged: it is refused (the guard in
+/// front refuses a `command` this long already).
+const MAX_SHELL_TEXT: usize = 64 * 1024;
 
 /// Programs that write the files they name (all non-option words), and
 /// those that write only their last one (`cp SRC… DEST`).
@@ -219,10 +225,17 @@ impl Safeguards {
         let mut hits = Vec::new();
         let arguments: Value = serde_json::from_str(&call.arguments).unwrap_or(Value::Null);
         let tool = call.tool.as_str();
-        if SHELL_TOOLS.contains(&tool) {
-            if let Some(text) = shell_text(&arguments) {
-                self.judge_shell(&text, &mut hits);
-            }
+        // Any tool's `command` string is shell text (an MCP server's shell
+        // tool runs it as surely as Bash does).
+        let shell = match SHELL_TOOLS.contains(&tool) {
+            true => shell_text(&arguments),
+            false => arguments
+                .get("command")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+        };
+        if let Some(text) = shell {
+            self.judge_shell(&text, &mut hits);
         } else if READ_TOOLS.contains(&tool) {
             for path in path_arguments(&arguments) {
                 self.judge_path(&path, Access::Read, &mut hits);
@@ -256,8 +269,20 @@ impl Safeguards {
     }
 
     fn judge_path<'r>(&'r self, path: &str, access: Access, hits: &mut Vec<Hit<'r>>) {
+        // A pattern (`~/.ssh/*`, `.env*`) names what its directory and its
+        // literal start name.
+        let mut candidates = vec![path.to_string()];
+        if let Some(wild) = path.find(['*', '?', '[']) {
+            let cut = path[..wild].rfind('/').map_or(0, |slash| slash + 1);
+            let (parent, stem) = (&path[..cut], &path[cut..wild]);
+            candidates.push(parent.trim_end_matches('/').to_string());
+            candidates.push(format!("{parent}{stem}"));
+        }
         for rule in &self.rules {
-            if rule.matches_path(path, access) {
+            if candidates
+                .iter()
+                .any(|c| !c.is_empty() && rule.matches_path(c, access))
+            {
                 self.hit(rule, path.to_string(), hits);
             }
         }
@@ -280,15 +305,20 @@ impl Safeguards {
                 };
                 self.judge_path(&redirect.target, access, hits);
             }
-            let targets: Vec<&str> = command.args().iter().filter_map(|w| path_word(w)).collect();
+            let targets = path_words(command.args());
+            let in_place = matches!(program, "sed" | "perl" | "ruby")
+                && command.args().iter().any(|w| is_in_place(w));
+            // `cp SRC DEST` reads the source, not the destination.
+            let read = match WRITES_LAST.contains(&program) {
+                true => &targets[..targets.len().saturating_sub(1)],
+                false => &targets[..],
+            };
             if !METADATA_ONLY.contains(&program) {
-                for path in &targets {
+                for path in read {
                     self.judge_path(path, Access::Read, hits);
                 }
             }
-            let sed_in_place =
-                program == "sed" && command.args().iter().any(|w| w.starts_with("-i"));
-            let written: &[&str] = if WRITES_ALL.contains(&program) || sed_in_place {
+            let written: &[&str] = if WRITES_ALL.contains(&program) || in_place {
                 &targets
             } else if WRITES_LAST.contains(&program) {
                 targets.last().map(std::slice::from_ref).unwrap_or(&[])
@@ -419,6 +449,35 @@ fn path_arguments(arguments: &Value) -> Vec<String> {
     found
 }
 
+/// The paths among a command's arguments, less what a program loads
+/// without printing (`--env-file .env`).
+fn path_words(args: &[String]) -> Vec<&str> {
+    let mut paths = Vec::new();
+    let mut loaded = false;
+    for word in args {
+        if std::mem::take(&mut loaded) {
+            continue;
+        }
+        if word == "--env-file" {
+            loaded = true;
+            continue;
+        }
+        if word.starts_with("--env-file=") {
+            continue;
+        }
+        paths.extend(path_word(word));
+    }
+    paths
+}
+
+/// `-i`, `-i.bak`, `-pi`, `--in-place`: an in-place edit of the files named.
+fn is_in_place(word: &str) -> bool {
+    word.starts_with("--in-place")
+        || word.strip_prefix('-').is_some_and(|flags| {
+            !flags.starts_with('-') && flags.split('.').next().is_some_and(|f| f.contains('i'))
+        })
+}
+
 /// The path in a shell word, if it may be one: `--file=PATH`'s value,
 /// curl's `@PATH`, `of=PATH`, or the word itself when it is not an option.
 fn path_word(word: &str) -> Option<&str> {
@@ -426,11 +485,11 @@ fn path_word(word: &str) -> Option<&str> {
         Some(option) => option.split_once('=')?.1,
         None => word,
     };
-    let word = word.strip_prefix('@').unwrap_or(word);
+    let word = word.trim_start_matches(['@', '<']);
     let word = word.split_once('=').map_or(word, |(key, value)| {
         // `name=@file` (curl -F) and `if=PATH` (dd).
         if key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-            value.strip_prefix('@').unwrap_or(value)
+            value.trim_start_matches(['@', '<'])
         } else {
             word
         }
@@ -457,6 +516,18 @@ impl Policy for Safeguards {
     }
 
     fn decide(&self, call: &ToolCall, _risk: &Risk, _budget: &BudgetStatus) -> Decision {
+        if call.arguments.len() > MAX_SHELL_TEXT
+            && serde_json::from_str::<Value>(&call.arguments)
+                .ok()
+                .and_then(|a| shell_text(&a))
+                .is_some_and(|text| text.len() > MAX_SHELL_TEXT)
+        {
+            return Decision::deny(format!(
+                "This shell text is longer than the {} KiB safeguards judges. Write a long \
+                 script to a file with the Write tool and run the file. (toolgate safeguards)",
+                MAX_SHELL_TEXT / 1024
+            ));
+        }
         let hits = self.hits(call);
         self.verdict(call, &hits)
     }

@@ -48,6 +48,10 @@ impl PathGlob {
         match self.anchor {
             Anchor::Home => home_rest.is_some_and(|rest| glob_segments(&self.segments, rest)),
             Anchor::Root => path.starts_with('/') && glob_segments(&self.segments, &segments),
+            // `**/x` already matches at any depth.
+            Anchor::Anywhere if self.segments.first().is_some_and(|s| s == "**") => {
+                glob_segments(&self.segments, &segments)
+            }
             Anchor::Anywhere => {
                 (0..=segments.len()).any(|start| glob_segments(&self.segments, &segments[start..]))
             }
@@ -56,8 +60,36 @@ impl PathGlob {
 }
 
 /// `$HOME/x` and `${HOME}/x` as `~/x`; `./x` as `x`; repeated slashes as
-/// one.
+/// one; `a/../b` as `b` (a `..` with nothing left to climb is kept:
+/// `../x` leaves the project).
 pub fn normal(path: &str) -> String {
+    let flat = flat(path);
+    if !flat.contains("..") {
+        return flat;
+    }
+    let (root, rest) = match flat.strip_prefix('/') {
+        Some(rest) => ("/", rest),
+        None => match flat.strip_prefix("~/") {
+            Some(rest) => ("~/", rest),
+            None => ("", flat.as_str()),
+        },
+    };
+    let mut kept: Vec<&str> = Vec::new();
+    for segment in rest.split('/') {
+        match segment {
+            ".." if kept.last().is_some_and(|last| *last != "..") => {
+                kept.pop();
+            }
+            // Above the root is the root; above the home, its parent.
+            ".." if root == "/" => {}
+            ".." if root == "~/" => return format!("~/{rest}"),
+            segment => kept.push(segment),
+        }
+    }
+    format!("{root}{}", kept.join("/"))
+}
+
+fn flat(path: &str) -> String {
     let path = path
         .strip_prefix("$HOME")
         .or_else(|| path.strip_prefix("${HOME}"))
@@ -206,6 +238,9 @@ mod tests {
         assert!(is_broad("/etc"));
         assert!(!is_broad("/etc/nginx"));
         assert!(outside_project("../x"));
+        assert!(outside_project("node_modules/../.."));
+        assert_eq!(normal("/tmp/x/../../home/u/work"), "/home/u/work");
+        assert!(!tmp.matches("/tmp/x/../../home/u/work"));
         assert!(!outside_project("./src/x"));
     }
 }

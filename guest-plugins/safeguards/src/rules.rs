@@ -280,11 +280,12 @@ impl Rule {
         else {
             return false;
         };
-        let program = words[0].as_str();
+        let Some((program, rest)) = words.split_first() else {
+            return false;
+        };
         if !programs.iter().any(|p| p == program) {
             return false;
         }
-        let rest = &words[1..];
         let mut joined = rest.join(" ");
         if let Some(input) = input {
             joined.push(' ');

@@ -42,6 +42,8 @@ const SHELL_OUT: &[&str] = &[
     "popen(",
     "exec(",
     "execSync(",
+    "execFile",
+    "spawn(",
     "spawnSync(",
     "subprocess.",
     "check_output(",
@@ -52,8 +54,7 @@ const SHELL_OUT: &[&str] = &[
 ];
 /// Reserved words a command may start with; the command proper follows.
 const RESERVED: &[&str] = &[
-    "if", "then", "else", "elif", "fi", "do", "done", "while", "until", "!", "{", "}", "time",
-    "function",
+    "if", "then", "else", "elif", "fi", "do", "done", "while", "until", "!", "{", "}",
 ];
 
 /// One simple command.
@@ -126,6 +127,8 @@ fn read_into(text: &str, depth: usize, reading: &mut Reading) {
     }
     let tokens = Lexer::new(text).run();
     let mut pending: Vec<Token> = Vec::new();
+    // What `echo TEXT |` hands the next command on its standard input.
+    let mut piped: Option<String> = None;
     for token in tokens
         .into_iter()
         .chain(std::iter::once(Token::Op(";".into())))
@@ -133,8 +136,15 @@ fn read_into(text: &str, depth: usize, reading: &mut Reading) {
         match token {
             Token::Op(op) if is_separator(&op) => {
                 let simple = std::mem::take(&mut pending);
+                let before = reading.commands.len();
                 if !simple.is_empty() {
-                    command_from(simple, depth, reading);
+                    command_from(simple, piped.take(), depth, reading);
+                }
+                piped = None;
+                if op == "|" && reading.commands.len() > before {
+                    piped = reading.commands.last().and_then(|last| {
+                        matches!(last.program(), "echo" | "printf").then(|| last.args().join(" "))
+                    });
                 }
             }
             other => pending.push(other),
@@ -170,7 +180,7 @@ enum Token {
 
 /// Turn one simple command's tokens into a [`Command`] and read what it
 /// runs in turn.
-fn command_from(tokens: Vec<Token>, depth: usize, reading: &mut Reading) {
+fn command_from(tokens: Vec<Token>, piped: Option<String>, depth: usize, reading: &mut Reading) {
     let mut words: Vec<String> = Vec::new();
     let mut redirects = Vec::new();
     let mut stdin_text: Option<String> = None;
@@ -208,43 +218,80 @@ fn command_from(tokens: Vec<Token>, depth: usize, reading: &mut Reading) {
             }
         }
     }
-    let Some(mut words) = strip_prefixes(words) else {
-        return;
-    };
+    let stdin_text = stdin_text.or(piped);
+    let mut words = strip_prefixes(expand_words(words)).unwrap_or_default();
     let privileged = unwrap(&mut words);
-    if words.is_empty() {
-        return;
+    if let Some(first) = words.first_mut() {
+        *first = file_name(first).to_string();
+        normalise(&mut words);
+        follow(&words, stdin_text.as_deref(), depth, reading);
     }
-    let program = file_name(&words[0]).to_string();
-    words[0] = program.clone();
-    normalise(&mut words);
-    follow(&words, stdin_text.as_deref(), depth, reading);
-    reading.commands.push(Command {
-        words,
-        redirects,
-        privileged,
-        input: stdin_text,
-    });
+    // A redirection with no command (`done < FILE`, `exec 3<FILE`) still
+    // opens its file.
+    if !words.is_empty() || !redirects.is_empty() {
+        reading.commands.push(Command {
+            words,
+            redirects,
+            privileged,
+            input: stdin_text,
+        });
+    }
+}
+
+/// The shell's word expansions that change what runs: a command word with
+/// `$IFS` in it is several words, and `{a,b}` is one word per member.
+fn expand_words(words: Vec<String>) -> Vec<String> {
+    let mut expanded = Vec::with_capacity(words.len());
+    for (index, word) in words.into_iter().enumerate() {
+        for member in expand_braces(&word) {
+            if index == 0 && member.contains([' ', '\t', '\n']) {
+                expanded.extend(member.split_whitespace().map(str::to_string));
+            } else {
+                expanded.push(member);
+            }
+        }
+    }
+    expanded
+}
+
+/// `pre{a,b}post` as `preapost prebpost` (the first group, not nested);
+/// anything else as it is.
+fn expand_braces(word: &str) -> Vec<String> {
+    let Some(open) = word.find('{') else {
+        return vec![word.to_string()];
+    };
+    let Some(close) = word[open..].find('}').map(|at| open + at) else {
+        return vec![word.to_string()];
+    };
+    let inner = &word[open + 1..close];
+    if !inner.contains(',') || inner.contains('{') {
+        return vec![word.to_string()];
+    }
+    let (pre, post) = (&word[..open], &word[close + 1..]);
+    inner
+        .split(',')
+        .take(64)
+        .map(|member| format!("{pre}{member}{post}"))
+        .collect()
 }
 
 /// Drop leading assignments and reserved words; `None` for commands that
 /// are only syntax (`for x in a b c`, `case … in`).
 fn strip_prefixes(mut words: Vec<String>) -> Option<Vec<String>> {
-    loop {
-        let first = words.first()?;
-        if matches!(first.as_str(), "for" | "case" | "select" | "esac" | "in") {
-            return None;
+    let mut skip = 0;
+    while let Some(word) = words.get(skip) {
+        match word.as_str() {
+            "for" | "case" | "select" | "esac" | "in" => return None,
+            // `function name { body; }`: the body's first command follows.
+            "function" => skip += 2,
+            w if RESERVED.contains(&w) || is_assignment(w) => skip += 1,
+            // `name()`: a definition, its body read separately.
+            w if w.ends_with("()") => return None,
+            _ => break,
         }
-        if RESERVED.contains(&first.as_str()) || is_assignment(first) {
-            words.remove(0);
-            continue;
-        }
-        // `function name()`: a definition, its body read separately.
-        if first.ends_with("()") {
-            return None;
-        }
-        return Some(words);
     }
+    words.drain(..skip.min(words.len()));
+    Some(words)
 }
 
 fn is_assignment(word: &str) -> bool {
@@ -275,13 +322,29 @@ fn unwrap(words: &mut Vec<String>) -> bool {
         let skip = match file_name(first) {
             "sudo" | "doas" => {
                 privileged = true;
-                1 + options(
-                    &words[1..],
-                    &["-u", "-g", "-h", "-p", "-C", "-D", "-r", "-t", "-U"],
-                )
+                1 + sudo_options(&words[1..])
+            }
+            "env"
+                if words
+                    .iter()
+                    .any(|w| w == "-S" || w.starts_with("--split-string")) =>
+            {
+                // `env -S 'CMD ARGS'` splits its string into the command.
+                let at = (words.iter())
+                    .position(|w| w == "-S" || w.starts_with("--split-string"))
+                    .expect("found above");
+                let (split, end) = match words[at].split_once('=') {
+                    Some((_, value)) => (value.to_string(), at + 1),
+                    None => (words.get(at + 1).cloned().unwrap_or_default(), at + 2),
+                };
+                let rest = words.get(end..).unwrap_or(&[]).to_vec();
+                *words = (split.split_whitespace().map(str::to_string))
+                    .chain(rest)
+                    .collect();
+                continue;
             }
             "env" => {
-                let mut n = 1 + options(&words[1..], &["-u", "-C", "-S", "--unset", "--chdir"]);
+                let mut n = 1 + options(&words[1..], &["-u", "-C", "--unset", "--chdir"]);
                 while words.get(n).is_some_and(|w| is_assignment(w)) {
                     n += 1;
                 }
@@ -295,7 +358,8 @@ fn unwrap(words: &mut Vec<String>) -> bool {
                 1 + options(&words[1..], &[])
             }
             "exec" => 1 + options(&words[1..], &["-a"]),
-            "nohup" | "chronic" | "unbuffer" | "setsid" | "catchsegv" => 1,
+            "nohup" | "chronic" | "unbuffer" | "catchsegv" => 1,
+            "setsid" => 1 + options(&words[1..], &[]),
             "time" => 1 + options(&words[1..], &["-f", "-o"]),
             "nice" => 1 + options(&words[1..], &["-n", "--adjustment"]),
             "ionice" => 1 + options(&words[1..], &["-c", "-n", "-p", "-P", "-u"]),
@@ -304,7 +368,6 @@ fn unwrap(words: &mut Vec<String>) -> bool {
                 let n = 1 + options(&words[1..], &["-s", "-k", "--signal", "--kill-after"]);
                 n + 1 // the duration
             }
-            "watch" => 1 + options(&words[1..], &["-n", "-d", "--interval"]),
             "xargs" => {
                 1 + options(
                     &words[1..],
@@ -338,6 +401,43 @@ fn unwrap(words: &mut Vec<String>) -> bool {
     privileged
 }
 
+/// How many leading words are `sudo`'s options: `-u USER`, `--user
+/// USER`, and clusters ending in a letter that takes a value (`-iu root`).
+fn sudo_options(words: &[String]) -> usize {
+    const VALUED: &str = "ughpCDrtUT";
+    const LONG: &[&str] = &[
+        "--user",
+        "--group",
+        "--host",
+        "--prompt",
+        "--chdir",
+        "--close-from",
+        "--role",
+        "--type",
+        "--other-user",
+        "--command-timeout",
+    ];
+    let mut n = 0;
+    while let Some(word) = words.get(n) {
+        if word == "--" {
+            return n + 1;
+        }
+        if !word.starts_with('-') || word == "-" {
+            break;
+        }
+        n += 1;
+        let takes_value = if word.starts_with("--") {
+            LONG.contains(&word.as_str())
+        } else {
+            word.chars().last().is_some_and(|c| VALUED.contains(c))
+        };
+        if takes_value {
+            n += 1;
+        }
+    }
+    n.min(words.len())
+}
+
 /// How many leading words are options (with `with_value` taking the next
 /// word as their value), up to and including a `--`.
 fn options(words: &[String], with_value: &[&str]) -> usize {
@@ -361,19 +461,15 @@ fn options(words: &[String], with_value: &[&str]) -> usize {
 /// dir --no-pager reset` is `git reset`.
 fn normalise(words: &mut Vec<String>) {
     if words[0] == "git" {
-        let mut i = 1;
-        while let Some(word) = words.get(i) {
+        let mut end = 1;
+        while let Some(word) = words.get(end) {
             match word.as_str() {
-                "-C" | "-c" | "--git-dir" | "--work-tree" | "--namespace" => {
-                    words.drain(i..(i + 2).min(words.len()));
-                }
-                w if w.starts_with('-') => {
-                    words.remove(i);
-                }
+                "-C" | "-c" | "--git-dir" | "--work-tree" | "--namespace" => end += 2,
+                w if w.starts_with('-') => end += 1,
                 _ => break,
             }
-            i = 1;
         }
+        words.drain(1..end.min(words.len()));
     }
 }
 
@@ -385,7 +481,9 @@ fn follow(words: &[String], stdin_text: Option<&str>, depth: usize, reading: &mu
     if SHELLS.contains(&program) {
         match args.iter().position(|w| is_flag_with(w, 'c')) {
             Some(at) => {
-                if let Some(text) = args.get(at + 1) {
+                // `bash -c -- TEXT`: the text after the end of options.
+                let text = args[at + 1..].iter().find(|w| *w != "--");
+                if let Some(text) = text {
                     read_into(text, depth + 1, reading);
                 }
             }
@@ -416,6 +514,12 @@ fn follow(words: &[String], stdin_text: Option<&str>, depth: usize, reading: &mu
         read_into(&args.join(" "), depth + 1, reading);
         return;
     }
+    if program == "watch" {
+        // Runs its words with `sh -c`, again and again.
+        let skip = options(args, &["-n", "-d", "--interval", "-x"]);
+        read_into(&args[skip..].join(" "), depth + 1, reading);
+        return;
+    }
     if program == "find" {
         let mut rest = args;
         while let Some(at) = rest
@@ -443,21 +547,50 @@ fn follow(words: &[String], stdin_text: Option<&str>, depth: usize, reading: &mu
     let interpreter = INTERPRETERS
         .iter()
         .find(|(name, _)| *name == program || *name == base);
-    if let Some((_, flags)) = interpreter {
-        let code = match args.iter().position(|w| flags.contains(&w.as_str())) {
-            Some(at) => args.get(at + 1).cloned(),
-            None if args.iter().all(|w| w.starts_with('-')) => stdin_text.map(str::to_string),
-            None => None,
-        };
-        if let Some(text) = code {
-            for command in shell_strings(&text) {
-                read_into(&command, depth + 1, reading);
-            }
-            reading.code.push(Code {
-                interpreter: program.to_string(),
-                text,
-            });
+    let code = if let Some((_, flags)) = interpreter {
+        one_liner(args, flags, stdin_text)
+    } else if matches!(program, "awk" | "gawk" | "mawk" | "nawk") {
+        // Its program is the first word that is no option or option value.
+        let skip = options(args, &["-F", "-v", "-f"]);
+        args.get(skip).cloned()
+    } else {
+        None
+    };
+    if let Some(text) = code {
+        for command in shell_strings(&text) {
+            read_into(&command, depth + 1, reading);
         }
+        reading.code.push(Code {
+            interpreter: program.to_string(),
+            text,
+        });
+    }
+}
+
+/// An interpreter's code: the word after one of its `flags` (also inside
+/// a cluster, `-Bc`, `-pe`, or as `--eval=CODE`), or the script it reads on
+/// standard input (`python3 -`, `python3 /dev/stdin`, no script at all).
+fn one_liner(args: &[String], flags: &[&str], stdin_text: Option<&str>) -> Option<String> {
+    for (at, word) in args.iter().enumerate() {
+        for flag in flags {
+            if let Some(code) = word
+                .strip_prefix(flag)
+                .and_then(|rest| rest.strip_prefix('='))
+                .filter(|_| flag.starts_with("--"))
+            {
+                return Some(code.to_string());
+            }
+            let letter = flag.strip_prefix('-').filter(|l| l.len() == 1);
+            let clustered = letter.is_some_and(|l| is_flag_with(word, l.chars().next().unwrap()));
+            if word == flag || clustered {
+                return args.get(at + 1).cloned();
+            }
+        }
+    }
+    let script = args.iter().find(|w| !w.starts_with('-'));
+    match script.map(String::as_str) {
+        None | Some("-" | "/dev/stdin") => stdin_text.map(str::to_string),
+        Some(_) => None,
     }
 }
 
@@ -479,29 +612,58 @@ fn quote(word: &str) -> String {
 /// (`os.system('rm -rf x')`, `` `rm -rf x` `` in Ruby or Perl).
 fn shell_strings(code: &str) -> Vec<String> {
     let shells_out = SHELL_OUT.iter().any(|call| code.contains(call));
-    let mut found = Vec::new();
+    // (literal, where it started, where it ended)
+    let mut literals: Vec<(String, usize, usize)> = Vec::new();
     let mut chars = code.char_indices().peekable();
-    while let Some((_, c)) = chars.next() {
+    while let Some((start, c)) = chars.next() {
         let quote = match c {
             '\'' | '"' if shells_out => c,
             '`' => c,
             _ => continue,
         };
         let mut literal = String::new();
-        while let Some((_, c)) = chars.next() {
+        let mut end = code.len();
+        while let Some((at, c)) = chars.next() {
             match c {
                 '\\' => {
                     if let Some((_, escaped)) = chars.next() {
                         literal.push(escaped);
                     }
                 }
-                c if c == quote => break,
+                c if c == quote => {
+                    end = at + 1;
+                    break;
+                }
                 c => literal.push(c),
             }
         }
-        found.push(literal);
+        literals.push((literal, start, end));
     }
-    found
+    // Literals only a list's punctuation apart are one command's words:
+    // `subprocess.run(['rm', '-rf', x])`, `execFileSync('rm', ['-rf', x])`.
+    let mut groups: Vec<Vec<String>> = Vec::new();
+    let mut last_end: Option<usize> = None;
+    for (literal, start, end) in literals {
+        let joined = last_end.is_some_and(|previous| {
+            code[previous..start]
+                .chars()
+                .all(|c| matches!(c, ',' | '[' | ']' | '(' | ' ' | '\t'))
+        });
+        match groups.last_mut() {
+            Some(group) if joined => group.push(literal),
+            _ => groups.push(vec![literal]),
+        }
+        last_end = Some(end);
+    }
+    // A lone literal is shell text itself (`os.system('rm -rf x')`); a list
+    // is a command's words.
+    groups
+        .into_iter()
+        .map(|mut group| match group.len() {
+            1 => group.remove(0),
+            _ => group.iter().map(|w| quote(w)).collect::<Vec<_>>().join(" "),
+        })
+        .collect()
 }
 
 /// Longest first, so `&&` is not read as two `&`.
@@ -784,15 +946,72 @@ impl<'t> Lexer<'t> {
         self.at += 1;
         let start = self.at;
         let mut level = 1;
+        // Heredocs opened inside, whose bodies start at the next newline:
+        // (delimiter, leading tabs stripped). Their text holds no bracket.
+        let mut heredocs: Vec<(String, bool)> = Vec::new();
         while let Some(c) = self.peek(0) {
             self.at += 1;
             match c {
                 '\\' => self.at += 1,
+                '<' if self.peek(0) == Some('<') && self.peek(1) != Some('<') => {
+                    self.at += 1;
+                    let strip = self.peek(0) == Some('-');
+                    if strip {
+                        self.at += 1;
+                    }
+                    while self.peek(0).is_some_and(|c| c == ' ' || c == '\t') {
+                        self.at += 1;
+                    }
+                    let mut delimiter = String::new();
+                    while let Some(c) = self.peek(0) {
+                        match c {
+                            '\'' | '"' | '\\' => {}
+                            c if c.is_whitespace() || "();&|<>".contains(c) => break,
+                            c => delimiter.push(c),
+                        }
+                        self.at += 1;
+                    }
+                    heredocs.push((delimiter, strip));
+                }
+                '\n' if !heredocs.is_empty() => {
+                    for (delimiter, strip) in std::mem::take(&mut heredocs) {
+                        while self.peek(0).is_some() {
+                            let mut line = String::new();
+                            while let Some(c) = self.peek(0) {
+                                self.at += 1;
+                                if c == '\n' {
+                                    break;
+                                }
+                                line.push(c);
+                            }
+                            let line = if strip {
+                                line.trim_start_matches('\t')
+                            } else {
+                                &line
+                            };
+                            if line == delimiter {
+                                break;
+                            }
+                        }
+                    }
+                }
                 '\'' => {
                     while self.peek(0).is_some_and(|c| c != '\'') {
                         self.at += 1;
                     }
                     self.at += 1;
+                }
+                // A double-quoted string or a backquoted command inside
+                // holds no bracket of this level (`$(echo ")")`).
+                '"' | '`' => {
+                    while let Some(inner) = self.peek(0) {
+                        self.at += 1;
+                        match inner {
+                            '\\' => self.at += 1,
+                            _ if inner == c => break,
+                            _ => {}
+                        }
+                    }
                 }
                 c if c == open => level += 1,
                 c if c == close => {
@@ -849,6 +1068,8 @@ fn expand(name: &str) -> String {
         "HOME" => "~".into(),
         "TMPDIR" | "TMP" | "TEMP" => "/tmp".into(),
         "PWD" => ".".into(),
+        // Splits the word where it stands (`rm${IFS}-rf`).
+        "IFS" => " ".into(),
         other => format!("${other}"),
     }
 }
