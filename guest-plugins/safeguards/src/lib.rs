@@ -278,11 +278,13 @@ impl Safeguards {
             candidates.push(parent.trim_end_matches('/').to_string());
             candidates.push(format!("{parent}{stem}"));
         }
+        let candidates: Vec<paths::PathRead> = candidates
+            .iter()
+            .filter(|c| !c.is_empty())
+            .map(|c| paths::PathRead::new(c))
+            .collect();
         for rule in &self.rules {
-            if candidates
-                .iter()
-                .any(|c| !c.is_empty() && rule.matches_path(c, access))
-            {
+            if candidates.iter().any(|c| rule.matches_path(c, access)) {
                 self.hit(rule, path.to_string(), hits);
             }
         }

@@ -42,12 +42,19 @@ impl PathGlob {
 
     /// Whether `path` (as a call spells it) matches.
     pub fn matches(&self, path: &str) -> bool {
-        let path = normal(path);
-        let segments: Vec<&str> = split(&path).collect();
-        let home_rest = home_relative(&path, &segments);
+        self.matches_read(&PathRead::new(path))
+    }
+
+    /// Whether the path read once by [`PathRead::new`] matches: a call's
+    /// path meets dozens of globs, and is split only once for them all.
+    pub fn matches_read(&self, path: &PathRead) -> bool {
+        let segments: Vec<&str> = split(&path.normal).collect();
         match self.anchor {
-            Anchor::Home => home_rest.is_some_and(|rest| glob_segments(&self.segments, rest)),
-            Anchor::Root => path.starts_with('/') && glob_segments(&self.segments, &segments),
+            Anchor::Home => (path.home_depth)
+                .is_some_and(|depth| glob_segments(&self.segments, &segments[depth..])),
+            Anchor::Root => {
+                path.normal.starts_with('/') && glob_segments(&self.segments, &segments)
+            }
             // `**/x` already matches at any depth.
             Anchor::Anywhere if self.segments.first().is_some_and(|s| s == "**") => {
                 glob_segments(&self.segments, &segments)
@@ -56,6 +63,24 @@ impl PathGlob {
                 (0..=segments.len()).any(|start| glob_segments(&self.segments, &segments[start..]))
             }
         }
+    }
+}
+
+/// A path as a call spells it, read once for many globs.
+#[derive(Debug, Clone)]
+pub struct PathRead {
+    normal: String,
+    /// How many leading segments are the home directory, if in one.
+    home_depth: Option<usize>,
+}
+
+impl PathRead {
+    /// Read `path`.
+    pub fn new(path: &str) -> Self {
+        let normal = normal(path);
+        let segments: Vec<&str> = split(&normal).collect();
+        let home_depth = home_relative(&normal, &segments).map(|rest| segments.len() - rest.len());
+        Self { normal, home_depth }
     }
 }
 

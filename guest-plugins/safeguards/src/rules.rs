@@ -23,7 +23,7 @@ use serde::Deserialize;
 use toolgate_guest::ConfigError;
 use toolgate_guest::glob::Glob;
 
-use crate::paths::PathGlob;
+use crate::paths::{PathGlob, PathRead};
 
 /// What kind of harm a rule's call can do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
@@ -318,7 +318,7 @@ impl Rule {
     }
 
     /// Whether this path rule matches `path` accessed as `access`.
-    pub fn matches_path(&self, path: &str, access: Access) -> bool {
+    pub fn matches_path(&self, path: &PathRead, access: Access) -> bool {
         let Matcher::Paths {
             globs,
             except,
@@ -328,8 +328,8 @@ impl Rule {
             return false;
         };
         *wanted == access
-            && globs.iter().any(|g| g.matches(path))
-            && !except.iter().any(|g| g.matches(path))
+            && globs.iter().any(|g| g.matches_read(path))
+            && !except.iter().any(|g| g.matches_read(path))
     }
 }
 
