@@ -208,11 +208,22 @@ fn the_strict_sample_config_stops_the_runaway_but_lets_it_save() {
         note.contains("268000"),
         "measured from the transcript: {note}"
     );
+    let cost = decisions[2]["policies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "context-cost")
+        .unwrap();
+    assert!(cost["transcript_bytes"].as_u64().unwrap() > 0);
+    let names: Vec<&str> = decisions[1]["policies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
     assert!(
-        decisions[2]["policies"][0]["transcript_bytes"]
-            .as_u64()
-            .unwrap()
-            > 0
+        names.contains(&"safeguards") && names.contains(&"lease-gate"),
+        "the bundled default's policies: {names:?}"
     );
 }
 
