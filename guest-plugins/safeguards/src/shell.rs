@@ -762,31 +762,38 @@ impl<'t> Lexer<'t> {
 
     fn read_heredoc_bodies(&mut self) {
         for (index, delimiter, strip) in std::mem::take(&mut self.heredocs) {
-            let mut body = String::new();
-            while self.peek(0).is_some() {
-                let mut line = String::new();
-                while let Some(c) = self.peek(0) {
-                    self.at += 1;
-                    if c == '\n' {
-                        break;
-                    }
-                    line.push(c);
-                }
-                let line = if strip {
-                    line.trim_start_matches('\t').to_string()
-                } else {
-                    line
-                };
-                if line == delimiter {
-                    break;
-                }
-                body.push_str(&line);
-                body.push('\n');
-            }
+            let body = self.heredoc_body(&delimiter, strip);
             if let Some(Token::Word(word)) = self.tokens.get_mut(index) {
                 word.body = Some(body);
             }
         }
+    }
+
+    /// The lines from the cursor up to the line that is `delimiter` (with
+    /// leading tabs stripped for `<<-`), which is consumed with them.
+    fn heredoc_body(&mut self, delimiter: &str, strip: bool) -> String {
+        let mut body = String::new();
+        while self.peek(0).is_some() {
+            let mut line = String::new();
+            while let Some(c) = self.peek(0) {
+                self.at += 1;
+                if c == '\n' {
+                    break;
+                }
+                line.push(c);
+            }
+            let line = if strip {
+                line.trim_start_matches('\t')
+            } else {
+                &line
+            };
+            if line == delimiter {
+                break;
+            }
+            body.push_str(line);
+            body.push('\n');
+        }
+        body
     }
 
     fn word(&mut self) -> Word {
@@ -975,24 +982,7 @@ impl<'t> Lexer<'t> {
                 }
                 '\n' if !heredocs.is_empty() => {
                     for (delimiter, strip) in std::mem::take(&mut heredocs) {
-                        while self.peek(0).is_some() {
-                            let mut line = String::new();
-                            while let Some(c) = self.peek(0) {
-                                self.at += 1;
-                                if c == '\n' {
-                                    break;
-                                }
-                                line.push(c);
-                            }
-                            let line = if strip {
-                                line.trim_start_matches('\t')
-                            } else {
-                                &line
-                            };
-                            if line == delimiter {
-                                break;
-                            }
-                        }
+                        self.heredoc_body(&delimiter, strip);
                     }
                 }
                 '\'' => {
