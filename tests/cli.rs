@@ -364,34 +364,7 @@ fn the_readme_lease_walkthrough_works_from_the_command_line() {
 
     // Admin commands and approvals come from a person at a terminal of
     // their own (a fresh pseudo-terminal here); the daemon checks it.
-    let at_terminal = |args: &[&str], typed: &str| {
-        let mut words = vec![
-            env!("CARGO_BIN_EXE_toolgate"),
-            "--config",
-            config,
-            "--store",
-        ];
-        let store = dir.path().join("cli.redb");
-        words.push(store.to_str().unwrap());
-        words.extend_from_slice(args);
-        let line = format!(
-            "cd {} && XDG_CACHE_HOME={} {}",
-            concat!(env!("CARGO_MANIFEST_DIR"), "/.."),
-            dir.path().join("cache").display(),
-            shlex::try_join(words).unwrap()
-        );
-        let mut child = Command::new("script")
-            .args(["-q", "-e", "-c", &line, "/dev/null"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        stdin.write_all(typed.as_bytes()).unwrap();
-        let output = child.wait_with_output().unwrap();
-        drop(stdin);
-        output
-    };
+    let at_terminal = |args: &[&str], typed: &str| at_terminal(dir.path(), config, args, typed);
     let granted = at_terminal(
         &[
             "command",
@@ -457,6 +430,102 @@ fn the_readme_lease_walkthrough_works_from_the_command_line() {
     let allowed = run(&["check", request]);
     assert_eq!(allowed.status.code(), Some(0));
     assert_eq!(decisions(&allowed)[0]["verdict"], "allow");
+}
+
+/// `toolgate --config CONFIG --store DIR/cli.redb ARGS` run by a person at a
+/// terminal of their own (a fresh pseudo-terminal, which `typed` is typed
+/// into); stdout and stderr both arrive as the terminal's output.
+fn at_terminal(dir: &std::path::Path, config: &str, args: &[&str], typed: &str) -> Output {
+    let store = dir.join("cli.redb");
+    let mut words = vec![
+        env!("CARGO_BIN_EXE_toolgate"),
+        "--config",
+        config,
+        "--store",
+        store.to_str().unwrap(),
+    ];
+    words.extend_from_slice(args);
+    let line = format!(
+        "cd {} && XDG_CACHE_HOME={} {}",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/.."),
+        dir.join("cache").display(),
+        shlex::try_join(words).unwrap()
+    );
+    let mut child = Command::new("script")
+        .args(["-q", "-e", "-c", &line, "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(typed.as_bytes()).unwrap();
+    let output = child.wait_with_output().unwrap();
+    drop(stdin);
+    output
+}
+
+#[test]
+fn approving_always_from_the_terminal_writes_a_rule_and_the_call_never_asks_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/default.toml");
+    let publish = |description: &str| {
+        serde_json::json!({
+            "tool": "Bash",
+            "arguments": {"command": "npm publish", "description": description},
+            "session_id": "s1",
+            "cwd": "/home/alice/app",
+        })
+        .to_string()
+    };
+    let check = |description: &str| {
+        toolgate(
+            &["--config", config, "check", "--compact"],
+            Some(&publish(description)),
+            dir.path(),
+        )
+    };
+    let paused = check("Publish");
+    assert_eq!(paused.status.code(), Some(4), "{paused:?}");
+    let request_id = decisions(&paused)[0]["pause"]["request_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let approved = at_terminal(
+        dir.path(),
+        config,
+        &[
+            "gates",
+            "resolve",
+            "--request-id",
+            &request_id,
+            "--decision",
+            "approve",
+            "--always",
+        ],
+        "yes\n",
+    );
+    let shown = String::from_utf8_lossy(&approved.stdout);
+    assert!(approved.status.success(), "{shown}");
+    for said in [
+        "always: this exact Bash call by local's agents in /home/alice/app and below",
+        "Type yes to approve it from now on",
+        "toolgate: remembered:",
+        "cli.redb.always.toml",
+    ] {
+        assert!(shown.contains(said), "{said} in {shown}");
+    }
+
+    // Described otherwise, the same call runs without asking, and again.
+    for description in ["Publish the package", "Publish again"] {
+        let allowed = check(description);
+        assert_eq!(allowed.status.code(), Some(0), "{allowed:?}");
+    }
+    let listed = toolgate(&["--config", config, "gates", "always"], None, dir.path());
+    let rules: Vec<Value> = decisions(&listed);
+    assert_eq!(rules.len(), 1, "{listed:?}");
+    assert_eq!(rules[0]["policy"], "safeguards");
+    assert_eq!(rules[0]["project"], "/home/alice/app");
 }
 
 #[test]

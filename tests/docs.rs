@@ -756,6 +756,11 @@ fn every_toml_snippet_loads() {
                 std::fs::write(&path, &text).unwrap();
                 toolgate::fixtures::parse(&path)
                     .unwrap_or_else(|e| panic!("{at}: the fixtures do not parse: {e}"));
+            } else if text.contains("[[always]]") {
+                let path = dir.path().join("always.toml");
+                std::fs::write(&path, &text).unwrap();
+                toolgate::standing::StandingApprovals::open(Some(path))
+                    .unwrap_or_else(|e| panic!("{at}: the standing approvals do not parse: {e}"));
             } else {
                 let mut config = toolgate::Config::parse(&text, &at, dir.path().to_path_buf())
                     .unwrap_or_else(|e| panic!("{at}: the config does not load: {e}"));

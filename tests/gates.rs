@@ -42,6 +42,8 @@ fn sample_gate(user: &str, thread: &str, channel: &str) -> PendingGate {
         expires_at_ms: now + 30 * MINUTE_MS,
         policy_sha256: String::new(),
         rewritten_sha256: None,
+        project: None,
+        always_digest: None,
     }
 }
 
@@ -339,6 +341,122 @@ fn asking_again_before_anyone_answered_keeps_the_prompt_the_person_was_shown() {
     let other = call("Bash", json!({"command": "./deploy.sh --prod"}));
     let other = host.evaluate(&other).unwrap().pause.unwrap();
     assert_ne!(other.request_id, asked.request_id);
+}
+
+#[test]
+fn a_persons_always_becomes_a_rule_in_the_operators_file_for_this_call_in_this_project() {
+    const SAFEGUARDS: &str = "[plugins.safeguards]\npath = \"bundled:safeguards\"\n";
+    let publish = |description: &str, cwd: &str| {
+        let mut request = call(
+            "Bash",
+            json!({"command": "npm publish", "description": description}),
+        );
+        request.cwd = Some(cwd.into());
+        request
+    };
+    let common::TestHost { host, dir } = host(SAFEGUARDS);
+    let first = host
+        .evaluate(&publish("Publish", "/home/alice/app"))
+        .unwrap();
+    assert_eq!(first.verdict, Verdict::Pause, "{first:?}");
+    let pause = first.pause.unwrap();
+    assert!(
+        matches!(
+            pause.kind,
+            PauseKind::Approval {
+                allow_always: true,
+                ..
+            }
+        ),
+        "safeguards offers always: {pause:?}"
+    );
+    let key = GateKey {
+        user_id: pause.user_id.clone(),
+        thread_id: pause.thread_id.clone(),
+    };
+    host.resolve_gate(
+        &key,
+        &pause.request_id,
+        "cli",
+        GateResolution::Approve { always: true },
+    )
+    .unwrap();
+
+    // The rule is in the operator's file, readable, before the answer returned.
+    let file = dir.path().join("toolgate.redb.always.toml");
+    let text = std::fs::read_to_string(&file).unwrap();
+    for needed in [
+        "policy = \"safeguards\"",
+        "npm publish",
+        "/home/alice/app",
+        "cli",
+    ] {
+        assert!(text.contains(needed), "{needed} in {text}");
+    }
+    assert_eq!(host.standing_approvals().rules().len(), 1);
+
+    // The resubmitted call runs (and uses up the one-time answer); the
+    // same call, described otherwise, in the project and below, runs every
+    // time after it: a standing approval is not used up.
+    let resubmitted = host
+        .evaluate(&publish("Publish", "/home/alice/app"))
+        .unwrap();
+    assert_eq!(resubmitted.verdict, Verdict::Allow);
+    for _ in 0..3 {
+        let again = host
+            .evaluate(&publish("Publish the package", "/home/alice/app/web"))
+            .unwrap();
+        assert_eq!(again.verdict, Verdict::Allow, "{again:?}");
+        assert!(again.approved_by.unwrap().starts_with("always (cli at "));
+    }
+    // Another project, or another call, asks.
+    let elsewhere = host
+        .evaluate(&publish("Publish", "/home/alice/other"))
+        .unwrap();
+    assert_eq!(elsewhere.verdict, Verdict::Pause);
+    let mut other = publish("Publish", "/home/alice/app");
+    other.arguments["command"] = json!("npm publish --tag next");
+    assert_eq!(host.evaluate(&other).unwrap().verdict, Verdict::Pause);
+
+    // The agent can neither widen nor remove it.
+    for command in [
+        format!("echo '[[always]]' >> {}", file.display()),
+        format!("rm {}", file.display()),
+    ] {
+        let refused = host
+            .evaluate(&call("Bash", json!({ "command": command })))
+            .unwrap();
+        assert_eq!(refused.verdict, Verdict::Deny, "{command}: {refused:?}");
+    }
+
+    // A restart keeps it.
+    drop(host);
+    let (config, _other_dir) = common::config(SAFEGUARDS);
+    let host =
+        toolgate::Toolgate::open(config, Some(dir.path().join("toolgate.redb").into())).unwrap();
+    let after = host
+        .evaluate(&publish("Publish", "/home/alice/app"))
+        .unwrap();
+    assert_eq!(after.verdict, Verdict::Allow, "{after:?}");
+}
+
+/// `[approvals] always_file` can put the standing approvals anywhere: they
+/// stay out of the agent's reach there too.
+#[test]
+fn a_standing_approvals_file_of_the_operators_choosing_is_protected_too() {
+    let host = host("[approvals]\nalways_file = \"reviewed/always.toml\"\n");
+    let file = host.standing_approvals().path().unwrap().to_path_buf();
+    assert!(file.ends_with("reviewed/always.toml"), "{}", file.display());
+    for request in [
+        call("Write", json!({"file_path": file, "content": "[[always]]"})),
+        call(
+            "Bash",
+            json!({"command": format!("rm -f {}", file.display())}),
+        ),
+    ] {
+        let refused = host.evaluate(&request).unwrap();
+        assert_eq!(refused.verdict, Verdict::Deny, "{request:?}: {refused:?}");
+    }
 }
 
 /// A host whose one policy pauses; evaluate `request` and resolve the pause

@@ -880,6 +880,8 @@ fn main() {
         expires_at_ms: u64::MAX,
         policy_sha256: String::new(),
         rewritten_sha256: None,
+        project: None,
+        always_digest: None,
     };
     let gates = time(if quick() { 50 } else { 300 }, 10, |_| {
         store.insert_gate(&gate).unwrap()

@@ -392,7 +392,10 @@ impl Safeguards {
                     let preview: String = first.subject.chars().take(200).collect();
                     Decision::pause_for_approval(
                         format!("[{}] {preview} — {}", rule.class.name(), rule.reason),
-                        false,
+                        // A person may make it a standing approval: the host
+                        // keeps it as a rule for this exact call in this
+                        // project.
+                        true,
                     )
                 }
             }

@@ -157,6 +157,10 @@ pub struct ApprovalsConfig {
     /// answer, for a day) or `once` (the next retry only).
     #[serde(default)]
     pub refusal_scope: RefusalScope,
+    /// Where a person's "always" is kept, as reviewed rules (see
+    /// [`crate::standing`]); default `STORE.always.toml` beside the store.
+    #[serde(default)]
+    pub always_file: Option<PathBuf>,
 }
 
 /// How long a person's refusal holds (`[approvals] refusal_scope`).
@@ -177,6 +181,7 @@ impl Default for ApprovalsConfig {
             terminal_uids: Vec::new(),
             tokens: BTreeMap::new(),
             refusal_scope: RefusalScope::default(),
+            always_file: None,
         }
     }
 }
@@ -844,6 +849,20 @@ impl Config {
             None => {
                 let mut beside = store.local_name().into_os_string();
                 beside.push(".oci");
+                beside.into()
+            }
+        }
+    }
+
+    /// Where the standing approvals of the store at `store` are kept:
+    /// `[approvals] always_file`, else `STORE.always.toml` beside it (owned
+    /// as the store is, and in the control plane with it).
+    pub fn always_path(&self, store: &StoreLocation) -> PathBuf {
+        match &self.approvals.always_file {
+            Some(file) => self.resolve(file),
+            None => {
+                let mut beside = store.local_name().into_os_string();
+                beside.push(".always.toml");
                 beside.into()
             }
         }

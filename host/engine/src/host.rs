@@ -39,6 +39,8 @@ pub struct Toolgate {
     probe: Arc<ProbeClient>,
     /// The plugins and config in force.
     pub(crate) registry: Registry,
+    /// A person's "always" answers, as rules in the operator's file.
+    standing: crate::standing::StandingApprovals,
     /// The composed risk of recent calls, by call id, for `observe`.
     recent_risks: RecentRisks,
     /// The turn of each recent prompt, by session and prompt id.
@@ -119,12 +121,15 @@ impl Toolgate {
                 message: format!("cannot create the wasm engine: {err:#}"),
             })?;
         let probe = Arc::new(ProbeClient::new(&config.probe));
+        let standing =
+            crate::standing::StandingApprovals::open(Some(config.always_path(&location)))?;
         let registry = Registry::open(config, &runtime, &store)?;
         Ok(Self {
             runtime,
             store,
             probe,
             registry,
+            standing,
             recent_risks: RecentRisks::default(),
             prompt_turns: PromptTurns::default(),
         })
@@ -147,6 +152,9 @@ impl Toolgate {
     /// the digest `pins` names for it (another host's resolution).
     fn reload_here(&self, pins: &FleetPins) -> Result<ReloadReport> {
         let config = self.registry.reload(&self.runtime, &self.store, pins)?;
+        if let Err(err) = self.standing.reload() {
+            tracing::error!(error = %err, "standing approvals dropped until the file is fixed");
+        }
         self.store.set_log_config(config.log);
         self.store
             .set_retention(crate::store::hygiene::Retention::from_config(&config));
@@ -311,6 +319,7 @@ impl Toolgate {
             gate_ttl: Duration::from_secs(gate_ttl_secs),
             transcript_cap,
             refusal_scope,
+            standing: &self.standing,
             dry_run: false,
         }
     }
@@ -546,9 +555,23 @@ impl Toolgate {
             (GateResolution::Deny, RefusalScope::Session) => REFUSAL_FOR_SESSION,
             _ => Duration::from_secs(gate_ttl),
         };
+        let always = matches!(resolution, GateResolution::Approve { always: true });
         self.store
             .record_resolution(&gate, resolution, ttl, channel)?;
+        if let Some(rule) = always
+            .then(|| crate::standing::AlwaysRule::for_gate(&gate, channel))
+            .flatten()
+        {
+            let file = self.standing.remember(rule)?;
+            tracing::info!(request_id, policy = %gate.policy, file = %file.display(), "standing approval recorded");
+        }
         Ok(gate)
+    }
+
+    /// The standing approvals (a person's "always" answers) this host
+    /// keeps, and where.
+    pub fn standing_approvals(&self) -> &crate::standing::StandingApprovals {
+        &self.standing
     }
 
     /// Pending (unexpired) gates, optionally of one user.

@@ -51,6 +51,8 @@ pub(crate) struct Env<'a> {
     pub transcript_cap: u32,
     /// How long a person's refusal of a call holds.
     pub refusal_scope: RefusalScope,
+    /// A person's "always" answers.
+    pub standing: &'a crate::standing::StandingApprovals,
     /// Decide without effects on gates and resolutions (shadow plugins).
     pub dry_run: bool,
 }
@@ -159,6 +161,9 @@ struct Call<'r> {
     fingerprint: std::cell::OnceCell<String>,
     /// Unexpired resolutions of this exact call.
     resolutions: Vec<RecordedResolution>,
+    /// What standing approvals (a person's "always") say of it: kept apart
+    /// from `resolutions`, which a final decision uses up.
+    standing: Vec<RecordedResolution>,
     /// The WIT view without resolutions: what a policy with none of its
     /// own begins with, and what `observe` hears.
     wit: wit::ToolCall,
@@ -179,6 +184,7 @@ impl<'r> Call<'r> {
             id,
             fingerprint: Default::default(),
             resolutions: Vec::new(),
+            standing: env.standing.for_call(request),
             wit,
         };
         if env.store.may_hold_resolutions() {
@@ -224,6 +230,7 @@ impl<'r> Call<'r> {
             id: self.id.clone(),
             fingerprint,
             resolutions: self.resolutions.clone(),
+            standing: self.standing.clone(),
             wit,
         }
     }
@@ -242,12 +249,14 @@ impl<'r> Call<'r> {
             .find(|r| r.resolution == GateResolution::Deny)
     }
 
-    /// A person's approval (or credential) for this exact call, if any.
+    /// A person's approval (or credential) for this exact call, if any:
+    /// an answer to its pause, else a standing approval.
     fn approved_by_a_person(&self) -> Option<&RecordedResolution> {
         self.resolutions
             .iter()
             .rev()
             .find(|r| r.resolution != GateResolution::Deny)
+            .or(self.standing.first())
     }
 
     /// The call as `plugin`'s decision sees it: with the resolutions of its
@@ -256,6 +265,7 @@ impl<'r> Call<'r> {
         let own: Vec<_> = self
             .resolutions
             .iter()
+            .chain(&self.standing)
             .filter(|r| r.is_for(&plugin.name, &plugin.sha256))
             .cloned()
             .collect();
@@ -655,6 +665,8 @@ fn raise_gate(
         expires_at_ms: now.saturating_add(env.gate_ttl.as_millis() as u64),
         policy_sha256,
         rewritten_sha256: call.rewritten_sha256(),
+        project: request.cwd.clone(),
+        always_digest: Some(crate::standing::call_digest(request)),
     };
     // The same call asked again while its pause is still pending (an agent
     // retrying, a graph resumed before anyone answered) keeps that pause's

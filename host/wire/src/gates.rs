@@ -98,6 +98,15 @@ pub struct PendingGate {
     /// those, so a resubmitted call rewritten otherwise is refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rewritten_sha256: Option<String>,
+    /// The working directory the runtime reported for the call: where a
+    /// person's "always" holds (see `toolgate_engine::standing`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<std::path::PathBuf>,
+    /// What the call does, as a standing approval matches it (the digest
+    /// of its tool, origin and arguments less what only describes it);
+    /// none where "always" cannot be offered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub always_digest: Option<String>,
 }
 
 impl PendingGate {

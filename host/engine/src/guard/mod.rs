@@ -235,6 +235,7 @@ impl ControlPlane {
         }
         protected.extend(config.cache_path());
         protected.push(config.oci_cache_path(&store.into()));
+        protected.push(config.always_path(&store.into()));
         protected.push(crate::locations::socket_for_store(store));
         protected.extend(config.daemon.socket.clone());
         let absolute = |p: PathBuf| std::path::absolute(&p).unwrap_or(p);

@@ -597,6 +597,8 @@ mod tests {
             expires_at_ms: u64::MAX,
             policy_sha256: String::new(),
             rewritten_sha256: None,
+            project: None,
+            always_digest: None,
         }
     }
 

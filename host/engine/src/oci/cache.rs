@@ -5,8 +5,7 @@
 //! digest it is filed under, so a damaged or edited file is a miss, never
 //! a plugin.
 
-use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use sha2::{Digest as _, Sha256};
 
@@ -62,7 +61,7 @@ impl BlobCache {
     pub fn write(&self, bytes: &[u8]) -> std::io::Result<String> {
         let digest = sha256_digest(bytes);
         let path = self.blob_path(&digest).expect("a sha256 digest");
-        write_atomically(&path, bytes)?;
+        crate::files::write_durably(&path, bytes)?;
         Ok(digest)
     }
 
@@ -75,18 +74,8 @@ impl BlobCache {
 
     /// Remember that `reference`'s tag names `digest`.
     pub fn remember_tag(&self, reference: &super::Reference, digest: &str) -> std::io::Result<()> {
-        write_atomically(&self.tag_path(reference), digest.as_bytes())
+        crate::files::write_durably(&self.tag_path(reference), digest.as_bytes())
     }
-}
-
-fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().expect("cache paths have a parent");
-    std::fs::create_dir_all(dir)?;
-    let mut file = tempfile::NamedTempFile::new_in(dir)?;
-    file.write_all(bytes)?;
-    file.as_file().sync_all()?;
-    file.persist(path).map_err(|e| e.error)?;
-    Ok(())
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use anyhow::Context as _;
 use toolgate::daemon::DaemonRequest;
 use toolgate::daemon::peer::TERMINAL;
 use toolgate::gates::{GateResolution, PauseKind, PendingGate};
+use toolgate::standing::{AlwaysRule, StandingApprovals};
 
 use crate::target::Ctx;
 
@@ -34,7 +35,11 @@ pub enum GatesCommand {
         /// What you decide.
         #[arg(long, value_enum)]
         decision: DecisionArg,
-        /// With `approve`: remember it for this action.
+        /// With `approve`: also for every later run of this exact call by
+        /// this user's agents in this project (its working directory and
+        /// below), where the pausing policy offers it. toolgate keeps it as
+        /// a rule in the standing approvals file (`gates always` lists
+        /// them; delete an entry to take it back).
         #[arg(long)]
         always: bool,
         /// With `authenticated`: the credential supplied.
@@ -63,6 +68,10 @@ pub enum GatesCommand {
     /// Only for a person at a terminal of their own (checked by the daemon
     /// like `resolve`); the daemon must serve HTTP (`[daemon] http`).
     Open,
+    /// List the standing approvals (a person's "always" answers), one JSON
+    /// line each, and the file that keeps them: review it, and delete an
+    /// entry to take it back.
+    Always,
     /// Print a one-line notice for each new pause, and when it goes, until
     /// interrupted: for a person working in a terminal.
     Watch {
@@ -90,6 +99,7 @@ pub fn run(ctx: &Ctx, command: GatesCommand) -> anyhow::Result<ExitCode> {
         GatesCommand::Watch { user, interval } => watch(ctx, user, interval),
         GatesCommand::Open => open(ctx),
         GatesCommand::List { user } => list(ctx, user),
+        GatesCommand::Always => always(ctx),
         GatesCommand::Resolve {
             request_id,
             decision,
@@ -131,19 +141,38 @@ pub fn run(ctx: &Ctx, command: GatesCommand) -> anyhow::Result<ExitCode> {
                 ),
                 None => None,
             };
-            if channel.is_none() && !yes && !confirm_on_terminal(&gate, decision)? {
+            let standing = (decision == DecisionArg::Approve && always)
+                .then(|| AlwaysRule::for_gate(&gate, "terminal"))
+                .flatten()
+                .map(|_| ctx.config.always_path(&ctx.store_location()));
+            if channel.is_none()
+                && !yes
+                && !confirm_on_terminal(&gate, decision, standing.as_deref())?
+            {
                 eprintln!("toolgate: not resolved");
                 return Ok(ExitCode::from(1));
             }
             let resolved = daemon.call(DaemonRequest::Resolve {
-                user: user.unwrap_or(gate.user_id),
-                thread: thread.unwrap_or(gate.thread_id),
+                user: user.unwrap_or_else(|| gate.user_id.clone()),
+                thread: thread.unwrap_or_else(|| gate.thread_id.clone()),
                 request_id,
                 channel: channel.unwrap_or_else(|| TERMINAL.into()),
                 token,
                 resolution,
             })?;
             println!("{resolved}");
+            match standing {
+                Some(file) => eprintln!(
+                    "toolgate: remembered: {} (rule in {}; `toolgate gates always` lists them)",
+                    always_scope(&gate),
+                    file.display()
+                ),
+                None if always => eprintln!(
+                    "toolgate: approved once: {} did not offer \"always\" for this pause",
+                    gate.policy
+                ),
+                None => {}
+            }
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -173,9 +202,41 @@ fn list(ctx: &Ctx, user: Option<String>) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `gates always`: the standing approvals, read from their file.
+fn always(ctx: &Ctx) -> anyhow::Result<ExitCode> {
+    let file = ctx.config.always_path(&ctx.store_location());
+    let standing = StandingApprovals::open(Some(file.clone()))?;
+    let rules = standing.rules();
+    eprintln!(
+        "toolgate: {} standing approval(s) in {}",
+        rules.len(),
+        file.display()
+    );
+    for rule in rules {
+        println!("{}", serde_json::to_string(&rule)?);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Where a standing approval of `gate` holds, in a person's words.
+fn always_scope(gate: &PendingGate) -> String {
+    let place = match &gate.project {
+        Some(project) => format!("in {} and below", project.display()),
+        None => "where no working directory is reported".into(),
+    };
+    format!(
+        "this exact {} call by {}'s agents {place} runs without asking {}",
+        gate.tool, gate.user_id, gate.policy
+    )
+}
+
 /// Show the paused call on the controlling terminal and ask the person to
 /// type `yes`. No terminal is an error: an agent's tools have none.
-fn confirm_on_terminal(gate: &PendingGate, decision: DecisionArg) -> anyhow::Result<bool> {
+fn confirm_on_terminal(
+    gate: &PendingGate,
+    decision: DecisionArg,
+    standing: Option<&std::path::Path>,
+) -> anyhow::Result<bool> {
     let mut tty = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -189,14 +250,22 @@ fn confirm_on_terminal(gate: &PendingGate, decision: DecisionArg) -> anyhow::Res
         PauseKind::Authentication { credential, .. } => format!("credential `{credential}`"),
     };
     let verb = match decision {
-        DecisionArg::Approve => "approve",
-        DecisionArg::Authenticated => "supply the credential for",
-        DecisionArg::Deny => "deny",
+        DecisionArg::Approve if standing.is_some() => "approve it from now on",
+        DecisionArg::Approve => "approve it",
+        DecisionArg::Authenticated => "supply the credential for it",
+        DecisionArg::Deny => "deny it",
     };
+    let always = standing.map_or_else(String::new, |file| {
+        format!(
+            "  always: {} (a rule in {})\n",
+            always_scope(gate),
+            file.display()
+        )
+    });
     write!(
         tty,
         "\ntoolgate: paused by {policy} for {user} on thread {thread}\n  tool: {tool}\n  \
-         arguments: {arguments}\n  asks: {what}\nType yes to {verb} it: ",
+         arguments: {arguments}\n  asks: {what}\n{always}Type yes to {verb}: ",
         policy = gate.policy,
         user = gate.user_id,
         thread = gate.thread_id,
