@@ -345,7 +345,8 @@ fn asking_again_before_anyone_answered_keeps_the_prompt_the_person_was_shown() {
 
 #[test]
 fn a_persons_always_becomes_a_rule_in_the_operators_file_for_this_call_in_this_project() {
-    const SAFEGUARDS: &str = "[plugins.safeguards]\npath = \"bundled:safeguards\"\n";
+    const SAFEGUARDS: &str =
+        "[plugins.safeguards]\npath = \"bundled:safeguards\"\nalways = \"project\"\n";
     let publish = |description: &str, cwd: &str| {
         let mut request = call(
             "Bash",

@@ -379,9 +379,27 @@ pub struct PluginConfig {
     /// Sandbox limits.
     #[serde(default)]
     pub limits: Limits,
+    /// What a person's "always" answer to this policy's pause holds for.
+    #[serde(default)]
+    pub always: AlwaysScope,
     /// The policy's own table, served to it through `wasi:config/store`.
     #[serde(default)]
     pub config: toml::Table,
+}
+
+/// What a person's "always" answer to a policy's pause holds for
+/// (`[plugins.NAME] always`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AlwaysScope {
+    /// What the policy itself remembers of it (the rules policy: the
+    /// session; lease-gate: the thread).
+    #[default]
+    Policy,
+    /// Also that exact call in that project, for good: the host keeps it
+    /// as a standing approval in the operator's file (see
+    /// [`crate::standing`]).
+    Project,
 }
 
 impl PluginConfig {
@@ -408,6 +426,7 @@ impl PluginConfig {
             require_signature: None,
             trusted_keys: None,
             limits: Limits::default(),
+            always: AlwaysScope::default(),
             config: toml::Table::new(),
         }
     }
@@ -852,6 +871,15 @@ impl Config {
                 beside.into()
             }
         }
+    }
+
+    /// Whether a person's "always" for `policy`'s pause becomes a standing
+    /// approval (`[plugins.NAME] always = "project"`).
+    pub fn keeps_always(&self, policy: &str) -> bool {
+        self.effective_plugins()
+            .ok()
+            .and_then(|plugins| plugins.get(policy).map(|p| p.always))
+            == Some(AlwaysScope::Project)
     }
 
     /// Where the standing approvals of the store at `store` are kept:

@@ -555,7 +555,8 @@ impl Toolgate {
             (GateResolution::Deny, RefusalScope::Session) => REFUSAL_FOR_SESSION,
             _ => Duration::from_secs(gate_ttl),
         };
-        let always = matches!(resolution, GateResolution::Approve { always: true });
+        let always = matches!(resolution, GateResolution::Approve { always: true })
+            && self.registry.with_config(|c| c.keeps_always(&gate.policy));
         self.store
             .record_resolution(&gate, resolution, ttl, channel)?;
         if let Some(rule) = always

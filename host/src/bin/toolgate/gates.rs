@@ -141,10 +141,12 @@ pub fn run(ctx: &Ctx, command: GatesCommand) -> anyhow::Result<ExitCode> {
                 ),
                 None => None,
             };
-            let standing = (decision == DecisionArg::Approve && always)
-                .then(|| AlwaysRule::for_gate(&gate, "terminal"))
-                .flatten()
-                .map(|_| ctx.config.always_path(&ctx.store_location()));
+            let standing = (decision == DecisionArg::Approve
+                && always
+                && ctx.config.keeps_always(&gate.policy))
+            .then(|| AlwaysRule::for_gate(&gate, "terminal"))
+            .flatten()
+            .map(|_| ctx.config.always_path(&ctx.store_location()));
             if channel.is_none()
                 && !yes
                 && !confirm_on_terminal(&gate, decision, standing.as_deref())?
@@ -168,8 +170,9 @@ pub fn run(ctx: &Ctx, command: GatesCommand) -> anyhow::Result<ExitCode> {
                     file.display()
                 ),
                 None if always => eprintln!(
-                    "toolgate: approved once: {} did not offer \"always\" for this pause",
-                    gate.policy
+                    "toolgate: no standing approval: {} keeps \"always\" itself, if it offered \
+                     it (a policy's answers become rules with [plugins.{}] always = \"project\")",
+                    gate.policy, gate.policy
                 ),
                 None => {}
             }
