@@ -130,7 +130,9 @@ fn a_low_risk_call_is_skipped_without_a_probe() {
 
 #[test]
 fn the_shared_budget_runs_out_and_a_new_turn_resets_it() {
-    let host = sentinel("max_probes_per_turn = 2", None);
+    // Budgets count questions a model answers.
+    let server = ModelServer::start(Reply::Content(ALLOW.into()));
+    let host = sentinel("max_probes_per_turn = 2", Some(&server.url));
     let shell = in_session("Bash", "s", 1);
     assert!(probed(&host, &shell));
     assert!(probed(&host, &shell));
@@ -152,9 +154,11 @@ fn the_shared_budget_runs_out_and_a_new_turn_resets_it() {
 
 #[test]
 fn exfil_capable_has_its_own_budget() {
+    // Budgets count questions a model answers.
+    let server = ModelServer::start(Reply::Content(ALLOW.into()));
     let host = sentinel(
         "max_probes_per_turn = 1\nprobe_patterns = [\"*edit*\"]",
-        None,
+        Some(&server.url),
     );
     let exfil = mcp("server_edit_file", "server");
     assert!(probed(&host, &in_session("Bash", "s", 1)));
@@ -170,9 +174,11 @@ fn exfil_capable_has_its_own_budget() {
 
 #[test]
 fn exfil_capable_budget_is_finite() {
+    // Budgets count questions a model answers.
+    let server = ModelServer::start(Reply::Content(ALLOW.into()));
     let host = sentinel(
         "max_probes_per_turn = 1\nprobe_patterns = [\"*edit*\"]",
-        None,
+        Some(&server.url),
     );
     let exfil = mcp("server_edit_file", "server");
     assert!(probed(&host, &exfil));
@@ -182,7 +188,9 @@ fn exfil_capable_budget_is_finite() {
 
 #[test]
 fn mcp_unclassified_leaves_a_slot_for_shell() {
-    let host = sentinel("max_probes_per_turn = 2", None);
+    // Budgets count questions a model answers.
+    let server = ModelServer::start(Reply::Content(ALLOW.into()));
+    let host = sentinel("max_probes_per_turn = 2", Some(&server.url));
     let frob = mcp("some-server_frobnicate", "some-server");
     assert!(probed(&host, &frob));
     assert!(!probed(&host, &frob), "its share is max - 1");
@@ -510,6 +518,57 @@ fn a_refused_connection_or_no_endpoint_fails_open_unless_deny_on_timeout() {
             .iter()
             .any(|l| l.contains("no model endpoint"))
     );
+}
+
+/// With no model configured the sentinel stops putting risky calls to the
+/// host (it takes the answer as standing for a minute): failing open, the
+/// calls after the first are not probed at all; with `deny_on_timeout`,
+/// each is refused as the first was, and recorded.
+#[test]
+fn with_no_model_the_sentinel_stops_asking_and_answers_as_asking_would() {
+    let probe_results = |host: &toolgate::Toolgate| {
+        host.persist();
+        host.session_events(POLICY, "s", 20)
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.kind == "probe_result")
+            .count()
+    };
+    let open = sentinel("", None);
+    let verdicts: Vec<PolicyVerdict> = (1..=4)
+        .map(|turn| {
+            let decision = open.evaluate(&in_session("Bash", "s", turn)).unwrap();
+            assert_eq!(decision.verdict, Verdict::Allow, "{decision:?}");
+            decision.policies[0].verdict
+        })
+        .collect();
+    assert_eq!(
+        verdicts,
+        [
+            PolicyVerdict::Allow,
+            PolicyVerdict::Skip,
+            PolicyVerdict::Skip,
+            PolicyVerdict::Skip
+        ]
+    );
+    assert_eq!(probe_results(&open), 1);
+
+    let closed = sentinel("deny_on_timeout = true", None);
+    let decisions: Vec<_> = (1..=4)
+        .map(|turn| closed.evaluate(&in_session("Bash", "s", turn)).unwrap())
+        .collect();
+    for decision in &decisions {
+        assert_eq!(decision.verdict, Verdict::Deny, "{decision:?}");
+        assert_eq!(decision.reason, decisions[0].reason);
+        assert!(
+            decision.policies[0]
+                .logs
+                .iter()
+                .any(|l| l.contains("no model endpoint")),
+            "{decision:?}"
+        );
+    }
+    assert_eq!(probe_results(&closed), 4);
 }
 
 #[test]

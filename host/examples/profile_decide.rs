@@ -15,7 +15,9 @@
 //! code-like text), `rhythm` (PreToolUse then PostToolUse over 8 sessions of
 //! 2 users), `throughput` (warm calls on two threads, a session each, as
 //! decisions/s, with the CPU time the deciding threads and the store's
-//! writer thread spent per decision). It prints p50 and p99; the compiled
+//! writer thread spent per decision), `everyday` (the bundled default
+//! config over `tests/corpus/everyday.jsonl` in one session, with each
+//! policy's share). It prints p50 and p99; the compiled
 //! components are cached in the system's temporary directory so a second
 //! run profiles no compiling. `PROFILE_LOG=off` runs the bundled policies
 //! with the decision log off, to see what logging costs; `PROFILE_SPARES=N`
@@ -32,7 +34,7 @@ use toolgate::request::Mode;
 use toolgate::{Config, ToolRequest, Toolgate, Verdict};
 
 const USAGE: &str = "usage: profile_decide \
-    warm|fresh|fresh-paced|allow|allow-warm|allow20|allow20-warm|big|big-warm|code-warm|rhythm|throughput [CALLS]";
+    warm|fresh|fresh-paced|allow|allow-warm|allow20|allow20-warm|big|big-warm|code-warm|rhythm|throughput|everyday [CALLS]";
 
 fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
@@ -59,6 +61,9 @@ fn main() -> anyhow::Result<()> {
     }
     if case == "throughput" {
         return throughput(&host, calls);
+    }
+    if case == "everyday" {
+        return everyday(calls);
     }
     let letters = "x".repeat(100_000);
     let line = "let path = \"src/lib.rs\"; // see docs/guide.md (x <= y)\n";
@@ -126,6 +131,70 @@ fn main() -> anyhow::Result<()> {
     println!("  instances that served calls: {made}, of them spares made ahead: {spares}");
     if case == "rhythm" {
         println!("{case}: observe {}", summary(observe));
+    }
+    Ok(())
+}
+
+/// The bundled default config (safeguards and self-protection included)
+/// over toolgate's everyday corpus (`tests/corpus/everyday.jsonl`), one
+/// session's consecutive calls in a project, round and round: the whole
+/// decision (self-protection included), the policies' part of it
+/// (`duration_us`) and each policy's share.
+fn everyday(calls: usize) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let project = dir.path().join("project");
+    std::fs::create_dir_all(&project)?;
+    let cache = std::env::temp_dir().join("toolgate-profile-cache");
+    let text = format!(
+        "cache_dir = {:?}\n{}",
+        cache.display().to_string(),
+        toolgate::config::DEFAULT_CONFIG
+    );
+    let config = Config::parse(&text, "profile", dir.path().to_path_buf())?;
+    let host = Toolgate::open(config, Some(dir.path().join("p.redb").into()))?;
+    let corpus = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/corpus/everyday.jsonl"
+    );
+    let cases: Vec<serde_json::Value> = std::fs::read_to_string(corpus)?
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(serde_json::from_str)
+        .collect::<Result<_, _>>()?;
+    let mut whole = Vec::with_capacity(calls);
+    let mut policies = Vec::with_capacity(calls);
+    let mut shares: std::collections::BTreeMap<String, Vec<Duration>> = Default::default();
+    for i in 0..200 + calls {
+        let case = &cases[i % cases.len()];
+        let tool = case["tool"].as_str().unwrap_or("Bash");
+        let mut request = ToolRequest::new(tool, case["input"].clone());
+        request.session_id = "s-everyday".into();
+        request.turn = (i / 10) as u64;
+        request.cwd = Some(project.clone());
+        let start = Instant::now();
+        let decision = host.evaluate(&request)?;
+        let took = start.elapsed();
+        anyhow::ensure!(
+            decision.verdict == Verdict::Allow,
+            "{tool} {} was not allowed: {:?}",
+            case["input"],
+            decision.reason
+        );
+        if i >= 200 {
+            whole.push(took);
+            policies.push(Duration::from_micros(decision.duration_us));
+            for policy in &decision.policies {
+                shares
+                    .entry(policy.name.clone())
+                    .or_default()
+                    .push(Duration::from_micros(policy.duration_us));
+            }
+        }
+    }
+    println!("everyday: the whole decision {}", summary(whole));
+    println!("  of it the policies (duration_us) {}", summary(policies));
+    for (name, samples) in shares {
+        println!("  {name}: {}", summary(samples));
     }
     Ok(())
 }

@@ -156,7 +156,57 @@ pub fn default_action(class: Class) -> Action {
 /// The policy: its rules, operator's first, and each class's action.
 pub struct Safeguards {
     rules: Vec<Rule>,
+    index: RuleIndex,
     actions: BTreeMap<Class, Action>,
+}
+
+/// Positions in [`Safeguards::rules`] by what each rule is about, in the
+/// rules' order, so a call meets only the rules that could match it (a
+/// command only those naming its program).
+#[derive(Default)]
+struct RuleIndex {
+    by_program: BTreeMap<String, Vec<usize>>,
+    reads: Vec<usize>,
+    writes: Vec<usize>,
+    code: Vec<usize>,
+    tools: Vec<usize>,
+}
+
+impl RuleIndex {
+    fn new(rules: &[Rule]) -> Self {
+        let mut index = Self::default();
+        for (at, rule) in rules.iter().enumerate() {
+            match &rule.matcher {
+                rules::Matcher::Command { programs, .. } => {
+                    for program in programs {
+                        index
+                            .by_program
+                            .entry(program.clone())
+                            .or_default()
+                            .push(at);
+                    }
+                }
+                rules::Matcher::Paths { access, .. } => match access {
+                    Access::Read => index.reads.push(at),
+                    Access::Write => index.writes.push(at),
+                },
+                rules::Matcher::Code(_) => index.code.push(at),
+                rules::Matcher::Tool { .. } => index.tools.push(at),
+            }
+        }
+        index
+    }
+
+    fn paths(&self, access: Access) -> &[usize] {
+        match access {
+            Access::Read => &self.reads,
+            Access::Write => &self.writes,
+        }
+    }
+
+    fn commands(&self, program: &str) -> &[usize] {
+        self.by_program.get(program).map_or(&[], Vec::as_slice)
+    }
 }
 
 /// One rule that matched, and what it matched.
@@ -217,7 +267,11 @@ impl Safeguards {
                 ));
             }
         }
-        Ok(Self { rules, actions })
+        Ok(Self {
+            index: RuleIndex::new(&rules),
+            rules,
+            actions,
+        })
     }
 
     /// Every rule that matches what `call` does.
@@ -246,7 +300,7 @@ impl Safeguards {
             }
         }
         let action = action_name(call);
-        for rule in &self.rules {
+        for rule in self.index.tools.iter().map(|&at| &self.rules[at]) {
             if let rules::Matcher::Tool { tools, args } = &rule.matcher
                 && tools.iter().any(|t| t.matches(&action))
                 && args.as_ref().is_none_or(|r| r.is_match(&call.arguments))
@@ -283,7 +337,7 @@ impl Safeguards {
             .filter(|c| !c.is_empty())
             .map(|c| paths::PathRead::new(c))
             .collect();
-        for rule in &self.rules {
+        for rule in self.index.paths(access).iter().map(|&at| &self.rules[at]) {
             if candidates.iter().any(|c| rule.matches_path(c, access)) {
                 self.hit(rule, path.to_string(), hits);
             }
@@ -294,7 +348,12 @@ impl Safeguards {
         let reading = shell::read(text);
         for command in &reading.commands {
             let program = command.program();
-            for rule in &self.rules {
+            for rule in self
+                .index
+                .commands(program)
+                .iter()
+                .map(|&at| &self.rules[at])
+            {
                 if rule.matches_command(&command.words, command.input.as_deref()) {
                     self.hit(rule, command.words.join(" "), hits);
                 }
@@ -339,7 +398,7 @@ impl Safeguards {
             }
         }
         for code in &reading.code {
-            for rule in &self.rules {
+            for rule in self.index.code.iter().map(|&at| &self.rules[at]) {
                 if let rules::Matcher::Code(regex) = &rule.matcher
                     && regex.is_match(&code.text)
                 {

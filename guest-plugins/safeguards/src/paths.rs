@@ -48,16 +48,14 @@ impl PathGlob {
     /// Whether the path read once by [`PathRead::new`] matches: a call's
     /// path meets dozens of globs, and is split only once for them all.
     pub fn matches_read(&self, path: &PathRead) -> bool {
-        let segments: Vec<&str> = split(&path.normal).collect();
+        let segments = &path.segments;
         match self.anchor {
             Anchor::Home => (path.home_depth)
                 .is_some_and(|depth| glob_segments(&self.segments, &segments[depth..])),
-            Anchor::Root => {
-                path.normal.starts_with('/') && glob_segments(&self.segments, &segments)
-            }
+            Anchor::Root => path.normal.starts_with('/') && glob_segments(&self.segments, segments),
             // `**/x` already matches at any depth.
             Anchor::Anywhere if self.segments.first().is_some_and(|s| s == "**") => {
-                glob_segments(&self.segments, &segments)
+                glob_segments(&self.segments, segments)
             }
             Anchor::Anywhere => {
                 (0..=segments.len()).any(|start| glob_segments(&self.segments, &segments[start..]))
@@ -70,6 +68,7 @@ impl PathGlob {
 #[derive(Debug, Clone)]
 pub struct PathRead {
     normal: String,
+    segments: Vec<String>,
     /// How many leading segments are the home directory, if in one.
     home_depth: Option<usize>,
 }
@@ -80,7 +79,12 @@ impl PathRead {
         let normal = normal(path);
         let segments: Vec<&str> = split(&normal).collect();
         let home_depth = home_relative(&normal, &segments).map(|rest| segments.len() - rest.len());
-        Self { normal, home_depth }
+        let segments = segments.into_iter().map(str::to_string).collect();
+        Self {
+            normal,
+            segments,
+            home_depth,
+        }
     }
 }
 
@@ -175,7 +179,7 @@ pub fn outside_project(path: &str) -> bool {
     path.starts_with('/') || path.starts_with('~') || path == ".." || path.starts_with("../")
 }
 
-fn glob_segments(pattern: &[String], path: &[&str]) -> bool {
+fn glob_segments(pattern: &[String], path: &[String]) -> bool {
     match pattern.split_first() {
         None => path.is_empty(),
         Some((first, rest)) if first == "**" => {

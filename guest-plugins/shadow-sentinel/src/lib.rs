@@ -37,7 +37,18 @@ pub struct ShadowSentinel {
     /// `classify`, `account` and `decide` each need the call's tier, so one
     /// classification serves all three.
     last: std::cell::RefCell<Option<Classified>>,
+    /// When the host last answered that no model is configured (ms since
+    /// the epoch). For [`NO_MODEL_RECHECK_MS`] after, a risky call is not
+    /// put to the host: failing open it is not probed (no budget taken,
+    /// nothing recorded), with `deny_on_timeout` it gets the same refusal
+    /// without its context being read. The default config has no model,
+    /// and agents make a shell call every few seconds. Then the host is
+    /// asked again (an operator may have configured one since).
+    no_model_since: std::cell::Cell<Option<u64>>,
 }
+
+/// How long a "no model is configured" answer is taken as standing.
+const NO_MODEL_RECHECK_MS: u64 = 60_000;
 
 /// One tool's classification.
 struct Classified {
@@ -65,6 +76,14 @@ impl ShadowSentinel {
             signal: signal.clone(),
         });
         (tier, signal)
+    }
+
+    /// Whether the host said, within [`NO_MODEL_RECHECK_MS`], that no model
+    /// is configured.
+    fn no_model_known(&self) -> bool {
+        self.no_model_since
+            .get()
+            .is_some_and(|since| host::now_ms().saturating_sub(since) < NO_MODEL_RECHECK_MS)
     }
 
     /// The events the model sees: other sessions' newest uses of this tool
@@ -164,6 +183,7 @@ impl Policy for ShadowSentinel {
             config,
             secrets: secrets::Secrets::new(),
             last: Default::default(),
+            no_model_since: Default::default(),
         })
     }
 
@@ -175,6 +195,9 @@ impl Policy for ShadowSentinel {
         }
         if matches!(budget, BudgetStatus::Exceeded(_)) {
             return Decision::skip();
+        }
+        if self.no_model_known() {
+            return self.conclude(call, &ModelReply::Unanswered(ModelError::NotConfigured));
         }
         let prompt = probe::user_prompt(&call.tool, &call.arguments, &self.context(call));
         Decision::ask_model(probe::SYSTEM_PROMPT, prompt, self.config.probe_timeout_ms)
@@ -210,6 +233,10 @@ impl Account for ShadowSentinel {
                 "the {pool} probe budget is 0; the call is not probed"
             ));
         }
+        if !self.config.deny_on_timeout && self.no_model_known() {
+            // Asking would allow it: no budget to take, nothing to record.
+            return BudgetStatus::Exceeded("no model is configured; the call is not probed".into());
+        }
         let session = &call.caller.session_id;
         let key = budget::counter_key(session, call.caller.turn, pool);
         match host::state::try_increment(&key, limit) {
@@ -234,6 +261,16 @@ impl ParseVerdict for ShadowSentinel {
     /// Total: any reply (or none) yields a decision, and a `probe_result`
     /// event records it.
     fn parse(&self, call: &ToolCall, reply: &ModelReply) -> Result<Decision, String> {
+        self.no_model_since.set(
+            matches!(reply, ModelReply::Unanswered(ModelError::NotConfigured)).then(host::now_ms),
+        );
+        Ok(self.conclude(call, reply))
+    }
+}
+
+impl ShadowSentinel {
+    /// The decision on `reply`, recorded as a `probe_result` event.
+    fn conclude(&self, call: &ToolCall, reply: &ModelReply) -> Decision {
         let (verdict, summary) = match reply {
             ModelReply::Answered(raw) => {
                 let (verdict, warning) = probe::parse_verdict(raw);
@@ -256,10 +293,10 @@ impl ParseVerdict for ShadowSentinel {
             ModelVerdict::Deny(_) => "deny",
         };
         self.record(call, PROBE_RESULT, detail, summary, None);
-        Ok(match verdict {
+        match verdict {
             ModelVerdict::Allow => Decision::allow(),
             ModelVerdict::Deny(reason) => Decision::deny(reason),
-        })
+        }
     }
 }
 

@@ -252,8 +252,9 @@ impl ControlPlane {
     /// Why `request` targets toolgate's control plane, if it does.
     pub fn check(&self, request: &ToolRequest) -> Option<String> {
         // A parser that panics on odd input must not let the call through.
-        let checked =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.judge(request)));
+        let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            resolve::memoized(|| self.judge(request))
+        }));
         checked.unwrap_or_else(|_| {
             Some(
                 "toolgate refused this call: its self-protection could not read it (a parser \
@@ -615,7 +616,7 @@ impl ControlPlane {
         destructive: bool,
         direct: bool,
     ) -> Option<String> {
-        let real = resolve::real_path(Path::new(word), cwd)?;
+        let (real, exists) = resolve::real_path_existing(Path::new(word), cwd)?;
         let shown = |p: &Path| p.display().to_string();
         if let Some(protected) = self.real.iter().find(|p| p.covers(&real)) {
             return Some(format!("use {}", shown(&protected.real)));
@@ -623,7 +624,8 @@ impl ControlPlane {
         if let Some(what) = hook_settings_at(&real) {
             return Some(format!("touch {what}"));
         }
-        if let Some(inode) = resolve::inode_of(&real)
+        if exists
+            && let Some(inode) = resolve::inode_of(&real)
             && let Some(protected) = self.real.iter().find(|p| p.inode == Some(inode))
         {
             return Some(format!(
@@ -643,7 +645,7 @@ impl ControlPlane {
         }
         if destructive
             && (direct || !self.holds_everything(&real))
-            && let Some(protected) = self.real.iter().find(|p| p.real.starts_with(&real))
+            && let Some(protected) = self.real.iter().find(|p| resolve::under(&p.real, &real))
         {
             return Some(format!(
                 "rename, remove or replace {}, which holds {}",
@@ -900,10 +902,18 @@ fn path_ends_with(path: &Path, suffix: &Path) -> bool {
         })
 }
 
-/// Whether `needle` occurs in `text`.
+/// Whether `needle` occurs in `text`: one SIMD pass for a long text, a
+/// plain search for a short one (building the SIMD searcher costs more
+/// than reading a shell command's words).
 fn contains(text: &str, needle: &str) -> bool {
+    if text.len() < SHORT_TEXT {
+        return text.contains(needle);
+    }
     memchr::memmem::find(text.as_bytes(), needle.as_bytes()).is_some()
 }
+
+/// Below this many bytes a text is searched without a SIMD searcher.
+const SHORT_TEXT: usize = 512;
 
 /// The hook settings `text` names, if it names any (the first in
 /// [`hooks::settings_files`] order): for each entry its file name is searched for,
@@ -912,7 +922,12 @@ fn contains(text: &str, needle: &str) -> bool {
 fn hook_settings_named(text: &str) -> Option<&'static str> {
     let bytes = text.as_bytes();
     let named = |dir: &str, file: &str| {
-        memchr::memmem::find_iter(bytes, file.as_bytes()).any(|at| {
+        let found: Box<dyn Iterator<Item = usize>> = if text.len() < SHORT_TEXT {
+            Box::new(text.match_indices(file).map(|(at, _)| at))
+        } else {
+            Box::new(memchr::memmem::find_iter(bytes, file.as_bytes()))
+        };
+        found.into_iter().any(|at| {
             let before = &bytes[..at];
             if dir.is_empty() {
                 // A file of that name in any directory, or none: what is

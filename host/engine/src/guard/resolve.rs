@@ -5,8 +5,55 @@
 //! so `/proc/self/root/home/dev/.claude/settings.json`, a symlink made in
 //! an earlier call and a hard link all name what they point at.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Component, Path, PathBuf};
+
+thread_local! {
+    /// The canonical form of each path one judgment has resolved (`None`:
+    /// it does not exist), while [`memoized`] runs.
+    static CANONICAL: RefCell<Option<HashMap<PathBuf, Option<PathBuf>>>> =
+        const { RefCell::new(None) };
+}
+
+/// Run `judge` with every path it resolves resolved once. One call's words
+/// are resolved in the same few directories (a shell command's every word
+/// against its working directory), and within one judgment the file
+/// system is taken as it is at that moment, as it always was: remembering
+/// what it said changes no answer, only how many system calls it takes.
+pub fn memoized<T>(judge: impl FnOnce() -> T) -> T {
+    struct Forget;
+    impl Drop for Forget {
+        fn drop(&mut self) {
+            CANONICAL.with(|memo| memo.borrow_mut().take());
+        }
+    }
+    CANONICAL.with(|memo| *memo.borrow_mut() = Some(HashMap::new()));
+    let _forget = Forget;
+    judge()
+}
+
+/// `path` canonicalized by the kernel's rules, if it exists: a path that
+/// does not is found so with one `lstat` rather than a `readlink` per
+/// component; remembered while [`memoized`] runs.
+fn canonical(path: &Path) -> Option<PathBuf> {
+    let resolve = || {
+        std::fs::symlink_metadata(path).ok()?;
+        std::fs::canonicalize(path).ok()
+    };
+    CANONICAL.with(|memo| {
+        if let Some(known) = memo.borrow().as_ref().and_then(|m| m.get(path)) {
+            return known.clone();
+        }
+        let real = resolve();
+        if let Some(memo) = memo.borrow_mut().as_mut() {
+            memo.insert(path.to_path_buf(), real.clone());
+        }
+        real
+    })
+}
 
 /// A protected location, by what it is.
 #[derive(Debug, Clone)]
@@ -41,7 +88,7 @@ impl Protected {
 
     /// Whether the real path `path` is this location or under it.
     pub fn covers(&self, path: &Path) -> bool {
-        if path.starts_with(&self.real) {
+        if under(path, &self.real) {
             return true;
         }
         self.kind == Kind::Prefix
@@ -55,6 +102,15 @@ impl Protected {
     }
 }
 
+/// Whether `path` is `base` or under it, both absolute and normal (as
+/// [`real_path`] makes them): [`Path::starts_with`] by bytes, which a
+/// judgment asks of every word and every protected location.
+pub fn under(path: &Path, base: &Path) -> bool {
+    let (path, base) = (path.as_os_str().as_bytes(), base.as_os_str().as_bytes());
+    path.starts_with(base)
+        && (path.len() == base.len() || base.ends_with(b"/") || path[base.len()] == b'/')
+}
+
 /// The device and inode `path` names now (following symlinks), if it exists.
 pub fn inode_of(path: &Path) -> Option<(u64, u64)> {
     std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
@@ -64,6 +120,12 @@ pub fn inode_of(path: &Path) -> Option<(u64, u64)> {
 /// filesystem as far as it exists; the rest is appended lexically. `None`
 /// for a relative path without a `cwd`.
 pub fn real_path(path: &Path, cwd: Option<&Path>) -> Option<PathBuf> {
+    real_path_existing(path, cwd).map(|(real, _)| real)
+}
+
+/// [`real_path`], and whether all of it exists (the rest was not appended
+/// lexically).
+pub fn real_path_existing(path: &Path, cwd: Option<&Path>) -> Option<(PathBuf, bool)> {
     let absolute = if path.is_absolute() {
         path.to_path_buf()
     } else {
@@ -76,7 +138,7 @@ pub fn real_path(path: &Path, cwd: Option<&Path>) -> Option<PathBuf> {
     let parts: Vec<Component<'_>> = absolute.components().collect();
     for keep in (1..=parts.len()).rev() {
         let prefix: PathBuf = parts[..keep].iter().collect();
-        let Ok(mut real) = std::fs::canonicalize(&prefix) else {
+        let Some(mut real) = canonical(&prefix) else {
             continue;
         };
         for part in &parts[keep..] {
@@ -88,9 +150,9 @@ pub fn real_path(path: &Path, cwd: Option<&Path>) -> Option<PathBuf> {
                 _ => {}
             }
         }
-        return Some(real);
+        return Some((real, keep == parts.len()));
     }
-    Some(absolute)
+    Some((absolute, false))
 }
 
 /// `/proc/PID/root/…` is `/…` (toolgate assumes no chroot), and
