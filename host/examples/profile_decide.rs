@@ -139,7 +139,8 @@ fn main() -> anyhow::Result<()> {
 /// over toolgate's everyday corpus (`tests/corpus/everyday.jsonl`), one
 /// session's consecutive calls in a project, round and round: the whole
 /// decision (self-protection included), the policies' part of it
-/// (`duration_us`) and each policy's share.
+/// (`duration_us`), self-protection's judgment alone and each policy's
+/// share.
 fn everyday(calls: usize) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let project = dir.path().join("project");
@@ -151,7 +152,9 @@ fn everyday(calls: usize) -> anyhow::Result<()> {
         toolgate::config::DEFAULT_CONFIG
     );
     let config = Config::parse(&text, "profile", dir.path().to_path_buf())?;
-    let host = Toolgate::open(config, Some(dir.path().join("p.redb").into()))?;
+    let store = dir.path().join("p.redb");
+    let plane = toolgate::guard::ControlPlane::for_config(&config, &store);
+    let host = Toolgate::open(config, Some(store.into()))?;
     let corpus = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../tests/corpus/everyday.jsonl"
@@ -163,6 +166,7 @@ fn everyday(calls: usize) -> anyhow::Result<()> {
         .collect::<Result<_, _>>()?;
     let mut whole = Vec::with_capacity(calls);
     let mut policies = Vec::with_capacity(calls);
+    let mut guard = Vec::with_capacity(calls);
     let mut shares: std::collections::BTreeMap<String, Vec<Duration>> = Default::default();
     for i in 0..200 + calls {
         let case = &cases[i % cases.len()];
@@ -182,6 +186,9 @@ fn everyday(calls: usize) -> anyhow::Result<()> {
         );
         if i >= 200 {
             whole.push(took);
+            let start = Instant::now();
+            anyhow::ensure!(plane.check(&request).is_none(), "self-protection refused");
+            guard.push(start.elapsed());
             policies.push(Duration::from_micros(decision.duration_us));
             for policy in &decision.policies {
                 shares
@@ -193,6 +200,7 @@ fn everyday(calls: usize) -> anyhow::Result<()> {
     }
     println!("everyday: the whole decision {}", summary(whole));
     println!("  of it the policies (duration_us) {}", summary(policies));
+    println!("  self-protection alone {}", summary(guard));
     for (name, samples) in shares {
         println!("  {name}: {}", summary(samples));
     }

@@ -411,7 +411,12 @@ impl Reader<'_, '_> {
             return Word::Unknown;
         }
         let options = ParserOptions::default();
-        let alternatives = match word::parse_brace_expansions(text, &options) {
+        // Most words have no brace to expand: skip the parser for them.
+        let expansions = match text.contains('{') {
+            true => word::parse_brace_expansions(text, &options),
+            false => Ok(None),
+        };
+        let alternatives = match expansions {
             Ok(Some(parts)) => {
                 let mut all = vec![String::new()];
                 if !expand_braces(&parts, &mut all) {

@@ -220,6 +220,11 @@ const LAUNCHERS: &[&str] = &["npx", "bunx", "pnpx", "dlx", "node", "bun", "deno"
 /// merely passes through such a folder (`codex-rs/Cargo.toml`, a
 /// Dockerfile's `npm i -g @anthropic-ai/claude-code`) is not it.
 pub(crate) fn runs(words: &[&str], name: &str) -> bool {
+    // Each way below finds `name` within a word: most texts name no
+    // runtime at all.
+    if !words.iter().any(|word| word.contains(name)) {
+        return false;
+    }
     let named = |part: &std::ffi::OsStr| {
         part.to_str().is_some_and(|part| {
             part == name
