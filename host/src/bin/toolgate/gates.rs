@@ -28,40 +28,7 @@ pub enum GatesCommand {
     /// that the request comes from a terminal of your own (not the agent's,
     /// not a process without one). A channel adapter resolves with
     /// --channel NAME --token-file FILE instead (see `[approvals] tokens`).
-    Resolve {
-        /// The request id (from `gates list`).
-        #[arg(long)]
-        request_id: String,
-        /// What you decide.
-        #[arg(long, value_enum)]
-        decision: DecisionArg,
-        /// With `approve`: also for every later run of this exact call by
-        /// this user's agents in this project (its working directory and
-        /// below), where the pausing policy offers it. toolgate keeps it as
-        /// a rule in the standing approvals file (`gates always` lists
-        /// them; delete an entry to take it back).
-        #[arg(long)]
-        always: bool,
-        /// With `authenticated`: the credential supplied.
-        #[arg(long)]
-        credential: Option<String>,
-        /// The gate's user (default: found from the request id).
-        #[arg(long)]
-        user: Option<String>,
-        /// The gate's thread (default: found from the request id).
-        #[arg(long)]
-        thread: Option<String>,
-        /// Resolve as this channel adapter instead of from the terminal.
-        #[arg(long, requires = "token_file")]
-        channel: Option<String>,
-        /// The channel's token, read from this file.
-        #[arg(long, value_name = "FILE")]
-        token_file: Option<PathBuf>,
-        /// Do not ask for confirmation on the terminal (the daemon still
-        /// checks that a person's terminal asks).
-        #[arg(long)]
-        yes: bool,
-    },
+    Resolve(ResolveArgs),
     /// Sign in to the approvals inbox in a browser: prints a link with a
     /// one-time code (valid 5 minutes, once).
     ///
@@ -84,6 +51,43 @@ pub enum GatesCommand {
     },
 }
 
+/// `gates resolve`'s arguments.
+#[derive(clap::Args)]
+pub struct ResolveArgs {
+    /// The request id (from `gates list`).
+    #[arg(long)]
+    request_id: String,
+    /// What you decide.
+    #[arg(long, value_enum)]
+    decision: DecisionArg,
+    /// With `approve`: also for every later run of this exact call by
+    /// this user's agents in this project (its working directory and
+    /// below), where the pausing policy offers it. toolgate keeps it as
+    /// a rule in the standing approvals file (`gates always` lists
+    /// them; delete an entry to take it back).
+    #[arg(long)]
+    always: bool,
+    /// With `authenticated`: the credential supplied.
+    #[arg(long)]
+    credential: Option<String>,
+    /// The gate's user (default: found from the request id).
+    #[arg(long)]
+    user: Option<String>,
+    /// The gate's thread (default: found from the request id).
+    #[arg(long)]
+    thread: Option<String>,
+    /// Resolve as this channel adapter instead of from the terminal.
+    #[arg(long, requires = "token_file")]
+    channel: Option<String>,
+    /// The channel's token, read from this file.
+    #[arg(long, value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    /// Do not ask for confirmation on the terminal (the daemon still
+    /// checks that a person's terminal asks).
+    #[arg(long)]
+    yes: bool,
+}
+
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum DecisionArg {
     /// Approve the call.
@@ -100,85 +104,82 @@ pub fn run(ctx: &Ctx, command: GatesCommand) -> anyhow::Result<ExitCode> {
         GatesCommand::Open => open(ctx),
         GatesCommand::List { user } => list(ctx, user),
         GatesCommand::Always => always(ctx),
-        GatesCommand::Resolve {
-            request_id,
-            decision,
-            always,
-            credential,
-            user,
-            thread,
-            channel,
-            token_file,
-            yes,
-        } => {
-            let resolution = match decision {
-                DecisionArg::Approve => GateResolution::Approve { always },
-                DecisionArg::Deny => GateResolution::Deny,
-                DecisionArg::Authenticated => GateResolution::Authenticated {
-                    credential: credential.ok_or_else(|| {
-                        anyhow::anyhow!("--decision authenticated needs --credential NAME")
-                    })?,
-                },
-            };
-            // Resolutions are the daemon's to check: never in this process.
-            let daemon = ctx.daemon()?;
-            let gates: Vec<PendingGate> =
-                serde_json::from_value(daemon.call(DaemonRequest::Gates { user: None })?)?;
-            let gate = gates
-                .into_iter()
-                .find(|g| g.request_id == request_id)
-                .with_context(|| {
-                    format!(
-                        "no pending gate has request id {request_id}; see `toolgate gates list`"
-                    )
-                })?;
-            let token = match &token_file {
-                Some(file) => Some(
-                    std::fs::read_to_string(file)
-                        .with_context(|| format!("cannot read the token file {}", file.display()))?
-                        .trim()
-                        .to_string(),
-                ),
-                None => None,
-            };
-            let standing = (decision == DecisionArg::Approve
-                && always
-                && ctx.config.keeps_always(&gate.policy))
+        GatesCommand::Resolve(args) => resolve(ctx, args),
+    }
+}
+
+/// `gates resolve`: as a person at their terminal (confirmed there), or as
+/// a channel adapter with its token; the daemon checks either.
+fn resolve(ctx: &Ctx, args: ResolveArgs) -> anyhow::Result<ExitCode> {
+    let ResolveArgs {
+        request_id,
+        decision,
+        always,
+        credential,
+        user,
+        thread,
+        channel,
+        token_file,
+        yes,
+    } = args;
+    let resolution = match decision {
+        DecisionArg::Approve => GateResolution::Approve { always },
+        DecisionArg::Deny => GateResolution::Deny,
+        DecisionArg::Authenticated => GateResolution::Authenticated {
+            credential: credential.context("--decision authenticated needs --credential NAME")?,
+        },
+    };
+    // Resolutions are the daemon's to check: never in this process.
+    let daemon = ctx.daemon()?;
+    let gates: Vec<PendingGate> =
+        serde_json::from_value(daemon.call(DaemonRequest::Gates { user: None })?)?;
+    let gate = gates
+        .into_iter()
+        .find(|g| g.request_id == request_id)
+        .with_context(|| {
+            format!("no pending gate has request id {request_id}; see `toolgate gates list`")
+        })?;
+    let token = match &token_file {
+        Some(file) => Some(
+            std::fs::read_to_string(file)
+                .with_context(|| format!("cannot read the token file {}", file.display()))?
+                .trim()
+                .to_string(),
+        ),
+        None => None,
+    };
+    let standing =
+        (decision == DecisionArg::Approve && always && ctx.config.keeps_always(&gate.policy))
             .then(|| AlwaysRule::for_gate(&gate, "terminal"))
             .flatten()
             .map(|_| ctx.config.always_path(&ctx.store_location()));
-            if channel.is_none()
-                && !yes
-                && !confirm_on_terminal(&gate, decision, standing.as_deref())?
-            {
-                eprintln!("toolgate: not resolved");
-                return Ok(ExitCode::from(1));
-            }
-            let resolved = daemon.call(DaemonRequest::Resolve {
-                user: user.unwrap_or_else(|| gate.user_id.clone()),
-                thread: thread.unwrap_or_else(|| gate.thread_id.clone()),
-                request_id,
-                channel: channel.unwrap_or_else(|| TERMINAL.into()),
-                token,
-                resolution,
-            })?;
-            println!("{resolved}");
-            match standing {
-                Some(file) => eprintln!(
-                    "toolgate: remembered: {} (rule in {}; `toolgate gates always` lists them)",
-                    always_scope(&gate),
-                    file.display()
-                ),
-                None if always => eprintln!(
-                    "toolgate: no standing approval: {} keeps \"always\" itself, if it offered \
-                     it (a policy's answers become rules with [plugins.{}] always = \"project\")",
-                    gate.policy, gate.policy
-                ),
-                None => {}
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+    if channel.is_none() && !yes && !confirm_on_terminal(&gate, decision, standing.as_deref())? {
+        eprintln!("toolgate: not resolved");
+        return Ok(ExitCode::from(1));
     }
+    let resolved = daemon.call(DaemonRequest::Resolve {
+        user: user.unwrap_or_else(|| gate.user_id.clone()),
+        thread: thread.unwrap_or_else(|| gate.thread_id.clone()),
+        request_id,
+        channel: channel.unwrap_or_else(|| TERMINAL.into()),
+        token,
+        resolution,
+    })?;
+    println!("{resolved}");
+    match standing {
+        Some(file) => eprintln!(
+            "toolgate: remembered: {} (rule in {}; `toolgate gates always` lists them)",
+            always_scope(&gate),
+            file.display()
+        ),
+        None if always => eprintln!(
+            "toolgate: no standing approval: {} keeps \"always\" itself, if it offered it (a \
+             policy's answers become rules with [plugins.{}] always = \"project\")",
+            gate.policy, gate.policy
+        ),
+        None => {}
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// A one-time link (and code) that signs the person into the inbox.
