@@ -518,6 +518,40 @@ fn past_max_in_flight_the_daemon_answers_busy() {
     );
 }
 
+/// A connection that sends part of a request line and no more holds none
+/// of the daemon's threads while it waits: hundreds of them (on a
+/// system-mode socket the agent's own user may open them) and every other
+/// client is still answered.
+#[test]
+fn connections_that_send_half_a_request_starve_no_one() {
+    let setup = Setup::new("");
+    assert_eq!(
+        setup.hook(&event("SessionStart", "s", "", json!({}), "")),
+        Some(json!({}))
+    );
+    let socket = setup.socket();
+    let held: Vec<std::os::unix::net::UnixStream> = (0..200)
+        .map(|_| {
+            let mut stream = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+            stream.write_all(b"{").unwrap();
+            stream
+        })
+        .collect();
+    // Let the daemon take every one of them up.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let client = Client::new(&socket);
+    assert!(client.call(&DaemonRequest::Health).is_ok());
+    let request = toolgate::ToolRequest::new("Read", json!({"file_path": "src/lib.rs"}));
+    let decided = client.call(&DaemonRequest::Evaluate { request }).unwrap();
+    assert_eq!(decided["verdict"], "allow", "{decided}");
+    // A line finished late is still answered.
+    let mut late = &held[0];
+    late.write_all(b"\"op\":\"health\"}\n").unwrap();
+    let mut answer = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(late), &mut answer).unwrap();
+    assert!(answer.contains("\"ok\""), "{answer}");
+}
+
 #[test]
 fn running_out_of_file_descriptors_does_not_stop_the_daemon() {
     let setup = Setup::new("");

@@ -1,7 +1,7 @@
 //! The Unix-socket server: one JSON request per line, one JSON answer per
 //! line, any number per connection.
 
-use std::io::{BufRead as _, BufReader, ErrorKind, Read as _, Write as _};
+use std::io::{ErrorKind, Read as _, Write as _};
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
@@ -16,6 +16,10 @@ const IDLE_CONNECTION: Duration = Duration::from_secs(120);
 /// How long a thread waits for a connection's next request before the
 /// connection goes back to waiting on the runtime.
 const HAND_BACK: Duration = Duration::from_millis(100);
+/// A request line must be whole this long after its first byte came.
+const LINE_DEADLINE: Duration = Duration::from_secs(10);
+/// How much of a connection is read at once.
+const READ_CHUNK: usize = 64 * 1024;
 
 /// Bind `path`, replacing a stale socket file left by a crash but never a
 /// live daemon's, with permissions `mode` (0600 unless the config says).
@@ -45,32 +49,72 @@ pub(super) fn file_identity(path: &Path) -> Option<(u64, u64)> {
 }
 
 impl Daemon {
-    /// Serve one connection: each request on a thread from the blocking
-    /// pool, which then waits briefly for the next one, so a client asking
-    /// many times in a row (the MCP gateway, an embedding runtime) wakes
-    /// the thread that answers it, with no hand-over between threads. An
-    /// idle connection waits on the runtime, holding no thread.
+    /// Serve one connection: each whole request line on a thread from the
+    /// blocking pool, which then waits briefly for the next one, so a
+    /// client asking many times in a row (the MCP gateway, an embedding
+    /// runtime) wakes the thread that answers it, with no hand-over between
+    /// threads. An idle connection, and one that has sent only part of a
+    /// line, waits on the runtime, holding no thread: a client that stops
+    /// mid-line (or hundreds of them) starves no one, and its line must be
+    /// whole within [`LINE_DEADLINE`].
     pub(super) async fn socket_connection(self: Arc<Self>, stream: tokio::net::UnixStream) {
         let caller = super::Caller::Socket(super::Peer::of(&stream));
         let mut stream = stream;
+        // What the client has sent of a line not yet whole, and since when.
+        let mut partial: Vec<u8> = Vec::new();
+        let mut began = Instant::now();
         loop {
+            let wait = match partial.is_empty() {
+                true => IDLE_CONNECTION,
+                false => LINE_DEADLINE.saturating_sub(began.elapsed()),
+            };
             tokio::select! {
-                ready = tokio::time::timeout(IDLE_CONNECTION, stream.readable()) => {
-                    if !matches!(ready, Ok(Ok(()))) {
+                ready = tokio::time::timeout(wait, stream.readable()) => match ready {
+                    Ok(Ok(())) => {}
+                    Err(_) if !partial.is_empty() => {
+                        let late = crate::Error::Request(format!(
+                            "a request line must end (with a newline) within {} s of its first \
+                             byte; this connection is closed",
+                            LINE_DEADLINE.as_secs()
+                        ));
+                        let _ = stream.try_write(answer_line(&Err(late)).as_bytes());
                         return;
                     }
-                }
+                    _ => return,
+                },
                 _ = self.stopping.cancelled() => return,
+            }
+            if !partial.is_empty() {
+                let mut buf = vec![0u8; READ_CHUNK];
+                match stream.try_read(&mut buf) {
+                    Ok(0) => return,
+                    Ok(n) => partial.extend_from_slice(&buf[..n]),
+                    Err(err) if err.kind() == ErrorKind::WouldBlock => continue,
+                    Err(_) => return,
+                }
+                if !partial.contains(&b'\n') {
+                    if partial.len() >= MAX_REQUEST_BYTES {
+                        let _ = stream.try_write(too_long().as_bytes());
+                        return;
+                    }
+                    continue;
+                }
             }
             let Ok(blocking) = stream.into_std() else {
                 return;
             };
             let daemon = Arc::clone(&self);
-            let served =
-                tokio::task::spawn_blocking(move || daemon.serve_requests(blocking, caller));
-            let Ok(Some(idle)) = served.await else {
+            let carried = std::mem::take(&mut partial);
+            let served = tokio::task::spawn_blocking(move || {
+                daemon.serve_requests(blocking, caller, carried)
+            });
+            let Ok(Some((idle, rest))) = served.await else {
                 return;
             };
+            if !rest.is_empty() {
+                began = Instant::now();
+            }
+            partial = rest;
             stream = match idle
                 .set_nonblocking(true)
                 .and_then(|()| tokio::net::UnixStream::from_std(idle))
@@ -81,57 +125,73 @@ impl Daemon {
         }
     }
 
-    /// Answer requests on `stream` as they come; give it back once none
-    /// came for [`HAND_BACK`] (`None`: the connection is over: closed by
-    /// the client, a request line too long, the daemon stopping).
-    fn serve_requests(&self, stream: UnixStream, caller: super::Caller) -> Option<UnixStream> {
+    /// Answer the whole lines in `pending` and those that come after;
+    /// give the connection back, with what it holds of a line not yet
+    /// whole, once none came for [`HAND_BACK`] or a line is cut short
+    /// (`None`: the connection is over: closed by the client, a request
+    /// line too long, the daemon stopping).
+    fn serve_requests(
+        &self,
+        mut stream: UnixStream,
+        caller: super::Caller,
+        mut pending: Vec<u8>,
+    ) -> Option<(UnixStream, Vec<u8>)> {
         let mut write = stream.try_clone().ok()?;
         stream.set_nonblocking(false).ok()?;
         stream.set_read_timeout(Some(HAND_BACK)).ok()?;
         write.set_write_timeout(Some(IDLE_CONNECTION)).ok()?;
-        let mut lines = BufReader::new(stream);
-        let mut line = Vec::new();
         let mut idle_since = Instant::now();
+        let mut buf = vec![0u8; READ_CHUNK];
         loop {
-            let room = MAX_REQUEST_BYTES.saturating_sub(line.len()) as u64;
-            match (&mut lines).take(room).read_until(b'\n', &mut line) {
-                Ok(0) => return None,
-                Ok(_) if !line.ends_with(b"\n") && line.len() >= MAX_REQUEST_BYTES => {
-                    let too_long = crate::Error::Request(format!(
-                        "request line longer than {MAX_REQUEST_BYTES} bytes"
-                    ));
-                    let mut answer = super::protocol::encode_answer(&Err(too_long));
+            while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = pending.drain(..=end).collect();
+                let text = std::str::from_utf8(&line).ok()?;
+                if !text.trim().is_empty() {
+                    let mut answer = self.respond_blocking(text.trim(), caller);
                     answer.push('\n');
-                    let _ = write.write_all(answer.as_bytes());
+                    write.write_all(answer.as_bytes()).ok()?;
+                }
+                idle_since = Instant::now();
+                // A client asking every few milliseconds never lets the
+                // read time out: the daemon stopping is checked here too.
+                if self.stopping.is_cancelled() {
                     return None;
                 }
-                Ok(_) => {}
+            }
+            if pending.len() >= MAX_REQUEST_BYTES {
+                let _ = write.write_all(too_long().as_bytes());
+                return None;
+            }
+            if !pending.is_empty() {
+                // Part of a line: the rest is waited for without a thread.
+                return Some((stream, pending));
+            }
+            match stream.read(&mut buf) {
+                Ok(0) => return None,
+                Ok(n) => pending.extend_from_slice(&buf[..n]),
                 Err(err) if matches!(err.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                     if self.stopping.is_cancelled() || idle_since.elapsed() >= IDLE_CONNECTION {
                         return None;
                     }
-                    if line.is_empty() {
-                        // Between requests, nothing buffered: wait on the
-                        // runtime instead.
-                        return Some(lines.into_inner());
-                    }
-                    continue; // what was read so far stays in `line`
+                    // Between requests, nothing pending: wait on the runtime.
+                    return Some((stream, pending));
                 }
                 Err(_) => return None,
             }
-            idle_since = Instant::now();
-            let text = std::str::from_utf8(&line).ok()?;
-            if !text.trim().is_empty() {
-                let mut answer = self.respond_blocking(text.trim(), caller);
-                answer.push('\n');
-                write.write_all(answer.as_bytes()).ok()?;
-            }
-            line.clear();
-            // A client asking every few milliseconds never lets the read
-            // time out: the daemon stopping is checked here too.
-            if self.stopping.is_cancelled() {
-                return None;
-            }
         }
     }
+}
+
+/// `answer` as the line the client reads.
+fn answer_line(answer: &crate::Result<serde_json::Value>) -> String {
+    let mut line = super::protocol::encode_answer(answer);
+    line.push('\n');
+    line
+}
+
+/// The answer to a line past [`MAX_REQUEST_BYTES`].
+fn too_long() -> String {
+    answer_line(&Err(crate::Error::Request(format!(
+        "request line longer than {MAX_REQUEST_BYTES} bytes"
+    ))))
 }
