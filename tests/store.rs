@@ -265,6 +265,61 @@ fn a_file_that_is_not_a_store_gets_a_clear_error() {
     );
 }
 
+/// A 0-byte store is one a crash or a full disk cut short, not a new
+/// one: opening it must not quietly start an empty store in its place.
+#[test]
+fn an_empty_store_file_is_refused_not_made_a_new_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cut.redb");
+    std::fs::write(&path, b"").unwrap();
+    let err = Store::open(&path).unwrap_err().to_string();
+    for said in ["cut.redb", "empty", "move it aside"] {
+        assert!(err.contains(said), "{said} in {err}");
+    }
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), 0, "left as it was");
+}
+
+/// A damaged store is an error naming the file, never a panic: a byte
+/// flipped in the first pages of a real store (its header and tables'
+/// roots) is opened, or refused, in this process.
+#[test]
+fn a_flipped_byte_in_a_store_is_an_error_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.redb");
+    {
+        let store = Store::open(&good).unwrap();
+        for n in 0..50 {
+            store.append_event(event("p", "s", "tool_call", Some("Bash"), n));
+        }
+        store.state_put("p", "k", Some(b"v"), 1 << 20).unwrap();
+        store.shutdown();
+    }
+    let bytes = std::fs::read(&good).unwrap();
+    let damaged = dir.path().join("damaged.redb");
+    let mut panicked = Vec::new();
+    // The first bytes of each of the first pages (the header, the tables'
+    // roots), where a flip once made redb panic, and a sample of the rest.
+    let page_starts = (0..bytes.len()).step_by(4096).take(8);
+    let offsets = page_starts
+        .flat_map(|page| page..(page + 48).min(bytes.len()))
+        .chain((0..bytes.len()).step_by((bytes.len() / 256).max(1)));
+    for at in offsets {
+        let mut copy = bytes.clone();
+        copy[at] ^= 0xff;
+        std::fs::write(&damaged, &copy).unwrap();
+        let opened = std::panic::catch_unwind(|| Store::open(&damaged).map(|s| s.shutdown()));
+        match opened {
+            Err(_) => panicked.push(at),
+            Ok(Err(err)) => assert!(err.to_string().contains("damaged.redb"), "{err}"),
+            Ok(Ok(())) => {}
+        }
+    }
+    assert!(
+        panicked.is_empty(),
+        "open panicked on a byte flipped at {panicked:?}"
+    );
+}
+
 #[test]
 fn a_store_in_use_is_named_as_such() {
     let dir = tempfile::tempdir().unwrap();

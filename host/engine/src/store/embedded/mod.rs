@@ -118,13 +118,9 @@ impl RedbStore {
         }
     }
 
-    /// Open (or create) the store at `path`, creating parent directories.
-    /// Fails at once with [`Error::StoreBusy`] if another process holds it.
-    pub fn open(path: &Path) -> Result<Self> {
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent)
-                .map_err(|err| Error::store_caused(path, "cannot create its directory", err))?;
-        }
+    /// Open (or create) the redb file and every table; whether it holds
+    /// resolutions.
+    fn open_database(path: &Path) -> Result<(Database, bool)> {
         let db = Database::create(path).map_err(|err| open_error(path, err.into()))?;
         let store_err = |err: redb::Error| open_error(path, err);
         let txn = db.begin_write().map_err(|e| store_err(e.into()))?;
@@ -155,6 +151,28 @@ impl RedbStore {
             Ok(txn.open_table(gates::RESOLUTIONS)?.first()?.is_some())
         })()
         .map_err(store_err)?;
+        Ok((db, holds_resolutions))
+    }
+
+    /// Open (or create) the store at `path`, creating parent directories.
+    /// Fails at once with [`Error::StoreBusy`] if another process holds it.
+    pub fn open(path: &Path) -> Result<Self> {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)
+                .map_err(|err| Error::store_caused(path, "cannot create its directory", err))?;
+        }
+        refuse_cut_short(path)?;
+        // redb panics on some damaged files (a page's type byte): that is
+        // a damaged store, named as one, not a crash of the caller.
+        let opened = std::panic::catch_unwind(|| Self::open_database(path));
+        let (db, holds_resolutions) = opened.unwrap_or_else(|panic| {
+            let detail = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("redb stopped reading it");
+            Err(open_error(path, redb::Error::Corrupted(detail.to_string())))
+        })?;
 
         let db = Arc::new(db);
         let (sender, receiver) = mpsc::sync_channel(EVENT_QUEUE_CAPACITY);
@@ -650,6 +668,21 @@ fn entry_size(
 /// What redb said, kept as the cause of toolgate's words.
 pub(super) fn engine_error(path: &Path, err: redb::Error) -> Error {
     Error::store_caused(path, "the redb file could not be read or written", err)
+}
+
+/// A file that exists but is empty is a store cut short (a crash while it
+/// was made, a full disk, a bad copy), not a new one: refused, untouched.
+fn refuse_cut_short(path: &Path) -> Result<()> {
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_file() && meta.len() == 0 => Err(Error::store(
+            path,
+            "the file is empty (0 bytes), so it is not a toolgate store: a crash, a full disk or \
+             a bad copy cut it short. Restore it from a copy (`toolgate store copy` makes \
+             one), or move it aside and toolgate will create a new one (its pauses, leases and \
+             log are then gone)",
+        )),
+        _ => Ok(()),
+    }
 }
 
 fn open_error(path: &Path, err: redb::Error) -> Error {
