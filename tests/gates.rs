@@ -233,6 +233,55 @@ fn gates_survive_a_restart() {
     assert_eq!(taken.tool, "http");
 }
 
+/// A pending gate whose record no longer parses is an error naming it,
+/// not a gate that quietly leaves `gates list` (and that a re-asked call
+/// would then overwrite).
+#[test]
+fn an_unreadable_gate_is_an_error_naming_it_not_a_gate_that_vanishes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("damaged.redb");
+    {
+        let store = Store::open(&path).unwrap();
+        store
+            .insert_gate(&sample_gate("alice", "t1", "cli"))
+            .unwrap();
+        store.insert_gate(&sample_gate("bob", "t2", "cli")).unwrap();
+    }
+    {
+        let db = redb::Database::open(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let gates = redb::TableDefinition::<(&str, &str), &[u8]>::new("gates");
+            let mut table = txn.open_table(gates).unwrap();
+            table
+                .insert(("alice", "t1"), b"{\"request_id\": 1".as_slice())
+                .unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    let store = Store::open(&path).unwrap();
+    let now = toolgate::now_ms();
+    let listed = store.list_gates(None, now).unwrap_err().to_string();
+    let alice = GateKey {
+        user_id: "alice".into(),
+        thread_id: "t1".into(),
+    };
+    let peeked = store.peek_gate(&alice, now).unwrap_err().to_string();
+    for err in [listed, peeked] {
+        for said in ["damaged.redb", "alice", "t1", "unreadable"] {
+            assert!(err.contains(said), "{said} in {err}");
+        }
+    }
+    let bob = GateKey {
+        user_id: "bob".into(),
+        thread_id: "t2".into(),
+    };
+    assert!(
+        store.peek_gate(&bob, now).unwrap().is_some(),
+        "the others still read"
+    );
+}
+
 #[test]
 fn a_resolution_recorded_before_a_restart_is_still_found() {
     // The embedded store skips the lookup while it knows it holds no

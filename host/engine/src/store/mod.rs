@@ -665,6 +665,55 @@ impl Store {
     }
 }
 
+/// The error for a stored record that does not parse: what it was, and
+/// the fix. A record is never skipped as if it were not there.
+pub(crate) fn unreadable_record(
+    store: &Path,
+    what: String,
+    err: serde_json::Error,
+) -> crate::Error {
+    crate::Error::store_caused(
+        store,
+        format!(
+            "{what} is unreadable, so the store may be damaged; nothing was changed. Restore it \
+             from a copy, or move it aside and toolgate creates a new one"
+        ),
+        err,
+    )
+}
+
+/// [`unreadable_record`] for the pending gate of `user`'s `thread`.
+pub(crate) fn parse_gate(
+    store: &Path,
+    user: &str,
+    thread: &str,
+    body: &[u8],
+) -> crate::Result<crate::gates::PendingGate> {
+    serde_json::from_slice(body).map_err(|err| {
+        unreadable_record(
+            store,
+            format!("the pending gate of user `{user}`, thread `{thread}`"),
+            err,
+        )
+    })
+}
+
+/// [`unreadable_record`] for a person's answers in `user`'s `thread`.
+pub(crate) fn parse_resolutions<T: serde::de::DeserializeOwned>(
+    store: &Path,
+    user: &str,
+    thread: &str,
+    body: &[u8],
+) -> crate::Result<T> {
+    serde_json::from_slice(body).map_err(|err| {
+        unreadable_record(
+            store,
+            format!("a person's answers for user `{user}`, thread `{thread}`"),
+            err,
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicU64, Ordering};

@@ -8,7 +8,7 @@ use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 use super::{GATES, RedbStore};
 use crate::error::{GateError, Result};
 use crate::gates::{GateKey, GateResolution, PendingGate, RecordedResolution};
-use crate::store::{GateStore, Take, judge_take};
+use crate::store::{GateStore, Take, judge_take, parse_gate, parse_resolutions};
 
 /// (user, thread, call fingerprint) → resolutions so far (JSON).
 pub(crate) const RESOLUTIONS: TableDefinition<(&str, &str, &str), &[u8]> =
@@ -34,10 +34,18 @@ impl GateStore for RedbStore {
     fn peek_gate(&self, key: &GateKey, now_ms: u64) -> Result<Option<PendingGate>> {
         let txn = self.db().begin_read().map_err(|e| self.error(e))?;
         let table = txn.open_table(GATES).map_err(|e| self.error(e))?;
-        let gate = table
+        let gate = match table
             .get((key.user_id.as_str(), key.thread_id.as_str()))
             .map_err(|e| self.error(e))?
-            .and_then(|v| serde_json::from_slice::<PendingGate>(v.value()).ok());
+        {
+            Some(value) => Some(parse_gate(
+                &self.path,
+                &key.user_id,
+                &key.thread_id,
+                value.value(),
+            )?),
+            None => None,
+        };
         Ok(gate.filter(|g| !g.is_expired(now_ms)))
     }
 
@@ -46,11 +54,10 @@ impl GateStore for RedbStore {
         let table = txn.open_table(GATES).map_err(|e| self.error(e))?;
         let mut gates = Vec::new();
         for entry in table.iter().map_err(|e| self.error(e))? {
-            let (_, value) = entry.map_err(|e| self.error(e))?;
-            if let Ok(gate) = serde_json::from_slice::<PendingGate>(value.value())
-                && !gate.is_expired(now_ms)
-                && user_id.is_none_or(|u| u == gate.user_id)
-            {
+            let (key, value) = entry.map_err(|e| self.error(e))?;
+            let (user, thread) = key.value();
+            let gate = parse_gate(&self.path, user, thread, value.value())?;
+            if !gate.is_expired(now_ms) && user_id.is_none_or(|u| u == gate.user_id) {
                 gates.push(gate);
             }
         }
@@ -110,11 +117,11 @@ impl GateStore for RedbStore {
         let txn = self.db().begin_write().map_err(|e| self.error(e))?;
         {
             let mut table = txn.open_table(RESOLUTIONS).map_err(|e| self.error(e))?;
-            let mut recorded: Vec<RecordedResolution> = table
-                .get(slot)
-                .map_err(|e| self.error(e))?
-                .and_then(|v| serde_json::from_slice(v.value()).ok())
-                .unwrap_or_default();
+            let mut recorded: Vec<RecordedResolution> =
+                match table.get(slot).map_err(|e| self.error(e))? {
+                    Some(value) => parse_resolutions(&self.path, slot.0, slot.1, value.value())?,
+                    None => Vec::new(),
+                };
             recorded.push(RecordedResolution::of(
                 gate,
                 resolution,
@@ -148,11 +155,11 @@ impl GateStore for RedbStore {
             Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
             Err(e) => return Err(self.error(e)),
         };
-        let recorded: Vec<RecordedResolution> = table
-            .get((user_id, thread_id, fingerprint))
-            .map_err(|e| self.error(e))?
-            .and_then(|v| serde_json::from_slice(v.value()).ok())
-            .unwrap_or_default();
+        let slot = (user_id, thread_id, fingerprint);
+        let recorded: Vec<RecordedResolution> = match table.get(slot).map_err(|e| self.error(e))? {
+            Some(value) => parse_resolutions(&self.path, user_id, thread_id, value.value())?,
+            None => Vec::new(),
+        };
         Ok(recorded
             .into_iter()
             .filter(|r| now_ms < r.expires_at_ms)

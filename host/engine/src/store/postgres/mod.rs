@@ -594,25 +594,37 @@ impl GateStore for PostgresStore {
                 &[&key.user_id, &key.thread_id],
             )
             .map_err(|e| self.pool.error(e))?;
-        Ok(row
-            .and_then(|r| gate_of(&r.get::<_, Vec<u8>>(0)).ok())
-            .filter(|g| !g.is_expired(now_ms)))
+        let gate = match row {
+            Some(row) => Some(crate::store::parse_gate(
+                &self.path,
+                &key.user_id,
+                &key.thread_id,
+                &row.get::<_, Vec<u8>>(0),
+            )?),
+            None => None,
+        };
+        Ok(gate.filter(|g| !g.is_expired(now_ms)))
     }
 
     fn list_gates(&self, user_id: Option<&str>, now_ms: u64) -> Result<Vec<PendingGate>> {
         let mut client = self.pool.get()?;
         let rows = client
             .query(
-                "SELECT body FROM gates WHERE ($1::text IS NULL OR user_id = $1) \
-                 ORDER BY user_id, thread_id",
+                "SELECT body, user_id, thread_id FROM gates \
+                 WHERE ($1::text IS NULL OR user_id = $1) ORDER BY user_id, thread_id",
                 &[&user_id],
             )
             .map_err(|e| self.pool.error(e))?;
-        Ok(rows
-            .into_iter()
-            .filter_map(|r| gate_of(&r.get::<_, Vec<u8>>(0)).ok())
-            .filter(|g| !g.is_expired(now_ms))
-            .collect())
+        let mut gates = Vec::new();
+        for row in rows {
+            let (user, thread): (String, String) = (row.get(1), row.get(2));
+            let gate =
+                crate::store::parse_gate(&self.path, &user, &thread, &row.get::<_, Vec<u8>>(0))?;
+            if !gate.is_expired(now_ms) {
+                gates.push(gate);
+            }
+        }
+        Ok(gates)
     }
 
     fn take_gate(
@@ -698,10 +710,16 @@ impl GateStore for PostgresStore {
                 &[&user_id, &thread_id, &fingerprint, &i64_of(now_ms)],
             )
             .map_err(|e| self.pool.error(e))?;
-        Ok(rows
-            .into_iter()
-            .filter_map(|r| serde_json::from_slice(&r.get::<_, Vec<u8>>(0)).ok())
-            .collect())
+        rows.into_iter()
+            .map(|row| {
+                crate::store::parse_resolutions(
+                    &self.path,
+                    user_id,
+                    thread_id,
+                    &row.get::<_, Vec<u8>>(0),
+                )
+            })
+            .collect()
     }
 
     fn clear_resolutions(&self, user_id: &str, thread_id: &str, fingerprint: &str) -> Result<()> {
