@@ -509,6 +509,36 @@ fn a_standing_approvals_file_of_the_operators_choosing_is_protected_too() {
     }
 }
 
+/// Two copies of one call paused at the same moment (a resend racing the
+/// original, two connections) get one gate and one request id, not two
+/// prompts of which a person answers one.
+#[test]
+fn two_copies_of_a_call_paused_at_once_get_one_request_id() {
+    let host = host(&scripted(
+        "approver",
+        1,
+        "verdict = \"pause\"\nreason = \"Deploy?\"",
+    ));
+    for round in 0..20 {
+        let mut request = call("Bash", json!({"command": "./deploy.sh"}));
+        request.thread_id = Some(format!("t-{round}"));
+        let barrier = Barrier::new(2);
+        let ids: Vec<String> = std::thread::scope(|scope| {
+            let threads: Vec<_> = (0..2)
+                .map(|_| {
+                    scope.spawn(|| {
+                        barrier.wait();
+                        host.evaluate(&request).unwrap().pause.unwrap().request_id
+                    })
+                })
+                .collect();
+            threads.into_iter().map(|t| t.join().unwrap()).collect()
+        });
+        assert_eq!(ids[0], ids[1], "round {round}");
+    }
+    assert_eq!(host.gates(None).unwrap().len(), 20);
+}
+
 /// A host whose one policy pauses; evaluate `request` and resolve the pause
 /// from `cli` with `resolution`.
 fn pause_then_resolve(

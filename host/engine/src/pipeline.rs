@@ -669,20 +669,10 @@ fn raise_gate(
         always_digest: Some(crate::standing::call_digest(request)),
     };
     // The same call asked again while its pause is still pending (an agent
-    // retrying, a graph resumed before anyone answered) keeps that pause's
-    // request id, so the prompt a person was shown stays the one to
-    // answer, and its expiry, so retries cannot keep a pause alive; the
-    // gate follows the newest call's id.
-    let gate = match env.store.peek_gate(&gate.key(), now)? {
-        Some(pending) if pending.asks_the_same_as(&gate) => PendingGate {
-            request_id: pending.request_id,
-            created_at_ms: pending.created_at_ms,
-            expires_at_ms: pending.expires_at_ms,
-            ..gate
-        },
-        _ => gate,
-    };
-    env.store.insert_gate(&gate)?;
+    // retrying, a graph resumed before anyone answered, two copies at
+    // once) keeps that pause's request id and expiry (see
+    // `GateStore::raise_gate`).
+    let gate = env.store.raise_gate(&gate, now)?;
     decision.pause = Some(PauseInfo {
         request_id: gate.request_id,
         user_id: gate.user_id,

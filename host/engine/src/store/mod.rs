@@ -148,6 +148,14 @@ pub trait EventStore {
 pub trait GateStore {
     /// Store a gate, replacing any earlier gate of the same (user, thread).
     fn insert_gate(&self, gate: &PendingGate) -> Result<()>;
+    /// Store a new pause as [`GateStore::insert_gate`] does, unless the
+    /// pending gate of its (user, thread) asks the same
+    /// ([`PendingGate::asks_the_same_as`]): that one then keeps its request
+    /// id and expiry (the prompt a person was shown stays the one to
+    /// answer, and retries cannot keep it alive) and takes the newest
+    /// call's id. One step, so two copies of a call paused at once get one
+    /// gate and one request id. Returns the gate stored.
+    fn raise_gate(&self, gate: &PendingGate, now_ms: u64) -> Result<PendingGate>;
     /// The pending gate for `key`, unless there is none or it has expired.
     fn peek_gate(&self, key: &GateKey, now_ms: u64) -> Result<Option<PendingGate>>;
     /// Every unexpired gate, optionally only one user's.
@@ -662,6 +670,21 @@ impl Store {
     /// the daemon's socket goes and what messages say.
     pub fn connect(url: &str, path: &Path) -> Result<Self> {
         postgres::PostgresStore::connect(url, path).map(|s| Self(Box::new(s)))
+    }
+}
+
+/// What [`GateStore::raise_gate`] stores for `new` over `pending`.
+pub(crate) fn raised(pending: Option<PendingGate>, new: &PendingGate, now_ms: u64) -> PendingGate {
+    match pending {
+        Some(pending) if !pending.is_expired(now_ms) && pending.asks_the_same_as(new) => {
+            PendingGate {
+                request_id: pending.request_id,
+                created_at_ms: pending.created_at_ms,
+                expires_at_ms: pending.expires_at_ms,
+                ..new.clone()
+            }
+        }
+        _ => new.clone(),
     }
 }
 

@@ -8,7 +8,7 @@ use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 use super::{GATES, RedbStore};
 use crate::error::{GateError, Result};
 use crate::gates::{GateKey, GateResolution, PendingGate, RecordedResolution};
-use crate::store::{GateStore, Take, judge_take, parse_gate, parse_resolutions};
+use crate::store::{GateStore, Take, judge_take, parse_gate, parse_resolutions, raised};
 
 /// (user, thread, call fingerprint) → resolutions so far (JSON).
 pub(crate) const RESOLUTIONS: TableDefinition<(&str, &str, &str), &[u8]> =
@@ -29,6 +29,33 @@ impl GateStore for RedbStore {
         }
         txn.commit().map_err(|e| self.error(e))?;
         Ok(())
+    }
+
+    fn raise_gate(&self, gate: &PendingGate, now_ms: u64) -> Result<PendingGate> {
+        // One write transaction: redb runs one at a time, so a copy of the
+        // call raised meanwhile is either wholly before or wholly after.
+        let txn = self.db().begin_write().map_err(|e| self.error(e))?;
+        let stored = {
+            let mut table = txn.open_table(GATES).map_err(|e| self.error(e))?;
+            let slot = (gate.user_id.as_str(), gate.thread_id.as_str());
+            let pending = match table.get(slot).map_err(|e| self.error(e))? {
+                Some(value) => Some(parse_gate(
+                    &self.path,
+                    &gate.user_id,
+                    &gate.thread_id,
+                    value.value(),
+                )?),
+                None => None,
+            };
+            let stored = raised(pending, gate, now_ms);
+            let bytes = serde_json::to_vec(&stored).expect("gates always serialise");
+            table
+                .insert(slot, bytes.as_slice())
+                .map_err(|e| self.error(e))?;
+            stored
+        };
+        txn.commit().map_err(|e| self.error(e))?;
+        Ok(stored)
     }
 
     fn peek_gate(&self, key: &GateKey, now_ms: u64) -> Result<Option<PendingGate>> {

@@ -586,6 +586,51 @@ impl GateStore for PostgresStore {
         Ok(())
     }
 
+    fn raise_gate(&self, gate: &PendingGate, now_ms: u64) -> Result<PendingGate> {
+        let mut client = self.pool.get()?;
+        let mut txn = client.transaction().map_err(|e| self.pool.error(e))?;
+        // Held to the end of the transaction: hosts raising a gate for the
+        // same (user, thread) take turns, whether or not a row exists yet
+        // (`FOR UPDATE` locks only a row that does); a hash collision only
+        // makes two others wait their turn.
+        txn.execute(
+            "SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))",
+            &[&gate.user_id, &gate.thread_id],
+        )
+        .map_err(|e| self.pool.error(e))?;
+        let pending = match txn
+            .query_opt(
+                "SELECT body FROM gates WHERE user_id = $1 AND thread_id = $2",
+                &[&gate.user_id, &gate.thread_id],
+            )
+            .map_err(|e| self.pool.error(e))?
+        {
+            Some(row) => Some(crate::store::parse_gate(
+                &self.path,
+                &gate.user_id,
+                &gate.thread_id,
+                &row.get::<_, Vec<u8>>(0),
+            )?),
+            None => None,
+        };
+        let stored = crate::store::raised(pending, gate, now_ms);
+        let body = serde_json::to_vec(&stored).expect("gates always serialise");
+        txn.execute(
+            "INSERT INTO gates (user_id, thread_id, expires_at_ms, body) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (user_id, thread_id) DO UPDATE \
+             SET expires_at_ms = EXCLUDED.expires_at_ms, body = EXCLUDED.body",
+            &[
+                &stored.user_id,
+                &stored.thread_id,
+                &i64_of(stored.expires_at_ms),
+                &body,
+            ],
+        )
+        .map_err(|e| self.pool.error(e))?;
+        txn.commit().map_err(|e| self.pool.error(e))?;
+        Ok(stored)
+    }
+
     fn peek_gate(&self, key: &GateKey, now_ms: u64) -> Result<Option<PendingGate>> {
         let mut client = self.pool.get()?;
         let row = client
