@@ -409,7 +409,7 @@ fn a_persons_always_becomes_a_rule_in_the_operators_file_for_this_call_in_this_p
         .evaluate(&publish("Publish", "/home/alice/app"))
         .unwrap();
     assert_eq!(first.verdict, Verdict::Pause, "{first:?}");
-    let pause = first.pause.unwrap();
+    let pause = first.pause.as_ref().unwrap();
     assert!(
         matches!(
             pause.kind,
@@ -420,17 +420,7 @@ fn a_persons_always_becomes_a_rule_in_the_operators_file_for_this_call_in_this_p
         ),
         "safeguards offers always: {pause:?}"
     );
-    let key = GateKey {
-        user_id: pause.user_id.clone(),
-        thread_id: pause.thread_id.clone(),
-    };
-    host.resolve_gate(
-        &key,
-        &pause.request_id,
-        "cli",
-        GateResolution::Approve { always: true },
-    )
-    .unwrap();
+    common::answer(&host, &first, GateResolution::Approve { always: true });
 
     // The rule is in the operator's file, readable, before the answer returned.
     let file = dir.path().join("toolgate.redb.always.toml");

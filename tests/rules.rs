@@ -9,7 +9,7 @@ mod common;
 use common::{call, config_text, host, try_host};
 use serde_json::json;
 use toolgate::decision::PolicyVerdict;
-use toolgate::gates::{GateKey, GateResolution, PauseKind};
+use toolgate::gates::{GateResolution, PauseKind};
 use toolgate::{Decision, Toolgate, Verdict};
 
 const RULES: &str = r#"
@@ -41,18 +41,7 @@ fn with_lease_gate() -> String {
 }
 
 fn approve(host: &Toolgate, paused: &Decision, always: bool) {
-    let pause = paused.pause.as_ref().expect("a pause");
-    let key = GateKey {
-        user_id: pause.user_id.clone(),
-        thread_id: pause.thread_id.clone(),
-    };
-    host.resolve_gate(
-        &key,
-        &pause.request_id,
-        &pause.channel,
-        GateResolution::Approve { always },
-    )
-    .unwrap();
+    common::answer(host, paused, GateResolution::Approve { always });
 }
 
 /// Why a host with `body` does not start.

@@ -189,18 +189,27 @@ pub mod scripted_http;
 pub mod tmux;
 pub mod webdriver;
 
-/// Approve the pause `decision` carries, from `cli`.
+/// Approve the pause `decision` carries, once, from its own channel.
 pub fn approve(host: &toolgate::Toolgate, decision: &toolgate::Decision) {
+    answer(
+        host,
+        decision,
+        toolgate::gates::GateResolution::Approve { always: false },
+    );
+}
+
+/// Answer the pause `decision` carries with `resolution`, from its own
+/// channel.
+pub fn answer(
+    host: &toolgate::Toolgate,
+    decision: &toolgate::Decision,
+    resolution: toolgate::gates::GateResolution,
+) {
     let pause = decision.pause.as_ref().expect("a pause");
     let key = toolgate::gates::GateKey {
         user_id: pause.user_id.clone(),
         thread_id: pause.thread_id.clone(),
     };
-    host.resolve_gate(
-        &key,
-        &pause.request_id,
-        "cli",
-        toolgate::gates::GateResolution::Approve { always: false },
-    )
-    .unwrap();
+    host.resolve_gate(&key, &pause.request_id, &pause.channel, resolution)
+        .unwrap();
 }
