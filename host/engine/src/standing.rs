@@ -109,6 +109,24 @@ impl AlwaysRule {
         })
     }
 
+    /// Whether `other` approves the very calls this rule does (a second
+    /// "always" for one call adds no entry).
+    fn approves_the_same_as(&self, other: &AlwaysRule) -> bool {
+        (
+            &self.policy,
+            &self.user,
+            &self.tool,
+            &self.project,
+            &self.call,
+        ) == (
+            &other.policy,
+            &other.user,
+            &other.tool,
+            &other.project,
+            &other.call,
+        )
+    }
+
     /// Whether it approves `request`, whose digest is `digest`.
     fn covers(&self, request: &ToolRequest, digest: &str) -> bool {
         self.user == request.user_id
@@ -217,7 +235,7 @@ impl StandingApprovals {
         };
         let mut loaded = self.loaded.write().unwrap_or_else(|p| p.into_inner());
         let (mut rules, _) = read(path)?;
-        if rules.contains(&rule) {
+        if rules.iter().any(|kept| kept.approves_the_same_as(&rule)) {
             return Ok(path.clone());
         }
         let mut text = match std::fs::read_to_string(path) {
@@ -384,6 +402,11 @@ mod tests {
             Some("/home/alice/app/web"),
         );
         assert_eq!(approvals.for_call(&again).len(), 1);
+        // Approved "always" again later: still one entry.
+        let mut later = rule(&approved, Some("/home/alice/app"));
+        later.approved_at = "2026-12-05T00:00:00Z".into();
+        approvals.remember(later).unwrap();
+        assert_eq!(approvals.rules().len(), 1);
         for other in [
             request("npm publish --tag next", "Publish", Some("/home/alice/app")),
             request("npm publish", "Publish", Some("/home/alice/other")),
