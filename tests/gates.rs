@@ -238,6 +238,7 @@ fn gates_survive_a_restart() {
 /// would then overwrite).
 #[test]
 fn an_unreadable_gate_is_an_error_naming_it_not_a_gate_that_vanishes() {
+    let bad = b"{\"request_id\": 1".as_slice();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("damaged.redb");
     {
@@ -253,13 +254,33 @@ fn an_unreadable_gate_is_an_error_naming_it_not_a_gate_that_vanishes() {
         {
             let gates = redb::TableDefinition::<(&str, &str), &[u8]>::new("gates");
             let mut table = txn.open_table(gates).unwrap();
-            table
-                .insert(("alice", "t1"), b"{\"request_id\": 1".as_slice())
-                .unwrap();
+            table.insert(("alice", "t1"), bad).unwrap();
         }
         txn.commit().unwrap();
     }
-    let store = Store::open(&path).unwrap();
+    assert_an_unreadable_gate_is_named(&Store::open(&path).unwrap(), "damaged.redb");
+
+    let Some(cluster) = common::pg_cluster::Cluster::start("an_unreadable_gate") else {
+        return;
+    };
+    let url = cluster.database();
+    let store = cluster.store_at(&url);
+    store
+        .insert_gate(&sample_gate("alice", "t1", "cli"))
+        .unwrap();
+    store.insert_gate(&sample_gate("bob", "t2", "cli")).unwrap();
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    admin
+        .execute(
+            "UPDATE gates SET body = $1 WHERE user_id = 'alice'",
+            &[&bad],
+        )
+        .unwrap();
+    assert_an_unreadable_gate_is_named(&store, "postgres://");
+}
+
+/// `store` holds alice's damaged gate and bob's sound one.
+fn assert_an_unreadable_gate_is_named(store: &Store, store_name: &str) {
     let now = toolgate::now_ms();
     let listed = store.list_gates(None, now).unwrap_err().to_string();
     let alice = GateKey {
@@ -268,7 +289,7 @@ fn an_unreadable_gate_is_an_error_naming_it_not_a_gate_that_vanishes() {
     };
     let peeked = store.peek_gate(&alice, now).unwrap_err().to_string();
     for err in [listed, peeked] {
-        for said in ["damaged.redb", "alice", "t1", "unreadable"] {
+        for said in [store_name, "alice", "t1", "unreadable"] {
             assert!(err.contains(said), "{said} in {err}");
         }
     }

@@ -691,7 +691,7 @@ pub(crate) fn raised(pending: Option<PendingGate>, new: &PendingGate, now_ms: u6
 /// The error for a stored record that does not parse: what it was, and
 /// the fix. A record is never skipped as if it were not there.
 pub(crate) fn unreadable_record(
-    store: &Path,
+    store: impl Into<std::path::PathBuf>,
     what: String,
     err: serde_json::Error,
 ) -> crate::Error {
@@ -707,7 +707,7 @@ pub(crate) fn unreadable_record(
 
 /// [`unreadable_record`] for the pending gate of `user`'s `thread`.
 pub(crate) fn parse_gate(
-    store: &Path,
+    store: impl Into<std::path::PathBuf>,
     user: &str,
     thread: &str,
     body: &[u8],
@@ -723,7 +723,7 @@ pub(crate) fn parse_gate(
 
 /// [`unreadable_record`] for a person's answers in `user`'s `thread`.
 pub(crate) fn parse_resolutions<T: serde::de::DeserializeOwned>(
-    store: &Path,
+    store: impl Into<std::path::PathBuf>,
     user: &str,
     thread: &str,
     body: &[u8],

@@ -606,7 +606,7 @@ impl GateStore for PostgresStore {
             .map_err(|e| self.pool.error(e))?
         {
             Some(row) => Some(crate::store::parse_gate(
-                &self.path,
+                &self.pool.display,
                 &gate.user_id,
                 &gate.thread_id,
                 &row.get::<_, Vec<u8>>(0),
@@ -641,7 +641,7 @@ impl GateStore for PostgresStore {
             .map_err(|e| self.pool.error(e))?;
         let gate = match row {
             Some(row) => Some(crate::store::parse_gate(
-                &self.path,
+                &self.pool.display,
                 &key.user_id,
                 &key.thread_id,
                 &row.get::<_, Vec<u8>>(0),
@@ -663,8 +663,12 @@ impl GateStore for PostgresStore {
         let mut gates = Vec::new();
         for row in rows {
             let (user, thread): (String, String) = (row.get(1), row.get(2));
-            let gate =
-                crate::store::parse_gate(&self.path, &user, &thread, &row.get::<_, Vec<u8>>(0))?;
+            let gate = crate::store::parse_gate(
+                &self.pool.display,
+                &user,
+                &thread,
+                &row.get::<_, Vec<u8>>(0),
+            )?;
             if !gate.is_expired(now_ms) {
                 gates.push(gate);
             }
@@ -758,7 +762,7 @@ impl GateStore for PostgresStore {
         rows.into_iter()
             .map(|row| {
                 crate::store::parse_resolutions(
-                    &self.path,
+                    &self.pool.display,
                     user_id,
                     thread_id,
                     &row.get::<_, Vec<u8>>(0),
