@@ -566,24 +566,30 @@ fn gate_of(body: &[u8]) -> std::result::Result<PendingGate, String> {
     serde_json::from_slice(body).map_err(|e| e.to_string())
 }
 
+/// Store `gate` in its (user, thread) slot, replacing what is there.
+fn upsert_gate(
+    client: &mut impl postgres::GenericClient,
+    gate: &PendingGate,
+) -> std::result::Result<(), postgres::Error> {
+    let body = serde_json::to_vec(gate).expect("gates always serialise");
+    client.execute(
+        "INSERT INTO gates (user_id, thread_id, expires_at_ms, body) VALUES ($1, $2, $3, $4) \
+         ON CONFLICT (user_id, thread_id) DO UPDATE \
+         SET expires_at_ms = EXCLUDED.expires_at_ms, body = EXCLUDED.body",
+        &[
+            &gate.user_id,
+            &gate.thread_id,
+            &i64_of(gate.expires_at_ms),
+            &body,
+        ],
+    )?;
+    Ok(())
+}
+
 impl GateStore for PostgresStore {
     fn insert_gate(&self, gate: &PendingGate) -> Result<()> {
-        let body = serde_json::to_vec(gate).expect("gates always serialise");
         let mut client = self.pool.get()?;
-        client
-            .execute(
-                "INSERT INTO gates (user_id, thread_id, expires_at_ms, body) VALUES ($1, $2, $3, $4) \
-                 ON CONFLICT (user_id, thread_id) DO UPDATE \
-                 SET expires_at_ms = EXCLUDED.expires_at_ms, body = EXCLUDED.body",
-                &[
-                    &gate.user_id,
-                    &gate.thread_id,
-                    &i64_of(gate.expires_at_ms),
-                    &body,
-                ],
-            )
-            .map_err(|e| self.pool.error(e))?;
-        Ok(())
+        upsert_gate(&mut *client, gate).map_err(|e| self.pool.error(e))
     }
 
     fn raise_gate(&self, gate: &PendingGate, now_ms: u64) -> Result<PendingGate> {
@@ -614,19 +620,7 @@ impl GateStore for PostgresStore {
             None => None,
         };
         let stored = crate::store::raised(pending, gate, now_ms);
-        let body = serde_json::to_vec(&stored).expect("gates always serialise");
-        txn.execute(
-            "INSERT INTO gates (user_id, thread_id, expires_at_ms, body) VALUES ($1, $2, $3, $4) \
-             ON CONFLICT (user_id, thread_id) DO UPDATE \
-             SET expires_at_ms = EXCLUDED.expires_at_ms, body = EXCLUDED.body",
-            &[
-                &stored.user_id,
-                &stored.thread_id,
-                &i64_of(stored.expires_at_ms),
-                &body,
-            ],
-        )
-        .map_err(|e| self.pool.error(e))?;
+        upsert_gate(&mut txn, &stored).map_err(|e| self.pool.error(e))?;
         txn.commit().map_err(|e| self.pool.error(e))?;
         Ok(stored)
     }
