@@ -233,37 +233,35 @@ impl LeaseGate {
         Ok(lease)
     }
 
-    /// Give a thread seen for the first time the leases its kind plans.
-    fn ensure_planned(&self, thread: &str, kind: &str) -> Read<()> {
-        if !self.config.auto_plan {
-            return Ok(());
-        }
-        let marker = key(&["planned", thread]);
-        // A read first: the common case (already planned) needs no write.
-        if state::get(&marker)?.is_some() {
+    /// Give a thread seen for the first time the leases its kind plans
+    /// (`planned`: its marker was already read, in the call's first read).
+    fn ensure_planned(&self, thread: &str, kind: &str, planned: bool) -> Read<()> {
+        if !self.config.auto_plan || planned {
             return Ok(());
         }
         // Every first call of a new thread writes the same planned lease (an
         // idempotent write, under a fixed id) before it looks for a lease,
         // so of several concurrent first calls none finds the thread bare.
-        let planned = key(&["lease", thread, PLANNED_LEASE]);
-        if state::get(&planned)?.is_none() {
+        let lease_key = key(&["lease", thread, PLANNED_LEASE]);
+        if state::get(&lease_key)?.is_none() {
             let lease = self.planned_lease(thread, kind);
-            state::set_json(&planned, &lease)?;
+            state::set_json(&lease_key, &lease)?;
         }
-        state::try_increment(&marker, 1)?;
+        state::try_increment(&key(&["planned", thread]), 1)?;
         Ok(())
     }
 
-    fn auto_approved(&self, user: &str, thread: &str) -> Read<Vec<String>> {
-        Ok(state::get_json(&key(&["auto", user, thread]))?.unwrap_or_default())
+    /// The actions a person approved "always" for this user's thread.
+    fn parse_auto_approved(value: Option<Vec<u8>>) -> Vec<String> {
+        value
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .unwrap_or_default()
     }
 
-    fn remember_always(&self, user: &str, thread: &str, action: &str) -> Read<()> {
-        let mut set = self.auto_approved(user, thread)?;
+    fn remember_always(set: &mut Vec<String>, user: &str, thread: &str, action: &str) -> Read<()> {
         if !set.iter().any(|a| a == action) {
             set.push(action.to_string());
-            state::set_json(&key(&["auto", user, thread]), &set)?;
+            state::set_json(&key(&["auto", user, thread]), set)?;
         }
         Ok(())
     }
@@ -441,7 +439,14 @@ impl LeaseGate {
         let (user, thread) = (caller.user_id.as_str(), caller.thread_id.as_str());
         let action = action_name(call);
         let spec = self.catalogue.spec(&action);
-        self.ensure_planned(thread, &caller.thread_kind)?;
+        // What every call reads, in one host call: whether the thread was
+        // planned, and what a person approved "always" in it.
+        let mut first =
+            state::get_many(&[key(&["planned", thread]), key(&["auto", user, thread])])?
+                .into_iter();
+        let planned = first.next().flatten().is_some();
+        let mut auto_approved = Self::parse_auto_approved(first.next().flatten());
+        self.ensure_planned(thread, &caller.thread_kind, planned)?;
 
         let mut approved_now = false;
         let mut credential_present = match &spec.credential {
@@ -453,7 +458,7 @@ impl LeaseGate {
                 Resolution::Approved(grant) => {
                     approved_now = true;
                     if grant.always && spec.approval == catalogue::Approval::UnlessAutoApproved {
-                        self.remember_always(user, thread, &action)?;
+                        Self::remember_always(&mut auto_approved, user, thread, &action)?;
                     }
                 }
                 Resolution::Authenticated(name) => {
@@ -473,7 +478,7 @@ impl LeaseGate {
             thread,
             has_lease: lease.is_some(),
             mode: caller.mode,
-            auto_approved: self.auto_approved(user, thread)?.contains(&action),
+            auto_approved: auto_approved.contains(&action),
             approved_now,
             credential_present,
             preview: &preview,

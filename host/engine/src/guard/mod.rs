@@ -343,8 +343,8 @@ impl ControlPlane {
             }
             if found.is_none() && looks_like_path(text) {
                 let word = shell::expand_tilde(text, self.home.as_deref());
-                let real = resolve::real_path(Path::new(&word), request.cwd.as_deref());
-                let inode = real.as_deref().and_then(resolve::inode_of);
+                let (real, inode) = resolve::resolved(Path::new(&word), request.cwd.as_deref())
+                    .map_or((None, None), |(real, inode)| (Some(real), inode));
                 found = self
                     .secrets
                     .iter()
@@ -449,7 +449,17 @@ impl ControlPlane {
             .names()
             .next()
             .is_some_and(|n| LOOKS_ONLY.contains(&n));
-        for word in command.words.iter().flat_map(|w| w.literals()) {
+        // The program the shell looks up in `PATH` (`git`, not `./git`) is
+        // no path in the directory, unless the command sets `PATH` itself.
+        let looked_up = usize::from(
+            command.env.is_empty()
+                && !command.env_unknown
+                && command
+                    .words
+                    .first()
+                    .is_some_and(|w| w.literals().all(|name| !name.contains('/'))),
+        );
+        for word in (command.words.iter().skip(looked_up)).flat_map(|w| w.literals()) {
             // `--file=PATH`: the path; other options are not paths.
             let word = match word.strip_prefix('-') {
                 Some(option) => match option.split_once('=') {
@@ -616,7 +626,7 @@ impl ControlPlane {
         destructive: bool,
         direct: bool,
     ) -> Option<String> {
-        let (real, exists) = resolve::real_path_existing(Path::new(word), cwd)?;
+        let (real, inode) = resolve::resolved(Path::new(word), cwd)?;
         let shown = |p: &Path| p.display().to_string();
         if let Some(protected) = self.real.iter().find(|p| p.covers(&real)) {
             return Some(format!("use {}", shown(&protected.real)));
@@ -624,9 +634,8 @@ impl ControlPlane {
         if let Some(what) = hook_settings_at(&real) {
             return Some(format!("touch {what}"));
         }
-        if exists
-            && let Some(inode) = resolve::inode_of(&real)
-            && let Some(protected) = self.real.iter().find(|p| p.inode == Some(inode))
+        if inode.is_some()
+            && let Some(protected) = self.real.iter().find(|p| p.inode == inode)
         {
             return Some(format!(
                 "use {} through the hard link {}",
@@ -814,6 +823,10 @@ fn shell_pattern(text: &str) -> Option<glob::Pattern> {
             spelled.push(c);
         }
     }
+    if !spelled.contains('[') {
+        // Every spelling below is of a bracket.
+        return glob::Pattern::new(&spelled).ok();
+    }
     let mut spelled = spelled.replace("[^", "[!");
     for (class, chars) in [
         ("[:alpha:]", "a-zA-Z"),
@@ -916,31 +929,41 @@ fn contains(text: &str, needle: &str) -> bool {
 const SHORT_TEXT: usize = 512;
 
 /// The hook settings `text` names, if it names any (the first in
-/// [`hooks::settings_files`] order): for each entry its file name is searched for,
-/// and only where it occurs is the directory before it compared
-/// (`settings` is rarer in ordinary text than `.claude`).
+/// [`hooks::settings_files`] order): every settings file name is found in
+/// one pass, and only where one occurs is the directory before it
+/// compared (`settings` is rarer in ordinary text than `.claude`).
 fn hook_settings_named(text: &str) -> Option<&'static str> {
+    static FINDER: std::sync::OnceLock<(aho_corasick::AhoCorasick, Vec<&'static str>)> =
+        std::sync::OnceLock::new();
+    let (finder, names) = FINDER.get_or_init(|| {
+        let mut names: Vec<&'static str> = hooks::settings_files().map(|s| s.file).collect();
+        names.dedup();
+        let finder = aho_corasick::AhoCorasick::new(&names).expect("a few short file names");
+        (finder, names)
+    });
     let bytes = text.as_bytes();
-    let named = |dir: &str, file: &str| {
-        let found: Box<dyn Iterator<Item = usize>> = if text.len() < SHORT_TEXT {
-            Box::new(text.match_indices(file).map(|(at, _)| at))
-        } else {
-            Box::new(memchr::memmem::find_iter(bytes, file.as_bytes()))
-        };
-        found.into_iter().any(|at| {
-            let before = &bytes[..at];
-            if dir.is_empty() {
-                // A file of that name in any directory, or none: what is
-                // before it does not continue the name.
-                return before.last().is_none_or(|b| !is_name_byte(*b));
-            }
-            matches!(before.last(), Some(b'/' | b'\\'))
-                && before[..before.len() - 1].ends_with(dir.as_bytes())
-        })
+    let named_at = |dir: &str, at: usize| {
+        let before = &bytes[..at];
+        if dir.is_empty() {
+            // A file of that name in any directory, or none: what is
+            // before it does not continue the name.
+            return before.last().is_none_or(|b| !is_name_byte(*b));
+        }
+        matches!(before.last(), Some(b'/' | b'\\'))
+            && before[..before.len() - 1].ends_with(dir.as_bytes())
     };
-    hooks::settings_files()
-        .find(|settings| named(settings.dir, settings.file))
-        .map(|settings| settings.what)
+    let mut first: Option<(usize, &'static str)> = None;
+    for found in finder.find_overlapping_iter(text) {
+        let file = names[found.pattern().as_usize()];
+        let matching = hooks::settings_files()
+            .enumerate()
+            .take(first.map_or(usize::MAX, |(index, _)| index))
+            .find(|(_, settings)| settings.file == file && named_at(settings.dir, found.start()));
+        if let Some((index, settings)) = matching {
+            first = Some((index, settings.what));
+        }
+    }
+    first.map(|(_, what)| what)
 }
 
 /// What `words` do that starts an agent runtime with toolgate's hooks

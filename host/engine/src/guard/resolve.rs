@@ -12,10 +12,18 @@ use std::os::unix::fs::MetadataExt as _;
 use std::path::{Component, Path, PathBuf};
 
 thread_local! {
-    /// The canonical form of each path one judgment has resolved (`None`:
-    /// it does not exist), while [`memoized`] runs.
-    static CANONICAL: RefCell<Option<HashMap<PathBuf, Option<PathBuf>>>> =
+    /// What each path one judgment has resolved is (`None`: it does not
+    /// exist), while [`memoized`] runs.
+    static CANONICAL: RefCell<Option<HashMap<PathBuf, Option<Existing>>>> =
         const { RefCell::new(None) };
+}
+
+/// A path that exists: its canonical form and the device and inode it
+/// names (following symlinks).
+#[derive(Debug, Clone)]
+struct Existing {
+    real: PathBuf,
+    inode: (u64, u64),
 }
 
 /// Run `judge` with every path it resolves resolved once. One call's words
@@ -35,24 +43,47 @@ pub fn memoized<T>(judge: impl FnOnce() -> T) -> T {
     judge()
 }
 
-/// `path` canonicalized by the kernel's rules, if it exists: a path that
-/// does not is found so with one `lstat` rather than a `readlink` per
-/// component; remembered while [`memoized`] runs.
-fn canonical(path: &Path) -> Option<PathBuf> {
+/// `path` (absolute) canonicalized by the kernel's rules, if it exists;
+/// remembered while [`memoized`] runs. One `lstat` says whether it exists
+/// and whether its last component is a symlink; when it is not, the
+/// canonical form is its parent's (remembered: a call's words share their
+/// directory) with the name appended, and only a symlink or a `..` costs
+/// the kernel's whole walk.
+fn canonical(path: &Path) -> Option<Existing> {
+    if let Some(known) =
+        CANONICAL.with(|memo| memo.borrow().as_ref().and_then(|m| m.get(path).cloned()))
+    {
+        return known;
+    }
     let resolve = || {
-        std::fs::symlink_metadata(path).ok()?;
-        std::fs::canonicalize(path).ok()
+        let meta = std::fs::symlink_metadata(path).ok()?;
+        let plain = match (path.parent(), path.file_name()) {
+            _ if meta.is_symlink() => None,
+            (Some(parent), Some(name)) if path.ends_with(name) => {
+                canonical(parent).map(|parent| parent.real.join(name))
+            }
+            (None, None) if path == Path::new("/") => Some(path.to_path_buf()),
+            _ => None,
+        };
+        match plain {
+            Some(real) => Some(Existing {
+                real,
+                inode: (meta.dev(), meta.ino()),
+            }),
+            None => {
+                let real = std::fs::canonicalize(path).ok()?;
+                let inode = inode_of(&real)?;
+                Some(Existing { real, inode })
+            }
+        }
     };
+    let found = resolve();
     CANONICAL.with(|memo| {
-        if let Some(known) = memo.borrow().as_ref().and_then(|m| m.get(path)) {
-            return known.clone();
-        }
-        let real = resolve();
         if let Some(memo) = memo.borrow_mut().as_mut() {
-            memo.insert(path.to_path_buf(), real.clone());
+            memo.insert(path.to_path_buf(), found.clone());
         }
-        real
-    })
+    });
+    found
 }
 
 /// A protected location, by what it is.
@@ -120,27 +151,30 @@ pub fn inode_of(path: &Path) -> Option<(u64, u64)> {
 /// filesystem as far as it exists; the rest is appended lexically. `None`
 /// for a relative path without a `cwd`.
 pub fn real_path(path: &Path, cwd: Option<&Path>) -> Option<PathBuf> {
-    real_path_existing(path, cwd).map(|(real, _)| real)
+    resolved(path, cwd).map(|(real, _)| real)
 }
 
-/// [`real_path`], and whether all of it exists (the rest was not appended
-/// lexically).
-pub fn real_path_existing(path: &Path, cwd: Option<&Path>) -> Option<(PathBuf, bool)> {
+/// [`real_path`], and the device and inode it names when all of it exists
+/// (the rest was not appended lexically).
+pub fn resolved(path: &Path, cwd: Option<&Path>) -> Option<(PathBuf, Option<(u64, u64)>)> {
     let absolute = if path.is_absolute() {
         path.to_path_buf()
     } else {
         cwd?.join(path)
     };
     let absolute = through_proc(&absolute, cwd);
-    // The longest prefix that exists, resolved by the kernel's rules (one
-    // `canonicalize` for a path that exists, two for a new file in an
-    // existing directory), then the rest lexically.
+    // The longest prefix that exists, resolved by the kernel's rules, then
+    // the rest lexically.
     let parts: Vec<Component<'_>> = absolute.components().collect();
     for keep in (1..=parts.len()).rev() {
         let prefix: PathBuf = parts[..keep].iter().collect();
-        let Some(mut real) = canonical(&prefix) else {
+        let Some(existing) = canonical(&prefix) else {
             continue;
         };
+        if keep == parts.len() {
+            return Some((existing.real, Some(existing.inode)));
+        }
+        let mut real = existing.real;
         for part in &parts[keep..] {
             match part {
                 Component::ParentDir => {
@@ -150,9 +184,9 @@ pub fn real_path_existing(path: &Path, cwd: Option<&Path>) -> Option<(PathBuf, b
                 _ => {}
             }
         }
-        return Some((real, keep == parts.len()));
+        return Some((real, None));
     }
-    Some((absolute, false))
+    Some((absolute, None))
 }
 
 /// `/proc/PID/root/…` is `/…` (toolgate assumes no chroot), and
