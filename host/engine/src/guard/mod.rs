@@ -1493,6 +1493,25 @@ mod tests {
     }
 
     #[test]
+    fn a_link_to_toolgate_is_judged_where_the_shell_reads_it_as_a_path() {
+        let (home, plane) = home_plane();
+        let app = home.path().join("app");
+        std::os::unix::fs::symlink(
+            home.path().join(".config/toolgate/config.toml"),
+            app.join("git"),
+        )
+        .unwrap();
+        // The program is looked up in PATH: `./git` is not what runs.
+        assert_eq!(refused_in(&plane, home.path(), "git status"), None);
+        for command in ["cat git", "./git status", "PATH=. git status", "cp x git"] {
+            assert!(
+                refused_in(&plane, home.path(), command).is_some(),
+                "{command}"
+            );
+        }
+    }
+
+    #[test]
     fn everyday_idioms_that_only_look_are_not_refused() {
         let (home, plane) = home_plane();
         for command in [
