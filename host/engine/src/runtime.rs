@@ -260,8 +260,9 @@ impl PolicyInstance {
         f: impl FnOnce(&PolicyExports, &mut Store<SandboxState>) -> wasmtime::Result<T>,
     ) -> Result<T, PolicyFailure> {
         let state = self.store.data_mut();
-        state.deadline = Some(CallDeadline::start(self.deadline));
-        state.call.wall_deadline = Some(Instant::now() + self.wall_clock);
+        let now = Instant::now();
+        state.deadline = Some(CallDeadline::started_at(now, self.deadline));
+        state.call.wall_deadline = Some(now + self.wall_clock);
         self.store.set_epoch_deadline(ticks(self.deadline));
         let running = self.ticker.running();
         let result = f(&self.policy, &mut self.store);

@@ -310,10 +310,12 @@ pub(crate) struct CallDeadline {
 
 impl CallDeadline {
     pub(crate) fn start(budget: Duration) -> Self {
-        Self {
-            started: Instant::now(),
-            budget,
-        }
+        Self::started_at(Instant::now(), budget)
+    }
+
+    /// One started at `started` (a clock read the caller already made).
+    pub(crate) fn started_at(started: Instant, budget: Duration) -> Self {
+        Self { started, budget }
     }
 
     /// What is left of the budget, and never past the wall-clock ceiling.
