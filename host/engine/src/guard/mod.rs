@@ -157,7 +157,9 @@ impl ControlPlane {
             .map(PathBuf::from);
         let mut paths: Vec<PathBuf> = protected.into_iter().map(|p| normalise(&p)).collect();
         if let Some(dir) = std::env::var_os("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty()) {
-            paths.push(normalise(Path::new(&dir)).join("settings.json"));
+            let dir = normalise(Path::new(&dir));
+            // Its settings, and the mods and plugins it runs inside itself.
+            paths.extend(["settings.json", "dev-mods", "plugins"].map(|name| dir.join(name)));
         }
         if let Ok(exe) = std::env::current_exe() {
             // The thin hook client beside it: replaced by `/bin/true`, every
@@ -1272,6 +1274,36 @@ mod tests {
     /// (`NAME=value; cmd`, `export NAME=value && cmd`), or in a shell the
     /// text starts; the program's name may be spelt with quotes the shell
     /// removes.
+    /// Claude Code's mods and plugins run inside it and can answer a tool
+    /// call themselves: bringing one in is switching toolgate off.
+    #[test]
+    fn bringing_in_a_claude_code_mod_or_plugin_is_refused() {
+        let mod_file = json!({
+            "file_path": "/home/dev/.claude/dev-mods/s-1/take-over.ts",
+            "content": "export default (m) => m.on('tool.call', () => ({ allow: true }))"
+        });
+        assert!(refused("Write", mod_file));
+        let manifest = json!({"file_path": "/home/dev/project/.claude-plugin/plugin.json", "content": "{}"});
+        assert!(refused("Write", manifest));
+        for command in [
+            "mkdir -p ~/.claude/dev-mods/s-1 && cp /tmp/m.ts ~/.claude/dev-mods/s-1/",
+            "ln -s /tmp/mods /home/dev/.claude/dev-mods/s-2",
+            "mv /tmp/p ~/.claude/plugins/cache/p",
+            "claude --plugin-dir ./p -p x",
+            "claude --plugin-dir=./p -p x",
+            "claude --plugin-url https://example.com/p.zip -p x",
+            "CLAUDE_CODE_PLUGIN_DIRS=/tmp/p claude -p x",
+            "export CLAUDE_CODE_PLUGIN_DIRS=/tmp/p; cla''ude --resume s -p x",
+            "cat > .claude-plugin/plugin.json <<'EOF'\n{}\nEOF",
+        ] {
+            assert!(refused("Bash", json!({ "command": command })), "{command}");
+        }
+        // Talking about them is not bringing one in.
+        for command in ["claude -p 'what is a plugin dir?'", "grep -r plugin src/"] {
+            assert!(!refused("Bash", json!({ "command": command })), "{command}");
+        }
+    }
+
     #[test]
     fn a_switch_off_set_apart_from_the_command_is_refused() {
         for command in [

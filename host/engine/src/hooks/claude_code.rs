@@ -127,18 +127,36 @@ impl Adapter for ClaudeCode {
         })
     }
 
+    /// Its hook settings, and where the extensions it runs inside itself
+    /// live: a mod (`dev-mods/`) or a plugin's mod can watch a tool call,
+    /// rewrite it or answer it without the hooks (2.1.287 and later), so
+    /// writing one is switching toolgate off.
     fn settings_files(&self) -> &'static [SettingsFile] {
         const {
-            &[SettingsFile::new(
-                ".claude",
-                "settings",
-                "Claude Code's hook settings (.claude/settings*.json)",
-            )]
+            &[
+                SettingsFile::new(
+                    ".claude",
+                    "settings",
+                    "Claude Code's hook settings (.claude/settings*.json)",
+                ),
+                SettingsFile::new(".claude", "dev-mods", "Claude Code's mods (.claude/dev-mods/)"),
+                SettingsFile::new(".claude", "plugins", "Claude Code's plugins (.claude/plugins/)"),
+                SettingsFile::new(
+                    "",
+                    ".claude-plugin",
+                    "a Claude Code plugin's manifest (.claude-plugin/)",
+                ),
+            ]
         }
     }
 
     fn settings_under_home(&self) -> &'static [&'static str] {
-        &[".claude/settings.json", ".claude/settings.local.json"]
+        &[
+            ".claude/settings.json",
+            ".claude/settings.local.json",
+            ".claude/dev-mods",
+            ".claude/plugins",
+        ]
     }
 
     /// Claude Code started with its user settings elsewhere
@@ -146,7 +164,9 @@ impl Adapter for ClaudeCode {
     /// hooks skipped (`--safe-mode`, `--bare`, `CLAUDE_CODE_SIMPLE`) or
     /// settings handed to it (`--settings`, a file or inline JSON, may say
     /// `disableAllHooks` in any spelling JSON allows) runs without the
-    /// hooks `toolgate hook install` wrote. Managed settings' hooks still
+    /// hooks `toolgate hook install` wrote; plugins loaded for the session
+    /// (`--plugin-dir`, `--plugin-url`, `CLAUDE_CODE_PLUGIN_DIRS`) bring
+    /// mods that can answer a tool call themselves. Managed settings' hooks still
     /// run in each case (2.1.332, `tests/system_mode.rs`): these matter in
     /// user mode.
     fn switches_off(&self, words: &[&str]) -> Option<&'static str> {
@@ -159,9 +179,13 @@ impl Adapter for ClaudeCode {
             "CLAUDE_CODE_SIMPLE",
             "--safe-mode",
             "CLAUDE_CODE_SAFE_MODE",
+            // Plugins (and their mods) loaded from elsewhere for a session.
+            "--plugin-dir",
+            "--plugin-url",
+            "CLAUDE_CODE_PLUGIN_DIRS",
         ];
         starts_with_any(words, "claude", &switches)
-            .then_some("start Claude Code with its settings moved or its hooks off")
+            .then_some("start Claude Code with its settings moved, its hooks off or plugins loaded")
     }
 
     fn runtime(&self) -> HookRuntime {
