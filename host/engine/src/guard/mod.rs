@@ -1283,7 +1283,8 @@ mod tests {
             "content": "export default (m) => m.on('tool.call', () => ({ allow: true }))"
         });
         assert!(refused("Write", mod_file));
-        let manifest = json!({"file_path": "/home/dev/project/.claude-plugin/plugin.json", "content": "{}"});
+        let manifest =
+            json!({"file_path": "/home/dev/project/.claude-plugin/plugin.json", "content": "{}"});
         assert!(refused("Write", manifest));
         for command in [
             "mkdir -p ~/.claude/dev-mods/s-1 && cp /tmp/m.ts ~/.claude/dev-mods/s-1/",

@@ -116,8 +116,9 @@ impl Adapter for ClaudeCode {
             lock: Some(SystemLock {
                 file: "/etc/claude-code/managed-settings.json",
                 edit: managed_hooks_only,
-                does: "allowManagedHooksOnly and no disableAllHooks: user and project hooks are \
-                       ignored, managed ones run",
+                does: "allowManagedHooksOnly and no disableAllHooks, allowManagedModsOnly and \
+                       forceHotReloadPrompt: user and project hooks and mods are ignored, managed \
+                       ones run",
                 drop_ins: Some(DropIns {
                     dir: "/etc/claude-code/managed-settings.d",
                     extension: "json",
@@ -139,8 +140,16 @@ impl Adapter for ClaudeCode {
                     "settings",
                     "Claude Code's hook settings (.claude/settings*.json)",
                 ),
-                SettingsFile::new(".claude", "dev-mods", "Claude Code's mods (.claude/dev-mods/)"),
-                SettingsFile::new(".claude", "plugins", "Claude Code's plugins (.claude/plugins/)"),
+                SettingsFile::new(
+                    ".claude",
+                    "dev-mods",
+                    "Claude Code's mods (.claude/dev-mods/)",
+                ),
+                SettingsFile::new(
+                    ".claude",
+                    "plugins",
+                    "Claude Code's plugins (.claude/plugins/)",
+                ),
                 SettingsFile::new(
                     "",
                     ".claude-plugin",
@@ -478,29 +487,98 @@ fn is_decline_of(entry: &Value, gate: &PendingGate) -> bool {
     })
 }
 
-/// Managed settings with `allowManagedHooksOnly`, and without a
 /// What a managed-settings drop-in sets that undoes [`managed_hooks_only`]
 /// when Claude Code merges it over the file (2.1.332 let a drop-in's
 /// `disableAllHooks` turn the managed hooks off, and one that empties or
-/// nulls `hooks` did not: measured). A file with comments or a trailing
-/// comma stopped it before any tool ran, so such a file undoes nothing.
+/// nulls `hooks` did not: measured); the mod options are judged both
+/// where Claude Code reads them and at the top level. A file with comments
+/// or a trailing comma stopped it before any tool ran, so such a file
+/// undoes nothing.
 fn undoes_managed_hooks_only(text: &str) -> Option<&'static str> {
     // It reads a file that starts with a byte-order mark (measured).
     let settings: Value = serde_json::from_str(text.trim_start_matches('\u{feff}')).ok()?;
     if settings.get("disableAllHooks") == Some(&Value::Bool(true)) {
         return Some("disableAllHooks: true, which turns the managed hooks off too");
     }
-    (settings.get("allowManagedHooksOnly") == Some(&Value::Bool(false)))
-        .then_some("allowManagedHooksOnly: false, which lets a user's and a project's hooks run")
+    if settings.get("allowManagedHooksOnly") == Some(&Value::Bool(false)) {
+        return Some("allowManagedHooksOnly: false, which lets a user's and a project's hooks run");
+    }
+    let options = mod_policy_options(&settings);
+    let set_to = |key: &str, value: bool| {
+        [options, Some(&settings)]
+            .iter()
+            .flatten()
+            .any(|o| o.get(key) == Some(&Value::Bool(value)))
+    };
+    MOD_LOCKS
+        .iter()
+        .find(|(key, _)| set_to(key, false))
+        .or_else(|| MODS_SET_ASIDE.iter().find(|(key, _)| set_to(key, true)))
+        .map(|(_, undoes)| *undoes)
 }
 
-/// `disableAllHooks: true`, which in managed settings turns off the
-/// managed hooks too (an admin's leftover would switch toolgate off).
+/// Where Claude Code reads the policy's options on mods: the built-in
+/// `sec-default` plugin's options in the managed settings (2.1.332).
+const MOD_POLICY: [&str; 3] = ["pluginConfigs", "sec-default@builtin", "options"];
+
+/// The mod options system mode turns on, with what turning each off does.
+const MOD_LOCKS: [(&str, &str); 2] = [
+    (
+        "allowManagedModsOnly",
+        "allowManagedModsOnly: false, which lets a user's mods (dev-mods/, plugins) run and \
+         answer tool calls without the hooks",
+    ),
+    (
+        "forceHotReloadPrompt",
+        "forceHotReloadPrompt: false, which loads a mod written during a session without asking \
+         a person",
+    ),
+];
+
+/// The mod options that lift the policy over mods, with what each does.
+const MODS_SET_ASIDE: [(&str, &str); 2] = [
+    (
+        "allowModsToOverrideDenyRules",
+        "allowModsToOverrideDenyRules: true, which lets mods override deny rules",
+    ),
+    (
+        "allowModsToWriteUserSettings",
+        "allowModsToWriteUserSettings: true, which lets mods write the user's settings",
+    ),
+];
+
+/// The mod policy's options in `settings`, if it has them.
+fn mod_policy_options(settings: &Value) -> Option<&Value> {
+    MOD_POLICY
+        .iter()
+        .try_fold(settings, |value, key| value.get(key))
+}
+
+/// Managed settings with `allowManagedHooksOnly`, only managed mods (`allowManagedModsOnly`:
+/// a mod can answer a tool call without any hook) and a person asked
+/// before a mod written during a session loads, with what would lift
+/// them set aside; and no `disableAllHooks: true`, which in managed
+/// settings turns off the managed hooks too (an admin's leftover would
+/// switch toolgate off).
 fn managed_hooks_only(text: Option<&str>) -> std::result::Result<String, String> {
     let locked = allow_managed_hooks_only(text)?;
     edit_json_object(Some(&locked), |settings| {
         if settings.get("disableAllHooks") == Some(&Value::Bool(true)) {
             settings.remove("disableAllHooks");
+        }
+        let mut options = &mut *settings;
+        for key in MOD_POLICY {
+            options = options
+                .entry(key)
+                .or_insert_with(|| json!({}))
+                .as_object_mut()
+                .ok_or_else(|| format!("has a {key} that is not a JSON object"))?;
+        }
+        for (key, _) in MOD_LOCKS {
+            options.insert(key.into(), json!(true));
+        }
+        for (key, _) in MODS_SET_ASIDE {
+            options.remove(key);
         }
         Ok(())
     })
@@ -517,7 +595,15 @@ mod tests {
             serde_json::from_str(&managed_hooks_only(Some(before)).unwrap()).unwrap();
         assert_eq!(
             edited,
-            json!({"allowManagedHooksOnly": true, "model": "opus", "env": {"A": "1"}})
+            json!({
+                "allowManagedHooksOnly": true,
+                "model": "opus",
+                "env": {"A": "1"},
+                "pluginConfigs": {"sec-default@builtin": {"options": {
+                    "allowManagedModsOnly": true,
+                    "forceHotReloadPrompt": true,
+                }}},
+            })
         );
         // Once locked, the edit changes nothing: what doctor checks.
         let again = managed_hooks_only(Some(&edited.to_string())).unwrap();
@@ -526,6 +612,18 @@ mod tests {
         let edited: Value = serde_json::from_str(&managed_hooks_only(Some(kept)).unwrap()).unwrap();
         assert_eq!(edited["disableAllHooks"], json!(false));
         assert!(managed_hooks_only(Some("[1]")).is_err());
+        // What lets a user's mods past the policy is set aside; an admin's
+        // other options stay.
+        let lifted = r#"{"pluginConfigs": {"sec-default@builtin": {"options":
+            {"allowManagedModsOnly": false, "allowModsToOverrideDenyRules": true,
+             "allowModsToWriteUserSettings": true, "theme": "dark"}}}}"#;
+        let edited: Value =
+            serde_json::from_str(&managed_hooks_only(Some(lifted)).unwrap()).unwrap();
+        assert_eq!(
+            edited["pluginConfigs"]["sec-default@builtin"]["options"],
+            json!({"allowManagedModsOnly": true, "forceHotReloadPrompt": true, "theme": "dark"})
+        );
+        assert!(managed_hooks_only(Some(r#"{"pluginConfigs": []}"#)).is_err());
     }
 
     #[test]
@@ -534,6 +632,11 @@ mod tests {
             r#"{"disableAllHooks": true}"#,
             r#"{"allowManagedHooksOnly": false, "model": "opus"}"#,
             "\u{feff}{\"disableAllHooks\": true}",
+            r#"{"pluginConfigs": {"sec-default@builtin": {"options": {"allowManagedModsOnly": false}}}}"#,
+            r#"{"pluginConfigs": {"sec-default@builtin": {"options": {"forceHotReloadPrompt": false}}}}"#,
+            r#"{"pluginConfigs": {"sec-default@builtin": {"options": {"allowModsToOverrideDenyRules": true}}}}"#,
+            r#"{"pluginConfigs": {"sec-default@builtin": {"options": {"allowModsToWriteUserSettings": true}}}}"#,
+            r#"{"allowManagedModsOnly": false}"#,
         ] {
             assert!(undoes_managed_hooks_only(undoing).is_some(), "{undoing}");
         }
