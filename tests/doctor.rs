@@ -61,6 +61,35 @@ fn a_fresh_install_is_user_mode_and_fail_closed() {
     );
 }
 
+/// A Claude Code mod or plugin runs inside Claude Code and can answer a
+/// tool call without any hook: in user mode nothing stops one installed
+/// already, so doctor names each and points at system mode.
+#[test]
+fn mods_and_plugins_that_can_override_the_hook_are_listed_in_user_mode() {
+    let setup = Setup::new("");
+    let home = tempfile::tempdir().unwrap();
+    install(&setup, home.path(), &[]);
+    let claude = home.path().join(".claude");
+    std::fs::create_dir_all(claude.join("dev-mods/s-1/helper")).unwrap();
+    std::fs::create_dir_all(claude.join("plugins")).unwrap();
+    std::fs::write(
+        claude.join("plugins/installed_plugins.json"),
+        r#"{"version": 2, "plugins": {"formatter@market": [{"scope": "user"}]}}"#,
+    )
+    .unwrap();
+    let (out, text) = doctor(home.path());
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("NOT fail-closed"), "{text}");
+    for named in [
+        "dev-mods/s-1",
+        "formatter@market",
+        "answer a tool call",
+        "system mode",
+    ] {
+        assert!(text.contains(named), "{named}: {text}");
+    }
+}
+
 #[test]
 fn an_install_that_fails_open_is_named_with_its_fix() {
     let home = tempfile::tempdir().unwrap();

@@ -68,7 +68,16 @@ pub fn run(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
         mut named_configs,
         mut owned_by_me,
         any,
+        claude_user_dirs,
+        claude_locked,
     } = survey;
+    if !claude_locked {
+        findings.extend(
+            claude_user_dirs
+                .iter()
+                .filter_map(|dir| check_claude_mods(dir)),
+        );
+    }
     if !any {
         findings.push(Finding::bad(
             "no toolgate hooks in any runtime's settings: nothing asks toolgate",
@@ -105,6 +114,10 @@ struct Survey {
     owned_by_me: Vec<PathBuf>,
     /// Whether any settings file holds toolgate's hooks.
     any: bool,
+    /// Claude Code's config folders whose user settings hold toolgate's
+    /// hooks, and whether its managed settings lock them (and its mods).
+    claude_user_dirs: Vec<PathBuf>,
+    claude_locked: bool,
 }
 
 impl Survey {
@@ -131,7 +144,15 @@ impl Survey {
         self.owned_by_me.push(path.to_path_buf());
         self.findings
             .extend(check_handlers(runtime, path, &handlers));
-        if let Some(lock) = lock_of(runtime, path) {
+        let lock = lock_of(runtime, path);
+        if runtime == HookRuntime::ClaudeCode {
+            match (&lock, path.parent()) {
+                (Some(_), _) => self.claude_locked = true,
+                (None, Some(dir)) => self.claude_user_dirs.push(dir.to_path_buf()),
+                (None, None) => {}
+            }
+        }
+        if let Some(lock) = lock {
             self.findings.push(check_lock(runtime.name(), &lock));
             self.owned_by_me.push(PathBuf::from(lock.file));
             if let Some(drop_ins) = lock.drop_ins {
@@ -191,6 +212,44 @@ fn report(findings: &[Finding], mine: Option<&[&PathBuf]>) {
                 .join(", ")
         );
     }
+}
+
+/// The mods and plugins Claude Code loads from the user's config folder
+/// `dir`: each can watch, rewrite or answer a tool call inside Claude Code,
+/// without the hook, and in user mode nothing keeps one out (system mode's
+/// managed settings allow only managed mods).
+fn check_claude_mods(dir: &Path) -> Option<Finding> {
+    let mods = std::fs::read_dir(dir.join("dev-mods"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| format!("dev-mods/{}", entry.file_name().to_string_lossy()));
+    let installed = std::fs::read_to_string(dir.join("plugins/installed_plugins.json"))
+        .ok()
+        .and_then(|text| serde_json::from_str::<Value>(&text).ok());
+    let plugins = installed
+        .as_ref()
+        .and_then(|v| v.get("plugins").unwrap_or(v).as_object())
+        .into_iter()
+        .flat_map(|plugins| plugins.keys())
+        .filter(|name| *name != "version")
+        .map(|name| format!("plugin {name}"));
+    let mut found: Vec<String> = mods.chain(plugins).collect();
+    if found.is_empty() {
+        return None;
+    }
+    found.sort();
+    Some(Finding::bad(
+        format!(
+            "Claude Code loads mods and plugins from {} ({}): a mod can answer a tool call \
+             itself, so toolgate's hook never sees it, and in user mode nothing keeps one out",
+            dir.display(),
+            found.join(", ")
+        ),
+        "remove each you did not put there on purpose; to keep every user's mods out, use \
+         system mode (`toolgate setup system`: managed settings with allowManagedModsOnly; \
+         the book: docs/src/safety/modes.md)",
+    ))
 }
 
 /// The settings files to look in, with their runtime: each runtime's
