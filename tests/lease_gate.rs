@@ -253,6 +253,58 @@ fn revoked_expired_and_used_up_leases_deny() {
     }
 }
 
+/// A runtime resends a call it got no answer to (a hook's read timeout, a
+/// dropped connection) with the same call id: the call is one call. Asked
+/// twice, or by several connections at once, it takes one use and gets
+/// one answer; the same id with other arguments is another call.
+#[test]
+fn the_same_call_asked_again_takes_one_use() {
+    let host = std::sync::Arc::new(gate_host(&format!("auto_plan = false\n{SEED_ACTIONS}")));
+    command(
+        &host,
+        "lease-grant",
+        json!({"thread": "t1", "actions": ["echo"], "max_uses": 2}),
+    );
+    let echo = |id: &str, n: u32| {
+        let mut request = on_thread(
+            "echo",
+            json!({"n": n}),
+            "t1",
+            "foreground",
+            Mode::Autonomous,
+        );
+        request.call_id = Some(id.into());
+        request
+    };
+    let first = host.evaluate(&echo("toolu_a", 1)).unwrap();
+    assert_eq!(first.verdict, Verdict::Allow);
+    let again = host.evaluate(&echo("toolu_a", 1)).unwrap();
+    assert_eq!(
+        (again.verdict, &again.call_id),
+        (Verdict::Allow, &first.call_id)
+    );
+    // Eight connections at once with one call: still one use.
+    let copies: Vec<_> = (0..8)
+        .map(|_| {
+            let host = host.clone();
+            std::thread::spawn(move || host.evaluate(&echo("toolu_b", 2)).unwrap().verdict)
+        })
+        .collect();
+    for copy in copies {
+        assert_eq!(copy.join().unwrap(), Verdict::Allow);
+    }
+    // Two uses taken, by two calls: a third call, or an old id with new
+    // arguments, finds the lease used up.
+    assert_eq!(
+        host.evaluate(&echo("toolu_c", 3)).unwrap().verdict,
+        Verdict::Deny
+    );
+    assert_eq!(
+        host.evaluate(&echo("toolu_a", 4)).unwrap().verdict,
+        Verdict::Deny
+    );
+}
+
 #[test]
 fn child_leases_are_the_intersection_with_the_parent() {
     let host = gate_host("auto_plan = false");

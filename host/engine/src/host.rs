@@ -25,7 +25,7 @@ use crate::plugins::{self, Plugin, PluginSet};
 use crate::probe::ProbeClient;
 use crate::registry::Registry;
 pub use crate::registry::ReloadReport;
-use crate::request::ToolRequest;
+use crate::request::{ArgumentsText, ToolRequest};
 use crate::runtime::Runtime;
 use crate::store::hygiene::{StoreStats, SweepReport};
 use crate::store::{FleetPins, Store, StoredEvent, TerminalStore};
@@ -43,6 +43,8 @@ pub struct Toolgate {
     standing: crate::standing::StandingApprovals,
     /// The composed risk of recent calls, by call id, for `observe`.
     recent_risks: RecentRisks,
+    /// Recent answers, so a copy of a call is not decided twice.
+    answered: crate::answered::Answered,
     /// The turn of each recent prompt, by session and prompt id.
     prompt_turns: PromptTurns,
 }
@@ -131,6 +133,7 @@ impl Toolgate {
             registry,
             standing,
             recent_risks: RecentRisks::default(),
+            answered: Default::default(),
             prompt_turns: PromptTurns::default(),
         })
     }
@@ -339,6 +342,14 @@ impl Toolgate {
             }
         }
         let arguments = request.arguments_text();
+        self.answered
+            .once(&self.plugins(), request, arguments, |arguments| {
+                self.decide(request, arguments)
+            })
+    }
+
+    /// [`Toolgate::evaluate`]'s decision, logged.
+    fn decide(&self, request: &ToolRequest, arguments: ArgumentsText) -> Result<Decision> {
         let plane = self.registry.control_plane();
         let decision = match plane.check(request) {
             // Before any policy: the agent may not operate toolgate itself.

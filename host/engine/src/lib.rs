@@ -19,6 +19,7 @@
 
 #![deny(missing_docs)]
 
+mod answered;
 mod bindings;
 mod bounds;
 mod cache;
