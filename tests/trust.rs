@@ -34,11 +34,17 @@ fn reason(answer: &Option<Value>) -> String {
 
 /// The agent's `Write` is paused; its request id.
 fn paused_write(setup: &Setup) -> (Value, String) {
+    paused_write_as(setup, "toolu_write")
+}
+
+/// [`paused_write`] as the call `id`: the agent's next attempt at the same
+/// write is another call, with an id of its own.
+fn paused_write_as(setup: &Setup, id: &str) -> (Value, String) {
     let write = bypass(
         "PreToolUse",
         "Write",
         json!({"file_path": "/home/dev/project/notes.md", "content": "hi"}),
-        "toolu_write",
+        id,
     );
     assert_eq!(
         permission(&setup.hook(&write)),
@@ -264,9 +270,23 @@ fn a_person_at_their_own_terminal_approves_and_the_call_runs() {
         "the person sees the call: {shown}"
     );
     // The agent retries; the approval lets it run once, and Claude Code
-    // is told not to ask the person again.
+    // is told not to ask the person again. The same call resent (a hook's
+    // retry) gets the same answer without taking the approval again; the
+    // agent's next call of the same write is asked about anew.
     assert_eq!(permission(&setup.hook(&write)), "allow");
-    assert_eq!(permission(&setup.hook(&write)), "ask", "consumed once");
+    assert_eq!(permission(&setup.hook(&write)), "allow", "the same call");
+    assert_eq!(
+        permission(&setup.hook(&with_call_id(&write, "toolu_write_2"))),
+        "ask",
+        "consumed once"
+    );
+}
+
+/// `event` as the runtime's call `id`.
+fn with_call_id(event: &Value, id: &str) -> Value {
+    let mut event = event.clone();
+    event["tool_use_id"] = json!(id);
+    event
 }
 
 /// `toolgate gates resolve` of `request_id` with `decision`, as a shell line.
@@ -330,7 +350,13 @@ fn with_refusal_scope_once_only_the_next_retry_is_refused() {
     std::fs::write(&config, once).unwrap();
     let write = refused_write(&setup);
     assert_eq!(permission(&setup.hook(&write)), "deny");
-    assert_eq!(permission(&setup.hook(&write)), "ask", "used up");
+    assert_eq!(
+        permission(&setup.hook(&write)),
+        "deny",
+        "the same call resent"
+    );
+    let next = with_call_id(&write, "toolu_write_2");
+    assert_eq!(permission(&setup.hook(&next)), "ask", "used up");
 }
 
 #[test]
@@ -357,7 +383,7 @@ fn a_channel_adapter_with_its_token_resolves_over_the_socket_and_http() {
     );
 
     // Over HTTP: the token works; no token, or the terminal channel, does not.
-    let (_, request_id) = paused_write(&setup);
+    let (_, request_id) = paused_write_as(&setup, "toolu_write_2");
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

@@ -22,7 +22,7 @@
 //! or HTTP hooks, `SessionStart` always a command (it starts the daemon);
 //! since 2.1.295 each handler also says `onFailure: "block"`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -166,6 +166,33 @@ impl Adapter for ClaudeCode {
             ".claude/dev-mods",
             ".claude/plugins",
         ]
+    }
+
+    /// The folders under its config folder (`dev-mods/…`) and the plugins
+    /// `plugins/installed_plugins.json` lists: each can carry a mod, which
+    /// can watch, rewrite or answer a tool call inside Claude Code.
+    fn extensions_beside(&self, settings: &Path) -> Vec<String> {
+        let Some(dir) = settings.parent() else {
+            return Vec::new();
+        };
+        let mods = std::fs::read_dir(dir.join("dev-mods"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|entry| format!("dev-mods/{}", entry.file_name().to_string_lossy()));
+        let installed = std::fs::read_to_string(dir.join("plugins/installed_plugins.json"))
+            .ok()
+            .and_then(|text| serde_json::from_str::<Value>(&text).ok());
+        let plugins = installed
+            .as_ref()
+            .and_then(|v| v.get("plugins").unwrap_or(v).as_object())
+            .into_iter()
+            .flat_map(|plugins| plugins.keys())
+            .filter(|name| *name != "version")
+            .map(|name| format!("plugin {name}"));
+        let mut found: Vec<String> = mods.chain(plugins).collect();
+        found.sort();
+        found
     }
 
     /// Claude Code started with its user settings elsewhere

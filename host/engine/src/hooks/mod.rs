@@ -144,6 +144,15 @@ pub trait Adapter: Sync {
     /// guard also protects by what they are (real path, inode, parents).
     fn settings_under_home(&self) -> &'static [&'static str];
 
+    /// What the user has installed beside the user settings file
+    /// `settings` that runs inside the runtime and can answer or rewrite a
+    /// tool call without its hooks (Claude Code's mods and plugins), one
+    /// name each: `doctor` names them in user mode, where nothing keeps
+    /// them out.
+    fn extensions_beside(&self, _settings: &std::path::Path) -> Vec<String> {
+        Vec::new()
+    }
+
     /// How long the runtime waits for a hook, seconds, when it runs the tool
     /// after that (Copilot CLI, Codex CLI): the installed hook answers with
     /// the failure answer a few seconds before.

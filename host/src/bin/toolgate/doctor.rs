@@ -68,16 +68,14 @@ pub fn run(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
         mut named_configs,
         mut owned_by_me,
         any,
-        claude_user_dirs,
-        claude_locked,
+        user_settings,
+        locked,
     } = survey;
-    if !claude_locked {
-        findings.extend(
-            claude_user_dirs
-                .iter()
-                .filter_map(|dir| check_claude_mods(dir)),
-        );
-    }
+    findings.extend(
+        (user_settings.iter())
+            .filter(|(runtime, _)| !locked.contains(runtime))
+            .filter_map(|(runtime, path)| check_extensions(*runtime, path)),
+    );
     if !any {
         findings.push(Finding::bad(
             "no toolgate hooks in any runtime's settings: nothing asks toolgate",
@@ -114,10 +112,10 @@ struct Survey {
     owned_by_me: Vec<PathBuf>,
     /// Whether any settings file holds toolgate's hooks.
     any: bool,
-    /// Claude Code's config folders whose user settings hold toolgate's
-    /// hooks, and whether its managed settings lock them (and its mods).
-    claude_user_dirs: Vec<PathBuf>,
-    claude_locked: bool,
+    /// The user settings files that hold toolgate's hooks, and the
+    /// runtimes whose system settings lock them (and their extensions).
+    user_settings: Vec<(HookRuntime, PathBuf)>,
+    locked: Vec<HookRuntime>,
 }
 
 impl Survey {
@@ -145,12 +143,9 @@ impl Survey {
         self.findings
             .extend(check_handlers(runtime, path, &handlers));
         let lock = lock_of(runtime, path);
-        if runtime == HookRuntime::ClaudeCode {
-            match (&lock, path.parent()) {
-                (Some(_), _) => self.claude_locked = true,
-                (None, Some(dir)) => self.claude_user_dirs.push(dir.to_path_buf()),
-                (None, None) => {}
-            }
+        match lock {
+            Some(_) => self.locked.push(runtime),
+            None => self.user_settings.push((runtime, path.to_path_buf())),
         }
         if let Some(lock) = lock {
             self.findings.push(check_lock(runtime.name(), &lock));
@@ -214,41 +209,26 @@ fn report(findings: &[Finding], mine: Option<&[&PathBuf]>) {
     }
 }
 
-/// The mods and plugins Claude Code loads from the user's config folder
-/// `dir`: each can watch, rewrite or answer a tool call inside Claude Code,
-/// without the hook, and in user mode nothing keeps one out (system mode's
-/// managed settings allow only managed mods).
-fn check_claude_mods(dir: &Path) -> Option<Finding> {
-    let mods = std::fs::read_dir(dir.join("dev-mods"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|entry| format!("dev-mods/{}", entry.file_name().to_string_lossy()));
-    let installed = std::fs::read_to_string(dir.join("plugins/installed_plugins.json"))
-        .ok()
-        .and_then(|text| serde_json::from_str::<Value>(&text).ok());
-    let plugins = installed
-        .as_ref()
-        .and_then(|v| v.get("plugins").unwrap_or(v).as_object())
-        .into_iter()
-        .flat_map(|plugins| plugins.keys())
-        .filter(|name| *name != "version")
-        .map(|name| format!("plugin {name}"));
-    let mut found: Vec<String> = mods.chain(plugins).collect();
+/// What runs inside `runtime` from beside its user settings `path` and
+/// can answer a tool call without the hook (Claude Code's mods and
+/// plugins): in user mode nothing keeps it out (system mode's managed
+/// settings allow only managed extensions).
+fn check_extensions(runtime: HookRuntime, path: &Path) -> Option<Finding> {
+    let found = hooks::adapter(runtime).extensions_beside(path);
     if found.is_empty() {
         return None;
     }
-    found.sort();
     Some(Finding::bad(
         format!(
-            "Claude Code loads mods and plugins from {} ({}): a mod can answer a tool call \
-             itself, so toolgate's hook never sees it, and in user mode nothing keeps one out",
-            dir.display(),
+            "{} loads extensions from beside {} ({}): one can answer a tool call itself, so \
+             toolgate's hook never sees it, and in user mode nothing keeps one out",
+            runtime.name(),
+            path.display(),
             found.join(", ")
         ),
-        "remove each you did not put there on purpose; to keep every user's mods out, use \
-         system mode (`toolgate setup system`: managed settings with allowManagedModsOnly; \
-         the book: docs/src/safety/modes.md)",
+        "remove each you did not put there on purpose; to keep every user's out, use system \
+         mode (`toolgate setup system`: managed settings that allow only managed mods; the \
+         book: docs/src/safety/modes.md)",
     ))
 }
 
