@@ -279,6 +279,71 @@ fn an_unreadable_gate_is_an_error_naming_it_not_a_gate_that_vanishes() {
     assert_an_unreadable_gate_is_named(&store, "postgres://");
 }
 
+/// A damaged store is checked and salvaged, not only refused: `store
+/// check` names every record it cannot read (exit 1) and `store salvage`
+/// copies every other record into a new store, saying what was lost.
+#[test]
+fn a_damaged_store_is_checked_and_salvaged_record_by_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("damaged.redb");
+    {
+        let store = Store::open(&path).unwrap();
+        for (user, thread) in [("alice", "t1"), ("bob", "t2")] {
+            store
+                .insert_gate(&sample_gate(user, thread, "cli"))
+                .unwrap();
+        }
+        store.state_put("p", "k", Some(b"v"), u64::MAX).unwrap();
+    }
+    let db = redb::Database::open(&path).unwrap();
+    let txn = db.begin_write().unwrap();
+    {
+        let gates = redb::TableDefinition::<(&str, &str), &[u8]>::new("gates");
+        let mut table = txn.open_table(gates).unwrap();
+        table
+            .insert(("alice", "t1"), b"{\"request_id\": 1".as_slice())
+            .unwrap();
+    }
+    txn.commit().unwrap();
+    drop(db);
+    let toolgate = |store: &std::path::Path, args: &[&str]| {
+        let out = std::process::Command::new(common::hooks::BIN)
+            .args(["--store", store.to_str().unwrap()])
+            .args(args)
+            .env("XDG_RUNTIME_DIR", dir.path())
+            .output()
+            .unwrap();
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.code(), said)
+    };
+    let (code, said) = toolgate(&path, &["store", "check"]);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(
+        said.contains("gates") && said.contains("alice") && said.contains("store salvage"),
+        "{said}"
+    );
+    assert!(!said.contains("bob"), "bob's gate reads: {said}");
+
+    let new = dir.path().join("salvaged.redb");
+    let (code, said) = toolgate(&path, &["store", "salvage", new.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(said.contains("lost") && said.contains("alice"), "{said}");
+    let salvaged = Store::open(&new).unwrap();
+    let gates = salvaged.list_gates(None, toolgate::now_ms()).unwrap();
+    assert_eq!(
+        gates.iter().map(|g| g.user_id.as_str()).collect::<Vec<_>>(),
+        ["bob"]
+    );
+    assert_eq!(salvaged.state_get("p", "k").unwrap(), Some(b"v".to_vec()));
+    drop(salvaged);
+    let (code, said) = toolgate(&new, &["store", "check"]);
+    assert_eq!(code, Some(0), "the salvaged store is sound: {said}");
+}
+
 /// `store` holds alice's damaged gate and bob's sound one.
 fn assert_an_unreadable_gate_is_named(store: &Store, store_name: &str) {
     let now = toolgate::now_ms();

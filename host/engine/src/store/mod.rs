@@ -323,11 +323,35 @@ pub enum Record {
     },
 }
 
+/// What an export going on past damage could not read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lost {
+    /// The table.
+    pub table: String,
+    /// Which of its rows: a key, or `every row after KEY`.
+    pub what: String,
+    /// Why, with its causes.
+    pub why: String,
+}
+
 /// Moving a whole store between backends.
 pub trait Transfer: StateStore + EventStore + GateStore + DecisionLog + Maintenance {
     /// Hand every record to `each`: state, gates, resolutions, turns and
     /// terminals, then events and decisions oldest first.
     fn export(&self, each: &mut dyn FnMut(Record) -> Result<()>) -> Result<()>;
+
+    /// [`Transfer::export`] going on past damage: a record that does not
+    /// parse, or the rest of a table that cannot be read, goes to `lost`,
+    /// and the export goes on (`toolgate store check` and `salvage`). A
+    /// backend whose database checks its own rows exports as usual.
+    fn export_salvaging(
+        &self,
+        each: &mut dyn FnMut(Record) -> Result<()>,
+        lost: &mut dyn FnMut(Lost),
+    ) -> Result<()> {
+        let _ = lost;
+        self.export(each)
+    }
 
     /// Write a record the other traits cannot write as it was: resolutions
     /// (with their own expiry), turns and terminals (with their times).
@@ -698,8 +722,10 @@ pub(crate) fn unreadable_record(
     crate::Error::store_caused(
         store,
         format!(
-            "{what} is unreadable, so the store may be damaged; nothing was changed. Restore it \
-             from a copy, or move it aside and toolgate creates a new one"
+            "{what} is unreadable, so the store may be damaged; nothing was changed. Stop the \
+             daemon, then `toolgate store check` names every record it cannot read and \
+             `toolgate store salvage NEW.redb` copies every other one into a new store to put in \
+             its place; or restore it from a copy"
         ),
         err,
     )

@@ -1,5 +1,5 @@
-//! `toolgate store`: the store's size, giving space back, and moving a store
-//! between backends.
+//! `toolgate store`: the store's size, giving space back, moving a store
+//! between backends, and checking and salvaging a damaged one.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -10,7 +10,7 @@ use anyhow::Context as _;
 use toolgate::daemon::{Client, DaemonRequest};
 use toolgate::locations::StoreLocation;
 use toolgate::store::hygiene::StoreStats;
-use toolgate::store::{Record, Store};
+use toolgate::store::{Lost, Record, Store};
 
 use crate::target::Ctx;
 
@@ -38,6 +38,19 @@ pub enum StoreCommand {
         from: PathBuf,
         /// The destination: a redb file or a `postgres://` URL.
         #[arg(long, value_name = "STORE")]
+        to: PathBuf,
+    },
+    /// Read every record of the store (the config's, or --store) and name
+    /// each one that cannot be read; exit 1 if any. Stop the daemon first.
+    Check,
+    /// Copy every record of a damaged store (the config's, or --store)
+    /// that can still be read into a new store OUT, and list what was lost
+    /// (pending gates first). Stop the daemon first; then put OUT in the
+    /// damaged store's place.
+    Salvage {
+        /// The new store: a redb file that does not exist yet, or an empty
+        /// `postgres://` database.
+        #[arg(value_name = "OUT")]
         to: PathBuf,
     },
 }
@@ -71,6 +84,8 @@ pub fn run(ctx: &Ctx, command: StoreCommand) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         StoreCommand::Copy { from, to } => copy(ctx, &from.into(), &to.into()),
+        StoreCommand::Check => check(ctx),
+        StoreCommand::Salvage { to } => salvage(ctx, &to.into()),
         StoreCommand::Compact => {
             let store = ctx.store_location();
             let Some(file) = store.file() else {
@@ -78,13 +93,7 @@ pub fn run(ctx: &Ctx, command: StoreCommand) -> anyhow::Result<ExitCode> {
                     "compact is for a redb file; a PostgreSQL store gives space back with VACUUM"
                 );
             };
-            let socket = ctx.socket(None);
-            if let Ok(health) = Client::new(&socket).call(&DaemonRequest::Health) {
-                anyhow::bail!(
-                    "the daemon (pid {}) holds the store; stop it first (kill -TERM {0}), then compact",
-                    health["pid"]
-                );
-            }
+            refuse_while_served(ctx, "compact")?;
             let (before, after) = toolgate::store::compact(file)?;
             println!("compacted {store}: {before} → {after} bytes");
             Ok(ExitCode::SUCCESS)
@@ -96,7 +105,84 @@ pub fn run(ctx: &Ctx, command: StoreCommand) -> anyhow::Result<ExitCode> {
 /// under its queue's capacity, so a copy never drops one.
 const COPY_FLUSH_EVERY: usize = 1000;
 
+/// Refuse to `act` on the store while its daemon serves it, or when there
+/// is no store file to act on (rather than make an empty one).
+fn refuse_while_served(ctx: &Ctx, act: &str) -> anyhow::Result<()> {
+    if let Some(file) = ctx.store_location().file()
+        && !file.exists()
+    {
+        anyhow::bail!(
+            "there is no store at {}; name it with --store",
+            file.display()
+        );
+    }
+    if let Ok(health) = Client::new(ctx.socket(None)).call(&DaemonRequest::Health) {
+        anyhow::bail!(
+            "the daemon (pid {}) holds the store; stop it first (kill -TERM {0}), then {act}",
+            health["pid"]
+        );
+    }
+    Ok(())
+}
+
 fn copy(ctx: &Ctx, from: &StoreLocation, to: &StoreLocation) -> anyhow::Result<ExitCode> {
+    let (source, destination) = open_pair(ctx, from, to)?;
+    let counts = transfer(&source, &destination, to, None)?;
+    println!("copied {} to {}:", from, to);
+    print_counts(&counts);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn check(ctx: &Ctx) -> anyhow::Result<ExitCode> {
+    refuse_while_served(ctx, "check it")?;
+    let store = ctx.store_location();
+    let source = Store::open_location(&store, crate::target::store_wait(&ctx.config))
+        .with_context(|| format!("cannot open {store}"))?;
+    let mut counts: BTreeMap<&'static str, u64> = BTreeMap::new();
+    let mut lost = Vec::new();
+    source.export_salvaging(
+        &mut |record| {
+            *counts.entry(kind(&record)).or_default() += 1;
+            Ok(())
+        },
+        &mut |what| lost.push(what),
+    )?;
+    println!("checked {store}: read");
+    print_counts(&counts);
+    if lost.is_empty() {
+        println!("every record reads");
+        return Ok(ExitCode::SUCCESS);
+    }
+    print_lost("cannot be read", &mut lost);
+    println!(
+        "fix: stop the daemon, `toolgate --store {store} store salvage NEW.redb` copies every \
+         record that reads into a new store; then put NEW.redb in its place"
+    );
+    Ok(ExitCode::from(1))
+}
+
+fn salvage(ctx: &Ctx, to: &StoreLocation) -> anyhow::Result<ExitCode> {
+    refuse_while_served(ctx, "salvage it")?;
+    let from = ctx.store_location();
+    let (source, destination) = open_pair(ctx, &from, to)?;
+    let mut lost = Vec::new();
+    let counts = transfer(&source, &destination, to, Some(&mut lost))?;
+    println!("salvaged {from} into {to}:");
+    print_counts(&counts);
+    if lost.is_empty() {
+        println!("nothing was lost");
+    } else {
+        print_lost("lost (could not be read)", &mut lost);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The source and an empty destination, both opened.
+fn open_pair(
+    ctx: &Ctx,
+    from: &StoreLocation,
+    to: &StoreLocation,
+) -> anyhow::Result<(Store, Store)> {
     let wait = crate::target::store_wait(&ctx.config);
     let source = Store::open_location(from, wait)
         .with_context(|| format!("cannot open the source {from}"))?;
@@ -113,39 +199,67 @@ fn copy(ctx: &Ctx, from: &StoreLocation, to: &StoreLocation) -> anyhow::Result<E
             to
         );
     }
+    Ok((source, destination))
+}
+
+/// Every record of `source` into `destination` (`to`), counted by kind;
+/// with `lost`, what cannot be read is listed there instead of failing.
+fn transfer(
+    source: &Store,
+    destination: &Store,
+    to: &StoreLocation,
+    lost: Option<&mut Vec<Lost>>,
+) -> anyhow::Result<BTreeMap<&'static str, u64>> {
     let mut counts: BTreeMap<&'static str, u64> = BTreeMap::new();
     let mut queued = 0;
-    source.export(&mut |record| {
-        let kind = match &record {
-            Record::State { .. } => "state entries",
-            Record::Event(_) => "events",
-            Record::Gate(_) => "pending gates",
-            Record::Resolutions { .. } => "resolved calls",
-            Record::Decision(_) => "decision-log entries",
-            Record::Turn { .. } => "turn counters",
-            Record::AgentTerminal { .. } => "agent terminals",
-        };
+    let mut each = |record: Record| {
         if matches!(record, Record::Event(_) | Record::Decision(_)) {
             queued += 1;
             if queued % COPY_FLUSH_EVERY == 0 {
                 destination.persist();
             }
         }
+        let kind = kind(&record);
         destination.import(record)?;
         *counts.entry(kind).or_default() += 1;
         Ok(())
-    })?;
+    };
+    match lost {
+        Some(lost) => source.export_salvaging(&mut each, &mut |what| lost.push(what))?,
+        None => source.export(&mut each)?,
+    }
     destination.persist();
     let dropped = destination.dropped_events();
     if dropped > 0 {
-        anyhow::bail!(
-            "{dropped} events or log entries could not be written to {}",
-            to
-        );
+        anyhow::bail!("{dropped} events or log entries could not be written to {to}");
     }
-    println!("copied {} to {}:", from, to);
-    for (kind, n) in &counts {
+    Ok(counts)
+}
+
+fn kind(record: &Record) -> &'static str {
+    match record {
+        Record::State { .. } => "state entries",
+        Record::Event(_) => "events",
+        Record::Gate(_) => "pending gates",
+        Record::Resolutions { .. } => "resolved calls",
+        Record::Decision(_) => "decision-log entries",
+        Record::Turn { .. } => "turn counters",
+        Record::AgentTerminal { .. } => "agent terminals",
+    }
+}
+
+fn print_counts(counts: &BTreeMap<&'static str, u64>) {
+    for (kind, n) in counts {
         println!("  {n:>10} {kind}");
     }
-    Ok(ExitCode::SUCCESS)
+}
+
+/// What could not be read, pending gates (a person's open questions)
+/// first.
+fn print_lost(heading: &str, lost: &mut [Lost]) {
+    lost.sort_by_key(|l| (l.table != "gates", l.table.clone()));
+    println!("{heading}:");
+    for l in lost.iter() {
+        println!("  !! {} {}: {}", l.table, l.what, l.why);
+    }
 }

@@ -1,5 +1,7 @@
 //! `toolgate store copy` from and to a redb file.
 
+use std::collections::HashMap;
+
 use redb::{ReadableDatabase as _, ReadableTable as _, TableDefinition, TableHandle as _};
 
 use super::decisions::DECISIONS;
@@ -8,76 +10,166 @@ use super::hygiene::TURN_SEEN;
 use super::terminals::AGENT_TERMINALS;
 use super::{EVENTS, GATES, RedbStore, STATE, TURNS};
 use crate::error::Result;
-use crate::store::{Record, Transfer, stored_json};
+use crate::store::{Lost, Record, Transfer, stored_json};
 
 impl RedbStore {
-    /// Every row of `table`, or none when the table was never created.
-    fn rows<K, V, T>(
+    /// Every row of `table` (none when the table was never created), read
+    /// by `read` into a record for `sink`, with the key it names in a
+    /// report of what was lost.
+    fn rows<K, V>(
         &self,
         table: TableDefinition<K, V>,
-        mut each: impl FnMut(K::SelfType<'_>, V::SelfType<'_>) -> Result<T>,
+        sink: &mut Sink<'_>,
+        mut read: impl FnMut(K::SelfType<'_>, V::SelfType<'_>) -> (String, Result<Record>),
     ) -> Result<()>
     where
         K: redb::Key + 'static,
         V: redb::Value + 'static,
     {
+        let name = table.name().to_string();
         let txn = self.db().begin_read().map_err(|e| self.error(e))?;
         let table = match txn.open_table(table) {
             Ok(table) => table,
             Err(redb::TableError::TableDoesNotExist(_)) => return Ok(()),
-            Err(e) => return Err(self.error(e)),
+            Err(e) => return sink.unreadable(&name, "the whole table".into(), self.error(e)),
         };
-        for entry in table.iter().map_err(|e| self.error(e))? {
-            let (key, value) = entry.map_err(|e| self.error(e))?;
-            each(key.value(), value.value())?;
+        let entries = match table.iter() {
+            Ok(entries) => entries,
+            Err(e) => return sink.unreadable(&name, "the whole table".into(), self.error(e)),
+        };
+        let mut last = None;
+        for entry in entries {
+            let (key, value) = match entry {
+                Ok(entry) => entry,
+                Err(e) => {
+                    let rest = match last {
+                        Some(key) => format!("every row after {key}"),
+                        None => "every row".into(),
+                    };
+                    return sink.unreadable(&name, rest, self.error(e));
+                }
+            };
+            let (key, record) = read(key.value(), value.value());
+            sink.take(&name, &key, record)?;
+            last = Some(key);
         }
         Ok(())
+    }
+
+    /// When each session's turn last moved (ms).
+    fn turns_seen(&self) -> std::result::Result<HashMap<String, u64>, redb::Error> {
+        let txn = self.db().begin_read()?;
+        let table = match txn.open_table(TURN_SEEN) {
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(HashMap::new()),
+            table => table?,
+        };
+        table
+            .iter()?
+            .map(|entry| {
+                let (session, at) = entry?;
+                Ok((session.value().to_string(), at.value()))
+            })
+            .collect()
+    }
+
+    /// Every record, into `sink`.
+    fn export_into(&self, sink: &mut Sink<'_>) -> Result<()> {
+        self.rows(STATE, sink, |(policy, key), value| {
+            let record = Record::State {
+                policy: policy.into(),
+                key: key.into(),
+                value: value.to_vec(),
+            };
+            (format!("{policy}/{key}"), Ok(record))
+        })?;
+        self.rows(GATES, sink, |(user, thread), value| {
+            let gate = stored_json(GATES.name(), value).map(Record::Gate);
+            (format!("user {user}, thread {thread}"), gate)
+        })?;
+        self.rows(RESOLUTIONS, sink, |(user, thread, fingerprint), value| {
+            let recorded = stored_json(RESOLUTIONS.name(), value);
+            let record = recorded.map(|recorded| Record::Resolutions {
+                user_id: user.into(),
+                thread_id: thread.into(),
+                fingerprint: fingerprint.into(),
+                recorded,
+            });
+            (format!("{user}/{thread}/{fingerprint}"), record)
+        })?;
+        // When each session's turn last moved; a time that cannot be read
+        // is now.
+        let seen = self.turns_seen().unwrap_or_default();
+        self.rows(TURNS, sink, |session, turn| {
+            let record = Record::Turn {
+                session: session.into(),
+                turn,
+                seen_at_ms: seen.get(session).copied().unwrap_or_else(crate::now_ms),
+            };
+            (session.to_string(), Ok(record))
+        })?;
+        self.rows(AGENT_TERMINALS, sink, |key, seen_at_ms| {
+            let record = Record::AgentTerminal {
+                key: key.into(),
+                seen_at_ms,
+            };
+            (key.to_string(), Ok(record))
+        })?;
+        self.rows(EVENTS, sink, |seq, value| {
+            let event = stored_json(EVENTS.name(), value).map(Record::Event);
+            (format!("event {seq}"), event)
+        })?;
+        self.rows(DECISIONS, sink, |seq, value| {
+            let entry = stored_json(DECISIONS.name(), value).map(Record::Decision);
+            (format!("entry {seq}"), entry)
+        })
+    }
+}
+
+/// Where exported records go, and what becomes of one that cannot be read:
+/// a strict export fails on it, a salvage reports it and goes on.
+struct Sink<'a> {
+    each: &'a mut dyn FnMut(Record) -> Result<()>,
+    lost: Option<&'a mut dyn FnMut(Lost)>,
+}
+
+impl Sink<'_> {
+    /// The record at `key` of `table`, or why it could not be read.
+    fn take(&mut self, table: &str, key: &str, record: Result<Record>) -> Result<()> {
+        match record {
+            Ok(record) => (self.each)(record),
+            Err(err) => self.unreadable(table, key.to_string(), err),
+        }
+    }
+
+    /// `what` of `table` could not be read.
+    fn unreadable(&mut self, table: &str, what: String, err: crate::Error) -> Result<()> {
+        match &mut self.lost {
+            Some(lost) => {
+                lost(Lost {
+                    table: table.to_string(),
+                    what,
+                    why: err.report(),
+                });
+                Ok(())
+            }
+            None => Err(err),
+        }
     }
 }
 
 impl Transfer for RedbStore {
     fn export(&self, each: &mut dyn FnMut(Record) -> Result<()>) -> Result<()> {
-        self.rows(STATE, |(policy, key), value| {
-            each(Record::State {
-                policy: policy.into(),
-                key: key.into(),
-                value: value.to_vec(),
-            })
-        })?;
-        self.rows(GATES, |_, value| {
-            each(Record::Gate(stored_json(GATES.name(), value)?))
-        })?;
-        self.rows(RESOLUTIONS, |(user, thread, fingerprint), value| {
-            each(Record::Resolutions {
-                user_id: user.into(),
-                thread_id: thread.into(),
-                fingerprint: fingerprint.into(),
-                recorded: stored_json(RESOLUTIONS.name(), value)?,
-            })
-        })?;
-        let mut seen = std::collections::HashMap::new();
-        self.rows(TURN_SEEN, |session, at| {
-            seen.insert(session.to_string(), at);
-            Ok(())
-        })?;
-        self.rows(TURNS, |session, turn| {
-            each(Record::Turn {
-                session: session.into(),
-                turn,
-                seen_at_ms: seen.get(session).copied().unwrap_or_else(crate::now_ms),
-            })
-        })?;
-        self.rows(AGENT_TERMINALS, |key, seen_at_ms| {
-            each(Record::AgentTerminal {
-                key: key.into(),
-                seen_at_ms,
-            })
-        })?;
-        self.rows(EVENTS, |_, value| {
-            each(Record::Event(stored_json(EVENTS.name(), value)?))
-        })?;
-        self.rows(DECISIONS, |_, value| {
-            each(Record::Decision(stored_json(DECISIONS.name(), value)?))
+        self.export_into(&mut Sink { each, lost: None })
+    }
+
+    fn export_salvaging(
+        &self,
+        each: &mut dyn FnMut(Record) -> Result<()>,
+        lost: &mut dyn FnMut(Lost),
+    ) -> Result<()> {
+        self.export_into(&mut Sink {
+            each,
+            lost: Some(lost),
         })
     }
 
