@@ -675,3 +675,89 @@ fn the_http_endpoint_bounds_and_types_what_it_accepts() {
     signal(daemon.id(), "TERM");
     assert!(daemon.wait().unwrap().success());
 }
+
+/// The system clock stepped back (an admin's `date -s`, a bad NTP source,
+/// a VM restored from a snapshot) extends no lease: a lease of 2 s granted
+/// before the clock went back 2 h has expired 3 s later. The step is made
+/// for the daemon alone, by an `LD_PRELOAD` shim over `clock_gettime`
+/// that moves the wall clock by the seconds in a file.
+#[test]
+fn stepping_the_clock_back_extends_no_lease() {
+    let setup = Setup::with_config(
+        "[plugins.lease-gate]\npath = \"bundled:lease-gate\"\n\
+         [plugins.lease-gate.config]\nauto_plan = false\n\
+         [plugins.lease-gate.config.actions.echo]\neffects = [\"read-local\"]\n",
+    );
+    let shim = clock_shim(setup.dir.path());
+    let offset = setup.dir.path().join("clock-offset");
+    std::fs::write(&offset, "0").unwrap();
+    let grant = json!({"thread": "t1", "actions": ["echo"], "expires_in_ms": 2000});
+    setup
+        .in_process()
+        .command("lease-gate", "lease-grant", &grant.to_string())
+        .unwrap();
+    let _daemon = common::hooks::KillOnDrop(setup.serve(&[
+        ("LD_PRELOAD", shim.to_str().unwrap()),
+        ("CLOCK_SHIM_OFFSET_FILE", offset.to_str().unwrap()),
+    ]));
+    let echo = |n: u32| {
+        let mut request = toolgate::ToolRequest::new("echo", json!({ "n": n }));
+        request.thread_id = Some("t1".into());
+        request.mode = toolgate::request::Mode::Autonomous;
+        let answer = Client::new(setup.socket())
+            .call(&DaemonRequest::Evaluate { request })
+            .unwrap();
+        answer["verdict"].as_str().unwrap().to_string()
+    };
+    assert_eq!(echo(1), "allow", "the lease holds");
+    std::fs::write(&offset, "-7200").unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert_eq!(
+        echo(2),
+        "deny",
+        "the lease expired, whatever the clock says"
+    );
+}
+
+/// A shared object that shifts `CLOCK_REALTIME` by the seconds in the file
+/// `$CLOCK_SHIM_OFFSET_FILE`, built with the system's C compiler.
+fn clock_shim(dir: &Path) -> std::path::PathBuf {
+    let source = dir.join("clock_shim.c");
+    std::fs::write(
+        &source,
+        r#"#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+static long offset(void) {
+    const char *path = getenv("CLOCK_SHIM_OFFSET_FILE");
+    FILE *file = path ? fopen(path, "r") : NULL;
+    long seconds = 0;
+    if (file) {
+        if (fscanf(file, "%ld", &seconds) != 1) seconds = 0;
+        fclose(file);
+    }
+    return seconds;
+}
+int clock_gettime(clockid_t id, struct timespec *ts) {
+    static int (*real)(clockid_t, struct timespec *);
+    if (!real) real = (int (*)(clockid_t, struct timespec *))dlsym(RTLD_NEXT, "clock_gettime");
+    int result = real(id, ts);
+    if (result == 0 && id == CLOCK_REALTIME) ts->tv_sec += offset();
+    return result;
+}
+"#,
+    )
+    .unwrap();
+    let shim = dir.join("clock_shim.so");
+    let built = Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&shim)
+        .arg(&source)
+        .arg("-ldl")
+        .output()
+        .expect("a C compiler (`cc`; Debian: apt-get install gcc) builds the clock shim");
+    assert!(built.status.success(), "{built:?}");
+    shim
+}

@@ -91,5 +91,5 @@ pub use runtime::{PolicyFailure, WIT_PACKAGE, WIT_VERSION};
 pub use watch::Watcher;
 
 pub use toolgate_wire::{
-    decision, decision_log, gates, locations, now_ms, output, redact, request,
+    decision, decision_log, gates, locations, now, now_ms, output, redact, request,
 };

@@ -41,6 +41,7 @@ impl SandboxState {
             .allow_tcp(false)
             .allow_udp(false)
             .allow_ip_name_lookup(false)
+            .wall_clock(SteadyWallClock)
             .build();
         Self {
             wasi,
@@ -50,6 +51,21 @@ impl SandboxState {
             call,
             deadline: None,
         }
+    }
+}
+
+/// The policies' wall clock (`wasi:clocks/wall-clock`) is the host's
+/// ([`crate::now`]): a system clock stepped back cannot keep a lease a
+/// policy granted alive.
+struct SteadyWallClock;
+
+impl wasmtime_wasi::HostWallClock for SteadyWallClock {
+    fn resolution(&self) -> Duration {
+        Duration::from_nanos(1)
+    }
+
+    fn now(&self) -> Duration {
+        crate::now()
     }
 }
 

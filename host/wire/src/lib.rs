@@ -26,10 +26,40 @@ pub use request::ToolRequest;
 #[error("invalid request: {0}")]
 pub struct InvalidRequest(pub String);
 
-/// Milliseconds since the Unix epoch.
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
+/// The time since the Unix epoch as toolgate reads it (every expiry, TTL
+/// and lease, the policies' wall clock included): the system's wall clock,
+/// but never behind the wall clock this process first read plus the time
+/// since on the boot clock, which no one sets and which counts suspend. A
+/// clock stepped back (`date -s`, a bad NTP source, a restored VM
+/// snapshot) extends nothing; a step forward is taken at once, so an
+/// expiry comes sooner, never later.
+pub fn now() -> std::time::Duration {
+    static START: std::sync::OnceLock<(std::time::Duration, std::time::Duration)> =
+        std::sync::OnceLock::new();
+    let wall = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+        .unwrap_or_default();
+    let boot = boot_clock();
+    let (wall_then, boot_then) = *START.get_or_init(|| (wall, boot));
+    wall.max(wall_then + boot.saturating_sub(boot_then))
+}
+
+/// [`now`] in milliseconds.
+pub fn now_ms() -> u64 {
+    now().as_millis() as u64
+}
+
+/// `CLOCK_BOOTTIME`: time since boot, suspend included (zero where the
+/// system has no such clock: then [`now`] never goes back, but stands
+/// still until the wall clock catches up).
+fn boot_clock() -> std::time::Duration {
+    let mut time = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `time` is a valid, writable timespec for the call.
+    if unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut time) } != 0 {
+        return std::time::Duration::ZERO;
+    }
+    std::time::Duration::new(time.tv_sec as u64, time.tv_nsec as u32)
 }
