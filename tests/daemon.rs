@@ -720,11 +720,11 @@ fn stepping_the_clock_back_extends_no_lease() {
 }
 
 /// A shared object that shifts `CLOCK_REALTIME` by the seconds in the file
-/// `$CLOCK_SHIM_OFFSET_FILE`, built with the system's C compiler.
+/// `$CLOCK_SHIM_OFFSET_FILE`.
 fn clock_shim(dir: &Path) -> std::path::PathBuf {
-    let source = dir.join("clock_shim.c");
-    std::fs::write(
-        &source,
+    build_shim(
+        dir,
+        "clock_shim",
         r#"#define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>
@@ -749,15 +749,101 @@ int clock_gettime(clockid_t id, struct timespec *ts) {
 }
 "#,
     )
-    .unwrap();
-    let shim = dir.join("clock_shim.so");
+}
+
+/// The C `source` built into the shared object `dir/NAME.so` with the
+/// system's C compiler, for `LD_PRELOAD`.
+fn build_shim(dir: &Path, name: &str, source: &str) -> std::path::PathBuf {
+    let file = dir.join(format!("{name}.c"));
+    std::fs::write(&file, source).unwrap();
+    let shim = dir.join(format!("{name}.so"));
     let built = Command::new("cc")
         .args(["-shared", "-fPIC", "-o"])
         .arg(&shim)
-        .arg(&source)
+        .arg(&file)
         .arg("-ldl")
         .output()
-        .expect("a C compiler (`cc`; Debian: apt-get install gcc) builds the clock shim");
+        .expect("a C compiler (`cc`; Debian: apt-get install gcc) builds the shim");
     assert!(built.status.success(), "{built:?}");
     shim
+}
+
+/// A failed fsync (EIO; ENOSPC on a full disk) never ends in an allow: the
+/// call whose lease use could not be made durable is answered with an
+/// error naming durability (the hook's fail-closed answer), and the daemon
+/// exits so a fresh one reopens the store (redb refuses every operation
+/// after an I/O error until then); once the disk works again a new daemon
+/// allows. The failure is made for the daemon alone, by an `LD_PRELOAD`
+/// shim over `fsync`/`fdatasync` that fails while a file exists.
+#[test]
+fn a_failed_fsync_is_never_answered_allow_and_the_daemon_recovers() {
+    let setup = Setup::with_config(
+        "[plugins.lease-gate]\npath = \"bundled:lease-gate\"\n\
+         [plugins.lease-gate.config]\nauto_plan = false\n\
+         [plugins.lease-gate.config.actions.echo]\neffects = [\"read-local\"]\n",
+    );
+    let grant = json!({"thread": "t1", "actions": ["echo"], "max_uses": 100});
+    setup
+        .in_process()
+        .command("lease-gate", "lease-grant", &grant.to_string())
+        .unwrap();
+    let shim = fsync_shim(setup.dir.path());
+    let failing = setup.dir.path().join("fsync-fails");
+    let env = [
+        ("LD_PRELOAD", shim.to_str().unwrap()),
+        ("FSYNC_SHIM_FAIL_FILE", failing.to_str().unwrap()),
+    ];
+    let echo = |n: u32| {
+        let mut request = toolgate::ToolRequest::new("echo", json!({ "n": n }));
+        request.thread_id = Some("t1".into());
+        request.mode = toolgate::request::Mode::Autonomous;
+        Client::new(setup.socket()).call(&DaemonRequest::Evaluate { request })
+    };
+    let daemon = common::hooks::KillOnDrop(setup.serve(&env));
+    assert_eq!(echo(1).unwrap()["verdict"], "allow");
+    std::fs::write(&failing, "").unwrap();
+    let answer = echo(2);
+    let said = format!("{answer:?}");
+    assert!(
+        answer.is_err() && said.contains("durable"),
+        "never allow on a failed fsync: {said}"
+    );
+    common::eventually("the daemon to exit for a fresh start", || {
+        !setup.socket().exists()
+    });
+    drop(daemon);
+    std::fs::remove_file(&failing).unwrap();
+    let _daemon = common::hooks::KillOnDrop(setup.serve(&env));
+    assert_eq!(echo(3).unwrap()["verdict"], "allow", "recovered");
+}
+
+/// A shared object whose `fsync` and `fdatasync` fail with EIO while the
+/// file `$FSYNC_SHIM_FAIL_FILE` exists.
+fn fsync_shim(dir: &Path) -> std::path::PathBuf {
+    build_shim(
+        dir,
+        "fsync_shim",
+        r#"#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <unistd.h>
+static int failing(void) {
+    const char *path = getenv("FSYNC_SHIM_FAIL_FILE");
+    return path && access(path, F_OK) == 0;
+}
+int fsync(int fd) {
+    static int (*real)(int);
+    if (!real) real = (int (*)(int))dlsym(RTLD_NEXT, "fsync");
+    if (failing()) { errno = EIO; return -1; }
+    return real(fd);
+}
+int fdatasync(int fd) {
+    static int (*real)(int);
+    if (!real) real = (int (*)(int))dlsym(RTLD_NEXT, "fdatasync");
+    if (failing()) { errno = EIO; return -1; }
+    return real(fd);
+}
+"#,
+    )
 }

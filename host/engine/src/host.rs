@@ -201,6 +201,25 @@ impl Toolgate {
         self.store.settle();
     }
 
+    /// Whether what was committed so far could be made durable: after a
+    /// failed durable commit (an fsync's EIO, a full disk) an error naming
+    /// the store, so an answer that depends on it is not given. redb then
+    /// refuses every operation until the store is opened again: a daemon
+    /// exits for a fresh start.
+    pub fn check_durable(&self) -> Result<()> {
+        match self.store.durability_failure() {
+            None => Ok(()),
+            Some(why) => Err(Error::store(
+                self.store.path(),
+                format!(
+                    "what this answer depends on could not be made durable ({why}), so it is \
+                     not given; the store is opened again (the daemon restarts); try again \
+                     shortly, and check the disk (space, I/O errors) if it goes on"
+                ),
+            )),
+        }
+    }
+
     /// The current turn of `session` (0 before its first).
     pub fn turn(&self, session: &str) -> Result<u64> {
         self.store.turn(session)

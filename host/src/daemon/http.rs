@@ -59,7 +59,14 @@ impl Daemon {
                 let answer = self
                     .respond(r#"{"op":"health"}"#, super::Caller::Http)
                     .await;
-                json_response(StatusCode::OK, answer)
+                // A store that cannot make state durable is not healthy.
+                let healthy = super::protocol::decode_answer(&answer)
+                    .is_ok_and(|health| health["status"] == "ok");
+                let status = match healthy {
+                    true => StatusCode::OK,
+                    false => StatusCode::SERVICE_UNAVAILABLE,
+                };
+                json_response(status, answer)
             }
             (&Method::GET, "/metrics") => Response::builder()
                 .header(

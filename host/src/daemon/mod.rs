@@ -91,6 +91,12 @@ pub struct Daemon {
     settling: Arc<std::sync::atomic::AtomicBool>,
     /// Cancelled when serving ends: open socket connections close.
     stopping: tokio_util::sync::CancellationToken,
+    /// Notified when the store failed so that only opening it again helps:
+    /// serving ends, and the daemon exits for its supervisor (the next
+    /// hook, systemd) to start a fresh one.
+    restart: tokio::sync::Notify,
+    /// Serving ended for that reason.
+    must_restart: std::sync::atomic::AtomicBool,
 }
 
 /// What must be on disk before a request is answered.
@@ -145,6 +151,8 @@ impl Daemon {
             socket_mode: options.socket_mode,
             settling: Default::default(),
             stopping: Default::default(),
+            restart: Default::default(),
+            must_restart: Default::default(),
         })
     }
 
@@ -262,7 +270,13 @@ impl Daemon {
         match durable {
             Durable::Everything => host.persist(),
             Durable::WhatTheAnswerDependsOn => host.settle(),
-            Durable::Nothing => {}
+            Durable::Nothing => return Ok(value),
+        }
+        if let Err(failed) = host.check_durable() {
+            // Never an answer its state may not survive; and redb refuses
+            // everything after an I/O error until the store is opened again.
+            self.restart.notify_one();
+            return Err(failed);
         }
         Ok(value)
     }
@@ -376,10 +390,18 @@ impl Daemon {
     }
 
     /// Liveness, and who this daemon is (its pid, store and config).
+    /// Whether serving ended because the store must be opened again: the
+    /// process should exit unsuccessfully, for its supervisor to restart it.
+    pub fn must_restart(&self) -> bool {
+        self.must_restart.load(Ordering::Acquire)
+    }
+
     fn health(&self) -> Value {
         let identity = self.host.with_config(|c| c.identity.clone());
+        let durable = self.host.check_durable();
         json!({
-            "status": "ok",
+            "status": if durable.is_ok() { "ok" } else { "failing" },
+            "store_failure": durable.err().map(|e| e.to_string()),
             "pid": std::process::id(),
             "version": env!("CARGO_PKG_VERSION"),
             "plugins": self.host.plugins().len(),
@@ -589,6 +611,11 @@ impl Daemon {
         loop {
             tokio::select! {
                 _ = &mut shutdown => break,
+                _ = self.restart.notified() => {
+                    tracing::error!("the store failed to make state durable; stopping so a fresh daemon opens it again");
+                    self.must_restart.store(true, Ordering::Release);
+                    break;
+                }
                 accepted = listener.accept() => match accepted {
                     Ok((stream, _)) => {
                         connections.spawn(Arc::clone(&self).socket_connection(stream));

@@ -255,6 +255,13 @@ pub trait Maintenance {
             self.persist();
         }
     }
+    /// Why the last attempt to make commits durable failed (an fsync's
+    /// EIO, a full disk), while it has not succeeded since: an answer that
+    /// depends on them must not be given. A backend whose writes are
+    /// durable when they return reports failures as errors of the write.
+    fn durability_failure(&self) -> Option<String> {
+        None
+    }
     /// Drain queues and stop background work; called on drop too.
     fn shutdown(&self);
     /// Sizes per table and per policy.

@@ -107,7 +107,16 @@ pub fn run(ctx: &Ctx, args: &ServeArgs) -> anyhow::Result<ExitCode> {
     })?;
     // Never wait for ever on the blocking pool; then drain the store.
     runtime.shutdown_timeout(Duration::from_secs(5));
+    let restart = daemon.must_restart();
     drop(daemon);
+    if restart {
+        eprintln!(
+            "toolgate: stopped: the store could not make state durable; a fresh daemon opens it \
+             again (the next hook starts one; the systemd unit restarts it)"
+        );
+        // EX_TEMPFAIL: try again.
+        return Ok(ExitCode::from(75));
+    }
     eprintln!("toolgate: stopped");
     Ok(ExitCode::SUCCESS)
 }

@@ -360,6 +360,14 @@ impl Maintenance for RedbStore {
         }
     }
 
+    fn durability_failure(&self) -> Option<String> {
+        self.unsynced
+            .failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     /// Drain the event queue and stop the writer. Called by `Drop`; call it
     /// explicitly to shut down at a known point.
     fn shutdown(&self) {
@@ -799,6 +807,8 @@ struct Unsynced {
     state_commits: AtomicU64,
     /// The count the last successful durable commit covered.
     durable_through: AtomicU64,
+    /// Why the last durable commit failed, until one succeeds.
+    failure: std::sync::Mutex<Option<String>>,
 }
 
 impl Unsynced {
@@ -826,10 +836,12 @@ fn make_durable(db: &Database, unsynced: &Unsynced, force: bool) {
                 unsynced
                     .durable_through
                     .fetch_max(covered, Ordering::SeqCst);
+                *unsynced.failure.lock().unwrap_or_else(|p| p.into_inner()) = None;
             }
             Err(err) => {
                 unsynced.dirty.store(true, Ordering::Release);
-                tracing::warn!(error = %err, "cannot make recent state durable");
+                tracing::error!(error = %err, "cannot make recent state durable");
+                *unsynced.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(err.to_string());
             }
         }
     }
