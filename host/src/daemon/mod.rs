@@ -99,6 +99,29 @@ pub struct Daemon {
     must_restart: std::sync::atomic::AtomicBool,
 }
 
+/// `handle`'s answer, or, if it panicked (a bug), an internal error the
+/// caller fails closed on: the connection still gets an answer and stays
+/// open, where a panic used to close it with none.
+fn contained(handle: impl FnOnce() -> Result<Value>) -> Result<Value> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(handle)).unwrap_or_else(|panic| {
+        let mut what = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        if let Some((at, _)) = what.char_indices().nth(200) {
+            what.truncate(at);
+        }
+        tracing::error!(panic = %what, "a request handler panicked");
+        Err(Error::Remote {
+            kind: crate::ErrorKind::Internal,
+            message: format!(
+                "toolgate failed on this request (a bug, logged: {what}); nothing was decided"
+            ),
+        })
+    })
+}
+
 /// What must be on disk before a request is answered.
 enum Durable {
     /// A person's command or reload: everything.
@@ -535,7 +558,7 @@ impl Daemon {
         let daemon = Arc::clone(self);
         tokio::task::spawn_blocking(move || {
             let _permit = permit;
-            daemon.handle_from(request, caller)
+            contained(|| daemon.handle_from(request, caller))
         })
         .await
         .unwrap_or_else(|err| {
@@ -551,7 +574,7 @@ impl Daemon {
         self.touch();
         let answer = self
             .accept(text)
-            .and_then(|(request, _permit)| self.handle_from(request, caller));
+            .and_then(|(request, _permit)| contained(|| self.handle_from(request, caller)));
         protocol::encode_answer(&answer)
     }
 
@@ -723,5 +746,21 @@ fn resolver(caller: &Caller, channel: &str) -> String {
             format!("{channel} (uid {})", peer.uid)
         }
         _ => channel.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_handler_that_panics_still_answers_with_an_internal_error() {
+        let answer = contained(|| panic!("index out of bounds"));
+        let Err(Error::Remote { kind, message }) = answer else {
+            panic!("an error answer: {answer:?}");
+        };
+        assert_eq!(kind, crate::ErrorKind::Internal);
+        assert!(message.contains("index out of bounds"), "{message}");
+        assert!(contained(|| Ok(json!(1))).is_ok());
     }
 }
