@@ -552,6 +552,34 @@ fn connections_that_send_half_a_request_starve_no_one() {
     assert!(answer.contains("\"ok\""), "{answer}");
 }
 
+/// One OS user holds at most `[daemon] max_connections_per_user` socket
+/// connections: the next is refused with the reason (not left hanging),
+/// and closing one makes room again.
+#[test]
+fn one_user_holds_at_most_its_share_of_connections() {
+    let setup = Setup::new("[daemon]\nmax_connections_per_user = 4\n");
+    assert_eq!(
+        setup.hook(&event("SessionStart", "s", "", json!({}), "")),
+        Some(json!({}))
+    );
+    let socket = setup.socket();
+    let mut held: Vec<_> = (0..4)
+        .map(|_| std::os::unix::net::UnixStream::connect(&socket).unwrap())
+        .collect();
+    // The daemon counts a connection once it takes it up.
+    common::eventually("the fifth connection to be refused", || {
+        let mut fifth = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+        fifth.write_all(b"{\"op\":\"health\"}\n").unwrap();
+        let mut answer = String::new();
+        let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(&fifth), &mut answer);
+        answer.contains("max_connections_per_user")
+    });
+    held.pop();
+    common::eventually("a connection to be answered again", || {
+        Client::new(&socket).call(&DaemonRequest::Health).is_ok()
+    });
+}
+
 #[test]
 fn running_out_of_file_descriptors_does_not_stop_the_daemon() {
     let setup = Setup::new("");

@@ -246,6 +246,11 @@ pub struct DaemonConfig {
     /// per connection (`[approvals]`).
     #[serde(default = "default_socket_mode")]
     pub socket_mode: u32,
+    /// Socket connections one OS user (by `SO_PEERCRED`) may hold open at
+    /// once; past it a new one is refused with a reason: an agent's user
+    /// opening hundreds cannot exhaust the daemon for the others.
+    #[serde(default = "default_max_connections_per_user")]
+    pub max_connections_per_user: std::num::NonZeroU32,
     /// The OS user the daemon runs as. Clients then believe only a socket
     /// served by that user (`SO_PEERCRED`), and `toolgate serve` refuses
     /// to run as anyone else. Default: whoever runs it (per-user mode).
@@ -261,6 +266,7 @@ impl Default for DaemonConfig {
             http: None,
             socket: None,
             socket_mode: default_socket_mode(),
+            max_connections_per_user: default_max_connections_per_user(),
             user: None,
         }
     }
@@ -268,6 +274,10 @@ impl Default for DaemonConfig {
 
 fn default_socket_mode() -> u32 {
     0o600
+}
+
+fn default_max_connections_per_user() -> std::num::NonZeroU32 {
+    std::num::NonZeroU32::new(256).expect("256 is not zero")
 }
 
 fn default_max_in_flight() -> std::num::NonZeroU32 {

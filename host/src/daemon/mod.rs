@@ -56,6 +56,9 @@ pub struct DaemonOptions {
     pub notifier: Option<Arc<Notifier>>,
     /// The socket's permissions (`[daemon] socket_mode`).
     pub socket_mode: u32,
+    /// Socket connections one OS user may hold open at once
+    /// (`[daemon] max_connections_per_user`).
+    pub max_connections_per_user: usize,
 }
 
 impl Default for DaemonOptions {
@@ -65,6 +68,7 @@ impl Default for DaemonOptions {
             idle_exit: None,
             notifier: None,
             socket_mode: 0o600,
+            max_connections_per_user: 256,
         }
     }
 }
@@ -97,6 +101,8 @@ pub struct Daemon {
     restart: tokio::sync::Notify,
     /// Serving ended for that reason.
     must_restart: std::sync::atomic::AtomicBool,
+    /// Open socket connections per peer uid, and how many one may hold.
+    connections: socket::PerUser,
 }
 
 /// `handle`'s answer, or, if it panicked (a bug), an internal error the
@@ -176,6 +182,7 @@ impl Daemon {
             stopping: Default::default(),
             restart: Default::default(),
             must_restart: Default::default(),
+            connections: socket::PerUser::new(options.max_connections_per_user),
         })
     }
 

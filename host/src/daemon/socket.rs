@@ -41,6 +41,53 @@ pub(super) fn bind(path: &Path, mode: u32) -> std::io::Result<tokio::net::UnixLi
     Ok(listener)
 }
 
+/// Open connections per peer uid, capped: one user's hundreds of idle or
+/// slow connections cannot take the daemon's file descriptors and memory
+/// from the others.
+pub(super) struct PerUser {
+    open: std::sync::Mutex<std::collections::HashMap<u32, usize>>,
+    pub(super) limit: usize,
+}
+
+impl PerUser {
+    pub(super) fn new(limit: usize) -> Self {
+        Self {
+            open: Default::default(),
+            limit: limit.max(1),
+        }
+    }
+
+    /// Count a connection of `uid`, unless it holds the most it may; it
+    /// is counted until the guard drops.
+    pub(super) fn open(&self, uid: u32) -> Option<Held<'_>> {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let held = open.entry(uid).or_default();
+        if *held >= self.limit {
+            return None;
+        }
+        *held += 1;
+        Some(Held { users: self, uid })
+    }
+}
+
+/// One counted connection.
+pub(super) struct Held<'a> {
+    users: &'a PerUser,
+    uid: u32,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        let mut open = self.users.open.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(held) = open.get_mut(&self.uid) {
+            *held -= 1;
+            if *held == 0 {
+                open.remove(&self.uid);
+            }
+        }
+    }
+}
+
 /// The (device, inode) of a file, to notice it being removed or replaced.
 pub(super) fn file_identity(path: &Path) -> Option<(u64, u64)> {
     std::fs::symlink_metadata(path)
@@ -58,7 +105,18 @@ impl Daemon {
     /// mid-line (or hundreds of them) starves no one, and its line must be
     /// whole within [`LINE_DEADLINE`].
     pub(super) async fn socket_connection(self: Arc<Self>, stream: tokio::net::UnixStream) {
-        let caller = super::Caller::Socket(super::Peer::of(&stream));
+        let peer = super::Peer::of(&stream);
+        let uid = peer.as_ref().map_or(u32::MAX, |p| p.uid);
+        let Some(_held) = self.connections.open(uid) else {
+            let refused = crate::Error::Busy(format!(
+                "this user (uid {uid}) already holds {} connections to the daemon, the most one \
+                 user may ([daemon] max_connections_per_user); close some and try again",
+                self.connections.limit
+            ));
+            let _ = stream.try_write(answer_line(&Err(refused)).as_bytes());
+            return;
+        };
+        let caller = super::Caller::Socket(peer);
         let mut stream = stream;
         // What the client has sent of a line not yet whole, and since when.
         let mut partial: Vec<u8> = Vec::new();

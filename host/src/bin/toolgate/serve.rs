@@ -63,6 +63,7 @@ pub fn run(ctx: &Ctx, args: &ServeArgs) -> anyhow::Result<ExitCode> {
         idle_exit: (idle_exit > 0).then(|| Duration::from_secs(idle_exit)),
         notifier,
         socket_mode: limits.socket_mode,
+        max_connections_per_user: limits.max_connections_per_user.get() as usize,
     };
     // Requests run on the blocking pool, bounded: a burst of short
     // connections grew it to hundreds of threads.
