@@ -812,3 +812,89 @@ fn inside_claude_code_a_settings_hook_cannot_change_what_the_model_reads() {
         .unwrap_or_else(|| panic!("no result for the read: {diagnosis}"));
     assert!(content.contains("AKIAIOSFODNN7EXAMPLE"), "{content}");
 }
+
+/// Claude Code 2.1.332 opens an MCP session with `server/discover` (MCP
+/// 2026-07-28) and falls back to `initialize` when a server has no such
+/// method. The gateway must not claim 2026-07-28 with no capabilities (it
+/// starts the real servers only at `initialize`): then Claude Code saw no
+/// tools at all through it. With a warm daemon, the model's call of the
+/// reference server's `echo` through `toolgate mcp` runs.
+#[test]
+fn inside_claude_code_the_gateway_shows_the_servers_tools() {
+    let Some(claude) = claude_binary() else {
+        return;
+    };
+    let Some(modules) = common::npm::node_modules(&[(
+        "@modelcontextprotocol/server-everything",
+        ".bin/mcp-server-everything",
+    )]) else {
+        return;
+    };
+    let user = ClaudeHome::new(
+        "[plugins.lease-gate.config.actions.\"mcp:everything/echo\"]\neffects = [\"read-local\"]\n",
+    );
+    let (home, project, store, config) = (&user.home, &user.project, &user.store, &user.config);
+    let _stop = StopDaemon(store.clone());
+    // Warm: the daemon up and its policies compiled before the session.
+    let _daemon = common::hooks::KillOnDrop(
+        Command::new(BIN)
+            .args(["--config", config.to_str().unwrap()])
+            .args(["--store", store.to_str().unwrap(), "serve"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    common::eventually("the daemon to answer", || {
+        Client::new(socket_for_store(store)).is_up()
+    });
+    let server = modules.join(".bin/mcp-server-everything");
+    let mcp = json!({"mcpServers": {"everything": {
+        "command": BIN,
+        "args": [
+            "--config", config, "--store", store,
+            "mcp", "--name", "everything", "--", server, "stdio",
+        ],
+    }}});
+    let api = MessagesApi::start(vec![
+        vec![Block::ToolUse(
+            "toolu_echo".into(),
+            "mcp__everything__echo".into(),
+            json!({"message": "through the gateway"}),
+        )],
+        vec![Block::Text("Done.".into())],
+    ]);
+    let mcp_text = mcp.to_string();
+    let output = run_claude(
+        &claude,
+        home,
+        project,
+        &api,
+        "Echo something.",
+        &[
+            "--mcp-config",
+            &mcp_text,
+            "--strict-mcp-config",
+            "--allowedTools",
+            "mcp__everything__echo",
+        ],
+    );
+    let diagnosis = format!(
+        "status {:?}\nrequests: {:?}\nstdout:\n{}\nstderr:\n{}",
+        output.status,
+        api.seen(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(output.status.success(), "{diagnosis}");
+    let turns = api.turns();
+    assert!(turns.len() >= 2, "two model turns: {diagnosis}");
+    let (_, is_error, echoed) = tool_results(&turns[1])
+        .into_iter()
+        .find(|(id, ..)| id == "toolu_echo")
+        .unwrap_or_else(|| panic!("no result for the echo: {diagnosis}"));
+    assert!(
+        !is_error && echoed.contains("through the gateway"),
+        "{echoed}\n{diagnosis}"
+    );
+}

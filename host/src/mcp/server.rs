@@ -15,11 +15,11 @@ use std::sync::Arc;
 use rmcp::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
-    ContentBlock, ErrorData as McpError, GetPromptRequestParams, GetPromptResponse,
-    InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
-    ReadResourceResponse, Reference, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
-    UnsubscribeRequestParams,
+    ContentBlock, DiscoverRequestMethod, DiscoverResult, ErrorData as McpError,
+    GetPromptRequestParams, GetPromptResponse, InitializeRequestParams, InitializeResult,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, Reference,
+    ServerConfig, SetLevelRequestParams, SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use rmcp::service::{Peer, RequestContext, RoleServer};
 use serde_json::json;
@@ -161,6 +161,18 @@ impl ServerHandler for Gateway {
             })
             .await?;
         self.negotiate_initialize(&request)
+    }
+
+    /// MCP 2026-07-28's opener, answered as a server without it answers
+    /// (`Method not found`), so the client falls back to `initialize`: the
+    /// gateway starts the real servers only then, and until then it has
+    /// no capabilities to report. (Answered with none, Claude Code 2.1.332
+    /// saw no tools through the gateway at all.)
+    async fn discover(
+        &self,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, McpError> {
+        Err(McpError::method_not_found::<DiscoverRequestMethod>())
     }
 
     fn get_info(&self) -> ServerConfig {
