@@ -9,11 +9,21 @@ use toolgate::{Config, ToolRequest, Toolgate};
 
 /// A free loopback port (released for the caller to bind).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    // Below Linux's ephemeral range (32768–60999): a port the kernel hands
+    // another test's `bind(0)` server between this check and the caller's
+    // own bind would make that caller's daemon fail to serve (seen).
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let seed = std::process::id()
+        ^ std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+    loop {
+        let n = NEXT.fetch_add(7919, std::sync::atomic::Ordering::Relaxed);
+        let port = 20_000 + (seed.wrapping_add(n) % 12_000) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 /// Run `command` with `stdin` written and closed; its output (stdout and

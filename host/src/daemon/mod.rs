@@ -297,14 +297,20 @@ impl Daemon {
             DaemonRequest::WebLogin => self.web_login(caller)?,
             DaemonRequest::Metrics => Value::String(self.metrics_text()),
         };
+        self.once_durable(durable, value)
+    }
+
+    /// `value`, once what it depends on (`durable`) is on disk; an error
+    /// naming the store if that failed: never an answer its state may not
+    /// survive. redb refuses everything after an I/O error until the store
+    /// is opened again, so serving then ends for a fresh start.
+    fn once_durable(&self, durable: Durable, value: Value) -> Result<Value> {
         match durable {
-            Durable::Everything => host.persist(),
-            Durable::WhatTheAnswerDependsOn => host.settle(),
+            Durable::Everything => self.host.persist(),
+            Durable::WhatTheAnswerDependsOn => self.host.settle(),
             Durable::Nothing => return Ok(value),
         }
-        if let Err(failed) = host.check_durable() {
-            // Never an answer its state may not survive; and redb refuses
-            // everything after an I/O error until the store is opened again.
+        if let Err(failed) = self.host.check_durable() {
             self.restart.notify_one();
             return Err(failed);
         }

@@ -47,14 +47,7 @@ pub fn run(ctx: &Ctx, args: &ServeArgs) -> anyhow::Result<ExitCode> {
     };
     let limits = &ctx.config.daemon;
     if let Some(user) = &limits.user {
-        let uid = toolgate_wire::peer::uid_of(user)
-            .with_context(|| format!("[daemon] user = {user:?}, but there is no such user"))?;
-        anyhow::ensure!(
-            uid == toolgate_wire::peer::own_uid(),
-            "this config's daemon runs as {user} (uid {uid}), not as this user: start it as \
-             that user (`runuser -u {user} -- toolgate --config CONFIG serve`, or the toolgate \
-             systemd service)"
-        );
+        refuse_another_user(user)?;
     }
     let idle_exit = args.idle_exit_secs.unwrap_or(limits.idle_exit_secs);
     let notifier = toolgate::notify::Notifier::start(&ctx.config.notify)?.map(Arc::new);
@@ -110,14 +103,33 @@ pub fn run(ctx: &Ctx, args: &ServeArgs) -> anyhow::Result<ExitCode> {
     runtime.shutdown_timeout(Duration::from_secs(5));
     let restart = daemon.must_restart();
     drop(daemon);
+    Ok(stopped(restart))
+}
+
+/// Refuse to serve a config whose daemon runs as `user` as anyone else.
+fn refuse_another_user(user: &str) -> anyhow::Result<()> {
+    let uid = toolgate_wire::peer::uid_of(user)
+        .with_context(|| format!("[daemon] user = {user:?}, but there is no such user"))?;
+    anyhow::ensure!(
+        uid == toolgate_wire::peer::own_uid(),
+        "this config's daemon runs as {user} (uid {uid}), not as this user: start it as \
+         that user (`runuser -u {user} -- toolgate --config CONFIG serve`, or the toolgate \
+         systemd service)"
+    );
+    Ok(())
+}
+
+/// Say why serving stopped; the exit status. A store that must be opened
+/// again (`restart`) exits with EX_TEMPFAIL, for the supervisor to start a
+/// fresh daemon.
+fn stopped(restart: bool) -> ExitCode {
     if restart {
         eprintln!(
             "toolgate: stopped: the store could not make state durable; a fresh daemon opens it \
              again (the next hook starts one; the systemd unit restarts it)"
         );
-        // EX_TEMPFAIL: try again.
-        return Ok(ExitCode::from(75));
+        return ExitCode::from(75);
     }
     eprintln!("toolgate: stopped");
-    Ok(ExitCode::SUCCESS)
+    ExitCode::SUCCESS
 }
