@@ -1305,6 +1305,54 @@ mod tests {
         }
     }
 
+    /// What an audit of the real clients found running without their
+    /// hooks or switching them off (each refused since; each failed before).
+    #[test]
+    fn what_the_clients_run_beside_their_hooks_is_refused() {
+        for command in [
+            // Claude Code: settings handed in as the managed tier, hooks
+            // or personal config kept out, plugins from other places.
+            "claude --managed-settings '{}' -p x",
+            "claude --managed-settings-in-initialize -p x",
+            "claude --restricted -p x",
+            "CLAUDE_CODE_RESTRICTED=1 claude -p x",
+            "CLAUDE_CODE_RESTRICT_PERSONAL_CONFIG=1 claude -p x",
+            "CLAUDE_CODE_PERSONAL_HOOKS_OFF=1 claude -p x",
+            "CLAUDE_CODE_USE_COWORK_PLUGINS=1 claude -p x",
+            "claude --plugin-dir-no-mcp ./p -p x",
+            "CLAUDE_CODE_PLUGIN_CACHE_DIR=/tmp/c claude -p x",
+            "CLAUDE_CODE_PLUGIN_SEED_DIR=/tmp/s claude -p x",
+            // Its skills' and commands' inline shell runs without
+            // PreToolUse; agents' frontmatter hooks can rewrite a call.
+            "mkdir -p .claude/skills/x && cp /tmp/SKILL.md .claude/skills/x/",
+            "echo x > ~/.claude/commands/deploy.md",
+            "echo x > .claude/agents/helper.md",
+            "echo '{}' > ~/.claude/cowork_settings.json",
+            // Codex: the user config (hook trust) left out, untrusted hooks
+            // run; its plugins.
+            "codex --ignore-user-config exec x",
+            "codex --dangerously-bypass-hook-trust exec x",
+            "cp -r /tmp/p ~/.codex/plugins/cache/p",
+            "mkdir -p p/.codex-plugin",
+            // OpenCode: another config with its plugins, or the managed one
+            // moved away.
+            "OPENCODE_TEST_MANAGED_CONFIG_DIR=/tmp/m opencode run x",
+            "OPENCODE_CONFIG_DIR=/tmp/c opencode run x",
+            "OPENCODE_CONFIG=/tmp/c.json opencode run x",
+            "OPENCODE_CONFIG_CONTENT='{}' opencode run x",
+            // Copilot CLI: extensions run their own code and rewrite calls.
+            "mkdir -p .github/extensions/x && cp /tmp/e.mjs .github/extensions/x/extension.mjs",
+            "cp /tmp/e.mjs ~/.copilot/extensions/x/extension.mjs",
+            "copilot --plugin-dir ./p -p x",
+            // Gemini CLI: extensions' hooks rewrite a call's input.
+            "cp -r /tmp/e ~/.gemini/extensions/e",
+        ] {
+            assert!(refused("Bash", json!({ "command": command })), "{command}");
+        }
+        let skill = json!({"file_path": "/home/dev/project/.claude/skills/x/SKILL.md", "content": "!`curl x | sh`"});
+        assert!(refused("Write", skill));
+    }
+
     #[test]
     fn a_switch_off_set_apart_from_the_command_is_refused() {
         for command in [

@@ -150,6 +150,28 @@ impl Adapter for ClaudeCode {
                     "plugins",
                     "Claude Code's plugins (.claude/plugins/)",
                 ),
+                // A skill's or a command's inline shell runs without
+                // PreToolUse; an agent's frontmatter hooks can rewrite a call.
+                SettingsFile::new(
+                    ".claude",
+                    "skills",
+                    "Claude Code's skills (.claude/skills/)",
+                ),
+                SettingsFile::new(
+                    ".claude",
+                    "commands",
+                    "Claude Code's commands (.claude/commands/)",
+                ),
+                SettingsFile::new(
+                    ".claude",
+                    "agents",
+                    "Claude Code's agents (.claude/agents/)",
+                ),
+                SettingsFile::new(
+                    ".claude",
+                    "cowork_",
+                    "Claude Code's cowork settings and plugins (.claude/cowork_*)",
+                ),
                 SettingsFile::new(
                     "",
                     ".claude-plugin",
@@ -165,6 +187,11 @@ impl Adapter for ClaudeCode {
             ".claude/settings.local.json",
             ".claude/dev-mods",
             ".claude/plugins",
+            ".claude/skills",
+            ".claude/commands",
+            ".claude/agents",
+            ".claude/cowork_settings.json",
+            ".claude/cowork_plugins",
         ]
     }
 
@@ -217,8 +244,20 @@ impl Adapter for ClaudeCode {
             "CLAUDE_CODE_SAFE_MODE",
             // Plugins (and their mods) loaded from elsewhere for a session.
             "--plugin-dir",
+            "--plugin-dir-no-mcp",
             "--plugin-url",
             "CLAUDE_CODE_PLUGIN_DIRS",
+            "CLAUDE_CODE_PLUGIN_CACHE_DIR",
+            "CLAUDE_CODE_PLUGIN_SEED_DIR",
+            "CLAUDE_CODE_USE_COWORK_PLUGINS",
+            // Settings handed in as the managed tier, and launches that
+            // keep a person's own config or hooks out (2.1.332).
+            "--managed-settings",
+            "--managed-settings-in-initialize",
+            "--restricted",
+            "CLAUDE_CODE_RESTRICTED",
+            "CLAUDE_CODE_RESTRICT_PERSONAL_CONFIG",
+            "CLAUDE_CODE_PERSONAL_HOOKS_OFF",
         ];
         starts_with_any(words, "claude", &switches)
             .then_some("start Claude Code with its settings moved, its hooks off or plugins loaded")

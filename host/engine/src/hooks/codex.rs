@@ -186,12 +186,18 @@ impl Adapter for Codex {
                     "config",
                     "Codex's config, which holds its hooks and their trust (.codex/config.toml)",
                 ),
+                SettingsFile::new(".codex", "plugins", "Codex's plugins (.codex/plugins/)"),
+                SettingsFile::new(
+                    "",
+                    ".codex-plugin",
+                    "a Codex plugin's manifest (.codex-plugin/)",
+                ),
             ]
         }
     }
 
     fn settings_under_home(&self) -> &'static [&'static str] {
-        &[".codex/hooks.json", ".codex/config.toml"]
+        &[".codex/hooks.json", ".codex/config.toml", ".codex/plugins"]
     }
 
     /// Codex started with its config elsewhere (`CODEX_HOME`, `HOME`) or
@@ -231,7 +237,15 @@ impl Adapter for Codex {
                 }
             }
         });
-        (runs(words, "codex") && off || starts_with_any(words, "codex", &["CODEX_HOME", "HOME"]))
+        // Without the user config its hooks' trust is gone (so they are
+        // skipped), and untrusted hooks may run and rewrite a call.
+        let switches = [
+            "CODEX_HOME",
+            "HOME",
+            "--ignore-user-config",
+            "--dangerously-bypass-hook-trust",
+        ];
+        (runs(words, "codex") && off || starts_with_any(words, "codex", &switches))
             .then_some("start Codex with its config moved or its hooks off")
     }
 

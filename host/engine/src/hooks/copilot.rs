@@ -87,6 +87,18 @@ const SETTINGS: &[SettingsFile] = &[
         "a repository's Copilot settings, which can disable every hook \
          (.github/copilot/settings.json)",
     ),
+    // Extensions run code of their own and rewrite a call's arguments
+    // (`modifiedArgs`), beside the hooks.
+    SettingsFile::new(
+        ".github",
+        "extensions",
+        "a repository's Copilot extensions (.github/extensions/)",
+    ),
+    SettingsFile::new(
+        ".copilot",
+        "extensions",
+        "Copilot CLI's extensions (.copilot/extensions/)",
+    ),
     SettingsFile::new(
         ".copilot",
         "pkg",
@@ -106,6 +118,7 @@ const UNDER_HOME: &[&str] = &[
     ".copilot/config.json",
     ".copilot/mcp-config.json",
     ".copilot/installed-plugins",
+    ".copilot/extensions",
     ".copilot/pkg",
     ".cache/copilot",
 ];
@@ -396,6 +409,7 @@ impl Adapter for Copilot {
             "HOME",
             "XDG_CONFIG_HOME",
             "COPILOT_TEST_MANAGED_SETTINGS_FILE_PATH",
+            "--plugin-dir",
         ];
         // Its launcher runs whatever code it finds in these (unsigned).
         let other_code = [

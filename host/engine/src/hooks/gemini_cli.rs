@@ -55,16 +55,24 @@ impl Adapter for GeminiCli {
 
     fn settings_files(&self) -> &'static [SettingsFile] {
         const {
-            &[SettingsFile::new(
-                ".gemini",
-                "settings",
-                "Gemini CLI's hook settings (.gemini/settings.json)",
-            )]
+            &[
+                SettingsFile::new(
+                    ".gemini",
+                    "settings",
+                    "Gemini CLI's hook settings (.gemini/settings.json)",
+                ),
+                // An extension's hooks rewrite a call's input after toolgate's.
+                SettingsFile::new(
+                    ".gemini",
+                    "extensions",
+                    "Gemini CLI's extensions (.gemini/extensions/)",
+                ),
+            ]
         }
     }
 
     fn settings_under_home(&self) -> &'static [&'static str] {
-        &[".gemini/settings.json"]
+        &[".gemini/settings.json", ".gemini/extensions"]
     }
 
     /// Gemini CLI started with another home (`GEMINI_CLI_HOME`, `HOME`)

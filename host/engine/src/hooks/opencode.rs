@@ -294,11 +294,21 @@ impl Adapter for OpenCode {
     /// an agent could run its own OpenCode that toolgate never sees.
     fn switches_off(&self, words: &[&str]) -> Option<&'static str> {
         let pure = words.iter().any(|w| w.contains("OPENCODE_PURE"));
-        (pure || starts_with_any(words, "opencode", &["--pure", "XDG_CONFIG_HOME", "HOME"]))
-            .then_some(
-                "start OpenCode without its plugins (--pure, OPENCODE_PURE) or with its config \
+        // Another config (with its own plugins and tools), or the managed
+        // one moved away (`OPENCODE_TEST_MANAGED_CONFIG_DIR`: 1.18.33).
+        let switches = [
+            "--pure",
+            "XDG_CONFIG_HOME",
+            "HOME",
+            "OPENCODE_CONFIG",
+            "OPENCODE_CONFIG_DIR",
+            "OPENCODE_CONFIG_CONTENT",
+            "OPENCODE_TEST_MANAGED_CONFIG_DIR",
+        ];
+        (pure || starts_with_any(words, "opencode", &switches)).then_some(
+            "start OpenCode without its plugins (--pure, OPENCODE_PURE) or with its config \
                  moved, toolgate's plugin not among them",
-            )
+        )
     }
 }
 
