@@ -117,8 +117,9 @@ impl Adapter for ClaudeCode {
                 file: "/etc/claude-code/managed-settings.json",
                 edit: managed_hooks_only,
                 does: "allowManagedHooksOnly and no disableAllHooks, allowManagedModsOnly and \
-                       forceHotReloadPrompt: user and project hooks and mods are ignored, managed \
-                       ones run",
+                       forceHotReloadPrompt, disableSkillShellExecution and disableSideloadFlags: \
+                       user and project hooks, mods, skills' inline shell and sideloaded plugins \
+                       are kept out, managed hooks run",
                 drop_ins: Some(DropIns {
                     dir: "/etc/claude-code/managed-settings.d",
                     extension: "json",
@@ -620,7 +621,8 @@ fn mod_policy_options(settings: &Value) -> Option<&Value> {
         .try_fold(settings, |value, key| value.get(key))
 }
 
-/// Managed settings with `allowManagedHooksOnly`, only managed mods (`allowManagedModsOnly`:
+/// Managed settings with `allowManagedHooksOnly`, no skill's inline shell
+/// and no sideloaded plugin, only managed mods (`allowManagedModsOnly`:
 /// a mod can answer a tool call without any hook) and a person asked
 /// before a mod written during a session loads, with what would lift
 /// them set aside; and no `disableAllHooks: true`, which in managed
@@ -631,6 +633,11 @@ fn managed_hooks_only(text: Option<&str>) -> std::result::Result<String, String>
     edit_json_object(Some(&locked), |settings| {
         if settings.get("disableAllHooks") == Some(&Value::Bool(true)) {
             settings.remove("disableAllHooks");
+        }
+        // Skills' and commands' inline shell runs under no hook toolgate
+        // answers; sideload flags (`--plugin-dir`, …) bring plugins in.
+        for key in ["disableSkillShellExecution", "disableSideloadFlags"] {
+            settings.insert(key.into(), json!(true));
         }
         let mut options = &mut *settings;
         for key in MOD_POLICY {
@@ -663,6 +670,8 @@ mod tests {
             edited,
             json!({
                 "allowManagedHooksOnly": true,
+                "disableSkillShellExecution": true,
+                "disableSideloadFlags": true,
                 "model": "opus",
                 "env": {"A": "1"},
                 "pluginConfigs": {"sec-default@builtin": {"options": {
