@@ -578,6 +578,12 @@ fn one_user_holds_at_most_its_share_of_connections() {
     common::eventually("a connection to be answered again", || {
         Client::new(&socket).call(&DaemonRequest::Health).is_ok()
     });
+    let metrics = Client::new(&socket).call(&DaemonRequest::Metrics).unwrap();
+    let counted = metrics.as_str().unwrap().lines().any(|line| {
+        line.strip_prefix("toolgate_connections_refused_total ")
+            .is_some_and(|n| n.trim() != "0")
+    });
+    assert!(counted, "{metrics}");
 }
 
 #[test]

@@ -70,6 +70,8 @@ pub struct Metrics {
     busy: Counter,
     dropped_events: Counter,
     shadows: Family<ShadowLabels, Counter>,
+    not_durable: Counter,
+    connections_refused: Counter,
 }
 
 impl Default for Metrics {
@@ -85,6 +87,8 @@ impl Default for Metrics {
             busy: Counter::default(),
             dropped_events: Counter::default(),
             shadows: Family::default(),
+            not_durable: Counter::default(),
+            connections_refused: Counter::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -131,6 +135,16 @@ impl Default for Metrics {
             "shadow_verdicts",
             "Shadow plugins' verdicts against the live decision",
             metrics.shadows.clone(),
+        );
+        registry.register(
+            "answers_not_durable",
+            "Answers refused because what they depend on could not be made durable",
+            metrics.not_durable.clone(),
+        );
+        registry.register(
+            "connections_refused",
+            "Socket connections refused at daemon.max_connections_per_user",
+            metrics.connections_refused.clone(),
         );
         Self {
             registry,
@@ -215,6 +229,17 @@ impl Metrics {
     /// Count one request refused as busy.
     pub fn record_busy(&self) {
         self.busy.inc();
+    }
+
+    /// Count one answer refused because its state could not be made
+    /// durable.
+    pub fn record_not_durable(&self) {
+        self.not_durable.inc();
+    }
+
+    /// Count one connection refused at a user's connection cap.
+    pub fn record_connection_refused(&self) {
+        self.connections_refused.inc();
     }
 
     /// The text exposition, with the gauges set from `in_flight` and the

@@ -311,6 +311,7 @@ impl Daemon {
             Durable::Nothing => return Ok(value),
         }
         if let Err(failed) = self.host.check_durable() {
+            self.metrics.record_not_durable();
             self.restart.notify_one();
             return Err(failed);
         }
