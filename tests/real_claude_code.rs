@@ -10,7 +10,9 @@ mod common;
 
 use std::process::Command;
 
-use common::claude_code::{ClaudeHome, WRITE_ALWAYS, claude_binary, run_claude, tool_results};
+use common::claude_code::{
+    ClaudeHome, WRITE_ALWAYS, claude_binary, diagnosis, result_in, run_claude, tool_results,
+};
 use common::hooks::{BIN, StopDaemon};
 use common::messages_api::{Block, MessagesApi};
 use serde_json::{Value, json};
@@ -208,35 +210,23 @@ fn inside_claude_code_in_bypass_mode_ordinary_commands_run_and_harmful_ones_are_
         "Check the repository, run the tests, then clean up.",
         BYPASS,
     );
-    let diagnosis = format!(
-        "status {:?}\nrequests: {:?}\nstdout:\n{}\nstderr:\n{}",
-        output.status,
-        api.seen(),
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let diagnosis = diagnosis(&output, &api);
     assert!(output.status.success(), "{diagnosis}");
     let turns = api.turns();
-    assert!(turns.len() >= 5, "five model turns: {diagnosis}");
-    let result = |turn: usize, id: &str| {
-        tool_results(&turns[turn])
-            .into_iter()
-            .find(|(tool_use, ..)| tool_use == id)
-            .unwrap_or_else(|| panic!("no result for {id}: {diagnosis}"))
-    };
+    let result = |turn: usize, id: &str| result_in(&turns, turn, id, &diagnosis);
     // The ordinary commands ran: their own output came back, no prompt,
     // no word from toolgate.
-    let (_, _, status) = result(1, "toolu_status");
+    let (_, status) = result(1, "toolu_status");
     assert!(
         status.contains("notes.txt") && !status.contains("toolgate"),
         "{status}"
     );
-    let (_, _, test) = result(2, "toolu_test");
+    let (_, test) = result(2, "toolu_test");
     assert!(!test.contains("toolgate"), "cargo ran: {test}");
     // The harmful ones were refused, saying why and what to do instead.
-    let (_, is_error, reset) = result(3, "toolu_reset");
+    let (is_error, reset) = result(3, "toolu_reset");
     assert!(is_error && reset.contains("git stash"), "{reset}");
-    let (_, is_error, curl) = result(4, "toolu_curl");
+    let (is_error, curl) = result(4, "toolu_curl");
     assert!(is_error && curl.contains("secrets.env-files"), "{curl}");
     assert_eq!(
         std::fs::read_to_string(project.join("notes.txt")).unwrap(),
@@ -282,25 +272,15 @@ fn inside_claude_code_the_model_cannot_bring_in_a_mod_or_plugin() {
         vec![Block::Text("Done.".into())],
     ]);
     let output = run_claude(&claude, home, project, &api, "Set up a helper mod.", BYPASS);
-    let diagnosis = format!(
-        "status {:?}\nrequests: {:?}\nstdout:\n{}\nstderr:\n{}",
-        output.status,
-        api.seen(),
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let diagnosis = diagnosis(&output, &api);
     assert!(output.status.success(), "{diagnosis}");
     let turns = api.turns();
-    assert!(turns.len() >= 4, "four model turns: {diagnosis}");
     for (turn, id, what) in [
         (1, "toolu_write_mod", "mods"),
         (2, "toolu_copy_mod", "mods"),
         (3, "toolu_nested", "plugins loaded"),
     ] {
-        let (_, is_error, said) = tool_results(&turns[turn])
-            .into_iter()
-            .find(|(tool_use, ..)| tool_use == id)
-            .unwrap_or_else(|| panic!("no result for {id}: {diagnosis}"));
+        let (is_error, said) = result_in(&turns, turn, id, &diagnosis);
         assert!(
             is_error && said.contains("toolgate refused") && said.contains(what),
             "{id}: {said}"
@@ -879,20 +859,9 @@ fn inside_claude_code_the_gateway_shows_the_servers_tools() {
             "mcp__everything__echo",
         ],
     );
-    let diagnosis = format!(
-        "status {:?}\nrequests: {:?}\nstdout:\n{}\nstderr:\n{}",
-        output.status,
-        api.seen(),
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let diagnosis = diagnosis(&output, &api);
     assert!(output.status.success(), "{diagnosis}");
-    let turns = api.turns();
-    assert!(turns.len() >= 2, "two model turns: {diagnosis}");
-    let (_, is_error, echoed) = tool_results(&turns[1])
-        .into_iter()
-        .find(|(id, ..)| id == "toolu_echo")
-        .unwrap_or_else(|| panic!("no result for the echo: {diagnosis}"));
+    let (is_error, echoed) = result_in(&api.turns(), 1, "toolu_echo", &diagnosis);
     assert!(
         !is_error && echoed.contains("through the gateway"),
         "{echoed}\n{diagnosis}"

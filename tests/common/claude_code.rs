@@ -20,6 +20,31 @@ pub fn claude_binary() -> Option<PathBuf> {
     Some(modules.join(".bin/claude"))
 }
 
+/// What a `-p` run said, for a failed assertion: its exit status, the
+/// requests the model API saw, its stdout and stderr.
+pub fn diagnosis(output: &std::process::Output, api: &MessagesApi) -> String {
+    format!(
+        "status {:?}\nrequests: {:?}\nstdout:\n{}\nstderr:\n{}",
+        output.status,
+        api.seen(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// The result of tool call `id` that model turn `turn` carried: whether it
+/// is an error, and its text.
+pub fn result_in(turns: &[Value], turn: usize, id: &str, diagnosis: &str) -> (bool, String) {
+    let (_, is_error, text) = turns
+        .get(turn)
+        .map(tool_results)
+        .unwrap_or_default()
+        .into_iter()
+        .find(|(tool_use, ..)| tool_use == id)
+        .unwrap_or_else(|| panic!("no result for {id} in turn {turn}: {diagnosis}"));
+    (is_error, text)
+}
+
 /// The `tool_result` blocks of a request's messages, by `tool_use_id`.
 pub fn tool_results(request: &Value) -> Vec<(String, bool, String)> {
     let mut results = Vec::new();
