@@ -127,6 +127,49 @@ fn a_daemon_serving_another_config_is_named_with_its_fix() {
     assert!(text.contains("fix: stop it (`kill"), "{text}");
 }
 
+/// Installing the hooks for another config while a daemon serves the
+/// store with the old one says so (every call would be refused as a
+/// mismatch), and `--restart-daemon` switches in one command: the old
+/// daemon stops, and the next hook starts one with the new config.
+#[test]
+fn installing_for_another_config_says_so_and_restarts_the_daemon_when_asked() {
+    let setup = Setup::new("");
+    let home = tempfile::tempdir().unwrap();
+    let daemon = setup.serve_bundled();
+    let settings = home.path().join(".claude/settings.json");
+    let install_with = |extra: &[&str]| {
+        let mut args = vec!["hook", "install", "--write", settings.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let out = setup
+            .command()
+            .args(&args)
+            .env("PATH", "/usr/bin:/bin")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let said = install_with(&[]);
+    assert!(
+        said.contains("serves the bundled default config") && said.contains("--restart-daemon"),
+        "{said}"
+    );
+    assert!(
+        setup.daemon_pid().is_some(),
+        "still running: nothing was stopped"
+    );
+    let said = install_with(&["--restart-daemon"]);
+    assert!(said.contains("stopped the daemon"), "{said}");
+    assert!(setup.daemon_pid().is_none(), "{said}");
+    drop(daemon);
+    let (out, text) = doctor(home.path());
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "the next hook starts the right one: {text}"
+    );
+}
+
 #[test]
 fn http_hooks_with_no_daemon_are_named_as_blocking() {
     let port = common::free_port();

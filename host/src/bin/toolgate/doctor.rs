@@ -470,37 +470,38 @@ fn named(target: &Target) -> (Option<PathBuf>, Option<PathBuf>) {
     }
 }
 
-/// The daemon for a config and store: running, and serving that config?
-fn check_daemon(config: Option<&Path>, store: Option<&Path>) -> Finding {
+/// The config hooks name (`config`, or the bundled default), the socket
+/// of its store (`store` overrides), and the health of the daemon there
+/// (`None`: none runs); a finding when the config cannot be read.
+struct Served {
+    named: ConfigIdentity,
+    socket: PathBuf,
+    health: Option<Value>,
+}
+
+fn served(config: Option<&Path>, store: Option<&Path>) -> Result<Served, Finding> {
     let named = match config {
-        Some(path) => match ConfigIdentity::read(path) {
-            Ok(identity) => identity,
-            Err(err) => {
-                return Finding::bad(
-                    format!(
-                        "the hooks' config {} cannot be read ({err}): every call is denied",
-                        path.display()
-                    ),
-                    "restore the config, or install the hooks for the config you use",
-                );
-            }
-        },
+        Some(path) => ConfigIdentity::read(path).map_err(|err| {
+            Finding::bad(
+                format!(
+                    "the hooks' config {} cannot be read ({err}): every call is denied",
+                    path.display()
+                ),
+                "restore the config, or install the hooks for the config you use",
+            )
+        })?,
         None => ConfigIdentity::Bundled,
     };
     let loaded = match config {
         Some(path) => toolgate::Config::load(path),
         None => toolgate::Config::bundled_default(),
-    };
-    let config_text = named.describe();
-    let loaded = match loaded {
-        Ok(loaded) => loaded,
-        Err(err) => {
-            return Finding::bad(
-                format!("the hooks' config does not load ({err}): every call is denied"),
-                "fix the config; `toolgate --config CONFIG plugins list` shows what is wrong",
-            );
-        }
-    };
+    }
+    .map_err(|err| {
+        Finding::bad(
+            format!("the hooks' config does not load ({err}): every call is denied"),
+            "fix the config; `toolgate --config CONFIG plugins list` shows what is wrong",
+        )
+    })?;
     let store = store.map_or_else(|| loaded.store_location(), StoreLocation::from);
     let socket = loaded
         .daemon
@@ -516,7 +517,40 @@ fn check_daemon(config: Option<&Path>, store: Option<&Path>) -> Finding {
     {
         client = client.with_daemon_uid(uid);
     }
-    let Ok(health) = client.call(&DaemonRequest::Health) else {
+    let health = client.call(&DaemonRequest::Health).ok();
+    Ok(Served {
+        named,
+        socket,
+        health,
+    })
+}
+
+/// The running daemon of the hooks' store when it serves another config
+/// than the hooks name (every call is then refused as a mismatch): its pid
+/// and what it serves.
+pub(crate) fn serving_another(
+    config: Option<&Path>,
+    store: Option<&Path>,
+) -> Option<(u32, String)> {
+    let served = served(config, store).ok()?;
+    let health = served.health?;
+    let serving: ConfigIdentity = serde_json::from_value(health["config_identity"].clone()).ok()?;
+    let pid = u32::try_from(health["pid"].as_u64()?).ok()?;
+    (serving != served.named).then(|| (pid, serving.describe()))
+}
+
+/// The daemon for a config and store: running, and serving that config?
+fn check_daemon(config: Option<&Path>, store: Option<&Path>) -> Finding {
+    let Served {
+        named,
+        socket,
+        health,
+    } = match served(config, store) {
+        Ok(served) => served,
+        Err(finding) => return finding,
+    };
+    let config_text = named.describe();
+    let Some(health) = health else {
         return Finding::good(format!(
             "no daemon runs for {config_text} (the next hook starts it)"
         ));

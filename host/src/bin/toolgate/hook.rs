@@ -99,6 +99,12 @@ pub enum HookCommand {
         /// command: it starts the daemon.
         #[arg(long, value_enum, default_value_t = Transport::Auto)]
         transport: Transport,
+        /// Stop a daemon that serves the store with another config (which
+        /// would refuse every call of these hooks as a mismatch), so the
+        /// next hook starts one with this config: a config switch in one
+        /// command.
+        #[arg(long)]
+        restart_daemon: bool,
     },
 }
 
@@ -467,7 +473,75 @@ fn hook_url(
     Ok(url)
 }
 
-pub fn install(
+/// What `hook install` was asked for.
+pub struct InstallRequest<'a> {
+    pub write: Option<&'a PathBuf>,
+    pub connect: Option<&'a PathBuf>,
+    pub runtime: HookRuntime,
+    pub transport: Transport,
+    pub restart_daemon: bool,
+}
+
+pub fn install(ctx: &Ctx, asked: InstallRequest<'_>) -> anyhow::Result<ExitCode> {
+    let written = write_hooks(
+        ctx,
+        asked.write,
+        asked.connect,
+        asked.runtime,
+        asked.transport,
+    )?;
+    if asked.write.is_some() {
+        switch_daemon(ctx, asked.restart_daemon)?;
+    }
+    Ok(written)
+}
+
+/// A daemon serving the store with another config than the hooks now
+/// name refuses every call as a mismatch: say so, or stop it (`restart`)
+/// so the next hook starts one with this config.
+fn switch_daemon(ctx: &Ctx, restart: bool) -> anyhow::Result<()> {
+    let store = ctx
+        .store_override
+        .as_ref()
+        .and_then(|s| s.file())
+        .map(Path::to_path_buf);
+    let Some((pid, serving)) =
+        crate::doctor::serving_another(ctx.config_path.as_deref(), store.as_deref())
+    else {
+        return Ok(());
+    };
+    if !restart {
+        eprintln!(
+            "note: the daemon (pid {pid}) serves {serving}, not these hooks' config: it refuses \
+             every call as a mismatch until it stops. Run this install again with \
+             --restart-daemon (or `kill -TERM {pid}`); the next hook starts one with this config"
+        );
+        return Ok(());
+    }
+    // SAFETY: kill(2) with a pid the daemon reported and a plain signal.
+    let sent = unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+    anyhow::ensure!(
+        sent == 0,
+        "cannot stop the daemon (pid {pid}): {}",
+        std::io::Error::last_os_error()
+    );
+    let socket = ctx.socket(None);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while toolgate::daemon::Client::new(&socket).is_up() {
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "the daemon (pid {pid}) did not stop within 10 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    eprintln!(
+        "stopped the daemon (pid {pid}) that served {serving}; the next hook starts one with \
+         this config"
+    );
+    Ok(())
+}
+
+fn write_hooks(
     ctx: &Ctx,
     write: Option<&PathBuf>,
     connect: Option<&PathBuf>,

@@ -197,7 +197,17 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             connect,
             runtime,
             transport,
-        }) => hook::install(&ctx, write.as_ref(), connect.as_ref(), runtime, transport),
+            restart_daemon,
+        }) => hook::install(
+            &ctx,
+            hook::InstallRequest {
+                write: write.as_ref(),
+                connect: connect.as_ref(),
+                runtime,
+                transport,
+                restart_daemon,
+            },
+        ),
         Subcommands::Hook(command) => {
             let (runtime, args) = command.adapter().expect("install is matched above");
             Ok(hook::run(runtime, args, &ctx))
