@@ -563,16 +563,31 @@ fn one_user_holds_at_most_its_share_of_connections() {
         Some(json!({}))
     );
     let socket = setup.socket();
+    // Four connections kept open, each answered once: the daemon has taken
+    // each up (and counted it) before the fifth comes.
     let mut held: Vec<_> = (0..4)
-        .map(|_| std::os::unix::net::UnixStream::connect(&socket).unwrap())
+        .map(|_| {
+            let mut stream = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+            stream.write_all(b"{\"op\":\"health\"}\n").unwrap();
+            let mut answer = String::new();
+            std::io::BufRead::read_line(&mut std::io::BufReader::new(&stream), &mut answer)
+                .unwrap();
+            assert!(answer.contains("\"ok\":true"), "{answer}");
+            stream
+        })
         .collect();
-    // The daemon counts a connection once it takes it up.
-    common::eventually("the fifth connection to be refused", || {
+    common::eventually_showing("the fifth connection to be refused", || {
         let mut fifth = std::os::unix::net::UnixStream::connect(&socket).unwrap();
-        fifth.write_all(b"{\"op\":\"health\"}\n").unwrap();
+        // A refused connection may be closed before the request is sent.
+        let _ = fifth.write_all(b"{\"op\":\"health\"}\n");
         let mut answer = String::new();
         let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(&fifth), &mut answer);
-        answer.contains("max_connections_per_user")
+        let log = std::fs::read_to_string(setup.dir.path().join("state/toolgate.redb.daemon.log"))
+            .unwrap_or_default();
+        (
+            answer.contains("max_connections_per_user"),
+            format!("{answer}\ndaemon log:\n{log}"),
+        )
     });
     held.pop();
     common::eventually("a connection to be answered again", || {

@@ -88,6 +88,14 @@ impl Drop for Held<'_> {
     }
 }
 
+/// Write `line` to a connection about to be closed, waiting (briefly) for
+/// it to be writable: a bare `try_write` on a connection just accepted can
+/// find it not yet known writable and send nothing (seen under load).
+async fn last_words(mut stream: tokio::net::UnixStream, line: &str) {
+    use tokio::io::AsyncWriteExt as _;
+    let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(line.as_bytes())).await;
+}
+
 /// The (device, inode) of a file, to notice it being removed or replaced.
 pub(super) fn file_identity(path: &Path) -> Option<(u64, u64)> {
     std::fs::symlink_metadata(path)
@@ -114,7 +122,7 @@ impl Daemon {
                  user may ([daemon] max_connections_per_user); close some and try again",
                 self.connections.limit
             ));
-            let _ = stream.try_write(answer_line(&Err(refused)).as_bytes());
+            last_words(stream, &answer_line(&Err(refused))).await;
             return;
         };
         let caller = super::Caller::Socket(peer);
@@ -136,7 +144,7 @@ impl Daemon {
                              byte; this connection is closed",
                             LINE_DEADLINE.as_secs()
                         ));
-                        let _ = stream.try_write(answer_line(&Err(late)).as_bytes());
+                        last_words(stream, &answer_line(&Err(late))).await;
                         return;
                     }
                     _ => return,
@@ -153,7 +161,7 @@ impl Daemon {
                 }
                 if !partial.contains(&b'\n') {
                     if partial.len() >= MAX_REQUEST_BYTES {
-                        let _ = stream.try_write(too_long().as_bytes());
+                        last_words(stream, &too_long()).await;
                         return;
                     }
                     continue;

@@ -123,6 +123,9 @@ const ADMIN_WORDS: &[&str] = &[
     "lease-derive",
     "--write",
     "open",
+    // `store copy`, `salvage`, `compact`: a copy of the store (its pending
+    // calls, decision log and state) where the agent can read it.
+    "store",
 ];
 
 /// The locations toolgate protects, for one config and store.
@@ -1179,6 +1182,8 @@ mod tests {
             "/usr/local/bin/toolgate command lease-gate lease-grant '{\"thread\":\"t\"}'",
             "sh -c 'toolgate plugins reload'",
             "cd /tmp && ./toolgate hook install --write x.json",
+            "toolgate store salvage /tmp/everything.redb",
+            "toolgate --store ~/.local/state/toolgate/toolgate.redb store copy --from a --to /tmp/b.redb",
             "python3 -c \"import socket; s=socket.socket(socket.AF_UNIX); s.connect('/home/dev/.local/state/toolgate/toolgate.redb.sock')\"",
             "rm ~/.local/state/toolgate/toolgate.redb",
             "cp evil.toml $HOME/../dev/.local/state/toolgate/toolgate.redb.daemon.lock",
