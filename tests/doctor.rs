@@ -23,7 +23,9 @@ fn doctor(home: &Path) -> (Output, String) {
     (out, text)
 }
 
-fn install(setup: &Setup, home: &Path, extra: &[&str]) {
+/// `hook install` into `home`'s Claude Code settings; what it said on
+/// stderr.
+fn install(setup: &Setup, home: &Path, extra: &[&str]) -> String {
     let settings = home.join(".claude/settings.json");
     let mut args = vec!["hook", "install", "--write", settings.to_str().unwrap()];
     args.extend_from_slice(extra);
@@ -34,6 +36,7 @@ fn install(setup: &Setup, home: &Path, extra: &[&str]) {
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 #[test]
@@ -136,19 +139,7 @@ fn installing_for_another_config_says_so_and_restarts_the_daemon_when_asked() {
     let setup = Setup::new("");
     let home = tempfile::tempdir().unwrap();
     let daemon = setup.serve_bundled();
-    let settings = home.path().join(".claude/settings.json");
-    let install_with = |extra: &[&str]| {
-        let mut args = vec!["hook", "install", "--write", settings.to_str().unwrap()];
-        args.extend_from_slice(extra);
-        let out = setup
-            .command()
-            .args(&args)
-            .env("PATH", "/usr/bin:/bin")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-        String::from_utf8_lossy(&out.stderr).into_owned()
-    };
+    let install_with = |extra: &[&str]| install(&setup, home.path(), extra);
     let said = install_with(&[]);
     assert!(
         said.contains("serves the bundled default config") && said.contains("--restart-daemon"),
