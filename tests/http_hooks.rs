@@ -63,17 +63,23 @@ fn an_http_hook_is_answered_as_the_command_hook_would() {
 fn an_http_hook_naming_another_config_is_refused() {
     let (setup, port) = with_http(WRITE_ALWAYS);
     let _daemon = common::hooks::KillOnDrop(setup.serve(&[]));
+    // A file the caller may not read says nothing of itself: it is not
+    // read at all (its digest would be a file oracle).
     let other = setup.dir.path().join("other.toml");
     std::fs::write(&other, "").unwrap();
-    for query in [String::new(), format!("?config={}", other.display())] {
+    let empty_sha256 = "e3b0c44298fc";
+    for query in [
+        String::new(),
+        format!("?config={}", other.display()),
+        "?config=/nonexistent/toolgate.toml".to_string(),
+    ] {
         let (status, answer) = post(port, &query, &write_call());
         assert_eq!(status, 200);
         let (verdict, reason) = decision(&answer);
         assert_eq!(verdict, "deny", "{query}: {answer}");
         assert!(reason.contains("the toolgate daemon serves"), "{reason}");
+        assert!(!reason.contains(empty_sha256), "{reason}");
     }
-    let (_, answer) = post(port, "?config=/nonexistent/toolgate.toml", &write_call());
-    assert!(decision(&answer).1.contains("cannot be read"), "{answer}");
 }
 
 #[test]
@@ -111,6 +117,30 @@ fn install_writes_http_hooks_when_the_config_serves_http() {
     assert!(!refused.status.success());
     assert!(
         String::from_utf8_lossy(&refused.stderr).contains("[daemon] http"),
+        "{refused:?}"
+    );
+}
+
+/// A daemon of its own user serves several OS users and decides only over
+/// its socket (where the kernel names the caller), so installing for it
+/// writes command hooks, and HTTP ones are refused with why.
+#[test]
+fn install_for_a_daemon_of_its_own_user_writes_command_hooks() {
+    let (setup, _port) = with_http("");
+    let config = setup.dir.path().join("toolgate.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, text.replace("[daemon]\n", "[daemon]\nuser = \"root\"\n")).unwrap();
+    let out = setup.run(&["hook", "install"], "");
+    assert!(out.status.success(), "{out:?}");
+    let settings: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for event in ["PreToolUse", "PostToolUse", "UserPromptSubmit"] {
+        let handler = &settings["hooks"][event][0]["hooks"][0];
+        assert_eq!(handler["type"], "command", "{event}: {handler}");
+    }
+    let refused = setup.run(&["hook", "install", "--transport", "http"], "");
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("HTTP cannot tell users apart"),
         "{refused:?}"
     );
 }

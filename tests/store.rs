@@ -202,6 +202,37 @@ fn tool_history_excludes_the_current_session_inside_the_query() {
 }
 
 #[test]
+fn tool_history_never_crosses_from_one_tenant_to_another() {
+    for (backend, store, _keep) in
+        common::pg_cluster::every_backend("tool_history_never_crosses_from_one_tenant_to_another")
+    {
+        eprintln!("backend: {backend}");
+        for (n, session) in [
+            "uid:1001/a",
+            "uid:1002/b",
+            "uid:10011/c",
+            "local-session",
+            "uid:1001/d",
+            "uid:x/e",
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            store.append_event(event("s", session, "tool_call", Some("Bash"), n as u64));
+        }
+        store.persist();
+        let seen = |current: &str| -> Vec<String> {
+            let history = store.tool_history("s", "Bash", current, 10, &[]).unwrap();
+            history.into_iter().map(|e| e.session_id).collect()
+        };
+        assert_eq!(seen("uid:1001/now"), ["uid:1001/a", "uid:1001/d"]);
+        assert_eq!(seen("uid:1002/now"), ["uid:1002/b"]);
+        // The operator's sessions see the operator's, not the tenants'.
+        assert_eq!(seen("now"), ["local-session", "uid:x/e"]);
+    }
+}
+
+#[test]
 fn queued_events_are_drained_on_shutdown() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("drain.redb");

@@ -118,16 +118,21 @@ impl Namespace {
     /// The agent's user, made inside the namespace (its `/etc/passwd` is
     /// the overlay's, so the host's never gains it).
     fn agent_user(&self) -> u32 {
-        if let Some(uid) = self.uid_of(AGENT) {
+        self.user(AGENT)
+    }
+
+    /// The user `name`, made inside the namespace if it is not there.
+    fn user(&self, name: &str) -> u32 {
+        if let Some(uid) = self.uid_of(name) {
             return uid;
         }
         let made = self
             .command("useradd")
-            .args(["--no-create-home", "--shell", "/bin/sh", AGENT])
+            .args(["--no-create-home", "--shell", "/bin/sh", name])
             .status()
             .unwrap();
-        assert!(made.success(), "useradd {AGENT}");
-        self.uid_of(AGENT).expect("the agent's user exists")
+        assert!(made.success(), "useradd {name}");
+        self.uid_of(name).expect("the user exists")
     }
 
     /// `program args…` inside the namespace, as root.
@@ -177,9 +182,31 @@ fn daemon_pids() -> Vec<u32> {
         .collect()
 }
 
-fn setup_system(ns: &Namespace, start: bool) {
+/// System mode installed once, the config made to pause every Write and
+/// shell command, installed again (kept as edited) and started; `extra`:
+/// more of `setup system`'s arguments.
+fn start_pausing_writes(ns: &Namespace, extra: &[&str]) {
+    setup_system(ns, false, extra);
+    let edit = ns.sh_as(
+        "root",
+        &format!(
+            "printf '[plugins.lease-gate.config.actions.Write]\\neffects = [\"write-local\"]\\napproval = \"always\"\\n{}' >> {CONFIG}",
+            common::agents::BASH_ALWAYS.replace('\n', "\\n")
+        ),
+    );
+    assert!(edit.status.success(), "{edit:?}");
+    setup_system(ns, true, extra);
+    common::eventually("the daemon to listen", || {
+        ns.sh_as("root", "test -S /run/toolgate/toolgate.sock")
+            .status
+            .success()
+    });
+}
+
+fn setup_system(ns: &Namespace, start: bool, extra: &[&str]) {
     let mut setup = ns.command(BIN);
     setup.args(["setup", "system", "--person", "0", "--bin-dir", BIN_DIR]);
+    setup.args(extra);
     if start {
         setup.arg("--start");
     }
@@ -201,9 +228,20 @@ fn agent_file(path: &Path, text: &str, uid: u32) {
 /// Shell `line` inside the namespace as the agent's user, in `project`,
 /// with only `HOME`, a plain `PATH` and `env`: a real CLI's run, bounded.
 fn run_as_agent(ns: &Namespace, home: &Path, project: &Path, env: &[String], line: &str) -> Output {
+    run_as(ns, AGENT, (home, project), env, line)
+}
+
+/// [`run_as_agent`] as `user`.
+fn run_as(
+    ns: &Namespace,
+    user: &str,
+    (home, project): (&Path, &Path),
+    env: &[String],
+    line: &str,
+) -> Output {
     let ran = ns
         .command("runuser")
-        .args(["-u", AGENT, "--", "env", "-i"])
+        .args(["-u", user, "--", "env", "-i"])
         .arg(format!("HOME={}", home.display()))
         .arg("PATH=/usr/bin:/bin")
         .args(env)
@@ -240,6 +278,18 @@ fn agent_dir(root: &Path, name: &str, uid: u32) -> PathBuf {
 fn claude_as_agent(
     ns: &Namespace,
     claude: &Path,
+    dirs: (&Path, &Path),
+    api: &MessagesApi,
+    prompt: &str,
+    flags_and_env: (&str, &[String]),
+) -> Output {
+    claude_as(ns, (AGENT, claude), dirs, api, prompt, flags_and_env)
+}
+
+/// [`claude_as_agent`] as `user`.
+fn claude_as(
+    ns: &Namespace,
+    (user, claude): (&str, &Path),
     (home, project): (&Path, &Path),
     api: &MessagesApi,
     prompt: &str,
@@ -260,7 +310,44 @@ fn claude_as_agent(
          --model claude-sonnet-4-5 --permission-mode bypassPermissions {flags}",
         claude.display()
     );
-    run_as_agent(ns, home, project, &all, &line)
+    run_as(ns, user, (home, project), &all, &line)
+}
+
+/// The pending gates, as root (the person) lists them.
+fn gates_as_root(ns: &Namespace) -> Vec<Value> {
+    let listed = ns
+        .command(&format!("{BIN_DIR}/toolgate"))
+        .args(["--config", CONFIG, "gates", "list"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// The person, root at a terminal of their own, approves `request_id`;
+/// what `gates resolve` said if it failed.
+fn approve_as_person(ns: &Namespace, request_id: &str) -> Result<(), String> {
+    let resolve = format!(
+        "nsenter -t {} -m -- {BIN_DIR}/toolgate --config {CONFIG} gates resolve --request-id {request_id} --decision approve",
+        ns.holder.id()
+    );
+    let mut person = Command::new("script")
+        .args(["-q", "-e", "-c", &resolve, "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut typed = person.stdin.take().unwrap();
+    typed.write_all(b"yes\n").unwrap();
+    let approved = person.wait_with_output().unwrap();
+    drop(typed);
+    match approved.status.success() {
+        true => Ok(()),
+        false => Err(String::from_utf8_lossy(&approved.stdout).into_owned()),
+    }
 }
 
 fn write_turns(target: &Path) -> MessagesApi {
@@ -291,8 +378,13 @@ fn write_result(api: &MessagesApi) -> Option<(bool, String)> {
         })
 }
 
+/// The tests here each run a system daemon, found by its command line:
+/// one at a time.
+static ONE_SYSTEM: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_approves() {
+    let _one = ONE_SYSTEM.lock().unwrap_or_else(|p| p.into_inner());
     assert_eq!(
         toolgate_wire::peer::own_uid(),
         0,
@@ -316,24 +408,7 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
     let ns = Namespace::new(&prefix);
     let agent_uid = ns.agent_user();
 
-    // Installed once, the config made to pause every Write and shell
-    // command, installed again
-    // (kept as edited) and started.
-    setup_system(&ns, false);
-    let edit = ns.sh_as(
-        "root",
-        &format!(
-            "printf '[plugins.lease-gate.config.actions.Write]\\neffects = [\"write-local\"]\\napproval = \"always\"\\n{}' >> {CONFIG}",
-            common::agents::BASH_ALWAYS.replace('\n', "\\n")
-        ),
-    );
-    assert!(edit.status.success(), "{edit:?}");
-    setup_system(&ns, true);
-    common::eventually("the daemon to listen", || {
-        ns.sh_as("root", "test -S /run/toolgate/toolgate.sock")
-            .status
-            .success()
-    });
+    start_pausing_writes(&ns, &[]);
     let daemons = daemon_pids();
     assert_eq!(daemons.len(), 1, "{daemons:?}");
     let status = std::fs::read_to_string(format!("/proc/{}/status", daemons[0])).unwrap();
@@ -436,37 +511,9 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
     assert!(!target.exists());
 
     // The person, root at a terminal of their own, approves.
-    let listed = ns
-        .command(&format!("{BIN_DIR}/toolgate"))
-        .args(["--config", CONFIG, "gates", "list"])
-        .output()
-        .unwrap();
-    let gates: Vec<Value> = String::from_utf8_lossy(&listed.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
-    assert_eq!(gates.len(), 1, "{listed:?}");
-    let request_id = gates[0]["request_id"].as_str().unwrap();
-    let resolve = format!(
-        "nsenter -t {} -m -- {BIN_DIR}/toolgate --config {CONFIG} gates resolve --request-id {request_id} --decision approve",
-        ns.holder.id()
-    );
-    let mut person = Command::new("script")
-        .args(["-q", "-e", "-c", &resolve, "/dev/null"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut typed = person.stdin.take().unwrap();
-    typed.write_all(b"yes\n").unwrap();
-    let approved = person.wait_with_output().unwrap();
-    drop(typed);
-    assert!(
-        approved.status.success(),
-        "{}",
-        String::from_utf8_lossy(&approved.stdout)
-    );
+    let gates = gates_as_root(&ns);
+    assert_eq!(gates.len(), 1, "{gates:?}");
+    approve_as_person(&ns, gates[0]["request_id"].as_str().unwrap()).unwrap();
 
     // The agent's retry, in the same session, runs.
     let session = String::from_utf8_lossy(&first.stdout)
@@ -737,4 +784,277 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
     }
     let (code, said) = doctor();
     assert_eq!(code, Some(0), "every change undone: {said}");
+}
+
+/// `… SOCKET REQUEST`: one request over a Unix socket; its answer line.
+const ASK_SOCKET: &str = "import socket, sys\ns = socket.socket(socket.AF_UNIX)\ns.connect(sys.argv[1])\ns.sendall(sys.argv[2].encode() + b'\\n')\nprint(s.makefile().readline(), end='')";
+/// `… URL BODY`: one HTTP POST; its status and body.
+const ASK_HTTP: &str = "import sys, urllib.request, urllib.error\ntry:\n    r = urllib.request.urlopen(urllib.request.Request(sys.argv[1], data=sys.argv[2].encode()))\n    print(r.status, r.read().decode())\nexcept urllib.error.HTTPError as e:\n    print(e.code, e.read().decode())";
+
+/// What the daemon answers `user` for `request` over its socket.
+fn ask_as(ns: &Namespace, user: &str, request: &Value) -> String {
+    let out = ns
+        .command("runuser")
+        .args(["-u", user, "--", "python3", "-c", ASK_SOCKET])
+        .arg("/run/toolgate/toolgate.sock")
+        .arg(request.to_string())
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+}
+
+/// What the daemon's HTTP server answers `user` for a POST of `body`.
+fn post_as(ns: &Namespace, user: &str, url: &str, body: &Value) -> String {
+    let out = ns
+        .command("runuser")
+        .args(["-u", user, "--", "python3", "-c", ASK_HTTP, url])
+        .arg(body.to_string())
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+}
+
+/// A Claude Code hook event over the socket's `hook` op.
+fn hook_op(event: Value) -> Value {
+    json!({"op": "hook", "runtime": "claude-code", "event": event.to_string()})
+}
+
+#[test]
+fn in_system_mode_one_agent_user_can_neither_see_nor_touch_anothers_calls() {
+    let _one = ONE_SYSTEM.lock().unwrap_or_else(|p| p.into_inner());
+    assert_eq!(
+        toolgate_wire::peer::own_uid(),
+        0,
+        "the system-mode test creates users and mounts: run the suite as root (CI does)"
+    );
+    let modules = common::npm::node_modules(&[(CLAUDE_CODE, ".bin/claude")])
+        .expect("Claude Code installs from npm: ./.ci/setup");
+    let prefix = std::fs::canonicalize(common::npm::prefix()).unwrap();
+    let real = std::fs::canonicalize(modules.join(".bin/claude")).unwrap();
+    let claude = Path::new(CLIENTS).join(real.strip_prefix(&prefix).unwrap());
+    let ns = Namespace::new(&prefix);
+    let (a, b) = ("tgagent-a", "tgagent-b");
+    ns.user(a);
+    let b_uid = ns.user(b);
+    let port = common::free_port();
+    let http = format!("127.0.0.1:{port}");
+    start_pausing_writes(&ns, &["--http", &http]);
+
+    // agent-b's real Claude Code: its Write is put to the person.
+    let root_dir = tempfile::Builder::new()
+        .prefix("toolgate-tenants-")
+        .tempdir()
+        .unwrap();
+    let root = root_dir.path().to_path_buf();
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let home = agent_dir(&root, "home-b", b_uid);
+    agent_dir(&home, ".claude", b_uid);
+    let project = agent_dir(&root, "project-b", b_uid);
+    let target = project.join("b.txt");
+    let api = write_turns(&target);
+    let first = claude_as(
+        &ns,
+        (b, &claude),
+        (&home, &project),
+        &api,
+        "Write b.txt.",
+        ("", &[]),
+    );
+    let (is_error, reason) = write_result(&api).unwrap_or_else(|| {
+        panic!(
+            "no Write result: {}",
+            String::from_utf8_lossy(&first.stdout)
+        )
+    });
+    assert!(is_error && reason.contains("Allow `Write`?"), "{reason}");
+    let session = String::from_utf8_lossy(&first.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find_map(|event| event["session_id"].as_str().map(str::to_string))
+        .expect("Claude Code names its session");
+    let gates = gates_as_root(&ns);
+    assert_eq!(gates.len(), 1, "{gates:?}");
+    let gate = gates[0].clone();
+    let stored_session = gate["session_id"].as_str().unwrap().to_string();
+    let turn = || {
+        ask_as(
+            &ns,
+            "root",
+            &json!({"op": "turn", "session": stored_session}),
+        )
+    };
+    let turn_before = turn();
+
+    // agent-a, over the socket and over HTTP, with everything it can learn
+    // or guess of agent-b's call (its session id, its call id, its file).
+    let b_write = json!({"file_path": target.display().to_string(), "content": "written\n"});
+    let event = |name: &str, extra: Value| {
+        let mut event = json!({
+            "session_id": session,
+            "transcript_path": "",
+            "cwd": project.display().to_string(),
+            "permission_mode": "bypassPermissions",
+            "hook_event_name": name,
+            "tool_name": "Write",
+            "tool_input": b_write,
+            "tool_use_id": "toolu_write",
+        });
+        event
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        event
+    };
+    // A file only the daemon's user may read, shaped as a transcript whose
+    // newest turn carried 912345 tokens (context-cost would quote it).
+    let secret = "/var/lib/toolgate/secret-transcript.jsonl";
+    let line = json!({"type": "assistant", "message": {"role": "assistant", "usage": {"input_tokens": 912345}}});
+    let wrote = ns.sh_as(
+        "root",
+        &format!(
+            "printf '%s\\n' '{line}' > {secret} && chown toolgate {secret} && chmod 600 {secret}"
+        ),
+    );
+    assert!(wrote.status.success(), "{wrote:?}");
+    let key_digest = ns.sh_as("root", "sha256sum /var/lib/toolgate/cache/cache.key");
+    let key_digest = String::from_utf8_lossy(&key_digest.stdout)[..12].to_string();
+
+    let mut broken = Vec::new();
+    let mut check = |what: &str, answer: String, leaked: &[&str]| {
+        if let Some(secret) = leaked.iter().find(|s| answer.contains(**s)) {
+            broken.push(format!("{what}: answered `{secret}`: {answer}"));
+        }
+    };
+    let request_id = gate["request_id"].as_str().unwrap();
+    let b_marks = [session.as_str(), request_id, "b.txt"];
+    check("gates", ask_as(&ns, a, &json!({"op": "gates"})), &b_marks);
+    check(
+        "log",
+        ask_as(&ns, a, &json!({"op": "log", "filter": {}, "limit": 100})),
+        &b_marks,
+    );
+    check(
+        "events",
+        ask_as(&ns, a, &json!({"op": "events", "limit": 100})),
+        &b_marks,
+    );
+    check(
+        "store stats",
+        ask_as(&ns, a, &json!({"op": "store_stats"})),
+        &["Write"],
+    );
+    let rpc = format!("http://{http}/v1/rpc");
+    check(
+        "HTTP gates",
+        post_as(&ns, a, &rpc, &json!({"op": "gates"})),
+        &b_marks,
+    );
+    check(
+        "HTTP log",
+        post_as(
+            &ns,
+            a,
+            &rpc,
+            &json!({"op": "log", "filter": {}, "limit": 100}),
+        ),
+        &b_marks,
+    );
+    let hook_url = format!("http://{http}/v1/hooks/claude-code");
+    let oracle = format!("{hook_url}?config=/var/lib/toolgate/cache/cache.key");
+    check(
+        "config oracle",
+        post_as(&ns, a, &oracle, &event("PreToolUse", json!({}))),
+        &[&key_digest],
+    );
+    let peek = event(
+        "PreToolUse",
+        json!({"transcript_path": secret, "agent_id": "sub", "tool_name": "Read", "tool_input": {"file_path": "/etc/hostname"}}),
+    );
+    check(
+        "transcript",
+        ask_as(&ns, a, &hook_op(peek.clone())),
+        &["912345"],
+    );
+    check(
+        "HTTP transcript",
+        post_as(&ns, a, &hook_url, &peek),
+        &["912345"],
+    );
+    // What would close, replace or advance agent-b's gate and turn.
+    for (what, request) in [
+        (
+            "forged PostToolUse",
+            hook_op(event(
+                "PostToolUse",
+                json!({"tool_response": {"success": true}}),
+            )),
+        ),
+        (
+            "forged decline",
+            json!({"op": "observe", "outcome": "denied", "request": {
+            "tool": "Write", "arguments": b_write, "session_id": session, "call_id": "toolu_write"}}),
+        ),
+        (
+            "another call in its session",
+            hook_op(event(
+                "PreToolUse",
+                json!({
+            "tool_input": {"file_path": project.join("a.txt").display().to_string(), "content": "a\n"},
+            "tool_use_id": "toolu_other"}),
+            )),
+        ),
+        (
+            "its next turn",
+            json!({"op": "next_turn", "session": session}),
+        ),
+        (
+            "its next turn, stored",
+            json!({"op": "next_turn", "session": stored_session}),
+        ),
+        (
+            "a prompt in its session",
+            hook_op(
+                json!({"session_id": session, "hook_event_name": "UserPromptSubmit", "prompt": "go"}),
+            ),
+        ),
+    ] {
+        ask_as(&ns, a, &request);
+        post_as(&ns, a, &format!("http://{http}/v1/rpc"), &request);
+        let now = gates_as_root(&ns);
+        if now.iter().find(|g| g["request_id"] == gate["request_id"]) != Some(&gate) {
+            broken.push(format!("{what} changed agent-b's gate: {now:?}"));
+        }
+        if turn() != turn_before {
+            broken.push(format!("{what} advanced agent-b's turn: {}", turn()));
+        }
+    }
+
+    // The person approves agent-b's call; agent-a, naming agent-b's session
+    // and call, cannot take the approval.
+    if let Err(said) = approve_as_person(&ns, request_id) {
+        broken.push(format!(
+            "the person could not approve agent-b's call: {said}"
+        ));
+    }
+    let taken = ask_as(&ns, a, &hook_op(event("PreToolUse", json!({}))));
+    if !taken.contains("Allow `Write`?") {
+        broken.push(format!("agent-a's copy of the approved call: {taken}"));
+    }
+    assert!(broken.is_empty(), "{}", broken.join("\n"));
+
+    // agent-b's retry, in its session, runs.
+    let api = write_turns(&target);
+    let second = claude_as(
+        &ns,
+        (b, &claude),
+        (&home, &project),
+        &api,
+        "Write b.txt.",
+        (&format!("--resume {session}"), &[]),
+    );
+    assert!(
+        target.exists(),
+        "agent-b's approved Write ran: {}",
+        String::from_utf8_lossy(&second.stdout)
+    );
 }

@@ -241,9 +241,10 @@ pub struct DaemonConfig {
     #[serde(default)]
     pub socket: Option<PathBuf>,
     /// The socket's permissions (default `0o600`: the daemon's user only).
-    /// System mode uses `0o666`: any user may ask for decisions, while
-    /// resolving a pause or running an admin command is still authorized
-    /// per connection (`[approvals]`).
+    /// System mode uses `0o666`: any user may ask for decisions, each a
+    /// tenant of its own (see [`crate::tenant`]), while resolving a pause
+    /// or running an admin command is still authorized per connection
+    /// (`[approvals]`).
     #[serde(default = "default_socket_mode")]
     pub socket_mode: u32,
     /// Socket connections one OS user (by `SO_PEERCRED`) may hold open at

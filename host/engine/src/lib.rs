@@ -51,6 +51,7 @@ pub mod signing;
 mod source_lines;
 pub mod standing;
 pub mod store;
+pub mod tenant;
 mod tool_filter;
 mod transcript;
 mod watch;

@@ -241,7 +241,10 @@ impl Plugin {
             &self.limits,
             store,
             self.config.clone(),
-            request.and_then(|r| r.transcript_path.clone()),
+            request.and_then(|r| {
+                let owner = crate::tenant::owner_of_user(&r.user_id);
+                r.transcript_path.clone().map(|path| (path, owner))
+            }),
             transcript_cap,
         );
         if let Some(mut sandbox) = warm {

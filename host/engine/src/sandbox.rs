@@ -269,8 +269,9 @@ pub(crate) struct CallContext {
     pub config: Arc<[(String, String)]>,
     /// Byte cap on the policy's state namespace.
     pub state_quota: u64,
-    /// The transcript the runtime named for this call, if any.
-    pub transcript: Option<PathBuf>,
+    /// The transcript the runtime named for this call, if any, and the
+    /// user who must own it (a tenant's call: see [`crate::transcript`]).
+    pub transcript: Option<(PathBuf, Option<u32>)>,
     /// Host cap on one transcript-tail read.
     pub transcript_cap: u32,
     /// Lines the policy logged in this evaluation (`level: message`).
@@ -297,7 +298,7 @@ impl CallContext {
         limits: &Limits,
         store: &Arc<Store>,
         config: Arc<[(String, String)]>,
-        transcript: Option<PathBuf>,
+        transcript: Option<(PathBuf, Option<u32>)>,
         transcript_cap: u32,
     ) -> Self {
         Self {

@@ -138,9 +138,9 @@ impl Daemon {
         };
         let config = match form_value(&query, "config") {
             None => ConfigIdentity::Bundled,
-            Some(path) => match ConfigIdentity::read(std::path::Path::new(&path)) {
+            Some(path) => match self.named_config(&path) {
                 Ok(identity) => identity,
-                Err(err) => return failed(&format!("its config {path} cannot be read: {err}")),
+                Err(why) => return failed(&why),
             },
         };
         let request = DaemonRequest::Hook {
@@ -155,6 +155,28 @@ impl Daemon {
             Ok(serde_json::Value::String(output)) => hook_response(output),
             Ok(_) => failed("the daemon gave no answer"),
             Err(err) => failed(&err.to_string()),
+        }
+    }
+}
+
+impl Daemon {
+    /// The identity of the config a hook's URL names, read only if it is
+    /// the file this daemon serves: another path is refused unread, so the
+    /// URL is no oracle for files the daemon may read and the caller may
+    /// not (the refusal would quote their digest).
+    fn named_config(&self, path: &str) -> Result<ConfigIdentity, String> {
+        let serving = self.host.with_config(|c| c.identity.clone());
+        match &serving {
+            None => Ok(ConfigIdentity::Bundled), // a config given as text
+            Some(ConfigIdentity::File { path: served, .. }) if served == path => {
+                ConfigIdentity::read(std::path::Path::new(path))
+                    .map_err(|err| format!("its config {path} cannot be read: {err}"))
+            }
+            Some(serving) => Err(crate::Error::ConfigMismatch {
+                serving: serving.describe(),
+                named: path.to_string(),
+            }
+            .to_string()),
         }
     }
 }

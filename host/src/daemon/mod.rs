@@ -36,6 +36,7 @@ use crate::decision::{Decision, Outcome, Verdict};
 use crate::gates::{GateKey, GateResolution};
 use crate::metrics::Metrics;
 use crate::notify::Notifier;
+use crate::tenant::Tenant;
 use crate::{Config, ToolRequest, Toolgate};
 use crate::{Error, Result};
 
@@ -231,6 +232,8 @@ impl Daemon {
     /// admin commands and reloads only by such a person (see [`peer`]).
     pub fn handle_from(&self, request: DaemonRequest, caller: Caller) -> Result<Value> {
         let remote = self.admit(&request, caller)?;
+        let tenant = self.tenant_of(caller);
+        let request = tenant.confine_request(request)?;
         let host = &self.host;
         let durable = Durable::before_answering(&request);
         let value = match request {
@@ -239,7 +242,7 @@ impl Daemon {
                 event,
                 on_error,
                 config,
-            } => self.answer_hook(runtime, &event, on_error, config.as_ref()),
+            } => self.answer_hook((runtime, tenant), &event, on_error, config.as_ref()),
             DaemonRequest::Evaluate { request } => {
                 let decision = host.evaluate(&request)?;
                 self.decided(&decision);
@@ -279,7 +282,11 @@ impl Daemon {
                 // channel may resolve a gate raised from any channel.
                 to_json(self.resolve(&key, &request_id, &channel, resolution, remote, by)?)
             }
-            DaemonRequest::Gates { user } => to_json(host.gates(user.as_deref())?),
+            DaemonRequest::Gates { user } => {
+                let mut gates = host.gates(user.as_deref())?;
+                gates.retain(|gate| tenant.sees_user(&gate.user_id));
+                to_json(gates)
+            }
             DaemonRequest::Command { plugin, name, args } => {
                 let args = if args.is_null() { json!({}) } else { args };
                 let answer = host.command(&plugin, &name, &args.to_string())?;
@@ -350,7 +357,7 @@ impl Daemon {
     /// for another config (`config`) is refused with the failure answer.
     fn answer_hook(
         &self,
-        runtime: HookRuntime,
+        (runtime, tenant): (HookRuntime, Tenant),
         event: &str,
         on_error: crate::hooks::OnError,
         config: Option<&ConfigIdentity>,
@@ -361,7 +368,7 @@ impl Daemon {
             let answer = runtime.failure_answer(on_error, &refusal.to_string());
             return Value::String(answer.to_string());
         }
-        let handled = crate::hooks::handle(&self.host, runtime, event, on_error);
+        let handled = crate::hooks::handle_as(&self.host, tenant, runtime, event, on_error);
         if let Some(decision) = &handled.decision {
             self.decided(decision);
         }
@@ -484,6 +491,31 @@ impl Daemon {
         self.metrics.render(in_flight, self.host.dropped_events())
     }
 
+    /// Whether OS users other than the daemon's own may connect (system
+    /// mode, or a socket opened to others): then each is a tenant of its
+    /// own, and a caller the kernel cannot name (HTTP) gets no decisions.
+    fn serves_many_users(&self) -> bool {
+        self.socket_mode & 0o077 != 0 || self.host.with_config(|c| c.daemon.user.is_some())
+    }
+
+    /// Whose requests `caller` makes (see [`crate::tenant`]): by the
+    /// kernel's word on a socket's peer. A caller without one was admitted
+    /// only where the daemon serves one user, or for what is the same for
+    /// everyone (see [`Self::admit`]).
+    fn tenant_of(&self, caller: Caller) -> Tenant {
+        match caller {
+            Caller::Socket(Some(peer)) => {
+                let persons = self.host.with_config(|c| c.approvals.terminal_uids.clone());
+                let operators: Vec<u32> = persons
+                    .into_iter()
+                    .chain([toolgate_wire::peer::own_uid()])
+                    .collect();
+                Tenant::of_uid(peer.uid, &operators)
+            }
+            Caller::InProcess | Caller::Socket(None) | Caller::Http => Tenant::Operator,
+        }
+    }
+
     /// Check who may make `request` (see [`peer`]); whether it came from
     /// outside this process.
     fn admit(&self, request: &DaemonRequest, caller: Caller) -> Result<bool> {
@@ -492,6 +524,15 @@ impl Daemon {
             Caller::InProcess | Caller::Http => None,
         };
         let remote = !matches!(caller, Caller::InProcess);
+        let unnamed = matches!(caller, Caller::Http | Caller::Socket(None));
+        if unnamed && self.serves_many_users() && !crate::tenant::needs_no_tenant(request) {
+            return Err(Error::Unauthorized(
+                "this daemon serves several OS users, and only its socket says which one asks \
+                 (the kernel's SO_PEERCRED): HTTP cannot. Decide over the socket (`toolgate \
+                 hook`, the installed hooks), or resolve with a channel's token"
+                    .into(),
+            ));
+        }
         let approvals = || self.host.config().approvals;
         let terminals = self.host.agent_terminals();
         match request {

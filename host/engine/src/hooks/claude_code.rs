@@ -523,10 +523,11 @@ pub fn declined_in_prompt(gate: &PendingGate) -> bool {
     let Some(path) = gate.transcript_path.as_deref() else {
         return false;
     };
+    let owner = crate::tenant::owner_of_user(&gate.user_id);
     if gate.call_id.is_empty() {
         return false;
     }
-    let tail = match crate::transcript::read_tail(path, DECLINE_SEARCH_BYTES) {
+    let tail = match crate::transcript::read_tail(path, DECLINE_SEARCH_BYTES, owner) {
         Ok(tail) => tail,
         Err(err) => {
             tracing::debug!(path = %path.display(), error = %err, "transcript unreadable");

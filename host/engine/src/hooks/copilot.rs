@@ -444,7 +444,8 @@ pub fn declined_in_prompt(gate: &PendingGate) -> bool {
     let Some(path) = gate.transcript_path.as_deref() else {
         return false;
     };
-    let Ok(tail) = crate::transcript::read_tail(path, DECLINE_SEARCH_BYTES) else {
+    let owner = crate::tenant::owner_of_user(&gate.user_id);
+    let Ok(tail) = crate::transcript::read_tail(path, DECLINE_SEARCH_BYTES, owner) else {
         return false;
     };
     let quoted = format!("--request-id {}`", gate.request_id);

@@ -29,6 +29,7 @@ use crate::decision::{Decision, Outcome, Verdict};
 use crate::error::{Error, Result};
 use crate::gates::{GateKey, PendingGate};
 use crate::request::{DEFAULT_USER_ID, ToolRequest};
+use crate::tenant::Tenant;
 pub use toolgate_wire::protocol::{HookRuntime, OnError};
 
 /// The adapter of `runtime`: the one place a runtime is matched.
@@ -444,6 +445,17 @@ impl Event {
         }
     }
 
+    /// This event as `tenant`'s: its session, and the call it carries.
+    pub fn confine(&mut self, tenant: Tenant) {
+        self.session = tenant.session(&self.session);
+        match &mut self.kind {
+            EventKind::Decide { request, .. } | EventKind::Ran { request, .. } => {
+                tenant.confine(request)
+            }
+            EventKind::Nothing | EventKind::NewTurn => {}
+        }
+    }
+
     /// What answering this event needs.
     pub fn needs(&self) -> Needs {
         match self.kind {
@@ -476,11 +488,24 @@ pub struct Handled {
     pub decision: Option<Decision>,
 }
 
-/// Handle one event of `runtime` end to end. Never fails: an error becomes
-/// the runtime's failure answer for `on_error`.
+/// Handle one event of `runtime` end to end, as the operator's (see
+/// [`handle_as`]). Never fails: an error becomes the runtime's failure
+/// answer for `on_error`.
 pub fn handle(host: &Toolgate, runtime: HookRuntime, input: &str, on_error: OnError) -> Handled {
+    handle_as(host, Tenant::Operator, runtime, input, on_error)
+}
+
+/// [`handle`] for `tenant`: the event's session and call made its own.
+pub fn handle_as(
+    host: &Toolgate,
+    tenant: Tenant,
+    runtime: HookRuntime,
+    input: &str,
+    on_error: OnError,
+) -> Handled {
     let mut decision = None;
-    let output = drive(host, adapter(runtime), input, &mut decision).unwrap_or_else(|err| {
+    let adapter = adapter(runtime);
+    let output = drive(host, (adapter, tenant), input, &mut decision).unwrap_or_else(|err| {
         let why = err.report();
         tracing::error!(error = %why, "hook failed; answering with the fail mode");
         runtime.failure_answer(on_error, &why)
@@ -494,11 +519,12 @@ pub fn handle(host: &Toolgate, runtime: HookRuntime, input: &str, on_error: OnEr
 /// The walk every event takes: parse, then turn, decision or outcome.
 fn drive(
     host: &Toolgate,
-    adapter: &dyn Adapter,
+    (adapter, tenant): (&dyn Adapter, Tenant),
     input: &str,
     decided: &mut Option<Decision>,
 ) -> Result<Value> {
-    let event = adapter.parse(input)?;
+    let mut event = adapter.parse(input)?;
+    event.confine(tenant);
     let prompt = event.prompt.as_deref();
     if let (Some(declined), Needs::Store | Needs::Policies) =
         (adapter.decline_detector(), event.needs())
@@ -506,7 +532,7 @@ fn drive(
         // A call the person declined in the prompt ends its gate now at
         // the latest (a daemon ends it within a second).
         let key = GateKey {
-            user_id: DEFAULT_USER_ID.into(),
+            user_id: tenant.user_id().unwrap_or_else(|| DEFAULT_USER_ID.into()),
             thread_id: event.session.clone(),
         };
         host.end_declined_gates(Some(&key), declined)?;

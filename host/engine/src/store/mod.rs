@@ -130,8 +130,10 @@ pub trait EventStore {
         exclude_kinds: &[String],
     ) -> Result<Vec<StoredEvent>>;
     /// The newest `limit` events for `tool` from sessions other than
-    /// `exclude_session`, oldest first. The session is excluded while
-    /// scanning, before the limit applies.
+    /// `exclude_session`, oldest first, of the same tenant only (see
+    /// [`crate::tenant::of_session`]): one OS user's calls never reach the
+    /// judgment of another's. Sessions are left out while scanning, before
+    /// the limit applies.
     fn tool_history(
         &self,
         policy: &str,

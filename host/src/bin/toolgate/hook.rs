@@ -314,8 +314,16 @@ pub fn settings(
         .context("a path holds a NUL byte and cannot go in a shell command")?;
     let command = fail_closed(&command);
     let adapter = hooks::adapter(runtime);
+    // A daemon of its own user serves several OS users, and only its socket
+    // says which one asks: HTTP hooks would be refused.
+    let system_mode = ctx.config.daemon.user.is_some();
     let http = match (transport, adapter.has_http_hooks(), ctx.config.daemon.http) {
         (Transport::Command, ..) => None,
+        (Transport::Http, ..) if system_mode => anyhow::bail!(
+            "in system mode hooks reach the daemon over its socket, where the kernel names the \
+             calling user; HTTP cannot tell users apart (install with --transport command)"
+        ),
+        (Transport::Auto, ..) if system_mode => None,
         (Transport::Http, true, Some(address)) => Some(address),
         (Transport::Http, true, None) => anyhow::bail!(
             "HTTP hooks need the daemon to serve HTTP: set [daemon] http = \"127.0.0.1:7878\" \

@@ -578,12 +578,14 @@ impl EventStore for RedbStore {
         let range = index
             .range((policy, tool, 0)..=(policy, tool, u64::MAX))
             .map_err(|e| self.error(e))?;
+        let tenant = crate::tenant::of_session(exclude_session);
         for entry in range.rev() {
             if found.len() >= limit {
                 break;
             }
             let (key, session) = entry.map_err(|e| self.error(e))?;
-            if session.value() == exclude_session {
+            let session = session.value();
+            if session == exclude_session || crate::tenant::of_session(session) != tenant {
                 continue;
             }
             if let Some(event) = self.load_event(&events, key.value().2)?

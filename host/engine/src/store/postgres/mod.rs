@@ -537,13 +537,16 @@ impl EventStore for PostgresStore {
         let rows = client
             .query(
                 "SELECT seq, body FROM events WHERE policy = $1 AND tool = $2 \
-                 AND session_id <> $3 AND NOT (kind = ANY($4)) ORDER BY seq DESC LIMIT $5",
+                 AND session_id <> $3 AND NOT (kind = ANY($4)) \
+                 AND COALESCE(substring(session_id from '^uid:[0-9]+/'), '') = $6 \
+                 ORDER BY seq DESC LIMIT $5",
                 &[
                     &policy,
                     &tool,
                     &exclude_session,
                     &exclude_kinds,
                     &(limit as i64),
+                    &crate::tenant::of_session(exclude_session),
                 ],
             )
             .map_err(|e| self.pool.error(e))?;
