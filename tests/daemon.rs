@@ -5,10 +5,11 @@
 mod common;
 
 use std::io::Write as _;
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use common::hooks::{BIN, Setup, event, parse_answer, permission, signal};
+use common::hooks::{BIN, KillOnDrop, Setup, event, parse_answer, permission, signal};
 use serde_json::{Value, json};
 use toolgate::ErrorKind;
 use toolgate::daemon::{Client, DaemonRequest, HookRuntime};
@@ -515,6 +516,79 @@ fn past_max_in_flight_the_daemon_answers_busy() {
     assert!(
         !decided["policies"][0]["failure"].is_null(),
         "the looping policy hit its deadline: {decided}"
+    );
+}
+
+/// `… SOCKET REQUEST`: one request line over a Unix socket; its answer.
+const ASK_SOCKET: &str = "import socket, sys\ns = socket.socket(socket.AF_UNIX)\ns.connect(sys.argv[1])\ns.sendall(sys.argv[2].encode() + b'\\n')\nprint(s.makefile().readline(), end='')";
+
+/// One OS user's slow calls cannot take every in-flight slot (system mode's
+/// fair share): another user's call is decided, not answered `busy`.
+#[test]
+fn one_users_slow_calls_leave_a_slot_for_another_user() {
+    use std::os::unix::process::CommandExt as _;
+    assert_eq!(
+        toolgate_wire::peer::own_uid(),
+        0,
+        "this test asks as two other OS users: run the suite as root (CI does)"
+    );
+    let hostile = format!(
+        "[daemon]\nmax_in_flight = 4\nsocket_mode = 0o666\n[plugins.hostile]\npath = {:?}\npriority = 1\n[plugins.hostile.config]\nattack = \"loop\"\n[plugins.hostile.limits]\ndeadline_ms = 3000\n",
+        common::guest("hostile-policy").display().to_string()
+    );
+    let setup = Setup::new(&hostile);
+    let open = std::fs::Permissions::from_mode(0o755);
+    std::fs::set_permissions(setup.dir.path(), open).unwrap();
+    let _daemon = KillOnDrop(setup.serve(&[]));
+    let socket = setup.socket();
+    let ask_as = |uid: u32, tool: &str| {
+        let request = json!({"op": "evaluate", "request": {"tool": tool, "session_id": "s"}});
+        Command::new("python3")
+            .args(["-c", ASK_SOCKET])
+            .arg(&socket)
+            .arg(request.to_string())
+            .uid(uid)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3 runs")
+    };
+    // The first user asks four slow calls at once: as many as there are
+    // slots. Each either runs or is answered `busy`.
+    let mut flood: Vec<_> = (0..4).map(|_| ask_as(60_001, "attack")).collect();
+    let client = Client::new(&socket);
+    common::eventually_showing("the first user's calls to run or be refused", || {
+        let metrics = client.call(&DaemonRequest::Metrics).unwrap();
+        let metrics = metrics.as_str().unwrap();
+        let running: usize = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("toolgate_requests_in_flight "))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        let mut refused = 0;
+        for child in &mut flood {
+            refused += usize::from(matches!(child.try_wait(), Ok(Some(_))));
+        }
+        (
+            running + refused == 4,
+            format!("{running} running, {refused} refused"),
+        )
+    });
+    let other = ask_as(60_002, "Read").wait_with_output().unwrap();
+    let answer: Value = serde_json::from_slice(&other.stdout).unwrap();
+    assert_eq!(answer["ok"], true, "the other user's call: {answer}");
+    assert_eq!(
+        answer["result"]["policies"][0]["name"], "hostile",
+        "{answer}"
+    );
+    let refused: Vec<Value> = flood
+        .into_iter()
+        .map(|c| serde_json::from_slice(&c.wait_with_output().unwrap().stdout).unwrap())
+        .filter(|a: &Value| a["ok"] == false)
+        .collect();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert!(
+        refused[0].to_string().contains("kept for other users"),
+        "{refused:?}"
     );
 }
 

@@ -129,7 +129,11 @@ fn install_for_a_daemon_of_its_own_user_writes_command_hooks() {
     let (setup, _port) = with_http("");
     let config = setup.dir.path().join("toolgate.toml");
     let text = std::fs::read_to_string(&config).unwrap();
-    std::fs::write(&config, text.replace("[daemon]\n", "[daemon]\nuser = \"root\"\n")).unwrap();
+    std::fs::write(
+        &config,
+        text.replace("[daemon]\n", "[daemon]\nuser = \"root\"\n"),
+    )
+    .unwrap();
     let out = setup.run(&["hook", "install"], "");
     assert!(out.status.success(), "{out:?}");
     let settings: Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -224,7 +224,8 @@ fn default_notify_attempts() -> u32 {
 #[serde(deny_unknown_fields)]
 pub struct DaemonConfig {
     /// Requests handled at once; past it a request is answered `busy` at
-    /// once (clients retry briefly) rather than queued on a new thread.
+    /// once (clients retry briefly) rather than queued on a new thread. One
+    /// OS user's share is bounded too (see the daemon's `share` module).
     #[serde(default = "default_max_in_flight")]
     pub max_in_flight: std::num::NonZeroU32,
     /// Exit after this many seconds without a request (0 = never); the next

@@ -21,6 +21,7 @@ pub mod inbox;
 pub mod launch;
 pub mod peer;
 pub mod protocol;
+mod share;
 mod socket;
 
 use std::net::SocketAddr;
@@ -78,8 +79,8 @@ impl Default for DaemonOptions {
 pub struct Daemon {
     host: Arc<Toolgate>,
     metrics: Metrics,
-    in_flight: Arc<tokio::sync::Semaphore>,
-    max_in_flight: usize,
+    /// The requests running policies, per OS user too.
+    in_flight: share::InFlight,
     idle_exit: Option<Duration>,
     /// When the last request arrived (ms since the epoch).
     last_request_ms: AtomicU64,
@@ -103,7 +104,9 @@ pub struct Daemon {
     /// Serving ended for that reason.
     must_restart: std::sync::atomic::AtomicBool,
     /// Open socket connections per peer uid, and how many one may hold.
-    connections: socket::PerUser,
+    connections: share::PerUser,
+    /// Threads serving each peer uid's connections at once.
+    turns: share::Turns,
 }
 
 /// `handle`'s answer, or, if it panicked (a bug), an internal error the
@@ -166,12 +169,10 @@ pub enum Caller {
 impl Daemon {
     /// A daemon over `host`.
     pub fn new(host: Arc<Toolgate>, options: DaemonOptions) -> Arc<Self> {
-        let max_in_flight = options.max_in_flight.max(1);
         Arc::new(Self {
             host,
             metrics: Metrics::default(),
-            in_flight: Arc::new(tokio::sync::Semaphore::new(max_in_flight)),
-            max_in_flight,
+            in_flight: share::InFlight::new(options.max_in_flight),
             idle_exit: options.idle_exit,
             last_request_ms: AtomicU64::new(crate::now_ms()),
             agent_terminals: Default::default(),
@@ -183,7 +184,12 @@ impl Daemon {
             stopping: Default::default(),
             restart: Default::default(),
             must_restart: Default::default(),
-            connections: socket::PerUser::new(options.max_connections_per_user),
+            connections: share::PerUser::new(options.max_connections_per_user),
+            // A quarter of the in-flight slots (at least 4, so a user's
+            // health check or admin command is not queued behind its own
+            // slow calls): no more run at once for one user, and the CPU
+            // stays mostly free for the others.
+            turns: share::Turns::new((options.max_in_flight / 4).max(4)),
         })
     }
 
@@ -487,8 +493,8 @@ impl Daemon {
 
     /// The Prometheus text: the decision metrics and the daemon's own.
     pub fn metrics_text(&self) -> String {
-        let in_flight = self.max_in_flight - self.in_flight.available_permits();
-        self.metrics.render(in_flight, self.host.dropped_events())
+        self.metrics
+            .render(self.in_flight.running(), self.host.dropped_events())
     }
 
     /// Whether OS users other than the daemon's own may connect (system
@@ -609,10 +615,10 @@ impl Daemon {
     }
 
     async fn dispatch(self: &Arc<Self>, text: &str, caller: Caller) -> Result<Value> {
-        let (request, permit) = self.accept(text)?;
+        let (request, slot) = self.accept(text, caller)?;
         let daemon = Arc::clone(self);
         tokio::task::spawn_blocking(move || {
-            let _permit = permit;
+            let _slot = slot;
             contained(|| daemon.handle_from(request, caller))
         })
         .await
@@ -628,31 +634,29 @@ impl Daemon {
     fn respond_blocking(&self, text: &str, caller: Caller) -> String {
         self.touch();
         let answer = self
-            .accept(text)
-            .and_then(|(request, _permit)| contained(|| self.handle_from(request, caller)));
+            .accept(text, caller)
+            .and_then(|(request, _slot)| contained(|| self.handle_from(request, caller)));
         protocol::encode_answer(&answer)
     }
 
     /// Decode a request and, when it runs policies, take one of the
-    /// in-flight permits it is handled under (none left: `busy`).
-    fn accept(
-        &self,
-        text: &str,
-    ) -> Result<(DaemonRequest, Option<tokio::sync::OwnedSemaphorePermit>)> {
+    /// in-flight slots it is handled under, as its caller's user may (none:
+    /// `busy`, see [`share::InFlight`]).
+    fn accept(&self, text: &str, caller: Caller) -> Result<(DaemonRequest, Option<share::Slot>)> {
         let request = protocol::decode_request(text)?;
         if !request.runs_policies() {
             return Ok((request, None));
         }
-        let permit = Arc::clone(&self.in_flight)
-            .try_acquire_owned()
-            .map_err(|_| {
-                self.metrics.record_busy();
-                Error::Busy(format!(
-                    "{} requests are in flight (daemon.max_in_flight); retry shortly",
-                    self.max_in_flight
-                ))
-            })?;
-        Ok((request, Some(permit)))
+        // Callers the kernel does not name (HTTP, this process) share one.
+        let uid = match caller {
+            Caller::Socket(Some(peer)) => peer.uid,
+            Caller::Socket(None) | Caller::Http | Caller::InProcess => u32::MAX,
+        };
+        let slot = self.in_flight.take(uid).map_err(|why| {
+            self.metrics.record_busy();
+            Error::Busy(why)
+        })?;
+        Ok((request, Some(slot)))
     }
 
     /// Serve the Unix socket at `socket` (and HTTP on `http`, which must be
@@ -759,8 +763,7 @@ impl Daemon {
             return false;
         };
         let idle_ms = crate::now_ms().saturating_sub(self.last_request_ms.load(Ordering::Relaxed));
-        idle_ms >= limit.as_millis() as u64
-            && self.in_flight.available_permits() == self.max_in_flight
+        idle_ms >= limit.as_millis() as u64 && self.in_flight.running() == 0
     }
 }
 

@@ -16,6 +16,11 @@ const IDLE_CONNECTION: Duration = Duration::from_secs(120);
 /// How long a thread waits for a connection's next request before the
 /// connection goes back to waiting on the runtime.
 const HAND_BACK: Duration = Duration::from_millis(100);
+/// The longest a connection holds its user's turn (see
+/// [`super::share::Turns`]) while its client keeps asking: then it goes to
+/// the back of the line, so the same user's other connections are served
+/// too.
+const TURN: Duration = Duration::from_millis(20);
 /// A request line must be whole this long after its first byte came.
 const LINE_DEADLINE: Duration = Duration::from_secs(10);
 /// How much of a connection is read at once.
@@ -41,53 +46,6 @@ pub(super) fn bind(path: &Path, mode: u32) -> std::io::Result<tokio::net::UnixLi
     Ok(listener)
 }
 
-/// Open connections per peer uid, capped: one user's hundreds of idle or
-/// slow connections cannot take the daemon's file descriptors and memory
-/// from the others.
-pub(super) struct PerUser {
-    open: std::sync::Mutex<std::collections::HashMap<u32, usize>>,
-    pub(super) limit: usize,
-}
-
-impl PerUser {
-    pub(super) fn new(limit: usize) -> Self {
-        Self {
-            open: Default::default(),
-            limit: limit.max(1),
-        }
-    }
-
-    /// Count a connection of `uid`, unless it holds the most it may; it
-    /// is counted until the guard drops.
-    pub(super) fn open(&self, uid: u32) -> Option<Held<'_>> {
-        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        let held = open.entry(uid).or_default();
-        if *held >= self.limit {
-            return None;
-        }
-        *held += 1;
-        Some(Held { users: self, uid })
-    }
-}
-
-/// One counted connection.
-pub(super) struct Held<'a> {
-    users: &'a PerUser,
-    uid: u32,
-}
-
-impl Drop for Held<'_> {
-    fn drop(&mut self) {
-        let mut open = self.users.open.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(held) = open.get_mut(&self.uid) {
-            *held -= 1;
-            if *held == 0 {
-                open.remove(&self.uid);
-            }
-        }
-    }
-}
-
 /// Write `line` to a connection about to be closed, waiting (briefly) for
 /// it to be writable: a bare `try_write` on a connection just accepted can
 /// find it not yet known writable and send nothing (seen under load).
@@ -105,7 +63,8 @@ pub(super) fn file_identity(path: &Path) -> Option<(u64, u64)> {
 
 impl Daemon {
     /// Serve one connection: each whole request line on a thread from the
-    /// blocking pool, which then waits briefly for the next one, so a
+    /// blocking pool (in its user's turn, see [`super::share::Turns`]),
+    /// which then waits briefly for the next one, so a
     /// client asking many times in a row (the MCP gateway, an embedding
     /// runtime) wakes the thread that answers it, with no hand-over between
     /// threads. An idle connection, and one that has sent only part of a
@@ -131,48 +90,31 @@ impl Daemon {
         let mut partial: Vec<u8> = Vec::new();
         let mut began = Instant::now();
         loop {
-            let wait = match partial.is_empty() {
-                true => IDLE_CONNECTION,
-                false => LINE_DEADLINE.saturating_sub(began.elapsed()),
-            };
-            tokio::select! {
-                ready = tokio::time::timeout(wait, stream.readable()) => match ready {
-                    Ok(Ok(())) => {}
-                    Err(_) if !partial.is_empty() => {
-                        let late = crate::Error::Request(format!(
-                            "a request line must end (with a newline) within {} s of its first \
-                             byte; this connection is closed",
-                            LINE_DEADLINE.as_secs()
-                        ));
-                        last_words(stream, &answer_line(&Err(late))).await;
+            // A connection handed back at the end of its turn may hold whole
+            // lines already: they are served without waiting for more.
+            if !partial.contains(&b'\n') {
+                match self.next_line(&mut stream, &mut partial, began).await {
+                    Ok(true) => {}
+                    Ok(false) => continue,
+                    Err(last) => {
+                        if let Some(words) = last {
+                            last_words(stream, &words).await;
+                        }
                         return;
                     }
-                    _ => return,
-                },
+                }
+            }
+            let turn = tokio::select! {
+                turn = self.turns.wait(uid) => turn,
                 _ = self.stopping.cancelled() => return,
-            }
-            if !partial.is_empty() {
-                let mut buf = vec![0u8; READ_CHUNK];
-                match stream.try_read(&mut buf) {
-                    Ok(0) => return,
-                    Ok(n) => partial.extend_from_slice(&buf[..n]),
-                    Err(err) if err.kind() == ErrorKind::WouldBlock => continue,
-                    Err(_) => return,
-                }
-                if !partial.contains(&b'\n') {
-                    if partial.len() >= MAX_REQUEST_BYTES {
-                        last_words(stream, &too_long()).await;
-                        return;
-                    }
-                    continue;
-                }
-            }
+            };
             let Ok(blocking) = stream.into_std() else {
                 return;
             };
             let daemon = Arc::clone(&self);
             let carried = std::mem::take(&mut partial);
             let served = tokio::task::spawn_blocking(move || {
+                let _turn = turn;
                 daemon.serve_requests(blocking, caller, carried)
             });
             let Ok(Some((idle, rest))) = served.await else {
@@ -192,9 +134,59 @@ impl Daemon {
         }
     }
 
+    /// Wait, on the runtime and holding no thread, for a connection's next
+    /// request: `Ok(true)` once it is readable with nothing pending (the
+    /// serving thread reads it) or the line pending is whole, `Ok(false)`
+    /// to wait again; `Err` to close it, with last words for the client or
+    /// none.
+    async fn next_line(
+        &self,
+        stream: &mut tokio::net::UnixStream,
+        partial: &mut Vec<u8>,
+        began: Instant,
+    ) -> Result<bool, Option<String>> {
+        let wait = match partial.is_empty() {
+            true => IDLE_CONNECTION,
+            false => LINE_DEADLINE.saturating_sub(began.elapsed()),
+        };
+        tokio::select! {
+            ready = tokio::time::timeout(wait, stream.readable()) => match ready {
+                Ok(Ok(())) => {}
+                Err(_) if !partial.is_empty() => {
+                    let late = crate::Error::Request(format!(
+                        "a request line must end (with a newline) within {} s of its first \
+                         byte; this connection is closed",
+                        LINE_DEADLINE.as_secs()
+                    ));
+                    return Err(Some(answer_line(&Err(late))));
+                }
+                _ => return Err(None),
+            },
+            _ = self.stopping.cancelled() => return Err(None),
+        }
+        if partial.is_empty() {
+            return Ok(true);
+        }
+        let mut buf = vec![0u8; READ_CHUNK];
+        match stream.try_read(&mut buf) {
+            Ok(0) => return Err(None),
+            Ok(n) => partial.extend_from_slice(&buf[..n]),
+            Err(err) if err.kind() == ErrorKind::WouldBlock => return Ok(false),
+            Err(_) => return Err(None),
+        }
+        if partial.contains(&b'\n') {
+            return Ok(true);
+        }
+        match partial.len() >= MAX_REQUEST_BYTES {
+            true => Err(Some(too_long())),
+            false => Ok(false),
+        }
+    }
+
     /// Answer the whole lines in `pending` and those that come after;
     /// give the connection back, with what it holds of a line not yet
-    /// whole, once none came for [`HAND_BACK`] or a line is cut short
+    /// whole (or whole lines not yet answered), once none came for
+    /// [`HAND_BACK`], its [`TURN`] is over or a line is cut short
     /// (`None`: the connection is over: closed by the client, a request
     /// line too long, the daemon stopping).
     fn serve_requests(
@@ -208,6 +200,7 @@ impl Daemon {
         stream.set_read_timeout(Some(HAND_BACK)).ok()?;
         write.set_write_timeout(Some(IDLE_CONNECTION)).ok()?;
         let mut idle_since = Instant::now();
+        let turn_began = idle_since;
         let mut buf = vec![0u8; READ_CHUNK];
         loop {
             while let Some(end) = pending.iter().position(|b| *b == b'\n') {
@@ -223,6 +216,9 @@ impl Daemon {
                 // read time out: the daemon stopping is checked here too.
                 if self.stopping.is_cancelled() {
                     return None;
+                }
+                if turn_began.elapsed() >= TURN {
+                    return Some((stream, pending));
                 }
             }
             if pending.len() >= MAX_REQUEST_BYTES {
