@@ -71,6 +71,36 @@ const ACL_REMOVED: &str =
 struct Namespace {
     holder: Child,
     _scratch: tempfile::TempDir,
+    _switches: KernelSwitches,
+}
+
+/// The kernel's user-namespace switches as they were, put back on drop:
+/// `setup system --restrict-userns` sets one for the whole host (procfs is
+/// not the namespace's).
+struct KernelSwitches(Vec<(&'static str, String)>);
+
+impl KernelSwitches {
+    fn save() -> Self {
+        let files = [
+            "/proc/sys/user/max_user_namespaces",
+            "/proc/sys/kernel/unprivileged_userns_clone",
+            "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+        ];
+        Self(
+            files
+                .into_iter()
+                .filter_map(|f| Some((f, std::fs::read_to_string(f).ok()?)))
+                .collect(),
+        )
+    }
+}
+
+impl Drop for KernelSwitches {
+    fn drop(&mut self) {
+        for (file, value) in &self.0 {
+            let _ = std::fs::write(file, value);
+        }
+    }
 }
 
 impl Namespace {
@@ -106,6 +136,7 @@ impl Namespace {
         Self {
             holder,
             _scratch: scratch,
+            _switches: KernelSwitches::save(),
         }
     }
 
@@ -182,10 +213,12 @@ fn daemon_pids() -> Vec<u32> {
         .collect()
 }
 
-/// System mode installed once, the config made to pause every Write and
-/// shell command, installed again (kept as edited) and started; `extra`:
-/// more of `setup system`'s arguments.
-fn start_pausing_writes(ns: &Namespace, extra: &[&str]) {
+/// System mode installed once (keeping unprivileged users from user
+/// namespaces where the kernel lets root: whether it did), the config made
+/// to pause every Write and shell command, installed again (kept as
+/// edited) and started; `extra`: more of `setup system`'s arguments.
+fn start_pausing_writes(ns: &Namespace, extra: &[&str]) -> bool {
+    let restricted = restrict_userns(ns);
     setup_system(ns, false, extra);
     let edit = ns.sh_as(
         "root",
@@ -201,6 +234,23 @@ fn start_pausing_writes(ns: &Namespace, extra: &[&str]) {
             .status
             .success()
     });
+    restricted
+}
+
+/// `setup system --restrict-userns`: whether the kernel let it keep
+/// unprivileged users from user namespaces. Where even root may not (a
+/// container's root without `CAP_SYS_RESOURCE`, as on this project's
+/// machines), it changes nothing and says why.
+fn restrict_userns(ns: &Namespace) -> bool {
+    let mut setup = ns.command(BIN);
+    setup.args(["setup", "system", "--person", "0", "--bin-dir", BIN_DIR]);
+    let out = setup.arg("--restrict-userns").output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() || said.contains("system mode does not hold"),
+        "{said}"
+    );
+    out.status.success()
 }
 
 fn setup_system(ns: &Namespace, start: bool, extra: &[&str]) {
@@ -408,7 +458,7 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
     let ns = Namespace::new(&prefix);
     let agent_uid = ns.agent_user();
 
-    start_pausing_writes(&ns, &[]);
+    let restricted = start_pausing_writes(&ns, &[]);
     let daemons = daemon_pids();
     assert_eq!(daemons.len(), 1, "{daemons:?}");
     let status = std::fs::read_to_string(format!("/proc/{}/status", daemons[0])).unwrap();
@@ -463,7 +513,11 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
         "cat /var/lib/toolgate/cache/cache.key".to_string(),
         "ls /var/lib/toolgate".to_string(),
         "rm -rf /var/lib/toolgate/toolgate.redb".to_string(),
-    ] {
+    ]
+    .into_iter()
+    // A user namespace of its own, to mount over the managed settings in.
+    .chain(restricted.then(|| "unshare -r -m true".to_string()))
+    {
         let out = ns.sh_as(AGENT, &attack);
         assert!(
             !out.status.success(),
@@ -700,10 +754,30 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
             String::from_utf8_lossy(&out.stdout).into_owned(),
         )
     };
+    // Where the kernel leaves user namespaces open, the agent can hide the
+    // managed settings, and doctor says system mode does not hold.
     let (code, said) = doctor();
     assert!(said.contains("system mode"), "{said}");
+    let userns = match restricted {
+        true => "ok  user namespaces: this user cannot make one",
+        false => "!!  user namespaces: this user can make one (`unshare -r -m`)",
+    };
+    assert!(said.contains(userns), "{said}");
+    if !restricted {
+        let unshared = ns.sh_as(AGENT, "unshare -r -m true");
+        assert!(
+            unshared.status.success(),
+            "doctor said it could: {unshared:?}"
+        );
+    }
+    let holds = match restricted {
+        true => "fail-closed",
+        false => "NOT fail-closed",
+    };
     assert!(
-        said.contains("fail-closed") && !said.contains("NOT fail-closed"),
+        said.contains(&format!(
+            "system mode: this user owns nothing toolgate relies on, {holds}"
+        )),
         "{said}"
     );
     for lock in [
@@ -713,7 +787,8 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
     ] {
         assert!(said.contains(&format!("ok  {lock}")), "{lock}: {said}");
     }
-    assert_eq!(code, Some(0), "{said}");
+    let holding = |exit: i32| Some(if restricted { exit } else { 1 });
+    assert_eq!(code, holding(0), "{said}");
 
     // What an admin could leave open, each undone after: a hook file the
     // agent's group may write, a lock file anyone may write, an ACL giving
@@ -730,7 +805,7 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
         (
             format!("chgrp {AGENT} {managed} && chmod 664 {managed}"),
             format!("chgrp root {managed} && chmod 644 {managed}"),
-            format!("user mode, fail-closed\n  You own toolgate's files ({managed}"),
+            format!("user mode, {holds}\n  You own toolgate's files ({managed}"),
             0,
         ),
         (
@@ -778,12 +853,12 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
         assert!(done.status.success(), "{open}: {done:?}");
         let (code, said) = doctor();
         assert!(said.contains(&says), "after `{open}`, no `{says}`: {said}");
-        assert_eq!(code, Some(exit), "after `{open}`: {said}");
+        assert_eq!(code, holding(exit), "after `{open}`: {said}");
         let done = ns.sh_as("root", &undo);
         assert!(done.status.success(), "{undo}: {done:?}");
     }
     let (code, said) = doctor();
-    assert_eq!(code, Some(0), "every change undone: {said}");
+    assert_eq!(code, holding(0), "every change undone: {said}");
 }
 
 /// `… SOCKET REQUEST`: one request over a Unix socket; its answer line.

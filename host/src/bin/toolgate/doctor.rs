@@ -76,6 +76,9 @@ pub fn run(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
             .filter(|(runtime, _)| !locked.contains(runtime))
             .filter_map(|(runtime, path)| check_extensions(*runtime, path)),
     );
+    if !locked.is_empty() {
+        findings.push(check_user_namespaces());
+    }
     if !any {
         findings.push(Finding::bad(
             "no toolgate hooks in any runtime's settings: nothing asks toolgate",
@@ -230,6 +233,40 @@ fn check_extensions(runtime: HookRuntime, path: &Path) -> Option<Finding> {
          mode (`toolgate setup system`: managed settings that allow only managed mods; the \
          book: docs/src/safety/modes.md)",
     ))
+}
+
+/// Whether this user could hide the managed settings in a user namespace
+/// of its own (see [`crate::userns`]): tried, as the agent would, unless
+/// this is root, for whom the kernel's switch is read instead.
+fn check_user_namespaces() -> Finding {
+    let fix = "sudo toolgate setup system --restrict-userns (the kernel's switch, now and at \
+               boot; the book: docs/src/safety/modes.md)";
+    if toolgate_wire::peer::own_uid() == 0 {
+        return match crate::userns::restriction() {
+            Some(switch) => Finding::good(format!(
+                "user namespaces: kept from unprivileged users ({switch})"
+            )),
+            None => Finding::bad(
+                "user namespaces: any user may make one and mount over the managed settings in \
+                 it, where the runtimes run no managed hook",
+                fix,
+            ),
+        };
+    }
+    match crate::userns::can_mount_in_a_namespace() {
+        Ok(false) => Finding::good(
+            "user namespaces: this user cannot make one to mount over the managed settings in",
+        ),
+        Ok(true) => Finding::bad(
+            "user namespaces: this user can make one (`unshare -r -m`) and mount over the managed \
+             settings in it, where the runtimes run no managed hook: system mode does not hold",
+            fix,
+        ),
+        Err(err) => Finding::bad(
+            format!("user namespaces: cannot tell whether this user may make one: {err}"),
+            fix,
+        ),
+    }
 }
 
 /// The settings files to look in, with their runtime: each runtime's

@@ -23,6 +23,7 @@ mod setup;
 mod shadow;
 mod store;
 mod target;
+mod userns;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

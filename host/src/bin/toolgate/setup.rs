@@ -12,6 +12,7 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 
+use crate::userns;
 use anyhow::Context as _;
 use toolgate::hooks::{self, HookRuntime, SystemLock};
 
@@ -65,6 +66,12 @@ pub struct SystemArgs {
     /// systemd runs, else in the background under `runuser`.
     #[arg(long)]
     start: bool,
+    /// Keep unprivileged users from making user namespaces in which they
+    /// could mount over the managed settings (the kernel's narrowest
+    /// switch, now and at boot, in /etc/sysctl.d). Without it, system mode
+    /// holds only where the kernel already keeps them out (`doctor` says).
+    #[arg(long)]
+    restrict_userns: bool,
 }
 
 pub fn run(command: SetupCommand) -> anyhow::Result<ExitCode> {
@@ -99,6 +106,11 @@ fn system(args: &SystemArgs) -> anyhow::Result<ExitCode> {
         toolgate_wire::peer::own_uid() == 0,
         "system mode is set up as root: sudo toolgate setup system"
     );
+    // First, so that a kernel that refuses leaves everything as it was.
+    let restricted = match args.restrict_userns {
+        true => userns::restrict(Path::new("/etc/sysctl.d"))?,
+        false => String::new(),
+    };
     let user = &args.daemon_user;
     let uid = ensure_user(user, &args.state_dir)?;
     let persons = persons(&args.persons)?;
@@ -132,6 +144,18 @@ fn system(args: &SystemArgs) -> anyhow::Result<ExitCode> {
         if let Some(lock) = system.lock {
             lock_hooks(name, &lock)?;
         }
+    }
+
+    if args.restrict_userns {
+        println!("user namespaces: {restricted}");
+    } else if let Some(switch) = userns::restriction() {
+        println!("user namespaces: kept from unprivileged users ({switch})");
+    } else {
+        println!(
+            "warning: any user may make a user namespace and mount over the managed settings \
+             in it (`unshare -r -m`), where the runtimes run no managed hook: system mode does \
+             not hold until the kernel keeps them out (rerun with --restrict-userns)"
+        );
     }
 
     let serve = format!(
