@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
+use common::gemini_api::{GeminiApi, Part as GeminiPart};
 use common::hooks::BIN;
 use common::messages_api::{Block, MessagesApi};
 use common::responses_api::{Item, ResponsesApi};
@@ -445,8 +446,9 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
         (common::agents::OPENCODE, ".bin/opencode"),
         (common::agents::CODEX, ".bin/codex"),
         (common::agents::COPILOT, ".bin/copilot"),
+        ("@google/gemini-cli", ".bin/gemini"),
     ])
-    .expect("Claude Code, OpenCode, Codex and Copilot install from npm: ./.ci/setup");
+    .expect("Claude Code, OpenCode, Codex, Copilot and Gemini CLI install from npm: ./.ci/setup");
     common::agents::copilot_cache(&modules.join(".bin/copilot"));
     let prefix = std::fs::canonicalize(common::npm::prefix()).unwrap();
     // Where `bin` of the npm clients is inside the namespace.
@@ -739,6 +741,57 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
     paused(&responses, "call_touch", &ran);
     assert!(!copilot_target.exists());
 
+    // The real Gemini CLI as the agent, its own settings turning the hooks
+    // system off: the system settings pin it on, and the shell command is
+    // put to a person (Gemini CLI cannot ask, so it is refused with
+    // toolgate's reason).
+    let gemini_target = project.join("gemini.txt");
+    let gemini_api = GeminiApi::start(vec![
+        vec![GeminiPart::Call(
+            "run_shell_command".into(),
+            json!({"command": format!("touch {}", gemini_target.display()), "description": "touch"}),
+        )],
+        vec![GeminiPart::Text("A person must approve it first.".into())],
+    ]);
+    let gemini_home = agent_dir(&home, ".gemini", agent_uid);
+    let own_settings = json!({
+        "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": false}},
+        "general": {"enableAutoUpdate": false, "enableAutoUpdateNotification": false},
+        "privacy": {"usageStatisticsEnabled": false},
+        "telemetry": {"enabled": false},
+        "hooksConfig": {"enabled": false},
+    });
+    agent_file(
+        &gemini_home.join("settings.json"),
+        &own_settings.to_string(),
+        agent_uid,
+    );
+    let ran = run_as_agent(
+        &ns,
+        &home,
+        &project,
+        &[
+            "GEMINI_API_KEY=offline-test-key".into(),
+            format!("GOOGLE_GEMINI_BASE_URL={}", gemini_api.base_url),
+        ],
+        &format!(
+            "{} -p 'Touch gemini.txt.' --yolo",
+            inside("gemini").display()
+        ),
+    );
+    let refused = gemini_api
+        .turns()
+        .get(1)
+        .and_then(|turn| turn["contents"].as_array()?.last().cloned())
+        .map(|last| last.to_string())
+        .unwrap_or_default();
+    assert!(
+        refused.contains("toolgate (lease-gate asks)"),
+        "{refused}\n{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    assert!(!gemini_target.exists(), "the command ran");
+
     // The agent's doctor: system mode, every runtime's lock in place.
     let doctor = || {
         let out = ns
@@ -784,6 +837,7 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
         "claude-code: allowManagedHooksOnly and no disableAllHooks",
         "codex: allow_managed_hooks_only",
         "copilot: allowManagedHooksOnly",
+        "gemini-cli: hooksConfig.enabled pinned on and admin.extensions.enabled off",
     ] {
         assert!(said.contains(&format!("ok  {lock}")), "{lock}: {said}");
     }
@@ -799,6 +853,7 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
     // fail-closed; the drop-in measured switching the real 2.1.332's
     // managed hooks off).
     let managed = "/etc/claude-code/managed-settings.json";
+    let gemini_settings = gemini_home.join("settings.json").display().to_string();
     let requirements = "/etc/codex/requirements.toml";
     let drop_ins = "/etc/claude-code/managed-settings.d";
     for (open, undo, says, exit) in [
@@ -847,6 +902,18 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
             format!("chmod 755 {BIN_PARENT}"),
             format!("You own toolgate's files ({BIN_DIR}/toolgate-hook"),
             0,
+        ),
+        // A list Gemini CLI merges over its system settings as a union:
+        // only self-protection refuses writing it (doctor names it).
+        (
+            format!(
+                "cp {gemini_settings} /tmp/tg-gemini.json && echo '{{\"hooksConfig\": {{\"disabled\": [\"{BIN_DIR}/toolgate-hook\"]}}}}' > {gemini_settings}"
+            ),
+            format!("mv /tmp/tg-gemini.json {gemini_settings}"),
+            format!(
+                "!!  gemini-cli: {gemini_settings} names toolgate's hook under hooksConfig.disabled"
+            ),
+            1,
         ),
     ] {
         let done = ns.sh_as("root", &open);

@@ -22,7 +22,9 @@ use serde_json::{Value, json};
 use super::{
     Adapter, Event, EventKind, InstallPlan, SettingsFile, how_to_approve, outcome_of, parse_event,
 };
-use super::{SystemHooks, required_tool_name, starts_with_any, who_asks};
+use super::{
+    SystemHooks, SystemLock, edit_json_object, required_tool_name, starts_with_any, who_asks,
+};
 use crate::decision::{Decision, Verdict};
 use crate::error::Result;
 use crate::request::{Origin, ToolRequest};
@@ -45,12 +47,62 @@ impl Adapter for GeminiCli {
     }
 
     /// System settings: they override the user's, and their hooks merge
-    /// with the user's.
+    /// with the user's. Their `hooksConfig.enabled` has the last word over
+    /// a user's or project's (a single value), and `admin.extensions`
+    /// keeps every extension out (an extension's hooks rewrite a call after
+    /// toolgate's). A user's `hooksConfig.disabled` still switches a hook
+    /// off (lists merge as a union), as does Gemini CLI started with its
+    /// system settings moved: only self-protection refuses those.
     fn system_hooks(&self) -> Option<SystemHooks> {
         Some(SystemHooks {
-            file: "/etc/gemini-cli/settings.json",
-            lock: None,
+            file: SYSTEM_SETTINGS,
+            lock: Some(SystemLock {
+                file: SYSTEM_SETTINGS,
+                edit: pin_hooks_on,
+                does: "hooksConfig.enabled pinned on and admin.extensions.enabled off: a user's \
+                       or project's switch and extensions are overridden (a user's \
+                       hooksConfig.disabled, merged as a union, is refused by self-protection \
+                       only)",
+                drop_ins: None,
+            }),
         })
+    }
+
+    /// A user's or project's `hooksConfig.disabled` naming toolgate's hook
+    /// (merged over the system settings as a union), and the system
+    /// settings moved away.
+    fn switched_off_by_user(&self) -> Vec<(String, &'static str)> {
+        let mut found = Vec::new();
+        let project = std::env::current_dir()
+            .ok()
+            .map(|d| d.join(".gemini/settings.json"));
+        for path in self.user_hooks().into_iter().chain(project) {
+            let text = crate::transcript::read_small(&path, 1 << 20).unwrap_or_default();
+            let settings: Value = serde_json::from_str(&text).unwrap_or_default();
+            let disabled = settings["hooksConfig"]["disabled"].as_array().cloned();
+            if disabled
+                .unwrap_or_default()
+                .iter()
+                .any(|name| name.as_str().is_some_and(|n| n.contains("toolgate")))
+            {
+                found.push((
+                    path.display().to_string(),
+                    "names toolgate's hook under hooksConfig.disabled",
+                ));
+            }
+        }
+        for variable in [
+            "GEMINI_CLI_SYSTEM_SETTINGS_PATH",
+            "GEMINI_CLI_SYSTEM_DEFAULTS_PATH",
+        ] {
+            if let Some(moved) = std::env::var_os(variable).filter(|v| v != SYSTEM_SETTINGS) {
+                found.push((
+                    format!("{variable}={}", moved.to_string_lossy()),
+                    "moves the system settings away",
+                ));
+            }
+        }
+        found
     }
 
     fn settings_files(&self) -> &'static [SettingsFile] {
@@ -134,6 +186,31 @@ impl Adapter for GeminiCli {
             "BeforeAgent": hook(None),
         }})
     }
+}
+
+/// Gemini CLI's system settings (overrides) on Linux.
+const SYSTEM_SETTINGS: &str = "/etc/gemini-cli/settings.json";
+
+/// `text` (Gemini CLI's system settings) with the hooks system pinned on
+/// and extensions off; everything else kept.
+fn pin_hooks_on(text: Option<&str>) -> std::result::Result<String, String> {
+    edit_json_object(text, |settings| {
+        let mut set = |path: &[&str], value: Value| -> std::result::Result<(), String> {
+            let (last, parents) = path.split_last().expect("a path names a key");
+            let mut table = &mut *settings;
+            for key in parents {
+                table = table
+                    .entry(key.to_string())
+                    .or_insert_with(|| json!({}))
+                    .as_object_mut()
+                    .ok_or_else(|| format!("has `{key}` that is not an object"))?;
+            }
+            table.insert(last.to_string(), value);
+            Ok(())
+        };
+        set(&["hooksConfig", "enabled"], json!(true))?;
+        set(&["admin", "extensions", "enabled"], json!(false))
+    })
 }
 
 /// One hook event; unknown fields are ignored.
@@ -243,6 +320,18 @@ pub fn answer(decision: &Decision) -> Value {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_system_settings_pin_the_hooks_on_and_extensions_off() {
+        let text = r#"{"hooks": {"BeforeTool": []}, "hooksConfig": {"notifications": false}}"#;
+        let pinned: Value = serde_json::from_str(&pin_hooks_on(Some(text)).unwrap()).unwrap();
+        assert_eq!(pinned["hooksConfig"]["enabled"], true);
+        assert_eq!(pinned["hooksConfig"]["notifications"], false);
+        assert_eq!(pinned["admin"]["extensions"]["enabled"], false);
+        assert_eq!(pinned["hooks"]["BeforeTool"], json!([]));
+        let err = pin_hooks_on(Some(r#"{"admin": true}"#)).unwrap_err();
+        assert!(err.contains("`admin`"), "{err}");
+    }
+
     use super::*;
 
     #[test]

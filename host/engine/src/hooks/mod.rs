@@ -154,6 +154,14 @@ pub trait Adapter: Sync {
         Vec::new()
     }
 
+    /// What of this user's (or the project in the working directory, or
+    /// the environment) switches the runtime's system hooks off despite
+    /// its lock, each with where it is: `doctor` names them. Only where a
+    /// lock cannot keep such a switch out (Gemini CLI).
+    fn switched_off_by_user(&self) -> Vec<(String, &'static str)> {
+        Vec::new()
+    }
+
     /// How long the runtime waits for a hook, seconds, when it runs the tool
     /// after that (Copilot CLI, Codex CLI): the installed hook answers with
     /// the failure answer a few seconds before.

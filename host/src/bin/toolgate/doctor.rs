@@ -79,6 +79,9 @@ pub fn run(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
     if !locked.is_empty() {
         findings.push(check_user_namespaces());
     }
+    for runtime in &locked {
+        findings.extend(check_switched_off(*runtime));
+    }
     if !any {
         findings.push(Finding::bad(
             "no toolgate hooks in any runtime's settings: nothing asks toolgate",
@@ -233,6 +236,25 @@ fn check_extensions(runtime: HookRuntime, path: &Path) -> Option<Finding> {
          mode (`toolgate setup system`: managed settings that allow only managed mods; the \
          book: docs/src/safety/modes.md)",
     ))
+}
+
+/// What of the user's switches `runtime`'s system hooks off although its
+/// lock holds (see `Adapter::switched_off_by_user`), each a finding.
+fn check_switched_off(runtime: HookRuntime) -> Vec<Finding> {
+    let name = runtime.name();
+    hooks::adapter(runtime)
+        .switched_off_by_user()
+        .into_iter()
+        .map(|(place, what)| {
+            Finding::bad(
+                format!("{name}: {place} {what}, so {name} runs no toolgate hook"),
+                format!(
+                    "undo it; the agent's user can do it again, so for {name} system mode holds \
+                     only as far as self-protection refuses the call that does it"
+                ),
+            )
+        })
+        .collect()
 }
 
 /// Whether this user could hide the managed settings in a user namespace
