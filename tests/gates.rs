@@ -13,6 +13,10 @@ use toolgate::gates::{GateError, GateKey, GateResolution, PauseKind, PendingGate
 use toolgate::store::Store;
 
 const TRUSTED: &[&str] = &["web", "gateway"];
+/// The store's table of pending gates, as redb names it: (user, thread,
+/// request id) → gate.
+const PENDING_GATES: redb::TableDefinition<(&str, &str, &str), &[u8]> =
+    redb::TableDefinition::new("pending_gates");
 const MINUTE_MS: u64 = 60_000;
 
 fn trusted() -> Vec<String> {
@@ -70,17 +74,140 @@ fn full_lifecycle_insert_peek_take_gone() {
         eprintln!("backend: {backend}");
         let gate = sample_gate("user1", "t1", "telegram");
         store.insert_gate(&gate).unwrap();
-        let seen = store.peek_gate(&gate.key(), toolgate::now_ms()).unwrap();
-        assert_eq!(seen.unwrap().tool, "http");
+        let seen = store.thread_gates(&gate.key(), toolgate::now_ms()).unwrap();
+        assert_eq!(seen[0].tool, "http");
         let taken = take(&store, &gate, &gate.request_id, "telegram").unwrap();
         assert_eq!(taken.tool, "http");
         assert!(
             store
-                .peek_gate(&gate.key(), toolgate::now_ms())
+                .thread_gates(&gate.key(), toolgate::now_ms())
                 .unwrap()
-                .is_none()
+                .is_empty()
         );
     }
+}
+
+/// A thread holds a pending gate per distinct call: each pause a model was
+/// told of (three calls in one response, or one after the other) can be
+/// resolved by its own id, the same call paused again keeps its id, and
+/// past the cap the oldest ends.
+#[test]
+fn every_call_paused_in_a_thread_keeps_its_own_gate() {
+    for (backend, store, _keep) in
+        common::pg_cluster::every_backend("every_call_paused_in_a_thread_keeps_its_own_gate")
+    {
+        eprintln!("backend: {backend}");
+        let now = toolgate::now_ms();
+        let call = |n: usize| {
+            let mut gate = sample_gate("user1", "t1", "claude-code");
+            gate.fingerprint = format!("fp-{n}");
+            gate.call_id = format!("call_{n}");
+            gate.created_at_ms = now + n as u64;
+            gate
+        };
+        let raised: Vec<PendingGate> = (0..3)
+            .map(|n| store.raise_gate(&call(n), now).unwrap())
+            .collect();
+        let again = store.raise_gate(&call(1), now).unwrap();
+        assert_eq!(
+            again.request_id, raised[1].request_id,
+            "the same call keeps its id"
+        );
+        let key = raised[0].key();
+        assert_eq!(store.thread_gates(&key, now).unwrap().len(), 3);
+        for gate in [&raised[2], &raised[0], &raised[1]] {
+            let taken = take(&store, gate, &gate.request_id, "claude-code").unwrap();
+            assert_eq!(taken.call_id, gate.call_id);
+        }
+        assert!(store.thread_gates(&key, now).unwrap().is_empty());
+        // An agent pausing call after call keeps the newest ones only.
+        let max = toolgate::store::MAX_GATES_PER_THREAD;
+        let flood: Vec<PendingGate> = (0..max + 2)
+            .map(|n| store.raise_gate(&call(100 + n), now).unwrap())
+            .collect();
+        let kept = store.thread_gates(&key, now).unwrap();
+        assert_eq!(kept.len(), max);
+        assert!(!kept.iter().any(|g| g.request_id == flood[0].request_id));
+        assert!(
+            kept.iter()
+                .any(|g| g.request_id == flood[max + 1].request_id)
+        );
+    }
+}
+
+/// A store written when a thread held one pause at most (its gates in the
+/// table `gates`, by user and thread) opens with every gate still pending
+/// and resolvable.
+#[test]
+fn gates_of_a_store_from_before_many_per_thread_are_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.redb");
+    let gates = [
+        sample_gate("alice", "t1", "cli"),
+        sample_gate("bob", "t2", "cli"),
+    ];
+    {
+        let db = redb::Database::create(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let old = redb::TableDefinition::<(&str, &str), &[u8]>::new("gates");
+            let mut table = txn.open_table(old).unwrap();
+            for gate in &gates {
+                let body = serde_json::to_vec(gate).unwrap();
+                table
+                    .insert(
+                        (gate.user_id.as_str(), gate.thread_id.as_str()),
+                        body.as_slice(),
+                    )
+                    .unwrap();
+            }
+        }
+        txn.commit().unwrap();
+    }
+    let store = Store::open(&path).unwrap();
+    let listed = store.list_gates(None, toolgate::now_ms()).unwrap();
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    for gate in &gates {
+        assert!(take(&store, gate, &gate.request_id, "cli").is_ok());
+    }
+    drop(store);
+    // The old table is gone, so nothing is moved twice.
+    let db = redb::Database::open(&path).unwrap();
+    let txn = redb::ReadableDatabase::begin_read(&db).unwrap();
+    let old = redb::TableDefinition::<(&str, &str), &[u8]>::new("gates");
+    assert!(matches!(
+        txn.open_table(old),
+        Err(redb::TableError::TableDoesNotExist(_))
+    ));
+}
+
+/// The same in PostgreSQL: a database at schema version 1 (one gate per
+/// thread) migrates with its gates pending and resolvable.
+#[test]
+fn gates_of_a_postgres_store_from_before_many_per_thread_are_kept() {
+    let Some(cluster) = common::pg_cluster::Cluster::start("gates_before_many") else {
+        return;
+    };
+    let url = cluster.database();
+    let gate = sample_gate("alice", "t1", "cli");
+    cluster.store_at(&url).insert_gate(&gate).unwrap();
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    admin
+        .batch_execute(
+            "ALTER TABLE gates DROP CONSTRAINT gates_pkey; \
+             ALTER TABLE gates DROP COLUMN request_id; \
+             ALTER TABLE gates ADD PRIMARY KEY (user_id, thread_id); \
+             UPDATE toolgate_schema SET version = 1;",
+        )
+        .unwrap();
+    let store = cluster.store_at(&url);
+    let version: i32 = admin
+        .query_one("SELECT version FROM toolgate_schema", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(version, 2);
+    assert_eq!(store.list_gates(None, toolgate::now_ms()).unwrap().len(), 1);
+    assert!(take(&store, &gate, &gate.request_id, "cli").is_ok());
 }
 
 #[test]
@@ -94,10 +221,10 @@ fn another_channel_cannot_resolve_and_does_not_consume() {
         let err = take(&store, &gate, &gate.request_id, "slack").unwrap_err();
         assert!(matches!(err, GateError::ChannelMismatch { .. }), "{err:?}");
         assert!(
-            store
-                .peek_gate(&gate.key(), toolgate::now_ms())
+            !store
+                .thread_gates(&gate.key(), toolgate::now_ms())
                 .unwrap()
-                .is_some()
+                .is_empty()
         );
         assert!(take(&store, &gate, &gate.request_id, "telegram").is_ok());
     }
@@ -137,9 +264,9 @@ fn gates_are_scoped_to_user_and_thread() {
             user_id: "user2".into(),
             thread_id: "thread-a".into(),
         };
-        assert!(store.peek_gate(&other_thread, now).unwrap().is_none());
-        assert!(store.peek_gate(&other_user, now).unwrap().is_none());
-        assert!(store.peek_gate(&gate.key(), now).unwrap().is_some());
+        assert!(store.thread_gates(&other_thread, now).unwrap().is_empty());
+        assert!(store.thread_gates(&other_user, now).unwrap().is_empty());
+        assert!(!store.thread_gates(&gate.key(), now).unwrap().is_empty());
         let err = store
             .take_gate(&other_user, &gate.request_id, "web", &trusted(), now)
             .unwrap_err();
@@ -158,9 +285,9 @@ fn an_expired_gate_never_resolves_and_does_not_show() {
         store.insert_gate(&gate).unwrap();
         assert!(
             store
-                .peek_gate(&gate.key(), toolgate::now_ms())
+                .thread_gates(&gate.key(), toolgate::now_ms())
                 .unwrap()
-                .is_none()
+                .is_empty()
         );
         assert!(
             store
@@ -182,7 +309,7 @@ fn a_wrong_request_id_does_not_consume() {
         let gate = sample_gate("user1", "t1", "web");
         store.insert_gate(&gate).unwrap();
         let err = take(&store, &gate, &new_request_id(), "web").unwrap_err();
-        assert_eq!(err, GateError::RequestIdMismatch);
+        assert!(matches!(err, GateError::NotFound { .. }), "{err:?}");
         assert!(take(&store, &gate, &gate.request_id, "web").is_ok());
     }
 }
@@ -241,20 +368,20 @@ fn an_unreadable_gate_is_an_error_naming_it_not_a_gate_that_vanishes() {
     let bad = b"{\"request_id\": 1".as_slice();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("damaged.redb");
+    let alice = sample_gate("alice", "t1", "cli");
     {
         let store = Store::open(&path).unwrap();
-        store
-            .insert_gate(&sample_gate("alice", "t1", "cli"))
-            .unwrap();
+        store.insert_gate(&alice).unwrap();
         store.insert_gate(&sample_gate("bob", "t2", "cli")).unwrap();
     }
     {
         let db = redb::Database::open(&path).unwrap();
         let txn = db.begin_write().unwrap();
         {
-            let gates = redb::TableDefinition::<(&str, &str), &[u8]>::new("gates");
-            let mut table = txn.open_table(gates).unwrap();
-            table.insert(("alice", "t1"), bad).unwrap();
+            let mut table = txn.open_table(PENDING_GATES).unwrap();
+            table
+                .insert(("alice", "t1", alice.request_id.as_str()), bad)
+                .unwrap();
         }
         txn.commit().unwrap();
     }
@@ -286,22 +413,20 @@ fn an_unreadable_gate_is_an_error_naming_it_not_a_gate_that_vanishes() {
 fn a_damaged_store_is_checked_and_salvaged_record_by_record() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("damaged.redb");
+    let alice = sample_gate("alice", "t1", "cli");
     {
         let store = Store::open(&path).unwrap();
-        for (user, thread) in [("alice", "t1"), ("bob", "t2")] {
-            store
-                .insert_gate(&sample_gate(user, thread, "cli"))
-                .unwrap();
-        }
+        store.insert_gate(&alice).unwrap();
+        store.insert_gate(&sample_gate("bob", "t2", "cli")).unwrap();
         store.state_put("p", "k", Some(b"v"), u64::MAX).unwrap();
     }
     let db = redb::Database::open(&path).unwrap();
     let txn = db.begin_write().unwrap();
     {
-        let gates = redb::TableDefinition::<(&str, &str), &[u8]>::new("gates");
-        let mut table = txn.open_table(gates).unwrap();
+        let mut table = txn.open_table(PENDING_GATES).unwrap();
+        let bad = b"{\"request_id\": 1".as_slice();
         table
-            .insert(("alice", "t1"), b"{\"request_id\": 1".as_slice())
+            .insert(("alice", "t1", alice.request_id.as_str()), bad)
             .unwrap();
     }
     txn.commit().unwrap();
@@ -352,7 +477,7 @@ fn assert_an_unreadable_gate_is_named(store: &Store, store_name: &str) {
         user_id: "alice".into(),
         thread_id: "t1".into(),
     };
-    let peeked = store.peek_gate(&alice, now).unwrap_err().to_string();
+    let peeked = store.thread_gates(&alice, now).unwrap_err().to_string();
     for err in [listed, peeked] {
         for said in [store_name, "alice", "t1", "unreadable"] {
             assert!(err.contains(said), "{said} in {err}");
@@ -363,7 +488,7 @@ fn assert_an_unreadable_gate_is_named(store: &Store, store_name: &str) {
         thread_id: "t2".into(),
     };
     assert!(
-        store.peek_gate(&bob, now).unwrap().is_some(),
+        !store.thread_gates(&bob, now).unwrap().is_empty(),
         "the others still read"
     );
 }

@@ -867,3 +867,91 @@ fn inside_claude_code_the_gateway_shows_the_servers_tools() {
         "{echoed}\n{diagnosis}"
     );
 }
+
+/// Three calls paused in one model turn each get a gate of their own: each
+/// tool result names its own request id, `gates list` holds all three, the
+/// person approves each, and the retried calls all run. (Gates were kept
+/// one per session: only the last pause could be approved.)
+#[test]
+fn inside_claude_code_every_call_paused_in_one_turn_can_be_approved() {
+    let Some(claude) = claude_binary() else {
+        return;
+    };
+    let user = ClaudeHome::new(WRITE_ALWAYS);
+    let (home, project, store) = (&user.home, &user.project, &user.store);
+    let _stop = StopDaemon(store.clone());
+    user.install(std::path::Path::new(BIN));
+    let files = ["a.txt", "b.txt", "c.txt"];
+    let writes = |turn: &str| -> Vec<Block> {
+        files
+            .iter()
+            .map(|file| {
+                Block::ToolUse(
+                    format!("toolu_{turn}_{}", &file[..1]),
+                    "Write".into(),
+                    json!({"file_path": project.join(file).display().to_string(), "content": "x\n"}),
+                )
+            })
+            .collect()
+    };
+    let api = MessagesApi::start(vec![
+        writes("first"),
+        vec![Block::Text("Those wait for a person.".into())],
+        writes("again"),
+        vec![Block::Text("Done.".into())],
+    ]);
+    let first = run_claude(
+        &claude,
+        home,
+        project,
+        &api,
+        "Write the three files.",
+        BYPASS,
+    );
+    let diagnosis = diagnosis(&first, &api);
+    let session = String::from_utf8_lossy(&first.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find_map(|event| event["session_id"].as_str().map(str::to_string))
+        .unwrap_or_else(|| panic!("no session id: {diagnosis}"));
+    let results = api
+        .turns()
+        .get(1)
+        .map(common::claude_code::tool_results)
+        .unwrap_or_default();
+    let client = Client::new(socket_for_store(store));
+    let gates = client.call(&DaemonRequest::Gates { user: None }).unwrap();
+    let gates = gates.as_array().cloned().unwrap_or_default();
+    assert_eq!(gates.len(), 3, "three pauses: {gates:?}\n{diagnosis}");
+    for gate in &gates {
+        let request_id = gate["request_id"].as_str().unwrap();
+        let call_id = gate["call_id"].as_str().unwrap();
+        assert!(
+            results.iter().any(|(id, is_error, text)| id == call_id
+                && *is_error
+                && text.contains(request_id)),
+            "{call_id} was told its own request id {request_id}: {results:?}"
+        );
+        common::hooks::resolve_at_a_terminal(&user.config, request_id, "approve");
+    }
+    let again = run_claude(
+        &claude,
+        home,
+        project,
+        &api,
+        "Approved; again.",
+        &[
+            "--resume",
+            &session,
+            "--permission-mode",
+            "bypassPermissions",
+        ],
+    );
+    for file in files {
+        assert!(
+            project.join(file).exists(),
+            "the approved Write of {file} ran: {}",
+            common::claude_code::diagnosis(&again, &api)
+        );
+    }
+}

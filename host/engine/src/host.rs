@@ -495,11 +495,13 @@ impl Toolgate {
                     )
             }
         };
-        match self.store.peek_gate(&key, now)? {
-            Some(gate) if gate.source_channel == request.channel && this_call(&gate) => {
-                self.end_gate(&gate, now)
-            }
-            _ => Ok(None),
+        let gates = self.store.thread_gates(&key, now)?;
+        match gates
+            .iter()
+            .find(|gate| gate.source_channel == request.channel && this_call(gate))
+        {
+            Some(gate) => self.end_gate(gate, now),
+            None => Ok(None),
         }
     }
 
@@ -520,7 +522,7 @@ impl Toolgate {
     ) -> Result<Vec<PendingGate>> {
         let now = crate::now_ms();
         let gates = match key {
-            Some(key) => self.store.peek_gate(key, now)?.into_iter().collect(),
+            Some(key) => self.store.thread_gates(key, now)?,
             None => self.store.list_gates(None, now)?,
         };
         let mut ended = Vec::new();
@@ -605,9 +607,18 @@ impl Toolgate {
         &self.standing
     }
 
-    /// Pending (unexpired) gates, optionally of one user.
+    /// Pending (unexpired) gates, optionally of one user, by session.
     pub fn gates(&self, user_id: Option<&str>) -> Result<Vec<PendingGate>> {
-        self.store.list_gates(user_id, crate::now_ms())
+        let mut gates = self.store.list_gates(user_id, crate::now_ms())?;
+        // A session's pauses together, oldest first.
+        gates.sort_by(|a, b| {
+            (&a.user_id, &a.session_id, a.created_at_ms).cmp(&(
+                &b.user_id,
+                &b.session_id,
+                b.created_at_ms,
+            ))
+        });
+        Ok(gates)
     }
 
     /// Run an admin command on one plugin.

@@ -1,9 +1,11 @@
 //! Pending gates: calls paused for a person's approval or a credential.
 //!
 //! This module holds the data; `store/gates.rs` keeps it. A gate lives in
-//! the store under (user, thread) and is resolved by `Store::take_gate`,
-//! which checks, in one write transaction: the gate exists, has not expired, the request id matches, and the resolving channel
-//! is the one the gate was raised from (or a trusted one). A failed check
+//! the store under (user, thread, request id), any number per thread (each
+//! paused call a model was told of can be approved), and is resolved by
+//! `Store::take_gate`, which checks, in one write transaction: the gate
+//! exists, has not expired, and the resolving channel is the one the gate
+//! was raised from (or a trusted one). A failed check
 //! leaves the gate in place; redb serialises write transactions, so of two
 //! concurrent takes exactly one succeeds. Gates survive restarts because they
 //! are in the file.
@@ -15,7 +17,7 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-/// Identifies a gate: one pending gate per (user, thread).
+/// The thread a gate pauses: with the request id, it names the gate.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GateKey {
     /// The person the agent acts for.

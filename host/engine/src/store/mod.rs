@@ -148,23 +148,27 @@ pub trait EventStore {
 
 /// Pending gates and the resolutions people made on them.
 pub trait GateStore {
-    /// Store a gate, replacing any earlier gate of the same (user, thread).
+    /// Store a gate under its (user, thread, request id), replacing one of
+    /// the same request id. A thread holds any number of pending gates:
+    /// every call a model was told to have approved can be.
     fn insert_gate(&self, gate: &PendingGate) -> Result<()>;
-    /// Store a new pause as [`GateStore::insert_gate`] does, unless the
+    /// Store a new pause as [`GateStore::insert_gate`] does, unless a
     /// pending gate of its (user, thread) asks the same
     /// ([`PendingGate::asks_the_same_as`]): that one then keeps its request
     /// id and expiry (the prompt a person was shown stays the one to
     /// answer, and retries cannot keep it alive) and takes the newest
     /// call's id. One step, so two copies of a call paused at once get one
-    /// gate and one request id. Returns the gate stored.
+    /// gate and one request id; the thread's expired gates go, and past
+    /// [`MAX_GATES_PER_THREAD`] its oldest. Returns the gate stored.
     fn raise_gate(&self, gate: &PendingGate, now_ms: u64) -> Result<PendingGate>;
-    /// The pending gate for `key`, unless there is none or it has expired.
-    fn peek_gate(&self, key: &GateKey, now_ms: u64) -> Result<Option<PendingGate>>;
+    /// The unexpired pending gates of the thread `key`, oldest first.
+    fn thread_gates(&self, key: &GateKey, now_ms: u64) -> Result<Vec<PendingGate>>;
     /// Every unexpired gate, optionally only one user's.
     fn list_gates(&self, user_id: Option<&str>, now_ms: u64) -> Result<Vec<PendingGate>>;
-    /// Take the gate at `key` if every check passes; otherwise leave it.
-    /// Exactly one caller can take a gate, whichever host it talks to. An
-    /// expired gate is removed and reported as [`GateError::Expired`].
+    /// Take the gate `request_id` of the thread `key` if every check
+    /// passes; otherwise leave it. Exactly one caller can take a gate,
+    /// whichever host it talks to. An expired gate is removed and reported
+    /// as [`GateError::Expired`].
     fn take_gate(
         &self,
         key: &GateKey,
@@ -706,20 +710,37 @@ impl Store {
     }
 }
 
-/// What [`GateStore::raise_gate`] stores for `new` over `pending`.
-pub(crate) fn raised(pending: Option<PendingGate>, new: &PendingGate, now_ms: u64) -> PendingGate {
-    match pending {
-        Some(pending) if !pending.is_expired(now_ms) && pending.asks_the_same_as(new) => {
-            PendingGate {
-                request_id: pending.request_id,
-                created_at_ms: pending.created_at_ms,
-                expires_at_ms: pending.expires_at_ms,
-                ..new.clone()
-            }
-        }
-        _ => new.clone(),
+/// What [`GateStore::raise_gate`] stores for `new` in a thread whose
+/// pending gates are `pending`, and the request ids of those that go: the
+/// one asking the same keeps its id and expiry, expired ones go, and past
+/// [`MAX_GATES_PER_THREAD`] the oldest.
+pub(crate) fn raised(
+    pending: Vec<PendingGate>,
+    new: &PendingGate,
+    now_ms: u64,
+) -> (PendingGate, Vec<String>) {
+    let (mut live, expired): (Vec<_>, Vec<_>) =
+        pending.into_iter().partition(|p| !p.is_expired(now_ms));
+    let mut gone: Vec<String> = expired.into_iter().map(|g| g.request_id).collect();
+    if let Some(same) = live.iter().find(|p| p.asks_the_same_as(new)) {
+        let stored = PendingGate {
+            request_id: same.request_id.clone(),
+            created_at_ms: same.created_at_ms,
+            expires_at_ms: same.expires_at_ms,
+            ..new.clone()
+        };
+        return (stored, gone);
     }
+    live.sort_by_key(|g| g.created_at_ms);
+    let over = (live.len() + 1).saturating_sub(MAX_GATES_PER_THREAD);
+    gone.extend(live.into_iter().take(over).map(|g| g.request_id));
+    (new.clone(), gone)
 }
+
+/// The most calls one thread may have waiting for a person at once: past
+/// it the oldest pause ends unanswered (an agent pausing call after call
+/// cannot grow the store without bound).
+pub const MAX_GATES_PER_THREAD: usize = 32;
 
 /// The error for a stored record that does not parse: what it was, and
 /// the fix. A record is never skipped as if it were not there.

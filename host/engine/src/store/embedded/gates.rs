@@ -5,26 +5,53 @@ use std::sync::atomic::Ordering;
 
 use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 
-use super::{GATES, RedbStore};
+use super::{PENDING_GATES, RedbStore};
 use crate::error::{GateError, Result};
 use crate::gates::{GateKey, GateResolution, PendingGate, RecordedResolution};
 use crate::store::{GateStore, Take, judge_take, parse_gate, parse_resolutions, raised};
 
+/// A gate's key in [`PENDING_GATES`].
+pub(crate) fn slot_of(gate: &PendingGate) -> (&str, &str, &str) {
+    (
+        gate.user_id.as_str(),
+        gate.thread_id.as_str(),
+        gate.request_id.as_str(),
+    )
+}
+
 /// (user, thread, call fingerprint) → resolutions so far (JSON).
 pub(crate) const RESOLUTIONS: TableDefinition<(&str, &str, &str), &[u8]> =
     TableDefinition::new("gate_resolutions");
+
+/// The thread's gates in `table`, parsed (expired ones too).
+fn thread_rows(
+    store: &RedbStore,
+    table: &impl ReadableTable<(&'static str, &'static str, &'static str), &'static [u8]>,
+    (user, thread): (&str, &str),
+) -> Result<Vec<PendingGate>> {
+    let mut gates = Vec::new();
+    for entry in table
+        .range((user, thread, "")..)
+        .map_err(|e| store.error(e))?
+    {
+        let (key, value) = entry.map_err(|e| store.error(e))?;
+        let (u, t, _) = key.value();
+        if (u, t) != (user, thread) {
+            break;
+        }
+        gates.push(parse_gate(&store.path, user, thread, value.value())?);
+    }
+    Ok(gates)
+}
 
 impl GateStore for RedbStore {
     fn insert_gate(&self, gate: &PendingGate) -> Result<()> {
         let bytes = serde_json::to_vec(gate).expect("gates always serialise");
         let txn = self.db().begin_write().map_err(|e| self.error(e))?;
         {
-            let mut table = txn.open_table(GATES).map_err(|e| self.error(e))?;
+            let mut table = txn.open_table(PENDING_GATES).map_err(|e| self.error(e))?;
             table
-                .insert(
-                    (gate.user_id.as_str(), gate.thread_id.as_str()),
-                    bytes.as_slice(),
-                )
+                .insert(slot_of(gate), bytes.as_slice())
                 .map_err(|e| self.error(e))?;
         }
         txn.commit().map_err(|e| self.error(e))?;
@@ -36,21 +63,18 @@ impl GateStore for RedbStore {
         // call raised meanwhile is either wholly before or wholly after.
         let txn = self.db().begin_write().map_err(|e| self.error(e))?;
         let stored = {
-            let mut table = txn.open_table(GATES).map_err(|e| self.error(e))?;
-            let slot = (gate.user_id.as_str(), gate.thread_id.as_str());
-            let pending = match table.get(slot).map_err(|e| self.error(e))? {
-                Some(value) => Some(parse_gate(
-                    &self.path,
-                    &gate.user_id,
-                    &gate.thread_id,
-                    value.value(),
-                )?),
-                None => None,
-            };
-            let stored = raised(pending, gate, now_ms);
+            let mut table = txn.open_table(PENDING_GATES).map_err(|e| self.error(e))?;
+            let thread = (gate.user_id.as_str(), gate.thread_id.as_str());
+            let pending = thread_rows(self, &table, thread)?;
+            let (stored, gone) = raised(pending, gate, now_ms);
+            for request_id in &gone {
+                table
+                    .remove((thread.0, thread.1, request_id.as_str()))
+                    .map_err(|e| self.error(e))?;
+            }
             let bytes = serde_json::to_vec(&stored).expect("gates always serialise");
             table
-                .insert(slot, bytes.as_slice())
+                .insert(slot_of(&stored), bytes.as_slice())
                 .map_err(|e| self.error(e))?;
             stored
         };
@@ -58,31 +82,22 @@ impl GateStore for RedbStore {
         Ok(stored)
     }
 
-    fn peek_gate(&self, key: &GateKey, now_ms: u64) -> Result<Option<PendingGate>> {
+    fn thread_gates(&self, key: &GateKey, now_ms: u64) -> Result<Vec<PendingGate>> {
         let txn = self.db().begin_read().map_err(|e| self.error(e))?;
-        let table = txn.open_table(GATES).map_err(|e| self.error(e))?;
-        let gate = match table
-            .get((key.user_id.as_str(), key.thread_id.as_str()))
-            .map_err(|e| self.error(e))?
-        {
-            Some(value) => Some(parse_gate(
-                &self.path,
-                &key.user_id,
-                &key.thread_id,
-                value.value(),
-            )?),
-            None => None,
-        };
-        Ok(gate.filter(|g| !g.is_expired(now_ms)))
+        let table = txn.open_table(PENDING_GATES).map_err(|e| self.error(e))?;
+        let mut gates = thread_rows(self, &table, (&key.user_id, &key.thread_id))?;
+        gates.retain(|g| !g.is_expired(now_ms));
+        gates.sort_by_key(|g| g.created_at_ms);
+        Ok(gates)
     }
 
     fn list_gates(&self, user_id: Option<&str>, now_ms: u64) -> Result<Vec<PendingGate>> {
         let txn = self.db().begin_read().map_err(|e| self.error(e))?;
-        let table = txn.open_table(GATES).map_err(|e| self.error(e))?;
+        let table = txn.open_table(PENDING_GATES).map_err(|e| self.error(e))?;
         let mut gates = Vec::new();
         for entry in table.iter().map_err(|e| self.error(e))? {
             let (key, value) = entry.map_err(|e| self.error(e))?;
-            let (user, thread) = key.value();
+            let (user, thread, _) = key.value();
             let gate = parse_gate(&self.path, user, thread, value.value())?;
             if !gate.is_expired(now_ms) && user_id.is_none_or(|u| u == gate.user_id) {
                 gates.push(gate);
@@ -91,8 +106,9 @@ impl GateStore for RedbStore {
         Ok(gates)
     }
 
-    /// Take the gate at `key` if every check passes; otherwise leave it.
-    /// An expired gate is removed and reported as [`GateError::Expired`].
+    /// Take the gate `request_id` of `key` if every check passes;
+    /// otherwise leave it. An expired gate is removed and reported as
+    /// [`GateError::Expired`].
     fn take_gate(
         &self,
         key: &GateKey,
@@ -104,8 +120,10 @@ impl GateStore for RedbStore {
         let storage = |e: redb::Error| GateError::Storage(e.to_string());
         let txn = self.db().begin_write().map_err(|e| storage(e.into()))?;
         let outcome = {
-            let mut table = txn.open_table(GATES).map_err(|e| storage(e.into()))?;
-            let slot = (key.user_id.as_str(), key.thread_id.as_str());
+            let mut table = txn
+                .open_table(PENDING_GATES)
+                .map_err(|e| storage(e.into()))?;
+            let slot = (key.user_id.as_str(), key.thread_id.as_str(), request_id);
             let gate = table.get(slot).map_err(|e| storage(e.into()))?.map(|v| {
                 serde_json::from_slice::<PendingGate>(v.value()).map_err(|e| e.to_string())
             });

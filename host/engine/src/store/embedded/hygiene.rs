@@ -25,7 +25,8 @@ use redb::{
 
 use super::gates::RESOLUTIONS;
 use super::{
-    EVENTS, EVENTS_BY_SESSION, EVENTS_BY_TOOL, GATES, RedbStore, STATE_USAGE, StoredEvent, TURNS,
+    EVENTS, EVENTS_BY_SESSION, EVENTS_BY_TOOL, PENDING_GATES, RedbStore, STATE_USAGE, StoredEvent,
+    TURNS,
 };
 use crate::error::{Error, Result};
 use crate::gates::{PendingGate, RecordedResolution};
@@ -158,21 +159,21 @@ fn sweep_events(txn: &WriteTransaction, cutoff: u64) -> std::result::Result<u64,
 
 /// Pending gates expired at `now_ms`.
 fn sweep_gates(txn: &WriteTransaction, now_ms: u64) -> std::result::Result<u64, redb::Error> {
-    let mut gates = txn.open_table(GATES)?;
-    let expired: Vec<(String, String)> = gates
+    let mut gates = txn.open_table(PENDING_GATES)?;
+    let expired: Vec<(String, String, String)> = gates
         .iter()?
         .filter_map(|entry| {
             let (key, value) = entry.ok()?;
             let gate: PendingGate = serde_json::from_slice(value.value()).ok()?;
             gate.is_expired(now_ms).then(|| {
-                let (user, thread) = key.value();
-                (user.to_string(), thread.to_string())
+                let (user, thread, request_id) = key.value();
+                (user.to_string(), thread.to_string(), request_id.to_string())
             })
         })
         .take(SWEEP_BATCH)
         .collect();
-    for (user, thread) in &expired {
-        gates.remove((user.as_str(), thread.as_str()))?;
+    for (user, thread, request_id) in &expired {
+        gates.remove((user.as_str(), thread.as_str(), request_id.as_str()))?;
     }
     Ok(expired.len() as u64)
 }

@@ -41,14 +41,47 @@ const STATE: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("state"
 pub(crate) const STATE_USAGE: TableDefinition<&str, u64> = TableDefinition::new("state_usage");
 /// seq → event (JSON).
 pub(crate) const EVENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("events");
+/// Move the gates of a store written when a thread held one pause at most
+/// into [`PENDING_GATES`], in one transaction: none is lost, and a store
+/// without them is not written to.
+fn move_gates_of_one_per_thread(db: &Database) -> std::result::Result<(), redb::Error> {
+    match db.begin_read()?.open_table(ONE_GATE_PER_THREAD) {
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(()),
+        Err(err) => return Err(err.into()),
+        Ok(_) => {}
+    }
+    let txn = db.begin_write()?;
+    {
+        let old = txn.open_table(ONE_GATE_PER_THREAD)?;
+        let mut new = txn.open_table(PENDING_GATES)?;
+        for entry in old.iter()? {
+            let (key, value) = entry?;
+            let (user, thread) = key.value();
+            // A gate that does not parse keeps its place under an id of
+            // its own, for `store check` to name, rather than vanish.
+            let request_id = serde_json::from_slice::<crate::gates::PendingGate>(value.value())
+                .map_or_else(|_| "unreadable".to_string(), |g| g.request_id);
+            new.insert((user, thread, request_id.as_str()), value.value())?;
+        }
+    }
+    txn.delete_table(ONE_GATE_PER_THREAD)?;
+    txn.commit()?;
+    Ok(())
+}
+
 /// (policy, session, seq) → ().
 pub(crate) const EVENTS_BY_SESSION: TableDefinition<(&str, &str, u64), ()> =
     TableDefinition::new("events_by_session");
 /// (policy, tool, seq) → session.
 pub(crate) const EVENTS_BY_TOOL: TableDefinition<(&str, &str, u64), &str> =
     TableDefinition::new("events_by_tool");
-/// (user, thread) → pending gate (JSON).
-pub(crate) const GATES: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("gates");
+/// (user, thread, request id) → pending gate (JSON): any number per thread.
+pub(crate) const PENDING_GATES: TableDefinition<(&str, &str, &str), &[u8]> =
+    TableDefinition::new("pending_gates");
+/// Stores written before a thread could hold more than one pause kept
+/// them here, (user, thread) → gate; they move to [`PENDING_GATES`] when
+/// such a store opens.
+const ONE_GATE_PER_THREAD: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("gates");
 
 /// How many event appends may wait for the writer before new ones are dropped
 /// (with a warning).
@@ -133,7 +166,8 @@ impl RedbStore {
                 .map_err(|e| store_err(e.into()))?;
             txn.open_table(EVENTS_BY_TOOL)
                 .map_err(|e| store_err(e.into()))?;
-            txn.open_table(GATES).map_err(|e| store_err(e.into()))?;
+            txn.open_table(PENDING_GATES)
+                .map_err(|e| store_err(e.into()))?;
             txn.open_table(DECISIONS).map_err(|e| store_err(e.into()))?;
             txn.open_table(TURNS).map_err(|e| store_err(e.into()))?;
             txn.open_table(hygiene::EVENTS_BY_POLICY)
@@ -146,6 +180,7 @@ impl RedbStore {
                 .map_err(|e| store_err(e.into()))?;
         }
         txn.commit().map_err(|e| store_err(e.into()))?;
+        move_gates_of_one_per_thread(&db).map_err(store_err)?;
         let holds_resolutions = (|| -> std::result::Result<bool, redb::Error> {
             let txn = db.begin_read()?;
             Ok(txn.open_table(gates::RESOLUTIONS)?.first()?.is_some())

@@ -8,7 +8,7 @@ use super::decisions::DECISIONS;
 use super::gates::RESOLUTIONS;
 use super::hygiene::TURN_SEEN;
 use super::terminals::AGENT_TERMINALS;
-use super::{EVENTS, GATES, RedbStore, STATE, TURNS};
+use super::{EVENTS, PENDING_GATES, RedbStore, STATE, TURNS};
 use crate::error::Result;
 use crate::store::{Lost, Record, Transfer, stored_json};
 
@@ -82,9 +82,12 @@ impl RedbStore {
             };
             (format!("{policy}/{key}"), Ok(record))
         })?;
-        self.rows(GATES, sink, |(user, thread), value| {
-            let gate = stored_json(GATES.name(), value).map(Record::Gate);
-            (format!("user {user}, thread {thread}"), gate)
+        self.rows(PENDING_GATES, sink, |(user, thread, request_id), value| {
+            let gate = stored_json(PENDING_GATES.name(), value).map(Record::Gate);
+            (
+                format!("user {user}, thread {thread}, request {request_id}"),
+                gate,
+            )
         })?;
         self.rows(RESOLUTIONS, sink, |(user, thread, fingerprint), value| {
             let recorded = stored_json(RESOLUTIONS.name(), value);

@@ -569,24 +569,46 @@ fn gate_of(body: &[u8]) -> std::result::Result<PendingGate, String> {
     serde_json::from_slice(body).map_err(|e| e.to_string())
 }
 
-/// Store `gate` in its (user, thread) slot, replacing what is there.
+/// Store `gate` in its (user, thread, request id) slot, replacing what is
+/// there.
 fn upsert_gate(
     client: &mut impl postgres::GenericClient,
     gate: &PendingGate,
 ) -> std::result::Result<(), postgres::Error> {
     let body = serde_json::to_vec(gate).expect("gates always serialise");
     client.execute(
-        "INSERT INTO gates (user_id, thread_id, expires_at_ms, body) VALUES ($1, $2, $3, $4) \
-         ON CONFLICT (user_id, thread_id) DO UPDATE \
+        "INSERT INTO gates (user_id, thread_id, request_id, expires_at_ms, body) \
+         VALUES ($1, $2, $3, $4, $5) ON CONFLICT (user_id, thread_id, request_id) DO UPDATE \
          SET expires_at_ms = EXCLUDED.expires_at_ms, body = EXCLUDED.body",
         &[
             &gate.user_id,
             &gate.thread_id,
+            &gate.request_id,
             &i64_of(gate.expires_at_ms),
             &body,
         ],
     )?;
     Ok(())
+}
+
+/// The gates of the thread (`user`, `thread`), parsed, oldest first.
+fn thread_rows(
+    client: &mut impl postgres::GenericClient,
+    pool: &Pool,
+    (user, thread): (&str, &str),
+) -> Result<Vec<PendingGate>> {
+    let rows = client
+        .query(
+            "SELECT body FROM gates WHERE user_id = $1 AND thread_id = $2",
+            &[&user, &thread],
+        )
+        .map_err(|e| pool.error(e))?;
+    let mut gates = rows
+        .iter()
+        .map(|row| crate::store::parse_gate(&pool.display, user, thread, &row.get::<_, Vec<u8>>(0)))
+        .collect::<Result<Vec<_>>>()?;
+    gates.sort_by_key(|g| g.created_at_ms);
+    Ok(gates)
 }
 
 impl GateStore for PostgresStore {
@@ -607,45 +629,25 @@ impl GateStore for PostgresStore {
             &[&gate.user_id, &gate.thread_id],
         )
         .map_err(|e| self.pool.error(e))?;
-        let pending = match txn
-            .query_opt(
-                "SELECT body FROM gates WHERE user_id = $1 AND thread_id = $2",
-                &[&gate.user_id, &gate.thread_id],
-            )
-            .map_err(|e| self.pool.error(e))?
-        {
-            Some(row) => Some(crate::store::parse_gate(
-                &self.pool.display,
-                &gate.user_id,
-                &gate.thread_id,
-                &row.get::<_, Vec<u8>>(0),
-            )?),
-            None => None,
-        };
-        let stored = crate::store::raised(pending, gate, now_ms);
+        let thread = (gate.user_id.as_str(), gate.thread_id.as_str());
+        let pending = thread_rows(&mut txn, &self.pool, thread)?;
+        let (stored, gone) = crate::store::raised(pending, gate, now_ms);
+        txn.execute(
+            "DELETE FROM gates WHERE user_id = $1 AND thread_id = $2 AND request_id = ANY($3)",
+            &[&thread.0, &thread.1, &gone],
+        )
+        .map_err(|e| self.pool.error(e))?;
         upsert_gate(&mut txn, &stored).map_err(|e| self.pool.error(e))?;
         txn.commit().map_err(|e| self.pool.error(e))?;
         Ok(stored)
     }
 
-    fn peek_gate(&self, key: &GateKey, now_ms: u64) -> Result<Option<PendingGate>> {
+    fn thread_gates(&self, key: &GateKey, now_ms: u64) -> Result<Vec<PendingGate>> {
         let mut client = self.pool.get()?;
-        let row = client
-            .query_opt(
-                "SELECT body FROM gates WHERE user_id = $1 AND thread_id = $2",
-                &[&key.user_id, &key.thread_id],
-            )
-            .map_err(|e| self.pool.error(e))?;
-        let gate = match row {
-            Some(row) => Some(crate::store::parse_gate(
-                &self.pool.display,
-                &key.user_id,
-                &key.thread_id,
-                &row.get::<_, Vec<u8>>(0),
-            )?),
-            None => None,
-        };
-        Ok(gate.filter(|g| !g.is_expired(now_ms)))
+        let thread = (key.user_id.as_str(), key.thread_id.as_str());
+        let mut gates = thread_rows(&mut *client, &self.pool, thread)?;
+        gates.retain(|g| !g.is_expired(now_ms));
+        Ok(gates)
     }
 
     fn list_gates(&self, user_id: Option<&str>, now_ms: u64) -> Result<Vec<PendingGate>> {
@@ -653,7 +655,7 @@ impl GateStore for PostgresStore {
         let rows = client
             .query(
                 "SELECT body, user_id, thread_id FROM gates \
-                 WHERE ($1::text IS NULL OR user_id = $1) ORDER BY user_id, thread_id",
+                 WHERE ($1::text IS NULL OR user_id = $1) ORDER BY user_id, thread_id, request_id",
                 &[&user_id],
             )
             .map_err(|e| self.pool.error(e))?;
@@ -689,15 +691,16 @@ impl GateStore for PostgresStore {
         let mut txn = client.transaction().map_err(storage)?;
         let stored = txn
             .query_opt(
-                "SELECT body FROM gates WHERE user_id = $1 AND thread_id = $2 FOR UPDATE",
-                &[&key.user_id, &key.thread_id],
+                "SELECT body FROM gates WHERE user_id = $1 AND thread_id = $2 \
+                 AND request_id = $3 FOR UPDATE",
+                &[&key.user_id, &key.thread_id, &request_id],
             )
             .map_err(storage)?
             .map(|r| gate_of(&r.get::<_, Vec<u8>>(0)));
         let delete = |txn: &mut postgres::Transaction<'_>| {
             txn.execute(
-                "DELETE FROM gates WHERE user_id = $1 AND thread_id = $2",
-                &[&key.user_id, &key.thread_id],
+                "DELETE FROM gates WHERE user_id = $1 AND thread_id = $2 AND request_id = $3",
+                &[&key.user_id, &key.thread_id, &request_id],
             )
         };
         let outcome = match judge_take(stored, key, request_id, channel, trusted_channels, now_ms) {

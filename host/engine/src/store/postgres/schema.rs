@@ -82,6 +82,15 @@ const MIGRATIONS: &[&str] = &[
         seen_at_ms bigint NOT NULL
     );
     "#,
+    // 2: any number of pending gates per thread, one per request id.
+    r#"
+    ALTER TABLE gates ADD COLUMN request_id text;
+    UPDATE gates SET request_id = convert_from(body, 'UTF8')::jsonb ->> 'request_id';
+    UPDATE gates SET request_id = 'unreadable' WHERE request_id IS NULL;
+    ALTER TABLE gates ALTER COLUMN request_id SET NOT NULL;
+    ALTER TABLE gates DROP CONSTRAINT gates_pkey;
+    ALTER TABLE gates ADD PRIMARY KEY (user_id, thread_id, request_id);
+    "#,
 ];
 
 /// Bring the database to this build's schema version.
