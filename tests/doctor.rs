@@ -249,8 +249,101 @@ fn codex_copilot_and_opencode_installs_are_checked_like_the_others() {
         text.contains("opencode tool.execute.before: the command fails open"),
         "{text}"
     );
+    // The fix keeps the config the hooks name.
+    let config = setup.dir.path().join("toolgate.toml");
     assert!(
-        text.contains("fix: toolgate hook install --for copilot --write"),
+        text.contains(&format!(
+            "fix: toolgate --config {} hook install --for copilot --write",
+            config.display()
+        )),
         "{text}"
     );
+}
+
+/// `doctor` for `home`, run in the project `dir` (whose `.claude/`
+/// settings Claude Code merges too).
+fn doctor_in(home: &Path, dir: &Path) -> (Output, String) {
+    let bin_dir = Path::new(BIN).parent().unwrap();
+    let out = Command::new(BIN)
+        .arg("doctor")
+        .current_dir(dir)
+        .env("HOME", home)
+        .env("CLAUDE_CONFIG_DIR", home.join(".claude"))
+        .env("PATH", format!("{}:/usr/bin:/bin", bin_dir.display()))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    (out, text)
+}
+
+/// What Claude Code would really run: `disableAllHooks` at any level the
+/// user or the project writes turns the hooks off, and a `PreToolUse`
+/// matcher narrowed from `*` leaves the other tools unjudged. Each is
+/// named, not "fail-closed"; the fix printed keeps the person's config
+/// and, run verbatim, makes doctor content again.
+#[test]
+fn doctor_names_what_switches_the_hooks_off_and_its_fix_works_verbatim() {
+    let setup = Setup::new("");
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    install(&setup, home.path(), &[]);
+    let settings_file = home.path().join(".claude/settings.json");
+    let installed = std::fs::read_to_string(&settings_file).unwrap();
+    let (out, text) = doctor_in(home.path(), project.path());
+    assert_eq!(out.status.code(), Some(0), "{text}");
+
+    // disableAllHooks, in the user's settings, then in the project's own.
+    let mut settings: serde_json::Value = serde_json::from_str(&installed).unwrap();
+    settings["disableAllHooks"] = serde_json::json!(true);
+    std::fs::write(&settings_file, settings.to_string()).unwrap();
+    let (out, text) = doctor_in(home.path(), project.path());
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains(&format!(
+            "!!  claude-code: {} sets disableAllHooks: true",
+            settings_file.display()
+        )),
+        "{text}"
+    );
+    assert!(text.contains("NOT fail-closed"), "{text}");
+    std::fs::write(&settings_file, &installed).unwrap();
+    let local = project.path().join(".claude/settings.local.json");
+    std::fs::create_dir_all(local.parent().unwrap()).unwrap();
+    std::fs::write(&local, r#"{"disableAllHooks": true}"#).unwrap();
+    let (out, text) = doctor_in(home.path(), project.path());
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains(&local.display().to_string()), "{text}");
+    std::fs::remove_file(&local).unwrap();
+
+    // PreToolUse only for Read: named, with a fix that keeps the config.
+    let narrowed = installed.replace("\"matcher\": \"*\"", "\"matcher\": \"Read\"");
+    assert_ne!(narrowed, installed, "the install has a `*` matcher");
+    std::fs::write(&settings_file, &narrowed).unwrap();
+    let (out, text) = doctor_in(home.path(), project.path());
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("hook runs only for tools matching `Read`"),
+        "{text}"
+    );
+    let fix = text
+        .lines()
+        .skip_while(|l| !l.contains("runs only for tools matching"))
+        .find_map(|l| l.trim().strip_prefix("fix: "))
+        .unwrap_or_else(|| panic!("no fix: {text}"))
+        .to_string();
+    let config = setup.dir.path().join("toolgate.toml");
+    assert!(
+        fix.contains(&format!("--config {}", config.display())),
+        "{fix}"
+    );
+    let bin_dir = Path::new(BIN).parent().unwrap();
+    let ran = Command::new("sh")
+        .args(["-c", &fix])
+        .env("PATH", format!("{}:/usr/bin:/bin", bin_dir.display()))
+        .env("HOME", home.path())
+        .output()
+        .unwrap();
+    assert!(ran.status.success(), "{fix}: {ran:?}");
+    let (out, text) = doctor_in(home.path(), project.path());
+    assert_eq!(out.status.code(), Some(0), "after `{fix}`: {text}");
 }

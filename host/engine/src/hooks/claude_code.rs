@@ -28,12 +28,12 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::edit_json_object;
-use super::starts_with_any;
 use super::{Adapter, Event, EventKind, InstallPlan, SettingsFile, parse_event};
 use super::{
     DropIns, SystemHooks, SystemLock, allow_managed_hooks_only, how_to_approve, in_config_dir,
     required_tool_name, who_asks,
 };
+use super::{settings_at, starts_with_any};
 use crate::decision::{Decision, Verdict};
 use crate::error::Result;
 use crate::gates::PendingGate;
@@ -305,6 +305,25 @@ impl Adapter for ClaudeCode {
             "hookEventName": "PostToolUse",
             "updatedToolOutput": text,
         }}))
+    }
+
+    /// Without the managed lock, `disableAllHooks: true` at any level the
+    /// user or the project writes (user, project, local settings) turns
+    /// toolgate's hooks off. (Under the lock, managed hooks run whatever
+    /// those say.)
+    fn switched_off_by_user(&self, locked: bool) -> Vec<(String, &'static str)> {
+        if locked {
+            return Vec::new();
+        }
+        let project = std::env::current_dir().ok().map(|dir| {
+            [".claude/settings.json", ".claude/settings.local.json"].map(|file| dir.join(file))
+        });
+        let user = self.user_hooks();
+        settings_at(user.into_iter().chain(project.into_iter().flatten()))
+            .into_iter()
+            .filter(|(_, settings)| settings["disableAllHooks"] == json!(true))
+            .map(|(path, _)| (path, "sets disableAllHooks: true"))
+            .collect()
     }
 
     fn decline_detector(&self) -> Option<fn(&PendingGate) -> bool> {

@@ -23,7 +23,8 @@ use super::{
     Adapter, Event, EventKind, InstallPlan, SettingsFile, how_to_approve, outcome_of, parse_event,
 };
 use super::{
-    SystemHooks, SystemLock, edit_json_object, required_tool_name, starts_with_any, who_asks,
+    SystemHooks, SystemLock, edit_json_object, required_tool_name, settings_at, starts_with_any,
+    who_asks,
 };
 use crate::decision::{Decision, Verdict};
 use crate::error::Result;
@@ -69,33 +70,37 @@ impl Adapter for GeminiCli {
     }
 
     /// A user's or project's `hooksConfig.disabled` naming toolgate's hook
-    /// (merged over the system settings as a union), and the system
-    /// settings moved away.
-    fn switched_off_by_user(&self) -> Vec<(String, &'static str)> {
-        let mut found = Vec::new();
+    /// (merged over the system settings as a union), the system settings
+    /// moved away, and without the system lock `hooksConfig.enabled: false`.
+    fn switched_off_by_user(&self, locked: bool) -> Vec<(String, &'static str)> {
         let project = std::env::current_dir()
             .ok()
             .map(|d| d.join(".gemini/settings.json"));
-        for path in self.user_hooks().into_iter().chain(project) {
-            let text = crate::transcript::read_small(&path, 1 << 20).unwrap_or_default();
-            let settings: Value = serde_json::from_str(&text).unwrap_or_default();
-            let disabled = settings["hooksConfig"]["disabled"].as_array().cloned();
-            if disabled
-                .unwrap_or_default()
-                .iter()
-                .any(|name| name.as_str().is_some_and(|n| n.contains("toolgate")))
-            {
+        let mut found = Vec::new();
+        for (path, settings) in settings_at(self.user_hooks().into_iter().chain(project)) {
+            let hooks_config = &settings["hooksConfig"];
+            let names_toolgate = hooks_config["disabled"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|name| name.as_str().is_some_and(|n| n.contains("toolgate")));
+            if names_toolgate {
                 found.push((
-                    path.display().to_string(),
+                    path.clone(),
                     "names toolgate's hook under hooksConfig.disabled",
                 ));
+            }
+            if !locked && hooks_config["enabled"] == json!(false) {
+                found.push((path, "sets hooksConfig.enabled: false"));
             }
         }
         for variable in [
             "GEMINI_CLI_SYSTEM_SETTINGS_PATH",
             "GEMINI_CLI_SYSTEM_DEFAULTS_PATH",
         ] {
-            if let Some(moved) = std::env::var_os(variable).filter(|v| v != SYSTEM_SETTINGS) {
+            if let Some(moved) =
+                std::env::var_os(variable).filter(|v| locked && v != SYSTEM_SETTINGS)
+            {
                 found.push((
                     format!("{variable}={}", moved.to_string_lossy()),
                     "moves the system settings away",

@@ -154,11 +154,11 @@ pub trait Adapter: Sync {
         Vec::new()
     }
 
-    /// What of this user's (or the project in the working directory, or
-    /// the environment) switches the runtime's system hooks off despite
-    /// its lock, each with where it is: `doctor` names them. Only where a
-    /// lock cannot keep such a switch out (Gemini CLI).
-    fn switched_off_by_user(&self) -> Vec<(String, &'static str)> {
+    /// What of this user's (or the project's in the working directory, or
+    /// the environment) switches toolgate's hooks off, each with where it
+    /// is: `doctor` names them. `locked`: the hooks are the system's, under
+    /// the runtime's lock, so only what the lock cannot keep out counts.
+    fn switched_off_by_user(&self, _locked: bool) -> Vec<(String, &'static str)> {
         Vec::new()
     }
 
@@ -265,6 +265,23 @@ pub(crate) fn runs(words: &[&str], name: &str) -> bool {
 
 /// `file` in a runtime's config directory: `$ENV` if set, else `dir` in
 /// the home.
+/// The JSON settings files at `paths` that exist and parse, with their
+/// path as shown.
+pub(crate) fn settings_at(
+    paths: impl IntoIterator<Item = std::path::PathBuf>,
+) -> Vec<(String, Value)> {
+    paths
+        .into_iter()
+        .filter_map(|path| {
+            let text = crate::transcript::read_small(&path, 1 << 20).ok()?;
+            Some((
+                path.display().to_string(),
+                serde_json::from_str(&text).ok()?,
+            ))
+        })
+        .collect()
+}
+
 pub(crate) fn in_config_dir(env: &str, dir: &str, file: &str) -> Option<std::path::PathBuf> {
     let dir = match std::env::var_os(env).filter(|v| !v.is_empty()) {
         Some(dir) => std::path::PathBuf::from(dir),

@@ -48,6 +48,8 @@ impl Finding {
 /// A toolgate hook handler found in a settings file.
 struct Handler {
     event: String,
+    /// Which tools it runs for (`None`: every one).
+    matcher: Option<String>,
     /// The shell line, or the URL of an HTTP hook.
     target: Target,
     on_failure_block: bool,
@@ -80,7 +82,15 @@ pub fn run(args: &DoctorArgs) -> anyhow::Result<ExitCode> {
         findings.push(check_user_namespaces());
     }
     for runtime in &locked {
-        findings.extend(check_switched_off(*runtime));
+        findings.extend(check_switched_off(*runtime, true));
+    }
+    let mut unlocked: Vec<HookRuntime> = (user_settings.iter())
+        .map(|(runtime, _)| *runtime)
+        .filter(|runtime| !locked.contains(runtime))
+        .collect();
+    unlocked.dedup();
+    for runtime in unlocked {
+        findings.extend(check_switched_off(runtime, false));
     }
     if !any {
         findings.push(Finding::bad(
@@ -238,12 +248,13 @@ fn check_extensions(runtime: HookRuntime, path: &Path) -> Option<Finding> {
     ))
 }
 
-/// What of the user's switches `runtime`'s system hooks off although its
-/// lock holds (see `Adapter::switched_off_by_user`), each a finding.
-fn check_switched_off(runtime: HookRuntime) -> Vec<Finding> {
+/// What of the user's switches `runtime`'s toolgate hooks off (under its
+/// system lock when `locked`; see `Adapter::switched_off_by_user`), each a
+/// finding.
+fn check_switched_off(runtime: HookRuntime, locked: bool) -> Vec<Finding> {
     let name = runtime.name();
     hooks::adapter(runtime)
-        .switched_off_by_user()
+        .switched_off_by_user(locked)
         .into_iter()
         .map(|(place, what)| {
             Finding::bad(
@@ -340,6 +351,7 @@ fn toolgate_handlers(text: &str, runtime: &str) -> Option<Vec<Handler>> {
             events
                 .map(|event| Handler {
                     event: event.into(),
+                    matcher: None,
                     target: Target::Command(command.clone()),
                     on_failure_block: true,
                 })
@@ -369,6 +381,7 @@ fn toolgate_handlers(text: &str, runtime: &str) -> Option<Vec<Handler>> {
                 };
                 found.push(Handler {
                     event: event.clone(),
+                    matcher: group["matcher"].as_str().map(str::to_string),
                     target,
                     on_failure_block: handler["onFailure"] == "block"
                         || handler["failClosed"] == true,
@@ -383,11 +396,42 @@ fn check_handlers(runtime: HookRuntime, path: &Path, handlers: &[Handler]) -> Ve
     let shown = path.display();
     let deciding = hooks::adapter(runtime).deciding_event();
     let runtime = runtime.name();
-    let reinstall = format!("toolgate hook install --for {runtime} --write {shown}");
+    // The fix keeps the config the hooks name: without it the reinstalled
+    // hooks would name the bundled default, which the running daemon does
+    // not serve, and every call would be refused.
+    let config = handlers
+        .iter()
+        .find_map(|h| named(&h.target).0)
+        .map(|c| {
+            format!(
+                "--config {} ",
+                shlex::try_quote(&c.display().to_string()).unwrap_or_default()
+            )
+        })
+        .unwrap_or_default();
+    let reinstall = format!("toolgate {config}hook install --for {runtime} --write {shown}");
     let mut findings = Vec::new();
+    let deciding_handlers: Vec<&Handler> =
+        handlers.iter().filter(|h| h.event == deciding).collect();
+    let covered = deciding_handlers
+        .iter()
+        .any(|h| matches!(h.matcher.as_deref(), None | Some("" | "*" | ".*")));
     match deciding {
-        event if !handlers.iter().any(|h| h.event == event) => findings.push(Finding::bad(
+        event if deciding_handlers.is_empty() => findings.push(Finding::bad(
             format!("{runtime} ({shown}): no {event} hook, so no call is decided"),
+            reinstall.clone(),
+        )),
+        event if !covered => findings.push(Finding::bad(
+            format!(
+                "{runtime} ({shown}): the {event} hook runs only for tools matching {}, so every \
+                 other tool runs unjudged",
+                deciding_handlers
+                    .iter()
+                    .filter_map(|h| h.matcher.as_deref())
+                    .map(|m| format!("`{m}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
             reinstall.clone(),
         )),
         _ => findings.push(Finding::good(format!(
