@@ -955,3 +955,72 @@ fn inside_claude_code_every_call_paused_in_one_turn_can_be_approved() {
         );
     }
 }
+
+/// `[approvals] follow_client_rules`: a shell command the policies only ask
+/// about is left to Claude Code's own rules where Claude Code enforces them
+/// (its default mode): the one `--allowedTools` allows runs, the other is
+/// refused by Claude Code (`-p` has no one to ask). In bypassPermissions,
+/// where Claude Code would run anything, toolgate still asks; and with the
+/// option off (the default), toolgate asks in every mode.
+#[test]
+fn inside_claude_code_the_persons_own_allow_rules_settle_what_toolgate_would_only_ask() {
+    let Some(claude) = claude_binary() else {
+        return;
+    };
+    let user = ClaudeHome::new(common::agents::BASH_ALWAYS);
+    let (home, project, store) = (&user.home, &user.project, &user.store);
+    let _stop = StopDaemon(store.clone());
+    user.install(std::path::Path::new(BIN));
+    let touches = |turn: &str| -> Vec<Block> {
+        ["allowed", "other"]
+            .iter()
+            .map(|name| {
+                Block::ToolUse(
+                    format!("toolu_{turn}_{name}"),
+                    "Bash".into(),
+                    json!({"command": format!("touch {name}.txt"), "description": "touch"}),
+                )
+            })
+            .collect()
+    };
+    let run = |turn: &str, mode: &str| {
+        let api = MessagesApi::start(vec![touches(turn), vec![Block::Text("Done.".into())]]);
+        let out = run_claude(
+            &claude,
+            home,
+            project,
+            &api,
+            "Touch the files.",
+            &[
+                "--permission-mode",
+                mode,
+                "--allowedTools",
+                "Bash(touch allowed.txt)",
+            ],
+        );
+        let ran = ["allowed", "other"].map(|name| {
+            let file = project.join(format!("{name}.txt"));
+            let ran = file.exists();
+            let _ = std::fs::remove_file(&file);
+            ran
+        });
+        (ran, diagnosis(&out, &api))
+    };
+    // Off (the default): toolgate asks, so neither runs under `-p`.
+    let (ran, said) = run("off", "default");
+    assert_eq!(ran, [false, false], "{said}");
+    let config = std::fs::read_to_string(&user.config).unwrap();
+    let following = config.replacen(
+        "[approvals]\n",
+        "[approvals]\nfollow_client_rules = true\n",
+        1,
+    );
+    assert_ne!(following, config);
+    std::fs::write(&user.config, following).unwrap();
+    // On: Claude Code's own rules settle it.
+    let (ran, said) = run("on", "default");
+    assert_eq!(ran, [true, false], "{said}");
+    // On, in bypassPermissions: toolgate asks, as before.
+    let (ran, said) = run("bypass", "bypassPermissions");
+    assert_eq!(ran, [false, false], "{said}");
+}

@@ -161,6 +161,15 @@ pub struct ApprovalsConfig {
     /// [`crate::standing`]); default `STORE.always.toml` beside the store.
     #[serde(default)]
     pub always_file: Option<PathBuf>,
+    /// Let the runtime's own permission rules settle a call the policies
+    /// would only ask a person about, where the runtime enforces them and
+    /// asks a person itself for what they do not allow (Claude Code in its
+    /// `default`, `acceptEdits` and `plan` modes): a call its allow rules
+    /// (or `--allowedTools`) cover runs, any other is asked by the runtime.
+    /// Never for a call a policy denies, one a policy rewrote, a credential
+    /// pause, or a runtime in a mode that asks no one. Default off.
+    #[serde(default)]
+    pub follow_client_rules: bool,
 }
 
 /// How long a person's refusal holds (`[approvals] refusal_scope`).
@@ -182,6 +191,7 @@ impl Default for ApprovalsConfig {
             tokens: BTreeMap::new(),
             refusal_scope: RefusalScope::default(),
             always_file: None,
+            follow_client_rules: false,
         }
     }
 }

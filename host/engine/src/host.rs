@@ -535,6 +535,21 @@ impl Toolgate {
         Ok(ended)
     }
 
+    /// Take back the pause `pause` unanswered: the runtime asks its person
+    /// itself (see `[approvals] follow_client_rules`).
+    pub fn withdraw_pause(&self, pause: &crate::decision::PauseInfo) -> Result<()> {
+        let key = GateKey {
+            user_id: pause.user_id.clone(),
+            thread_id: pause.thread_id.clone(),
+        };
+        let now = crate::now_ms();
+        let gates = self.store.thread_gates(&key, now)?;
+        if let Some(gate) = gates.iter().find(|g| g.request_id == pause.request_id) {
+            self.end_gate(gate, now)?;
+        }
+        Ok(())
+    }
+
     /// Remove `gate` unanswered, unless it was resolved or replaced
     /// meanwhile.
     fn end_gate(&self, gate: &PendingGate, now: u64) -> Result<Option<PendingGate>> {

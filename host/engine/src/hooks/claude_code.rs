@@ -307,6 +307,15 @@ impl Adapter for ClaudeCode {
         }}))
     }
 
+    /// No decision: Claude Code's own rules (`permissions.allow`,
+    /// `--allowedTools`) then settle the call, and in `default`,
+    /// `acceptEdits` and `plan` it asks a person for what they do not
+    /// allow. Not in `bypassPermissions` or `dontAsk`, where it would run
+    /// anything unasked.
+    fn own_rules_answer(&self, request: &ToolRequest) -> Option<Value> {
+        (request.mode == Mode::Interactive).then(|| json!({}))
+    }
+
     /// Without the managed lock, `disableAllHooks: true` at any level the
     /// user or the project writes (user, project, local settings) turns
     /// toolgate's hooks off. (Under the lock, managed hooks run whatever

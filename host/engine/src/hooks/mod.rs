@@ -154,6 +154,14 @@ pub trait Adapter: Sync {
         Vec::new()
     }
 
+    /// The answer that leaves `request` to the runtime's own permission
+    /// rules, when in its mode the runtime enforces them and asks a person
+    /// for what they do not allow (see `[approvals] follow_client_rules`);
+    /// none where it would then run the call unasked.
+    fn own_rules_answer(&self, _request: &ToolRequest) -> Option<Value> {
+        None
+    }
+
     /// What of this user's (or the project's in the working directory, or
     /// the environment) switches toolgate's hooks off, each with where it
     /// is: `doctor` names them. `locked`: the hooks are the system's, under
@@ -577,6 +585,10 @@ fn drive(
             if !adapter.applies_rewrites() {
                 refuse_rewritten(&mut decision);
             }
+            if let Some(answer) = own_rules_answer(host, adapter, &request, &decision)? {
+                *decided = Some(decision);
+                return Ok(answer);
+            }
             let answer = adapter.answer(&decision, can_ask);
             *decided = Some(decision);
             Ok(answer)
@@ -600,6 +612,34 @@ fn drive(
             Ok(answer.unwrap_or_else(|| json!({})))
         }
     }
+}
+
+/// With `[approvals] follow_client_rules`, a call the policies only ask
+/// about, as asked, left to a runtime that enforces its own rules and asks
+/// a person for the rest: its pause withdrawn (the runtime asks, not
+/// toolgate), and the runtime's answer for "your rules decide".
+fn own_rules_answer(
+    host: &Toolgate,
+    adapter: &dyn Adapter,
+    request: &ToolRequest,
+    decision: &Decision,
+) -> Result<Option<Value>> {
+    let asked_only = decision.verdict == Verdict::Pause
+        && decision.arguments.is_none()
+        && decision
+            .pause
+            .as_ref()
+            .is_some_and(|p| matches!(p.kind, crate::gates::PauseKind::Approval { .. }));
+    if !asked_only || !host.with_config(|c| c.approvals.follow_client_rules) {
+        return Ok(None);
+    }
+    let Some(answer) = adapter.own_rules_answer(request) else {
+        return Ok(None);
+    };
+    if let Some(pause) = &decision.pause {
+        host.withdraw_pause(pause)?;
+    }
+    Ok(Some(answer))
 }
 
 /// A rewritten call allowed (or paused) for a runtime that can only run
