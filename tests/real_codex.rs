@@ -87,10 +87,10 @@ fn inside_codex_a_broken_toolgate_blocks_the_tool() {
 #[test]
 fn inside_codex_a_pause_is_approved_from_a_terminal_and_the_retry_runs_once() {
     let api = ResponsesApi::start(vec![
-        vec![Item::Shell(
-            "call_1".into(),
-            "echo approved-call-ran".into(),
-        )],
+        vec![
+            Item::Shell("call_1".into(), "echo approved-call-ran".into()),
+            Item::Shell("call_1b".into(), "echo second-call-ran".into()),
+        ],
         vec![Item::Text("A person must approve it first.".into())],
         vec![Item::Shell(
             "call_2".into(),
@@ -106,29 +106,15 @@ fn inside_codex_a_pause_is_approved_from_a_terminal_and_the_retry_runs_once() {
 
     let first = user.run("Say hi with echo.");
     let diagnosis = diagnosis(&first, &api);
-    let outputs = api.tool_outputs();
-    let (_, paused) = outputs
-        .iter()
-        .find(|(id, _)| id == "call_1")
-        .unwrap_or_else(|| panic!("no output for the call: {diagnosis}"));
-    assert!(
-        paused.contains("toolgate (lease-gate asks)") && paused.contains("--request-id "),
-        "the model reads who asks and how a person approves: {paused}"
-    );
-    let request_id = paused
-        .split("--request-id ")
-        .nth(1)
-        .and_then(|rest| rest.split(['`', ' ']).next())
-        .unwrap()
-        .to_string();
     let session = String::from_utf8_lossy(&first.stdout)
         .lines()
         .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
         .find_map(|event| event["thread_id"].as_str().map(str::to_string))
         .unwrap_or_else(|| panic!("no thread id: {diagnosis}"));
 
-    // The person approves from a terminal of their own.
-    common::hooks::resolve_at_a_terminal(&user.config, &request_id, "approve");
+    // Both calls paused; the person approves each from a terminal of
+    // their own.
+    common::agents::approve_each_pause(&api, &["call_1", "call_1b"], &user.config, &diagnosis);
 
     // The agent retries in the same session: it runs, once.
     let second = user.exec(&["resume", &session, "Approved; try again."]);

@@ -90,7 +90,10 @@ fn inside_opencode_a_broken_toolgate_blocks_the_tool() {
 #[test]
 fn inside_opencode_a_pause_is_approved_from_a_terminal_and_the_retry_runs_once() {
     let api = ChatApi::start(vec![
-        vec![bash("call_1", "echo approved-call-ran >> ran.txt")],
+        vec![
+            bash("call_1", "echo approved-call-ran >> ran.txt"),
+            bash("call_1b", "echo second-call-ran >> ran2.txt"),
+        ],
         vec![Item::Text("A person must approve it first.".into())],
         vec![bash("call_2", "echo approved-call-ran >> ran.txt")],
         vec![Item::Text("It ran.".into())],
@@ -103,21 +106,11 @@ fn inside_opencode_a_pause_is_approved_from_a_terminal_and_the_retry_runs_once()
 
     let first = user.run(&[], "Record that it ran.");
     let diagnosis = diagnosis(&first, &api);
-    let paused = output_of(&api, "call_1", &diagnosis);
-    assert!(
-        paused.contains("toolgate (lease-gate asks)") && paused.contains("--request-id "),
-        "the model reads who asks and how a person approves: {paused}"
-    );
     assert!(!user.project.join("ran.txt").exists(), "{diagnosis}");
-    let request_id = paused
-        .split("--request-id ")
-        .nth(1)
-        .and_then(|rest| rest.split(['`', ' ']).next())
-        .unwrap()
-        .to_string();
 
-    // The person approves from a terminal of their own.
-    common::hooks::resolve_at_a_terminal(&user.config, &request_id, "approve");
+    // Both calls paused; the person approves each from a terminal of
+    // their own.
+    common::agents::approve_each_pause(&api, &["call_1", "call_1b"], &user.config, &diagnosis);
 
     // The agent retries in the same session: it runs, once.
     let second = user.run(&["--continue"], "Approved; try again.");

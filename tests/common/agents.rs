@@ -61,6 +61,32 @@ pub fn output_of(api: &dyn ToolOutputs, id: &str, diagnosis: &str) -> String {
         .unwrap_or_else(|| panic!("no output for {id}: {diagnosis}"))
 }
 
+/// Each of the calls `ids` was paused with a request id of its own, which
+/// the model reads with who asks, and a person approves each from a
+/// terminal of their own: every id a model is told resolves.
+pub fn approve_each_pause(api: &dyn ToolOutputs, ids: &[&str], config: &Path, diagnosis: &str) {
+    let mut seen: Vec<String> = Vec::new();
+    for id in ids {
+        let paused = output_of(api, id, diagnosis);
+        assert!(
+            paused.contains("toolgate (lease-gate asks)") && paused.contains("--request-id "),
+            "the model reads who asks and how a person approves: {paused}"
+        );
+        let request_id = paused
+            .split("--request-id ")
+            .nth(1)
+            .and_then(|rest| rest.split(['`', ' ']).next())
+            .unwrap()
+            .to_string();
+        assert!(
+            !seen.contains(&request_id),
+            "{id} has an id of its own: {paused}"
+        );
+        super::hooks::resolve_at_a_terminal(config, &request_id, "approve");
+        seen.push(request_id);
+    }
+}
+
 /// Whether a `echo safe-call-ran` call's output is that it ran: its text,
 /// and no refusal (which quotes the command too).
 pub fn ran_unrefused(output: &str) -> bool {
