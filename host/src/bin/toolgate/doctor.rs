@@ -444,52 +444,60 @@ fn check_handlers(runtime: HookRuntime, path: &Path, handlers: &[Handler]) -> Ve
         ))),
     }
     for handler in handlers {
-        let event = &handler.event;
-        match &handler.target {
-            Target::Command(line) => {
-                if !(line.contains("[ -n \"$out\" ]") && line.contains("exit 2")) {
-                    findings.push(Finding::bad(
-                        format!(
-                            "{runtime} {event}: the command fails open if its program is missing, \
-                             replaced or crashes (an install from before fail-closed hooks)"
-                        ),
-                        reinstall.clone(),
-                    ));
-                }
-                match program_of(line) {
-                    Some(program) if is_executable(&program) => {}
-                    Some(program) => findings.push(Finding::bad(
-                        format!(
-                            "{runtime} {event}: {} is missing or not executable, so every call \
-                             is blocked",
-                            program.display()
-                        ),
-                        format!("reinstall toolgate (cargo install --path host), then {reinstall}"),
-                    )),
-                    None => {}
-                }
+        findings.extend(check_handler(runtime, handler, &reinstall));
+    }
+    findings
+}
+
+/// What is wrong with one of `runtime`'s toolgate handlers, each with
+/// `reinstall` (or another fix).
+fn check_handler(runtime: &str, handler: &Handler, reinstall: &str) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    let event = &handler.event;
+    match &handler.target {
+        Target::Command(line) => {
+            if !(line.contains("[ -n \"$out\" ]") && line.contains("exit 2")) {
+                findings.push(Finding::bad(
+                    format!(
+                        "{runtime} {event}: the command fails open if its program is missing, \
+                         replaced or crashes (an install from before fail-closed hooks)"
+                    ),
+                    reinstall.to_string(),
+                ));
             }
-            Target::Http(url) => {
-                if !http_answers(url) {
-                    findings.push(Finding::bad(
-                        format!(
-                            "{runtime} {event}: nothing answers at {url}, so every call is blocked"
-                        ),
-                        "start the daemon: a new session's SessionStart hook does, or \
-                         `toolgate --config CONFIG serve`",
-                    ));
-                }
+            match program_of(line) {
+                Some(program) if is_executable(&program) => {}
+                Some(program) => findings.push(Finding::bad(
+                    format!(
+                        "{runtime} {event}: {} is missing or not executable, so every call \
+                         is blocked",
+                        program.display()
+                    ),
+                    format!("reinstall toolgate (cargo install --path host), then {reinstall}"),
+                )),
+                None => {}
             }
         }
-        if runtime == "claude-code" && !handler.on_failure_block {
-            findings.push(Finding::bad(
-                format!(
-                    "claude-code {event}: no \"onFailure\": \"block\", so a hook that fails in a \
-                     way the command line does not catch lets the tool run"
-                ),
-                format!("upgrade Claude Code to 2.1.295 or later, then {reinstall}"),
-            ));
+        Target::Http(url) => {
+            if !http_answers(url) {
+                findings.push(Finding::bad(
+                    format!(
+                        "{runtime} {event}: nothing answers at {url}, so every call is blocked"
+                    ),
+                    "start the daemon: a new session's SessionStart hook does, or \
+                     `toolgate --config CONFIG serve`",
+                ));
+            }
         }
+    }
+    if runtime == "claude-code" && !handler.on_failure_block {
+        findings.push(Finding::bad(
+            format!(
+                "claude-code {event}: no \"onFailure\": \"block\", so a hook that fails in a \
+                 way the command line does not catch lets the tool run"
+            ),
+            format!("upgrade Claude Code to 2.1.295 or later, then {reinstall}"),
+        ));
     }
     findings
 }

@@ -257,7 +257,8 @@ fn print_counts(counts: &BTreeMap<&'static str, u64>) {
 /// What could not be read, pending gates (a person's open questions)
 /// first.
 fn print_lost(heading: &str, lost: &mut [Lost]) {
-    lost.sort_by_key(|l| (l.table != "gates", l.table.clone()));
+    let gates = |table: &str| matches!(table, "gates" | "pending_gates");
+    lost.sort_by_key(|l| (!gates(&l.table), l.table.clone()));
     println!("{heading}:");
     for l in lost.iter() {
         println!("  !! {} {}: {}", l.table, l.what, l.why);
