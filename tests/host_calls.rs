@@ -427,14 +427,20 @@ fn expired_gates_and_resolutions_are_swept() {
             .map_or(0, |t| t.rows)
     };
     assert_eq!(
-        (rows(&host, "pending_gates"), rows(&host, "gate_resolutions")),
+        (
+            rows(&host, "pending_gates"),
+            rows(&host, "gate_resolutions")
+        ),
         (1, 1)
     );
     std::thread::sleep(std::time::Duration::from_millis(1100));
     let report = host.sweep().unwrap();
     assert_eq!((report.gates, report.resolutions), (1, 1));
     assert_eq!(
-        (rows(&host, "pending_gates"), rows(&host, "gate_resolutions")),
+        (
+            rows(&host, "pending_gates"),
+            rows(&host, "gate_resolutions")
+        ),
         (0, 0)
     );
 }

@@ -1171,6 +1171,16 @@ fn in_system_mode_one_agent_user_can_neither_see_nor_touch_anothers_calls() {
         }
     }
 
+    // Naming agent-b's session as toolgate stores it is refused outright.
+    let named = ask_as(
+        &ns,
+        a,
+        &json!({"op": "next_turn", "session": stored_session}),
+    );
+    if !(named.contains("\"unauthorized\"") && named.contains(&stored_session)) {
+        broken.push(format!("naming agent-b's stored session: {named}"));
+    }
+
     // The person approves agent-b's call; agent-a, naming agent-b's session
     // and call, cannot take the approval.
     if let Err(said) = approve_as_person(&ns, request_id) {

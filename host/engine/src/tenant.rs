@@ -81,6 +81,25 @@ impl Tenant {
         }
     }
 
+    /// Refuse (and log) ids written as a tenant's own are (`uid:N…`): a
+    /// tenant never needs one, since toolgate adds its prefix itself, so
+    /// such a request is aimed at another user's sessions.
+    pub fn refuse_foreign<'a>(self, ids: impl IntoIterator<Item = &'a str>) -> Result<()> {
+        let Self::User(uid) = self else {
+            return Ok(());
+        };
+        match ids.into_iter().find(|id| id.starts_with(PREFIX)) {
+            None => Ok(()),
+            Some(id) => {
+                tracing::warn!(uid, id, "a tenant named another user's id; refused");
+                Err(Error::Unauthorized(format!(
+                    "`{id}` names another user's session or user (ids starting `{PREFIX}` are \
+                     toolgate's own for each user); name your own"
+                )))
+            }
+        }
+    }
+
     /// `request` as this tenant may make it: the ids it names made its own,
     /// and what only the operator may read refused.
     pub fn confine_request(self, mut request: DaemonRequest) -> Result<DaemonRequest> {
@@ -93,8 +112,12 @@ impl Tenant {
             | DaemonRequest::CheckOutput { request, .. }
             | DaemonRequest::VisibleTools {
                 caller: request, ..
-            } => self.confine(request),
+            } => {
+                self.refuse_foreign(ids_of(request))?;
+                self.confine(request)
+            }
             DaemonRequest::NextTurn { session } | DaemonRequest::Turn { session } => {
+                self.refuse_foreign([session.as_str()])?;
                 *session = self.session(session)
             }
             DaemonRequest::Log { .. }
@@ -123,6 +146,18 @@ impl Tenant {
         }
         Ok(request)
     }
+}
+
+/// The ids of `request` a tenant could aim at another's.
+pub fn ids_of(request: &ToolRequest) -> impl Iterator<Item = &str> {
+    [
+        Some(&request.user_id),
+        Some(&request.session_id),
+        request.thread_id.as_ref(),
+    ]
+    .into_iter()
+    .flatten()
+    .map(String::as_str)
 }
 
 /// Whether `request` may come from a caller no kernel names (HTTP): what
@@ -193,5 +228,20 @@ mod tests {
         assert_eq!(of_session("s1"), "");
         assert_eq!(of_session("uid:x/s1"), "");
         assert!(Tenant::Operator.sees_user("uid:1001"));
+    }
+
+    #[test]
+    fn a_tenant_naming_another_users_ids_is_refused() {
+        let forged = DaemonRequest::NextTurn {
+            session: "uid:1002/s1".into(),
+        };
+        let err = Tenant::User(1001).confine_request(forged).unwrap_err();
+        assert_eq!(err.kind(), crate::ErrorKind::Unauthorized, "{err}");
+        assert!(err.to_string().contains("uid:1002/s1"), "{err}");
+        let own = DaemonRequest::NextTurn {
+            session: "s1".into(),
+        };
+        assert!(Tenant::User(1001).confine_request(own).is_ok());
+        assert!(Tenant::Operator.refuse_foreign(["uid:1002/s1"]).is_ok());
     }
 }

@@ -557,6 +557,13 @@ fn drive(
     decided: &mut Option<Decision>,
 ) -> Result<Value> {
     let mut event = adapter.parse(input)?;
+    let named = match &event.kind {
+        EventKind::Decide { request, .. } | EventKind::Ran { request, .. } => {
+            crate::tenant::ids_of(request).collect()
+        }
+        EventKind::Nothing | EventKind::NewTurn => Vec::new(),
+    };
+    tenant.refuse_foreign(named.into_iter().chain([event.session.as_str()]))?;
     event.confine(tenant);
     let prompt = event.prompt.as_deref();
     if let (Some(declined), Needs::Store | Needs::Policies) =
