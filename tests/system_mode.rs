@@ -601,6 +601,7 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
         ("--bare", None, None),
         ("", Some("CLAUDE_CODE_SIMPLE=1"), None),
         ("--safe-mode", None, None),
+        ("", Some("CLAUDE_CODE_MANAGED_SETTINGS_PATH=/tmp"), None),
         ("--settings '{\"disableAllHooks\": true}'", None, None),
         ("", None, Some("{\"disableAllHooks\": true}\n")),
     ] {
