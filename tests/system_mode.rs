@@ -855,6 +855,7 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
     // managed hooks off).
     let managed = "/etc/claude-code/managed-settings.json";
     let gemini_settings = gemini_home.join("settings.json").display().to_string();
+    let user_settings = settings.display().to_string();
     let requirements = "/etc/codex/requirements.toml";
     let drop_ins = "/etc/claude-code/managed-settings.d";
     for (open, undo, says, exit) in [
@@ -903,6 +904,18 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
             format!("chmod 755 {BIN_PARENT}"),
             format!("You own toolgate's files ({BIN_DIR}/toolgate-hook"),
             0,
+        ),
+        // Managed settings without toolgate's hooks that allow only the
+        // admin's, over toolgate's hooks in the user's settings: shadowed.
+        (
+            format!(
+                "cp {managed} /tmp/tg-managed.json && echo '{{\"allowManagedHooksOnly\": true}}' > {managed} && {BIN_DIR}/toolgate --config {CONFIG} hook install --write {user_settings}"
+            ),
+            format!("mv /tmp/tg-managed.json {managed} && rm {user_settings}"),
+            format!(
+                "!!  claude-code: {managed} sets allowManagedHooksOnly without toolgate's hooks"
+            ),
+            1,
         ),
         // A list Gemini CLI merges over its system settings as a union:
         // only self-protection refuses writing it (doctor names it).

@@ -99,6 +99,9 @@ const CURRENT_SINCE: (u32, u32, u32) = (2, 1, 295);
 /// events).
 const HOOK_TIMEOUT_SECS: u64 = 30;
 
+/// Claude Code's managed settings on Linux: the admin's, over every other.
+const MANAGED_SETTINGS: &str = "/etc/claude-code/managed-settings.json";
+
 impl Adapter for ClaudeCode {
     fn user_hooks(&self) -> Option<PathBuf> {
         in_config_dir("CLAUDE_CONFIG_DIR", ".claude", "settings.json")
@@ -112,9 +115,9 @@ impl Adapter for ClaudeCode {
     /// project's hooks (and their `disableAllHooks`) are ignored.
     fn system_hooks(&self) -> Option<SystemHooks> {
         Some(SystemHooks {
-            file: "/etc/claude-code/managed-settings.json",
+            file: MANAGED_SETTINGS,
             lock: Some(SystemLock {
-                file: "/etc/claude-code/managed-settings.json",
+                file: MANAGED_SETTINGS,
                 edit: managed_hooks_only,
                 does: "allowManagedHooksOnly and no disableAllHooks, allowManagedModsOnly and \
                        forceHotReloadPrompt, disableSkillShellExecution and disableSideloadFlags: \
@@ -320,6 +323,10 @@ impl Adapter for ClaudeCode {
     /// user or the project writes (user, project, local settings) turns
     /// toolgate's hooks off. (Under the lock, managed hooks run whatever
     /// those say.)
+    ///
+    /// Managed settings the admin wrote without toolgate's hooks shadow
+    /// them too: `allowManagedHooksOnly` keeps every user and project hook
+    /// from running, and their `disableAllHooks` every hook.
     fn switched_off_by_user(&self, locked: bool) -> Vec<(String, &'static str)> {
         if locked {
             return Vec::new();
@@ -328,11 +335,25 @@ impl Adapter for ClaudeCode {
             [".claude/settings.json", ".claude/settings.local.json"].map(|file| dir.join(file))
         });
         let user = self.user_hooks();
-        settings_at(user.into_iter().chain(project.into_iter().flatten()))
-            .into_iter()
-            .filter(|(_, settings)| settings["disableAllHooks"] == json!(true))
-            .map(|(path, _)| (path, "sets disableAllHooks: true"))
-            .collect()
+        let mut found: Vec<(String, &'static str)> =
+            settings_at(user.into_iter().chain(project.into_iter().flatten()))
+                .into_iter()
+                .filter(|(_, settings)| settings["disableAllHooks"] == json!(true))
+                .map(|(path, _)| (path, "sets disableAllHooks: true"))
+                .collect();
+        for (path, managed) in settings_at([PathBuf::from(MANAGED_SETTINGS)]) {
+            if managed["allowManagedHooksOnly"] == json!(true) {
+                found.push((
+                    path.clone(),
+                    "sets allowManagedHooksOnly without toolgate's hooks: only the admin's hooks \
+                     run, never these",
+                ));
+            }
+            if managed["disableAllHooks"] == json!(true) {
+                found.push((path, "sets disableAllHooks: true, for every hook"));
+            }
+        }
+        found
     }
 
     fn decline_detector(&self) -> Option<fn(&PendingGate) -> bool> {
