@@ -21,12 +21,19 @@ use crate::plugins::PluginSet;
 use crate::request::{ArgumentsText, ToolRequest};
 use crate::{Decision, Verdict};
 
-/// The calls answered lately, each behind its own lock.
-pub(crate) struct Answered(Mutex<BoundedMap<CallKey, Slot>>);
+/// The calls answered lately, each behind its own lock; and what each call
+/// allowed or asked about should run as (see [`Answered::ran_unjudged`]).
+pub(crate) struct Answered {
+    calls: Mutex<BoundedMap<CallKey, Slot>>,
+    to_run: Mutex<BoundedMap<CallKey, [u8; 32]>>,
+}
 
 impl Default for Answered {
     fn default() -> Self {
-        Self(Mutex::new(BoundedMap::new(Self::KEPT)))
+        Self {
+            calls: Mutex::new(BoundedMap::new(Self::KEPT)),
+            to_run: Mutex::new(BoundedMap::new(Self::KEPT)),
+        }
     }
 }
 
@@ -87,6 +94,7 @@ impl Answered {
             return Ok(known.decision.clone());
         }
         let decision = decide(arguments)?;
+        self.remember_what_runs(request, fingerprint, &decision);
         *answer = keeps(&decision).then(|| Answer {
             fingerprint,
             decision: decision.clone(),
@@ -96,8 +104,53 @@ impl Answered {
         Ok(decision)
     }
 
+    /// What `request` should run as once `decision` lets it (its
+    /// arguments, or the rewrite the decision carries), for
+    /// [`Self::ran_unjudged`].
+    fn remember_what_runs(&self, request: &ToolRequest, judged: [u8; 32], decision: &Decision) {
+        let (Some(call_id), Verdict::Allow | Verdict::Pause) =
+            (request.call_id.as_deref(), decision.verdict)
+        else {
+            return;
+        };
+        let expected = match &decision.arguments {
+            Some(rewrite) => {
+                let mut rewritten = request.clone();
+                rewritten.arguments = rewrite.clone();
+                fingerprint(request, &rewritten.arguments_text())
+            }
+            None => judged,
+        };
+        let key = (
+            request.user_id.clone(),
+            request.session_id.clone(),
+            call_id.to_string(),
+        );
+        let mut to_run = self.to_run.lock().unwrap_or_else(PoisonError::into_inner);
+        to_run.insert(key, expected);
+    }
+
+    /// Whether `ran`, a call the runtime reports as run, ran with input
+    /// other than toolgate judged for its call id: another hook or a mod
+    /// rewrote it after toolgate's answer. False for a call toolgate does
+    /// not remember judging (a daemon restarted, a call without an id).
+    pub(crate) fn ran_unjudged(&self, ran: &ToolRequest) -> bool {
+        let Some(call_id) = ran.call_id.as_deref() else {
+            return false;
+        };
+        let key = (
+            ran.user_id.clone(),
+            ran.session_id.clone(),
+            call_id.to_string(),
+        );
+        let to_run = self.to_run.lock().unwrap_or_else(PoisonError::into_inner);
+        to_run
+            .get(&key)
+            .is_some_and(|expected| *expected != fingerprint(ran, &ran.arguments_text()))
+    }
+
     fn slot(&self, key: CallKey) -> Slot {
-        let mut calls = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut calls = self.calls.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(slot) = calls.get(&key) {
             return slot.clone();
         }

@@ -170,6 +170,13 @@ pub struct ApprovalsConfig {
     /// pause, or a runtime in a mode that asks no one. Default off.
     #[serde(default)]
     pub follow_client_rules: bool,
+    /// When a runtime reports a call as run with input other than toolgate
+    /// judged for it (another hook or a mod rewrote it after toolgate's
+    /// answer), every further call of that thread is refused until a
+    /// person looks and resolves the question raised for it. Off: the
+    /// question is raised and logged, and calls go on. Default on.
+    #[serde(default = "yes")]
+    pub stop_on_unjudged_runs: bool,
 }
 
 /// How long a person's refusal holds (`[approvals] refusal_scope`).
@@ -192,6 +199,7 @@ impl Default for ApprovalsConfig {
             refusal_scope: RefusalScope::default(),
             always_file: None,
             follow_client_rules: false,
+            stop_on_unjudged_runs: true,
         }
     }
 }

@@ -47,6 +47,8 @@ pub struct Toolgate {
     answered: crate::answered::Answered,
     /// The turn of each recent prompt, by session and prompt id.
     prompt_turns: PromptTurns,
+    /// Threads stopped because a call ran as toolgate did not judge it.
+    unjudged: crate::unjudged::Unjudged,
 }
 
 /// The composed risk of the last [`RecentRisks::KEPT`] decided calls, so an
@@ -126,6 +128,7 @@ impl Toolgate {
         let standing =
             crate::standing::StandingApprovals::open(Some(config.always_path(&location)))?;
         let registry = Registry::open(config, &runtime, &store)?;
+        let unjudged = crate::unjudged::Unjudged::open(&store)?;
         Ok(Self {
             runtime,
             store,
@@ -135,6 +138,7 @@ impl Toolgate {
             recent_risks: RecentRisks::default(),
             answered: Default::default(),
             prompt_turns: PromptTurns::default(),
+            unjudged,
         })
     }
 
@@ -370,10 +374,22 @@ impl Toolgate {
     /// [`Toolgate::evaluate`]'s decision, logged.
     fn decide(&self, request: &ToolRequest, arguments: ArgumentsText) -> Result<Decision> {
         let plane = self.registry.control_plane();
-        let decision = match plane.check(request) {
+        let stop = self.with_config(|c| c.approvals.stop_on_unjudged_runs);
+        let stopped = match stop {
+            true => self.unjudged.stopped(&self.store, request)?,
+            false => None,
+        };
+        let decision = match (plane.check(request), stopped) {
             // Before any policy: the agent may not operate toolgate itself.
-            Some(reason) => Decision::refused_by_host(request, reason),
-            None => {
+            (Some(reason), _) => Decision::refused_by_host(request, reason),
+            (None, Some(reason)) => {
+                let call_id = request
+                    .call_id
+                    .clone()
+                    .unwrap_or_else(crate::request::new_call_id);
+                Decision::host_deny(&call_id, reason)
+            }
+            (None, None) => {
                 // Hold this version of the plugin set for the whole evaluation.
                 let plugins = self.plugins();
                 let live = plugins.for_call(PluginMode::Live, request);
@@ -496,10 +512,13 @@ impl Toolgate {
             }
         };
         let gates = self.store.thread_gates(&key, now)?;
-        match gates
-            .iter()
-            .find(|gate| gate.source_channel == request.channel && this_call(gate))
-        {
+        // Not the question a call that ran unjudged raised: only a person
+        // answers that one.
+        match gates.iter().find(|gate| {
+            gate.policy != crate::decision::HOST
+                && gate.source_channel == request.channel
+                && this_call(gate)
+        }) {
             Some(gate) => self.end_gate(gate, now),
             None => Ok(None),
         }
@@ -533,6 +552,18 @@ impl Toolgate {
             }
         }
         Ok(ended)
+    }
+
+    /// Check a call the runtime reports as run against what toolgate
+    /// judged for its call id: one that ran otherwise (another hook or a
+    /// mod rewrote it) raises a question for a person, returned, and with
+    /// `[approvals] stop_on_unjudged_runs` stops its thread until answered.
+    pub fn check_ran_as_judged(&self, ran: &ToolRequest) -> Result<Option<PendingGate>> {
+        if !self.answered.ran_unjudged(ran) {
+            return Ok(None);
+        }
+        tracing::warn!(tool = %ran.tool, call_id = ?ran.call_id, session = %ran.session_id, "a call ran with input toolgate did not judge");
+        self.unjudged.raise(&self.store, ran).map(Some)
     }
 
     /// Take back the pause `pause` unanswered: the runtime asks its person

@@ -54,6 +54,7 @@ pub mod store;
 pub mod tenant;
 mod tool_filter;
 mod transcript;
+mod unjudged;
 mod watch;
 mod wit_convert;
 

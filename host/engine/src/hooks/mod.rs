@@ -612,6 +612,7 @@ fn drive(
             if let Some(gate) = host.close_answered_gate(&request)? {
                 tracing::info!(request_id = %gate.request_id, policy = %gate.policy, "gate answered in the runtime's prompt");
             }
+            host.check_ran_as_judged(&request)?;
             let answer = output.and_then(|output| {
                 adapter.output_answer(&host.check_output(&request, outcome, &output))
             });
