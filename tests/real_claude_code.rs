@@ -11,7 +11,8 @@ mod common;
 use std::process::Command;
 
 use common::claude_code::{
-    ClaudeHome, WRITE_ALWAYS, claude_binary, diagnosis, result_in, run_claude, tool_results,
+    ClaudeHome, WRITE_ALWAYS, claude_binary, diagnosis, result_in, run_claude, session_of,
+    tool_results,
 };
 use common::hooks::{BIN, StopDaemon};
 use common::messages_api::{Block, MessagesApi};
@@ -630,11 +631,7 @@ fn inside_claude_code_an_approval_does_not_lift_the_users_deny_rule() {
             String::from_utf8_lossy(&first.stdout),
             String::from_utf8_lossy(&first.stderr)
         );
-        let session = String::from_utf8_lossy(&first.stdout)
-            .lines()
-            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-            .find_map(|event| event["session_id"].as_str().map(str::to_string))
-            .unwrap_or_else(|| panic!("no session id: {diagnosis}"));
+        let session = session_of(&first, &diagnosis);
         let gates = client.call(&DaemonRequest::Gates { user: None }).unwrap();
         let gates = gates.as_array().cloned().unwrap_or_default();
         assert_eq!(gates.len(), 1, "one pause: {gates:?}\n{diagnosis}");
@@ -909,11 +906,7 @@ fn inside_claude_code_every_call_paused_in_one_turn_can_be_approved() {
         BYPASS,
     );
     let diagnosis = diagnosis(&first, &api);
-    let session = String::from_utf8_lossy(&first.stdout)
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .find_map(|event| event["session_id"].as_str().map(str::to_string))
-        .unwrap_or_else(|| panic!("no session id: {diagnosis}"));
+    let session = session_of(&first, &diagnosis);
     let results = api
         .turns()
         .get(1)
@@ -1098,11 +1091,7 @@ fn inside_claude_code_a_call_rewritten_by_another_hook_stops_the_session_until_a
         vec![bash("toolu_after", "pwd")],
         vec![Block::Text("Done.".into())],
     ]);
-    let session = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .find_map(|event| event["session_id"].as_str().map(str::to_string))
-        .unwrap();
+    let session = session_of(&out, "");
     let again = run_claude(
         &claude,
         home,

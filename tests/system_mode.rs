@@ -316,6 +316,14 @@ fn paused(api: &dyn common::agents::ToolOutputs, id: &str, ran: &Output) {
     );
 }
 
+/// A temporary directory every user may enter (the agents' homes and
+/// projects go in it), removed when the test ends, pass or fail.
+fn open_dir(prefix: &str) -> tempfile::TempDir {
+    let dir = tempfile::Builder::new().prefix(prefix).tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
 /// A directory the agent's user owns, outside the test's private temp dir.
 fn agent_dir(root: &Path, name: &str, uid: u32) -> PathBuf {
     let dir = root.join(name);
@@ -534,12 +542,8 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
     // The real Claude Code as the agent: the Write is put to a person.
     // Outside the clone, which the agent's user may not be able to enter.
     // Removed when the test ends, pass or fail.
-    let root_dir = tempfile::Builder::new()
-        .prefix("toolgate-system-mode-")
-        .tempdir()
-        .unwrap();
+    let root_dir = open_dir("toolgate-system-mode-");
     let root = root_dir.path().to_path_buf();
-    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
     let home = agent_dir(&root, "home", agent_uid);
     agent_dir(&home, ".claude", agent_uid);
     let project = agent_dir(&root, "project", agent_uid);
@@ -572,11 +576,7 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
     approve_as_person(&ns, gates[0]["request_id"].as_str().unwrap()).unwrap();
 
     // The agent's retry, in the same session, runs.
-    let session = String::from_utf8_lossy(&first.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find_map(|event| event["session_id"].as_str().map(str::to_string))
-        .expect("Claude Code names its session");
+    let session = common::claude_code::session_of(&first, "");
     let api = write_turns(&target);
     let second = claude_as_agent(
         &ns,
@@ -997,12 +997,8 @@ fn in_system_mode_one_agent_user_can_neither_see_nor_touch_anothers_calls() {
     start_pausing_writes(&ns, &["--http", &http]);
 
     // agent-b's real Claude Code: its Write is put to the person.
-    let root_dir = tempfile::Builder::new()
-        .prefix("toolgate-tenants-")
-        .tempdir()
-        .unwrap();
+    let root_dir = open_dir("toolgate-tenants-");
     let root = root_dir.path().to_path_buf();
-    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
     let home = agent_dir(&root, "home-b", b_uid);
     agent_dir(&home, ".claude", b_uid);
     let project = agent_dir(&root, "project-b", b_uid);
@@ -1023,11 +1019,7 @@ fn in_system_mode_one_agent_user_can_neither_see_nor_touch_anothers_calls() {
         )
     });
     assert!(is_error && reason.contains("Allow `Write`?"), "{reason}");
-    let session = String::from_utf8_lossy(&first.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find_map(|event| event["session_id"].as_str().map(str::to_string))
-        .expect("Claude Code names its session");
+    let session = common::claude_code::session_of(&first, "");
     let gates = gates_as_root(&ns);
     assert_eq!(gates.len(), 1, "{gates:?}");
     let gate = gates[0].clone();
@@ -1202,8 +1194,11 @@ fn in_system_mode_one_agent_user_can_neither_see_nor_touch_anothers_calls() {
             "the person could not approve agent-b's call: {said}"
         ));
     }
+    // (Asked, or refused: agent-a's forged report of a call it never made
+    // as reported stopped its own session.)
     let taken = ask_as(&ns, a, &hook_op(event("PreToolUse", json!({}))));
-    if !taken.contains("Allow `Write`?") {
+    let decided = |verdict: &str| taken.contains(&format!("permissionDecision\\\":\\\"{verdict}"));
+    if !(decided("ask") || decided("deny")) {
         broken.push(format!("agent-a's copy of the approved call: {taken}"));
     }
     assert!(broken.is_empty(), "{}", broken.join("\n"));

@@ -34,6 +34,16 @@ pub fn diagnosis(output: &std::process::Output, api: &MessagesApi) -> String {
 
 /// The result of tool call `id` that model turn `turn` carried: whether it
 /// is an error, and its text.
+/// The session a `-p --output-format stream-json` run names (for
+/// `--resume`); panics with `diagnosis` if it names none.
+pub fn session_of(run: &std::process::Output, diagnosis: &str) -> String {
+    String::from_utf8_lossy(&run.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .find_map(|event| event["session_id"].as_str().map(str::to_string))
+        .unwrap_or_else(|| panic!("Claude Code named no session: {diagnosis}"))
+}
+
 pub fn result_in(turns: &[Value], turn: usize, id: &str, diagnosis: &str) -> (bool, String) {
     let (_, is_error, text) = turns
         .get(turn)
