@@ -72,10 +72,11 @@ impl Tenant {
 }
 
 impl Tenant {
-    /// The tenant of OS user `uid`; `operators` are the users who see every
-    /// tenant (the daemon's own, root, the persons named to approve).
-    pub fn of_uid(uid: u32, operators: &[u32]) -> Self {
-        match uid == 0 || operators.contains(&uid) {
+    /// The tenant of OS user `uid`; `operator`: it is one of the users who
+    /// see every tenant (the daemon's own, the persons named to approve),
+    /// as root always is.
+    pub fn of_uid(uid: u32, operator: bool) -> Self {
+        match uid == 0 || operator {
             true => Self::Operator,
             false => Self::User(uid),
         }

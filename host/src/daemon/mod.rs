@@ -511,12 +511,9 @@ impl Daemon {
     fn tenant_of(&self, caller: Caller) -> Tenant {
         match caller {
             Caller::Socket(Some(peer)) => {
-                let persons = self.host.with_config(|c| c.approvals.terminal_uids.clone());
-                let operators: Vec<u32> = persons
-                    .into_iter()
-                    .chain([toolgate_wire::peer::own_uid()])
-                    .collect();
-                Tenant::of_uid(peer.uid, &operators)
+                let operator = peer.uid == toolgate_wire::peer::own_uid()
+                    || (self.host).with_config(|c| c.approvals.terminal_uids.contains(&peer.uid));
+                Tenant::of_uid(peer.uid, operator)
             }
             Caller::InProcess | Caller::Socket(None) | Caller::Http => Tenant::Operator,
         }

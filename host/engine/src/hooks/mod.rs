@@ -271,8 +271,6 @@ pub(crate) fn runs(words: &[&str], name: &str) -> bool {
     })
 }
 
-/// `file` in a runtime's config directory: `$ENV` if set, else `dir` in
-/// the home.
 /// The JSON settings files at `paths` that exist and parse, with their
 /// path as shown.
 pub(crate) fn settings_at(
@@ -290,6 +288,8 @@ pub(crate) fn settings_at(
         .collect()
 }
 
+/// `file` in a runtime's config directory: `$ENV` if set, else `dir` in
+/// the home.
 pub(crate) fn in_config_dir(env: &str, dir: &str, file: &str) -> Option<std::path::PathBuf> {
     let dir = match std::env::var_os(env).filter(|v| !v.is_empty()) {
         Some(dir) => std::path::PathBuf::from(dir),
@@ -557,14 +557,16 @@ fn drive(
     decided: &mut Option<Decision>,
 ) -> Result<Value> {
     let mut event = adapter.parse(input)?;
-    let named = match &event.kind {
-        EventKind::Decide { request, .. } | EventKind::Ran { request, .. } => {
-            crate::tenant::ids_of(request).collect()
-        }
-        EventKind::Nothing | EventKind::NewTurn => Vec::new(),
-    };
-    tenant.refuse_foreign(named.into_iter().chain([event.session.as_str()]))?;
-    event.confine(tenant);
+    if tenant != Tenant::Operator {
+        let named: Vec<&str> = match &event.kind {
+            EventKind::Decide { request, .. } | EventKind::Ran { request, .. } => {
+                crate::tenant::ids_of(request).collect()
+            }
+            EventKind::Nothing | EventKind::NewTurn => Vec::new(),
+        };
+        tenant.refuse_foreign(named.into_iter().chain([event.session.as_str()]))?;
+        event.confine(tenant);
+    }
     let prompt = event.prompt.as_deref();
     if let (Some(declined), Needs::Store | Needs::Policies) =
         (adapter.decline_detector(), event.needs())
