@@ -11,8 +11,8 @@ mod common;
 use std::process::Command;
 
 use common::claude_code::{
-    ClaudeHome, WRITE_ALWAYS, claude_binary, diagnosis, result_in, run_claude, session_of,
-    tool_results,
+    ClaudeHome, WRITE_ALWAYS, claude_binary, diagnosis, installed, result_in, run_claude,
+    session_of, tool_results,
 };
 use common::hooks::{BIN, StopDaemon};
 use common::messages_api::{Block, MessagesApi};
@@ -152,13 +152,11 @@ const BYPASS: &[&str] = &["--permission-mode", "bypassPermissions"];
 /// model can act on.
 #[test]
 fn inside_claude_code_in_bypass_mode_ordinary_commands_run_and_harmful_ones_are_refused() {
-    let Some(claude) = claude_binary() else {
+    let Some(run) = installed("") else {
         return;
     };
-    let user = ClaudeHome::new("");
-    let (home, project, store) = (&user.home, &user.project, &user.store);
-    let _stop = StopDaemon(store.clone());
-    user.install(std::path::Path::new(BIN));
+    let (claude, user) = (&run.claude, &run.user);
+    let (home, project) = (&user.home, &user.project);
     std::fs::write(project.join("notes.txt"), "keep me\n").unwrap();
     std::fs::write(project.join(".env"), "API_KEY=offline-secret\n").unwrap();
     let git = |args: &[&str]| {
@@ -204,7 +202,7 @@ fn inside_claude_code_in_bypass_mode_ordinary_commands_run_and_harmful_ones_are_
         vec![Block::Text("Done.".into())],
     ]);
     let output = run_claude(
-        &claude,
+        claude,
         home,
         project,
         &api,
@@ -243,13 +241,11 @@ fn inside_claude_code_in_bypass_mode_ordinary_commands_run_and_harmful_ones_are_
 /// folder — is refused, and nothing lands.
 #[test]
 fn inside_claude_code_the_model_cannot_bring_in_a_mod_or_plugin() {
-    let Some(claude) = claude_binary() else {
+    let Some(run) = installed("") else {
         return;
     };
-    let user = ClaudeHome::new("");
-    let (home, project, store) = (&user.home, &user.project, &user.store);
-    let _stop = StopDaemon(store.clone());
-    user.install(std::path::Path::new(BIN));
+    let (claude, user) = (&run.claude, &run.user);
+    let (home, project) = (&user.home, &user.project);
     let written_mod = home.join(".claude/dev-mods/s-1/take-over/mod.ts");
     let copied_mod = home.join(".claude/dev-mods/s-2/mod.ts");
     let nested_ran = project.join("nested-ran.txt");
@@ -272,7 +268,7 @@ fn inside_claude_code_the_model_cannot_bring_in_a_mod_or_plugin() {
         )],
         vec![Block::Text("Done.".into())],
     ]);
-    let output = run_claude(&claude, home, project, &api, "Set up a helper mod.", BYPASS);
+    let output = run_claude(claude, home, project, &api, "Set up a helper mod.", BYPASS);
     let diagnosis = diagnosis(&output, &api);
     assert!(output.status.success(), "{diagnosis}");
     let turns = api.turns();
@@ -871,13 +867,11 @@ fn inside_claude_code_the_gateway_shows_the_servers_tools() {
 /// one per session: only the last pause could be approved.)
 #[test]
 fn inside_claude_code_every_call_paused_in_one_turn_can_be_approved() {
-    let Some(claude) = claude_binary() else {
+    let Some(run) = installed(WRITE_ALWAYS) else {
         return;
     };
-    let user = ClaudeHome::new(WRITE_ALWAYS);
+    let (claude, user) = (&run.claude, &run.user);
     let (home, project, store) = (&user.home, &user.project, &user.store);
-    let _stop = StopDaemon(store.clone());
-    user.install(std::path::Path::new(BIN));
     let files = ["a.txt", "b.txt", "c.txt"];
     let writes = |turn: &str| -> Vec<Block> {
         files
@@ -898,7 +892,7 @@ fn inside_claude_code_every_call_paused_in_one_turn_can_be_approved() {
         vec![Block::Text("Done.".into())],
     ]);
     let first = run_claude(
-        &claude,
+        claude,
         home,
         project,
         &api,
@@ -928,7 +922,7 @@ fn inside_claude_code_every_call_paused_in_one_turn_can_be_approved() {
         common::hooks::resolve_at_a_terminal(&user.config, request_id, "approve");
     }
     let again = run_claude(
-        &claude,
+        claude,
         home,
         project,
         &api,
@@ -957,13 +951,11 @@ fn inside_claude_code_every_call_paused_in_one_turn_can_be_approved() {
 /// option off (the default), toolgate asks in every mode.
 #[test]
 fn inside_claude_code_the_persons_own_allow_rules_settle_what_toolgate_would_only_ask() {
-    let Some(claude) = claude_binary() else {
+    let Some(run) = installed(common::agents::BASH_ALWAYS) else {
         return;
     };
-    let user = ClaudeHome::new(common::agents::BASH_ALWAYS);
-    let (home, project, store) = (&user.home, &user.project, &user.store);
-    let _stop = StopDaemon(store.clone());
-    user.install(std::path::Path::new(BIN));
+    let (claude, user) = (&run.claude, &run.user);
+    let (home, project) = (&user.home, &user.project);
     let touches = |turn: &str| -> Vec<Block> {
         ["allowed", "other"]
             .iter()
@@ -979,7 +971,7 @@ fn inside_claude_code_the_persons_own_allow_rules_settle_what_toolgate_would_onl
     let run = |turn: &str, mode: &str| {
         let api = MessagesApi::start(vec![touches(turn), vec![Block::Text("Done.".into())]]);
         let out = run_claude(
-            &claude,
+            claude,
             home,
             project,
             &api,
@@ -1025,13 +1017,11 @@ fn inside_claude_code_the_persons_own_allow_rules_settle_what_toolgate_would_onl
 /// session's next call until someone resolves it; then calls go on.
 #[test]
 fn inside_claude_code_a_call_rewritten_by_another_hook_stops_the_session_until_a_person_looks() {
-    let Some(claude) = claude_binary() else {
+    let Some(run) = installed("") else {
         return;
     };
-    let user = ClaudeHome::new("");
-    let (home, project, store) = (&user.home, &user.project, &user.store);
-    let _stop = StopDaemon(store.clone());
-    user.install(std::path::Path::new(BIN));
+    let (claude, user) = (&run.claude, &run.user);
+    let (home, project) = (&user.home, &user.project);
     // The co-hook, after toolgate's: allow, with the command replaced.
     let settings_file = home.join(".claude/settings.json");
     let mut settings: Value =
@@ -1063,7 +1053,7 @@ fn inside_claude_code_a_call_rewritten_by_another_hook_stops_the_session_until_a
         vec![bash("toolu_next", "pwd")],
         vec![Block::Text("Stopped.".into())],
     ]);
-    let out = run_claude(&claude, home, project, &api, "List, then print.", BYPASS);
+    let out = run_claude(claude, home, project, &api, "List, then print.", BYPASS);
     let said = diagnosis(&out, &api);
     assert!(
         project.join("rewritten.txt").exists(),
@@ -1093,7 +1083,7 @@ fn inside_claude_code_a_call_rewritten_by_another_hook_stops_the_session_until_a
     ]);
     let session = session_of(&out, "");
     let again = run_claude(
-        &claude,
+        claude,
         home,
         project,
         &api,

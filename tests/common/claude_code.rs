@@ -79,6 +79,28 @@ pub fn tool_results(request: &Value) -> Vec<(String, bool, String)> {
 /// A home and project for one Claude Code user, a config (the bundled
 /// policies plus `extra`) with its store beside it, and the hooks installed
 /// by `toolgate` (a path to the binary) into the home's settings.
+/// The real Claude Code and a home with toolgate's hooks installed, on
+/// the bundled default config plus `extra`; the daemon the hooks start
+/// stops when it drops (before the home is removed).
+pub struct Installed {
+    _stop: super::hooks::StopDaemon,
+    pub claude: PathBuf,
+    pub user: ClaudeHome,
+}
+
+/// [`Installed`], or `None` where Claude Code is skipped on purpose (see
+/// [`claude_binary`]).
+pub fn installed(extra: &str) -> Option<Installed> {
+    let claude = claude_binary()?;
+    let user = ClaudeHome::new(extra);
+    user.install(Path::new(super::hooks::BIN));
+    Some(Installed {
+        _stop: super::hooks::StopDaemon(user.store.clone()),
+        claude,
+        user,
+    })
+}
+
 pub struct ClaudeHome {
     pub dir: tempfile::TempDir,
     pub home: PathBuf,
