@@ -148,3 +148,76 @@ fn install_for_a_daemon_of_its_own_user_writes_command_hooks() {
         "{refused:?}"
     );
 }
+
+/// POST `event` to `runtime`'s endpoint; the answer's text.
+fn post_to(port: u16, runtime: &str, query: &str, event: &Value) -> String {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let mut response = agent
+        .post(format!("http://127.0.0.1:{port}/v1/hooks/{runtime}{query}"))
+        .send(event.to_string())
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    response.body_mut().read_to_string().unwrap()
+}
+
+/// A deciding event whose tool input is not an object is malformed, on
+/// every runtime: refused, naming the field, never decided as if the
+/// input were empty (an allow, before).
+#[test]
+fn a_tool_input_that_is_not_an_object_is_refused_on_every_runtime() {
+    let (setup, port) = with_http("");
+    let _daemon = common::hooks::KillOnDrop(setup.serve(&[]));
+    let query = config_query(&setup);
+    let events = |input: Value| {
+        [
+            (
+                "claude-code",
+                "tool_input",
+                json!({"session_id": "s", "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": input}),
+            ),
+            (
+                "codex",
+                "tool_input",
+                json!({"session_id": "s", "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": input}),
+            ),
+            (
+                "gemini-cli",
+                "tool_input",
+                json!({"session_id": "s", "hook_event_name": "BeforeTool", "tool_name": "run_shell_command", "tool_input": input}),
+            ),
+            (
+                "cursor",
+                "tool_input",
+                json!({"conversation_id": "s", "hook_event_name": "beforeMCPExecution", "tool_name": "run", "server": "shell", "tool_input": input}),
+            ),
+            (
+                "copilot",
+                "toolArgs",
+                json!({"sessionId": "s", "toolName": "bash", "toolArgs": input}),
+            ),
+            (
+                "opencode",
+                "args",
+                json!({"session_id": "s", "hook_event_name": "tool.execute.before", "tool": "bash", "args": input}),
+            ),
+        ]
+    };
+    for input in [
+        json!("rm -rf /"),
+        json!(["rm", "-rf", "/"]),
+        json!(7),
+        json!(null),
+    ] {
+        for (runtime, field, event) in events(input.clone()) {
+            let answer = post_to(port, runtime, &query, &event);
+            assert!(
+                answer.contains("deny") || answer.contains("block"),
+                "{runtime}, {field} = {input}: {answer}"
+            );
+            assert!(answer.contains(field), "{runtime}: names {field}: {answer}");
+        }
+    }
+}

@@ -33,7 +33,7 @@ use super::{
     DropIns, SystemHooks, SystemLock, allow_managed_hooks_only, how_to_approve, in_config_dir,
     required_tool_name, who_asks,
 };
-use super::{settings_at, starts_with_any};
+use super::{object_input, settings_at, starts_with_any};
 use crate::decision::{Decision, Verdict};
 use crate::error::Result;
 use crate::gates::PendingGate;
@@ -60,7 +60,7 @@ pub struct HookEvent {
     #[serde(default)]
     pub tool_name: Option<String>,
     /// The tool's input, for tool events.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::present")]
     pub tool_input: Option<Value>,
     /// Claude Code's id for the tool call.
     #[serde(default)]
@@ -441,7 +441,13 @@ impl HookEvent {
             Some((server, tool)) => (tool.to_string(), Origin::Mcp(server.to_string())),
             None => (name.to_string(), Origin::Builtin),
         };
-        let mut request = ToolRequest::new(tool, self.tool_input.clone().unwrap_or(json!({})));
+        let input = Value::Object(object_input(
+            &self.hook_event_name,
+            "tool_input",
+            self.tool_input.as_ref(),
+            false,
+        )?);
+        let mut request = ToolRequest::new(tool, input);
         request.origin = origin;
         request.call_id = self.tool_use_id.clone();
         request.session_id = self.session_id.clone();

@@ -49,7 +49,7 @@ use serde_json::{Value, json};
 use super::codex::patch_arguments;
 use super::{Adapter, Event, EventKind, InstallPlan, SettingsFile, how_to_approve, parse_event};
 use super::{SystemHooks, SystemLock, allow_managed_hooks_only};
-use super::{in_config_dir, notes_text, starts_with_any, who_asks, with_our_names};
+use super::{in_config_dir, notes_text, object_input, starts_with_any, who_asks, with_our_names};
 use crate::decision::{Decision, Outcome, Verdict};
 use crate::error::{Error, Result};
 use crate::gates::PendingGate;
@@ -144,7 +144,7 @@ pub struct CopilotEvent {
     pub tool_name: Option<String>,
     /// The tool's arguments: an object, or a string (a JSON object, or a
     /// freeform tool's input such as `apply_patch`'s patch).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::present")]
     pub tool_args: Option<Value>,
     /// The result, on `postToolUse`.
     #[serde(default)]
@@ -225,18 +225,22 @@ impl CopilotEvent {
             .as_deref()
             .filter(|n| !n.is_empty())
             .ok_or_else(|| Error::Request("Copilot CLI tool event without toolName".into()))?;
-        let args = match self.tool_args.clone().unwrap_or(json!({})) {
-            Value::String(text) => match serde_json::from_str::<Value>(&text) {
-                Ok(object @ Value::Object(_)) => object,
-                _ => Value::String(text),
-            },
-            other => other,
+        // Copilot sends the arguments as a JSON string; `apply_patch`'s
+        // may be the patch itself.
+        let args = match &self.tool_args {
+            Some(Value::String(patch))
+                if name == "apply_patch" && !patch.trim_start().starts_with('{') =>
+            {
+                Value::String(patch.clone())
+            }
+            args => Value::Object(object_input(
+                "Copilot CLI tool",
+                "toolArgs",
+                args.as_ref(),
+                true,
+            )?),
         };
         let (tool, origin, arguments) = in_our_names(name, args);
-        let arguments = match arguments {
-            object @ Value::Object(_) => object,
-            other => json!({ "input": other }),
-        };
         let mut request = ToolRequest::new(tool, arguments);
         request.origin = origin;
         request.session_id = self.session_id.clone();

@@ -33,7 +33,7 @@ use sha2::{Digest as _, Sha256};
 use super::{
     Adapter, Event, EventKind, InstallPlan, SettingsFile, how_to_approve, outcome_of, parse_event,
 };
-use super::{SystemHooks, required_tool_name, who_asks};
+use super::{SystemHooks, object_input, required_tool_name, who_asks};
 use crate::decision::{Decision, Outcome, Verdict};
 use crate::error::{Error, Result};
 use crate::request::{Origin, ToolRequest};
@@ -163,7 +163,7 @@ pub struct CursorEvent {
     #[serde(default)]
     pub tool_name: Option<String>,
     /// Its arguments: an object, or an object as a JSON string.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::present")]
     pub tool_input: Option<Value>,
     /// An MCP tool's result (`afterMCPExecution`).
     #[serde(default)]
@@ -239,16 +239,13 @@ fn mcp_origin(event: &CursorEvent) -> Origin {
     Origin::mcp_named(name.as_deref().unwrap_or("mcp"))
 }
 
-/// Arguments from `tool_input`: an object as is, a JSON string parsed.
-fn arguments(input: Option<&Value>) -> Value {
-    match input {
-        None | Some(Value::Null) => json!({}),
-        Some(Value::String(text)) => serde_json::from_str(text).unwrap_or(json!({"input": text})),
-        Some(other) => other.clone(),
-    }
-}
-
 impl CursorEvent {
+    /// The MCP tool's arguments: an object, or a string holding one.
+    fn tool_input(&self, event: &str) -> Result<Value> {
+        let input = object_input(event, "tool_input", self.tool_input.as_ref(), true)?;
+        Ok(Value::Object(input))
+    }
+
     /// Parse one event.
     pub fn parse(text: &str) -> Result<Self> {
         parse_event(text, "Cursor")
@@ -278,7 +275,7 @@ impl CursorEvent {
                     (tool, Origin::Mcp(server)) => (tool, Origin::Mcp(server)),
                     _ => (name.to_string(), mcp_origin(self)),
                 };
-                (tool, origin, arguments(self.tool_input.as_ref()))
+                (tool, origin, self.tool_input(event)?)
             }
             "beforeReadFile" => {
                 let path = self.required("file_path", self.file_path.as_deref())?;
@@ -297,7 +294,7 @@ impl CursorEvent {
             _ => {
                 let name = required_tool_name(event, self.tool_name.as_deref())?;
                 let (tool, origin) = tool_for(name);
-                (tool, origin, arguments(self.tool_input.as_ref()))
+                (tool, origin, self.tool_input(event)?)
             }
         };
         let mut request = ToolRequest::new(tool, arguments);
@@ -400,13 +397,17 @@ mod tests {
     }
 
     #[test]
-    fn tool_input_may_be_an_object_or_json_in_a_string() {
-        assert_eq!(arguments(Some(&json!({"a": 1}))), json!({"a": 1}));
-        assert_eq!(arguments(Some(&json!("{\"a\": 1}"))), json!({"a": 1}));
-        assert_eq!(
-            arguments(Some(&json!("not json"))),
-            json!({"input": "not json"})
-        );
-        assert_eq!(arguments(None), json!({}));
+    fn tool_input_may_be_an_object_or_json_in_a_string_and_nothing_else() {
+        let input = |value: Option<Value>| {
+            super::object_input("beforeMCPExecution", "tool_input", value.as_ref(), true)
+                .map(Value::Object)
+        };
+        assert_eq!(input(Some(json!({"a": 1}))).unwrap(), json!({"a": 1}));
+        assert_eq!(input(Some(json!("{\"a\": 1}"))).unwrap(), json!({"a": 1}));
+        assert_eq!(input(None).unwrap(), json!({}));
+        for malformed in [json!("not json"), json!("[1]"), json!(null), json!(3)] {
+            let err = input(Some(malformed.clone())).unwrap_err().to_string();
+            assert!(err.contains("`tool_input` must be a JSON object"), "{malformed}: {err}");
+        }
     }
 }

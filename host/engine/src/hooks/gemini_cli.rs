@@ -23,8 +23,8 @@ use super::{
     Adapter, Event, EventKind, InstallPlan, SettingsFile, how_to_approve, outcome_of, parse_event,
 };
 use super::{
-    SystemHooks, SystemLock, edit_json_object, required_tool_name, settings_at, starts_with_any,
-    who_asks,
+    SystemHooks, SystemLock, edit_json_object, object_input, required_tool_name, settings_at,
+    starts_with_any, who_asks,
 };
 use crate::decision::{Decision, Verdict};
 use crate::error::Result;
@@ -232,7 +232,7 @@ pub struct GeminiEvent {
     #[serde(default)]
     pub tool_name: Option<String>,
     /// The model's arguments, for tool events.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::present")]
     pub tool_input: Option<Value>,
     /// The result, for `AfterTool`.
     #[serde(default)]
@@ -297,7 +297,13 @@ impl GeminiEvent {
     pub fn to_request(&self, turn: u64) -> Result<ToolRequest> {
         let name = required_tool_name(&self.hook_event_name, self.tool_name.as_deref())?;
         let (tool, origin) = tool_for(name, self.mcp_context.as_ref());
-        let mut request = ToolRequest::new(tool, self.tool_input.clone().unwrap_or(json!({})));
+        let input = Value::Object(object_input(
+            &self.hook_event_name,
+            "tool_input",
+            self.tool_input.as_ref(),
+            false,
+        )?);
+        let mut request = ToolRequest::new(tool, input);
         request.origin = origin;
         request.session_id = self.session_id.clone();
         request.channel = "gemini-cli".into();

@@ -701,6 +701,44 @@ pub(crate) fn parse_event<T: DeserializeOwned>(text: &str, runtime: &str) -> Res
     })
 }
 
+/// For a tool input field: present as `null` is `Some(Null)`, not absent,
+/// so [`object_input`] refuses it as the wrong type it is.
+pub(crate) fn present<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> std::result::Result<Option<Value>, D::Error> {
+    <Value as serde::Deserialize>::deserialize(deserializer).map(Some)
+}
+
+/// A tool event's input, `field` of `event`: a JSON object (absent: no
+/// arguments), or, where the runtime sends it as text (`as_text`), a
+/// string holding one. Anything else is a malformed event and an error
+/// naming the field: judged as if it were empty, `{"tool_input": "rm -rf
+/// /"}` would be allowed while the runtime runs what it makes of it.
+pub(crate) fn object_input(
+    event: &str,
+    field: &str,
+    value: Option<&Value>,
+    as_text: bool,
+) -> Result<serde_json::Map<String, Value>> {
+    let kind = match value {
+        None => return Ok(serde_json::Map::new()),
+        Some(Value::Object(object)) => return Ok(object.clone()),
+        Some(Value::String(text)) if as_text => match serde_json::from_str(text) {
+            Ok(Value::Object(object)) => return Ok(object),
+            _ => "a string that is not a JSON object",
+        },
+        Some(Value::String(_)) => "a string",
+        Some(Value::Array(_)) => "an array",
+        Some(Value::Number(_)) => "a number",
+        Some(Value::Bool(_)) => "a boolean",
+        Some(Value::Null) => "null",
+    };
+    Err(Error::Request(format!(
+        "malformed {event} event: `{field}` must be a JSON object of the tool's arguments, not \
+         {kind}; the call is refused"
+    )))
+}
+
 /// The tool name of a tool event, which must be there and not empty.
 pub(crate) fn required_tool_name<'a>(event: &str, name: Option<&'a str>) -> Result<&'a str> {
     name.filter(|n| !n.is_empty())

@@ -34,6 +34,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::codex::patch_arguments;
+use super::object_input;
 use super::{Adapter, Event, EventKind, InstallPlan, SettingsFile, how_to_approve, who_asks};
 use super::{
     SystemHooks, SystemLock, edit_json_object, in_config_dir, notes_text, starts_with_any,
@@ -87,7 +88,7 @@ pub struct OpenCodeEvent {
     #[serde(default)]
     pub tool: Option<String>,
     /// The tool's arguments.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::present")]
     pub args: Option<Value>,
     /// What the tool returned (its start), on `tool.execute.after`.
     #[serde(default)]
@@ -120,10 +121,7 @@ impl OpenCodeEvent {
             .ok_or_else(|| {
                 Error::Request(format!("{} event without tool", self.hook_event_name))
             })?;
-        let args = match self.args.clone() {
-            Some(Value::Object(args)) => args,
-            _ => Map::new(),
-        };
+        let args = object_input(&self.hook_event_name, "args", self.args.as_ref(), false)?;
         let (tool, origin, arguments) = match TOOLS.iter().find(|(ours, _)| *ours == name) {
             Some((_, tool)) => (tool.to_string(), Origin::Builtin, claude_names(args)),
             None if name == "patch" || name == "apply_patch" => {
