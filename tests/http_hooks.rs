@@ -7,6 +7,7 @@ mod common;
 
 use common::hooks::{Setup, bypassed_write as write_call, decision, event};
 use serde_json::{Value, json};
+use std::process::Command;
 
 const WRITE_ALWAYS: &str = "[plugins.lease-gate.config.actions.Write]\neffects = [\"write-local\"]\napproval = \"always\"\n";
 
@@ -219,5 +220,54 @@ fn a_tool_input_that_is_not_an_object_is_refused_on_every_runtime() {
             );
             assert!(answer.contains(field), "{runtime}: names {field}: {answer}");
         }
+    }
+}
+
+/// The config a hook's URL names is read only as a regular file of
+/// bounded size, off the daemon's async threads: the served path swapped
+/// for a FIFO, a link to `/dev/zero` or a huge file is refused with why,
+/// and the daemon keeps answering meanwhile (a FIFO wedged it, `/dev/zero`
+/// grew it by a gigabyte in seconds).
+#[test]
+fn a_config_that_is_not_a_small_regular_file_is_refused_unread() {
+    let (setup, port) = with_http("");
+    let _daemon = common::hooks::KillOnDrop(setup.serve(&[]));
+    let query = config_query(&setup);
+    let config = setup.dir.path().join("toolgate.toml");
+    std::fs::rename(&config, setup.dir.path().join("kept.toml")).unwrap();
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(std::time::Duration::from_secs(20)))
+        .build()
+        .into();
+    let swaps: [(&str, &dyn Fn()); 3] = [
+        ("not a regular file", &|| {
+            let made = Command::new("mkfifo").arg(&config).status().unwrap();
+            assert!(made.success());
+        }),
+        ("not a regular file", &|| {
+            std::os::unix::fs::symlink("/dev/zero", &config).unwrap();
+        }),
+        ("larger than", &|| {
+            let file = std::fs::File::create(&config).unwrap();
+            file.set_len(700 * 1024 * 1024).unwrap();
+        }),
+    ];
+    for (why, swap) in swaps {
+        let _ = std::fs::remove_file(&config);
+        swap();
+        let mut response = agent
+            .post(format!(
+                "http://127.0.0.1:{port}/v1/hooks/claude-code{query}"
+            ))
+            .send(write_call().to_string())
+            .expect("answered, not wedged");
+        let answer = response.body_mut().read_to_string().unwrap();
+        assert_eq!(decision(&serde_json::from_str(&answer).unwrap()).0, "deny");
+        assert!(answer.contains(why), "{why}: {answer}");
+        let health = agent
+            .get(format!("http://127.0.0.1:{port}/health"))
+            .call()
+            .expect("the daemon still answers");
+        assert_eq!(health.status().as_u16(), 200);
     }
 }

@@ -138,10 +138,16 @@ impl Daemon {
         };
         let config = match form_value(&query, "config") {
             None => ConfigIdentity::Bundled,
-            Some(path) => match self.named_config(&path) {
-                Ok(identity) => identity,
-                Err(why) => return failed(&why),
-            },
+            Some(path) => {
+                // Read off the async threads: a file system can be slow.
+                let daemon = self.clone();
+                let named = tokio::task::spawn_blocking(move || daemon.named_config(&path)).await;
+                match named {
+                    Ok(Ok(identity)) => identity,
+                    Ok(Err(why)) => return failed(&why),
+                    Err(_) => return failed("reading the hook's config failed"),
+                }
+            }
         };
         let request = DaemonRequest::Hook {
             runtime,

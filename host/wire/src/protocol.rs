@@ -57,9 +57,34 @@ impl ConfigIdentity {
         }
     }
 
-    /// The identity of the config file at `path`, read now.
+    /// The identity of the config file at `path`, read now: only a regular
+    /// file of at most [`MAX_CONFIG_BYTES`], opened without blocking (a
+    /// FIFO or a device named here is refused unread, never waited on).
     pub fn read(path: &std::path::Path) -> std::io::Result<Self> {
-        Ok(Self::of_file(path, &std::fs::read(path)?))
+        use std::io::Read as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let refused = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, why);
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)?;
+        let meta = file.metadata()?;
+        if !meta.is_file() {
+            return Err(refused("not a regular file".into()));
+        }
+        if meta.len() > MAX_CONFIG_BYTES {
+            return Err(refused(format!(
+                "larger than {MAX_CONFIG_BYTES} bytes, so not a config"
+            )));
+        }
+        let mut text = Vec::new();
+        file.take(MAX_CONFIG_BYTES + 1).read_to_end(&mut text)?;
+        if text.len() as u64 > MAX_CONFIG_BYTES {
+            return Err(refused(format!(
+                "grew past {MAX_CONFIG_BYTES} bytes while read"
+            )));
+        }
+        Ok(Self::of_file(path, &text))
     }
 
     /// For a person: the file and the start of its digest.
@@ -72,6 +97,9 @@ impl ConfigIdentity {
         }
     }
 }
+
+/// The largest config file read for its identity.
+pub const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
 
 /// The longest request accepted, on either transport.
 pub const MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;

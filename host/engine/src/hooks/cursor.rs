@@ -407,7 +407,10 @@ mod tests {
         assert_eq!(input(None).unwrap(), json!({}));
         for malformed in [json!("not json"), json!("[1]"), json!(null), json!(3)] {
             let err = input(Some(malformed.clone())).unwrap_err().to_string();
-            assert!(err.contains("`tool_input` must be a JSON object"), "{malformed}: {err}");
+            assert!(
+                err.contains("`tool_input` must be a JSON object"),
+                "{malformed}: {err}"
+            );
         }
     }
 }
