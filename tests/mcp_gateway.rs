@@ -1397,3 +1397,192 @@ fn a_tool_no_lease_covers_is_not_listed_until_a_lease_is_granted() {
     );
     assert_eq!(relisted.len(), 2, "{result}");
 }
+
+// Under stress, against `tests/mcp/stress-server.cjs` driven by the SDK's
+// client (`tests/mcp/stress-client.cjs`), with the default config, whose
+// policies check every output (secrets are redacted).
+
+/// The default config with `mcp:stress/*` a local read.
+fn stress_setup() -> Setup {
+    let setup = Setup::new("");
+    let text = common::config_text(&format!(
+        "{}\n[plugins.lease-gate.config.actions.\"mcp:stress/*\"]\neffects = [\"read-local\"]\n",
+        toolgate::config::DEFAULT_CONFIG
+    ));
+    std::fs::write(setup.dir.path().join("toolgate.toml"), text).unwrap();
+    setup
+}
+
+/// Run the stress client on `scenario` against a gateway with `servers`
+/// (`--server` values; none: the stress server alone); its report.
+fn stress(setup: &Setup, modules: &Path, servers: &[String], scenario: Value) -> Value {
+    let server = tests_dir().join("stress-server.cjs");
+    let mut args = vec![
+        "--config".to_string(),
+        setup.dir.path().join("toolgate.toml").display().to_string(),
+        "--store".into(),
+        setup.store().display().to_string(),
+        "mcp".into(),
+    ];
+    if servers.is_empty() {
+        args.extend(["--".into(), "node".into(), server.display().to_string()]);
+    }
+    for named in servers {
+        args.extend(["--server".into(), named.clone()]);
+    }
+    let mut spec = json!({"command": BIN, "args": args});
+    spec.as_object_mut()
+        .unwrap()
+        .extend(scenario.as_object().unwrap().clone());
+    let spec_file = setup.dir.path().join("stress-spec.json");
+    std::fs::write(&spec_file, spec.to_string()).unwrap();
+    let output = Command::new("node")
+        .arg(tests_dir().join("stress-client.cjs"))
+        .arg(&spec_file)
+        .env("NODE_PATH", modules)
+        .output()
+        .expect("node runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "the stress client failed: {stderr}"
+    );
+    serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|err| panic!("not JSON ({err}): {stderr}"))
+}
+
+/// The most memory a gateway may take under these tests, kB.
+const GATEWAY_PEAK_KB: u64 = 400 * 1024;
+
+/// 1 000 calls at once, each answering 100 KB: every one ran and every
+/// one is answered with its output. Before, 555 were reported "not run"
+/// (the daemon busy checking outputs) though the server ran all, and the
+/// gateway grew to 2.7 GB.
+#[test]
+fn a_thousand_calls_at_once_are_all_answered_within_a_memory_bound() {
+    let Some(modules) = common::npm::node_modules(&[SDK]) else {
+        return;
+    };
+    let setup = stress_setup();
+    let report = stress(
+        &setup,
+        &modules,
+        &[],
+        json!({"scenario": "concurrent", "calls": 1000, "bytes": 100_000}),
+    );
+    assert_eq!(report["notRun"], 0, "{report}");
+    assert_eq!(report["ran"], 1000, "{report}");
+    assert_eq!(report["answered"], 1000, "{report}");
+    let peak = report["gatewayPeakKb"].as_u64().unwrap();
+    assert!(
+        peak < GATEWAY_PEAK_KB,
+        "the gateway took {peak} kB: {report}"
+    );
+}
+
+/// A result past what the policies are shown is cut to it, and says so;
+/// never "not run" (5 MB and 15 MB broke the daemon's request limit and
+/// were reported as not run, though the server ran them).
+#[test]
+fn a_result_too_large_to_check_is_cut_and_says_so() {
+    let Some(modules) = common::npm::node_modules(&[SDK]) else {
+        return;
+    };
+    let setup = stress_setup();
+    for bytes in [2_000_000, 5_000_000, 15_000_000] {
+        let scenario = json!({"scenario": "one", "name": "sized", "arguments": {"bytes": bytes}});
+        let report = stress(&setup, &modules, &[], scenario);
+        assert_eq!(report["isError"], false, "{bytes}: {report}");
+        let tail = report["tail"].as_str().unwrap();
+        assert!(
+            tail.contains("the output was cut at 1048576 bytes"),
+            "{bytes}: {report}"
+        );
+        assert!(
+            report["bytes"].as_u64().unwrap() < 1_100_000,
+            "{bytes}: {report}"
+        );
+    }
+    // An output whose check cannot be sent (a megabyte of control
+    // characters is 6 MB escaped, past the daemon's limit) is withheld,
+    // and the model is told the call ran.
+    let scenario = json!({"scenario": "one", "name": "sized", "arguments": {"bytes": 1_000_000, "fill": "\u{1}"}});
+    let report = stress(&setup, &modules, &[], scenario);
+    let text = report["text"].as_str().unwrap_or_default();
+    assert_eq!(report["isError"], true, "{report}");
+    assert!(
+        text.starts_with("this call ran, but toolgate could not check its output"),
+        "{report}"
+    );
+    assert!(text.contains("past the daemon's limit"), "{report}");
+    assert!(!text.contains("was not run"), "{report}");
+}
+
+/// Progress reaches the client in order and none is lost, up to the
+/// call's last (before: 104 of 5 000 lost, 389 out of order: the gateway
+/// forgot the call's token when its answer came, with notifications
+/// still on their way).
+#[test]
+fn progress_reaches_the_client_in_order_and_none_is_lost() {
+    let Some(modules) = common::npm::node_modules(&[SDK]) else {
+        return;
+    };
+    let setup = stress_setup();
+    let report = stress(
+        &setup,
+        &modules,
+        &[],
+        json!({"scenario": "progress", "calls": 50, "steps": 100}),
+    );
+    assert_eq!(report["calls"], 50, "{report}");
+    assert_eq!(report["notifications"], 5000, "{report}");
+    assert_eq!(report["beforeAnswers"], 5000, "{report}");
+    assert_eq!(report["outOfOrder"], 0, "{report}");
+}
+
+/// A request line past the gateway's limit is answered with a JSON-RPC
+/// error naming the limit, not dropped in silence (the client waited out
+/// its timeout).
+#[test]
+fn a_request_too_large_is_answered_with_an_error() {
+    let Some(modules) = common::npm::node_modules(&[SDK]) else {
+        return;
+    };
+    let setup = stress_setup();
+    let pad = "x".repeat(20 * 1024 * 1024);
+    let scenario =
+        json!({"scenario": "one", "name": "sized", "arguments": {"bytes": 1, "pad": pad}});
+    let report = stress(&setup, &modules, &[], scenario);
+    let error = report["protocolError"].as_str().unwrap_or_default();
+    assert!(error.contains("larger than"), "{report}");
+    assert!(!error.contains("timed out"), "{report}");
+}
+
+/// Two servers' listings are gathered by the gateway with a cap: a server
+/// whose pages never end costs a bounded amount (before: 40 500 pages and
+/// 2 GB until the timeout).
+#[test]
+fn an_endless_listing_is_gathered_with_a_cap() {
+    let Some(modules) = common::npm::node_modules(&[SDK]) else {
+        return;
+    };
+    let setup = stress_setup();
+    let server = tests_dir().join("stress-server.cjs");
+    let servers = [
+        format!(
+            "endless=env STRESS_ENDLESS_LIST=1 node {}",
+            server.display()
+        ),
+        format!("stress=node {}", server.display()),
+    ];
+    let report = stress(&setup, &modules, &servers, json!({"scenario": "list"}));
+    let tools = report["tools"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("listed: {report}"));
+    assert!((3..=2000).contains(&tools), "{report}");
+    let peak = report["gatewayPeakKb"].as_u64().unwrap();
+    assert!(
+        peak < GATEWAY_PEAK_KB,
+        "the gateway took {peak} kB: {report}"
+    );
+}

@@ -85,46 +85,87 @@ impl Gateway {
 
 impl Session {
     /// For each of `tools`, whether it may be offered in this session;
-    /// and whether any policy filters tools at all.
+    /// and whether any policy filters tools at all. Asked in batches that
+    /// each fit the daemon's request limit; a tool whose description alone
+    /// does not is not offered.
     pub(super) async fn visible(
         &self,
         upstreams: &Upstreams,
         tools: &[Tool],
     ) -> crate::Result<(Vec<bool>, bool)> {
-        let descriptors = tools
-            .iter()
-            .map(|tool| {
-                // The server's own name for it, as calls to it are decided.
-                let (server, name) = upstreams
-                    .route(&tool.name)
-                    .map(|(upstream, name)| (upstream.server_name().to_string(), name))
-                    .unwrap_or_else(|| (String::new(), tool.name.to_string()));
-                ToolDescriptor {
-                    name,
-                    origin: Origin::Mcp(server),
-                    description: tool.description.as_deref().unwrap_or_default().to_string(),
-                    input_schema: serde_json::Value::Object(tool.input_schema.as_ref().clone()),
-                }
-            })
-            .collect();
         let caller = self.request("", "tools/list", serde_json::json!({}), self.turn().await?);
-        let answer = blocking(
-            self.daemon.clone(),
-            DaemonRequest::VisibleTools {
-                caller,
-                tools: descriptors,
-            },
-        )
-        .await?;
-        let visible: Vec<bool> =
+        let (mut visible, mut filtered) = (Vec::with_capacity(tools.len()), false);
+        let mut batch: Vec<ToolDescriptor> = Vec::new();
+        let mut batch_bytes = 0;
+        for tool in tools {
+            let descriptor = descriptor(upstreams, tool);
+            let bytes = serde_json::to_vec(&descriptor).map_or(usize::MAX, |text| text.len());
+            if bytes > BATCH_BYTES {
+                tracing::warn!(tool = %tool.name, bytes, "a tool too large to decide on is not offered");
+            }
+            if batch_bytes + bytes > BATCH_BYTES && !batch.is_empty() {
+                filtered |= self
+                    .ask_visible(&caller, std::mem::take(&mut batch), &mut visible)
+                    .await?;
+                batch_bytes = 0;
+            }
+            if bytes > BATCH_BYTES {
+                visible.push(false);
+                filtered = true;
+            } else {
+                batch.push(descriptor);
+                batch_bytes += bytes;
+            }
+        }
+        if !batch.is_empty() || tools.is_empty() {
+            filtered |= self.ask_visible(&caller, batch, &mut visible).await?;
+        }
+        Ok((visible, filtered))
+    }
+
+    /// Whether each of `tools` may be offered, appended to `visible`; and
+    /// whether any policy filters tools.
+    async fn ask_visible(
+        &self,
+        caller: &crate::request::ToolRequest,
+        tools: Vec<ToolDescriptor>,
+        visible: &mut Vec<bool>,
+    ) -> crate::Result<bool> {
+        let asked = tools.len();
+        let request = DaemonRequest::VisibleTools {
+            caller: caller.clone(),
+            tools,
+        };
+        let answer = blocking(self.daemon.clone(), request).await?;
+        let answered: Vec<bool> =
             serde_json::from_value(answer["visible"].clone()).map_err(|err| {
                 crate::Error::Request(format!("the daemon's answer is malformed: {err}"))
             })?;
-        if visible.len() != tools.len() {
+        if answered.len() != asked {
             return Err(crate::Error::Request(
                 "the daemon answered for another number of tools".into(),
             ));
         }
-        Ok((visible, answer["filtered"].as_bool().unwrap_or(true)))
+        visible.extend(answered);
+        Ok(answer["filtered"].as_bool().unwrap_or(true))
+    }
+}
+
+/// The most bytes of tool descriptions sent in one request: half the
+/// daemon's limit, leaving room for the caller.
+const BATCH_BYTES: usize = toolgate_wire::protocol::MAX_REQUEST_BYTES / 2;
+
+/// `tool` as the policies see it, under the server's own name for it (as
+/// calls to it are decided).
+fn descriptor(upstreams: &Upstreams, tool: &Tool) -> ToolDescriptor {
+    let (server, name) = upstreams
+        .route(&tool.name)
+        .map(|(upstream, name)| (upstream.server_name().to_string(), name))
+        .unwrap_or_else(|| (String::new(), tool.name.to_string()));
+    ToolDescriptor {
+        name,
+        origin: Origin::Mcp(server),
+        description: tool.description.as_deref().unwrap_or_default().to_string(),
+        input_schema: serde_json::Value::Object(tool.input_schema.as_ref().clone()),
     }
 }

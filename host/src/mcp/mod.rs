@@ -62,11 +62,14 @@ use crate::{Error, Result};
 
 pub mod http;
 mod listing;
+mod progress;
 mod relay;
 mod server;
+mod stdio;
 mod upstream;
 
 pub use relay::Relay;
+pub use stdio::{LineTransport, MAX_LINE_BYTES, stdio};
 pub use upstream::{ServerAt, Upstream, UpstreamServer, Upstreams};
 
 /// The channel name of pauses raised and resolved through MCP.
@@ -138,6 +141,14 @@ impl DaemonLink {
         self
     }
 
+    /// This link, waiting up to `wait` while the daemon is busy.
+    fn patient(&self, wait: Duration) -> Self {
+        Self {
+            client: self.client.clone().with_busy_wait(wait),
+            launcher: self.launcher.clone(),
+        }
+    }
+
     fn call(&self, request: &DaemonRequest) -> Result<Value> {
         match (self.client.call(request), &self.launcher) {
             (Err(ClientError::Unreachable { .. }), Some(launcher)) => {
@@ -161,9 +172,17 @@ pub(crate) struct Session {
     /// client has its result without waiting for it, and the session's
     /// next decision waits for it, so policies always see the calls before.
     recording: tokio::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// The session's calls being decided, run and checked now: a client
+    /// sending a thousand at once has them run [`CALLS_AT_ONCE`] at a time
+    /// (each holds its result, up to 16 MiB, until it is answered).
+    calls: tokio::sync::Semaphore,
     /// Held for the session's life where sessions are counted (HTTP).
     _slot: Option<tokio::sync::OwnedSemaphorePermit>,
 }
+
+/// How many of one session's tool calls the gateway handles at once; the
+/// rest wait their turn.
+pub const CALLS_AT_ONCE: usize = 16;
 
 /// A decision on something one side asked of the other, and the request
 /// it was made on.
@@ -273,16 +292,17 @@ impl Session {
         mut result: CallToolResult,
     ) -> Result<CallToolResult> {
         self.recorded().await;
-        let answer = blocking(
-            self.daemon.clone(),
-            DaemonRequest::CheckOutput {
-                request,
-                outcome,
-                output: output_text(&result),
-                observe: Some(summary),
-            },
-        )
-        .await?;
+        let output = output_text(&result);
+        let request = DaemonRequest::CheckOutput {
+            request,
+            outcome,
+            output: crate::output::worth_checking(&output).to_string(),
+            observe: Some(summary),
+        };
+        // The call ran: a busy daemon is waited for as long as a call may
+        // take, not given up on.
+        let daemon = self.daemon.patient(self.options.call_timeout);
+        let answer = blocking(daemon, request).await?;
         let check: crate::output::OutputCheck = serde_json::from_value(answer)
             .map_err(|err| Error::Request(format!("the daemon's answer is malformed: {err}")))?;
         if let Some(text) = check.output {
@@ -429,6 +449,7 @@ impl Gateway {
                 id: session,
                 turn: tokio::sync::OnceCell::new(),
                 recording: tokio::sync::Mutex::default(),
+                calls: tokio::sync::Semaphore::new(CALLS_AT_ONCE),
                 _slot: slot,
             }),
             servers,
@@ -463,6 +484,12 @@ impl Gateway {
         let upstreams = self
             .upstreams()
             .map_err(|err| Error::Request(err.message.to_string()))?;
+        let _turn = tokio::select! {
+            permit = self.session.calls.acquire() => permit,
+            () = cancelled.cancelled() => {
+                return Err(Error::Request("the client cancelled the call before it ran".into()));
+            }
+        };
         let Some((upstream, tool)) = upstreams.route(&params.name) else {
             return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
                 "no server behind this gateway has a tool `{}`",
@@ -492,7 +519,22 @@ impl Gateway {
             request.arguments = Value::Object(rewritten.clone());
         }
         let timeout = self.session.options.call_timeout;
-        let response = upstream.call(params, timeout, cancelled).await;
+        let response = upstream.call(params, timeout, peer, cancelled).await;
+        Ok(self.session.ran(request, &decision, response).await)
+    }
+}
+
+impl Session {
+    /// What the client gets for a call that ran (or may have): its result
+    /// as checked, the outcome recorded and the notes appended. From here
+    /// nothing that fails may say the call did not run, or the model would
+    /// run it again.
+    async fn ran(
+        &self,
+        request: ToolRequest,
+        decision: &Decision,
+        response: std::result::Result<CallToolResponse, String>,
+    ) -> CallToolResponse {
         let (outcome, summary) = match &response {
             Ok(CallToolResponse::Complete(result)) => {
                 outcome_of(Some(&serde_json::to_value(result).unwrap_or_default()))
@@ -501,26 +543,27 @@ impl Gateway {
             Err(err) => (Outcome::Failed, err.to_string()),
         };
         let response = match response {
-            Ok(CallToolResponse::Complete(result)) if decision.output_checked => Ok(self
-                .session
-                .checked(request, outcome, summary, result)
-                .await?
-                .into()),
+            Ok(CallToolResponse::Complete(result)) if decision.output_checked => {
+                match self.checked(request, outcome, summary, result).await {
+                    Ok(result) => Ok(result.into()),
+                    Err(err) => return unchecked(&err).into(),
+                }
+            }
             other => {
-                self.session.observe(request, outcome, summary).await;
+                self.observe(request, outcome, summary).await;
                 other
             }
         };
-        Ok(match response {
+        match response {
             Ok(CallToolResponse::Complete(mut result)) => {
                 result
                     .content
-                    .extend(notes(&decision).map(ContentBlock::text));
+                    .extend(notes(decision).map(ContentBlock::text));
                 result.into()
             }
             Ok(other) => other,
             Err(err) => CallToolResult::error(vec![ContentBlock::text(err)]).into(),
-        })
+        }
     }
 }
 
@@ -573,6 +616,15 @@ pub(crate) fn refusal_text(decision: &Decision) -> String {
         text.push_str(&notes);
     }
     text
+}
+
+/// A tool result for a call that ran but whose output toolgate could not
+/// check: withheld, and said to have run.
+fn unchecked(err: &Error) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(format!(
+        "this call ran, but toolgate could not check its output, so it is withheld: {err}. Do \
+         not run it again unless running it twice is safe. Diagnose with TOOLGATE_LOG=debug."
+    ))])
 }
 
 /// A tool result for a call that did not run.

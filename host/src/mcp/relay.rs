@@ -1,8 +1,8 @@
 //! What a server sends toward the client, through the gateway: its
 //! requests (sampling, elicitation, roots), each decided by the policies
 //! like a tool call and then relayed to the client, whose answer goes back;
-//! and its notifications (progress under the client's own token, logging,
-//! list changes, resource updates), relayed as they come.
+//! and its notifications (logging, list changes, resource updates),
+//! relayed as they come; progress goes with its call (see [`super::progress`]).
 //!
 //! One [`Relay`] serves one server connection of one client session, so
 //! everything the server sends has exactly one client to go to.
@@ -11,8 +11,7 @@
 // (SEP-2577) but are what servers on 2025-11-25 and earlier use.
 #![expect(deprecated)]
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use rmcp::ClientHandler;
 use rmcp::model::{
@@ -20,14 +19,15 @@ use rmcp::model::{
     CreateMessageRequestParams, CreateMessageResult, ElicitRequest, ElicitRequestParams,
     ElicitResult, ElicitationAction, ErrorData as McpError, Implementation,
     InitializeRequestParams, ListRootsRequest, ListRootsResult, LoggingMessageNotificationParam,
-    ProgressNotificationParam, ProgressToken, ProtocolVersion, ResourceUpdatedNotificationParam,
-    ServerRequest,
+    ProtocolVersion, ResourceUpdatedNotificationParam, ServerRequest,
 };
 use rmcp::service::{
     NotificationContext, Peer, PeerRequestOptions, RequestContext, RoleClient, RoleServer,
 };
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
+
+use super::progress::ProgressTokens;
 
 use super::Session;
 
@@ -36,29 +36,6 @@ const ASKING_AT_ONCE: usize = 4;
 /// The prefix of toolgate's own questions to the person; a server's
 /// question may not pass for one.
 const TOOLGATE_ASKS: &str = "toolgate";
-
-/// The client's progress tokens by the ones the gateway's own upstream
-/// requests carry (each request the gateway sends gets a token of its own).
-#[derive(Default)]
-pub(super) struct ProgressTokens(Mutex<HashMap<ProgressToken, ProgressToken>>);
-
-impl ProgressTokens {
-    pub(super) fn insert(&self, ours: ProgressToken, clients: ProgressToken) {
-        self.lock().insert(ours, clients);
-    }
-
-    pub(super) fn remove(&self, ours: &ProgressToken) {
-        self.lock().remove(ours);
-    }
-
-    fn clients(&self, ours: &ProgressToken) -> Option<ProgressToken> {
-        self.lock().get(ours).cloned()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ProgressToken, ProgressToken>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
 
 /// The client side of one server connection: what the gateway tells the
 /// server about itself, and where what the server sends goes.
@@ -75,6 +52,7 @@ pub struct Relay {
     /// Server-to-client requests being decided or relayed now, bounded so
     /// a server cannot flood the person with questions.
     asking: tokio::sync::Semaphore,
+    /// The calls whose progress the client asked for.
     pub(super) progress: Arc<ProgressTokens>,
 }
 
@@ -310,19 +288,6 @@ impl ClientHandler for Relay {
             ClientResult::ListRootsResult(result) => Ok(result),
             _ => Err(unexpected(method)),
         }
-    }
-
-    async fn on_progress(
-        &self,
-        mut params: ProgressNotificationParam,
-        _context: NotificationContext<RoleClient>,
-    ) {
-        // Progress only for a request the client itself asked progress of.
-        let Some(token) = self.progress.clients(&params.progress_token) else {
-            return;
-        };
-        params.progress_token = token;
-        let _ = self.client.notify_progress(params).await;
     }
 
     async fn on_logging_message(

@@ -21,10 +21,11 @@ use rmcp::model::{
     ListResourcesResult, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
     ServerPeerInfo, ServerResult,
 };
-use rmcp::service::{PeerRequestOptions, RoleClient, RunningService};
+use rmcp::service::{PeerRequestOptions, RoleClient, RoleServer, RunningService};
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 
-use super::relay::{ProgressTokens, Relay};
+use super::progress::{Ordered, ProgressTokens};
+use super::relay::Relay;
 use crate::request::Origin;
 use crate::{Error, Result};
 
@@ -73,6 +74,7 @@ impl UpstreamServer {
                 let transport = TokioChildProcess::new(command).map_err(|err| {
                     Error::Request(format!("cannot start the MCP server {program:?}: {err}"))
                 })?;
+                let transport = Ordered::new(transport, progress.clone());
                 relay.serve(transport).await.map_err(|err| {
                     self.no_session(
                         &format!("{program:?}"),
@@ -85,6 +87,7 @@ impl UpstreamServer {
                 // reqwest is built without a default TLS provider.
                 let _ = rustls::crypto::ring::default_provider().install_default();
                 let transport = StreamableHttpClientTransport::from_uri(url.as_str());
+                let transport = Ordered::new(transport, progress.clone());
                 relay.serve(transport).await.map_err(|err| {
                     // A URL's query may hold a token.
                     self.no_session(
@@ -151,11 +154,13 @@ impl Upstream {
     }
 
     /// Forward a call, its progress (if the client asked for it) relayed
-    /// under the client's own token; a failure as a message for the model.
+    /// to `client` under the client's own token, all of it before the
+    /// answer; a failure as a message for the model.
     pub(super) async fn call(
         &self,
         mut params: CallToolRequestParams,
         timeout: Duration,
+        client: &rmcp::Peer<RoleServer>,
         cancelled: &tokio_util::sync::CancellationToken,
     ) -> std::result::Result<CallToolResponse, String> {
         let name = params.name.clone();
@@ -174,22 +179,20 @@ impl Upstream {
             Err(err) => return Err(self.failed(&name, err)),
         };
         let ours = handle.progress_token.clone();
-        if let Some(token) = clients_token {
-            self.progress.insert(ours.clone(), token);
-        }
+        let progress = self.progress.relay(ours, clients_token, client.clone());
         let id = handle.id.clone();
         let answer = tokio::select! {
             answer = tokio::time::timeout(timeout, handle.await_response()) => answer,
             () = cancelled.cancelled() => {
                 // The client cancelled its call: so does the gateway, upstream.
-                self.progress.remove(&ours);
+                drop(progress);
                 let reason = Some("the client cancelled the call".to_string());
                 let notice = CancelledNotificationParam::new(Some(id), reason);
                 let _ = self.peer().notify_cancelled(notice).await;
                 return Err(format!("the client cancelled `{name}`; the server was told"));
             }
         };
-        self.progress.remove(&ours);
+        progress.finish().await;
         match answer {
             Ok(Ok(ServerResult::CallToolResult(result))) => Ok(CallToolResponse::Complete(result)),
             // What a task or a request for more input would ask of the
@@ -373,8 +376,11 @@ impl Upstreams {
         }
         let mut tools = Vec::new();
         for upstream in &self.servers {
-            let listed = upstream.peer().list_all_tools().await;
-            for mut tool in listed.map_err(|err| list_failed(upstream, "tools", err))? {
+            let listed = gather(upstream, "tools", |page| async move {
+                let page = upstream.peer().list_tools(page).await?;
+                Ok((page.tools, page.next_cursor))
+            });
+            for mut tool in listed.await? {
                 tool.name = self.prefix(upstream, &tool.name).into();
                 tools.push(tool);
             }
@@ -416,8 +422,11 @@ impl Upstreams {
         }
         let mut prompts = Vec::new();
         for upstream in self.with(|c| c.prompts.is_some()) {
-            let listed = upstream.peer().list_all_prompts().await;
-            for mut prompt in listed.map_err(|err| list_failed(upstream, "prompts", err))? {
+            let listed = gather(upstream, "prompts", |page| async move {
+                let page = upstream.peer().list_prompts(page).await?;
+                Ok((page.prompts, page.next_cursor))
+            });
+            for mut prompt in listed.await? {
                 prompt.name = self.prefix(upstream, &prompt.name);
                 prompts.push(prompt);
             }
@@ -441,8 +450,11 @@ impl Upstreams {
             if !upstream.offers(|c| c.resources.is_some()) {
                 continue;
             }
-            let listed = upstream.peer().list_all_resources().await;
-            let listed = listed.map_err(|err| list_failed(upstream, "resources", err))?;
+            let listed = gather(upstream, "resources", |page| async move {
+                let page = upstream.peer().list_resources(page).await?;
+                Ok((page.resources, page.next_cursor))
+            });
+            let listed = listed.await?;
             let mut owners = self.resources.lock().unwrap_or_else(|p| p.into_inner());
             for resource in &listed {
                 // The first server to list a URI keeps it: a later one
@@ -470,9 +482,11 @@ impl Upstreams {
         }
         let mut templates = Vec::new();
         for upstream in self.with(|c| c.resources.is_some()) {
-            let listed = upstream.peer().list_all_resource_templates().await;
-            templates
-                .extend(listed.map_err(|err| list_failed(upstream, "resource templates", err))?);
+            let listed = gather(upstream, "resource templates", |page| async move {
+                let page = upstream.peer().list_resource_templates(page).await?;
+                Ok((page.resource_templates, page.next_cursor))
+            });
+            templates.extend(listed.await?);
         }
         Ok(ListResourceTemplatesResult::with_all_items(templates))
     }
@@ -493,6 +507,49 @@ impl Upstream {
         self.reported().is_some_and(|info| pick(&info.capabilities))
     }
 }
+
+/// The most pages of one server's listing the gateway gathers for a
+/// client when it fronts several servers (one server's pages pass as
+/// they are, cursor and all).
+const MAX_PAGES: usize = 100;
+/// The most bytes of one server's listing the gateway gathers.
+const MAX_LISTED_BYTES: usize = 16 * 1024 * 1024;
+
+/// `what` of `upstream`, page after page from `page`, up to
+/// [`MAX_PAGES`] pages and [`MAX_LISTED_BYTES`]: a server whose listing
+/// never ends is cut there (and the cut logged), not gathered until
+/// memory runs out.
+async fn gather<T, F, Fut>(upstream: &Upstream, what: &str, mut page: F) -> ListedItems<T>
+where
+    T: serde::Serialize,
+    F: FnMut(Option<PaginatedRequestParams>) -> Fut,
+    Fut: Future<Output = std::result::Result<(Vec<T>, Option<String>), rmcp::ServiceError>>,
+{
+    let (mut items, mut bytes, mut cursor) = (Vec::new(), 0, None);
+    for _ in 0..MAX_PAGES {
+        let params =
+            cursor.map(|cursor| PaginatedRequestParams::default().with_cursor(Some(cursor)));
+        let (listed, next) = page(params)
+            .await
+            .map_err(|err| list_failed(upstream, what, err))?;
+        bytes += listed
+            .iter()
+            .map(|item| serde_json::to_vec(item).map_or(0, |text| text.len()))
+            .sum::<usize>();
+        items.extend(listed);
+        match next {
+            None => return Ok(items),
+            Some(_) if bytes > MAX_LISTED_BYTES => break,
+            next => cursor = next,
+        }
+    }
+    tracing::warn!(server = %upstream.server, what, listed = items.len(),
+        "the server's listing goes on past what the gateway gathers ({MAX_PAGES} pages, \
+         {MAX_LISTED_BYTES} bytes); the rest is not offered");
+    Ok(items)
+}
+
+type ListedItems<T> = std::result::Result<Vec<T>, String>;
 
 fn list_failed(upstream: &Upstream, what: &str, err: rmcp::ServiceError) -> String {
     crate::redact::redact(&format!(

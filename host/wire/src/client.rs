@@ -165,6 +165,14 @@ impl Client {
 
     fn call_once(&self, request: &DaemonRequest) -> Result<Value, ClientError> {
         let mut line = serde_json::to_string(request).expect("requests serialise");
+        // The daemon would close the connection on it, mid-write: say why.
+        if line.len() >= crate::protocol::MAX_REQUEST_BYTES {
+            return Err(ClientError::Request(format!(
+                "the request is {} bytes as sent, past the daemon's limit of {} bytes",
+                line.len(),
+                crate::protocol::MAX_REQUEST_BYTES
+            )));
+        }
         line.push('\n');
         // A kept connection closed while idle (the daemon restarted, or
         // timed it out) fails the write: nothing was sent, so sending on a

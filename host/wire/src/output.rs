@@ -10,6 +10,21 @@ use crate::request::Origin;
 /// what was checked.
 pub const MAX_CHECKED_OUTPUT: usize = 1024 * 1024;
 
+/// `output` as far as it is worth sending to have it checked: past
+/// [`MAX_CHECKED_OUTPUT`] nothing more is shown to the policies or the
+/// model, so a sender cuts it there, one character past the cap so the
+/// check still sees it was cut and says so.
+pub fn worth_checking(output: &str) -> &str {
+    if output.len() <= MAX_CHECKED_OUTPUT {
+        return output;
+    }
+    let mut end = MAX_CHECKED_OUTPUT + 1;
+    while !output.is_char_boundary(end) {
+        end += 1;
+    }
+    &output[..end]
+}
+
 /// What the policies that check output made of one tool's output.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OutputCheck {

@@ -114,7 +114,7 @@ pub fn run(ctx: &Ctx, args: McpArgs) -> anyhow::Result<ExitCode> {
             let gateway = Gateway::new(servers, daemon, options, session);
             let service = gateway
                 .clone()
-                .serve(rmcp::transport::stdio())
+                .serve(toolgate::mcp::stdio())
                 .await
                 .context("the MCP client did not start a session")?;
             let stopped = service.waiting().await;
