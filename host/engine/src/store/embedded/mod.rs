@@ -86,6 +86,11 @@ const ONE_GATE_PER_THREAD: TableDefinition<(&str, &str), &[u8]> = TableDefinitio
 /// How many event appends may wait for the writer before new ones are dropped
 /// (with a warning).
 pub const EVENT_QUEUE_CAPACITY: usize = 4096;
+/// redb's page cache. Its default (1 GiB) let a long-running daemon grow
+/// by about 1.8 KB a decision, the decision log's pages kept until the
+/// cache was full; what a decision reads (state, gates, recent events) is
+/// a few megabytes.
+const CACHE_BYTES: usize = 64 * 1024 * 1024;
 /// The most appends committed in one write transaction.
 const EVENT_BATCH: usize = 256;
 /// Non-durable commits (policy state) become durable within this time.
@@ -152,9 +157,12 @@ impl RedbStore {
     }
 
     /// Open (or create) the redb file and every table; whether it holds
-    /// resolutions.
+    /// resolutions. Its page cache is [`CACHE_BYTES`].
     fn open_database(path: &Path) -> Result<(Database, bool)> {
-        let db = Database::create(path).map_err(|err| open_error(path, err.into()))?;
+        let db = Database::builder()
+            .set_cache_size(CACHE_BYTES)
+            .create(path)
+            .map_err(|err| open_error(path, err.into()))?;
         let store_err = |err: redb::Error| open_error(path, err);
         let txn = db.begin_write().map_err(|e| store_err(e.into()))?;
         {
