@@ -12,7 +12,7 @@ mod common;
 use std::sync::{Arc, Barrier};
 
 use common::model_server::{ModelServer, Reply};
-use common::pg_cluster::Cluster;
+use common::pg_cluster::{Cluster, STORE_DEADLINE};
 use common::{call, config, guest};
 use serde_json::json;
 use toolgate::gates::{GateKey, GateResolution};
@@ -174,6 +174,56 @@ fn turns_and_counters_are_shared_and_quotas_hold_per_policy_across_hosts() {
     assert_eq!(stores[0].state_usage("p").unwrap(), 1000);
 }
 
+/// A database that stalls (every PostgreSQL process stopped) fails each
+/// decision that waits on it closed within `store_wait_ms`, with a reason
+/// naming PostgreSQL, and the host recovers by itself once it answers
+/// again. Before, the decision hung for as long as the stall lasted.
+#[test]
+fn a_stalled_database_fails_decisions_closed_and_the_host_recovers() {
+    let Some(cluster) =
+        Cluster::start("a_stalled_database_fails_decisions_closed_and_the_host_recovers")
+    else {
+        return;
+    };
+    let body = "store_wait_ms = 1500\n\
+                [plugins.lease-gate]\npath = \"bundled:lease-gate\"\npriority = 20\n\
+                [plugins.lease-gate.config]\nauto_plan = false\n\
+                [plugins.lease-gate.config.actions.echo]\neffects = [\"read-local\"]\n";
+    let host = hosts(&cluster.database(), body, 1).remove(0);
+    let echo = || {
+        let mut request: ToolRequest = call("echo", json!({}));
+        request.thread_id = Some("t1".into());
+        request.mode = Mode::Autonomous;
+        request
+    };
+    let grant = json!({"thread": "t1", "actions": ["echo"], "max_uses": 10}).to_string();
+    host.command("lease-gate", "lease-grant", &grant).unwrap();
+    assert_eq!(host.evaluate(&echo()).unwrap().verdict, Verdict::Allow);
+
+    let stalled = cluster.stall();
+    let (answered, answer) = std::sync::mpsc::channel();
+    let asking = Arc::clone(&host);
+    std::thread::spawn(move || {
+        let _ = answered.send(asking.evaluate(&echo()));
+    });
+    // A bound far past the deadline: the stall itself never ends on its own.
+    let answer = answer
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("a stalled database hung the decision");
+    let why = match answer {
+        Ok(decision) => {
+            assert_ne!(decision.verdict, Verdict::Allow, "{decision:?}");
+            decision.reason.unwrap_or_default()
+        }
+        Err(err) => err.to_string(),
+    };
+    assert!(why.contains("PostgreSQL did not answer"), "{why}");
+    drop(stalled);
+
+    let again = host.evaluate(&echo()).unwrap();
+    assert_eq!(again.verdict, Verdict::Allow, "recovered: {again:?}");
+}
+
 #[test]
 fn credentials_stay_out_of_messages_and_a_newer_schema_is_refused() {
     let Some(cluster) = Cluster::start("credentials_stay_out_of_messages") else {
@@ -181,7 +231,8 @@ fn credentials_stay_out_of_messages_and_a_newer_schema_is_refused() {
     };
     let local = tempfile::tempdir().unwrap();
     let with_password = "postgres://someone:hunter2-secret@%2Fnonexistent%2Fsocket/db";
-    let err = toolgate::store::Store::connect(with_password, local.path()).unwrap_err();
+    let err =
+        toolgate::store::Store::connect(with_password, local.path(), STORE_DEADLINE).unwrap_err();
     // What is shown here, and what the daemon sends (with the causes).
     for err in [err.to_string(), err.report()] {
         assert!(!err.contains("hunter2"), "{err}");
@@ -194,7 +245,7 @@ fn credentials_stay_out_of_messages_and_a_newer_schema_is_refused() {
     admin
         .batch_execute("UPDATE toolgate_schema SET version = 99")
         .unwrap();
-    let err = toolgate::store::Store::connect(&url, local.path())
+    let err = toolgate::store::Store::connect(&url, local.path(), STORE_DEADLINE)
         .unwrap_err()
         .to_string();
     assert!(err.contains("newer than this build"), "{err}");

@@ -279,6 +279,44 @@ fn make_certificates(dir: &Path, data: &Path, uid: u32, gid: u32) -> PathBuf {
     dir.join("ca.crt")
 }
 
+/// What a test's store waits for one round trip (the default config's
+/// `store_wait_ms`).
+pub const STORE_DEADLINE: Duration = Duration::from_secs(5);
+
+/// The cluster's processes stopped (SIGSTOP): a database that stalls, as
+/// a hung host's does. They go on (SIGCONT) when this is dropped.
+pub struct Stalled(Vec<String>);
+
+impl Cluster {
+    /// Stop the server and every backend until the result is dropped.
+    pub fn stall(&self) -> Stalled {
+        let postmaster = self.server.as_ref().expect("running").id().to_string();
+        let children = Command::new("pgrep")
+            .args(["-P", &postmaster])
+            .output()
+            .unwrap();
+        let mut pids = vec![postmaster];
+        pids.extend(
+            String::from_utf8_lossy(&children.stdout)
+                .split_whitespace()
+                .map(String::from),
+        );
+        let stopped = Command::new("kill")
+            .arg("-STOP")
+            .args(&pids)
+            .status()
+            .unwrap();
+        assert!(stopped.success(), "could not stop {pids:?}");
+        Stalled(pids)
+    }
+}
+
+impl Drop for Stalled {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").arg("-CONT").args(&self.0).status();
+    }
+}
+
 impl Drop for Cluster {
     fn drop(&mut self) {
         let Some(mut server) = self.server.take() else {
@@ -336,6 +374,6 @@ impl Cluster {
             self.databases
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         ));
-        toolgate::store::Store::connect(url, &local).unwrap()
+        toolgate::store::Store::connect(url, &local, STORE_DEADLINE).unwrap()
     }
 }

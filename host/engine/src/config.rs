@@ -55,8 +55,9 @@ pub struct Config {
     /// The decision log.
     #[serde(default)]
     pub log: LogConfig,
-    /// How long a process that opens the store itself waits while another
-    /// process (the daemon, or another command) holds it, in milliseconds.
+    /// How long a process waits on the store, in milliseconds: while
+    /// another process (the daemon, or another command) holds a redb file,
+    /// or for a PostgreSQL store to connect or answer one round trip.
     #[serde(default = "default_store_wait")]
     pub store_wait_ms: u64,
     /// Keys trusted to sign plugins (hex ed25519 public keys, as

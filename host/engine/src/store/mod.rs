@@ -688,15 +688,16 @@ impl Store {
         RedbStore::open(path).map(|s| Self(Box::new(s)))
     }
 
-    /// Open the store at `location`: connect to a database, or open a redb
-    /// file (waiting up to `wait` while another process holds it).
+    /// Open the store at `location`: connect to a database (`wait` bounding
+    /// each round trip), or open a redb file (waiting up to `wait` while
+    /// another process holds it).
     pub fn open_location(
         location: &crate::locations::StoreLocation,
         wait: std::time::Duration,
     ) -> Result<Self> {
         use crate::locations::StoreLocation;
         match location {
-            StoreLocation::Database(url) => Self::connect(url, &location.local_name()),
+            StoreLocation::Database(url) => Self::connect(url, &location.local_name(), wait),
             StoreLocation::File(path) => Self::open_waiting(path, wait),
         }
     }
@@ -704,9 +705,10 @@ impl Store {
     /// Connect to the PostgreSQL database at `url` (a `postgres://` URL;
     /// what it leaves out comes from the `PG*` variables), creating or
     /// migrating toolgate's schema. `path` is the store's local name: where
-    /// the daemon's socket goes and what messages say.
-    pub fn connect(url: &str, path: &Path) -> Result<Self> {
-        postgres::PostgresStore::connect(url, path).map(|s| Self(Box::new(s)))
+    /// the daemon's socket goes and what messages say. Connecting, and
+    /// each round trip a decision waits on, fails after `deadline`.
+    pub fn connect(url: &str, path: &Path, deadline: std::time::Duration) -> Result<Self> {
+        postgres::PostgresStore::connect(url, path, deadline).map(|s| Self(Box::new(s)))
     }
 }
 

@@ -22,6 +22,7 @@
 //! buffer, to one writer thread per host that inserts them in batches (never
 //! blocking a decision), as the embedded store does.
 
+mod client;
 mod reload;
 mod schema;
 mod tls;
@@ -34,7 +35,8 @@ use std::sync::mpsc::{self, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use postgres::{Client, Config as PgConfig, NoTls};
+use client::{Client, PgError, Queries as _, Row};
+use tokio_postgres::{Config as PgConfig, NoTls};
 
 use super::{
     DecisionLog, EVENT_QUEUE_CAPACITY, EventStore, GateStore, LogBuffer, MAX_STATE_ENTRY,
@@ -48,6 +50,14 @@ use crate::gates::{GateError, GateKey, GateResolution, PendingGate, RecordedReso
 use crate::locations::redacted_url as redacted;
 use crate::store::hygiene::{PolicyStats, Retention, StoreStats, SweepReport, TableStats};
 use writer::Message;
+
+/// What the server is told unless the URL sets `options`: end a session
+/// idle inside a transaction for a minute.
+const IDLE_IN_TRANSACTION: &str = "-c idle_in_transaction_session_timeout=60000";
+
+/// How long maintenance (a migration, a sweep, a copy) may take per round
+/// trip: longer than a decision's, which must answer within a hook's time.
+const MAINTENANCE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// Idle connections kept per host.
 const MAX_IDLE_CONNECTIONS: usize = 8;
@@ -83,6 +93,9 @@ pub(crate) struct Pool {
     tls: Option<tokio_postgres_rustls::MakeRustlsConnect>,
     display: String,
     idle: Mutex<Vec<Client>>,
+    /// How long a connection, or one round trip on it, may take before
+    /// the decision waiting on it fails closed (`store_wait_ms`).
+    deadline: std::time::Duration,
 }
 
 /// A connection on loan; it goes back to the pool unless it broke.
@@ -106,7 +119,9 @@ impl std::ops::DerefMut for Pooled<'_> {
 
 impl Drop for Pooled<'_> {
     fn drop(&mut self) {
-        if let Some(client) = self.client.take().filter(|c| !c.is_closed()) {
+        if let Some(mut client) = self.client.take().filter(|c| !c.is_closed()) {
+            // Back to a decision's deadline, whatever this loan was for.
+            client.set_deadline(self.pool.deadline);
             let mut idle = self.pool.idle.lock().unwrap_or_else(|p| p.into_inner());
             if idle.len() < MAX_IDLE_CONNECTIONS {
                 idle.push(client);
@@ -118,32 +133,48 @@ impl Drop for Pooled<'_> {
 impl Pool {
     /// Parse `url` (a `postgres://` or `postgresql://` URL; unset parts from
     /// `PGHOST`, `PGPORT`, `PGUSER`, `PGPASSWORD`, `PGDATABASE`).
-    fn new(url: &str) -> Result<Self> {
+    fn new(url: &str, deadline: std::time::Duration) -> Result<Self> {
         let mut config: PgConfig = url.parse().map_err(|err| {
             Error::store_caused(redacted(url), "not a usable PostgreSQL URL", err)
         })?;
         apply_environment(&mut config);
         let tls = match config.get_ssl_mode() {
-            postgres::config::SslMode::Require => {
+            tokio_postgres::config::SslMode::Require => {
                 Some(tls::connector().map_err(|message| Error::store(redacted(url), message))?)
             }
             _ => None,
         };
         config.application_name("toolgate");
+        // A host that stops mid-transaction (holding a gate's row lock)
+        // must not hold up the others for long: the server ends such a
+        // session. The URL's own `options` are kept as they are.
+        if config.get_options().is_none() {
+            config.options(IDLE_IN_TRANSACTION);
+        }
         Ok(Self {
             display: redacted(url),
             config,
             tls,
             idle: Mutex::new(Vec::new()),
+            deadline,
         })
     }
 
-    /// A new connection, over TLS when the URL asks for it.
-    pub(crate) fn connect(&self) -> std::result::Result<Client, postgres::Error> {
+    /// A new connection, over TLS when the URL asks for it; it and each
+    /// of its round trips fail after [`Pool::deadline`].
+    pub(crate) fn connect(&self) -> std::result::Result<Client, PgError> {
         match &self.tls {
-            Some(tls) => self.config.connect(tls.clone()),
-            None => self.config.connect(NoTls),
+            Some(tls) => Client::connect(&self.config, tls.clone(), self.deadline),
+            None => Client::connect(&self.config, NoTls, self.deadline),
         }
+    }
+
+    /// A connection for maintenance (a migration, a sweep, statistics, a
+    /// copy), whose round trips may take [`MAINTENANCE_DEADLINE`].
+    pub(crate) fn for_maintenance(&self) -> Result<Pooled<'_>> {
+        let mut pooled = self.get()?;
+        pooled.set_deadline(MAINTENANCE_DEADLINE);
+        Ok(pooled)
     }
 
     pub(crate) fn get(&self) -> Result<Pooled<'_>> {
@@ -161,21 +192,26 @@ impl Pool {
     /// A refusal by the database in its own words ([`describe`]: its
     /// message and SQLSTATE); any other failure (connection, protocol,
     /// conversion) kept as the cause.
-    pub(crate) fn error(&self, err: postgres::Error) -> Error {
-        match err.as_db_error() {
-            Some(_) => Error::store(&self.display, describe(&err)),
-            None => Error::store_caused(&self.display, "PostgreSQL failed", err),
+    pub(crate) fn error(&self, err: PgError) -> Error {
+        match err {
+            PgError::Postgres(err) if err.as_db_error().is_none() => {
+                Error::store_caused(&self.display, "PostgreSQL failed", err)
+            }
+            err => Error::store(&self.display, describe(&err)),
         }
     }
 }
 
 /// A PostgreSQL error as one line: the server's message when there is one,
 /// else the error and its causes (a TLS handshake failure says why).
-pub(super) fn describe(err: &postgres::Error) -> String {
-    if let Some(db) = err.as_db_error() {
-        return format!("{} ({})", db.message(), db.code().code());
+pub(super) fn describe(err: &PgError) -> String {
+    match err {
+        PgError::Postgres(err) => match err.as_db_error() {
+            Some(db) => format!("{} ({})", db.message(), db.code().code()),
+            None => crate::error::with_causes(err),
+        },
+        err => err.to_string(),
     }
-    crate::error::with_causes(err)
 }
 
 /// Fill what the URL left unset from the standard `PG*` variables.
@@ -215,9 +251,9 @@ fn apply_environment(config: &mut PgConfig) {
 
 impl PostgresStore {
     /// Connect, create or migrate the schema, and start the writer.
-    pub(crate) fn connect(url: &str, path: &Path) -> Result<Self> {
-        let pool = Arc::new(Pool::new(url)?);
-        schema::migrate(&mut *pool.get()?).map_err(|e| pool.error(e))?;
+    pub(crate) fn connect(url: &str, path: &Path, deadline: std::time::Duration) -> Result<Self> {
+        let pool = Arc::new(Pool::new(url, deadline)?);
+        schema::migrate(&mut *pool.for_maintenance()?).map_err(|e| pool.error(e))?;
         let (sender, receiver) = mpsc::sync_channel(EVENT_QUEUE_CAPACITY);
         let dropped = Arc::new(AtomicU64::new(0));
         let settings = Settings::default();
@@ -255,7 +291,7 @@ impl PostgresStore {
         }
     }
 
-    fn storage(&self, err: postgres::Error) -> StateWriteError {
+    fn storage(&self, err: PgError) -> StateWriteError {
         StateWriteError::Storage(describe(&err))
     }
 }
@@ -271,9 +307,9 @@ fn i64_of(n: u64) -> i64 {
 /// Lock `policy`'s usage row (creating it) and return its bytes: every
 /// size-changing write of one policy, from any host, serialises here.
 fn lock_usage(
-    txn: &mut postgres::Transaction<'_>,
+    txn: &mut client::Transaction<'_>,
     policy: &str,
-) -> std::result::Result<u64, postgres::Error> {
+) -> std::result::Result<u64, PgError> {
     txn.execute(
         "INSERT INTO state_usage (policy, bytes) VALUES ($1, 0) ON CONFLICT DO NOTHING",
         &[&policy],
@@ -492,7 +528,7 @@ impl StateStore for PostgresStore {
 }
 
 /// Events as stored: the JSON of [`StoredEvent`], with its sequence number.
-fn events_of(rows: Vec<postgres::Row>) -> Vec<(u64, StoredEvent)> {
+fn events_of(rows: Vec<Row>) -> Vec<(u64, StoredEvent)> {
     rows.into_iter()
         .filter_map(|row| {
             let seq: i64 = row.get(0);
@@ -572,9 +608,9 @@ fn gate_of(body: &[u8]) -> std::result::Result<PendingGate, String> {
 /// Store `gate` in its (user, thread, request id) slot, replacing what is
 /// there.
 fn upsert_gate(
-    client: &mut impl postgres::GenericClient,
+    client: &mut impl client::Queries,
     gate: &PendingGate,
-) -> std::result::Result<(), postgres::Error> {
+) -> std::result::Result<(), PgError> {
     let body = serde_json::to_vec(gate).expect("gates always serialise");
     client.execute(
         "INSERT INTO gates (user_id, thread_id, request_id, expires_at_ms, body) \
@@ -593,7 +629,7 @@ fn upsert_gate(
 
 /// The gates of the thread (`user`, `thread`), parsed, oldest first.
 fn thread_rows(
-    client: &mut impl postgres::GenericClient,
+    client: &mut impl client::Queries,
     pool: &Pool,
     (user, thread): (&str, &str),
 ) -> Result<Vec<PendingGate>> {
@@ -683,7 +719,7 @@ impl GateStore for PostgresStore {
         trusted_channels: &[String],
         now_ms: u64,
     ) -> std::result::Result<PendingGate, GateError> {
-        let storage = |e: postgres::Error| GateError::Storage(describe(&e));
+        let storage = |e: PgError| GateError::Storage(describe(&e));
         let mut client = self
             .pool
             .get()
@@ -697,7 +733,7 @@ impl GateStore for PostgresStore {
             )
             .map_err(storage)?
             .map(|r| gate_of(&r.get::<_, Vec<u8>>(0)));
-        let delete = |txn: &mut postgres::Transaction<'_>| {
+        let delete = |txn: &mut client::Transaction<'_>| {
             txn.execute(
                 "DELETE FROM gates WHERE user_id = $1 AND thread_id = $2 AND request_id = $3",
                 &[&key.user_id, &key.thread_id, &request_id],
@@ -882,7 +918,7 @@ impl Maintenance for PostgresStore {
 
     fn sweep(&self) -> Result<SweepReport> {
         let retention = self.settings.retention();
-        let mut client = self.pool.get()?;
+        let mut client = self.pool.for_maintenance()?;
         writer::sweep(&mut client, &retention, crate::now_ms()).map_err(|e| self.pool.error(e))
     }
 
@@ -928,7 +964,7 @@ impl Maintenance for PostgresStore {
     }
 
     fn stats(&self) -> Result<StoreStats> {
-        let mut client = self.pool.get()?;
+        let mut client = self.pool.for_maintenance()?;
         let mut tables = std::collections::BTreeMap::new();
         for table in schema::TABLES {
             let row = client

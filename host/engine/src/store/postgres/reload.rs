@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use postgres::fallible_iterator::FallibleIterator as _;
+use super::client::{Client, Queries as _};
 
 use super::Pool;
 use crate::store::FleetPins;
@@ -99,7 +99,7 @@ impl Listener {
 }
 
 /// A connection listening on the channel.
-fn subscribe(pool: &Pool) -> Result<postgres::Client, String> {
+fn subscribe(pool: &Pool) -> Result<Client, String> {
     let mut client = pool.connect().map_err(|e| super::describe(&e))?;
     client
         .batch_execute(&format!("LISTEN {CHANNEL}"))
@@ -112,7 +112,7 @@ fn subscribe(pool: &Pool) -> Result<postgres::Client, String> {
 /// meanwhile, a reload is requested once it is back.
 fn follow(
     pool: &Pool,
-    first: postgres::Client,
+    first: Client,
     id: &str,
     requested: &Mutex<Option<FleetPins>>,
     stop: &AtomicBool,
@@ -135,9 +135,7 @@ fn follow(
             continue;
         };
         let heard = listening
-            .notifications()
-            .timeout_iter(POLL)
-            .next()
+            .notification(POLL)
             .map(|note| note.map(|n| announcement(n.payload())));
         match heard {
             Ok(Some(announcement)) if announcement.from != id => request(announcement.pins),

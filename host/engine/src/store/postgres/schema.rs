@@ -4,7 +4,7 @@
 //! transaction under an advisory lock, so hosts starting together migrate
 //! once. A database newer than this build is refused, not downgraded.
 
-use postgres::Client;
+use super::client::{Client, PgError, Queries as _};
 
 /// Advisory-lock key for migrations ("toolgate" in ASCII, as a number).
 const MIGRATION_LOCK: i64 = 0x746f_6f6c_6761_7465;
@@ -94,7 +94,7 @@ const MIGRATIONS: &[&str] = &[
 ];
 
 /// Bring the database to this build's schema version.
-pub(super) fn migrate(client: &mut Client) -> Result<(), postgres::Error> {
+pub(super) fn migrate(client: &mut Client) -> Result<(), PgError> {
     let mut txn = client.transaction()?;
     txn.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;
     txn.batch_execute("CREATE TABLE IF NOT EXISTS toolgate_schema (version integer NOT NULL)")?;

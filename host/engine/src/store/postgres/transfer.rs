@@ -1,5 +1,6 @@
 //! `toolgate store copy` from and to a PostgreSQL database.
 
+use super::client::{Param, Queries as _, Row};
 use super::{PostgresStore, i64_of};
 use crate::error::Result;
 use crate::store::{Record, Transfer, stored_json};
@@ -14,14 +15,14 @@ impl PostgresStore {
         &self,
         query: &str,
         first: i64,
-        key_of: impl Fn(&postgres::Row) -> i64,
-        mut each: impl FnMut(&postgres::Row) -> Result<()>,
+        key_of: impl Fn(&Row) -> i64,
+        mut each: impl FnMut(&Row) -> Result<()>,
     ) -> Result<()> {
         let mut after = first;
         loop {
             let rows = self
                 .pool
-                .get()?
+                .for_maintenance()?
                 .query(query, &[&after, &PAGE])
                 .map_err(|e| self.pool.error(e))?;
             for row in &rows {
@@ -35,10 +36,10 @@ impl PostgresStore {
     }
 
     /// Every row of a small table.
-    fn all(&self, query: &str, each: impl FnMut(&postgres::Row) -> Result<()>) -> Result<()> {
+    fn all(&self, query: &str, each: impl FnMut(&Row) -> Result<()>) -> Result<()> {
         let rows = self
             .pool
-            .get()?
+            .for_maintenance()?
             .query(query, &[])
             .map_err(|e| self.pool.error(e))?;
         rows.iter().try_for_each(each)
@@ -100,7 +101,7 @@ impl Transfer for PostgresStore {
                 seen_at_ms: row.get::<_, i64>(1) as u64,
             })
         })?;
-        let seq = |row: &postgres::Row| row.get::<_, i64>(0);
+        let seq = |row: &Row| row.get::<_, i64>(0);
         self.pages(
             "SELECT seq, body FROM events WHERE seq > $1 ORDER BY seq LIMIT $2",
             0,
@@ -126,9 +127,9 @@ impl Transfer for PostgresStore {
     }
 
     fn import_as_is(&self, record: Record) -> Result<()> {
-        let execute = |query: &str, params: &[&(dyn postgres::types::ToSql + Sync)]| {
+        let execute = |query: &str, params: &[Param<'_>]| {
             self.pool
-                .get()?
+                .for_maintenance()?
                 .execute(query, params)
                 .map(drop)
                 .map_err(|e| self.pool.error(e))

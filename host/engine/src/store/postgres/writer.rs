@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
-use postgres::Client;
+use super::client::{Client, PgError, Queries as _};
 
 use super::{Pool, i64_of};
 use crate::decision::Verdict;
@@ -83,7 +83,7 @@ impl Writer {
                 let retention = self.retention();
                 let swept = self
                     .pool
-                    .get()
+                    .for_maintenance()
                     .map_err(|e| e.to_string())
                     .and_then(|mut c| {
                         sweep(&mut c, &retention, crate::now_ms()).map_err(|e| e.to_string())
@@ -182,7 +182,7 @@ pub(super) fn sweep(
     client: &mut Client,
     retention: &Retention,
     now_ms: u64,
-) -> Result<SweepReport, postgres::Error> {
+) -> Result<SweepReport, PgError> {
     let age = |d: std::time::Duration| i64_of(now_ms.saturating_sub(d.as_millis() as u64));
     let mut txn = client.transaction()?;
     let events = txn.execute(
