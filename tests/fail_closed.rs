@@ -300,3 +300,105 @@ fn a_substitute_at_the_socket_is_refused() {
     let _ = std::os::unix::net::UnixStream::connect(setup.socket());
     substitute.join().unwrap();
 }
+
+/// A full disk: while the store's file system has no space, a decision
+/// that would change the store is refused, naming the store, never
+/// allowed; nothing acknowledged is lost; and once space returns the
+/// daemon decides again by itself, without a restart. The store lives on
+/// a 4 MiB tmpfs mounted in a private mount namespace of the daemon's own
+/// (so this runs as root), reached through `/proc/PID/root`.
+#[test]
+fn a_full_disk_refuses_and_the_daemon_recovers_when_space_returns() {
+    let setup = Setup::with_config(
+        "[plugins.lease-gate]\npath = \"bundled:lease-gate\"\n\
+         [plugins.lease-gate.config]\nauto_plan = false\n\
+         [plugins.lease-gate.config.actions.echo]\neffects = [\"read-local\"]\n",
+    );
+    // The lease is granted before the daemon starts, into the store it
+    // then serves from the small file system.
+    let grant = json!({"thread": "t1", "actions": ["echo"], "max_uses": 100000});
+    setup
+        .in_process()
+        .command("lease-gate", "lease-grant", &grant.to_string())
+        .unwrap();
+    let mount = setup.dir.path().join("small");
+    std::fs::create_dir(&mount).unwrap();
+    let config = setup.dir.path().join("toolgate.toml");
+    let script = format!(
+        "mount -t tmpfs -o size=4m tmpfs {mount} && cp {store} {mount}/s.redb && \
+         exec {BIN} --config {config} --store {mount}/s.redb serve",
+        mount = mount.display(),
+        store = setup.store().display(),
+        config = config.display(),
+    );
+    let daemon = common::hooks::KillOnDrop(
+        Command::new("unshare")
+            .args(["-m", "sh", "-c", &script])
+            .spawn()
+            .expect("unshare runs"),
+    );
+    let inside = PathBuf::from(format!("/proc/{}/root{}", daemon.0.id(), mount.display()));
+    let socket = inside.join("s.redb.sock");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !socket.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the daemon never listened"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let client = toolgate::daemon::Client::new(&socket);
+    let call = |request: toolgate::daemon::DaemonRequest| client.call(&request);
+    let echo = || {
+        let mut request = toolgate::ToolRequest::new("echo", json!({}));
+        request.thread_id = Some("t1".into());
+        request.mode = toolgate::request::Mode::Autonomous;
+        call(toolgate::daemon::DaemonRequest::Evaluate { request })
+    };
+    assert_eq!(echo().unwrap()["verdict"], "allow");
+
+    // Fill the file system.
+    let filler = inside.join("filler");
+    let mut file = std::fs::File::create(&filler).unwrap();
+    let chunk = vec![0u8; 64 * 1024];
+    while file.write_all(&chunk).is_ok() {}
+    drop(file);
+    // Full: every answer is a refusal naming the store, from the same
+    // daemon, which stays up (before, it exited at the first one).
+    for _ in 0..20 {
+        let refused = echo().expect_err("no answer while the disk is full");
+        let why = refused.to_string();
+        assert!(
+            why.contains("could not be made durable") || why.contains("store"),
+            "{why}"
+        );
+        assert!(
+            !matches!(refused, toolgate::daemon::ClientError::Unreachable { .. }),
+            "the daemon stays up: {why}"
+        );
+    }
+    let health = call(toolgate::daemon::DaemonRequest::Health).unwrap();
+    assert_eq!(health["status"], "failing", "{health}");
+
+    // Space returns: the daemon decides again by itself (a bound, as the
+    // daemon probes the disk with backoff).
+    std::fs::remove_file(&filler).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        match echo() {
+            Ok(answer) if answer["verdict"] == "allow" => break,
+            answer => assert!(
+                std::time::Instant::now() < deadline,
+                "never recovered: {answer:?}"
+            ),
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let health = call(toolgate::daemon::DaemonRequest::Health).unwrap();
+    assert_eq!(health["status"], "ok", "{health}");
+    assert_eq!(
+        health["pid"],
+        daemon.0.id(),
+        "the same process, started afresh"
+    );
+}

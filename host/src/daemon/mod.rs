@@ -97,10 +97,16 @@ pub struct Daemon {
     settling: Arc<std::sync::atomic::AtomicBool>,
     /// Cancelled when serving ends: open socket connections close.
     stopping: tokio_util::sync::CancellationToken,
-    /// Notified when the store failed so that only opening it again helps:
-    /// serving ends, and the daemon exits for its supervisor (the next
-    /// hook, systemd) to start a fresh one.
+    /// Notified when the store failed so that only opening it again helps
+    /// (redb refuses every write after an I/O error): the daemon goes on
+    /// answering (every answer that needs the store fails closed, and
+    /// `/health` says failing) while it waits for the disk to take writes
+    /// again, then serving ends and the process starts afresh.
     restart: tokio::sync::Notify,
+    /// Whether the wait for the disk has begun.
+    waiting_for_disk: std::sync::atomic::AtomicBool,
+    /// Notified when the disk takes writes again.
+    disk_back: Arc<tokio::sync::Notify>,
     /// Serving ended for that reason.
     must_restart: std::sync::atomic::AtomicBool,
     /// Open socket connections per peer uid, and how many one may hold.
@@ -183,6 +189,8 @@ impl Daemon {
             settling: Default::default(),
             stopping: Default::default(),
             restart: Default::default(),
+            waiting_for_disk: Default::default(),
+            disk_back: Default::default(),
             must_restart: Default::default(),
             connections: share::PerUser::new(options.max_connections_per_user),
             // A quarter of the in-flight slots (at least 4, so a user's
@@ -439,13 +447,14 @@ impl Daemon {
         }))
     }
 
-    /// Liveness, and who this daemon is (its pid, store and config).
-    /// Whether serving ended because the store must be opened again: the
-    /// process should exit unsuccessfully, for its supervisor to restart it.
+    /// Whether serving ended because the store must be opened again (its
+    /// disk failed a write and takes them again): the process starts
+    /// afresh.
     pub fn must_restart(&self) -> bool {
         self.must_restart.load(Ordering::Acquire)
     }
 
+    /// Liveness, and who this daemon is (its pid, store and config).
     fn health(&self) -> Value {
         let identity = self.host.with_config(|c| c.identity.clone());
         let durable = self.host.check_durable();
@@ -690,8 +699,9 @@ impl Daemon {
         loop {
             tokio::select! {
                 _ = &mut shutdown => break,
-                _ = self.restart.notified() => {
-                    tracing::error!("the store failed to make state durable; stopping so a fresh daemon opens it again");
+                _ = self.restart.notified() => self.wait_for_disk(),
+                _ = self.disk_back.notified() => {
+                    tracing::warn!("the store's disk takes writes again; starting afresh to open the store again");
                     self.must_restart.store(true, Ordering::Release);
                     break;
                 }
@@ -737,6 +747,38 @@ impl Daemon {
             let _ = std::fs::remove_file(socket);
         }
         Ok(())
+    }
+
+    /// Once: probe, with backoff, whether the store's directory takes a
+    /// write and an fsync again, and say so on [`Daemon::disk_back`].
+    fn wait_for_disk(&self) {
+        if self.waiting_for_disk.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        tracing::error!(
+            "the store failed to make state durable; answers that need it fail until its \
+             disk takes writes again, then the daemon starts afresh"
+        );
+        let dir = self
+            .host
+            .store_path()
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        let back = Arc::clone(&self.disk_back);
+        tokio::spawn(async move {
+            let mut pause = Duration::from_millis(250);
+            loop {
+                tokio::time::sleep(pause).await;
+                let probe = dir.clone();
+                if let Ok(Ok(())) = tokio::task::spawn_blocking(move || takes_writes(&probe)).await
+                {
+                    back.notify_one();
+                    return;
+                }
+                pause = (pause * 2).min(Duration::from_secs(10));
+            }
+        });
     }
 
     /// End, off the accept loop, the gates people declined in their
@@ -802,6 +844,19 @@ fn resolver(caller: &Caller, channel: &str) -> String {
         }
         _ => channel.to_string(),
     }
+}
+
+/// Whether `dir` takes a write of a megabyte and its fsync: the disk has
+/// room (and works) again.
+fn takes_writes(dir: &Path) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let probe = dir.join(format!(".toolgate-disk-probe-{}", std::process::id()));
+    let written = std::fs::File::create(&probe).and_then(|mut file| {
+        file.write_all(&[0; 1024 * 1024])?;
+        file.sync_all()
+    });
+    let _ = std::fs::remove_file(&probe);
+    written
 }
 
 #[cfg(test)]

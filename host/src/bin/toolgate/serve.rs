@@ -120,16 +120,32 @@ fn refuse_another_user(user: &str) -> anyhow::Result<()> {
 }
 
 /// Say why serving stopped; the exit status. A store that must be opened
-/// again (`restart`) exits with EX_TEMPFAIL, for the supervisor to start a
-/// fresh daemon.
+/// again (`restart`: its disk failed a write and now takes them again) is
+/// opened by this process started afresh, as it was started (same pid,
+/// so a supervisor sees no exit); if that cannot be done it exits with
+/// EX_TEMPFAIL, for the supervisor (the next hook, systemd) to start one.
 fn stopped(restart: bool) -> ExitCode {
     if restart {
+        eprintln!("toolgate: the store's disk takes writes again; starting afresh to open it");
+        let err = afresh();
         eprintln!(
-            "toolgate: stopped: the store could not make state durable; a fresh daemon opens it \
+            "toolgate: stopped: cannot start afresh ({err}); a fresh daemon opens the store \
              again (the next hook starts one; the systemd unit restarts it)"
         );
         return ExitCode::from(75);
     }
     eprintln!("toolgate: stopped");
     ExitCode::SUCCESS
+}
+
+/// Replace this process with the same program and arguments; returns
+/// only if that failed.
+fn afresh() -> std::io::Error {
+    use std::os::unix::process::CommandExt as _;
+    match std::env::current_exe() {
+        Ok(program) => std::process::Command::new(program)
+            .args(std::env::args_os().skip(1))
+            .exec(),
+        Err(err) => err,
+    }
 }
