@@ -979,3 +979,39 @@ int fdatasync(int fd) {
 "#,
     )
 }
+
+/// An upgrade: `toolgate serve --replace` takes the store over from the
+/// daemon serving it (one a hook started, or the build before), which
+/// stops; plain `serve` leaves a running daemon alone and says how to take
+/// over. Before, `serve` could only refuse (and, under load, lost the
+/// store to a daemon a hook started meanwhile, exiting 1).
+#[test]
+fn serve_with_replace_takes_over_from_the_running_daemon() {
+    let setup = Setup::new("");
+    let mut old = setup.serve(&[]);
+    let refused = setup.command().arg("serve").output().unwrap();
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("pass --replace"), "{said}");
+    assert!(Client::new(setup.socket()).is_up(), "left alone");
+
+    let new = common::hooks::KillOnDrop(
+        setup
+            .command()
+            .args(["serve", "--replace"])
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let new_pid = new.0.id() as u64;
+    common::eventually("the new daemon to serve", || {
+        Client::new(setup.socket())
+            .call(&DaemonRequest::Health)
+            .is_ok_and(|health| health["pid"] == new_pid)
+    });
+    let stopped = old.wait().unwrap();
+    assert!(
+        stopped.success(),
+        "the old daemon stopped cleanly: {stopped}"
+    );
+}

@@ -45,13 +45,19 @@ impl Daemon {
         let config = dir.join("toolgate.toml");
         // TOOLGATE_BENCH_CONFIG: more config, appended (`[log] enabled =
         // false`, to see what the log costs).
+        // The socket open to every user, as in system mode: the slow
+        // connections come from another user.
         let text = format!(
-            "cache_dir = {:?}\n{}\n{}",
+            "cache_dir = {:?}\n{}\n[daemon]\nsocket_mode = 0o666\n{}",
             dir.join("cache").display().to_string(),
             toolgate::config::DEFAULT_CONFIG,
             std::env::var("TOOLGATE_BENCH_CONFIG").unwrap_or_default()
         );
         std::fs::write(&config, text).unwrap();
+        // Another user reaches the socket through this directory.
+        let mut open = std::fs::metadata(dir).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut open, 0o711);
+        std::fs::set_permissions(dir, open).unwrap();
         let store = dir.join("toolgate.redb");
         let socket = toolgate::daemon::socket_for_store(&store);
         // TOOLGATE_BENCH_BIN: another build's binary, for an A/B.
@@ -198,9 +204,63 @@ fn row(case: &str, total: usize, run: &Run) {
     );
 }
 
+/// How many slow connections the last run holds open.
+const SLOW: usize = 500;
+
+/// Hold `SLOW` connections to `socket`, each having sent the first byte
+/// of a request and nothing more, until stdin closes: a user whose agent
+/// (or anything of its) wants to wear the daemon down. Run as another
+/// user by [`slow_connections`].
+fn hold_slow(socket: &Path) {
+    use std::io::{Read as _, Write as _};
+    let held: Vec<_> = (0..SLOW)
+        .filter_map(|_| {
+            let mut stream = std::os::unix::net::UnixStream::connect(socket).ok()?;
+            stream.write_all(b"{").ok()?;
+            Some(stream)
+        })
+        .collect();
+    println!("{}", held.len());
+    let _ = std::io::stdin().read(&mut [0]);
+}
+
+/// [`SLOW`] slow connections from `nobody` (when this runs as root; else
+/// from this user, whose connection cap then refuses most), held until
+/// the child is dropped; how many the daemon took.
+fn slow_connections(daemon: &Daemon) -> (Child, String) {
+    use std::io::BufRead as _;
+    use std::os::unix::process::CommandExt as _;
+    let mut holder = Command::new(std::env::current_exe().unwrap());
+    holder
+        .arg("--hold-slow")
+        .arg(&daemon.socket)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
+    let nobody = toolgate_wire::peer::uid_of("nobody");
+    let who = match nobody {
+        Some(uid) if toolgate_wire::peer::own_uid() == 0 => {
+            holder.uid(uid);
+            "another user (nobody)"
+        }
+        _ => "this same user",
+    };
+    let mut child = holder.spawn().expect("the slow-connection holder starts");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    (child, format!("{} held by {who}", line.trim()))
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return; // `cargo test --benches` asks for a list; we have no unit benches
+    }
+    let args: Vec<String> = std::env::args().collect();
+    if let [_, flag, socket] = &args[..]
+        && flag == "--hold-slow"
+    {
+        return hold_slow(Path::new(socket));
     }
     let dir = tempfile::tempdir().unwrap();
     let daemon = Daemon::start(dir.path());
@@ -232,5 +292,20 @@ fn main() {
         let case = format!("kept, paced at {rate:.0}/s in all");
         row(&case, short, &run(&daemon, short, Load::Paced(rate)));
     }
+    let plain = run(&daemon, short, kept);
+    let (mut holder, held) = slow_connections(&daemon);
+    let slowed = run(&daemon, short, kept);
+    drop(holder.stdin.take());
+    let _ = holder.wait();
+    row("kept (again, just before)", short, &plain);
+    row(
+        &format!("kept, {SLOW} slow connections open: {held}"),
+        short,
+        &slowed,
+    );
+    println!(
+        "\np99 with the slow connections open: {:.2}× the run just before (target ≤ 2×)",
+        slowed.p99_us / plain.p99_us
+    );
     row("kept, long run", long, &run(&daemon, long, kept));
 }

@@ -526,22 +526,7 @@ fn switch_daemon(ctx: &Ctx, restart: bool) -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    // SAFETY: kill(2) with a pid the daemon reported and a plain signal.
-    let sent = unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
-    anyhow::ensure!(
-        sent == 0,
-        "cannot stop the daemon (pid {pid}): {}",
-        std::io::Error::last_os_error()
-    );
-    let socket = ctx.socket(None);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while toolgate::daemon::Client::new(&socket).is_up() {
-        anyhow::ensure!(
-            std::time::Instant::now() < deadline,
-            "the daemon (pid {pid}) did not stop within 10 s"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    crate::target::stop_daemon(&ctx.socket(None), pid)?;
     eprintln!(
         "stopped the daemon (pid {pid}) that served {serving}; the next hook starts one with \
          this config"

@@ -1,13 +1,13 @@
 //! `toolgate serve`: the daemon.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use toolgate::daemon::{Daemon, DaemonOptions};
+use toolgate::daemon::{Daemon, DaemonOptions, DaemonRequest};
 
 use crate::target::Ctx;
 
@@ -31,16 +31,20 @@ pub struct ServeArgs {
     /// Default: the config's daemon.idle_exit_secs.
     #[arg(long, value_name = "SECS")]
     idle_exit_secs: Option<u64>,
+    /// Take over from a daemon that serves the socket already (one a hook
+    /// started, or the build before an upgrade): ask it to stop (SIGTERM),
+    /// wait for it, and serve; one a hook starts meanwhile is stopped too.
+    /// Without it, a running daemon is left alone and this refuses.
+    #[arg(long)]
+    replace: bool,
 }
+
+/// How long `--replace` keeps trying to take the store over.
+const TAKE_OVER_WITHIN: Duration = Duration::from_secs(60);
 
 pub fn run(ctx: &Ctx, args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let socket = ctx.socket(args.socket.as_ref());
-    anyhow::ensure!(
-        !toolgate::daemon::Client::new(&socket).is_up(),
-        "a toolgate daemon already serves {}; stop it first (SIGTERM) or pass another --socket",
-        socket.display()
-    );
-    let host = Arc::new(ctx.open()?);
+    let host = Arc::new(take_over(ctx, &socket, args.replace)?);
     let _watcher = match args.watch_ms {
         0 => None,
         ms => Some(host.watch(Duration::from_millis(ms))?),
@@ -104,6 +108,45 @@ pub fn run(ctx: &Ctx, args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let restart = daemon.must_restart();
     drop(daemon);
     Ok(stopped(restart))
+}
+
+/// The store opened for serving at `socket`. A daemon serving there
+/// already is refused, or with `replace` stopped, as is one that a hook
+/// starts before this process has the store (under load a hook can win
+/// that race): then the store is tried again, for up to
+/// [`TAKE_OVER_WITHIN`].
+fn take_over(ctx: &Ctx, socket: &Path, replace: bool) -> anyhow::Result<toolgate::Toolgate> {
+    let deadline = std::time::Instant::now() + TAKE_OVER_WITHIN;
+    loop {
+        if let Ok(health) = toolgate::daemon::Client::new(socket).call(&DaemonRequest::Health) {
+            let pid = health["pid"].as_u64().unwrap_or_default() as u32;
+            anyhow::ensure!(
+                replace && pid != 0,
+                "a toolgate daemon (pid {pid}) already serves {}; pass --replace to take over \
+                 from it (an upgrade), stop it first (SIGTERM), or pass another --socket",
+                socket.display()
+            );
+            crate::target::stop_daemon(socket, pid)?;
+            eprintln!(
+                "toolgate: took over from the daemon (pid {pid}) that served {}",
+                socket.display()
+            );
+        }
+        match ctx.open() {
+            Err(err) if replace && store_busy(&err) && std::time::Instant::now() < deadline => {}
+            opened => return opened,
+        }
+    }
+}
+
+/// Whether `err` says another process holds the store.
+fn store_busy(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        matches!(
+            cause.downcast_ref(),
+            Some(toolgate::Error::StoreBusy { .. })
+        )
+    })
 }
 
 /// Refuse to serve a config whose daemon runs as `user` as anyone else.

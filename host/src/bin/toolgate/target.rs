@@ -2,7 +2,7 @@
 //! daemon owns the store while it runs), else in this process.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -108,4 +108,25 @@ pub fn absolute_store(store: StoreLocation) -> anyhow::Result<StoreLocation> {
         StoreLocation::File(path) => StoreLocation::File(absolute(&path)?),
         database => database,
     })
+}
+
+/// Stop the daemon `pid` that answers at `socket` (SIGTERM) and wait up to
+/// 10 s until nothing answers there.
+pub fn stop_daemon(socket: &Path, pid: u32) -> anyhow::Result<()> {
+    // SAFETY: kill(2) with a pid the daemon reported and a plain signal.
+    let sent = unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+    anyhow::ensure!(
+        sent == 0,
+        "cannot stop the daemon (pid {pid}): {}",
+        std::io::Error::last_os_error()
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while toolgate::daemon::Client::new(socket).is_up() {
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "the daemon (pid {pid}) did not stop within 10 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    Ok(())
 }
