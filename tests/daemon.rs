@@ -842,6 +842,39 @@ fn stepping_the_clock_back_extends_no_lease() {
     );
 }
 
+/// The same across a restart: a daemon started after the clock was
+/// stepped back 2 h starts from the last moment toolgate recorded (plus the
+/// time since, on the same boot), so a 2 s lease granted before has expired
+/// 3 s later. Before, the new daemon read the stepped clock and allowed.
+#[test]
+fn a_daemon_started_after_the_clock_went_back_extends_no_lease() {
+    let setup = Setup::with_config(
+        "[plugins.lease-gate]\npath = \"bundled:lease-gate\"\n\
+         [plugins.lease-gate.config]\nauto_plan = false\n\
+         [plugins.lease-gate.config.actions.echo]\neffects = [\"read-local\"]\n",
+    );
+    let shim = clock_shim(setup.dir.path());
+    let offset = setup.dir.path().join("clock-offset");
+    let grant = json!({"thread": "t1", "actions": ["echo"], "expires_in_ms": 2000});
+    setup
+        .in_process()
+        .command("lease-gate", "lease-grant", &grant.to_string())
+        .unwrap();
+    std::fs::write(&offset, "-7200").unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let _daemon = common::hooks::KillOnDrop(setup.serve(&[
+        ("LD_PRELOAD", shim.to_str().unwrap()),
+        ("CLOCK_SHIM_OFFSET_FILE", offset.to_str().unwrap()),
+    ]));
+    let mut request = toolgate::ToolRequest::new("echo", json!({}));
+    request.thread_id = Some("t1".into());
+    request.mode = toolgate::request::Mode::Autonomous;
+    let answer = Client::new(setup.socket())
+        .call(&DaemonRequest::Evaluate { request })
+        .unwrap();
+    assert_eq!(answer["verdict"], "deny", "the lease expired: {answer}");
+}
+
 /// A shared object that shifts `CLOCK_REALTIME` by the seconds in the file
 /// `$CLOCK_SHIM_OFFSET_FILE`.
 fn clock_shim(dir: &Path) -> std::path::PathBuf {

@@ -783,6 +783,12 @@ impl Config {
     /// names the key and the fix.
     fn validate(&self) -> Result<(), String> {
         for (name, plugin) in &self.plugins {
+            if name == crate::decision::HOST {
+                return Err(format!(
+                    "[plugins.{name}]: the name `{name}` is toolgate's own (its state and the \
+                     questions it raises itself); give the plugin another name"
+                ));
+            }
             plugin.validate(name)?;
         }
         self.probe.validate()?;
@@ -987,6 +993,14 @@ mod tests {
         assert!(err.contains("test.toml"), "{err}");
         assert!(err.contains("stor"), "{err}");
         assert!(err.contains("docs/src/reference/configuration.md"), "{err}");
+    }
+
+    #[test]
+    fn a_plugin_may_not_take_toolgates_own_name() {
+        let err = parse("[plugins.toolgate]\npath = \"a.wasm\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("toolgate's own"), "{err}");
     }
 
     #[test]

@@ -49,6 +49,8 @@ pub struct Toolgate {
     prompt_turns: PromptTurns,
     /// Threads stopped because a call ran as toolgate did not judge it.
     unjudged: crate::unjudged::Unjudged,
+    /// The clock's latest moment, kept in the store for the next process.
+    clock: crate::clock::Clock,
 }
 
 /// The composed risk of the last [`RecentRisks::KEPT`] decided calls, so an
@@ -116,6 +118,8 @@ impl Toolgate {
         let location = store.unwrap_or_else(|| config.store_location());
         let wait = Duration::from_millis(config.store_wait_ms);
         let store = Arc::new(Store::open_location(&location, wait)?);
+        // First, so nothing this process does reads a clock behind the last.
+        let clock = crate::clock::Clock::open(&store)?;
         store.set_log_config(config.log);
         store.set_retention(crate::store::hygiene::Retention::from_config(&config));
         let cache_max_age = Duration::from_secs(config.retention.cache_max_age_days * 24 * 3600);
@@ -139,6 +143,7 @@ impl Toolgate {
             answered: Default::default(),
             prompt_turns: PromptTurns::default(),
             unjudged,
+            clock,
         })
     }
 
@@ -353,6 +358,7 @@ impl Toolgate {
     /// Decide on one proposed call. A pause is stored as a pending gate.
     pub fn evaluate(&self, request: &ToolRequest) -> Result<Decision> {
         request.check_ids().map_err(Error::Request)?;
+        self.clock.tick(&self.store);
         if let Some(pins) = self.store.reload_requested() {
             match self.reload_here(&pins) {
                 Ok(report) => tracing::info!(

@@ -25,6 +25,7 @@ mod bounds;
 mod cache;
 mod capabilities;
 mod chores;
+mod clock;
 pub mod compose;
 pub mod config;
 mod epoch;

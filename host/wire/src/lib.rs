@@ -32,7 +32,9 @@ pub struct InvalidRequest(pub String);
 /// since on the boot clock, which no one sets and which counts suspend. A
 /// clock stepped back (`date -s`, a bad NTP source, a restored VM
 /// snapshot) extends nothing; a step forward is taken at once, so an
-/// expiry comes sooner, never later.
+/// expiry comes sooner, never later. Nor is it behind a moment an earlier
+/// process recorded ([`never_before`]), so a restart after a step back
+/// extends nothing either.
 pub fn now() -> std::time::Duration {
     static START: std::sync::OnceLock<(std::time::Duration, std::time::Duration)> =
         std::sync::OnceLock::new();
@@ -41,7 +43,76 @@ pub fn now() -> std::time::Duration {
         .unwrap_or_default();
     let boot = boot_clock();
     let (wall_then, boot_then) = *START.get_or_init(|| (wall, boot));
+    let recorded = FLOOR
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .as_ref()
+        .map(|floor| {
+            // The same boot: the time since on the boot clock counts too.
+            match boot.checked_sub(floor.boot) {
+                Some(since) if !floor.boot_id.is_empty() && floor.boot_id == boot_id() => {
+                    floor.at + since
+                }
+                _ => floor.at,
+            }
+        });
     wall.max(wall_then + boot.saturating_sub(boot_then))
+        .max(recorded.unwrap_or_default())
+}
+
+/// A moment [`now`] showed, as a later process reads it back: the time,
+/// the boot clock then, and which boot that was.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Moment {
+    /// What [`now`] showed, in milliseconds since the Unix epoch.
+    pub at_ms: u64,
+    /// The boot clock then, in milliseconds.
+    pub boot_ms: u64,
+    /// The kernel's id of that boot (`/proc/sys/kernel/random/boot_id`).
+    pub boot_id: String,
+}
+
+/// The latest moment given to [`never_before`].
+struct Floor {
+    at: std::time::Duration,
+    boot: std::time::Duration,
+    boot_id: String,
+}
+
+static FLOOR: std::sync::Mutex<Option<Floor>> = std::sync::Mutex::new(None);
+
+/// Keep [`now`] from ever showing less than `moment` (one it showed, in
+/// this process or an earlier one), plus the time since on the boot clock
+/// when it is the same boot.
+pub fn never_before(moment: &Moment) {
+    let at = std::time::Duration::from_millis(moment.at_ms);
+    let mut floor = FLOOR.lock().unwrap_or_else(|p| p.into_inner());
+    if floor.as_ref().is_none_or(|known| known.at < at) {
+        *floor = Some(Floor {
+            at,
+            boot: std::time::Duration::from_millis(moment.boot_ms),
+            boot_id: moment.boot_id.clone(),
+        });
+    }
+}
+
+/// This moment, for a later process's [`never_before`].
+pub fn moment() -> Moment {
+    Moment {
+        at_ms: now_ms(),
+        boot_ms: boot_clock().as_millis() as u64,
+        boot_id: boot_id().to_string(),
+    }
+}
+
+/// This boot's id, read once (empty where the kernel does not say).
+fn boot_id() -> &'static str {
+    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ID.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+            .map(|id| id.trim().to_string())
+            .unwrap_or_default()
+    })
 }
 
 /// [`now`] in milliseconds.
