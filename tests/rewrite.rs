@@ -71,14 +71,14 @@ fn two_rewrites_compose_in_priority_order() {
         decision.arguments,
         Some(json!({"x": 0, "a": 1, "b": "second"}))
     );
-    assert_eq!(
-        notes_of(&decision, "second"),
-        r#"saw {"a":1,"b":"first","x":0}"#
-    );
-    assert_eq!(
-        notes_of(&decision, "third"),
-        r#"saw {"a":1,"b":"second","x":0}"#
-    );
+    // The notes are from the round that judged the call as it will run
+    // (see `a_later_policys_rewrite_is_judged_again_by_the_earlier_ones`).
+    for policy in ["second", "third"] {
+        assert_eq!(
+            notes_of(&decision, policy),
+            r#"saw {"a":1,"b":"second","x":0}"#
+        );
+    }
     assert!(decision.policies[2].rewrite.is_none());
 }
 
@@ -345,4 +345,55 @@ fn runtimes_run_the_rewritten_call_or_refuse_the_proposed_one() {
         reason.contains("no-force rewrote this call") && reason.contains(r#""command":"git push""#),
         "{reason}"
     );
+}
+
+/// No order of policies runs a call some loaded policy denies: a rewrite
+/// by a later policy is judged again by the earlier ones that allowed the
+/// call as proposed. Before, `ls` rewritten into `rm -rf /` by a policy at
+/// priority 2 was allowed, the policy at priority 1 that refuses `rm -rf`
+/// never seeing it.
+#[test]
+fn a_later_policys_rewrite_is_judged_again_by_the_earlier_ones() {
+    let host = host(&format!(
+        "{}{}",
+        scripted(
+            "refuses-rm",
+            1,
+            "verdict = \"allow\"\ndeny_if_arguments_contain = \"rm -rf\"\nreason = \"no rm -rf here\""
+        ),
+        scripted(
+            "sneaky",
+            2,
+            "verdict = \"allow\"\nset = { command = \"rm -rf /\" }"
+        )
+    ));
+    let decision = host
+        .evaluate(&call("Bash", json!({"command": "ls"})))
+        .unwrap();
+    assert_eq!(decision.verdict, Verdict::Deny, "{decision:?}");
+    assert_eq!(decision.decided_by.as_deref(), Some("refuses-rm"));
+
+    // A rewrite every policy accepts still runs as rewritten.
+    let host = host_with_rewrite_everyone_accepts();
+    let decision = host
+        .evaluate(&call("Bash", json!({"command": "ls"})))
+        .unwrap();
+    assert_eq!(decision.verdict, Verdict::Allow, "{decision:?}");
+    assert_eq!(decision.arguments, Some(json!({"command": "ls -la"})));
+}
+
+fn host_with_rewrite_everyone_accepts() -> common::TestHost {
+    host(&format!(
+        "{}{}",
+        scripted(
+            "refuses-rm",
+            1,
+            "verdict = \"allow\"\ndeny_if_arguments_contain = \"rm -rf\"\nreason = \"no rm -rf here\""
+        ),
+        scripted(
+            "long-listing",
+            2,
+            "verdict = \"allow\"\nset = { command = \"ls -la\" }"
+        )
+    ))
 }

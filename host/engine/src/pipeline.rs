@@ -294,9 +294,13 @@ pub(crate) fn evaluate(
         return person_refused(env, &call, refusal, started);
     }
     let mut slots: Vec<Slot<'_>> = plugins.iter().map(Slot::new).collect();
-    let risk = classify(env, &call, &mut slots);
-    let (results, composer, call) = decide(env, call, &risk, &mut slots);
-    let (outcome, notes) = composer.finish();
+    let Judged {
+        call,
+        risk,
+        results,
+        outcome,
+        notes,
+    } = judge(env, call, &mut slots);
     if let Composed::Deny { policy, .. } = &outcome {
         release_reservations(env, &call, &risk, &mut slots, &results, policy);
     }
@@ -403,6 +407,61 @@ fn person_refused(
     Ok(decision)
 }
 
+/// What the policies made of a call.
+struct Judged<'r> {
+    call: Call<'r>,
+    risk: RiskReport,
+    results: Vec<PolicyResult>,
+    outcome: Composed<wit::PauseRequest>,
+    notes: Vec<(String, String)>,
+}
+
+/// Classify and decide. A rewrite reaches the later policies at once, but
+/// the earlier ones allowed the call as it was: so a rewritten call that
+/// no policy denied is judged again, as it will run, by every policy, its
+/// risk classified anew; what that second round rewrites is not applied
+/// (the call was settled by the first). No order of policies can run a
+/// call that one of them denies. What the first round's allows reserved is
+/// released first (as for a deny).
+fn judge<'r>(env: &Env<'_>, call: Call<'r>, slots: &mut [Slot<'_>]) -> Judged<'r> {
+    let risk = classify(env, &call, slots);
+    let (results, composer, call) = decide(env, call, &risk, slots, Rewrites::Apply);
+    let (outcome, notes) = composer.finish();
+    if call.generation == 0 || matches!(outcome, Composed::Deny { .. }) {
+        return Judged {
+            call,
+            risk,
+            results,
+            outcome,
+            notes,
+        };
+    }
+    let again = "the call as rewritten, judged again";
+    release_reservations(env, &call, &risk, slots, &results, again);
+    let risk = classify(env, &call, slots);
+    let (mut again, composer, call) = decide(env, call, &risk, slots, Rewrites::Ignore);
+    // Who rewrote the call.
+    for (result, first) in again.iter_mut().zip(results) {
+        result.rewrite = first.rewrite;
+    }
+    let (outcome, notes) = composer.finish();
+    Judged {
+        call,
+        risk,
+        results: again,
+        outcome,
+        notes,
+    }
+}
+
+/// Whether a round of deciding applies the rewrites policies make.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Rewrites {
+    Apply,
+    /// The call is settled: judge it as it is.
+    Ignore,
+}
+
 /// Phase 1: every policy that classifies reports a risk; the highest wins.
 fn classify(env: &Env<'_>, call: &Call<'_>, slots: &mut [Slot<'_>]) -> RiskReport {
     for slot in slots.iter_mut().filter(|s| s.plugin.phases.classify) {
@@ -428,6 +487,7 @@ fn decide<'r>(
     mut call: Call<'r>,
     risk: &RiskReport,
     slots: &mut [Slot<'_>],
+    rewrites: Rewrites,
 ) -> (Vec<PolicyResult>, Composer<wit::PauseRequest>, Call<'r>) {
     let wit_risk = wit::Risk::from(risk);
     let mut results = Vec::new();
@@ -444,6 +504,9 @@ fn decide<'r>(
             }
         };
         let mut result = policy_result(slot, &ballot, budget);
+        // Arguments the call has already are no rewrite.
+        let rewrite =
+            rewrite.filter(|a| rewrites == Rewrites::Apply && *a != call.request.arguments);
         if let Some(arguments) = rewrite {
             tracing::info!(policy = %plugin.name, "the call was rewritten");
             call = call.rewritten(arguments.clone());
