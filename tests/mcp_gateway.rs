@@ -74,6 +74,8 @@ struct Session<'a> {
     sampling_marker: Option<String>,
     /// List the resources before the calls.
     list_resources: bool,
+    /// Call without listing the tools first.
+    skip_list: bool,
 }
 
 impl<'a> Session<'a> {
@@ -85,6 +87,7 @@ impl<'a> Session<'a> {
             elicitation: None,
             sampling_marker: None,
             list_resources: false,
+            skip_list: false,
         }
     }
 
@@ -107,6 +110,7 @@ impl<'a> Session<'a> {
             "elicitation": self.elicitation,
             "samplingMarker": self.sampling_marker,
             "listResources": self.list_resources,
+            "skipList": self.skip_list,
             "calls": calls,
         });
         run_client(setup, modules, &spec)
@@ -1293,6 +1297,22 @@ fn a_rewritten_call_reaches_the_server_as_rewritten() {
         true,
     );
     let result = everything(&modules).run(
+        &setup,
+        &modules,
+        json!([{"name": "echo", "arguments": {"message": "hello"}}]),
+    );
+    let (is_error, text) = call(&result, 0);
+    assert!(
+        is_error && text.contains("rewrote the call badly"),
+        "{text}"
+    );
+    assert!(!text.contains("Echo:"), "the server never saw it: {text}");
+    // The same from a client that calls without listing the tools first:
+    // the gateway learns the schema itself (before, `{"message": 7}`
+    // reached the server unchecked).
+    let mut unlisted = everything(&modules);
+    unlisted.skip_list = true;
+    let result = unlisted.run(
         &setup,
         &modules,
         json!([{"name": "echo", "arguments": {"message": "hello"}}]),

@@ -182,6 +182,54 @@ fn a_rewrite_the_host_cannot_accept_is_the_policys_failure() {
     }
 }
 
+/// A rewrite is bounded as `types.wit` says: past the policy's
+/// `limits.max_output_bytes` (16 KiB) it is refused before it is parsed,
+/// past 1 024 keys after, and the refusal quotes at most 1 KiB of what the
+/// policy wrote. Before, a 64 KiB rewrite was allowed (the cap was the
+/// 4 MiB request limit) and a schema's refusal quoted the policy's keys
+/// whole.
+#[test]
+fn a_rewrite_is_bounded_and_so_is_its_refusal() {
+    let big = format!("{{\"a\": \"{}\"}}", "x".repeat(64 * 1024));
+    let many = format!(
+        "{{{}}}",
+        (0..1100)
+            .map(|k| format!("\"k{k}\":0"))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    let long_key = format!("{{\"{}\": 1}}", "k".repeat(10_000));
+    let closed_schema = json!({"type": "object", "additionalProperties": false,
+        "properties": {"path": {"type": "string"}}});
+    for (raw, schema, problem) in [
+        (big, None, "over the policy's 16384-byte cap"),
+        (many, None, "more than 1024 keys"),
+        (long_key, Some(closed_schema), "input schema refuses them"),
+    ] {
+        let script = format!("verdict = \"allow\"\nrewrite_raw = '{raw}'");
+        let closed = scripted("rewriter", 1, &script).replace(
+            "[plugins.rewriter.config]",
+            "fail_mode = \"closed\"\n[plugins.rewriter.config]",
+        );
+        let host = host(&closed);
+        let request = ToolRequest {
+            input_schema: schema,
+            ..call("read", json!({"path": "a"}))
+        };
+        let decision = host.evaluate(&request).unwrap();
+        // (No decision in the messages: it may hold the whole rewrite.)
+        assert_eq!(decision.verdict, Verdict::Deny, "{problem}");
+        let failure = decision.policies[0].failure.clone().unwrap_or_default();
+        assert!(
+            failure.contains(problem),
+            "{}",
+            &failure[..failure.len().min(2000)]
+        );
+        assert!(failure.len() <= 1200, "{} bytes", failure.len());
+        assert!(decision.arguments.is_none(), "nothing was rewritten");
+    }
+}
+
 #[test]
 fn a_valid_rewrite_passes_the_tools_schema() {
     let host = host(&scripted(

@@ -6,7 +6,7 @@
 //
 // SPEC: {"command": ..., "args": [...], "env": {...},   (stdio), or
 //       {"url": ..., "headers": {...}}                    (streamable HTTP),
-//        "elicitation": "accept" | "decline" | "cancel" | null,
+//        "elicitation": "accept" | "decline" | "cancel" | null, "skipList": true | null,
 //        "samplingMarker": PATH | null, "listResources": true | null,
 //        "calls": [{"name": ..., "arguments": {...}, "gate": PATH, "abortAfterMs": N}],
 //        "awaitListChanged": PATH | null}
@@ -62,7 +62,8 @@ async function main() {
       stderr: 'inherit',
     });
   await client.connect(transport);
-  const listed = await client.listTools();
+  // `skipList`: call without listing the tools first, as a client may.
+  const listed = spec.skipList ? { tools: [] } : await client.listTools();
   const out = {
     server: client.getServerVersion(),
     tools: listed.tools.map((tool) => tool.name),

@@ -565,31 +565,38 @@ fn decide_one(
             }
             _ => decision,
         };
-        let rewrite = slot.run(env, call, |_| checked_rewrite(&decision, &call.request))?;
+        let rewrite = slot.run(env, call, |_| {
+            checked_rewrite(&decision, &call.request, limit)
+        })?;
         Ok((decision, rewrite))
     });
     (budget.ok().flatten(), decided)
 }
 
+/// The most keys (at any depth) a rewrite's arguments may hold.
+const MAX_REWRITE_KEYS: usize = 1024;
+
 /// The arguments a decision rewrites the call to, if it does: a JSON
-/// object, on an allow, within the host's request cap, that the tool's
-/// schema (when known) accepts.
+/// object, on an allow, within the policy's output cap (`limit`, checked
+/// before it is parsed) and [`MAX_REWRITE_KEYS`], that the tool's schema
+/// (when known) accepts. Why not is cut to 1 KiB: it may quote the policy.
 fn checked_rewrite(
     decision: &wit::Decision,
     request: &ToolRequest,
+    limit: usize,
 ) -> Result<Option<serde_json::Value>, PolicyFailure> {
     let Some(text) = &decision.rewrite else {
         return Ok(None);
     };
-    let refuse = |why: String| Err(PolicyFailure::BadRewrite(why));
+    let refuse = |why: String| Err(PolicyFailure::BadRewrite(crate::bounds::cut(why, 1024)));
     if !matches!(decision.verdict, wit::Verdict::Allow) {
         return refuse("a rewrite rides only on an allow".into());
     }
-    if text.len() > toolgate_wire::protocol::MAX_REQUEST_BYTES {
+    if text.len() > limit {
         return refuse(format!(
-            "{} bytes of arguments, over the host's {}-byte cap",
+            "{} bytes of arguments, over the policy's {limit}-byte cap for what it answers \
+             (`limits.max_output_bytes`)",
             text.len(),
-            toolgate_wire::protocol::MAX_REQUEST_BYTES
         ));
     }
     let arguments: serde_json::Value = match serde_json::from_str(text) {
@@ -597,12 +604,28 @@ fn checked_rewrite(
         Ok(_) => return refuse("the new arguments are not a JSON object".into()),
         Err(err) => return refuse(format!("the new arguments are not JSON: {err}")),
     };
+    if keys(&arguments) > MAX_REWRITE_KEYS {
+        return refuse(format!(
+            "the new arguments hold more than {MAX_REWRITE_KEYS} keys"
+        ));
+    }
     if let Some(schema) = &request.input_schema
         && let Err(problem) = crate::schema::check(schema, &arguments)
     {
         return refuse(format!("the tool's input schema refuses them: {problem}"));
     }
     Ok(Some(arguments))
+}
+
+/// How many object keys `value` holds, at any depth.
+fn keys(value: &serde_json::Value) -> usize {
+    match value {
+        serde_json::Value::Object(object) => {
+            object.len() + object.values().map(keys).sum::<usize>()
+        }
+        serde_json::Value::Array(items) => items.iter().map(keys).sum(),
+        _ => 0,
+    }
 }
 
 /// Policies that allowed before `denier` denied may have reserved something

@@ -497,7 +497,8 @@ impl Gateway {
             ))])
             .into());
         };
-        let schema = upstreams.schema_of(&params.name);
+        let schema = upstreams.learn_schema(&params.name).await;
+        let unchecked_rewrite = schema.is_none();
         params.name = tool.clone().into();
         let arguments = params
             .arguments
@@ -513,7 +514,17 @@ impl Gateway {
         if decision.verdict != Verdict::Allow {
             return Ok(refusal(&decision).into());
         }
-        // The call as the policies rewrote it is the one that runs.
+        // The call as the policies rewrote it is the one that runs, if its
+        // schema checked the rewrite.
+        if decision.arguments.is_some() && unchecked_rewrite {
+            return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+                "the policies rewrote this call, but the MCP server `{}` does not list the tool \
+                 `{tool}`, so toolgate cannot check the rewrite against its input schema; it was \
+                 not run",
+                upstream.server_name()
+            ))])
+            .into());
+        }
         if let Some(Value::Object(rewritten)) = &decision.arguments {
             params.arguments = Some(rewritten.clone());
             request.arguments = Value::Object(rewritten.clone());

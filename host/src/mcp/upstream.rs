@@ -374,6 +374,12 @@ impl Upstreams {
             let listed = upstream.peer().list_tools(request).await;
             return listed.map_err(|err| list_failed(upstream, "tools", err));
         }
+        Ok(ListToolsResult::with_all_items(self.all_tools().await?))
+    }
+
+    /// Every server's tools, gathered (see [`gather`]), under the names
+    /// clients call them.
+    async fn all_tools(&self) -> std::result::Result<Vec<rmcp::model::Tool>, String> {
         let mut tools = Vec::new();
         for upstream in &self.servers {
             let listed = gather(upstream, "tools", |page| async move {
@@ -381,11 +387,27 @@ impl Upstreams {
                 Ok((page.tools, page.next_cursor))
             });
             for mut tool in listed.await? {
-                tool.name = self.prefix(upstream, &tool.name).into();
+                if self.prefixed() {
+                    tool.name = self.prefix(upstream, &tool.name).into();
+                }
                 tools.push(tool);
             }
         }
-        Ok(ListToolsResult::with_all_items(tools))
+        Ok(tools)
+    }
+
+    /// The input schema of the tool a client calls `name`, listing the
+    /// servers' tools first if the client has not (so a policy's rewrite
+    /// of it can be checked).
+    pub(super) async fn learn_schema(&self, name: &str) -> Option<serde_json::Value> {
+        if let Some(schema) = self.schema_of(name) {
+            return Some(schema);
+        }
+        match self.all_tools().await {
+            Ok(tools) => self.remember_tools(&tools),
+            Err(err) => tracing::warn!(error = %err, "cannot list the tools to learn a schema"),
+        }
+        self.schema_of(name)
     }
 
     /// Remember `tools`, as listed to a client (a page replaces the tools
