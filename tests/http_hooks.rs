@@ -206,6 +206,22 @@ fn a_tool_input_that_is_not_an_object_is_refused_on_every_runtime() {
             ),
         ]
     };
+    // Any other field of the wrong type too, named.
+    let mut typed = json!({"session_id": "s", "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": "ls"}});
+    for (field, wrong) in [
+        ("session_id", json!(5)),
+        ("cwd", json!(["/"])),
+        ("permission_mode", json!(true)),
+    ] {
+        typed[field] = wrong;
+        let answer = post_to(port, "claude-code", &query, &typed);
+        assert!(answer.contains("deny"), "{field}: {answer}");
+        assert!(
+            answer.contains(&format!("`{field}` is malformed")),
+            "{answer}"
+        );
+        typed[field] = json!("x");
+    }
     for input in [
         json!("rm -rf /"),
         json!(["rm", "-rf", "/"]),

@@ -694,10 +694,32 @@ pub fn declined_in_prompt(gate: &PendingGate) -> bool {
 /// says what was expected.
 pub(crate) fn parse_event<T: DeserializeOwned>(text: &str, runtime: &str) -> Result<T> {
     serde_json::from_str(text).map_err(|err| {
+        let field = misfit::<T>(text).map_or(String::new(), |f| format!("`{f}` is malformed: "));
         Error::Request(format!(
-            "not a {runtime} hook event ({err}); expected a JSON object with session_id and \
-             hook_event_name"
+            "not a {runtime} hook event ({field}{err}); expected a JSON object with session_id \
+             and hook_event_name"
         ))
+    })
+}
+
+/// The top-level field of `text` (a JSON object of at most 64 fields) that
+/// keeps it from being a `T`: the one without which it parses, or whose
+/// absence is what is then missing. So a refusal names the field.
+fn misfit<T: DeserializeOwned>(text: &str) -> Option<String> {
+    let Ok(Value::Object(object)) = serde_json::from_str::<Value>(text) else {
+        return None;
+    };
+    if object.len() > 64 {
+        return None;
+    }
+    object.keys().find_map(|key| {
+        let mut without = object.clone();
+        without.remove(key);
+        let fits = match serde_json::from_value::<T>(Value::Object(without)) {
+            Ok(_) => true,
+            Err(err) => err.to_string().contains(&format!("missing field `{key}`")),
+        };
+        fits.then(|| key.clone())
     })
 }
 
