@@ -129,3 +129,21 @@ fn a_tool_is_offered_only_if_every_filtering_policy_says_yes() {
     let open = common::host(&scripted("a", 1, "hide = [\"!trap\"]"));
     assert_eq!(open.visible_tools(&caller, &tools), [true, true, true]);
 }
+
+/// The visibility phase is pure, as the WIT says: its state writes are
+/// refused (a `storage` error saying so) and nothing is written. Before,
+/// a filter wrote on every re-check (64 KiB each in the run).
+#[test]
+fn the_visibility_phase_cannot_write_state() {
+    let tools = common::mcp_tools(&["get-env", "echo"]);
+    let caller = call("tools/list", json!({}));
+    let host = host(&scripted("a", 1, "hide = [\"!write\"]"));
+    assert_eq!(
+        host.visible_tools(&caller, &tools),
+        [true, true],
+        "the write was refused"
+    );
+    let stats = host.store_stats().unwrap();
+    let written = stats.policies.get("a").map_or(0, |p| p.state_bytes);
+    assert_eq!(written, 0, "nothing was written");
+}

@@ -353,10 +353,14 @@ impl PolicyInstance {
         caller: &wit::Caller,
         tools: &[wit::ToolDescriptor],
     ) -> Result<Vec<bool>, PolicyFailure> {
+        // Pure, as the WIT says: its writes are refused.
+        self.store.data_mut().call.read_only = true;
         let answers = self.call("visible", |p, s| match &p.visibility {
             Some(filter) => filter.call_visible(s, caller, tools),
             None => unreachable!("only called on policies that export it"),
-        })?;
+        });
+        self.store.data_mut().call.read_only = false;
+        let answers = answers?;
         if answers.len() != tools.len() {
             self.failed = true;
             return Err(PolicyFailure::Other(format!(

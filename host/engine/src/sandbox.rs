@@ -289,6 +289,9 @@ pub(crate) struct CallContext {
     /// them) and when the call ends (so the next one sees what others
     /// wrote). One read transaction per call instead of one per read.
     pub reads: Option<Box<dyn crate::store::StateSnapshot>>,
+    /// Set while a phase that must be pure runs (visibility): state
+    /// writes and event appends are refused.
+    pub read_only: bool,
 }
 
 impl CallContext {
@@ -315,6 +318,7 @@ impl CallContext {
             events_appended: 0,
             events_per_call: limits.events_per_call,
             reads: None,
+            read_only: false,
         }
     }
 }

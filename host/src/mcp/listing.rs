@@ -1,9 +1,10 @@
 //! Which tools the client is offered: the servers' tools, less those the
 //! policies would never let run (the `visibility` phase). What may be
 //! offered changes without the servers changing (a reload, a lease a person
-//! grants), so while any policy filters tools the gateway asks again every
-//! [`RECHECK`] and tells the client `notifications/tools/list_changed` when
-//! the answer differs from what it last listed.
+//! grants), so while any policy filters tools the gateway asks again (every
+//! [`RECHECK`] to 10 s, see there) and tells the client
+//! `notifications/tools/list_changed` when the answer differs from what it
+//! last listed.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,8 +17,17 @@ use crate::daemon::DaemonRequest;
 use crate::output::ToolDescriptor;
 use crate::request::Origin;
 
-/// How often the gateway asks again which tools may be offered.
+/// How soon the gateway asks again which tools may be offered, after the
+/// first listing and after a change; while nothing changes (or asking
+/// fails) the wait grows to [`MAX_RECHECK`], and it is always at least 20
+/// times what the last check took, so a slow or looping visibility phase
+/// costs a session at most a twentieth of a core.
 pub const RECHECK: Duration = Duration::from_secs(2);
+/// The longest wait between two re-checks.
+const MAX_RECHECK: Duration = Duration::from_secs(10);
+
+/// Re-checks running at once in this gateway, all sessions together.
+static RECHECKING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);
 
 impl Gateway {
     /// `listed` as the client may see it: the tools no policy hides.
@@ -58,10 +68,19 @@ impl Gateway {
         let session = Arc::clone(&self.session);
         tokio::spawn(async move {
             let mut last = None;
+            let mut pause = RECHECK;
             loop {
                 let tools = upstreams.listed_tools();
-                let Ok((visible, _)) = session.visible(&upstreams, &tools).await else {
-                    tokio::time::sleep(RECHECK).await;
+                let asked = {
+                    // One re-check at a time in the whole gateway.
+                    let _turn = RECHECKING.acquire().await;
+                    let started = std::time::Instant::now();
+                    let asked = session.visible(&upstreams, &tools).await;
+                    (asked, started.elapsed())
+                };
+                let (Ok((visible, _)), took) = asked else {
+                    pause = (pause * 2).min(MAX_RECHECK);
+                    tokio::time::sleep(pause).await;
                     continue;
                 };
                 let shown: Vec<_> = tools
@@ -70,14 +89,22 @@ impl Gateway {
                     .filter(|(_, shown)| **shown)
                     .map(|(tool, _)| tool.name.clone())
                     .collect();
-                if last.as_ref().is_some_and(|last| *last != shown) {
+                let changed = last.as_ref().is_some_and(|last| *last != shown);
+                if changed {
                     tracing::info!("the tools offered changed; telling the client");
                     if peer.notify_tool_list_changed().await.is_err() {
                         return; // the client is gone
                     }
                 }
                 last = Some(shown);
-                tokio::time::sleep(RECHECK).await;
+                // Sooner after a change, later while nothing changes, and
+                // never more than a twentieth of the time in checks.
+                pause = if changed {
+                    RECHECK
+                } else {
+                    (pause * 3 / 2).min(MAX_RECHECK)
+                };
+                tokio::time::sleep(pause.max(took * 20)).await;
             }
         });
     }

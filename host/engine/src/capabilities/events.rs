@@ -62,6 +62,10 @@ fn read_failed(policy: &str, err: crate::Error) -> EventsError {
 impl Host for SandboxState {
     fn append(&mut self, event: Event) {
         let call = &mut self.call;
+        // A pure phase (visibility) records nothing.
+        if call.read_only {
+            return;
+        }
         if call.events_appended >= call.events_per_call {
             if call.events_appended == call.events_per_call {
                 tracing::warn!(policy = %call.policy, max = call.events_per_call, "event appends past limits.events_per_call are dropped");

@@ -37,6 +37,14 @@ impl SandboxState {
         Ok(call.reads.as_deref().expect("set above"))
     }
 
+    /// Whether this call may write: not in a phase that must be pure.
+    fn writable(&self) -> Result<(), StateError> {
+        if self.call.read_only {
+            return Err(StateError::Storage(READ_ONLY.into()));
+        }
+        Ok(())
+    }
+
     /// A write of the policy's own: later reads in this call must see it.
     fn wrote<T>(&mut self, result: T) -> T {
         self.call.reads = None;
@@ -52,6 +60,10 @@ fn storable(key: &str) -> bool {
 }
 
 /// A write under a key with NUL: refused on every backend.
+/// A write in a phase that must be pure (visibility), refused.
+const READ_ONLY: &str =
+    "state is read-only here: the visibility phase must be pure (see phases.wit)";
+
 fn refuse_nul(key: &str) -> Result<(), StateError> {
     if key.contains('\0') {
         return Err(StateError::Storage(
@@ -100,6 +112,7 @@ impl Host for SandboxState {
 
     fn set(&mut self, key: String, value: Vec<u8>) -> Result<(), StateError> {
         refuse_nul(&key)?;
+        self.writable()?;
         let call = &self.call;
         let written = call
             .state
@@ -109,6 +122,7 @@ impl Host for SandboxState {
 
     fn delete(&mut self, key: String) -> Result<(), StateError> {
         refuse_nul(&key)?;
+        self.writable()?;
         let call = &self.call;
         let written = call
             .state
@@ -128,6 +142,7 @@ impl Host for SandboxState {
 
     fn try_increment(&mut self, key: String, limit: u64) -> Result<Option<u64>, StateError> {
         refuse_nul(&key)?;
+        self.writable()?;
         let call = &self.call;
         let written = call
             .state

@@ -231,6 +231,12 @@ impl FilterTools for Scripted {
         if hide.iter().any(|h| h == "!trap") {
             panic!("the script traps on visibility");
         }
+        // `!write`: try to write state, which the phase may not; offer
+        // every tool if the write was refused, none if it went through.
+        if hide.iter().any(|h| h == "!write") {
+            let refused = host::state::set("written-while-filtering", b"x").is_err();
+            return vec![refused; tools.len()];
+        }
         tools
             .iter()
             .map(|tool| !hide.iter().any(|h| h == "*" || *h == tool.name))
