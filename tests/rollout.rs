@@ -216,3 +216,34 @@ fn a_replay_against_a_stricter_config_reports_exactly_the_calls_it_would_deny() 
     assert_eq!(status, Some(0), "the same plugins change nothing: {report}");
     assert_eq!(report["changed"], json!([]));
 }
+
+/// A shadow's rewrite is kept as a digest, never returned: a shadow never
+/// decides, so what it would have run only needs to be recognisable (a
+/// shadow used to add its whole rewrite to every answer).
+#[test]
+fn a_shadows_rewrite_is_recorded_as_a_digest_only() {
+    let shadow = scripted(
+        "candidate",
+        1,
+        "verdict = \"allow\"\nset = { pinned = true }",
+    )
+    .replace(
+        "[plugins.candidate.config]",
+        "mode = \"shadow\"\n[plugins.candidate.config]",
+    );
+    let host = host(&format!(
+        "{}{shadow}",
+        scripted("live", 2, "verdict = \"allow\"")
+    ));
+    let decision = host
+        .evaluate(&call("deploy", json!({"target": "prod"})))
+        .unwrap();
+    assert_eq!(
+        decision.arguments, None,
+        "the shadow rewrote nothing that runs"
+    );
+    let recorded = &decision.shadows[0];
+    assert_eq!(recorded.rewrite, None, "{recorded:?}");
+    let digest = recorded.rewrite_sha256.as_deref().unwrap_or_default();
+    assert_eq!(digest.len(), 64, "{recorded:?}");
+}

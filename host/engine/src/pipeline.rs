@@ -339,7 +339,7 @@ pub(crate) fn shadow(
         .iter()
         .filter_map(|shadow| {
             match evaluate(&env, std::slice::from_ref(shadow), request, arguments) {
-                Ok(decision) => decision.policies.into_iter().next(),
+                Ok(decision) => decision.policies.into_iter().next().map(digested),
                 Err(err) => {
                     tracing::warn!(policy = %shadow.name, error = %err.report(), "shadow evaluation failed");
                     None
@@ -347,6 +347,16 @@ pub(crate) fn shadow(
             }
         })
         .collect()
+}
+
+/// A shadow's result with its rewrite as a digest (see
+/// [`PolicyResult::rewrite_sha256`]).
+fn digested(mut result: PolicyResult) -> PolicyResult {
+    if let Some(rewrite) = result.rewrite.take() {
+        let json = serde_json::to_vec(&rewrite).expect("a JSON value serialises");
+        result.rewrite_sha256 = Some(hex::encode(<sha2::Sha256 as sha2::Digest>::digest(json)));
+    }
+    result
 }
 
 /// Tell every policy that takes part in `request` and observes what
@@ -808,6 +818,7 @@ fn policy_result(
         reason: reason.as_deref().map(crate::redact::for_display),
         notes: ballot.notes.clone(),
         rewrite: None,
+        rewrite_sha256: None,
         risk: slot.risk.clone().map(RiskReport::from),
         budget: budget.as_ref().map(BudgetReport::from),
         failure: slot.failure.as_ref().map(ToString::to_string),

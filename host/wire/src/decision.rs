@@ -239,9 +239,13 @@ pub struct PolicyResult {
     /// Its notes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
-    /// The arguments it rewrote the call to, if it did.
+    /// The arguments it rewrote the call to, if it did (a live policy).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rewrite: Option<serde_json::Value>,
+    /// A shadow's rewrite, as the sha256 of its JSON: a shadow never
+    /// decides, so what it would have run is recognisable, never returned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rewrite_sha256: Option<String>,
     /// Its risk classification, if it classifies.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub risk: Option<RiskReport>,
