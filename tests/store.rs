@@ -553,3 +553,38 @@ fn redb_and_postgres_agree_on_any_sequence_of_state_operations() {
         })
         .unwrap();
 }
+
+/// What a quota means on disk. A policy overwriting its 4 MiB of state
+/// again and again grows the redb file past the quota (copy-on-write pages
+/// wait for reuse); `toolgate store compact` brings it within twice the
+/// quota. The safety chapter says so.
+#[test]
+fn after_a_compaction_a_policys_state_takes_at_most_twice_its_quota_on_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.redb");
+    let quota: u64 = 4 << 20;
+    let value = vec![7u8; 64 * 1024];
+    {
+        let store = toolgate::store::Store::open(&path).unwrap();
+        for round in 0..40u8 {
+            for key in 0..60 {
+                let mut value = value.clone();
+                value[0] = round;
+                store
+                    .state_put("flood", &format!("k{key}"), Some(&value), quota)
+                    .unwrap();
+            }
+        }
+    }
+    let grown = std::fs::metadata(&path).unwrap().len();
+    let out = std::process::Command::new(common::hooks::BIN)
+        .args(["store", "--store"])
+        .arg(&path)
+        .arg("compact")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let compacted = std::fs::metadata(&path).unwrap().len();
+    eprintln!("state quota {quota} B: file {grown} B before compaction, {compacted} B after");
+    assert!(compacted <= 2 * quota, "{compacted} bytes after compaction");
+}
