@@ -36,6 +36,7 @@ pub struct InvalidRequest(pub String);
 /// process recorded ([`never_before`]), so a restart after a step back
 /// extends nothing either.
 pub fn now() -> std::time::Duration {
+    use std::sync::atomic::Ordering::Relaxed;
     static START: std::sync::OnceLock<(std::time::Duration, std::time::Duration)> =
         std::sync::OnceLock::new();
     let wall = std::time::SystemTime::now()
@@ -43,22 +44,22 @@ pub fn now() -> std::time::Duration {
         .unwrap_or_default();
     let boot = boot_clock();
     let (wall_then, boot_then) = *START.get_or_init(|| (wall, boot));
-    let recorded = FLOOR
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .as_ref()
-        .map(|floor| {
-            // The same boot: the time since on the boot clock counts too.
-            match boot.checked_sub(floor.boot) {
-                Some(since) if !floor.boot_id.is_empty() && floor.boot_id == boot_id() => {
-                    floor.at + since
-                }
-                _ => floor.at,
-            }
-        });
+    // A moment recorded by an earlier process (see `never_before`): on the
+    // same boot, plus the time since on the boot clock.
+    let floor_at = std::time::Duration::from_millis(FLOOR_AT_MS.load(Relaxed));
+    let recorded = match FLOOR_BOOT_MS.load(Relaxed) {
+        u64::MAX => floor_at,
+        at_boot => floor_at + boot.saturating_sub(std::time::Duration::from_millis(at_boot)),
+    };
     wall.max(wall_then + boot.saturating_sub(boot_then))
-        .max(recorded.unwrap_or_default())
+        .max(recorded)
 }
+
+/// The floor [`never_before`] set: the moment, in ms since the epoch (0:
+/// none), and the boot clock then (`u64::MAX`: another boot, so no time
+/// since is added). Atomics, not a lock: [`now`] is read on every path.
+static FLOOR_AT_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static FLOOR_BOOT_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(u64::MAX);
 
 /// A moment [`now`] showed, as a later process reads it back: the time,
 /// the boot clock then, and which boot that was.
@@ -72,28 +73,18 @@ pub struct Moment {
     pub boot_id: String,
 }
 
-/// The latest moment given to [`never_before`].
-struct Floor {
-    at: std::time::Duration,
-    boot: std::time::Duration,
-    boot_id: String,
-}
-
-static FLOOR: std::sync::Mutex<Option<Floor>> = std::sync::Mutex::new(None);
-
 /// Keep [`now`] from ever showing less than `moment` (one it showed, in
 /// this process or an earlier one), plus the time since on the boot clock
 /// when it is the same boot.
 pub fn never_before(moment: &Moment) {
-    let at = std::time::Duration::from_millis(moment.at_ms);
-    let mut floor = FLOOR.lock().unwrap_or_else(|p| p.into_inner());
-    if floor.as_ref().is_none_or(|known| known.at < at) {
-        *floor = Some(Floor {
-            at,
-            boot: std::time::Duration::from_millis(moment.boot_ms),
-            boot_id: moment.boot_id.clone(),
-        });
+    use std::sync::atomic::Ordering::Relaxed;
+    if moment.at_ms <= FLOOR_AT_MS.load(Relaxed) {
+        return;
     }
+    let same_boot = !moment.boot_id.is_empty() && moment.boot_id == boot_id();
+    let at_boot = if same_boot { moment.boot_ms } else { u64::MAX };
+    FLOOR_BOOT_MS.store(at_boot, Relaxed);
+    FLOOR_AT_MS.store(moment.at_ms, Relaxed);
 }
 
 /// This moment, for a later process's [`never_before`].
