@@ -13,8 +13,15 @@ use crate::decision::HOST;
 use crate::store::Store;
 
 /// Where the moment is kept: the host's own state namespace, which no
-/// policy can read or write (a plugin may not be named `toolgate`).
-const KEY: &str = "clock/latest";
+/// policy can read or write (a plugin may not be named `toolgate`), under
+/// this machine's id: hosts of a fleet share a PostgreSQL store, and one
+/// host's clock (wrongly ahead, say) must never move another's.
+fn key() -> String {
+    let machine = std::fs::read_to_string("/etc/machine-id")
+        .map(|id| id.trim().to_string())
+        .unwrap_or_default();
+    format!("clock/latest/{machine}")
+}
 
 /// How often the moment is recorded again.
 const EVERY_MS: u64 = 10_000;
@@ -22,18 +29,22 @@ const EVERY_MS: u64 = 10_000;
 /// Records the latest moment now and then.
 pub(crate) struct Clock {
     recorded_ms: AtomicU64,
+    /// See [`key`].
+    key: String,
 }
 
 impl Clock {
     /// For `store`: never behind the moment it holds, which is then
     /// brought up to now.
     pub(crate) fn open(store: &Store) -> Result<Self> {
-        let recorded = store.state_get(HOST, KEY)?;
+        let key = key();
+        let recorded = store.state_get(HOST, &key)?;
         if let Some(moment) = recorded.and_then(|bytes| serde_json::from_slice(&bytes).ok()) {
             toolgate_wire::never_before(&moment);
         }
         let clock = Self {
             recorded_ms: AtomicU64::new(0),
+            key,
         };
         clock.record(store);
         Ok(clock)
@@ -52,7 +63,7 @@ impl Clock {
         let moment = toolgate_wire::moment();
         self.recorded_ms.store(moment.at_ms, Ordering::Relaxed);
         let bytes = serde_json::to_vec(&moment).expect("a moment serialises");
-        if let Err(err) = store.state_put(HOST, KEY, Some(&bytes), u64::MAX) {
+        if let Err(err) = store.state_put(HOST, &self.key, Some(&bytes), u64::MAX) {
             tracing::warn!(error = %err, "cannot record the clock's latest moment");
         }
     }
