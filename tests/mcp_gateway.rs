@@ -1471,6 +1471,13 @@ fn stress(setup: &Setup, modules: &Path, servers: &[String], scenario: Value) ->
         .unwrap_or_else(|err| panic!("not JSON ({err}): {stderr}"))
 }
 
+/// [`stress`] on the stress server alone with the default config; none
+/// when the SDK is missing and that may be skipped.
+fn stressed(scenario: Value) -> Option<Value> {
+    let modules = common::npm::node_modules(&[SDK])?;
+    Some(stress(&stress_setup(), &modules, &[], scenario))
+}
+
 /// The most memory a gateway may take under these tests, kB.
 const GATEWAY_PEAK_KB: u64 = 400 * 1024;
 
@@ -1480,16 +1487,10 @@ const GATEWAY_PEAK_KB: u64 = 400 * 1024;
 /// gateway grew to 2.7 GB.
 #[test]
 fn a_thousand_calls_at_once_are_all_answered_within_a_memory_bound() {
-    let Some(modules) = common::npm::node_modules(&[SDK]) else {
+    let Some(report) = stressed(json!({"scenario": "concurrent", "calls": 1000, "bytes": 100_000}))
+    else {
         return;
     };
-    let setup = stress_setup();
-    let report = stress(
-        &setup,
-        &modules,
-        &[],
-        json!({"scenario": "concurrent", "calls": 1000, "bytes": 100_000}),
-    );
     assert_eq!(report["notRun"], 0, "{report}");
     assert_eq!(report["ran"], 1000, "{report}");
     assert_eq!(report["answered"], 1000, "{report}");
@@ -1544,16 +1545,9 @@ fn a_result_too_large_to_check_is_cut_and_says_so() {
 /// still on their way).
 #[test]
 fn progress_reaches_the_client_in_order_and_none_is_lost() {
-    let Some(modules) = common::npm::node_modules(&[SDK]) else {
+    let Some(report) = stressed(json!({"scenario": "progress", "calls": 50, "steps": 100})) else {
         return;
     };
-    let setup = stress_setup();
-    let report = stress(
-        &setup,
-        &modules,
-        &[],
-        json!({"scenario": "progress", "calls": 50, "steps": 100}),
-    );
     assert_eq!(report["calls"], 50, "{report}");
     assert_eq!(report["notifications"], 5000, "{report}");
     assert_eq!(report["beforeAnswers"], 5000, "{report}");

@@ -33,7 +33,7 @@ use super::{
     DropIns, SystemHooks, SystemLock, allow_managed_hooks_only, how_to_approve, in_config_dir,
     required_tool_name, who_asks,
 };
-use super::{object_input, settings_at, starts_with_any};
+use super::{settings_at, starts_with_any, tool_input};
 use crate::decision::{Decision, Verdict};
 use crate::error::Result;
 use crate::gates::PendingGate;
@@ -441,12 +441,7 @@ impl HookEvent {
             Some((server, tool)) => (tool.to_string(), Origin::Mcp(server.to_string())),
             None => (name.to_string(), Origin::Builtin),
         };
-        let input = Value::Object(object_input(
-            &self.hook_event_name,
-            "tool_input",
-            self.tool_input.as_ref(),
-            false,
-        )?);
+        let input = tool_input(&self.hook_event_name, self.tool_input.as_ref())?;
         let mut request = ToolRequest::new(tool, input);
         request.origin = origin;
         request.call_id = self.tool_use_id.clone();

@@ -37,7 +37,7 @@ use super::{
     Adapter, Event, EventKind, InstallPlan, SettingsFile, SystemHooks, SystemLock, how_to_approve,
     in_config_dir, outcome_of, parse_event,
 };
-use super::{notes_text, object_input, required_tool_name, runs, starts_with_any, who_asks};
+use super::{notes_text, required_tool_name, runs, starts_with_any, tool_input, who_asks};
 use crate::decision::{Decision, Verdict};
 use crate::error::Result;
 use crate::request::{Origin, ToolRequest};
@@ -93,12 +93,7 @@ impl CodexEvent {
     /// The toolgate request for a tool event.
     pub fn to_request(&self) -> Result<ToolRequest> {
         let name = required_tool_name(&self.hook_event_name, self.tool_name.as_deref())?;
-        let input = Value::Object(object_input(
-            &self.hook_event_name,
-            "tool_input",
-            self.tool_input.as_ref(),
-            false,
-        )?);
+        let input = tool_input(&self.hook_event_name, self.tool_input.as_ref())?;
         let (tool, origin, arguments) = match (name, split_mcp(name)) {
             (_, Some((server, tool))) => (tool.to_string(), Origin::Mcp(server.into()), input),
             ("apply_patch", None) => {

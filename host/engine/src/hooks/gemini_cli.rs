@@ -23,8 +23,8 @@ use super::{
     Adapter, Event, EventKind, InstallPlan, SettingsFile, how_to_approve, outcome_of, parse_event,
 };
 use super::{
-    SystemHooks, SystemLock, edit_json_object, object_input, required_tool_name, settings_at,
-    starts_with_any, who_asks,
+    SystemHooks, SystemLock, edit_json_object, required_tool_name, settings_at, starts_with_any,
+    tool_input, who_asks,
 };
 use crate::decision::{Decision, Verdict};
 use crate::error::Result;
@@ -297,12 +297,7 @@ impl GeminiEvent {
     pub fn to_request(&self, turn: u64) -> Result<ToolRequest> {
         let name = required_tool_name(&self.hook_event_name, self.tool_name.as_deref())?;
         let (tool, origin) = tool_for(name, self.mcp_context.as_ref());
-        let input = Value::Object(object_input(
-            &self.hook_event_name,
-            "tool_input",
-            self.tool_input.as_ref(),
-            false,
-        )?);
+        let input = tool_input(&self.hook_event_name, self.tool_input.as_ref())?;
         let mut request = ToolRequest::new(tool, input);
         request.origin = origin;
         request.session_id = self.session_id.clone();

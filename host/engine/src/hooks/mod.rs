@@ -723,6 +723,12 @@ fn misfit<T: DeserializeOwned>(text: &str) -> Option<String> {
     })
 }
 
+/// A tool event's `tool_input` (Claude Code's, Codex's and Gemini CLI's
+/// name), which must be a JSON object: see [`object_input`].
+pub(crate) fn tool_input(event: &str, value: Option<&Value>) -> Result<Value> {
+    object_input(event, "tool_input", value, false).map(Value::Object)
+}
+
 /// For a tool input field: present as `null` is `Some(Null)`, not absent,
 /// so [`object_input`] refuses it as the wrong type it is.
 pub(crate) fn present<'de, D: serde::Deserializer<'de>>(
