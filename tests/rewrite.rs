@@ -53,11 +53,7 @@ fn a_later_policy_decides_on_the_rewritten_call_and_its_deny_still_wins() {
 fn two_rewrites_compose_in_priority_order() {
     let host = host(&format!(
         "{}{}{}",
-        scripted(
-            "first",
-            1,
-            "verdict = \"allow\"\nset = { a = 1, b = \"first\" }"
-        ),
+        scripted("first", 1, "verdict = \"allow\"\nset = { a = 1 }"),
         scripted(
             "second",
             2,
@@ -402,7 +398,7 @@ fn runtimes_run_the_rewritten_call_or_refuse_the_proposed_one() {
 /// never seeing it.
 #[test]
 fn a_later_policys_rewrite_is_judged_again_by_the_earlier_ones() {
-    let host = host(&format!(
+    let guarded = host(&format!(
         "{}{}",
         scripted(
             "refuses-rm",
@@ -415,15 +411,43 @@ fn a_later_policys_rewrite_is_judged_again_by_the_earlier_ones() {
             "verdict = \"allow\"\nset = { command = \"rm -rf /\" }"
         )
     ));
-    let decision = host
+    let decision = guarded
         .evaluate(&call("Bash", json!({"command": "ls"})))
         .unwrap();
     assert_eq!(decision.verdict, Verdict::Deny, "{decision:?}");
     assert_eq!(decision.decided_by.as_deref(), Some("refuses-rm"));
 
+    // A later rewrite that undoes an earlier one: the earlier policy
+    // allowed the call only as it rewrote it, so it is refused.
+    let undone = host(&format!(
+        "{}{}",
+        scripted(
+            "sandboxes",
+            1,
+            "verdict = \"allow\"\nset = { path = \"/sandbox/etc/passwd\" }"
+        ),
+        scripted(
+            "normalises",
+            2,
+            "verdict = \"allow\"\nset = { path = \"/etc/passwd\" }"
+        )
+    ));
+    let decision = undone
+        .evaluate(&call("read", json!({"path": "/etc/passwd"})))
+        .unwrap();
+    assert_eq!(decision.verdict, Verdict::Deny, "{decision:?}");
+    assert!(
+        decision
+            .reason
+            .as_deref()
+            .unwrap_or_default()
+            .contains("disagree"),
+        "{decision:?}"
+    );
+
     // A rewrite every policy accepts still runs as rewritten.
-    let host = host_with_rewrite_everyone_accepts();
-    let decision = host
+    let accepted = host_with_rewrite_everyone_accepts();
+    let decision = accepted
         .evaluate(&call("Bash", json!({"command": "ls"})))
         .unwrap();
     assert_eq!(decision.verdict, Verdict::Allow, "{decision:?}");

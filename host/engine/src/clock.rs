@@ -17,9 +17,13 @@ use crate::store::Store;
 /// this machine's id: hosts of a fleet share a PostgreSQL store, and one
 /// host's clock (wrongly ahead, say) must never move another's.
 fn key() -> String {
-    let machine = std::fs::read_to_string("/etc/machine-id")
+    // Containers often lack a machine id; their host names differ.
+    let machine = ["/etc/machine-id", "/proc/sys/kernel/hostname"]
+        .iter()
+        .filter_map(|path| std::fs::read_to_string(path).ok())
         .map(|id| id.trim().to_string())
-        .unwrap_or_default();
+        .find(|id| !id.is_empty())
+        .unwrap_or_else(|| "unknown".into());
     format!("clock/latest/{machine}")
 }
 

@@ -76,6 +76,8 @@ struct Slot<'p> {
     /// The [`Call::generation`] the sandbox was begun with.
     begun: u32,
     risk: Option<wit::Risk>,
+    /// What its `account` said, once it ran in this evaluation.
+    accounted: Option<wit::BudgetStatus>,
     failure: Option<PolicyFailure>,
     elapsed: Duration,
 }
@@ -87,6 +89,7 @@ impl<'p> Slot<'p> {
             sandbox: None,
             begun: 0,
             risk: None,
+            accounted: None,
             failure: None,
             elapsed: Duration::ZERO,
         }
@@ -434,6 +437,7 @@ struct Judged<'r> {
 /// call that one of them denies. What the first round's allows reserved is
 /// released first (as for a deny).
 fn judge<'r>(env: &Env<'_>, call: Call<'r>, slots: &mut [Slot<'_>]) -> Judged<'r> {
+    let proposed = call.request.arguments.clone();
     let risk = classify(env, &call, slots);
     let (results, composer, call) = decide(env, call, &risk, slots, Rewrites::Apply);
     let (outcome, notes) = composer.finish();
@@ -443,6 +447,22 @@ fn judge<'r>(env: &Env<'_>, call: Call<'r>, slots: &mut [Slot<'_>]) -> Judged<'r
             risk,
             results,
             outcome,
+            notes,
+        };
+    }
+    if let Some(undone) = undone_rewrite(&proposed, &call.request.arguments, &results) {
+        let reason = format!(
+            "the policies disagree on the arguments this call would run with: a later policy \
+             changed `{undone}` from what an earlier one rewrote it to; it is not run"
+        );
+        return Judged {
+            call,
+            risk,
+            results,
+            outcome: Composed::Deny {
+                policy: crate::decision::HOST.into(),
+                reason,
+            },
             notes,
         };
     }
@@ -462,6 +482,39 @@ fn judge<'r>(env: &Env<'_>, call: Call<'r>, slots: &mut [Slot<'_>]) -> Judged<'r
         outcome,
         notes,
     }
+}
+
+/// The first argument (a top-level key) an earlier policy's rewrite set
+/// that the call as it will run (`last`) no longer has as that policy set
+/// it: a later policy changed it, and the earlier one allowed the call only
+/// as it rewrote it. Each rewrite is compared with the call before it,
+/// starting from the `proposed` arguments. (A policy that rewrites every
+/// time otherwise, a counter say, is not a disagreement: only what a later
+/// policy changed counts.)
+fn undone_rewrite(
+    proposed: &serde_json::Value,
+    last: &serde_json::Value,
+    results: &[PolicyResult],
+) -> Option<String> {
+    let object = |value: &serde_json::Value| value.as_object().cloned().unwrap_or_default();
+    let last = object(last);
+    let mut before = object(proposed);
+    for rewrite in results.iter().filter_map(|r| r.rewrite.as_ref()) {
+        let after = object(rewrite);
+        let set = after
+            .iter()
+            .filter(|(key, value)| before.get(*key) != Some(*value))
+            .map(|(key, _)| key);
+        let removed = before.keys().filter(|key| !after.contains_key(*key));
+        if let Some(key) = set
+            .chain(removed)
+            .find(|key| last.get(*key) != after.get(*key))
+        {
+            return Some(key.clone());
+        }
+        before = after;
+    }
+    None
 }
 
 /// Whether a round of deciding applies the rewrites policies make.
@@ -544,17 +597,23 @@ fn decide_one(
     Result<(wit::Decision, Option<serde_json::Value>), PolicyFailure>,
 ) {
     let plugin = slot.plugin;
-    let budget = if plugin.phases.account {
-        slot.run(env, call, |sandbox| {
-            sandbox.call("account", |p, s| match &p.budget {
-                Some(budget) => budget.call_account(s, wit_risk),
-                None => unreachable!("checked on the phase"),
+    let budget = match &slot.accounted {
+        // Accounted once per evaluation: a call judged again is not
+        // charged again.
+        Some(status) => Ok(Some(status.clone())),
+        None if plugin.phases.account => slot
+            .run(env, call, |sandbox| {
+                sandbox.call("account", |p, s| match &p.budget {
+                    Some(budget) => budget.call_account(s, wit_risk),
+                    None => unreachable!("checked on the phase"),
+                })
             })
-        })
-        .map(|status| Some(crate::bounds::budget(status)))
-    } else {
-        Ok(None)
+            .map(|status| Some(crate::bounds::budget(status))),
+        None => Ok(None),
     };
+    if let Ok(Some(status)) = &budget {
+        slot.accounted = Some(status.clone());
+    }
     let limit = plugin.limits.max_output_bytes.get() as usize;
     let decided = budget.clone().and_then(|budget| {
         let budget = budget.unwrap_or(wit::BudgetStatus::Ok);

@@ -497,7 +497,13 @@ impl Gateway {
             ))])
             .into());
         };
-        let schema = upstreams.learn_schema(&params.name).await;
+        let listing = self.session.options.call_timeout;
+        let schema = tokio::select! {
+            schema = upstreams.learn_schema(&params.name, listing) => schema,
+            () = cancelled.cancelled() => {
+                return Err(Error::Request("the client cancelled the call before it ran".into()));
+            }
+        };
         let unchecked_rewrite = schema.is_none();
         params.name = tool.clone().into();
         let arguments = params
@@ -517,13 +523,17 @@ impl Gateway {
         // The call as the policies rewrote it is the one that runs, if its
         // schema checked the rewrite.
         if decision.arguments.is_some() && unchecked_rewrite {
-            return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+            let why = format!(
                 "the policies rewrote this call, but the MCP server `{}` does not list the tool \
                  `{tool}`, so toolgate cannot check the rewrite against its input schema; it was \
                  not run",
                 upstream.server_name()
-            ))])
-            .into());
+            );
+            // What the allow reserved (a lease use) goes back.
+            self.session
+                .observe(request, Outcome::Denied, why.clone())
+                .await;
+            return Ok(CallToolResult::error(vec![ContentBlock::text(why)]).into());
         }
         if let Some(Value::Object(rewritten)) = &decision.arguments {
             params.arguments = Some(rewritten.clone());
@@ -555,9 +565,18 @@ impl Session {
         };
         let response = match response {
             Ok(CallToolResponse::Complete(result)) if decision.output_checked => {
-                match self.checked(request, outcome, summary, result).await {
+                let ran = request.clone();
+                match self
+                    .checked(request, outcome, summary.clone(), result)
+                    .await
+                {
                     Ok(result) => Ok(result.into()),
-                    Err(err) => return unchecked(&err).into(),
+                    Err(err) => {
+                        // The check (and the outcome with it) did not reach
+                        // the daemon: record the outcome on its own.
+                        self.observe(ran, outcome, summary).await;
+                        return unchecked(&err).into();
+                    }
                 }
             }
             other => {

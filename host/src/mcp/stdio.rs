@@ -52,7 +52,7 @@ impl Skipped {
     }
 }
 
-impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> LineTransport<R, W> {
+impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin + Send + 'static> LineTransport<R, W> {
     /// Read from `read`, write to `write`.
     pub fn new(read: R, write: W) -> Self {
         Self {
@@ -90,7 +90,7 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> LineTransport<R, W> {
                 continue;
             }
             match self.skipping.take() {
-                Some(skipped) => refuse(&self.write, &skipped).await,
+                Some(skipped) => refuse(&self.write, &skipped),
                 None => return Some(std::mem::take(&mut self.line)),
             }
         }
@@ -98,12 +98,18 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> LineTransport<R, W> {
 }
 
 /// Answer the request an oversized line held, if its id can be found.
-async fn refuse<W: AsyncWrite + Unpin>(write: &tokio::sync::Mutex<W>, skipped: &Skipped) {
+/// Answered on a task of its own: `receive` may be dropped at any await
+/// (rmcp polls it in a `select!`), and a refusal half-written, or lost,
+/// would corrupt the next line or leave the client waiting.
+fn refuse<W: AsyncWrite + Unpin + Send + 'static>(
+    write: &Arc<tokio::sync::Mutex<W>>,
+    skipped: &Skipped,
+) {
     tracing::warn!(
         bytes = skipped.bytes,
         "a client's message is longer than the gateway takes"
     );
-    let Some(id) = id_at_start(&skipped.head).or_else(|| id_at_end(&skipped.tail)) else {
+    let Some(id) = request_id(skipped) else {
         return;
     };
     let error = ErrorData::invalid_request(
@@ -114,7 +120,10 @@ async fn refuse<W: AsyncWrite + Unpin>(write: &tokio::sync::Mutex<W>, skipped: &
         None,
     );
     let answer = TxJsonRpcMessage::<RoleServer>::error(error, Some(id));
-    let _ = write_message(write, &answer).await;
+    let write = Arc::clone(write);
+    tokio::spawn(async move {
+        let _ = write_message(&write, &answer).await;
+    });
 }
 
 impl<R, W> Transport<RoleServer> for LineTransport<R, W>
@@ -165,8 +174,10 @@ async fn write_message<W: AsyncWrite + Unpin>(
     write.flush().await
 }
 
-/// The top-level `id` of a message whose start is `head`.
-fn id_at_start(head: &[u8]) -> Option<RequestId> {
+/// What the start of a message (`head`) shows at its top level: the
+/// keys it names, and its `id` (when the value is whole there).
+fn top_level(head: &[u8]) -> (Vec<String>, Option<RequestId>) {
+    let (mut keys, mut id) = (Vec::new(), None);
     let mut depth = 0;
     let mut at = 0;
     while at < head.len() {
@@ -174,10 +185,16 @@ fn id_at_start(head: &[u8]) -> Option<RequestId> {
             b'{' | b'[' => depth += 1,
             b'}' | b']' => depth -= 1,
             b'"' => {
-                let end = string_end(head, at)?;
+                let Some(end) = string_end(head, at) else {
+                    break;
+                };
                 let rest = skip_space(head, end);
-                if depth == 1 && &head[at..end] == b"\"id\"" && head.get(rest) == Some(&b':') {
-                    return id_value(&head[skip_space(head, rest + 1)..]);
+                if depth == 1 && head.get(rest) == Some(&b':') {
+                    let key = String::from_utf8_lossy(&head[at + 1..end - 1]).into_owned();
+                    if key == "id" {
+                        id = whole_id(&head[skip_space(head, rest + 1)..]);
+                    }
+                    keys.push(key);
                 }
                 at = end;
                 continue;
@@ -186,7 +203,29 @@ fn id_at_start(head: &[u8]) -> Option<RequestId> {
         }
         at += 1;
     }
-    None
+    (keys, id)
+}
+
+/// The id at the start of `text`, if its value ends there (followed by
+/// `,`, `}` or the end of what was kept cut mid-value is no id).
+fn whole_id(text: &[u8]) -> Option<RequestId> {
+    let id = id_value(text)?;
+    let written = serde_json::to_string(&id).ok()?;
+    let after = skip_space(text, written.len());
+    (text.starts_with(written.as_bytes()) && matches!(text.get(after), Some(b',' | b'}')))
+        .then_some(id)
+}
+
+/// The id of the request an oversized line held, if it is a request: a
+/// top-level `method` at its start and no `result` or `error` (a response
+/// to the gateway's own request must not be answered as if it were one).
+fn request_id(skipped: &Skipped) -> Option<RequestId> {
+    let (keys, id) = top_level(&skipped.head);
+    let named = |key: &str| keys.iter().any(|k| k == key);
+    if !named("method") || named("result") || named("error") {
+        return None;
+    }
+    id.or_else(|| id_at_end(&skipped.tail))
 }
 
 /// The `id` of a message whose end is `tail`, when it is the last member
@@ -246,19 +285,29 @@ mod tests {
     #[test]
     fn the_id_of_an_oversized_request_is_found_at_either_end() {
         let number = |n: i64| Some(RequestId::Number(n));
+        let at_start = |head: &[u8]| top_level(head).1;
         assert_eq!(
-            id_at_start(br#"{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"#),
+            at_start(br#"{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"#),
             number(12)
         );
         assert_eq!(
-            id_at_start(br#"{"method":"x","params":{"id":3,"a":"#),
+            at_start(br#"{"method":"x","params":{"id":3,"a":"#),
             None,
             "an id inside the params is not the request's"
         );
         assert_eq!(
-            id_at_start(br#"{ "id" : "a\"b", "#),
+            at_start(br#"{ "id" : "a\"b", "#),
             Some(RequestId::String("a\"b".into()))
         );
+        assert_eq!(at_start(br#"{"id":1.5,"#), None, "not an id");
+        assert_eq!(at_start(br#"{"id":12"#), None, "cut mid-value");
+        // A response (to the gateway's own request) is never answered.
+        let response = Skipped {
+            head: br#"{"jsonrpc":"2.0","id":3,"result":{"content":"#.to_vec(),
+            tail: b"xxxx\"}}".to_vec(),
+            bytes: 1,
+        };
+        assert_eq!(request_id(&response), None);
         assert_eq!(id_at_end(br#"xxxx"},"jsonrpc":"2.0","id":7}"#), number(7));
         assert_eq!(id_at_end(br#"xxxx"},"id":7,"jsonrpc":"2.0"}"#), number(7));
         assert_eq!(id_at_end(br#"xxxx"}}}"#), None);

@@ -397,15 +397,22 @@ impl Upstreams {
     }
 
     /// The input schema of the tool a client calls `name`, listing the
-    /// servers' tools first if the client has not (so a policy's rewrite
-    /// of it can be checked).
-    pub(super) async fn learn_schema(&self, name: &str) -> Option<serde_json::Value> {
+    /// servers' tools first (for at most `within`) if the client has not,
+    /// so a policy's rewrite of it can be checked.
+    pub(super) async fn learn_schema(
+        &self,
+        name: &str,
+        within: Duration,
+    ) -> Option<serde_json::Value> {
         if let Some(schema) = self.schema_of(name) {
             return Some(schema);
         }
-        match self.all_tools().await {
-            Ok(tools) => self.remember_tools(&tools),
-            Err(err) => tracing::warn!(error = %err, "cannot list the tools to learn a schema"),
+        match tokio::time::timeout(within, self.all_tools()).await {
+            Ok(Ok(tools)) => self.remember_tools(&tools),
+            Ok(Err(err)) => tracing::warn!(error = %err, "cannot list the tools to learn a schema"),
+            Err(_) => {
+                tracing::warn!("the servers did not list their tools in time to learn a schema")
+            }
         }
         self.schema_of(name)
     }

@@ -56,8 +56,8 @@ pub fn now() -> std::time::Duration {
 }
 
 /// The floor [`never_before`] set: the moment, in ms since the epoch (0:
-/// none), and the boot clock then (`u64::MAX`: another boot, so no time
-/// since is added). Atomics, not a lock: [`now`] is read on every path.
+/// none), and the boot clock it goes on from (`u64::MAX`: none set).
+/// Atomics, not a lock: [`now`] is read on every path.
 static FLOOR_AT_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 static FLOOR_BOOT_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(u64::MAX);
 
@@ -74,15 +74,20 @@ pub struct Moment {
 }
 
 /// Keep [`now`] from ever showing less than `moment` (one it showed, in
-/// this process or an earlier one), plus the time since on the boot clock
-/// when it is the same boot.
+/// this process or an earlier one) plus the time since on the boot clock:
+/// since the moment on the same boot, since this call on another.
 pub fn never_before(moment: &Moment) {
     use std::sync::atomic::Ordering::Relaxed;
     if moment.at_ms <= FLOOR_AT_MS.load(Relaxed) {
         return;
     }
+    // On another boot the time between is unknown: from now on the floor
+    // moves with this boot's clock, so it never stands still.
     let same_boot = !moment.boot_id.is_empty() && moment.boot_id == boot_id();
-    let at_boot = if same_boot { moment.boot_ms } else { u64::MAX };
+    let at_boot = match same_boot {
+        true => moment.boot_ms,
+        false => boot_clock().as_millis() as u64,
+    };
     FLOOR_BOOT_MS.store(at_boot, Relaxed);
     FLOOR_AT_MS.store(moment.at_ms, Relaxed);
 }

@@ -39,7 +39,7 @@ use super::{
 };
 use super::{notes_text, required_tool_name, runs, starts_with_any, tool_input, who_asks};
 use crate::decision::{Decision, Verdict};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::request::{Origin, ToolRequest};
 use toolgate_wire::protocol::HookRuntime;
 
@@ -97,7 +97,13 @@ impl CodexEvent {
         let (tool, origin, arguments) = match (name, split_mcp(name)) {
             (_, Some((server, tool))) => (tool.to_string(), Origin::Mcp(server.into()), input),
             ("apply_patch", None) => {
-                let patch = input["command"].as_str().unwrap_or_default();
+                let patch = input["command"].as_str().ok_or_else(|| {
+                    Error::Request(format!(
+                        "malformed {} event: apply_patch's `tool_input.command` must be the \
+                         patch text; the call is refused",
+                        self.hook_event_name
+                    ))
+                })?;
                 ("Edit".to_string(), Origin::Builtin, patch_arguments(patch))
             }
             (name, None) => (name.to_string(), Origin::Builtin, input),

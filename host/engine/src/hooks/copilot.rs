@@ -240,6 +240,17 @@ impl CopilotEvent {
                 true,
             )?),
         };
+        let patch_text = |args: &Value| match args {
+            Value::String(_) => true,
+            other => other["input"].is_string() || other["patch"].is_string(),
+        };
+        if name == "apply_patch" && !patch_text(&args) {
+            return Err(Error::Request(
+                "malformed Copilot CLI tool event: apply_patch's `toolArgs` must hold the patch \
+                 text; the call is refused"
+                    .into(),
+            ));
+        }
         let (tool, origin, arguments) = in_our_names(name, args);
         let mut request = ToolRequest::new(tool, arguments);
         request.origin = origin;

@@ -706,20 +706,26 @@ pub(crate) fn parse_event<T: DeserializeOwned>(text: &str, runtime: &str) -> Res
 /// keeps it from being a `T`: the one without which it parses, or whose
 /// absence is what is then missing. So a refusal names the field.
 fn misfit<T: DeserializeOwned>(text: &str) -> Option<String> {
-    let Ok(Value::Object(object)) = serde_json::from_str::<Value>(text) else {
+    let Ok(mut event @ Value::Object(_)) = serde_json::from_str::<Value>(text) else {
         return None;
     };
-    if object.len() > 64 {
+    let keys: Vec<String> = event.as_object()?.keys().cloned().collect();
+    if keys.len() > 64 {
         return None;
     }
-    object.keys().find_map(|key| {
-        let mut without = object.clone();
-        without.remove(key);
-        let fits = match serde_json::from_value::<T>(Value::Object(without)) {
+    // Each field taken out and put back in place: no copy of the event.
+    keys.into_iter().find(|key| {
+        let fields = event.as_object_mut().expect("an object");
+        let value = fields.remove(key).unwrap_or_default();
+        let fits = match T::deserialize(&event) {
             Ok(_) => true,
             Err(err) => err.to_string().contains(&format!("missing field `{key}`")),
         };
-        fits.then(|| key.clone())
+        event
+            .as_object_mut()
+            .expect("an object")
+            .insert(key.clone(), value);
+        fits
     })
 }
 

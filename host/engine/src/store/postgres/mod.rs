@@ -59,6 +59,9 @@ const IDLE_IN_TRANSACTION: &str = "-c idle_in_transaction_session_timeout=60000"
 /// trip: longer than a decision's, which must answer within a hook's time.
 const MAINTENANCE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(600);
 
+/// The shortest deadline a round trip gets.
+const MIN_DEADLINE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Idle connections kept per host.
 const MAX_IDLE_CONNECTIONS: usize = 8;
 
@@ -156,7 +159,9 @@ impl Pool {
             config,
             tls,
             idle: Mutex::new(Vec::new()),
-            deadline,
+            // `store_wait_ms = 0` means "never wait for a busy redb file";
+            // a database round trip still needs a moment.
+            deadline: deadline.max(MIN_DEADLINE),
         })
     }
 
