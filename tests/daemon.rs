@@ -302,11 +302,7 @@ fn sigkill_mid_load_loses_nothing_acknowledged_and_the_next_hook_restarts_it() {
 #[test]
 fn sigkill_mid_load_gives_back_no_lease_use_it_acknowledged() {
     const USES: usize = 2_000;
-    let setup = Setup::with_config(
-        "[plugins.lease-gate]\npath = \"bundled:lease-gate\"\n\
-         [plugins.lease-gate.config]\nauto_plan = false\n\
-         [plugins.lease-gate.config.actions.echo]\neffects = [\"read-local\"]\n",
-    );
+    let setup = Setup::with_config(common::ECHO_LEASES);
     let echo = |n: String| {
         let mut request = toolgate::ToolRequest::new("echo", json!({"n": n}));
         request.thread_id = Some("t1".into());
@@ -806,11 +802,7 @@ fn the_http_endpoint_bounds_and_types_what_it_accepts() {
 /// that moves the wall clock by the seconds in a file.
 #[test]
 fn stepping_the_clock_back_extends_no_lease() {
-    let setup = Setup::with_config(
-        "[plugins.lease-gate]\npath = \"bundled:lease-gate\"\n\
-         [plugins.lease-gate.config]\nauto_plan = false\n\
-         [plugins.lease-gate.config.actions.echo]\neffects = [\"read-local\"]\n",
-    );
+    let setup = Setup::with_config(common::ECHO_LEASES);
     let shim = clock_shim(setup.dir.path());
     let offset = setup.dir.path().join("clock-offset");
     std::fs::write(&offset, "0").unwrap();
@@ -848,11 +840,7 @@ fn stepping_the_clock_back_extends_no_lease() {
 /// 3 s later. Before, the new daemon read the stepped clock and allowed.
 #[test]
 fn a_daemon_started_after_the_clock_went_back_extends_no_lease() {
-    let setup = Setup::with_config(
-        "[plugins.lease-gate]\npath = \"bundled:lease-gate\"\n\
-         [plugins.lease-gate.config]\nauto_plan = false\n\
-         [plugins.lease-gate.config.actions.echo]\neffects = [\"read-local\"]\n",
-    );
+    let setup = Setup::with_config(common::ECHO_LEASES);
     let shim = clock_shim(setup.dir.path());
     let offset = setup.dir.path().join("clock-offset");
     let grant = json!({"thread": "t1", "actions": ["echo"], "expires_in_ms": 2000});
@@ -933,11 +921,7 @@ fn build_shim(dir: &Path, name: &str, source: &str) -> std::path::PathBuf {
 /// shim over `fsync`/`fdatasync` that fails while a file exists.
 #[test]
 fn a_failed_fsync_is_never_answered_allow_and_the_daemon_recovers() {
-    let setup = Setup::with_config(
-        "[plugins.lease-gate]\npath = \"bundled:lease-gate\"\n\
-         [plugins.lease-gate.config]\nauto_plan = false\n\
-         [plugins.lease-gate.config.actions.echo]\neffects = [\"read-local\"]\n",
-    );
+    let setup = Setup::with_config(common::ECHO_LEASES);
     let grant = json!({"thread": "t1", "actions": ["echo"], "max_uses": 100});
     setup
         .in_process()

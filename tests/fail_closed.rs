@@ -309,11 +309,7 @@ fn a_substitute_at_the_socket_is_refused() {
 /// (so this runs as root), reached through `/proc/PID/root`.
 #[test]
 fn a_full_disk_refuses_and_the_daemon_recovers_when_space_returns() {
-    let setup = Setup::with_config(
-        "[plugins.lease-gate]\npath = \"bundled:lease-gate\"\n\
-         [plugins.lease-gate.config]\nauto_plan = false\n\
-         [plugins.lease-gate.config.actions.echo]\neffects = [\"read-local\"]\n",
-    );
+    let setup = Setup::with_config(common::ECHO_LEASES);
     // The lease is granted before the daemon starts, into the store it
     // then serves from the small file system.
     let grant = json!({"thread": "t1", "actions": ["echo"], "max_uses": 100000});

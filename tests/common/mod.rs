@@ -93,6 +93,12 @@ impl std::ops::Deref for TestHost {
     }
 }
 
+/// lease-gate alone (no auto-plan), with `echo` a local read: a call that
+/// runs only under a lease, for the tests of leases under faults.
+pub const ECHO_LEASES: &str = "[plugins.lease-gate]\npath = \"bundled:lease-gate\"\n\
+     [plugins.lease-gate.config]\nauto_plan = false\n\
+     [plugins.lease-gate.config.actions.echo]\neffects = [\"read-local\"]\n";
+
 /// The config text for a host: `body` is TOML (plugin tables etc.).
 pub fn config_text(body: &str) -> String {
     format!(
