@@ -766,8 +766,17 @@ impl Daemon {
             .map(Path::to_path_buf)
             .unwrap_or_default();
         let back = Arc::clone(&self.disk_back);
+        // A disk that passes the probe but still fails the store's writes
+        // brings the daemon here again after each fresh start: each start
+        // waits twice as long as the one before (see `FRESH_STARTS`).
+        let starts = std::env::var(FRESH_STARTS)
+            .ok()
+            .and_then(|n| n.parse::<u32>().ok())
+            .unwrap_or(0);
         tokio::spawn(async move {
-            let mut pause = Duration::from_millis(250);
+            let mut pause = Duration::from_millis(250)
+                .saturating_mul(1 << starts.min(6))
+                .min(Duration::from_secs(10));
             loop {
                 tokio::time::sleep(pause).await;
                 let probe = dir.clone();
@@ -845,6 +854,10 @@ fn resolver(caller: &Caller, channel: &str) -> String {
         _ => channel.to_string(),
     }
 }
+
+/// How many times this daemon has started afresh after a store I/O error
+/// (set for the new process by `toolgate serve`).
+pub const FRESH_STARTS: &str = "TOOLGATE_FRESH_STARTS";
 
 /// Whether `dir` takes a write of a megabyte and its fsync: the disk has
 /// room (and works) again.

@@ -28,7 +28,17 @@ struct Routes {
     /// Progress for a call whose route is not there yet: the server may
     /// answer its request before the gateway knows the request's token.
     early: VecDeque<ProgressNotificationParam>,
+    /// Their size, as [`size`] counts it.
+    early_bytes: usize,
 }
+
+/// A progress notification's size, near enough: its message and a little.
+fn size(params: &ProgressNotificationParam) -> usize {
+    64 + params.message.as_ref().map_or(0, String::len)
+}
+
+/// The most bytes of early progress kept.
+const EARLY_BYTES: usize = 1024 * 1024;
 
 /// The client's token for a call, and where the call's progress queues.
 struct Route {
@@ -56,10 +66,15 @@ impl ProgressTokens {
             Some(Some(route)) => route.send(params),
             Some(None) => {}
             None => {
-                if routes.early.len() == EARLY {
-                    routes.early.pop_front();
-                }
+                // Bounded in count and in bytes (a message may be long).
+                routes.early_bytes += size(&params);
                 routes.early.push_back(params);
+                while routes.early.len() > EARLY || routes.early_bytes > EARLY_BYTES {
+                    let Some(dropped) = routes.early.pop_front() else {
+                        break;
+                    };
+                    routes.early_bytes -= size(&dropped);
+                }
             }
         }
     }
@@ -77,6 +92,7 @@ impl ProgressTokens {
         let (early, others): (VecDeque<_>, VecDeque<_>) = std::mem::take(&mut routes.early)
             .into_iter()
             .partition(|params| params.progress_token == ours);
+        routes.early_bytes = others.iter().map(size).sum();
         routes.early = others;
         let Some(clients) = clients else {
             routes.calls.insert(ours.clone(), None);

@@ -185,9 +185,14 @@ fn stopped(restart: bool) -> ExitCode {
 /// only if that failed.
 fn afresh() -> std::io::Error {
     use std::os::unix::process::CommandExt as _;
+    let starts = std::env::var(toolgate::daemon::FRESH_STARTS)
+        .ok()
+        .and_then(|n| n.parse::<u32>().ok())
+        .unwrap_or(0);
     match std::env::current_exe() {
         Ok(program) => std::process::Command::new(program)
             .args(std::env::args_os().skip(1))
+            .env(toolgate::daemon::FRESH_STARTS, (starts + 1).to_string())
             .exec(),
         Err(err) => err,
     }
