@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-mod common;
+use crate::common;
 
 const BIN: &str = env!("CARGO_BIN_EXE_toolgate");
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");

@@ -1,7 +1,7 @@
 //! The Claude Code hook adapter end to end through the binary, with payloads
 //! shaped as Claude Code sends them, and the daemon under concurrent clients.
 
-mod common;
+use crate::common;
 
 use std::io::Write as _;
 use std::path::Path;

@@ -2,7 +2,7 @@
 //! pipeline: the first deny wins and stops lower priorities; pause beats
 //! allow; skip abstains; notes accumulate; risk takes the highest.
 
-mod common;
+use crate::common;
 
 use common::{call, host, scripted};
 use serde_json::json;

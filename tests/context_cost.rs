@@ -2,7 +2,7 @@
 //! and evidence rows, transcript reading from a real file, the persistence
 //! escape past the ceiling, and the texts the agent reads.
 
-mod common;
+use crate::common;
 
 use std::io::Write as _;
 

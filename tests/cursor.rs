@@ -3,7 +3,7 @@
 //! them (common fields `conversation_id`, `generation_id`,
 //! `workspace_roots`, `hook_event_name`, plus each event's own).
 
-mod common;
+use crate::common;
 
 use std::io::Write as _;
 use std::process::{Command, Stdio};

@@ -2,7 +2,7 @@
 //! however many arrive together), every command goes through it, it stays up
 //! under load and bad input, and what it acknowledged survives SIGKILL.
 
-mod common;
+use crate::common;
 
 use std::io::Write as _;
 use std::os::unix::fs::PermissionsExt as _;

@@ -5,7 +5,7 @@
 //! config takes, and the Grafana dashboard asks only for metrics the daemon
 //! serves.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -3,7 +3,7 @@
 //! it protects, whether the daemon serves the hooks' config; exit 1, with
 //! the fix, when protection is missing.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -5,7 +5,7 @@
 //! suite (node's test runner) run against the real bundled policies and the
 //! real `toolgate` binary.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

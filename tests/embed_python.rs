@@ -5,7 +5,7 @@
 //! package's own pytest suite run against the real bundled policies and the
 //! real `toolgate` binary.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -5,7 +5,7 @@
 //! an agent would and run the hook exactly as the runtime would: the shell
 //! line `toolgate hook install` wrote, through `/bin/sh -c`.
 
-mod common;
+use crate::common;
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};

@@ -7,7 +7,7 @@
 //! and fails, naming the install command, on a machine without PostgreSQL
 //! binaries (see `common::missing` for skipping on purpose).
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Barrier};
 

@@ -2,7 +2,7 @@
 //! backend (a real redb file, and a real PostgreSQL where its binaries are),
 //! plus pause → resolve → resume through the pipeline.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Barrier};
 

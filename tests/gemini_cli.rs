@@ -2,7 +2,7 @@
 //! store's daemon, with payloads shaped as Gemini CLI's hook reference
 //! documents them.
 
-mod common;
+use crate::common;
 
 use common::hooks::Setup;
 use serde_json::{Value, json};

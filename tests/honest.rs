@@ -2,7 +2,7 @@
 //! missing fails, naming what is missing and the command that installs it
 //! (see `common::missing`).
 
-mod common;
+use crate::common;
 
 #[test]
 #[should_panic(expected = "Install it with `apt-get install frobnicator` (.ci/run does)")]

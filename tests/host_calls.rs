@@ -3,7 +3,7 @@
 //! user's data to another through a warm instance; and instances go back to
 //! their pool from every path, with fresh per-evaluation budgets.
 
-mod common;
+use crate::common;
 
 use common::model_server::{ModelServer, Reply};
 use common::{call, guest, host, scripted};

@@ -3,7 +3,7 @@
 //! way, and `toolgate hook install` writes them (with `onFailure: "block"`)
 //! when the config serves HTTP.
 
-mod common;
+use crate::common;
 
 use common::hooks::{Setup, bypassed_write as write_call, decision, event};
 use serde_json::{Value, json};

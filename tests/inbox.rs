@@ -2,7 +2,7 @@
 //! driven over WebDriver, against a daemon serving `/approvals` on
 //! loopback, with pauses made by Claude Code hook events.
 
-mod common;
+use crate::common;
 
 use std::io::{Read as _, Write as _};
 use std::net::TcpListener;

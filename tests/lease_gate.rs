@@ -1,7 +1,7 @@
 //! lease-gate through the wasm boundary and the host's pause machinery: the
 //! seed's lease, planner, gate and resume cases.
 
-mod common;
+use crate::common;
 
 use common::{call, host, scripted};
 use serde_json::{Value, json};

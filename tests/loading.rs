@@ -1,7 +1,7 @@
 //! Loading refuses what it cannot safely run, with a message that names the
 //! plugin, the problem and the fix.
 
-mod common;
+use crate::common;
 
 use common::{guest, scripted, try_host};
 use toolgate::{Error, PluginProblem};

@@ -8,7 +8,7 @@
 //! installs them); without them these tests fail, naming the install
 //! command (see `common::missing` for skipping on purpose).
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};

@@ -1,7 +1,7 @@
 //! Notifications of new pauses: signed webhooks to a loopback receiver,
 //! retried, never delaying a decision; and `toolgate approvals watch`.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::{TcpListener, TcpStream};

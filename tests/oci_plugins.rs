@@ -5,7 +5,7 @@
 //! registry is down starts from its verified cache; credentials never reach
 //! the output.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

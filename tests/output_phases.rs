@@ -4,7 +4,7 @@
 //! and the `visibility` phase says which tools may be offered at all. A
 //! policy that fails either is handled by its fail mode.
 
-mod common;
+use crate::common;
 
 use common::{call, host, scripted};
 use serde_json::json;

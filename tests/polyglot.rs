@@ -7,7 +7,7 @@
 //! the failures the host classifies by type (a trap, a deadline, the memory
 //! limit) under each fail mode.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

@@ -6,7 +6,7 @@
 //! this test installs it there itself, and fails, naming the command, when
 //! npm cannot (see `common::missing` for skipping on purpose).
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

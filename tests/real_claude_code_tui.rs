@@ -5,7 +5,7 @@
 //! prompt, and from a second terminal of their own. Each step asserts on
 //! what the screens show and on `toolgate gates list`.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

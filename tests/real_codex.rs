@@ -3,7 +3,7 @@
 //! with the hooks exactly as `toolgate hook install --for codex --write`
 //! writes (and trusts) them in a throwaway `CODEX_HOME`.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -4,7 +4,7 @@
 //! `toolgate hook install --for copilot --write` writes them into a
 //! throwaway home's `~/.copilot/hooks/`.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -7,7 +7,7 @@
 //! test installs it there itself, and fails, naming the command, when npm
 //! cannot (see `common::missing` for skipping on purpose).
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! opencode --write` writes it into a throwaway home's
 //! `~/.config/opencode/plugin/`.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

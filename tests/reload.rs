@@ -2,7 +2,7 @@
 //! before it is swapped in; in-flight decisions finish on the version they
 //! started with; a broken replacement leaves the old version serving.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

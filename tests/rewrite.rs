@@ -5,7 +5,7 @@
 //! cannot accept is a failure of the policy that made it. Every rewrite is
 //! in the decision, the decision log and the replay.
 
-mod common;
+use crate::common;
 
 use common::{approve, call, host, scripted};
 use serde_json::json;

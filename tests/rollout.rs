@@ -1,7 +1,7 @@
 //! Safe rollout: a shadow plugin runs beside the live ones and never
 //! decides; a staged rollout enables a plugin for some sessions or users.
 
-mod common;
+use crate::common;
 
 use common::{call, guest, host, scripted};
 use serde_json::json;

@@ -4,7 +4,7 @@
 //! its fixture file (`guest-plugins/rules/fixtures.toml`, run by
 //! `authoring.rs`).
 
-mod common;
+use crate::common;
 
 use common::{call, config_text, host, try_host};
 use serde_json::json;

@@ -4,7 +4,7 @@
 //! the other policy's result is unaffected, and the next call to the hostile
 //! policy works (each evaluation gets a fresh store).
 
-mod common;
+use crate::common;
 
 use common::logs::Captured;
 use common::{call, guest, host, scripted};

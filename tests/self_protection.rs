@@ -9,7 +9,7 @@
 //! `~/.config/toolgate`, the store in `~/.local/state/toolgate`, Claude
 //! Code's settings in `~/.claude`, the agent working in `~/project`.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -2,7 +2,7 @@
 //! budget, context and recording cases, and the probe over real HTTP against
 //! a loopback model server.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Barrier};
 use std::time::Duration;

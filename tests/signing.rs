@@ -2,7 +2,7 @@
 //! trusted key signed exactly its bytes, and a reload to a badly signed
 //! version keeps the old one serving.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -3,7 +3,7 @@
 //! particular to each — redb's drain on shutdown and clear errors for bad
 //! files, PostgreSQL's guarantees across hosts.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Barrier};
 

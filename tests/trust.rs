@@ -4,7 +4,7 @@
 //! administer toolgate, or change what guards it. A person at a terminal of
 //! their own, or a channel adapter with its token, still can.
 
-mod common;
+use crate::common;
 
 use common::hooks::{Setup, event, permission};
 use serde_json::{Value, json};
