@@ -209,6 +209,32 @@ fn every_field_a_policy_hands_the_host_is_capped() {
     assert_eq!(notes, ["state-key-max: Ok(()) / Err(StateError::TooLarge)"]);
 }
 
+/// host.wit promises `too-large` past the host's caps, but past its copy
+/// limit (4 MiB) the host would have to copy what it refuses: the call
+/// traps there (`sandbox::get_many_answers_at_most_its_cap`). So the
+/// helper crate answers before the call, as the host would have, and the
+/// policy goes on (Python and TypeScript: `polyglot`).
+#[test]
+fn past_the_copy_limit_the_helpers_answer_as_the_host_would_and_the_policy_goes_on() {
+    let host = hostile(
+        "helpers-past-copy-limit",
+        "memory_mib = 512\ndeadline_ms = 10000",
+        "",
+    );
+    let notes = notes(&host, &call("attack", json!({})));
+    assert_eq!(
+        notes,
+        [
+            "helpers: Err(StateError::TooLarge) / Err(StateError::TooLarge) / Err(StateError::TooLarge) / Ok(None) / Ok([])"
+        ]
+    );
+    host.persist();
+    let events = host.recent_events(10).unwrap();
+    let (_, event) = events.last().expect("the event was kept, cut");
+    assert_eq!((event.kind.len(), event.session_id.len()), (256, 256));
+    assert_eq!(event.summary.as_ref().map(String::len), Some(1024));
+}
+
 /// Found by `store::redb_and_postgres_agree…`'s review: a key with NUL was
 /// stored by redb and a storage error on PostgreSQL; now no backend takes
 /// one, so a policy behaves the same on each.

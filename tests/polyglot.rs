@@ -167,6 +167,23 @@ fn events_are_appended_and_queried(language: Language) {
     });
 }
 
+/// Past the host's copy limit (4 MiB) the host would trap the policy
+/// rather than answer `too-large`; the helper layers answer first.
+fn past_the_copy_limit_the_helpers_answer_too_large(language: Language) {
+    let Some(wasm) = behaviour(language) else {
+        return;
+    };
+    let host = host_with(&wasm, "closed", "memory_mib = 256", "");
+    let decision = host
+        .evaluate(&in_session("Stash", json!({}), "s1"))
+        .unwrap();
+    assert_eq!(notes(&decision), ["stash: too-large"]);
+    host.persist();
+    let events = host.recent_events(10).unwrap();
+    let (_, event) = events.last().expect("the event was kept, cut");
+    assert_eq!(event.summary.as_ref().map(String::len), Some(1024));
+}
+
 fn a_model_question_is_answered_and_parsed(language: Language) {
     let Some(wasm) = behaviour(language) else {
         return;
@@ -373,6 +390,10 @@ macro_rules! behaviour_table {
             #[test]
             fn events_are_appended_and_queried() {
                 super::events_are_appended_and_queried($language);
+            }
+            #[test]
+            fn past_the_copy_limit_the_helpers_answer_too_large() {
+                super::past_the_copy_limit_the_helpers_answer_too_large($language);
             }
             #[test]
             fn a_model_question_is_answered_and_parsed() {

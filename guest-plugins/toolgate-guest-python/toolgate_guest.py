@@ -430,9 +430,38 @@ def _state_error(err):
     return StateError("storage", value.value)
 
 
+# The host's caps (host.wit, `too-large`), checked before a call with the
+# host's own answers: what is past the host's copy limit (4 MiB) would
+# trap the policy on the way out instead of being answered.
+MAX_KEY = 1024
+MAX_VALUE = 1024 * 1024
+MAX_KEYS = 1000
+MAX_FIELD = 256
+MAX_TEXT = 1024
+
+
+def _utf8_len(text):
+    return len(text.encode())
+
+
+def _cut(text, max_bytes):
+    """`text`'s first `max_bytes` bytes of UTF-8 at most, on a character
+    boundary, as the host cuts it."""
+    if text is None:
+        return None
+    return text.encode()[:max_bytes].decode(errors="ignore")
+
+
 class _State:
     """Durable key-value state in this policy's own namespace. Every
-    function raises `StateError` when the store fails."""
+    function raises `StateError` when the store fails, and
+    `StateError("too-large")` past the host's caps (a key of `MAX_KEY`
+    bytes, a value of `MAX_VALUE`, `MAX_KEYS` keys at once)."""
+
+    @staticmethod
+    def _storable(key, value=b""):
+        if _utf8_len(key) > MAX_KEY or len(value) > MAX_VALUE:
+            raise StateError("too-large")
 
     @staticmethod
     def _call(function, *args):
@@ -443,11 +472,19 @@ class _State:
 
     def get(self, key):
         """The bytes at `key`, or None."""
+        if _utf8_len(key) > MAX_KEY:
+            return None
         return self._call(_state.get, key)
 
     def get_many(self, keys):
         """The values of several keys (at most 1 000), in the order asked."""
-        return self._call(_state.get_many, list(keys))
+        keys = list(keys)
+        if len(keys) > MAX_KEYS:
+            raise StateError("too-large")
+        # Keys no store holds read as None, as the host reads them.
+        stored = [k for k in keys if _utf8_len(k) <= MAX_KEY]
+        found = iter(self._call(_state.get_many, stored))
+        return [next(found) if _utf8_len(k) <= MAX_KEY else None for k in keys]
 
     def get_json(self, key, default=None):
         """The JSON value at `key`; `default` when missing or undecodable."""
@@ -465,21 +502,26 @@ class _State:
             value = value.encode()
         if not isinstance(value, (bytes, bytearray)):
             raise TypeError(f"state values are bytes or str, not {type(value).__name__}; use set_json")
+        self._storable(key, value)
         self._call(_state.set, key, bytes(value))
 
     def set_json(self, key, value):
         self.set(key, json.dumps(value))
 
     def delete(self, key):
+        self._storable(key)
         self._call(_state.delete, key)
 
     def keys(self, prefix, limit=100):
         """Keys that start with `prefix`, in order, at most `limit`."""
+        if _utf8_len(prefix) > MAX_KEY:
+            return []
         return self._call(_state.list_keys, prefix, limit)
 
     def try_increment(self, key, limit):
         """Atomically add one to the counter at `key` if it is below `limit`:
         the new count, or None when it is at the limit."""
+        self._storable(key)
         return self._call(_state.try_increment, key, limit)
 
 
@@ -489,8 +531,14 @@ class _Events:
     Event = _events.Event
 
     def append(self, kind, session_id, turn=0, tool=None, detail=None, summary=None):
-        """Append an event (queued; never blocks the decision)."""
-        _events.append(_events.Event(session_id, turn, kind, tool, None, None, detail, summary, 0))
+        """Append an event (queued; never blocks the decision), each field
+        cut to what the host keeps of it before it leaves the sandbox."""
+        short = lambda text: _cut(text, MAX_FIELD)  # noqa: E731
+        event = _events.Event(
+            short(session_id), turn, short(kind), short(tool), None, None,
+            _cut(detail, MAX_TEXT), _cut(summary, MAX_TEXT), 0,
+        )
+        _events.append(event)
 
     @staticmethod
     def _call(function, *args):

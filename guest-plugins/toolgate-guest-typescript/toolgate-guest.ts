@@ -449,10 +449,57 @@ function fromUtf8(bytes: Uint8Array): string {
   return text;
 }
 
-/** Durable key-value state in this policy's own namespace; every function throws `StateError` when the store fails. */
+/**
+ * The host's caps (host.wit, `too-large`), checked before a call with the
+ * host's own answers: what is past the host's copy limit (4 MiB) would trap
+ * the policy on the way out instead of being answered.
+ */
+export const MAX_KEY = 1024;
+export const MAX_VALUE = 1024 * 1024;
+export const MAX_KEYS = 1000;
+export const MAX_FIELD = 256;
+export const MAX_TEXT = 1024;
+
+/** Whether a key fits the host's cap: its UTF-8 takes 1 to 3 bytes per UTF-16 unit. */
+function keyFits(k: string): boolean {
+  return k.length <= MAX_KEY && (k.length * 3 <= MAX_KEY || utf8(k).length <= MAX_KEY);
+}
+
+function storable(k: string, value: Uint8Array = new Uint8Array()): void {
+  if (!keyFits(k) || value.length > MAX_VALUE) throw new StateError("too-large");
+}
+
+/** `text`'s first `max` bytes of UTF-8 at most, on a character boundary, as the host cuts it. */
+function cut(text: string | undefined, max: number): string | null {
+  if (text === undefined) return null;
+  if (text.length * 3 <= max) return text;
+  let bytes = 0;
+  let end = 0;
+  for (const ch of text) {
+    const c = ch.codePointAt(0) as number;
+    const size = c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
+    if (bytes + size > max) break;
+    bytes += size;
+    end += ch.length;
+  }
+  return text.slice(0, end);
+}
+
+/**
+ * Durable key-value state in this policy's own namespace; every function
+ * throws `StateError` when the store fails, and `StateError("too-large")`
+ * past the host's caps (a key of `MAX_KEY` bytes, a value of `MAX_VALUE`,
+ * `MAX_KEYS` keys at once).
+ */
 export const state = {
-  get: (k: string): Uint8Array | null => stateCall(() => rawState.get(k)),
-  getMany: (keys: string[]): (Uint8Array | null)[] => stateCall(() => rawState.getMany(keys)),
+  get: (k: string): Uint8Array | null => (keyFits(k) ? stateCall(() => rawState.get(k)) : null),
+  getMany(keys: string[]): (Uint8Array | null)[] {
+    if (keys.length > MAX_KEYS) throw new StateError("too-large");
+    // Keys no store holds read as null, as the host reads them.
+    const found = stateCall(() => rawState.getMany(keys.filter(keyFits)));
+    let next = 0;
+    return keys.map((k) => (keyFits(k) ? found[next++] : null));
+  },
   /** The JSON value at `k`; `fallback` when missing or undecodable. */
   getJson<T extends Json>(k: string, fallback?: T): T | undefined {
     const bytes = state.get(k);
@@ -464,15 +511,24 @@ export const state = {
     }
   },
   /** Write bytes (or a string, as UTF-8). */
-  set: (k: string, value: Uint8Array | string): void =>
-    stateCall(() => rawState.set(k, typeof value === "string" ? utf8(value) : value)),
+  set(k: string, value: Uint8Array | string): void {
+    const bytes = typeof value === "string" ? utf8(value) : value;
+    storable(k, bytes);
+    stateCall(() => rawState.set(k, bytes));
+  },
   setJson: (k: string, value: Json): void => state.set(k, JSON.stringify(value)),
-  delete: (k: string): void => stateCall(() => rawState.delete(k)),
+  delete(k: string): void {
+    storable(k);
+    stateCall(() => rawState.delete(k));
+  },
   /** Keys that start with `prefix`, in order, at most `limit`. */
-  keys: (prefix: string, limit = 100): string[] => stateCall(() => rawState.listKeys(prefix, limit)),
+  keys: (prefix: string, limit = 100): string[] =>
+    keyFits(prefix) ? stateCall(() => rawState.listKeys(prefix, limit)) : [],
   /** Atomically add one to the counter at `k` if it is below `limit`: the new count, or null at the limit. */
-  tryIncrement: (k: string, limit: number): number | null =>
-    stateCall(() => rawState.tryIncrement(k, Math.min(limit, Number.MAX_SAFE_INTEGER))),
+  tryIncrement(k: string, limit: number): number | null {
+    storable(k);
+    return stateCall(() => rawState.tryIncrement(k, Math.min(limit, Number.MAX_SAFE_INTEGER)));
+  },
 };
 
 function eventsCall<T>(f: () => T): T {
@@ -485,7 +541,7 @@ function eventsCall<T>(f: () => T): T {
 
 /** This policy's append-only event stream. */
 export const events = {
-  /** Append an event (queued; never blocks the decision). */
+  /** Append an event (queued; never blocks the decision), each field cut to what the host keeps of it before it leaves the sandbox. */
   append(
     kind: string,
     sessionId: string,
@@ -493,14 +549,14 @@ export const events = {
     fields: { tool?: string; detail?: string; summary?: string } = {},
   ): void {
     rawEvents.append({
-      sessionId,
+      sessionId: cut(sessionId, MAX_FIELD) as string,
       turn,
-      kind,
-      tool: fields.tool ?? null,
+      kind: cut(kind, MAX_FIELD) as string,
+      tool: cut(fields.tool, MAX_FIELD),
       origin: null,
       risk: null,
-      detail: fields.detail ?? null,
-      summary: fields.summary ?? null,
+      detail: cut(fields.detail, MAX_TEXT),
+      summary: cut(fields.summary, MAX_TEXT),
       atMs: 0,
     });
   },

@@ -8,51 +8,102 @@ pub use crate::bindings::toolgate::policy::state::StateError;
 pub use crate::bindings::wasi::logging::logging::Level;
 
 /// Durable key-value state in this policy's own namespace.
+///
+/// The host's caps (`state-error.too-large` in `host.wit`) are checked
+/// here, before the host is called, with the host's own answers: past
+/// them a call is answered without crossing the sandbox, since what is
+/// larger than the host's copy limit (4 MiB) would trap the policy on
+/// the way out instead of being answered `TooLarge`.
 pub mod state {
     use super::StateError;
     use crate::bindings::toolgate::policy::state as raw;
 
-    /// Read a value.
+    /// The longest key the host stores, bytes.
+    pub const MAX_KEY: usize = 1024;
+    /// The longest value the host stores, bytes.
+    pub const MAX_VALUE: usize = 1024 * 1024;
+    /// The most keys one `get_many` may ask.
+    pub const MAX_KEYS: usize = 1000;
+
+    /// `TooLarge` for a key or value the host would refuse.
+    fn storable(key: &str, value: &[u8]) -> Result<(), StateError> {
+        if key.len() > MAX_KEY || value.len() > MAX_VALUE {
+            return Err(StateError::TooLarge);
+        }
+        Ok(())
+    }
+
+    /// Read a value; a key longer than any stored one reads as `None`.
     pub fn get(key: &str) -> Result<Option<Vec<u8>>, StateError> {
+        if key.len() > MAX_KEY {
+            return Ok(None);
+        }
         raw::get(key)
     }
 
     /// Read several values in one host call, in the order asked: at most
-    /// 1 000 keys (more is `StateError::TooLarge`).
+    /// [`MAX_KEYS`] keys (more is `StateError::TooLarge`).
     pub fn get_many(keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, StateError> {
-        raw::get_many(keys)
+        if keys.len() > MAX_KEYS {
+            return Err(StateError::TooLarge);
+        }
+        // Keys no store holds read as none, as the host reads them, and
+        // are not sent.
+        let asked: Vec<String> = keys
+            .iter()
+            .filter(|k| k.len() <= MAX_KEY)
+            .cloned()
+            .collect();
+        let mut found = raw::get_many(&asked)?.into_iter();
+        Ok(keys
+            .iter()
+            .map(|k| {
+                if k.len() <= MAX_KEY {
+                    found.next().flatten()
+                } else {
+                    None
+                }
+            })
+            .collect())
     }
 
     /// Read a JSON value; a missing or undecodable value reads as `None`, a
     /// store failure as `Err`.
     pub fn get_json<T: serde::de::DeserializeOwned>(key: &str) -> Result<Option<T>, StateError> {
-        Ok(raw::get(key)?.and_then(|bytes| serde_json::from_slice(&bytes).ok()))
+        Ok(get(key)?.and_then(|bytes| serde_json::from_slice(&bytes).ok()))
     }
 
-    /// Write a value.
+    /// Write a value: `TooLarge` past [`MAX_KEY`] or [`MAX_VALUE`].
     pub fn set(key: &str, value: &[u8]) -> Result<(), StateError> {
+        storable(key, value)?;
         raw::set(key, value)
     }
 
     /// Write a JSON value.
     pub fn set_json<T: serde::Serialize>(key: &str, value: &T) -> Result<(), StateError> {
         let bytes = serde_json::to_vec(value).map_err(|e| StateError::Storage(e.to_string()))?;
-        raw::set(key, &bytes)
+        set(key, &bytes)
     }
 
     /// Delete a value.
     pub fn delete(key: &str) -> Result<(), StateError> {
+        storable(key, &[])?;
         raw::delete(key)
     }
 
-    /// Keys under `prefix`, in order, at most `limit`.
+    /// Keys under `prefix`, in order, at most `limit`; none under a prefix
+    /// longer than any key.
     pub fn keys(prefix: &str, limit: u32) -> Result<Vec<String>, StateError> {
+        if prefix.len() > MAX_KEY {
+            return Ok(Vec::new());
+        }
         raw::list_keys(prefix, limit)
     }
 
     /// Atomically take one unit of the counter at `key` if it is below
     /// `limit`; `Ok(None)` when it is exhausted.
     pub fn try_increment(key: &str, limit: u64) -> Result<Option<u64>, StateError> {
+        storable(key, &[])?;
         raw::try_increment(key, limit)
     }
 }
@@ -61,10 +112,57 @@ pub mod state {
 pub mod events {
     pub use super::{Event, EventsError};
     use crate::bindings::toolgate::policy::events as raw;
+    use crate::bindings::toolgate::policy::types::{Risk, ToolOrigin};
 
-    /// Append an event (queued; never blocks the decision).
+    /// The longest short field (session, kind, tool, origin, risk category
+    /// and signal) the host keeps, bytes.
+    pub const MAX_FIELD: usize = 256;
+    /// The longest `detail` or `summary` the host keeps, bytes.
+    pub const MAX_TEXT: usize = 1024;
+    /// The most risk signals the host keeps.
+    pub const MAX_SIGNALS: usize = 32;
+
+    /// Append an event (queued; never blocks the decision). Each field is
+    /// cut to what the host keeps of it before it leaves the sandbox, so
+    /// an event of any size is recorded as the host records it.
     pub fn append(event: &Event) {
-        raw::append(event)
+        let short = |t: &str| cut(t, MAX_FIELD);
+        let origin = event.origin.as_ref().map(|origin| match origin {
+            ToolOrigin::Builtin => ToolOrigin::Builtin,
+            ToolOrigin::Mcp(server) => ToolOrigin::Mcp(short(server)),
+            ToolOrigin::Other(name) => ToolOrigin::Other(short(name)),
+        });
+        let risk = event.risk.as_ref().map(|risk| Risk {
+            level: risk.level,
+            category: short(&risk.category),
+            signals: risk
+                .signals
+                .iter()
+                .take(MAX_SIGNALS)
+                .map(|s| short(s))
+                .collect(),
+        });
+        raw::append(&Event {
+            session_id: short(&event.session_id),
+            turn: event.turn,
+            kind: short(&event.kind),
+            tool: event.tool.as_deref().map(short),
+            origin,
+            risk,
+            detail: event.detail.as_deref().map(|t| cut(t, MAX_TEXT)),
+            summary: event.summary.as_deref().map(|t| cut(t, MAX_TEXT)),
+            at_ms: event.at_ms,
+        })
+    }
+
+    /// `text`'s first `max` bytes at most, on a character boundary, as the
+    /// host cuts it.
+    fn cut(text: &str, max: usize) -> String {
+        let mut end = text.len().min(max);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text[..end].to_string()
     }
 
     /// The newest `limit` events of a session, oldest first.

@@ -42,6 +42,15 @@ class Behaviour(tg.Policy):
             seen = tg.events.session_recent(call.session, 10)
             texts = [e.summary for e in seen if e.kind == "remembered"]
             return tg.allow(notes=["history: " + ", ".join(texts)])
+        if tool == "Stash":
+            # Past the host's copy limit (4 MiB): answered, never a trap.
+            try:
+                tg.state.set("big", b"x" * (5 << 20))
+                stored = "stored"
+            except tg.StateError as err:
+                stored = err.kind
+            tg.events.append("stashed", call.session, call.turn, tool, summary="x" * (5 << 20))
+            return tg.allow(notes=[f"stash: {stored}"])
         if tool == "Ask":
             return tg.ask_model("Answer ALLOW or DENY <why>.", call.arguments.get("question", ""), 5_000)
         if tool == "Trap":

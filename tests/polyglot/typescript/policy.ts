@@ -38,6 +38,17 @@ const policy = tg.definePolicy({
           summary: String(call.arguments.text ?? ""),
         });
         return tg.allow();
+      case "Stash": {
+        // Past the host's copy limit (4 MiB): answered, never a trap.
+        let stored = "stored";
+        try {
+          tg.state.set("big", new Uint8Array(5 << 20));
+        } catch (err) {
+          stored = err instanceof tg.StateError ? err.kind : String(err);
+        }
+        tg.events.append("stashed", call.session, call.turn, { summary: "x".repeat(5 << 20) });
+        return tg.allow([`stash: ${stored}`]);
+      }
       case "History": {
         const texts = tg.events
           .sessionRecent(call.session, 10)

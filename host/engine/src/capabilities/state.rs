@@ -1,6 +1,6 @@
 //! `toolgate:policy/state`: private key-value state over the store.
 
-use super::{MAX_LIST, cut};
+use super::MAX_LIST;
 use crate::bindings::toolgate::policy::state::{Host, StateError};
 use crate::sandbox::SandboxState;
 use crate::store::{MAX_STATE_KEY, StateWriteError};
@@ -131,12 +131,14 @@ impl Host for SandboxState {
     }
 
     fn list_keys(&mut self, prefix: String, limit: u32) -> Result<Vec<String>, StateError> {
-        if prefix.contains('\0') {
+        // No stored key holds NUL or is longer than the cap, so no key
+        // starts with such a prefix.
+        if !storable(&prefix) {
             return Ok(Vec::new());
         }
         let policy = self.call.policy.clone();
         self.reads()?
-            .keys(&cut(prefix, MAX_STATE_KEY), (limit as usize).min(MAX_LIST))
+            .keys(&prefix, (limit as usize).min(MAX_LIST))
             .map_err(|err| read_failed(&policy, err))
     }
 

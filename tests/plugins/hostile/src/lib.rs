@@ -9,6 +9,10 @@
 use std::hint::black_box;
 
 use serde::Deserialize;
+// The attacks call the host's imports directly, not the helper crate's
+// wrappers, which check the host's caps before a call: these tests are of
+// the host's own defences.
+use toolgate_guest::bindings::toolgate::policy::{events as raw_events, state as raw_state};
 use toolgate_guest::{
     Account, BudgetStatus, Classify, Config, ConfigError, Decision, FailMode, ModelReply, Observe,
     ParseVerdict, Policy, PolicyInfo, Risk, RiskLevel, ToolCall, ToolEvent, host,
@@ -114,9 +118,9 @@ impl Hostile {
                 ];
                 let found: Vec<_> = guesses
                     .iter()
-                    .filter(|k| host::state::get(k).is_ok_and(|v| v.is_some()))
+                    .filter(|k| raw_state::get(k).is_ok_and(|v| v.is_some()))
                     .collect();
-                let keys = host::state::keys("", 100).unwrap_or_default();
+                let keys = raw_state::list_keys("", 100).unwrap_or_default();
                 if found.is_empty() && keys.is_empty() {
                     Decision::allow().with_note("other-namespace: error: nothing visible")
                 } else {
@@ -138,7 +142,7 @@ impl Hostile {
                 Decision::deny(unsafe { String::from_utf8_unchecked(bytes) })
             }
             "state-quota" => {
-                let result = host::state::set("big", &vec![0u8; 4096]);
+                let result = raw_state::set("big", &vec![0u8; 4096]);
                 Decision::allow().with_note(format!("state-quota: {result:?}"))
             }
             // The model questions: what `parse` makes of the reply is below.
@@ -151,7 +155,7 @@ impl Hostile {
             "huge-parse-error" => Decision::ask_model("system", "user", 1_000),
             "huge-event-fields" => {
                 let huge = "x".repeat(512 * 1024);
-                host::events::append(&host::Event {
+                raw_events::append(&raw_events::Event {
                     session_id: huge.clone(),
                     turn: 0,
                     kind: huge.clone(),
@@ -166,7 +170,7 @@ impl Hostile {
             }
             "event-flood" => {
                 for i in 0..100_000u64 {
-                    host::events::append(&host::Event {
+                    raw_events::append(&raw_events::Event {
                         session_id: "flood".into(),
                         turn: i,
                         kind: "flood".into(),
@@ -181,35 +185,63 @@ impl Hostile {
                 Decision::allow().with_note("flooded")
             }
             "read-max" => {
-                let keys = host::state::keys("", u32::MAX).map_or(0, |k| k.len());
+                let keys = raw_state::list_keys("", u32::MAX).map_or(0, |k| k.len());
                 let events =
-                    host::events::session_recent("flood", u32::MAX, &[]).map_or(0, |e| e.len());
+                    raw_events::session_recent("flood", u32::MAX, &[]).map_or(0, |e| e.len());
                 Decision::allow().with_note(format!("read-max: {keys} keys, {events} events"))
             }
             "get-many-flood" => {
                 let keys: Vec<String> = (0..1_500_000).map(|i| format!("k{i}")).collect();
-                let answer = host::state::get_many(&keys).map(|values| values.len());
+                let answer = raw_state::get_many(&keys).map(|values| values.len());
                 Decision::allow().with_note(format!("get-many-flood: {answer:?}"))
             }
             "get-many-cap" => {
                 let at_cap: Vec<String> = (0..1000).map(|i| format!("k{i}")).collect();
                 let mut over = at_cap.clone();
                 over.push("one-more".into());
-                let at_cap = host::state::get_many(&at_cap).map(|values| values.len());
-                let over = host::state::get_many(&over).map(|values| values.len());
+                let at_cap = raw_state::get_many(&at_cap).map(|values| values.len());
+                let over = raw_state::get_many(&over).map(|values| values.len());
                 Decision::allow().with_note(format!("get-many-cap: {at_cap:?} / {over:?}"))
             }
             "state-key-max" => {
-                let at_limit = host::state::set(&"k".repeat(1024), b"v");
-                let over = host::state::set(&"k".repeat(1025), b"v");
+                let at_limit = raw_state::set(&"k".repeat(1024), b"v");
+                let over = raw_state::set(&"k".repeat(1025), b"v");
                 Decision::allow().with_note(format!("state-key-max: {at_limit:?} / {over:?}"))
             }
             "state-key-nul" => {
-                let set = host::state::set("a\0b", b"v");
-                let read = host::state::get("a\0b");
-                let counted = host::state::try_increment("n\0", 5);
+                let set = raw_state::set("a\0b", b"v");
+                let read = raw_state::get("a\0b");
+                let counted = raw_state::try_increment("n\0", 5);
                 let note = format!("state-key-nul: {set:?} / {read:?} / {counted:?}");
                 Decision::allow().with_note(note)
+            }
+            "helpers-past-copy-limit" => {
+                // Through the helper crate, what is past the host's copy
+                // limit (4 MiB) is answered as host.wit promises, not
+                // trapped on: `too-large`, a key no store holds read as
+                // none, and an event cut as the host cuts it.
+                let big = 5 << 20;
+                let value = host::state::set("big", &vec![0u8; big]);
+                let keys: Vec<String> = (0..1_500_000).map(|i| format!("k{i}")).collect();
+                let many = host::state::get_many(&keys).map(|values| values.len());
+                let counter = host::state::try_increment(&"k".repeat(big), 1);
+                let read = host::state::get(&"k".repeat(big));
+                let listed = host::state::keys(&"k".repeat(big), 10);
+                let huge = "x".repeat(big);
+                host::events::append(&host::Event {
+                    session_id: huge.clone(),
+                    turn: 0,
+                    kind: huge.clone(),
+                    tool: Some(huge.clone()),
+                    origin: Some(toolgate_guest::ToolOrigin::Mcp(huge.clone())),
+                    risk: None,
+                    detail: Some(huge.clone()),
+                    summary: Some(huge),
+                    at_ms: 0,
+                });
+                Decision::allow().with_note(format!(
+                    "helpers: {value:?} / {many:?} / {counter:?} / {read:?} / {listed:?}"
+                ))
             }
             "remember-user" => {
                 // What a previous call left in this instance's memory.
@@ -279,8 +311,7 @@ impl Policy for Hostile {
         let config: Attack = config.parse()?;
         // Armed by an earlier call (`arm`): refuse to open on the decision
         // path, with an error far past any sensible size.
-        if config.attack == "huge-open-error"
-            && host::state::get("armed").is_ok_and(|v| v.is_some())
+        if config.attack == "huge-open-error" && raw_state::get("armed").is_ok_and(|v| v.is_some())
         {
             return Err(ConfigError::whole("o".repeat(HUGE)));
         }
@@ -295,7 +326,7 @@ impl Policy for Hostile {
         if call.tool == "attack" {
             self.attack()
         } else if call.tool == "arm" {
-            let armed = host::state::set("armed", b"1");
+            let armed = raw_state::set("armed", b"1");
             Decision::allow().with_note(format!("armed: {armed:?}"))
         } else {
             Decision::allow().with_note("behaving")
