@@ -493,31 +493,3 @@ fn ids_that_could_meet_in_a_key_are_refused() {
             .contains("at most")
     );
 }
-
-/// A deadline holds under load: 16 calls looping at once on this machine's
-/// cores each end near their 200 ms deadline, measured in wall time, not
-/// in ticks of a thread that itself waits for a core (before: 315–340 ms
-/// here, and 3.0–5.8× the deadline on a busier machine). A bound, not a
-/// benchmark: 1.5×, under what the old ticks took at their best.
-#[test]
-fn a_deadline_holds_with_sixteen_looping_calls() {
-    let host = std::sync::Arc::new(hostile("loop", "open", ""));
-    let calls: Vec<_> = (0..16)
-        .map(|n| {
-            let host = std::sync::Arc::clone(&host);
-            std::thread::spawn(move || {
-                let mut request = call("attack", json!({}));
-                request.session_id = format!("looping-{n}");
-                let decision = host.evaluate(&request).unwrap();
-                decision.policies[0].duration_us
-            })
-        })
-        .collect();
-    let took: Vec<u64> = calls.into_iter().map(|c| c.join().unwrap()).collect();
-    let longest = took.iter().max().copied().unwrap_or_default();
-    eprintln!("16 looping calls, each policy's time (µs): {took:?}");
-    assert!(
-        longest < 300_000,
-        "a 200 ms deadline ran {longest} µs under load: {took:?}"
-    );
-}

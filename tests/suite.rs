@@ -1,7 +1,7 @@
 //! toolgate's integration tests, one module per concern, in one binary:
 //! the host with real policy components built from source, its CLI, daemon,
 //! gateway, stores and docs. The real agent clients (`real_clients.rs`) and
-//! system mode (`system_mode.rs`) run in binaries of their own.
+//! what must run alone (`alone.rs`) are binaries of their own.
 
 mod common;
 

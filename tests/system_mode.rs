@@ -15,7 +15,7 @@
 //! directory are fresh tmpfs on top, so no other test (or the host) sees
 //! what it installs. `.ci/host-unchanged` checks the host after the suite.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::os::unix::fs::PermissionsExt as _;
@@ -437,13 +437,9 @@ fn write_result(api: &MessagesApi) -> Option<(bool, String)> {
         })
 }
 
-/// The tests here each run a system daemon, found by its command line:
-/// one at a time.
-static ONE_SYSTEM: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 #[test]
 fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_approves() {
-    let _one = ONE_SYSTEM.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = crate::one_at_a_time();
     assert_eq!(
         toolgate_wire::peer::own_uid(),
         0,
@@ -977,7 +973,7 @@ fn hook_op(event: Value) -> Value {
 
 #[test]
 fn in_system_mode_one_agent_user_can_neither_see_nor_touch_anothers_calls() {
-    let _one = ONE_SYSTEM.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = crate::one_at_a_time();
     assert_eq!(
         toolgate_wire::peer::own_uid(),
         0,
