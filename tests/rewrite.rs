@@ -49,6 +49,26 @@ fn a_later_policy_decides_on_the_rewritten_call_and_its_deny_still_wins() {
     );
 }
 
+/// A rewrite may be as large as the policy's output limit: an answer
+/// carries it once, as the decision's arguments, and names who rewrote by
+/// the rewrite's digest (it carried the whole rewrite twice).
+#[test]
+fn an_answer_carries_the_rewritten_call_once() {
+    let marker = "m".repeat(4096);
+    let host = host(&scripted(
+        "rewriter",
+        1,
+        &format!("verdict = \"allow\"\nset = {{ note = \"{marker}\" }}"),
+    ));
+    let decision = host.evaluate(&call("Write", json!({"x": 0}))).unwrap();
+    let answer = serde_json::to_string(&decision).unwrap();
+    assert_eq!(answer.matches(&marker).count(), 1, "{} bytes", answer.len());
+    let answered: serde_json::Value = serde_json::from_str(&answer).unwrap();
+    assert_eq!(answered["arguments"]["note"], json!(marker));
+    let digest = answered["policies"][0]["rewrite_sha256"].as_str().unwrap();
+    assert_eq!(digest.len(), 64);
+}
+
 #[test]
 fn two_rewrites_compose_in_priority_order() {
     let host = host(&format!(

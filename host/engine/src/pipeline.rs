@@ -352,13 +352,10 @@ pub(crate) fn shadow(
         .collect()
 }
 
-/// A shadow's result with its rewrite as a digest (see
+/// A shadow's result with its rewrite as a digest only (see
 /// [`PolicyResult::rewrite_sha256`]).
 fn digested(mut result: PolicyResult) -> PolicyResult {
-    if let Some(rewrite) = result.rewrite.take() {
-        let json = serde_json::to_vec(&rewrite).expect("a JSON value serialises");
-        result.rewrite_sha256 = Some(hex::encode(<sha2::Sha256 as sha2::Digest>::digest(json)));
-    }
+    result.rewrite = None;
     result
 }
 
@@ -472,7 +469,7 @@ fn judge<'r>(env: &Env<'_>, call: Call<'r>, slots: &mut [Slot<'_>]) -> Judged<'r
     let (mut again, composer, call) = decide(env, call, &risk, slots, Rewrites::Ignore);
     // Who rewrote the call.
     for (result, first) in again.iter_mut().zip(results) {
-        result.rewrite = first.rewrite;
+        (result.rewrite, result.rewrite_sha256) = (first.rewrite, first.rewrite_sha256);
     }
     let (outcome, notes) = composer.finish();
     Judged {
@@ -573,7 +570,7 @@ fn decide<'r>(
         if let Some(arguments) = rewrite {
             tracing::info!(policy = %plugin.name, "the call was rewritten");
             call = call.rewritten(arguments.clone());
-            result.rewrite = Some(arguments);
+            result.rewrote(arguments);
         }
         results.push(result);
         tracing::debug!(policy = %plugin.name, verdict = ?results.last().map(|r| r.verdict), elapsed_us = slot.elapsed.as_micros() as u64, "policy decided");

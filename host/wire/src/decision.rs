@@ -239,11 +239,15 @@ pub struct PolicyResult {
     /// Its notes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
-    /// The arguments it rewrote the call to, if it did (a live policy).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The arguments it rewrote the call to, if it did, in this process
+    /// only (the pipeline and the decision log read it). An answer carries
+    /// the rewritten call once, as the decision's `arguments`: a rewrite
+    /// may be as large as the policy's output limit, and was sent twice.
+    #[serde(skip)]
     pub rewrite: Option<serde_json::Value>,
-    /// A shadow's rewrite, as the sha256 of its JSON: a shadow never
-    /// decides, so what it would have run is recognisable, never returned.
+    /// Its rewrite, as the sha256 of its JSON: which policies rewrote the
+    /// call, recognisably. A shadow's rewrite is only this (a shadow never
+    /// decides, so what it would have run is never returned).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rewrite_sha256: Option<String>,
     /// Its risk classification, if it classifies.
@@ -264,6 +268,16 @@ pub struct PolicyResult {
     pub transcript_bytes: u64,
     /// Time spent in this policy, microseconds.
     pub duration_us: u64,
+}
+
+impl PolicyResult {
+    /// Record that this policy rewrote the call to `arguments`.
+    pub fn rewrote(&mut self, arguments: serde_json::Value) {
+        use sha2::Digest as _;
+        let json = serde_json::to_vec(&arguments).expect("a JSON value serialises");
+        self.rewrite_sha256 = Some(hex::encode(sha2::Sha256::digest(json)));
+        self.rewrite = Some(arguments);
+    }
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -666,7 +666,7 @@ fn refuse_rewritten(decision: &mut Decision) {
     let rewriters: Vec<&str> = decision
         .policies
         .iter()
-        .filter(|p| p.rewrite.is_some())
+        .filter(|p| p.rewrite_sha256.is_some())
         .map(|p| p.name.as_str())
         .collect();
     decision.verdict = Verdict::Deny;
