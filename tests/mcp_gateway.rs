@@ -1470,6 +1470,43 @@ fn stressed(scenario: Value) -> Option<Value> {
     Some(stress(&stress_setup(), &modules, &[], scenario))
 }
 
+/// A visibility phase that spins until its deadline (1 s), behind a
+/// session that lists once and then idles for 8 s: every re-check, the
+/// first included, waits at least 20 times what the last check took, so
+/// the daemon idles too (70 ms of CPU here). Before, the gateway checked
+/// again every 2 s for ever, each check a second of the daemon's CPU:
+/// 3 150 ms in the 8 s (1 100 ms while the first re-check came at once).
+/// A twentieth of a core is 400 ms.
+#[test]
+fn an_idle_session_costs_little_cpu_though_its_visibility_phase_spins() {
+    let Some(modules) = common::npm::node_modules(&[SDK]) else {
+        return;
+    };
+    let setup = Setup::with_config(&format!(
+        "{}[plugins.spin.limits]\ndeadline_ms = 1000\n",
+        common::scripted("spin", 1, "hide = [\"!spin\"]")
+    ));
+    let mut daemon = setup.serve(&[]);
+    let report = stress(
+        &setup,
+        &modules,
+        &[],
+        json!({"scenario": "idle", "ms": 8000, "cpuOf": daemon.id()}),
+    );
+    daemon.kill().unwrap();
+    daemon.wait().unwrap();
+    assert!(
+        report["tools"].as_u64().is_some(),
+        "the listing answered: {report}"
+    );
+    let cpu = report["idleCpuMs"].as_u64().unwrap();
+    eprintln!("the daemon's CPU in 8 s of an idle session: {cpu} ms");
+    assert!(
+        cpu <= 500,
+        "the daemon took {cpu} ms of CPU in 8 s idle: {report}"
+    );
+}
+
 /// The most memory a gateway may take under these tests, kB.
 const GATEWAY_PEAK_KB: u64 = 400 * 1024;
 

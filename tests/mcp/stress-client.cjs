@@ -15,7 +15,10 @@
 //                              order, and those that came before their
 //                              call's answer;
 //   one {name, arguments}      one call, its result (or protocol error);
-//   list                       tools/list, how many tools or the error.
+//   list                       tools/list, how many tools or the error;
+//   idle {ms, cpuOf}           tools/list, then nothing for `ms`: the CPU
+//                              time process `cpuOf` (the daemon) took
+//                              meanwhile, ms (`idleCpuMs`).
 // Run with NODE_PATH pointing at the node_modules holding the SDK.
 const fs = require('fs');
 const { Client } = require('@modelcontextprotocol/sdk/client/index.js');
@@ -90,6 +93,20 @@ async function list(client) {
   }
 }
 
+/** utime + stime of process `pid`, ms (the kernel counts in ticks of 10 ms). */
+function cpuMs(pid) {
+  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
+async function idle(client, spec) {
+  const out = await list(client);
+  const before = cpuMs(spec.cpuOf);
+  await new Promise((done) => setTimeout(done, spec.ms));
+  out.idleCpuMs = cpuMs(spec.cpuOf) - before;
+  return out;
+}
+
 async function main() {
   const spec = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
   const client = new Client({ name: 'toolgate-stress-client', version: '1.0.0' });
@@ -105,7 +122,7 @@ async function main() {
     else if (message.id !== undefined && message.method === undefined) seen.answer(message.id);
   };
   await client.connect(transport);
-  const scenarios = { concurrent, progress, one, list };
+  const scenarios = { concurrent, progress, one, list, idle };
   const out = await scenarios[spec.scenario](client, spec, seen);
   const status = fs.readFileSync(`/proc/${transport.pid}/status`, 'utf8');
   out.gatewayPeakKb = Number(/VmHWM:\s+(\d+)/.exec(status)[1]);

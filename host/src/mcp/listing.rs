@@ -38,6 +38,7 @@ impl Gateway {
     ) -> Result<ListToolsResult, McpError> {
         let upstreams = self.upstreams()?.clone();
         upstreams.remember_tools(&listed.tools);
+        let started = std::time::Instant::now();
         let (visible, filtered) = self
             .session
             .visible(&upstreams, &listed.tools)
@@ -48,17 +49,27 @@ impl Gateway {
                     None,
                 )
             })?;
+        let took = started.elapsed();
         let mut answers = visible.iter();
         listed.tools.retain(|_| *answers.next().unwrap_or(&false));
         if filtered {
-            self.watch_listing(peer.clone(), upstreams);
+            let shown = listed.tools.iter().map(|tool| tool.name.clone()).collect();
+            self.watch_listing(peer.clone(), upstreams, shown, took);
         }
         Ok(listed)
     }
 
     /// Start, once per session, asking again which tools may be offered,
-    /// and telling the client when that changes.
-    fn watch_listing(&self, peer: Peer<RoleServer>, upstreams: Arc<Upstreams>) {
+    /// and telling the client when that changes from `shown`, what the
+    /// listing that just took `took` offered (so the first re-check waits
+    /// as every later one does).
+    fn watch_listing(
+        &self,
+        peer: Peer<RoleServer>,
+        upstreams: Arc<Upstreams>,
+        shown: Vec<std::borrow::Cow<'static, str>>,
+        took: std::time::Duration,
+    ) {
         if self
             .watching
             .swap(true, std::sync::atomic::Ordering::SeqCst)
@@ -67,20 +78,21 @@ impl Gateway {
         }
         let session = Arc::clone(&self.session);
         tokio::spawn(async move {
-            let mut last = None;
+            let mut last = Some(shown);
             let mut pause = RECHECK;
+            tokio::time::sleep(pause.max(took * 20)).await;
             loop {
                 let tools = upstreams.listed_tools();
-                let asked = {
+                let (asked, took) = {
                     // One re-check at a time in the whole gateway.
                     let _turn = RECHECKING.acquire().await;
                     let started = std::time::Instant::now();
                     let asked = session.visible(&upstreams, &tools).await;
                     (asked, started.elapsed())
                 };
-                let (Ok((visible, _)), took) = asked else {
+                let Ok((visible, _)) = asked else {
                     pause = (pause * 2).min(MAX_RECHECK);
-                    tokio::time::sleep(pause).await;
+                    tokio::time::sleep(pause.max(took * 20)).await;
                     continue;
                 };
                 let shown: Vec<_> = tools

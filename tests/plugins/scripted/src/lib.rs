@@ -231,6 +231,12 @@ impl FilterTools for Scripted {
         if hide.iter().any(|h| h == "!trap") {
             panic!("the script traps on visibility");
         }
+        // `!spin`: loop until the host's deadline ends the phase.
+        if hide.iter().any(|h| h == "!spin") {
+            loop {
+                std::hint::black_box(&hide);
+            }
+        }
         // `!write`: try to write state, which the phase may not; offer
         // every tool if the write was refused, none if it went through.
         if hide.iter().any(|h| h == "!write") {
