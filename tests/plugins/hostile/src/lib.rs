@@ -154,18 +154,7 @@ impl Hostile {
             // `parse` answers with a huge error (below).
             "huge-parse-error" => Decision::ask_model("system", "user", 1_000),
             "huge-event-fields" => {
-                let huge = "x".repeat(512 * 1024);
-                raw_events::append(&raw_events::Event {
-                    session_id: huge.clone(),
-                    turn: 0,
-                    kind: huge.clone(),
-                    tool: Some(huge.clone()),
-                    origin: Some(toolgate_guest::ToolOrigin::Mcp(huge.clone())),
-                    risk: None,
-                    detail: Some(huge.clone()),
-                    summary: Some(huge),
-                    at_ms: 0,
-                });
+                raw_events::append(&huge_event(512 * 1024));
                 Decision::allow().with_note("appended")
             }
             "event-flood" => {
@@ -227,18 +216,7 @@ impl Hostile {
                 let counter = host::state::try_increment(&"k".repeat(big), 1);
                 let read = host::state::get(&"k".repeat(big));
                 let listed = host::state::keys(&"k".repeat(big), 10);
-                let huge = "x".repeat(big);
-                host::events::append(&host::Event {
-                    session_id: huge.clone(),
-                    turn: 0,
-                    kind: huge.clone(),
-                    tool: Some(huge.clone()),
-                    origin: Some(toolgate_guest::ToolOrigin::Mcp(huge.clone())),
-                    risk: None,
-                    detail: Some(huge.clone()),
-                    summary: Some(huge),
-                    at_ms: 0,
-                });
+                host::events::append(&huge_event(big));
                 Decision::allow().with_note(format!(
                     "helpers: {value:?} / {many:?} / {counter:?} / {read:?} / {listed:?}"
                 ))
@@ -386,6 +364,22 @@ impl ParseVerdict for Hostile {
             // Report what the host handed over, for the test to check.
             _ => Ok(Decision::allow().with_note(format!("reply: {reply:?}"))),
         }
+    }
+}
+
+/// An event whose every text field is `len` bytes.
+fn huge_event(len: usize) -> raw_events::Event {
+    let huge = "x".repeat(len);
+    raw_events::Event {
+        session_id: huge.clone(),
+        turn: 0,
+        kind: huge.clone(),
+        tool: Some(huge.clone()),
+        origin: Some(toolgate_guest::ToolOrigin::Mcp(huge.clone())),
+        risk: None,
+        detail: Some(huge.clone()),
+        summary: Some(huge),
+        at_ms: 0,
     }
 }
 
