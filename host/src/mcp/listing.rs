@@ -6,6 +6,8 @@
 //! `notifications/tools/list_changed` when the answer differs from what it
 //! last listed.
 
+use std::borrow::Cow;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,11 +32,13 @@ const MAX_RECHECK: Duration = Duration::from_secs(10);
 static RECHECKING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);
 
 impl Gateway {
-    /// `listed` as the client may see it: the tools no policy hides.
+    /// `listed` (a later page of the listing if `paged`) as the client may
+    /// see it: the tools no policy hides.
     pub(super) async fn offered(
         &self,
         peer: &Peer<RoleServer>,
         mut listed: ListToolsResult,
+        paged: bool,
     ) -> Result<ListToolsResult, McpError> {
         let upstreams = self.upstreams()?.clone();
         upstreams.remember_tools(&listed.tools);
@@ -53,7 +57,9 @@ impl Gateway {
         let mut answers = visible.iter();
         listed.tools.retain(|_| *answers.next().unwrap_or(&false));
         if filtered {
-            let shown = listed.tools.iter().map(|tool| tool.name.clone()).collect();
+            // One page of several is no baseline: the first re-check makes it.
+            let shown =
+                (!paged && listed.next_cursor.is_none()).then(|| names(listed.tools.iter()));
             self.watch_listing(peer.clone(), upstreams, shown, took);
         }
         Ok(listed)
@@ -61,14 +67,15 @@ impl Gateway {
 
     /// Start, once per session, asking again which tools may be offered,
     /// and telling the client when that changes from `shown`, what the
-    /// listing that just took `took` offered (so the first re-check waits
-    /// as every later one does).
+    /// whole listing that just took `took` offered (so the first re-check
+    /// waits as every later one does); none when it was one page of
+    /// several.
     fn watch_listing(
         &self,
         peer: Peer<RoleServer>,
         upstreams: Arc<Upstreams>,
-        shown: Vec<std::borrow::Cow<'static, str>>,
-        took: std::time::Duration,
+        shown: Option<BTreeSet<Cow<'static, str>>>,
+        took: Duration,
     ) {
         if self
             .watching
@@ -76,12 +83,21 @@ impl Gateway {
         {
             return;
         }
-        let session = Arc::clone(&self.session);
+        // Held weakly, and the client's end watched: a session that ended
+        // frees its upstream servers and its slot, and stops its checks.
+        let (session, upstreams) = (Arc::downgrade(&self.session), Arc::downgrade(&upstreams));
         tokio::spawn(async move {
-            let mut last = Some(shown);
+            let mut last = shown;
             let mut pause = RECHECK;
-            tokio::time::sleep(pause.max(took * 20)).await;
+            tokio::time::sleep(after(pause, took)).await;
             loop {
+                let (Some(session), Some(upstreams)) = (session.upgrade(), upstreams.upgrade())
+                else {
+                    return;
+                };
+                if peer.is_transport_closed() {
+                    return;
+                }
                 let tools = upstreams.listed_tools();
                 let (asked, took) = {
                     // One re-check at a time in the whole gateway.
@@ -90,17 +106,19 @@ impl Gateway {
                     let asked = session.visible(&upstreams, &tools).await;
                     (asked, started.elapsed())
                 };
+                drop((session, upstreams));
                 let Ok((visible, _)) = asked else {
                     pause = (pause * 2).min(MAX_RECHECK);
-                    tokio::time::sleep(pause.max(took * 20)).await;
+                    tokio::time::sleep(after(pause, took)).await;
                     continue;
                 };
-                let shown: Vec<_> = tools
-                    .iter()
-                    .zip(&visible)
-                    .filter(|(_, shown)| **shown)
-                    .map(|(tool, _)| tool.name.clone())
-                    .collect();
+                let shown = names(
+                    tools
+                        .iter()
+                        .zip(&visible)
+                        .filter(|(_, shown)| **shown)
+                        .map(|(tool, _)| tool),
+                );
                 let changed = last.as_ref().is_some_and(|last| *last != shown);
                 if changed {
                     tracing::info!("the tools offered changed; telling the client");
@@ -116,10 +134,27 @@ impl Gateway {
                 } else {
                     (pause * 3 / 2).min(MAX_RECHECK)
                 };
-                tokio::time::sleep(pause.max(took * 20)).await;
+                tokio::time::sleep(after(pause, took)).await;
             }
         });
     }
+}
+
+/// The longest a check's own time can push the next one back: a daemon
+/// stalled for a while (a reload, a busy store) must not stop re-checks
+/// for ten times as long.
+const MAX_BACKOFF: Duration = Duration::from_secs(120);
+
+/// How long to wait before the next re-check: `pause`, and at least 20
+/// times what the last check took (up to [`MAX_BACKOFF`]).
+fn after(pause: Duration, took: Duration) -> Duration {
+    pause.max((took * 20).min(MAX_BACKOFF))
+}
+
+/// The names of `tools`, in order: a set to compare, however the
+/// upstreams' listings were ordered.
+fn names<'t>(tools: impl Iterator<Item = &'t rmcp::model::Tool>) -> BTreeSet<Cow<'static, str>> {
+    tools.map(|tool| tool.name.clone()).collect()
 }
 
 impl Session {

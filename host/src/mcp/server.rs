@@ -188,10 +188,11 @@ impl ServerHandler for Gateway {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let upstreams = self.upstreams()?;
+        let paged = request.as_ref().is_some_and(|r| r.cursor.is_some());
         let listed = self
             .listed(&context, "tools/list", upstreams.list_tools(request))
             .await?;
-        self.offered(&context.peer, listed).await
+        self.offered(&context.peer, listed, paged).await
     }
 
     async fn call_tool(
