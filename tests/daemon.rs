@@ -740,11 +740,7 @@ fn http(port: u16, request: &[u8]) -> String {
 #[test]
 fn the_http_endpoint_bounds_and_types_what_it_accepts() {
     let setup = Setup::new("");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = common::free_port();
     let socket = setup.socket();
     let mut daemon = setup
         .command()

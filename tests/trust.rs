@@ -384,11 +384,7 @@ fn a_channel_adapter_with_its_token_resolves_over_the_socket_and_http() {
 
     // Over HTTP: the token works; no token, or the terminal channel, does not.
     let (_, request_id) = paused_write_as(&setup, "toolu_write_2");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = common::free_port();
     let pid = setup.daemon_pid().unwrap();
     common::hooks::signal(pid, "TERM");
     common::eventually("the daemon to stop", || !setup.socket().exists());

@@ -438,6 +438,7 @@ MAX_VALUE = 1024 * 1024
 MAX_KEYS = 1000
 MAX_FIELD = 256
 MAX_TEXT = 1024
+MAX_LOG_LINE = 4096
 
 
 def _utf8_len(text):
@@ -582,8 +583,9 @@ _LOG_LEVELS = {
 
 def log(level, message):
     """Log through the host, attributed to this policy: `level` is "trace",
-    "debug", "info", "warn" or "error"."""
-    _logging.log(_LOG_LEVELS[level], "", message)
+    "debug", "info", "warn" or "error". Cut to what the host keeps of a
+    line (`MAX_LOG_LINE` bytes) before it leaves the sandbox."""
+    _logging.log(_LOG_LEVELS[level], "", _cut(message, MAX_LOG_LINE))
 
 
 # --- the exports --------------------------------------------------------

@@ -459,6 +459,7 @@ export const MAX_VALUE = 1024 * 1024;
 export const MAX_KEYS = 1000;
 export const MAX_FIELD = 256;
 export const MAX_TEXT = 1024;
+export const MAX_LOG_LINE = 4096;
 
 /** Whether a key fits the host's cap: its UTF-8 takes 1 to 3 bytes per UTF-16 unit. */
 function keyFits(k: string): boolean {
@@ -470,8 +471,8 @@ function storable(k: string, value: Uint8Array = new Uint8Array()): void {
 }
 
 /** `text`'s first `max` bytes of UTF-8 at most, on a character boundary, as the host cuts it. */
-function cut(text: string | undefined, max: number): string | null {
-  if (text === undefined) return null;
+function cut(text: string | null | undefined, max: number): string | null {
+  if (text == null) return null;
   if (text.length * 3 <= max) return text;
   let bytes = 0;
   let end = 0;
@@ -581,8 +582,9 @@ export function transcriptTail(maxBytes: number): string | null {
 export const nowMs = (): number => Date.now();
 
 /** Log through the host, attributed to this policy. */
+/** Log through the host, attributed to this policy; cut to what the host keeps of a line (`MAX_LOG_LINE` bytes) before it leaves the sandbox. */
 export function log(level: "trace" | "debug" | "info" | "warn" | "error", message: string): void {
-  wasiLogging.log(level, "", message);
+  wasiLogging.log(level, "", cut(message, MAX_LOG_LINE) as string);
 }
 
 // --- the exports --------------------------------------------------------

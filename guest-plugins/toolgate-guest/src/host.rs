@@ -110,6 +110,7 @@ pub mod state {
 
 /// This policy's event stream.
 pub mod events {
+    use super::cut;
     pub use super::{Event, EventsError};
     use crate::bindings::toolgate::policy::events as raw;
     use crate::bindings::toolgate::policy::types::{Risk, ToolOrigin};
@@ -155,16 +156,6 @@ pub mod events {
         })
     }
 
-    /// `text`'s first `max` bytes at most, on a character boundary, as the
-    /// host cuts it.
-    fn cut(text: &str, max: usize) -> String {
-        let mut end = text.len().min(max);
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text[..end].to_string()
-    }
-
     /// The newest `limit` events of a session, oldest first.
     pub fn session_recent(
         session: &str,
@@ -199,7 +190,21 @@ pub fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-/// Log through the host (`wasi:logging`), attributed to this policy.
+/// The longest log line the host keeps, bytes.
+pub const MAX_LOG_LINE: usize = 4096;
+
+/// Log through the host (`wasi:logging`), attributed to this policy; cut
+/// to what the host keeps of a line before it leaves the sandbox.
 pub fn log(level: Level, message: &str) {
-    crate::bindings::wasi::logging::logging::log(level, "", message)
+    crate::bindings::wasi::logging::logging::log(level, "", &cut(message, MAX_LOG_LINE))
+}
+
+/// `text`'s first `max` bytes at most, on a character boundary, as the
+/// host cuts it.
+fn cut(text: &str, max: usize) -> String {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_string()
 }

@@ -20,7 +20,7 @@ const TOKEN = "node-tests-channel-token";
 function named(variable) {
   const path = process.env[variable];
   if (!path || !existsSync(path)) {
-    throw new Error(`${variable} must name a file: run these tests with \`cargo test --test embed_node\``);
+    throw new Error(`${variable} must name a file: run these tests with \`cargo test --test suite embed_node::\``);
   }
   return path;
 }

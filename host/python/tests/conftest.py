@@ -23,7 +23,7 @@ def _named(variable: str) -> Path:
     path = os.environ.get(variable)
     if not path or not Path(path).exists():
         pytest.fail(f"{variable} must name a file (tests/embed_python.rs sets it): run "
-                    "these tests with `cargo test --test embed_python`")
+                    "these tests with `cargo test --test suite embed_python::`")
     return Path(path)
 
 

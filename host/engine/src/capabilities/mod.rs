@@ -15,8 +15,8 @@ use crate::sandbox::SandboxState;
 
 /// The most items any list read returns, whatever `limit` the policy asks.
 pub(crate) const MAX_LIST: usize = 1000;
-/// The longest short field (session id, kind, tool, key prefix, excluded
-/// kind) the host keeps from a policy, bytes.
+/// The longest short field (session id, kind, tool, excluded kind) the
+/// host keeps from a policy, bytes.
 pub(crate) const MAX_FIELD: usize = 256;
 /// The most entries of a list argument (`exclude-kinds`) the host reads.
 pub(crate) const MAX_LIST_ARGUMENT: usize = 32;

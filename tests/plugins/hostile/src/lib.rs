@@ -13,6 +13,7 @@ use serde::Deserialize;
 // wrappers, which check the host's caps before a call: these tests are of
 // the host's own defences.
 use toolgate_guest::bindings::toolgate::policy::{events as raw_events, state as raw_state};
+use toolgate_guest::bindings::wasi::logging::logging::log as raw_log;
 use toolgate_guest::{
     Account, BudgetStatus, Classify, Config, ConfigError, Decision, FailMode, ModelReply, Observe,
     ParseVerdict, Policy, PolicyInfo, Risk, RiskLevel, ToolCall, ToolEvent, host,
@@ -133,7 +134,7 @@ impl Hostile {
                     println!("{line}");
                     eprintln!("{line}");
                 }
-                host::log(host::Level::Info, &"log flood ".repeat(10_000));
+                raw_log(host::Level::Info, "", &"log flood ".repeat(10_000));
                 Decision::allow().with_note("flooded")
             }
             "malformed" => {
@@ -248,7 +249,7 @@ impl Hostile {
                 Decision::allow().with_note(format!("marked-pages: {marked}"))
             }
             "log-kib" => {
-                host::log(host::Level::Info, &"l".repeat(1024));
+                raw_log(host::Level::Info, "", &"l".repeat(1024));
                 Decision::allow()
             }
             "oversized-once" => {
