@@ -151,9 +151,9 @@ fn after(pause: Duration, took: Duration) -> Duration {
     pause.max((took * 20).min(MAX_BACKOFF))
 }
 
-/// The names of `tools`, in order: a set to compare, however the
-/// upstreams' listings were ordered.
-fn names<'t>(tools: impl Iterator<Item = &'t rmcp::model::Tool>) -> BTreeSet<Cow<'static, str>> {
+/// The names of `tools`, as a set: compared however the upstreams'
+/// listings happened to be ordered.
+fn names<'t>(tools: impl Iterator<Item = &'t Tool>) -> BTreeSet<Cow<'static, str>> {
     tools.map(|tool| tool.name.clone()).collect()
 }
 
