@@ -176,18 +176,7 @@ fn a_rewrite_the_host_cannot_accept_is_the_policys_failure() {
             "`/path` is not of type",
         ),
     ] {
-        // The scripted policy fails open by default: closed here, so its
-        // failure is the decision.
-        let closed = scripted("rewriter", 1, script).replace(
-            "[plugins.rewriter.config]",
-            "fail_mode = \"closed\"\n[plugins.rewriter.config]",
-        );
-        let host = host(&closed);
-        let request = ToolRequest {
-            input_schema: request_schema,
-            ..call("read", json!({"path": "a"}))
-        };
-        let decision = host.evaluate(&request).unwrap();
+        let decision = rewritten_by_a_closed_policy(script, request_schema);
         assert_eq!(decision.verdict, Verdict::Deny, "{script}: {decision:?}");
         let failure = decision.policies[0].failure.clone().unwrap_or_default();
         assert!(
@@ -196,6 +185,24 @@ fn a_rewrite_the_host_cannot_accept_is_the_policys_failure() {
         );
         assert!(decision.arguments.is_none(), "nothing was rewritten");
     }
+}
+
+/// The decision on `read {"path": "a"}` (with the tool's input `schema`)
+/// of a scripted policy running `script` that fails closed, so its failure
+/// is the decision (the scripted policy fails open by default).
+fn rewritten_by_a_closed_policy(
+    script: &str,
+    schema: Option<serde_json::Value>,
+) -> toolgate::Decision {
+    let closed = scripted("rewriter", 1, script).replace(
+        "[plugins.rewriter.config]",
+        "fail_mode = \"closed\"\n[plugins.rewriter.config]",
+    );
+    let request = ToolRequest {
+        input_schema: schema,
+        ..call("read", json!({"path": "a"}))
+    };
+    host(&closed).evaluate(&request).unwrap()
 }
 
 /// A rewrite is bounded as `types.wit` says: past the policy's
@@ -223,16 +230,7 @@ fn a_rewrite_is_bounded_and_so_is_its_refusal() {
         (long_key, Some(closed_schema), "input schema refuses them"),
     ] {
         let script = format!("verdict = \"allow\"\nrewrite_raw = '{raw}'");
-        let closed = scripted("rewriter", 1, &script).replace(
-            "[plugins.rewriter.config]",
-            "fail_mode = \"closed\"\n[plugins.rewriter.config]",
-        );
-        let host = host(&closed);
-        let request = ToolRequest {
-            input_schema: schema,
-            ..call("read", json!({"path": "a"}))
-        };
-        let decision = host.evaluate(&request).unwrap();
+        let decision = rewritten_by_a_closed_policy(&script, schema);
         // (No decision in the messages: it may hold the whole rewrite.)
         assert_eq!(decision.verdict, Verdict::Deny, "{problem}");
         let failure = decision.policies[0].failure.clone().unwrap_or_default();
