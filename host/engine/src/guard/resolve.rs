@@ -7,15 +7,20 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Component, Path, PathBuf};
 
+/// What each path one judgment has resolved is (`None`: it does not
+/// exist), keyed by its bytes: a `Path` hashes and compares component by
+/// component, which cost more than the lookups saved. (foldhash is seeded
+/// per process: the keys are the agent's words.)
+type Memo = HashMap<OsString, Option<Existing>, foldhash::fast::RandomState>;
+
 thread_local! {
-    /// What each path one judgment has resolved is (`None`: it does not
-    /// exist), while [`memoized`] runs.
-    static CANONICAL: RefCell<Option<HashMap<PathBuf, Option<Existing>>>> =
-        const { RefCell::new(None) };
+    /// The [`Memo`] of the judgment [`memoized`] runs.
+    static CANONICAL: RefCell<Option<Memo>> = const { RefCell::new(None) };
 }
 
 /// A path that exists: its canonical form and the device and inode it
@@ -38,7 +43,7 @@ pub fn memoized<T>(judge: impl FnOnce() -> T) -> T {
             CANONICAL.with(|memo| memo.borrow_mut().take());
         }
     }
-    CANONICAL.with(|memo| *memo.borrow_mut() = Some(HashMap::new()));
+    CANONICAL.with(|memo| *memo.borrow_mut() = Some(Memo::default()));
     let _forget = Forget;
     judge()
 }
@@ -50,8 +55,8 @@ pub fn memoized<T>(judge: impl FnOnce() -> T) -> T {
 /// directory) with the name appended, and only a symlink or a `..` costs
 /// the kernel's whole walk.
 fn canonical(path: &Path) -> Option<Existing> {
-    if let Some(known) =
-        CANONICAL.with(|memo| memo.borrow().as_ref().and_then(|m| m.get(path).cloned()))
+    if let Some(known) = CANONICAL
+        .with(|memo| (memo.borrow().as_ref()).and_then(|m| m.get(path.as_os_str()).cloned()))
     {
         return known;
     }
@@ -59,7 +64,7 @@ fn canonical(path: &Path) -> Option<Existing> {
         let meta = std::fs::symlink_metadata(path).ok()?;
         let plain = match (path.parent(), path.file_name()) {
             _ if meta.is_symlink() => None,
-            (Some(parent), Some(name)) if path.ends_with(name) => {
+            (Some(parent), Some(name)) if ends_with_name(path, name) => {
                 canonical(parent).map(|parent| parent.real.join(name))
             }
             (None, None) if path == Path::new("/") => Some(path.to_path_buf()),
@@ -80,10 +85,17 @@ fn canonical(path: &Path) -> Option<Existing> {
     let found = resolve();
     CANONICAL.with(|memo| {
         if let Some(memo) = memo.borrow_mut().as_mut() {
-            memo.insert(path.to_path_buf(), found.clone());
+            memo.insert(path.as_os_str().to_owned(), found.clone());
         }
     });
     found
+}
+
+/// Whether `path`'s last component is `name` as written (not `.`, a
+/// trailing `/` or a `..` that [`Path::file_name`] reads past), by bytes.
+fn ends_with_name(path: &Path, name: &OsStr) -> bool {
+    let (path, name) = (path.as_os_str().as_bytes(), name.as_bytes());
+    path.ends_with(name) && path[..path.len() - name.len()].ends_with(b"/")
 }
 
 /// A protected location, by what it is.

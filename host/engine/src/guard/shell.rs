@@ -173,7 +173,7 @@ impl Reader<'_, '_> {
             ));
             return;
         }
-        let tokens = match brush_parser::tokenize_str(text) {
+        let tokens = match tokens(text) {
             Ok(tokens) => tokens,
             Err(err) => {
                 self.unreadable = Some(format!("not shell syntax it can read: {err}"));
@@ -189,14 +189,14 @@ impl Reader<'_, '_> {
         let mut redirect_next = false;
         for token in tokens {
             match token {
-                Token::Operator(op, _) if is_redirect(&op) => redirect_next = true,
-                Token::Operator(..) => {
+                Tok::Operator(op) if is_redirect(&op) => redirect_next = true,
+                Tok::Operator(_) => {
                     cwd = self.finish(std::mem::take(&mut current), &raw, cwd, depth);
                     raw.clear();
                     current.cwd = cwd.clone();
                     redirect_next = false;
                 }
-                Token::Word(text, _) => {
+                Tok::Word(text) => {
                     // Leading assignments: remembered, not words.
                     if !redirect_next
                         && raw.iter().all(|w| RESERVED.contains(&w.as_str()))
@@ -397,6 +397,9 @@ impl Reader<'_, '_> {
     /// One word, expanded as far as is possible without running anything;
     /// the commands it substitutes are read too.
     fn word(&mut self, text: &str, cwd: Option<&Path>, depth: usize) -> Word {
+        if text.bytes().all(is_plain) {
+            return Word::Literal(vec![text.to_string()]);
+        }
         let braces = Braces::of(text);
         if braces.most_open > MAX_OPEN_BRACES {
             self.unreadable = Some(format!(
@@ -600,6 +603,43 @@ impl<'c> Simple<'c> {
 }
 
 /// Redirection operators: the next word is a file the command opens.
+/// A token of shell text.
+#[derive(Debug, PartialEq, Eq)]
+enum Tok {
+    /// A control or redirection operator (`;`, `&&`, `|`, `>`, a newline).
+    Operator(String),
+    /// A word, quotes and expansions still in it.
+    Word(String),
+}
+
+/// `text`'s tokens. Text of plain words between blanks (`cargo test
+/// --release`, `git status`), most of what agents run, is split here as
+/// the shell splits it; anything else goes through brush-parser's
+/// tokenizer, which reads quotes, operators and here-documents.
+fn tokens(text: &str) -> Result<Vec<Tok>, brush_parser::TokenizerError> {
+    if text.bytes().all(|b| is_plain(b) || b == b' ' || b == b'\t') {
+        return Ok(text
+            .split([' ', '\t'])
+            .filter(|w| !w.is_empty())
+            .map(|w| Tok::Word(w.to_string()))
+            .collect());
+    }
+    Ok(brush_parser::tokenize_str(text)?
+        .into_iter()
+        .map(|token| match token {
+            Token::Operator(op, _) => Tok::Operator(op),
+            Token::Word(word, _) => Tok::Word(word),
+        })
+        .collect())
+}
+
+/// A byte that means itself wherever it stands in a word: no quote,
+/// expansion (`$`, `~`, `{`, a backquote), escape, glob, comment, operator
+/// or blank. A word of these alone is its own value.
+fn is_plain(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"-_./:,@%+=".contains(&b)
+}
+
 fn is_redirect(op: &str) -> bool {
     matches!(
         op,
@@ -842,7 +882,41 @@ impl Braces {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+
+    proptest! {
+        /// The shortcut for plain text reads it as brush-parser does: the
+        /// same tokens, and each word its own value.
+        #[test]
+        fn plain_text_is_read_as_the_shell_parser_reads_it(
+            text in "[a-zA-Z0-9_./:,@%+= \t-]{0,40}"
+        ) {
+            let parsed: Vec<Tok> = brush_parser::tokenize_str(&text)
+                .unwrap()
+                .into_iter()
+                .map(|token| match token {
+                    Token::Operator(op, _) => Tok::Operator(op),
+                    Token::Word(word, _) => Tok::Word(word),
+                })
+                .collect();
+            let shortcut = tokens(&text).unwrap();
+            prop_assert_eq!(&shortcut, &parsed);
+            for token in shortcut {
+                let Tok::Word(plain) = token else { continue };
+                let pieces = word::parse(&plain, &ParserOptions::default()).unwrap();
+                let mut value = String::new();
+                for piece in pieces {
+                    match piece.piece {
+                        WordPiece::Text(text) => value.push_str(&text),
+                        other => prop_assert!(false, "{plain}: {other:?}"),
+                    }
+                }
+                prop_assert_eq!(value, plain);
+            }
+        }
+    }
 
     fn literal_words(text: &str) -> Vec<Vec<String>> {
         let env = Env {
