@@ -1,6 +1,8 @@
 //! A small agent loop embedding toolgate: build a host from a config, ask it
 //! before every tool call, report outcomes, and resolve a pause from the
-//! channel the call came from.
+//! channel the call came from — each through the engine's `Service`, which
+//! answers only once what the answer depends on is durable, as the daemon
+//! does.
 //!
 //!     cargo run --example agent_loop
 //!
@@ -11,17 +13,19 @@
 use std::sync::Arc;
 
 use serde_json::json;
-use toolgate_engine::gates::{GateKey, GateResolution};
+use toolgate_engine::gates::GateResolution;
 use toolgate_engine::request::Mode;
-use toolgate_engine::{Config, Outcome, ToolRequest, Toolgate, Verdict};
+use toolgate_engine::service::{DaemonRequest, Service};
+use toolgate_engine::{Config, Decision, Outcome, ToolRequest, Toolgate, Verdict};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let dir = std::env::temp_dir().join(format!("toolgate-agent-loop-{}", std::process::id()));
-    let host = Arc::new(Toolgate::open(
+    let host = Toolgate::open(
         Config::bundled_default()?,
         Some(dir.join("agent.redb").into()),
-    )?);
+    )?;
+    let service = Arc::new(Service::new(Arc::new(host)));
 
     let script = [
         ("Read", json!({"file_path": "src/main.rs"})),
@@ -38,7 +42,10 @@ async fn main() -> anyhow::Result<()> {
         request.turn = turn as u64;
         request.mode = Mode::Interactive;
 
-        let mut decision = decide(&host, &request).await?;
+        let evaluate = || DaemonRequest::Evaluate {
+            request: request.clone(),
+        };
+        let mut decision: Decision = serde_json::from_value(ask(&service, evaluate()).await?)?;
         if decision.verdict == Verdict::Pause {
             let pause = decision.pause.clone().expect("a pause carries its gate");
             println!(
@@ -47,21 +54,16 @@ async fn main() -> anyhow::Result<()> {
                 decision.reason.as_deref().unwrap_or("")
             );
             // The person approves from the channel the call came from.
-            let key = GateKey {
-                user_id: pause.user_id,
-                thread_id: pause.thread_id,
+            let approve = DaemonRequest::Resolve {
+                user: pause.user_id,
+                thread: pause.thread_id,
+                request_id: pause.request_id,
+                channel: "slack".into(),
+                resolution: GateResolution::Approve { always: false },
+                token: None,
             };
-            let host_for_resolve = Arc::clone(&host);
-            tokio::task::spawn_blocking(move || {
-                host_for_resolve.resolve_gate(
-                    &key,
-                    &pause.request_id,
-                    "slack",
-                    GateResolution::Approve { always: false },
-                )
-            })
-            .await??;
-            decision = decide(&host, &request).await?;
+            ask(&service, approve).await?;
+            decision = serde_json::from_value(ask(&service, evaluate()).await?)?;
         }
         for note in &decision.notes {
             println!("{tool}: note from {}: {}", note.policy, note.text);
@@ -72,26 +74,24 @@ async fn main() -> anyhow::Result<()> {
                     "{tool}: allowed (risk {:?}) — running it",
                     decision.risk.category
                 );
-                let host = Arc::clone(&host);
-                tokio::task::spawn_blocking(move || {
-                    host.observe(&request, Outcome::Succeeded, "ok")
-                })
-                .await?;
+                let observe = DaemonRequest::Observe {
+                    request,
+                    outcome: Outcome::Succeeded,
+                    summary: "ok".into(),
+                };
+                ask(&service, observe).await?;
             }
             Verdict::Deny => println!("{tool}: denied — {}", decision.reason.unwrap_or_default()),
             Verdict::Pause => println!("{tool}: still paused"),
         }
     }
-    drop(host);
+    drop(service);
     let _ = std::fs::remove_dir_all(dir);
     Ok(())
 }
 
 /// toolgate is blocking (wasmtime, redb): keep it off the async workers.
-async fn decide(
-    host: &Arc<Toolgate>,
-    request: &ToolRequest,
-) -> anyhow::Result<toolgate_engine::Decision> {
-    let (host, request) = (Arc::clone(host), request.clone());
-    Ok(tokio::task::spawn_blocking(move || host.evaluate(&request)).await??)
+async fn ask(service: &Arc<Service>, request: DaemonRequest) -> anyhow::Result<serde_json::Value> {
+    let service = Arc::clone(service);
+    Ok(tokio::task::spawn_blocking(move || service.handle(request)).await??)
 }

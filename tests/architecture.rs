@@ -121,66 +121,83 @@ fn the_host_modules_depend_on_each_other_one_way() {
     }
 }
 
-/// What an embedder links: the engine crate, as cargo resolves it (every
-/// crate it pulls in, not only the ones it names). With its `oci` feature
-/// off it has no HTTP stack at all; on (for `oci://` plugins) a registry
-/// client, still no server.
-#[test]
-fn the_engine_links_no_server_and_no_cli() {
-    // The MCP gateway's, the CLI's, the metrics', the log's, the servers'.
-    let servers = [
-        "rmcp",
-        "clap",
-        "prometheus-client",
-        "tracing-subscriber",
-        "toolgate",
-    ];
-    let http = [
-        "hyper",
-        "hyper-util",
-        "http-body-util",
-        "reqwest",
-        "oci-client",
-    ];
-    for (features, forbidden) in [
-        (None, [&servers[..], &http[..]].concat()),
-        (Some("oci"), servers.to_vec()),
-    ] {
-        let mut tree = std::process::Command::new(env!("CARGO"));
-        tree.args([
-            "tree",
-            "-p",
-            "toolgate-engine",
-            "-e",
-            "normal",
-            "--prefix",
-            "none",
-        ])
+/// The crates `package` links (`features` on), as cargo resolves it:
+/// every crate it pulls in, not only the ones it names.
+fn linked_crates(package: &str, features: Option<&str>) -> BTreeSet<String> {
+    let mut tree = std::process::Command::new(env!("CARGO"));
+    tree.args(["tree", "-p", package, "-e", "normal", "--prefix", "none"])
         .args(["--format", "{p}"])
         .current_dir(env!("CARGO_MANIFEST_DIR"));
-        if let Some(features) = features {
-            tree.args(["--features", features]);
-        }
-        let out = tree.output().expect("cargo tree runs");
-        assert!(
-            out.status.success(),
-            "cargo tree failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let listing = String::from_utf8(out.stdout).unwrap();
-        let crates: BTreeSet<&str> = listing
-            .lines()
-            .filter_map(|line| line.split_whitespace().next())
-            .collect();
-        assert!(
-            crates.contains("wasmtime") && crates.contains("redb"),
-            "the listing is the engine's: {crates:?}"
-        );
-        let linked: Vec<_> = forbidden.iter().filter(|c| crates.contains(*c)).collect();
+    if let Some(features) = features {
+        tree.args(["--features", features]);
+    }
+    let out = tree.output().expect("cargo tree runs");
+    assert!(
+        out.status.success(),
+        "cargo tree failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listing = String::from_utf8(out.stdout).unwrap();
+    let crates: BTreeSet<String> = listing
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .map(str::to_string)
+        .collect();
+    assert!(
+        crates.contains("wasmtime") && crates.contains("redb"),
+        "the listing is an engine's: {crates:?}"
+    );
+    crates
+}
+
+/// The MCP gateway's, the CLI's, the metrics', the log's, the servers'.
+const SERVERS: [&str; 5] = [
+    "rmcp",
+    "clap",
+    "prometheus-client",
+    "tracing-subscriber",
+    "toolgate",
+];
+/// An HTTP stack.
+const HTTP: [&str; 5] = [
+    "hyper",
+    "hyper-util",
+    "http-body-util",
+    "reqwest",
+    "oci-client",
+];
+
+/// What an embedder links: the engine crate. With its `oci` feature off it
+/// has no HTTP stack at all; on (for `oci://` plugins) a registry client,
+/// still no server.
+#[test]
+fn the_engine_links_no_server_and_no_cli() {
+    for (features, forbidden) in [
+        (None, [&SERVERS[..], &HTTP[..]].concat()),
+        (Some("oci"), SERVERS.to_vec()),
+    ] {
+        let crates = linked_crates("toolgate-engine", features);
+        let linked: Vec<_> = forbidden.iter().filter(|c| crates.contains(**c)).collect();
         assert!(
             linked.is_empty(),
             "toolgate-engine (features {features:?}) links {linked:?}: that belongs in the \
              `toolgate` crate (servers, CLI), not in what an embedder links"
+        );
+    }
+}
+
+/// The Python and Node packages get the daemon's rules from the engine's
+/// `Service`, so they link the engine and the wire crate, not the servers.
+#[test]
+fn the_language_bindings_link_the_engine_not_the_servers() {
+    for package in ["toolgate-python", "toolgate-node"] {
+        let crates = linked_crates(package, None);
+        let forbidden = [&SERVERS[..], &HTTP[..]].concat();
+        let linked: Vec<_> = forbidden.iter().filter(|c| crates.contains(**c)).collect();
+        assert!(
+            linked.is_empty(),
+            "{package} links {linked:?}: a binding links `toolgate-engine` (its `Service` and \
+             `route`), not the servers"
         );
     }
 }

@@ -33,7 +33,6 @@ pub mod daemon;
 pub mod mcp;
 pub mod metrics;
 pub mod notify;
-pub mod route;
 
 /// Internals the fuzz targets in `fuzz/` check directly. Built by `cargo
 /// fuzz` (which compiles every crate with `--cfg fuzzing`), and by the

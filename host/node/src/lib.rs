@@ -7,7 +7,7 @@
 //!
 //! An embedding process is the agent's: it may ask for decisions, report
 //! outcomes and read the gates, never resolve a pause (see
-//! [`toolgate::route::admit_from_an_agent`]).
+//! [`toolgate_engine::route::admit_from_an_agent`]).
 //!
 //! A failure rejects with an `Error` whose message is JSON, `{"kind",
 //! "message"}` (`kind` as the daemon's protocol names it), which `index.js`
@@ -19,10 +19,10 @@ use std::sync::Arc;
 use napi::bindgen_prelude::AsyncTask;
 use napi::{Env, Task};
 use napi_derive::napi;
-use toolgate::daemon::DaemonRequest;
-use toolgate::locations::StoreLocation;
-use toolgate::route::{Place, Target, admit_from_an_agent};
-use toolgate::{Config, Error};
+use toolgate_engine::locations::StoreLocation;
+use toolgate_engine::route::{Place, Target, admit_from_an_agent};
+use toolgate_engine::service::DaemonRequest;
+use toolgate_engine::{Config, Error};
 
 /// `err` as a rejection `index.js` can type.
 fn rejection(err: Error) -> napi::Error {
@@ -133,4 +133,4 @@ impl Host {
 
 /// The WIT contract's version this build speaks.
 #[napi]
-pub const CONTRACT_VERSION: &str = toolgate::WIT_VERSION;
+pub const CONTRACT_VERSION: &str = toolgate_engine::WIT_VERSION;

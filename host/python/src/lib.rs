@@ -6,7 +6,7 @@
 //!
 //! An embedding process is the agent's: it may ask for decisions, report
 //! outcomes and read the gates, never resolve a pause (see
-//! [`toolgate::route::admit_from_an_agent`]). The GIL is released while toolgate
+//! [`toolgate_engine::route::admit_from_an_agent`]). The GIL is released while toolgate
 //! works, so other Python threads run meanwhile.
 
 use std::path::PathBuf;
@@ -14,10 +14,10 @@ use std::path::PathBuf;
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
-use toolgate::daemon::DaemonRequest;
-use toolgate::locations::StoreLocation;
-use toolgate::route::{Place, Target, admit_from_an_agent};
-use toolgate::{Config, Error, ErrorKind};
+use toolgate_engine::locations::StoreLocation;
+use toolgate_engine::route::{Place, Target, admit_from_an_agent};
+use toolgate_engine::service::DaemonRequest;
+use toolgate_engine::{Config, Error, ErrorKind};
 
 create_exception!(
     _native,
@@ -152,6 +152,6 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add("RequestError", py.get_type::<RequestError>())?;
     module.add("DaemonUnreachable", py.get_type::<DaemonUnreachable>())?;
     module.add("NotAllowed", py.get_type::<NotAllowed>())?;
-    module.add("CONTRACT_VERSION", toolgate::WIT_VERSION)?;
+    module.add("CONTRACT_VERSION", toolgate_engine::WIT_VERSION)?;
     Ok(())
 }

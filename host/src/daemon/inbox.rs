@@ -276,7 +276,7 @@ impl Daemon {
             ),
             (Method::GET, "/approvals/login") => {
                 let code = form_value(&query, "code").unwrap_or_default();
-                match self.inbox.sign_in(code.trim()) {
+                match self.shared.inbox.sign_in(code.trim()) {
                     Some((id, session)) => {
                         let home = session.home();
                         let mut response = redirect(&home);
@@ -320,7 +320,7 @@ impl Daemon {
         page: &str,
         query: &str,
     ) -> Response<Body> {
-        let Some(session) = self.inbox.session(request.headers(), secret) else {
+        let Some(session) = self.shared.inbox.session(request.headers(), secret) else {
             return match (request.method(), page) {
                 (&Method::GET, "") => respond(
                     StatusCode::OK,
@@ -385,22 +385,23 @@ impl Daemon {
         decision: &str,
         session: &Session,
     ) -> Result<String, String> {
-        let gates = self.host.gates(None).map_err(|e| e.report())?;
+        let gates = self.host().gates(None).map_err(|e| e.report())?;
         let gate = gates
             .into_iter()
             .find(|g| g.request_id == request_id)
             .ok_or("that call is no longer waiting (resolved or expired)")?;
         let resolution = GateResolution::from_answer(decision, &gate.pause)
             .ok_or_else(|| format!("`{decision}` is not an answer to this pause"))?;
-        self.resolve(
-            &gate.key(),
-            request_id,
-            CHANNEL,
-            resolution,
-            true,
-            format!("{CHANNEL} ({})", session.identity),
-        )
-        .map_err(|e| e.report())?;
+        self.service
+            .resolve(
+                &gate.key(),
+                request_id,
+                CHANNEL,
+                resolution,
+                true,
+                format!("{CHANNEL} ({})", session.identity),
+            )
+            .map_err(|e| e.report())?;
         Ok(format!("{decision}: {}", gate.tool))
     }
 
@@ -409,7 +410,7 @@ impl Daemon {
         let (sender, receiver) = tokio::sync::mpsc::channel::<Bytes>(4);
         let daemon = Arc::clone(self);
         tokio::spawn(async move {
-            let host = &daemon.host;
+            let host = daemon.host();
             let mut last = None;
             let mut quiet = 0u32;
             loop {
@@ -447,7 +448,7 @@ impl Daemon {
     }
 
     fn inbox_page(&self, session: &Session, query: &str) -> String {
-        let gates = self.host.gates(None);
+        let gates = self.host().gates(None);
         let notice = match (form_value(query, "done"), form_value(query, "error")) {
             (Some(done), _) => format!(
                 r#"<p class="notice ok" role="status">Done — {}</p>"#,
@@ -474,7 +475,7 @@ impl Daemon {
             ),
         };
         let history: String = {
-            let history = lock(&self.inbox.history);
+            let history = lock(&self.shared.inbox.history);
             if history.is_empty() {
                 r#"<p class="empty">Nothing resolved yet.</p>"#.to_string()
             } else {

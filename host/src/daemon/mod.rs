@@ -2,12 +2,14 @@
 //! and serves every client (hooks, the CLI, embedders) over a Unix socket,
 //! and optionally a loopback HTTP port.
 //!
-//! - [`protocol`]: the requests and answers both transports carry;
+//! Each request is the engine's [`Service`]'s to answer (admission,
+//! tenants, durability before the answer); the daemon adds the transports
+//! and what only a server has:
 //! - `socket` and `http`: the two servers;
-//! - [`client`]: the blocking client, and where a store's daemon listens;
+//! - [`Client`]: the blocking client, and where a store's daemon listens;
 //! - [`launch`]: starting a store's daemon on demand, race-free;
-//! - [`peer`]: who is asking — peer credentials, agent terminals, channel
-//!   tokens — and what they may do.
+//! - [`inbox`]: the approvals inbox;
+//! - `share`: requests in flight and connections, per OS user.
 //!
 //! Every request that ran policies is answered only after what the answer
 //! depends on is durable (policy state, turns, pauses, resolutions), so a
@@ -19,8 +21,6 @@
 mod http;
 pub mod inbox;
 pub mod launch;
-pub mod peer;
-pub mod protocol;
 mod share;
 mod socket;
 
@@ -30,19 +30,18 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::decision::{Decision, Outcome, Verdict};
-use crate::gates::{GateKey, GateResolution};
+use crate::decision::Decision;
+use crate::gates::PendingGate;
 use crate::metrics::Metrics;
 use crate::notify::Notifier;
-use crate::tenant::Tenant;
-use crate::{Config, ToolRequest, Toolgate};
-use crate::{Error, Result};
+use crate::service::{Listener, Service};
+use crate::{Error, Result, Toolgate};
 
-pub use peer::Peer;
-pub use protocol::{ConfigIdentity, DaemonRequest, HookRuntime};
+pub use crate::service::{
+    Caller, ConfigIdentity, DaemonRequest, HookRuntime, Peer, peer, protocol,
+};
 pub use toolgate_wire::client::{Client, ClientError};
 pub use toolgate_wire::locations::socket_for_store;
 
@@ -75,34 +74,21 @@ impl Default for DaemonOptions {
     }
 }
 
-/// Shared state of a running daemon.
+/// A running daemon: the engine's [`Service`] behind a Unix socket and,
+/// optionally, loopback HTTP.
 pub struct Daemon {
-    host: Arc<Toolgate>,
-    metrics: Metrics,
-    /// The requests running policies, per OS user too.
-    in_flight: share::InFlight,
+    service: Service,
+    /// What the service tells the daemon, and what the daemon keeps for it.
+    shared: Arc<Shared>,
     idle_exit: Option<Duration>,
     /// When the last request arrived (ms since the epoch).
     last_request_ms: AtomicU64,
-    /// Agent terminals already written to the store.
-    agent_terminals: std::sync::Mutex<std::collections::HashSet<(u32, u64, u32, u64)>>,
-    notifier: Option<Arc<Notifier>>,
-    /// The approvals inbox's sign-in codes, sessions and history.
-    inbox: inbox::Inbox,
-    /// The loopback HTTP address, once serving.
-    http_address: std::sync::OnceLock<SocketAddr>,
     /// The socket's permissions.
     socket_mode: u32,
     /// Whether a search for declined gates is running (one at a time).
     settling: Arc<std::sync::atomic::AtomicBool>,
     /// Cancelled when serving ends: open socket connections close.
     stopping: tokio_util::sync::CancellationToken,
-    /// Notified when the store failed so that only opening it again helps
-    /// (redb refuses every write after an I/O error): the daemon goes on
-    /// answering (every answer that needs the store fails closed, and
-    /// `/health` says failing) while it waits for the disk to take writes
-    /// again, then serving ends and the process starts afresh.
-    restart: tokio::sync::Notify,
     /// Whether the wait for the disk has begun.
     waiting_for_disk: std::sync::atomic::AtomicBool,
     /// Notified when the disk takes writes again.
@@ -113,6 +99,86 @@ pub struct Daemon {
     connections: share::PerUser,
     /// Threads serving each peer uid's connections at once.
     turns: share::Turns,
+}
+
+/// The daemon's half of the service's [`Listener`]: counting, announcing
+/// pauses, the inbox, and the restart after a store failure.
+struct Shared {
+    host: Arc<Toolgate>,
+    metrics: Metrics,
+    /// The requests running policies, per OS user too.
+    in_flight: share::InFlight,
+    notifier: Option<Arc<Notifier>>,
+    /// The approvals inbox's sign-in codes, sessions and history.
+    inbox: inbox::Inbox,
+    /// The loopback HTTP address, once serving.
+    http_address: std::sync::OnceLock<SocketAddr>,
+    /// Notified when the store failed so that only opening it again helps
+    /// (redb refuses every write after an I/O error): the daemon goes on
+    /// answering (every answer that needs the store fails closed, and
+    /// `/health` says failing) while it waits for the disk to take writes
+    /// again, then serving ends and the process starts afresh.
+    restart: tokio::sync::Notify,
+}
+
+impl Listener for Shared {
+    fn decided(&self, decision: &Decision) {
+        self.metrics.record(decision);
+    }
+
+    fn paused(&self, gate: &PendingGate, reason: Option<&str>) {
+        if let Some(notifier) = &self.notifier {
+            notifier.paused(gate, reason);
+        }
+    }
+
+    fn resolved(&self, gate: &PendingGate, decision: &str, by: &str) {
+        self.inbox.record(inbox::Resolved {
+            at_ms: crate::now_ms(),
+            tool: gate.tool.clone(),
+            request_id: gate.request_id.clone(),
+            decision: decision.into(),
+            by: by.into(),
+        });
+    }
+
+    fn reloaded(&self, ok: bool) {
+        self.metrics.record_reload(ok);
+    }
+
+    fn not_durable(&self) {
+        self.metrics.record_not_durable();
+        self.restart.notify_one();
+    }
+
+    /// A sign-in code for the approvals inbox, for the person `caller`
+    /// (already checked in the service's admission).
+    fn web_login(&self, caller: Caller) -> Result<Value> {
+        let Some(address) = self.http_address.get() else {
+            return Err(Error::Request(
+                "this daemon serves no HTTP, so no approvals inbox: set [daemon] http = \
+                 \"127.0.0.1:7878\" in the config (or run `toolgate serve --http 127.0.0.1:7878`)"
+                    .into(),
+            ));
+        };
+        let identity = match caller {
+            Caller::Socket(Some(peer)) => format!("uid {} at a terminal", peer.uid),
+            _ => "this process".to_string(),
+        };
+        let code = self.inbox.issue_code(&identity);
+        Ok(json!({
+            "url": format!("http://{address}/approvals/login?code={code}"),
+            "inbox": format!("http://{address}/approvals"),
+            "code": code,
+            "expires_in_secs": inbox::CODE_TTL.as_secs(),
+        }))
+    }
+
+    /// The decision metrics and the daemon's own.
+    fn metrics_text(&self) -> String {
+        self.metrics
+            .render(self.in_flight.running(), self.host.dropped_events())
+    }
 }
 
 /// `handle`'s answer, or, if it panicked (a bug), an internal error the
@@ -138,57 +204,28 @@ fn contained(handle: impl FnOnce() -> Result<Value>) -> Result<Value> {
     })
 }
 
-/// What must be on disk before a request is answered.
-enum Durable {
-    /// A person's command or reload: everything.
-    Everything,
-    /// An answer to an agent: what it depends on (see
-    /// [`Toolgate::settle`]).
-    WhatTheAnswerDependsOn,
-    /// A read.
-    Nothing,
-}
-
-impl Durable {
-    fn before_answering(request: &DaemonRequest) -> Self {
-        match request {
-            DaemonRequest::Command { .. } | DaemonRequest::Reload => Self::Everything,
-            DaemonRequest::NextTurn { .. } => Self::WhatTheAnswerDependsOn,
-            request if request.runs_policies() => Self::WhatTheAnswerDependsOn,
-            _ => Self::Nothing,
-        }
-    }
-}
-
-/// Where a request came from, which decides what it may do.
-#[derive(Debug, Clone, Copy)]
-pub enum Caller {
-    /// This process (an embedder, or a CLI command with no daemon running):
-    /// trusted as the code that links the library.
-    InProcess,
-    /// A Unix-socket connection, with the kernel's word on its peer.
-    Socket(Option<Peer>),
-    /// A loopback HTTP connection: no peer credentials.
-    Http,
-}
-
 impl Daemon {
     /// A daemon over `host`.
     pub fn new(host: Arc<Toolgate>, options: DaemonOptions) -> Arc<Self> {
-        Arc::new(Self {
-            host,
+        let shared = Arc::new(Shared {
+            host: Arc::clone(&host),
             metrics: Metrics::default(),
             in_flight: share::InFlight::new(options.max_in_flight),
-            idle_exit: options.idle_exit,
-            last_request_ms: AtomicU64::new(crate::now_ms()),
-            agent_terminals: Default::default(),
             notifier: options.notifier,
             inbox: inbox::Inbox::default(),
             http_address: std::sync::OnceLock::new(),
+            restart: Default::default(),
+        });
+        let shared_socket = options.socket_mode & 0o077 != 0;
+        let listener: Arc<dyn Listener> = Arc::clone(&shared) as _;
+        Arc::new(Self {
+            service: Service::with_listener(host, listener, shared_socket),
+            shared,
+            idle_exit: options.idle_exit,
+            last_request_ms: AtomicU64::new(crate::now_ms()),
             socket_mode: options.socket_mode,
             settling: Default::default(),
             stopping: Default::default(),
-            restart: Default::default(),
             waiting_for_disk: Default::default(),
             disk_back: Default::default(),
             must_restart: Default::default(),
@@ -201,250 +238,30 @@ impl Daemon {
         })
     }
 
-    /// Count a decision, and announce it if it paused a call.
-    fn decided(&self, decision: &Decision) {
-        self.metrics.record(decision);
-        let (Some(notifier), Some(pause)) = (&self.notifier, &decision.pause) else {
-            return;
-        };
-        if decision.verdict != Verdict::Pause {
-            return;
-        }
-        match self.host.gates(Some(&pause.user_id)) {
-            Ok(gates) => {
-                let gate = gates.iter().find(|g| g.request_id == pause.request_id);
-                if let Some(gate) = gate {
-                    notifier.paused(gate, decision.reason.as_deref());
-                }
-            }
-            Err(err) => {
-                tracing::warn!(error = %err.report(), "cannot read the pause to announce it")
-            }
-        }
+    /// The service it serves.
+    pub fn service(&self) -> &Service {
+        &self.service
     }
 
     /// The host.
     pub fn host(&self) -> &Arc<Toolgate> {
-        &self.host
+        self.service.host()
     }
 
     /// Reload and count it.
     pub fn reload(&self) -> Result<crate::ReloadReport> {
-        let result = self.host.reload();
-        self.metrics.record_reload(result.is_ok());
-        result
+        self.service.reload()
     }
 
     /// Handle one request from this process (blocking: run it off the
     /// async workers).
     pub fn handle(&self, request: DaemonRequest) -> Result<Value> {
-        self.handle_from(request, Caller::InProcess)
+        self.service.handle(request)
     }
 
-    /// Handle one request from `caller`: a pause is resolved only by a
-    /// person at a terminal of their own or a channel with its token, and
-    /// admin commands and reloads only by such a person (see [`peer`]).
+    /// Handle one request from `caller` (see [`Service::handle_from`]).
     pub fn handle_from(&self, request: DaemonRequest, caller: Caller) -> Result<Value> {
-        let remote = self.admit(&request, caller)?;
-        let tenant = self.tenant_of(caller);
-        let request = tenant.confine_request(request)?;
-        let host = &self.host;
-        let durable = Durable::before_answering(&request);
-        let value = match request {
-            DaemonRequest::Hook {
-                runtime,
-                event,
-                on_error,
-                config,
-            } => self.answer_hook((runtime, tenant), &event, on_error, config.as_ref()),
-            DaemonRequest::Evaluate { request } => {
-                let decision = host.evaluate(&request)?;
-                self.decided(&decision);
-                to_json(decision)
-            }
-            DaemonRequest::Observe {
-                request,
-                outcome,
-                summary,
-            } => self.observed(&request, outcome, &summary)?,
-            DaemonRequest::CheckOutput {
-                request,
-                outcome,
-                output,
-                observe,
-            } => self.checked(&request, outcome, &output, observe)?,
-            DaemonRequest::VisibleTools { caller, tools } => json!({
-                "visible": host.visible_tools(&caller, &tools),
-                "filtered": host.filters_tools(),
-            }),
-            DaemonRequest::NextTurn { session } => json!(host.next_turn(&session)?),
-            DaemonRequest::Turn { session } => json!(host.turn(&session)?),
-            DaemonRequest::Resolve {
-                user,
-                thread,
-                request_id,
-                channel,
-                resolution,
-                token: _,
-            } => {
-                let key = GateKey {
-                    user_id: user,
-                    thread_id: thread,
-                };
-                let by = resolver(&caller, &channel);
-                // A remote channel was authenticated in `admit`: a person's
-                // channel may resolve a gate raised from any channel.
-                to_json(self.resolve(&key, &request_id, &channel, resolution, remote, by)?)
-            }
-            DaemonRequest::Gates { user } => {
-                let mut gates = host.gates(user.as_deref())?;
-                gates.retain(|gate| tenant.sees_user(&gate.user_id));
-                to_json(gates)
-            }
-            DaemonRequest::Command { plugin, name, args } => {
-                let args = if args.is_null() { json!({}) } else { args };
-                let answer = host.command(&plugin, &name, &args.to_string())?;
-                serde_json::from_str(&answer).unwrap_or(Value::String(answer))
-            }
-            DaemonRequest::Log { filter, limit } => {
-                rows("entry", host.decision_log(&filter, limit)?)
-            }
-            DaemonRequest::Events { limit } => rows("event", host.recent_events(limit)?),
-            DaemonRequest::StoreStats => to_json(host.store_stats()?),
-            DaemonRequest::Sweep => to_json(host.sweep()?),
-            DaemonRequest::Reload => to_json(self.reload()?),
-            DaemonRequest::Plugins => to_json(host.plugin_statuses()),
-            DaemonRequest::Health => self.health(),
-            DaemonRequest::WebLogin => self.web_login(caller)?,
-            DaemonRequest::Metrics => Value::String(self.metrics_text()),
-        };
-        self.once_durable(durable, value)
-    }
-
-    /// `value`, once what it depends on (`durable`) is on disk; an error
-    /// naming the store if that failed: never an answer its state may not
-    /// survive. redb refuses everything after an I/O error until the store
-    /// is opened again, so serving then ends for a fresh start.
-    fn once_durable(&self, durable: Durable, value: Value) -> Result<Value> {
-        match durable {
-            Durable::Everything => self.host.persist(),
-            Durable::WhatTheAnswerDependsOn => self.host.settle(),
-            Durable::Nothing => return Ok(value),
-        }
-        if let Err(failed) = self.host.check_durable() {
-            self.metrics.record_not_durable();
-            self.restart.notify_one();
-            return Err(failed);
-        }
-        Ok(value)
-    }
-
-    /// What the policies leave of a call's output, and (`observe`: its
-    /// summary) its outcome recorded in the same request.
-    fn checked(
-        &self,
-        request: &ToolRequest,
-        outcome: Outcome,
-        output: &str,
-        observe: Option<String>,
-    ) -> Result<Value> {
-        let check = self.host.check_output(request, outcome, output);
-        if let Some(summary) = observe {
-            self.observed(request, outcome, &summary)?;
-        }
-        Ok(to_json(check))
-    }
-
-    /// A runtime's report of what happened to a call.
-    fn observed(&self, request: &ToolRequest, outcome: Outcome, summary: &str) -> Result<Value> {
-        if outcome == Outcome::Denied {
-            // A paused call that did not run (the person refused it in the
-            // runtime's own prompt, or the agent gave up) withdraws its
-            // pause: closing a prompt approves nothing.
-            self.host.close_answered_gate(request)?;
-        }
-        self.host.observe(request, outcome, summary);
-        Ok(Value::Null)
-    }
-
-    /// A runtime's hook event, answered as the runtime reads answers; one
-    /// for another config (`config`) is refused with the failure answer.
-    fn answer_hook(
-        &self,
-        (runtime, tenant): (HookRuntime, Tenant),
-        event: &str,
-        on_error: crate::hooks::OnError,
-        config: Option<&ConfigIdentity>,
-    ) -> Value {
-        if let Some(named) = config
-            && let Err(refusal) = self.serves(named)
-        {
-            let answer = runtime.failure_answer(on_error, &refusal.to_string());
-            return Value::String(answer.to_string());
-        }
-        let handled = crate::hooks::handle_as(&self.host, tenant, runtime, event, on_error);
-        if let Some(decision) = &handled.decision {
-            self.decided(decision);
-        }
-        Value::String(handled.output)
-    }
-
-    /// Resolve a pending gate: the one path every channel's answer takes
-    /// (the socket's `Resolve`, the approvals inbox). `authenticated`: the
-    /// caller proved a person's channel (a terminal of their own, a
-    /// channel's token, an inbox session), which may resolve a gate raised
-    /// from any channel; otherwise only the gate's own channel or a trusted
-    /// one may. The answer joins the inbox's history as `by`.
-    pub(crate) fn resolve(
-        &self,
-        key: &GateKey,
-        request_id: &str,
-        channel: &str,
-        resolution: GateResolution,
-        authenticated: bool,
-        by: String,
-    ) -> Result<crate::gates::PendingGate> {
-        let decision = resolution.answer_name();
-        let gate = if authenticated {
-            self.host
-                .resolve_gate_authenticated(key, request_id, channel, resolution)?
-        } else {
-            self.host
-                .resolve_gate(key, request_id, channel, resolution)?
-        };
-        self.host.persist();
-        tracing::info!(request_id, decision, %by, "gate resolved");
-        self.inbox.record(inbox::Resolved {
-            at_ms: crate::now_ms(),
-            tool: gate.tool.clone(),
-            request_id: request_id.to_string(),
-            decision: decision.into(),
-            by,
-        });
-        Ok(gate)
-    }
-
-    /// A sign-in code for the approvals inbox, for the person `caller`
-    /// (already checked in `admit`).
-    fn web_login(&self, caller: Caller) -> Result<Value> {
-        let Some(address) = self.http_address.get() else {
-            return Err(Error::Request(
-                "this daemon serves no HTTP, so no approvals inbox: set [daemon] http = \
-                 \"127.0.0.1:7878\" in the config (or run `toolgate serve --http 127.0.0.1:7878`)"
-                    .into(),
-            ));
-        };
-        let identity = match caller {
-            Caller::Socket(Some(peer)) => format!("uid {} at a terminal", peer.uid),
-            _ => "this process".to_string(),
-        };
-        let code = self.inbox.issue_code(&identity);
-        Ok(json!({
-            "url": format!("http://{address}/approvals/login?code={code}"),
-            "inbox": format!("http://{address}/approvals"),
-            "code": code,
-            "expires_in_secs": inbox::CODE_TTL.as_secs(),
-        }))
+        self.service.handle_from(request, caller)
     }
 
     /// Whether serving ended because the store must be opened again (its
@@ -454,158 +271,15 @@ impl Daemon {
         self.must_restart.load(Ordering::Acquire)
     }
 
-    /// Liveness, and who this daemon is (its pid, store and config).
-    fn health(&self) -> Value {
-        let identity = self.host.with_config(|c| c.identity.clone());
-        let durable = self.host.check_durable();
-        json!({
-            "status": if durable.is_ok() { "ok" } else { "failing" },
-            "store_failure": durable.err().map(|e| e.to_string()),
-            "pid": std::process::id(),
-            "version": env!("CARGO_PKG_VERSION"),
-            "plugins": self.host.plugins().len(),
-            "store": self.host.store_path(),
-            "config": self.host.with_config(Config::origin),
-            "config_identity": identity,
-        })
-    }
-
-    /// Whether this daemon serves the config `named`. The same file with
-    /// other bytes is read again first (a person edited it and the reload
-    /// has not happened yet); another file, or the bundled default in
-    /// place of a file, is refused: the caller then fails closed rather
-    /// than getting this config's answer.
+    /// Whether this daemon serves the config `named` (see
+    /// [`Service::serves`]).
     pub fn serves(&self, named: &ConfigIdentity) -> Result<()> {
-        let serving = || self.host.with_config(|c| c.identity.clone());
-        let Some(mut current) = serving() else {
-            return Ok(()); // a config given as text: nothing to compare
-        };
-        let same_file = |a: &ConfigIdentity, b: &ConfigIdentity| match (a, b) {
-            (ConfigIdentity::File { path: x, .. }, ConfigIdentity::File { path: y, .. }) => x == y,
-            _ => false,
-        };
-        if &current != named && same_file(&current, named) {
-            // A failed reload keeps the old config, which is then refused.
-            if let Err(err) = self.reload() {
-                tracing::warn!(error = %err, "the config changed but does not reload");
-            }
-            current = serving().unwrap_or(current);
-        }
-        if &current == named {
-            return Ok(());
-        }
-        Err(Error::ConfigMismatch {
-            serving: current.describe(),
-            named: named.describe(),
-        })
+        self.service.serves(named)
     }
 
     /// The Prometheus text: the decision metrics and the daemon's own.
     pub fn metrics_text(&self) -> String {
-        self.metrics
-            .render(self.in_flight.running(), self.host.dropped_events())
-    }
-
-    /// Whether OS users other than the daemon's own may connect (system
-    /// mode, or a socket opened to others): then each is a tenant of its
-    /// own, and a caller the kernel cannot name (HTTP) gets no decisions.
-    fn serves_many_users(&self) -> bool {
-        self.socket_mode & 0o077 != 0 || self.host.with_config(|c| c.daemon.user.is_some())
-    }
-
-    /// Whose requests `caller` makes (see [`crate::tenant`]): by the
-    /// kernel's word on a socket's peer. A caller without one was admitted
-    /// only where the daemon serves one user, or for what is the same for
-    /// everyone (see [`Self::admit`]).
-    fn tenant_of(&self, caller: Caller) -> Tenant {
-        match caller {
-            Caller::Socket(Some(peer)) => {
-                let operator = peer.uid == toolgate_wire::peer::own_uid()
-                    || (self.host).with_config(|c| c.approvals.terminal_uids.contains(&peer.uid));
-                Tenant::of_uid(peer.uid, operator)
-            }
-            Caller::InProcess | Caller::Socket(None) | Caller::Http => Tenant::Operator,
-        }
-    }
-
-    /// Check who may make `request` (see [`peer`]); whether it came from
-    /// outside this process.
-    fn admit(&self, request: &DaemonRequest, caller: Caller) -> Result<bool> {
-        let peer = match caller {
-            Caller::Socket(peer) => peer,
-            Caller::InProcess | Caller::Http => None,
-        };
-        let remote = !matches!(caller, Caller::InProcess);
-        let unnamed = matches!(caller, Caller::Http | Caller::Socket(None));
-        if unnamed && self.serves_many_users() && !crate::tenant::needs_no_tenant(request) {
-            return Err(Error::Unauthorized(
-                "this daemon serves several OS users, and only its socket says which one asks \
-                 (the kernel's SO_PEERCRED): HTTP cannot. Decide over the socket (`toolgate \
-                 hook`, the installed hooks), or resolve with a channel's token"
-                    .into(),
-            ));
-        }
-        let approvals = || self.host.config().approvals;
-        let terminals = self.host.agent_terminals();
-        match request {
-            // Whoever asks for decisions is an agent's runtime: a hook, the
-            // MCP gateway, or a process embedding toolgate (the Python and
-            // Node packages). Its terminal session can never approve.
-            DaemonRequest::Hook { .. }
-            | DaemonRequest::Evaluate { .. }
-            | DaemonRequest::Observe { .. }
-            | DaemonRequest::CheckOutput { .. }
-            | DaemonRequest::VisibleTools { .. } => {
-                if let Some(peer) = &peer {
-                    self.remember_agent_terminal(peer)?;
-                }
-            }
-            DaemonRequest::Resolve { channel, token, .. } if remote => {
-                if channel == peer::TERMINAL {
-                    let command = "toolgate gates resolve";
-                    peer::authorize_person(&approvals(), terminals, peer.as_ref(), command)?;
-                } else {
-                    peer::authorize_channel(&approvals(), channel, token.as_deref())?;
-                }
-            }
-            DaemonRequest::Command { .. } | DaemonRequest::Reload | DaemonRequest::WebLogin
-                if remote =>
-            {
-                let command = match request {
-                    DaemonRequest::Command { plugin, name, .. } => {
-                        format!("toolgate command {plugin} {name}")
-                    }
-                    DaemonRequest::Reload => "toolgate plugins reload".into(),
-                    _ => "toolgate approvals open".into(),
-                };
-                peer::authorize_person(&approvals(), terminals, peer.as_ref(), &command)?;
-            }
-            _ => {}
-        }
-        Ok(remote)
-    }
-
-    /// Record (once per daemon) that an agent's hook came from `peer`'s
-    /// session and terminal.
-    fn remember_agent_terminal(&self, peer: &Peer) -> Result<()> {
-        let key = (peer.session, peer.session_born, peer.tty, peer.tty_born);
-        if (peer.session, peer.tty) == (0, 0) {
-            return Ok(());
-        }
-        let mut known = self
-            .agent_terminals
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        if known.insert(key)
-            && let Err(err) = self
-                .host
-                .agent_terminals()
-                .record_agent_terminals(&peer.terminal_keys())
-        {
-            known.remove(&key);
-            return Err(err);
-        }
-        Ok(())
+        self.shared.metrics_text()
     }
 
     /// Count now as activity (for `idle_exit_secs`).
@@ -658,8 +332,8 @@ impl Daemon {
             Caller::Socket(Some(peer)) => peer.uid,
             Caller::Socket(None) | Caller::Http | Caller::InProcess => u32::MAX,
         };
-        let slot = self.in_flight.take(uid).map_err(|why| {
-            self.metrics.record_busy();
+        let slot = self.shared.in_flight.take(uid).map_err(|why| {
+            self.shared.metrics.record_busy();
             Error::Busy(why)
         })?;
         Ok((request, Some(slot)))
@@ -685,7 +359,7 @@ impl Daemon {
             }
             Some(addr) => {
                 let listener = tokio::net::TcpListener::bind(addr).await?;
-                let _ = self.http_address.set(listener.local_addr()?);
+                let _ = self.shared.http_address.set(listener.local_addr()?);
                 Some(listener)
             }
             None => None,
@@ -699,7 +373,7 @@ impl Daemon {
         loop {
             tokio::select! {
                 _ = &mut shutdown => break,
-                _ = self.restart.notified() => self.wait_for_disk(),
+                _ = self.shared.restart.notified() => self.wait_for_disk(),
                 _ = self.disk_back.notified() => {
                     tracing::warn!("the store's disk takes writes again; starting afresh to open the store again");
                     self.must_restart.store(true, Ordering::Release);
@@ -760,7 +434,7 @@ impl Daemon {
              disk takes writes again, then the daemon starts afresh"
         );
         let dir = self
-            .host
+            .host()
             .store_path()
             .parent()
             .map(Path::to_path_buf)
@@ -797,7 +471,7 @@ impl Daemon {
         if self.settling.swap(true, Ordering::AcqRel) {
             return;
         }
-        let (host, settling) = (Arc::clone(&self.host), Arc::clone(&self.settling));
+        let (host, settling) = (Arc::clone(self.host()), Arc::clone(&self.settling));
         tokio::task::spawn_blocking(move || {
             if let Err(err) = host.end_declined_gates(None, crate::hooks::declined_in_prompt) {
                 tracing::warn!(error = %err.report(), "cannot look for declined gates");
@@ -811,7 +485,7 @@ impl Daemon {
             return false;
         };
         let idle_ms = crate::now_ms().saturating_sub(self.last_request_ms.load(Ordering::Relaxed));
-        idle_ms >= limit.as_millis() as u64 && self.in_flight.running() == 0
+        idle_ms >= limit.as_millis() as u64 && self.shared.in_flight.running() == 0
     }
 }
 
@@ -828,30 +502,6 @@ async fn accept_http(
     match listener {
         Some(listener) => listener.accept().await.map(|(stream, _)| stream),
         None => std::future::pending().await,
-    }
-}
-
-/// Numbered rows as `[{"seq": N, NAME: row}, ...]`.
-fn rows<T: Serialize>(name: &str, rows: Vec<(u64, T)>) -> Value {
-    Value::Array(
-        rows.into_iter()
-            .map(|(seq, row)| json!({"seq": seq, name: to_json(row)}))
-            .collect(),
-    )
-}
-
-fn to_json(value: impl Serialize) -> Value {
-    serde_json::to_value(value).expect("daemon results always serialise")
-}
-
-/// Who resolved a gate, as the record names them: a person at a terminal
-/// by their uid, a channel by its name.
-fn resolver(caller: &Caller, channel: &str) -> String {
-    match caller {
-        Caller::Socket(Some(peer)) if channel == peer::TERMINAL => {
-            format!("{channel} (uid {})", peer.uid)
-        }
-        _ => channel.to_string(),
     }
 }
 

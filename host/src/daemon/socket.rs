@@ -75,7 +75,7 @@ impl Daemon {
         let peer = super::Peer::of(&stream);
         let uid = peer.as_ref().map_or(u32::MAX, |p| p.uid);
         let Some(_held) = self.connections.open(uid) else {
-            self.metrics.record_connection_refused();
+            self.shared.metrics.record_connection_refused();
             let refused = crate::Error::Busy(format!(
                 "this user (uid {uid}) already holds {} connections to the daemon, the most one \
                  user may ([daemon] max_connections_per_user); close some and try again",

@@ -206,7 +206,7 @@ pub fn authorize_channel(
 
 /// Whether two secrets are equal, in time that does not depend on where
 /// they differ.
-pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     let differs = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
     differs == 0 && a.len() == b.len()
 }

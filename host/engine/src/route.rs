@@ -9,8 +9,10 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::daemon::{Client, ConfigIdentity, Daemon, DaemonOptions, DaemonRequest};
+use toolgate_wire::client::Client;
+
 use crate::locations::StoreLocation;
+use crate::service::{ConfigIdentity, DaemonRequest, Service};
 use crate::{Config, Error, Result, Toolgate};
 
 /// A daemon's client, or a host in this process that answers the same
@@ -18,8 +20,9 @@ use crate::{Config, Error, Result, Toolgate};
 pub enum Target {
     /// The store's daemon.
     Daemon(Client),
-    /// A host in this process, trusted as the code that links the library.
-    Local(Arc<Daemon>),
+    /// A host in this process, trusted as the code that links the library,
+    /// under the same rules as the daemon's.
+    Local(Arc<Service>),
 }
 
 /// What a request is sent with: the config, whether the caller named its
@@ -84,10 +87,7 @@ impl Place<'_> {
             });
         }
         let host = Toolgate::open(self.config.clone(), self.store.clone())?;
-        Ok(Target::Local(Daemon::new(
-            Arc::new(host),
-            DaemonOptions::default(),
-        )))
+        Ok(Target::Local(Arc::new(Service::new(Arc::new(host)))))
     }
 
     /// Refuse a daemon (its `health`) that serves another config file than
@@ -120,7 +120,7 @@ impl Target {
     pub fn call(&self, request: DaemonRequest) -> Result<Value> {
         match self {
             Target::Daemon(client) => Ok(client.call(&request)?),
-            Target::Local(daemon) => daemon.handle(request),
+            Target::Local(service) => service.handle(request),
         }
     }
 }
