@@ -167,14 +167,18 @@ const HTTP: [&str; 5] = [
     "oci-client",
 ];
 
+/// A database client.
+const DATABASE: [&str; 2] = ["tokio-postgres", "tokio-postgres-rustls"];
+
 /// What an embedder links: the engine crate. With its `oci` feature off it
 /// has no HTTP stack at all; on (for `oci://` plugins) a registry client,
-/// still no server.
+/// still no server. With its `postgres` feature off, no database client.
 #[test]
 fn the_engine_links_no_server_and_no_cli() {
     for (features, forbidden) in [
-        (None, [&SERVERS[..], &HTTP[..]].concat()),
-        (Some("oci"), SERVERS.to_vec()),
+        (None, [&SERVERS[..], &HTTP[..], &DATABASE[..]].concat()),
+        (Some("oci"), [&SERVERS[..], &DATABASE[..]].concat()),
+        (Some("postgres"), [&SERVERS[..], &HTTP[..]].concat()),
     ] {
         let crates = linked_crates("toolgate-engine", features);
         let linked: Vec<_> = forbidden.iter().filter(|c| crates.contains(**c)).collect();

@@ -45,11 +45,15 @@ pub fn suite_passed(output: &Output, shows: &[&str]) {
 }
 
 /// The cdylib of workspace crate `package` (`lib{name}.so`), built in the
-/// dev profile, where the workspace's dependencies are already built.
+/// dev profile with the features the test build resolved: every member's
+/// library and tests at once, as `cargo test --workspace` selects them, so
+/// only the binding's own crates compile. (`cargo build -p {package}` alone
+/// resolves other features for shared dependencies — serde, tokio — and
+/// rebuilt the engine and wasmtime above them: three to five minutes.)
 pub fn library(package: &str) -> std::path::PathBuf {
     run(
         Command::new(env!("CARGO"))
-            .args(["build", "--quiet", "-p", package])
+            .args(["build", "--quiet", "--workspace", "--lib", "--tests"])
             .current_dir(ROOT),
         &format!("building {package}"),
     );

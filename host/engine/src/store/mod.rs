@@ -6,6 +6,7 @@
 
 mod embedded;
 pub mod hygiene;
+#[cfg(feature = "postgres")]
 mod postgres;
 
 use std::path::Path;
@@ -707,8 +708,20 @@ impl Store {
     /// migrating toolgate's schema. `path` is the store's local name: where
     /// the daemon's socket goes and what messages say. Connecting, and
     /// each round trip a decision waits on, fails after `deadline`.
+    #[cfg(feature = "postgres")]
     pub fn connect(url: &str, path: &Path, deadline: std::time::Duration) -> Result<Self> {
         postgres::PostgresStore::connect(url, path, deadline).map(|s| Self(Box::new(s)))
+    }
+
+    /// Connect to a PostgreSQL database: not in this build.
+    #[cfg(not(feature = "postgres"))]
+    pub fn connect(_url: &str, path: &Path, _deadline: std::time::Duration) -> Result<Self> {
+        Err(crate::Error::store(
+            path,
+            "this build has no PostgreSQL client; build toolgate-engine with its `postgres` \
+             feature (the `toolgate` binaries and the Python and Node packages have it), or keep \
+             the store in a redb file",
+        ))
     }
 }
 
