@@ -258,7 +258,7 @@ impl ControlPlane {
     pub fn check(&self, request: &ToolRequest) -> Option<String> {
         // A parser that panics on odd input must not let the call through.
         let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            resolve::memoized(|| self.judge(request))
+            resolve::memoized(request.cwd.as_deref(), || self.judge(request))
         }));
         checked.unwrap_or_else(|_| {
             Some(

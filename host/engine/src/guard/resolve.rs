@@ -21,6 +21,22 @@ type Memo = HashMap<OsString, Option<Existing>, foldhash::fast::RandomState>;
 thread_local! {
     /// The [`Memo`] of the judgment [`memoized`] runs.
     static CANONICAL: RefCell<Option<Memo>> = const { RefCell::new(None) };
+    /// The working directories this thread's judgments ran in, resolved:
+    /// see [`seed_working_directory`].
+    static WORKING: RefCell<HashMap<OsString, Seen, foldhash::fast::RandomState>> =
+        RefCell::new(HashMap::default());
+}
+
+/// How many working directories a thread remembers (a daemon serves a few
+/// projects; past this the memory starts over).
+const WORKING_KEPT: usize = 64;
+
+/// A working directory as an earlier judgment resolved it, and what
+/// `stat` said of it then.
+#[derive(Debug, Clone)]
+struct Seen {
+    existing: Existing,
+    changed: (i64, i64),
 }
 
 /// A path that exists: its canonical form and the device and inode it
@@ -36,7 +52,9 @@ struct Existing {
 /// against its working directory), and within one judgment the file
 /// system is taken as it is at that moment, as it always was: remembering
 /// what it said changes no answer, only how many system calls it takes.
-pub fn memoized<T>(judge: impl FnOnce() -> T) -> T {
+///
+/// `cwd`, the directory the call runs in, is seeded first.
+pub fn memoized<T>(cwd: Option<&Path>, judge: impl FnOnce() -> T) -> T {
     struct Forget;
     impl Drop for Forget {
         fn drop(&mut self) {
@@ -45,7 +63,57 @@ pub fn memoized<T>(judge: impl FnOnce() -> T) -> T {
     }
     CANONICAL.with(|memo| *memo.borrow_mut() = Some(Memo::default()));
     let _forget = Forget;
+    if let Some(cwd) = cwd.filter(|cwd| cwd.is_absolute()) {
+        seed_working_directory(cwd);
+    }
     judge()
+}
+
+/// Put `cwd`'s resolution in the judgment's memo at the cost of one `stat`
+/// when an earlier judgment on this thread resolved it: a session's calls
+/// run in one directory, and resolving it anew walks every one of its
+/// ancestors (an `lstat` each). What was resolved then still holds when
+/// `cwd` names the same directory, unchanged: the same device and inode
+/// (a symlink swapped in names another) and the same status-change time
+/// (renaming the directory, or reusing its inode number for a new one,
+/// changes it). What this cannot see — an ancestor renamed and a symlink
+/// left in its place — moves the directory without moving anything into
+/// or out of a protected location, which the judgment of that move
+/// refuses.
+fn seed_working_directory(cwd: &Path) {
+    // The spelling `resolved` looks up: components joined again.
+    let key: PathBuf = cwd.components().collect();
+    let Ok(meta) = std::fs::metadata(&key) else {
+        return;
+    };
+    let (inode, changed) = ((meta.dev(), meta.ino()), (meta.ctime(), meta.ctime_nsec()));
+    let seen = WORKING.with(|seen| {
+        (seen.borrow().get(key.as_os_str()))
+            .filter(|seen| seen.existing.inode == inode && seen.changed == changed)
+            .map(|seen| seen.existing.clone())
+    });
+    let existing = match seen {
+        Some(existing) => existing,
+        None => {
+            let Some(existing) = canonical(&key).filter(|found| found.inode == inode) else {
+                return;
+            };
+            WORKING.with(|seen| {
+                let mut seen = seen.borrow_mut();
+                if seen.len() >= WORKING_KEPT {
+                    seen.clear();
+                }
+                let existing = existing.clone();
+                seen.insert(key.as_os_str().to_owned(), Seen { existing, changed });
+            });
+            return;
+        }
+    };
+    CANONICAL.with(|memo| {
+        if let Some(memo) = memo.borrow_mut().as_mut() {
+            memo.insert(key.into_os_string(), Some(existing));
+        }
+    });
 }
 
 /// `path` (absolute) canonicalized by the kernel's rules, if it exists;
@@ -281,5 +349,36 @@ mod tests {
         // Not yet existing below a symlink: resolved as far as it exists.
         let new = real_path(&real.join("link/new.toml"), None).unwrap();
         assert_eq!(new, real.join("conf/new.toml"));
+    }
+
+    /// `real_path("x", cwd)` in a judgment of its own, as the guard asks it.
+    fn judged(cwd: &Path) -> PathBuf {
+        memoized(Some(cwd), || real_path(Path::new("x"), Some(cwd)).unwrap())
+    }
+
+    #[test]
+    fn a_remembered_working_directory_is_resolved_anew_once_it_names_another() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = std::fs::canonicalize(dir.path()).unwrap();
+        for name in ["one", "two", "three"] {
+            std::fs::create_dir(real.join(name)).unwrap();
+        }
+        // A symlink the agent runs in, pointed elsewhere between calls.
+        let link = real.join("link");
+        std::os::unix::fs::symlink(real.join("one"), &link).unwrap();
+        assert_eq!(judged(&link), real.join("one/x"));
+        std::fs::remove_file(&link).unwrap();
+        std::os::unix::fs::symlink(real.join("two"), &link).unwrap();
+        assert_eq!(judged(&link), real.join("two/x"));
+        // A directory renamed away and another put in its place, as the
+        // same spelling.
+        let place = real.join("place");
+        std::fs::create_dir(&place).unwrap();
+        assert_eq!(judged(&place), place.join("x"));
+        std::fs::rename(&place, real.join("three/moved")).unwrap();
+        std::os::unix::fs::symlink(real.join("three/moved"), &place).unwrap();
+        assert_eq!(judged(&place), real.join("three/moved/x"));
+        // The same directory, unchanged, is what it was.
+        assert_eq!(judged(&place), real.join("three/moved/x"));
     }
 }
