@@ -348,13 +348,13 @@ impl Safeguards {
         let reading = shell::read(text);
         for command in &reading.commands {
             let program = command.program();
-            for rule in self
-                .index
-                .commands(program)
-                .iter()
-                .map(|&at| &self.rules[at])
-            {
-                if rule.matches_command(&command.words, command.input.as_deref()) {
+            let rules = self.index.commands(program);
+            let joined = match rules.is_empty() {
+                true => String::new(),
+                false => rules::joined_arguments(&command.words, command.input.as_deref()),
+            };
+            for rule in rules.iter().map(|&at| &self.rules[at]) {
+                if rule.matches_command(&command.words, &joined) {
                     self.hit(rule, command.words.join(" "), hits);
                 }
             }

@@ -138,6 +138,9 @@ impl OneOrMany {
 #[derive(Debug)]
 pub struct LazyRegex {
     source: String,
+    /// What every match starts with, when that is known: see
+    /// [`anchored_literals`].
+    starts: Option<Vec<String>>,
     compiled: OnceCell<Regex>,
 }
 
@@ -146,14 +149,12 @@ impl LazyRegex {
         // Checked now, so a bad pattern is a config error, not a surprise.
         Regex::new(&source)
             .map_err(|err| format!("`{source}` is not a regular expression: {err}"))?;
-        Ok(Self {
-            source,
-            compiled: OnceCell::new(),
-        })
+        Ok(Self::unchecked(source))
     }
 
     fn unchecked(source: String) -> Self {
         Self {
+            starts: anchored_literals(&source),
             source,
             compiled: OnceCell::new(),
         }
@@ -161,10 +162,150 @@ impl LazyRegex {
 
     /// Whether it matches `text`.
     pub fn is_match(&self, text: &str) -> bool {
+        if let Some(starts) = &self.starts
+            && !starts.iter().any(|start| text.starts_with(start.as_str()))
+        {
+            return false;
+        }
+        self.regex().is_match(text)
+    }
+
+    /// The compiled expression, compiled now if it was not yet.
+    pub fn regex(&self) -> &Regex {
         self.compiled
             .get_or_init(|| Regex::new(&self.source).expect("checked when the rule was built"))
-            .is_match(text)
     }
+
+    /// What every match starts with, if [`anchored_literals`] knows.
+    pub fn starts(&self) -> Option<&[String]> {
+        self.starts.as_deref()
+    }
+}
+
+/// The texts every match of `source` starts with, when each of its
+/// top-level branches begins `^` and then literal text, or literal text and
+/// a group whose every alternative starts with literal text (`^reset\b…`,
+/// `^stash (drop|clear)\b`, `^(unpublish|state (rm|push))\b`). Most of a
+/// program's rules are written so, and a call meets all of them: this test
+/// sends most of them past without running the regular expression engine,
+/// which has no literal optimizations of its own. `None` (run the engine)
+/// for anything less plain.
+pub fn anchored_literals(source: &str) -> Option<Vec<String>> {
+    let (branches, None) = branches(source)? else {
+        return None;
+    };
+    let mut all = Vec::new();
+    for branch in branches {
+        let starts = branch_literals(branch.strip_prefix('^')?);
+        if starts.iter().any(String::is_empty) {
+            return None;
+        }
+        all.extend(starts);
+    }
+    Some(all)
+}
+
+/// `text` split at its top-level `|`s, up to the `)` closing the group it
+/// is inside (its position returned too) or its end. `None` where its
+/// brackets are more than this reading follows (a class inside a class).
+fn branches(text: &str) -> Option<(Vec<&str>, Option<usize>)> {
+    let (mut found, mut depth, mut start) = (Vec::new(), 0usize, 0);
+    let mut chars = text.char_indices().peekable();
+    while let Some((at, c)) = chars.next() {
+        match c {
+            '\\' => {
+                chars.next()?;
+            }
+            '[' => {
+                // A class: a leading `^` and `]` are its own, and it ends
+                // at the next unescaped `]`.
+                chars.next_if(|(_, c)| *c == '^');
+                chars.next_if(|(_, c)| *c == ']');
+                loop {
+                    match chars.next()?.1 {
+                        '\\' => {
+                            chars.next()?;
+                        }
+                        '[' => return None,
+                        ']' => break,
+                        _ => {}
+                    }
+                }
+            }
+            '(' => depth += 1,
+            ')' if depth == 0 => {
+                found.push(&text[start..at]);
+                return Some((found, Some(at)));
+            }
+            ')' => depth -= 1,
+            '|' if depth == 0 => {
+                found.push(&text[start..at]);
+                start = at + 1;
+            }
+            _ => {}
+        }
+    }
+    found.push(&text[start..]);
+    (depth == 0).then_some((found, None))
+}
+
+/// One literal character at the start of `text` (`a`, or an escaped
+/// punctuation mark such as `\.`), and how many bytes it took.
+fn literal_char(text: &str) -> Option<(char, usize)> {
+    let mut chars = text.chars();
+    match chars.next()? {
+        '\\' => chars
+            .next()
+            .filter(char::is_ascii_punctuation)
+            .map(|c| (c, 2)),
+        c if c.is_ascii_alphanumeric() || " _-:/=,@%'\"<>!&#~;".contains(c) => Some((c, 1)),
+        _ => None,
+    }
+}
+
+/// The literal characters `text` starts with, as far as each is surely
+/// there (one that a quantifier may repeat zero times is not), what
+/// follows them, and whether what follows may extend them.
+fn literal_run(text: &str) -> (String, &str, bool) {
+    let mut run = String::new();
+    let mut rest = text;
+    while let Some((c, len)) = literal_char(rest) {
+        let after = &rest[len..];
+        if after.starts_with(['?', '*', '{']) {
+            return (run, after, false);
+        }
+        run.push(c);
+        rest = after;
+        if rest.starts_with('+') {
+            return (run, rest, false);
+        }
+    }
+    (run, rest, true)
+}
+
+/// The literal starts of a branch after its `^`: its literal characters,
+/// and, if a group follows that must match, each alternative's literal
+/// start after them.
+fn branch_literals(branch: &str) -> Vec<String> {
+    let (prefix, rest, more) = literal_run(branch);
+    let group = rest
+        .strip_prefix('(')
+        .filter(|g| more && !g.starts_with('?'));
+    let Some((alternatives, Some(end))) = group.and_then(branches) else {
+        return vec![prefix];
+    };
+    if group.is_some_and(|g| g[end + 1..].starts_with(['?', '*', '{'])) {
+        return vec![prefix];
+    }
+    let mut starts = Vec::new();
+    for alternative in alternatives {
+        let (run, _, _) = literal_run(alternative);
+        if run.is_empty() {
+            return vec![prefix];
+        }
+        starts.push(format!("{prefix}{run}"));
+    }
+    starts
 }
 
 /// What a compiled rule matches.
@@ -265,10 +406,9 @@ impl Rule {
         })
     }
 
-    /// Whether this command rule matches `words` (program first), with
-    /// what the command reads on standard input (`psql <<EOF`) matched as
-    /// if it followed the arguments.
-    pub fn matches_command(&self, words: &[String], input: Option<&str>) -> bool {
+    /// Whether this command rule matches `words` (program first), whose
+    /// arguments [`joined_arguments`] joined.
+    pub fn matches_command(&self, words: &[String], joined: &str) -> bool {
         let Matcher::Command {
             programs,
             args,
@@ -286,15 +426,10 @@ impl Rule {
         if !programs.iter().any(|p| p == program) {
             return false;
         }
-        let mut joined = rest.join(" ");
-        if let Some(input) = input {
-            joined.push(' ');
-            joined.push_str(input);
-        }
-        if args.as_ref().is_some_and(|r| !r.is_match(&joined)) {
+        if args.as_ref().is_some_and(|r| !r.is_match(joined)) {
             return false;
         }
-        if unless.as_ref().is_some_and(|r| r.is_match(&joined)) {
+        if unless.as_ref().is_some_and(|r| r.is_match(joined)) {
             return false;
         }
         let targets: Vec<&String> = if *leading_targets {
@@ -331,6 +466,19 @@ impl Rule {
             && globs.iter().any(|g| g.matches_read(path))
             && !except.iter().any(|g| g.matches_read(path))
     }
+}
+
+/// What a command rule's `args` and `unless` read: the words after the
+/// program joined by single spaces, and what the command reads on standard
+/// input (`psql <<EOF`) as if it followed them. Made once per command for
+/// all the rules about its program.
+pub fn joined_arguments(words: &[String], input: Option<&str>) -> String {
+    let mut joined = words.get(1..).unwrap_or_default().join(" ");
+    if let Some(input) = input {
+        joined.push(' ');
+        joined.push_str(input);
+    }
+    joined
 }
 
 /// Compile a list of rule specs (JSON values), naming the bad one.

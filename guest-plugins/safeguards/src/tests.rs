@@ -53,23 +53,132 @@ fn every_bundled_rule_compiles_and_has_a_reason() {
     assert!(policy.rules.len() > 60, "{} rules", policy.rules.len());
     for rule in &policy.rules {
         assert!(rule.reason.len() > 20, "{}: reason too short", rule.name);
-        match &rule.matcher {
-            rules::Matcher::Command { args, unless, .. } => {
-                for regex in [args, unless].into_iter().flatten() {
-                    regex.is_match("");
-                }
-            }
-            rules::Matcher::Code(regex) => {
-                regex.is_match("");
-            }
-            rules::Matcher::Tool { args, .. } => {
-                if let Some(regex) = args {
-                    regex.is_match("");
-                }
-            }
-            rules::Matcher::Paths { .. } => {}
+        for regex in regexes(rule) {
+            regex.regex();
         }
     }
+}
+
+/// The regular expressions `rule` runs.
+fn regexes(rule: &rules::Rule) -> Vec<&rules::LazyRegex> {
+    match &rule.matcher {
+        rules::Matcher::Command { args, unless, .. } => {
+            [args, unless].into_iter().flatten().collect()
+        }
+        rules::Matcher::Code(regex) => vec![regex],
+        rules::Matcher::Tool { args, .. } => args.iter().collect(),
+        rules::Matcher::Paths { .. } => Vec::new(),
+    }
+}
+
+#[test]
+fn the_start_of_a_match_is_read_from_plain_patterns_only() {
+    let starts = |source: &str| rules::anchored_literals(source);
+    let some = |list: &[&str]| Some(list.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+    assert_eq!(starts(r"^reset\b.*--hard"), some(&["reset"]));
+    assert_eq!(
+        starts(r"^stash (drop|clear)\b"),
+        some(&["stash drop", "stash clear"])
+    );
+    assert_eq!(
+        starts(r"^(unpublish|yank)\b|^db:drop"),
+        some(&["unpublish", "yank", "db:drop"])
+    );
+    assert_eq!(
+        starts(r"^checkout (\.|:/)$"),
+        some(&["checkout .", "checkout :/"])
+    );
+    assert_eq!(starts(r"^ab?c"), some(&["a"]));
+    assert_eq!(starts(r"^ab*"), some(&["a"]));
+    assert_eq!(starts(r"^ab+c"), some(&["ab"]));
+    assert_eq!(starts(r"^ab{0,2}"), some(&["a"]));
+    assert_eq!(starts(r"^a(b|c)?d"), some(&["a"]));
+    assert_eq!(starts(r"^a(b|c+)d"), some(&["ab", "ac"]));
+    assert_eq!(starts(r"^a(b(c|d)|e)"), some(&["ab", "ae"]));
+    assert_eq!(starts(r"^a(b|[c]|d)"), some(&["a"]));
+    assert_eq!(starts(r"^a(b|c?)"), some(&["a"]));
+    assert_eq!(starts(r"^a[]|(]b|^c"), some(&["a", "c"]));
+    assert_eq!(starts(r"^a\)b|^c"), some(&["a)b", "c"]));
+    assert_eq!(starts(r"^a[|]b|^c"), some(&["a", "c"]));
+    // Anything that may match with another start runs the engine.
+    for source in [
+        r"reset",
+        r"^reset|push",
+        r"(?i)^reset",
+        r"^(?i)reset",
+        r"^(?:reset)",
+        r"^.reset",
+        r"^\breset",
+        r"^(-u \S+ )?-l$",
+        r"^(|a)b",
+        r"^a?",
+        r"(^| )-delete( |$)",
+        r"^a[[:alpha:]]|b",
+        r"^a)|^b",
+    ] {
+        assert_eq!(starts(source), None, "{source}");
+    }
+}
+
+#[test]
+fn a_rule_passed_by_on_its_start_could_not_have_matched() {
+    // Every bundled expression over what it meets: the corpora's commands
+    // (the words after the program, as a command rule joins them) and
+    // texts made of its own starts, cut short, extended and changed.
+    let corpus = [
+        include_str!("../../../tests/corpus/harmful.jsonl"),
+        include_str!("../../../tests/corpus/everyday.jsonl"),
+    ];
+    let mut texts: Vec<String> = corpus
+        .iter()
+        .flat_map(|file| file.lines())
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter_map(|case| case["input"]["command"].as_str().map(str::to_string))
+        .flat_map(|command| {
+            let rest = command.split_once(' ').map(|(_, rest)| rest.to_string());
+            [Some(command), rest].into_iter().flatten()
+        })
+        .collect();
+    let policy = defaults();
+    let all: Vec<&rules::LazyRegex> = policy.rules.iter().flat_map(regexes).collect();
+    let mut checked = 0;
+    for regex in &all {
+        for start in regex.starts().unwrap_or_default() {
+            for end in ["", " ", " x", " --hard", " -f", " --force", " -rf /", "x"] {
+                texts.push(format!("{start}{end}"));
+                texts.push(format!("{}{end}", &start[..start.len() - 1]));
+                texts.push(format!("{}{end}", start.to_uppercase()));
+                texts.push(format!("-C dir {start}{end}"));
+            }
+        }
+    }
+    for regex in &all {
+        for text in &texts {
+            if regex.regex().is_match(text) {
+                assert!(
+                    regex.is_match(text),
+                    "{:?} passed by {text:?}",
+                    regex.starts()
+                );
+                checked += 1;
+            }
+        }
+    }
+    // git's rules, which the most everyday calls meet, all have a start
+    // (but one written case-insensitive throughout).
+    for rule in &policy.rules {
+        if let rules::Matcher::Command {
+            programs,
+            args: Some(args),
+            ..
+        } = &rule.matcher
+            && programs.iter().any(|p| p == "git")
+            && !rule.name.ends_with(".hooks-path")
+        {
+            assert!(args.starts().is_some(), "{}", rule.name);
+        }
+    }
+    assert!(checked > 200, "only {checked} matches seen");
 }
 
 #[test]
