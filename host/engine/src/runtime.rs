@@ -202,13 +202,17 @@ impl Instantiator {
         let deadline = Duration::from_millis(u64::from(limits.deadline_ms.get()));
         store.data_mut().deadline = Some(CallDeadline::start(deadline));
         store.set_epoch_deadline(LOOK_EVERY);
-        store.epoch_deadline_callback(|ctx| {
+        let ticker = Arc::clone(&self.ticker);
+        store.epoch_deadline_callback(move |ctx| {
             let state = ctx.data();
             let Some(deadline) = &state.deadline else {
                 return Ok(UpdateDeadline::Continue(1));
             };
             match deadline.remaining(state.call.wall_deadline) {
-                Some(_) => Ok(UpdateDeadline::Continue(LOOK_EVERY)),
+                Some(_) => {
+                    ticker.take_turns();
+                    Ok(UpdateDeadline::Continue(LOOK_EVERY))
+                }
                 None => Ok(UpdateDeadline::Interrupt),
             }
         });
@@ -421,9 +425,16 @@ const LOOK_EVERY: u64 = 1;
 /// Why a call into a policy failed, classified by type.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PolicyFailure {
-    /// Ran past its deadline (epoch interruption).
-    #[error("exceeded its deadline")]
-    Deadline,
+    /// Ran past its deadline (epoch interruption): how long the call
+    /// had run when it was cut, so an operator sees how close to the
+    /// deadline the cut came.
+    #[error("exceeded its deadline: cut after {ran_ms} ms of a {deadline_ms} ms deadline")]
+    Deadline {
+        /// The call's deadline (`deadline_ms`).
+        deadline_ms: u64,
+        /// How long the call had run, in wall time.
+        ran_ms: u64,
+    },
     /// Tried to grow memory past its cap.
     #[error("exceeded its memory limit")]
     MemoryLimit,
@@ -462,7 +473,17 @@ pub enum PolicyFailure {
 
 fn classify(err: &wasmtime::Error, state: &SandboxState) -> PolicyFailure {
     match err.downcast_ref::<Trap>() {
-        Some(Trap::Interrupt) => PolicyFailure::Deadline,
+        Some(Trap::Interrupt) => {
+            // Set while any call runs, so always there when one is cut.
+            let (deadline_ms, ran_ms) = state.deadline.as_ref().map_or((0, 0), |deadline| {
+                let ms = |d: Duration| d.as_millis() as u64;
+                (ms(deadline.budget()), ms(deadline.ran()))
+            });
+            PolicyFailure::Deadline {
+                deadline_ms,
+                ran_ms,
+            }
+        }
         Some(Trap::StackOverflow) => PolicyFailure::StackOverflow,
         Some(_) if state.limiter.refused => PolicyFailure::MemoryLimit,
         Some(trap) => PolicyFailure::Trap(trap.to_string()),

@@ -339,6 +339,16 @@ impl CallDeadline {
         Self { started, budget }
     }
 
+    /// The budget it was given.
+    pub(crate) fn budget(&self) -> Duration {
+        self.budget
+    }
+
+    /// How long the call has run.
+    pub(crate) fn ran(&self) -> Duration {
+        self.started.elapsed()
+    }
+
     /// What is left of the budget, and never past the wall-clock ceiling.
     pub(crate) fn remaining(&self, wall: Option<Instant>) -> Option<Duration> {
         let left = self.budget.checked_sub(self.started.elapsed())?;
