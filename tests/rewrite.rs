@@ -354,7 +354,8 @@ fn an_approval_holds_only_for_the_build_of_the_policy_that_asked() {
 /// proposed never runs.
 #[test]
 fn runtimes_run_the_rewritten_call_or_refuse_the_proposed_one() {
-    use toolgate::hooks::{HookRuntime, OnError, handle};
+    use toolgate::hooks::{HookRuntime, OnError};
+    use toolgate::service::hook::handle;
     let host = host(&scripted(
         "no-force",
         1,

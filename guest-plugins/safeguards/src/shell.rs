@@ -318,79 +318,17 @@ fn file_name(word: &str) -> &str {
 fn unwrap(words: &mut Vec<String>) -> bool {
     let mut privileged = false;
     for _ in 0..16 {
-        let Some(first) = words.first() else { break };
-        let skip = match file_name(first) {
-            "sudo" | "doas" => {
+        let skip = match wrapper(words) {
+            Wrapper::Runs(skip) => skip,
+            Wrapper::Privileged(skip) => {
                 privileged = true;
-                1 + sudo_options(&words[1..])
+                skip
             }
-            "env"
-                if words
-                    .iter()
-                    .any(|w| w == "-S" || w.starts_with("--split-string")) =>
-            {
-                // `env -S 'CMD ARGS'` splits its string into the command.
-                let at = (words.iter())
-                    .position(|w| w == "-S" || w.starts_with("--split-string"))
-                    .expect("found above");
-                let (split, end) = match words[at].split_once('=') {
-                    Some((_, value)) => (value.to_string(), at + 1),
-                    None => (words.get(at + 1).cloned().unwrap_or_default(), at + 2),
-                };
-                let rest = words.get(end..).unwrap_or(&[]).to_vec();
-                *words = (split.split_whitespace().map(str::to_string))
-                    .chain(rest)
-                    .collect();
+            Wrapper::SplitsString(at) => {
+                split_env_string(words, at);
                 continue;
             }
-            "env" => {
-                let mut n = 1 + options(&words[1..], &["-u", "-C", "--unset", "--chdir"]);
-                while words.get(n).is_some_and(|w| is_assignment(w)) {
-                    n += 1;
-                }
-                n
-            }
-            "command" | "builtin" => {
-                // `command -v git` asks where git is; it runs nothing.
-                if words.get(1).is_some_and(|w| w == "-v" || w == "-V") {
-                    break;
-                }
-                1 + options(&words[1..], &[])
-            }
-            "exec" => 1 + options(&words[1..], &["-a"]),
-            "nohup" | "chronic" | "unbuffer" | "catchsegv" => 1,
-            "setsid" => 1 + options(&words[1..], &[]),
-            "time" => 1 + options(&words[1..], &["-f", "-o"]),
-            "nice" => 1 + options(&words[1..], &["-n", "--adjustment"]),
-            "ionice" => 1 + options(&words[1..], &["-c", "-n", "-p", "-P", "-u"]),
-            "stdbuf" => 1 + options(&words[1..], &["-i", "-o", "-e"]),
-            "timeout" => {
-                let n = 1 + options(&words[1..], &["-s", "-k", "--signal", "--kill-after"]);
-                n + 1 // the duration
-            }
-            "xargs" => {
-                1 + options(
-                    &words[1..],
-                    &[
-                        "-I", "-i", "-n", "-P", "-L", "-l", "-d", "-E", "-e", "-s", "-a",
-                    ],
-                )
-            }
-            "busybox" | "npx" | "bunx" | "pnpx" | "uvx" => {
-                1 + options(&words[1..], &["-p", "--package", "--from", "--with"])
-            }
-            // Two-word runners: `uv run pytest`, `pnpm exec prisma …`.
-            "uv" | "poetry" | "pipenv" | "pdm" | "hatch" | "rye"
-                if words.get(1).is_some_and(|w| w == "run") =>
-            {
-                2 + options(&words[2..], &["--with", "--python", "-p", "--env", "-e"])
-            }
-            "pnpm" | "yarn" | "bundle" | "mise" | "asdf"
-                if words.get(1).is_some_and(|w| w == "exec" || w == "dlx") =>
-            {
-                2 + options(&words[2..], &[])
-            }
-            _ => break,
+            Wrapper::No => break,
         };
         if skip == 0 || skip > words.len() {
             words.clear();
@@ -399,6 +337,83 @@ fn unwrap(words: &mut Vec<String>) -> bool {
         words.drain(..skip);
     }
     privileged
+}
+
+/// What the first word does with the words after it.
+enum Wrapper {
+    /// Runs the command after this many words.
+    Runs(usize),
+    /// The same, with raised privileges (`sudo`, `doas`).
+    Privileged(usize),
+    /// `env -S 'CMD ARGS'` (the option at this position): splits its
+    /// string into the command.
+    SplitsString(usize),
+    /// Is the command itself (or asks about one: `command -v git`).
+    No,
+}
+
+fn wrapper(words: &[String]) -> Wrapper {
+    let Some(first) = words.first() else {
+        return Wrapper::No;
+    };
+    let after = |n: usize, valued: &[&str]| Wrapper::Runs(n + options(&words[n..], valued));
+    let second_is = |names: &[&str]| words.get(1).is_some_and(|w| names.contains(&w.as_str()));
+    match file_name(first) {
+        "sudo" | "doas" => Wrapper::Privileged(1 + sudo_options(&words[1..])),
+        "env" => match (words.iter()).position(|w| w == "-S" || w.starts_with("--split-string")) {
+            Some(at) => Wrapper::SplitsString(at),
+            None => {
+                let mut n = 1 + options(&words[1..], &["-u", "-C", "--unset", "--chdir"]);
+                while words.get(n).is_some_and(|w| is_assignment(w)) {
+                    n += 1;
+                }
+                Wrapper::Runs(n)
+            }
+        },
+        // `command -v git` asks where git is; it runs nothing.
+        "command" | "builtin" if second_is(&["-v", "-V"]) => Wrapper::No,
+        "command" | "builtin" | "setsid" => after(1, &[]),
+        "exec" => after(1, &["-a"]),
+        "nohup" | "chronic" | "unbuffer" | "catchsegv" => Wrapper::Runs(1),
+        "time" => after(1, &["-f", "-o"]),
+        "nice" => after(1, &["-n", "--adjustment"]),
+        "ionice" => after(1, &["-c", "-n", "-p", "-P", "-u"]),
+        "stdbuf" => after(1, &["-i", "-o", "-e"]),
+        "timeout" => match after(1, &["-s", "-k", "--signal", "--kill-after"]) {
+            Wrapper::Runs(n) => Wrapper::Runs(n + 1), // the duration
+            other => other,
+        },
+        "xargs" => after(
+            1,
+            &[
+                "-I", "-i", "-n", "-P", "-L", "-l", "-d", "-E", "-e", "-s", "-a",
+            ],
+        ),
+        "busybox" | "npx" | "bunx" | "pnpx" | "uvx" => {
+            after(1, &["-p", "--package", "--from", "--with"])
+        }
+        // Two-word runners: `uv run pytest`, `pnpm exec prisma …`.
+        "uv" | "poetry" | "pipenv" | "pdm" | "hatch" | "rye" if second_is(&["run"]) => {
+            after(2, &["--with", "--python", "-p", "--env", "-e"])
+        }
+        "pnpm" | "yarn" | "bundle" | "mise" | "asdf" if second_is(&["exec", "dlx"]) => {
+            after(2, &[])
+        }
+        _ => Wrapper::No,
+    }
+}
+
+/// `env -S 'CMD ARGS' REST` (the option at `at`, or `--split-string=…`)
+/// as `CMD ARGS REST`.
+fn split_env_string(words: &mut Vec<String>, at: usize) {
+    let (split, end) = match words[at].split_once('=') {
+        Some((_, value)) => (value.to_string(), at + 1),
+        None => (words.get(at + 1).cloned().unwrap_or_default(), at + 2),
+    };
+    let rest = words.get(end..).unwrap_or(&[]).to_vec();
+    *words = (split.split_whitespace().map(str::to_string))
+        .chain(rest)
+        .collect();
 }
 
 /// How many leading words are `sudo`'s options: `-u USER`, `--user
@@ -478,71 +493,88 @@ fn normalise(words: &mut Vec<String>) {
 fn follow(words: &[String], stdin_text: Option<&str>, depth: usize, reading: &mut Reading) {
     let program = words[0].as_str();
     let args = &words[1..];
-    if SHELLS.contains(&program) {
-        match args.iter().position(|w| is_flag_with(w, 'c')) {
-            Some(at) => {
-                // `bash -c -- TEXT`: the text after the end of options.
-                let text = args[at + 1..].iter().find(|w| *w != "--");
-                if let Some(text) = text {
-                    read_into(text, depth + 1, reading);
-                }
-            }
-            None if args.iter().all(|w| w.starts_with('-')) => {
-                if let Some(text) = stdin_text {
-                    read_into(text, depth + 1, reading);
-                }
-            }
-            None => {}
+    match program {
+        _ if SHELLS.contains(&program) => follow_shell(args, stdin_text, depth, reading),
+        "su" => follow_su(args, depth, reading),
+        "eval" => read_into(&args.join(" "), depth + 1, reading),
+        "watch" => {
+            // Runs its words with `sh -c`, again and again.
+            let skip = options(args, &["-n", "-d", "--interval", "-x"]);
+            read_into(&args[skip..].join(" "), depth + 1, reading);
         }
-        return;
+        "find" => follow_find_exec(args, depth, reading),
+        _ => follow_code(program, args, stdin_text, depth, reading),
     }
-    if program == "su" {
-        if let Some(at) = args.iter().position(|w| w == "-c" || w == "--command")
-            && let Some(text) = args.get(at + 1)
-        {
-            let mut inner = Reading::default();
-            read_into(text, depth + 1, &mut inner);
-            for command in &mut inner.commands {
-                command.privileged = true;
+}
+
+/// A shell's `-c TEXT` (after `--`, if any), or the script it reads on
+/// standard input when it is given only options.
+fn follow_shell(args: &[String], stdin_text: Option<&str>, depth: usize, reading: &mut Reading) {
+    match args.iter().position(|w| is_flag_with(w, 'c')) {
+        Some(at) => {
+            // `bash -c -- TEXT`: the text after the end of options.
+            let text = args[at + 1..].iter().find(|w| *w != "--");
+            if let Some(text) = text {
+                read_into(text, depth + 1, reading);
             }
-            reading.commands.append(&mut inner.commands);
-            reading.code.append(&mut inner.code);
         }
-        return;
+        None if args.iter().all(|w| w.starts_with('-')) => {
+            if let Some(text) = stdin_text {
+                read_into(text, depth + 1, reading);
+            }
+        }
+        None => {}
     }
-    if program == "eval" {
-        read_into(&args.join(" "), depth + 1, reading);
-        return;
+}
+
+/// `su -c TEXT`: its commands run as another user.
+fn follow_su(args: &[String], depth: usize, reading: &mut Reading) {
+    if let Some(at) = args.iter().position(|w| w == "-c" || w == "--command")
+        && let Some(text) = args.get(at + 1)
+    {
+        let mut inner = Reading::default();
+        read_into(text, depth + 1, &mut inner);
+        for command in &mut inner.commands {
+            command.privileged = true;
+        }
+        reading.commands.append(&mut inner.commands);
+        reading.code.append(&mut inner.code);
     }
-    if program == "watch" {
-        // Runs its words with `sh -c`, again and again.
-        let skip = options(args, &["-n", "-d", "--interval", "-x"]);
-        read_into(&args[skip..].join(" "), depth + 1, reading);
-        return;
-    }
-    if program == "find" {
-        let mut rest = args;
-        while let Some(at) = rest
+}
+
+/// Each `find … -exec CMD ;` (and `-execdir`, `-ok`, `-okdir`, `+`).
+fn follow_find_exec(args: &[String], depth: usize, reading: &mut Reading) {
+    let mut rest = args;
+    while let Some(at) = rest
+        .iter()
+        .position(|w| matches!(w.as_str(), "-exec" | "-execdir" | "-ok" | "-okdir"))
+    {
+        let after = &rest[at + 1..];
+        let end = after
             .iter()
-            .position(|w| matches!(w.as_str(), "-exec" | "-execdir" | "-ok" | "-okdir"))
-        {
-            let after = &rest[at + 1..];
-            let end = after
+            .position(|w| w == ";" || w == "+")
+            .unwrap_or(after.len());
+        if end > 0 {
+            let text = after[..end]
                 .iter()
-                .position(|w| w == ";" || w == "+")
-                .unwrap_or(after.len());
-            if end > 0 {
-                let text = after[..end]
-                    .iter()
-                    .map(|w| quote(w))
-                    .collect::<Vec<_>>()
-                    .join(" ");
-                read_into(&text, depth + 1, reading);
-            }
-            rest = &after[end.min(after.len())..];
+                .map(|w| quote(w))
+                .collect::<Vec<_>>()
+                .join(" ");
+            read_into(&text, depth + 1, reading);
         }
-        return;
+        rest = &after[end.min(after.len())..];
     }
+}
+
+/// An interpreter's one-liner or an awk program: kept as code, and the
+/// shell commands it spells read too.
+fn follow_code(
+    program: &str,
+    args: &[String],
+    stdin_text: Option<&str>,
+    depth: usize,
+    reading: &mut Reading,
+) {
     let base = program.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
     let interpreter = INTERPRETERS
         .iter()

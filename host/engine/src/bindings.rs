@@ -9,6 +9,11 @@ use wasmtime::component::{Instance, InstancePre};
 
 use crate::error::PluginProblem;
 
+/// The WIT package version this host implements.
+pub const WIT_VERSION: &str = "0.4.0";
+/// The WIT package every policy targets.
+pub const WIT_PACKAGE: &str = "toolgate:policy";
+
 wasmtime::component::bindgen!({
     world: "full",
     path: "../../wit",
@@ -61,7 +66,7 @@ impl ExportIndices {
     pub(crate) fn new<T>(pre: &InstancePre<T>) -> Result<Self, PluginProblem> {
         let invalid = |err: wasmtime::Error| PluginProblem::Invalid(format!("{err:#}"));
         let exported = |interface: &str| {
-            let name = format!("{}/{interface}@{}", crate::WIT_PACKAGE, crate::WIT_VERSION);
+            let name = format!("{WIT_PACKAGE}/{interface}@{WIT_VERSION}");
             pre.component().get_export_index(None, &name).is_some()
         };
         Ok(Self {

@@ -85,6 +85,7 @@ pub mod fuzzing {
     }
 }
 
+pub use bindings::{WIT_PACKAGE, WIT_VERSION};
 pub use config::Config;
 pub use decision::{Decision, Verdict};
 pub use error::{Error, ErrorKind, PluginProblem, Result, StoreCause};
@@ -92,7 +93,7 @@ pub use error::{Error, ErrorKind, PluginProblem, Result, StoreCause};
 pub use hooks::{claude_code, cursor, gemini_cli};
 pub use host::{Outcome, ReloadReport, Toolgate};
 pub use request::ToolRequest;
-pub use runtime::{PolicyFailure, WIT_PACKAGE, WIT_VERSION};
+pub use runtime::PolicyFailure;
 pub use watch::Watcher;
 
 pub use toolgate_wire::{

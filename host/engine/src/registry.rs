@@ -230,7 +230,7 @@ impl Registry {
 
     /// What a change to should reload: the config file, every plugin file,
     /// and `plugin_dir` (new, replaced and removed `.wasm` files in it).
-    pub fn watched_paths(&self) -> crate::watch::Watched {
+    pub fn watched_paths(&self) -> Watched {
         let config = self.config();
         let mut files: Vec<PathBuf> = config.source.iter().cloned().collect();
         if let Ok(plugins) = config.effective_plugins() {
@@ -241,7 +241,7 @@ impl Registry {
                     .map(|p| config.resolve(Path::new(p))),
             );
         }
-        crate::watch::Watched {
+        Watched {
             files,
             plugin_dir: config.plugin_dir.as_ref().map(|d| config.resolve(d)),
         }
@@ -294,6 +294,16 @@ fn following(config: &Config, pins: &FleetPins) -> Config {
         }
     }
     followed
+}
+
+/// What changes should reload (the watcher's part of the registry: what
+/// it loaded from).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Watched {
+    /// The config file and every plugin file.
+    pub files: Vec<PathBuf>,
+    /// The directory of drop-in plugins.
+    pub plugin_dir: Option<PathBuf>,
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use wasmtime::component::{Component, HasSelf, InstancePre, Linker};
 use wasmtime::{Config, Engine, Store, Trap, UpdateDeadline};
 
 use crate::bindings::toolgate::policy::types as wit;
-use crate::bindings::{ExportIndices, Full, PolicyExports};
+use crate::bindings::{ExportIndices, Full, PolicyExports, WIT_PACKAGE, WIT_VERSION};
 use crate::bounds;
 use crate::cache::ArtifactCache;
 use crate::chores::{ChoreQueue, Chores};
@@ -19,11 +19,6 @@ use crate::config::Limits;
 use crate::epoch::EpochTicker;
 use crate::error::PluginProblem;
 use crate::sandbox::{CallContext, CallDeadline, SandboxState};
-
-/// The WIT package version this host implements.
-pub const WIT_VERSION: &str = "0.4.0";
-/// The WIT package every policy targets.
-pub const WIT_PACKAGE: &str = "toolgate:policy";
 
 /// Set (to anything but `0`) to have the engine write the compiled
 /// policies' function names to `/tmp/perf-<pid>.map`, so that `perf` can

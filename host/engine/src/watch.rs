@@ -18,15 +18,7 @@ use notify_debouncer_mini::notify::{RecommendedWatcher, RecursiveMode};
 use notify_debouncer_mini::{DebounceEventResult, Debouncer, new_debouncer};
 
 use crate::Toolgate;
-
-/// What changes should reload.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Watched {
-    /// The config file and every plugin file.
-    pub files: Vec<PathBuf>,
-    /// The directory of drop-in plugins.
-    pub plugin_dir: Option<PathBuf>,
-}
+use crate::registry::Watched;
 
 impl Watched {
     fn directories(&self) -> BTreeSet<PathBuf> {

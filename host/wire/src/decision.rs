@@ -3,8 +3,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::gates::PauseKind;
-
 /// The final answer for one call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Decision {
@@ -194,6 +192,28 @@ pub struct PauseInfo {
     /// What the person is asked for.
     #[serde(flatten)]
     pub kind: PauseKind,
+}
+
+/// Why a call is paused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum PauseKind {
+    /// A person must approve the call.
+    Approval {
+        /// What is being approved.
+        description: String,
+        /// Whether "allow always" may be offered.
+        allow_always: bool,
+    },
+    /// A person must supply a credential.
+    Authentication {
+        /// The credential's name.
+        credential: String,
+        /// How to obtain it.
+        instructions: String,
+        /// Where to obtain it.
+        url: Option<String>,
+    },
 }
 
 /// One policy's own verdict.

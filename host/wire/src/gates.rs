@@ -17,6 +17,9 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+pub use crate::decision::PauseKind;
+use crate::decision::RiskReport;
+
 /// The thread a gate pauses: with the request id, it names the gate.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GateKey {
@@ -24,28 +27,6 @@ pub struct GateKey {
     pub user_id: String,
     /// The thread that is paused.
     pub thread_id: String,
-}
-
-/// Why a call is paused.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum PauseKind {
-    /// A person must approve the call.
-    Approval {
-        /// What is being approved.
-        description: String,
-        /// Whether "allow always" may be offered.
-        allow_always: bool,
-    },
-    /// A person must supply a credential.
-    Authentication {
-        /// The credential's name.
-        credential: String,
-        /// How to obtain it.
-        instructions: String,
-        /// Where to obtain it.
-        url: Option<String>,
-    },
 }
 
 /// A paused call waiting for a person.
@@ -80,7 +61,7 @@ pub struct PendingGate {
     /// How risky the call was judged (gates stored before this field have
     /// none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub risk: Option<crate::decision::RiskReport>,
+    pub risk: Option<RiskReport>,
     /// The transcript the runtime named for the call, if any: where a
     /// decline in the runtime's own prompt shows (the runtime tells hooks
     /// nothing of it), so the gate can end then rather than at its TTL.

@@ -15,6 +15,7 @@
 //! [`Listener`].
 
 mod admit;
+pub mod hook;
 pub mod peer;
 pub mod protocol;
 
@@ -304,7 +305,7 @@ impl Service {
             let answer = runtime.failure_answer(on_error, &refusal.to_string());
             return Value::String(answer.to_string());
         }
-        let handled = crate::hooks::handle_as(&self.host, tenant, runtime, event, on_error);
+        let handled = hook::handle_as(&self.host, tenant, runtime, event, on_error);
         if let Some(decision) = &handled.decision {
             self.decided(decision);
         }

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use toolgate::Toolgate;
 use toolgate::decision::PolicyVerdict;
-use toolgate::hooks::{self, OnError, claude_code};
+use toolgate::hooks::{OnError, claude_code};
 use toolgate::locations::StoreLocation;
 
 use crate::target::Ctx;
@@ -199,7 +199,7 @@ fn run_mode(ctx: &Ctx, cases: &[Case], mode: &str) -> anyhow::Result<ModeReport>
             &format!("toolu_bench_{index}"),
         );
         let started = Instant::now();
-        let handled = hooks::handle(&host, runtime, &event, OnError::Deny);
+        let handled = toolgate::service::hook::handle(&host, runtime, &event, OnError::Deny);
         times.push(started.elapsed());
         let answer = answer_of(&handled.output)?;
         report.total.add(case.expected, answer);

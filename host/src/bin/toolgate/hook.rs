@@ -282,7 +282,7 @@ fn in_process(runtime: HookRuntime, ctx: &Ctx, input: &str, on_error: OnError) -
             .map_err(anyhow::Error::from),
         Needs::Policies => ctx
             .open()
-            .map(|host| hooks::handle(&host, runtime, input, on_error).output),
+            .map(|host| toolgate::service::hook::handle(&host, runtime, input, on_error).output),
     };
     answered.unwrap_or_else(|err| failure(&format!("{err:#}")))
 }

@@ -112,8 +112,40 @@ serde_json = "1"
 memchr = "2"
 "#;
 
+/// `src/lib.rs`: the sample policy, the phases asked for, their export
+/// and a unit test.
 fn policy_source(name: &str, phases: &[Phase]) -> String {
-    let mut source = format!(
+    let mut source = sample_policy(name);
+    for phase in phases {
+        source.push_str(phase.of([
+            CLASSIFY,
+            ACCOUNT,
+            PARSE,
+            OBSERVE,
+            CHECK_OUTPUT,
+            FILTER_TOOLS,
+        ]));
+    }
+    let exported: String = phases
+        .iter()
+        .map(|phase| {
+            phase.of([
+                ", classify",
+                ", account",
+                ", parse",
+                ", observe",
+                ", check_output",
+                ", filter_tools",
+            ])
+        })
+        .collect();
+    source.push_str(&export_and_test(&exported));
+    source
+}
+
+/// The sample's settings, judgment and gate.
+fn sample_policy(name: &str) -> String {
+    format!(
         r#"//! {name}: a toolgate policy.
 //!
 //! This sample refuses shell commands containing any of the configured
@@ -175,31 +207,12 @@ impl Policy for Sample {{
     }}
 }}
 "#
-    );
-    for phase in phases {
-        source.push_str(phase.of([
-            CLASSIFY,
-            ACCOUNT,
-            PARSE,
-            OBSERVE,
-            CHECK_OUTPUT,
-            FILTER_TOOLS,
-        ]));
-    }
-    let exported: String = phases
-        .iter()
-        .map(|phase| {
-            phase.of([
-                ", classify",
-                ", account",
-                ", parse",
-                ", observe",
-                ", check_output",
-                ", filter_tools",
-            ])
-        })
-        .collect();
-    source.push_str(&format!(
+    )
+}
+
+/// The export of the gate and `exported` phases, and the sample's test.
+fn export_and_test(exported: &str) -> String {
+    format!(
         r#"
 // The gate and the optional phases this policy implements: add `classify`,
 // `account`, `parse`, `observe`, `check_output` or `filter_tools` here (and
@@ -220,8 +233,7 @@ mod tests {{
     }}
 }}
 "#
-    ));
-    source
+    )
 }
 
 const CLASSIFY: &str = r#"
