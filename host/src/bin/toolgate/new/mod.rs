@@ -68,6 +68,12 @@ impl Phase {
         table[self as usize]
     }
 
+    /// Each of `phases`' entry in `table` (as [`Phase::of`] reads it),
+    /// joined: the code a generated policy adds for the phases asked for.
+    fn each_of(phases: &[Phase], table: [&str; 6]) -> String {
+        phases.iter().map(|phase| phase.of(table)).collect()
+    }
+
     /// The contract's world that exports this phase.
     fn world(self) -> &'static str {
         self.of([

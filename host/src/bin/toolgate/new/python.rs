@@ -75,16 +75,17 @@ class Sample(tg.Policy):
         return tg.skip()
 "#
     );
-    for phase in phases {
-        source.push_str(phase.of([
+    source.push_str(&Phase::each_of(
+        phases,
+        [
             CLASSIFY,
             ACCOUNT,
             PARSE,
             OBSERVE,
             CHECK_OUTPUT,
             FILTER_TOOLS,
-        ]));
-    }
+        ],
+    ));
     source.push_str(
         "\n\n# One class per export of wit/world.wit: the gate, and each optional phase\n\
          # the world includes (classifier → Risk, accountant → Budget,\n\
@@ -92,16 +93,17 @@ class Sample(tg.Policy):
          # tool-filter → Visibility).\n\
          Gate = tg.gate(Sample)\n",
     );
-    for phase in phases {
-        source.push_str(phase.of([
+    source.push_str(&Phase::each_of(
+        phases,
+        [
             "Risk = tg.classifier(Sample)\n",
             "Budget = tg.accountant(Sample)\n",
             "Verdict = tg.verdict_parser(Sample)\n",
             "Observe = tg.observer(Sample)\n",
             "Output = tg.output_checker(Sample)\n",
             "Visibility = tg.tool_filter(Sample)\n",
-        ]));
-    }
+        ],
+    ));
     source
 }
 

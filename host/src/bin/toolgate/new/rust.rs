@@ -116,29 +116,28 @@ memchr = "2"
 /// and a unit test.
 fn policy_source(name: &str, phases: &[Phase]) -> String {
     let mut source = sample_policy(name);
-    for phase in phases {
-        source.push_str(phase.of([
+    source.push_str(&Phase::each_of(
+        phases,
+        [
             CLASSIFY,
             ACCOUNT,
             PARSE,
             OBSERVE,
             CHECK_OUTPUT,
             FILTER_TOOLS,
-        ]));
-    }
-    let exported: String = phases
-        .iter()
-        .map(|phase| {
-            phase.of([
-                ", classify",
-                ", account",
-                ", parse",
-                ", observe",
-                ", check_output",
-                ", filter_tools",
-            ])
-        })
-        .collect();
+        ],
+    ));
+    let exported = Phase::each_of(
+        phases,
+        [
+            ", classify",
+            ", account",
+            ", parse",
+            ", observe",
+            ", check_output",
+            ", filter_tools",
+        ],
+    );
     source.push_str(&export_and_test(&exported));
     source
 }

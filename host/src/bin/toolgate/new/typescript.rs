@@ -73,16 +73,17 @@ const policy = tg.definePolicy({{
   }},
 "#
     );
-    for phase in phases {
-        source.push_str(phase.of([
+    source.push_str(&Phase::each_of(
+        phases,
+        [
             CLASSIFY,
             ACCOUNT,
             PARSE,
             OBSERVE,
             CHECK_OUTPUT,
             FILTER_TOOLS,
-        ]));
-    }
+        ],
+    ));
     source.push_str(
         "});\n\n\
          // One object per export of wit/world.wit: the gate, and each optional phase\n\
@@ -91,16 +92,17 @@ const policy = tg.definePolicy({{
          // tool-filter → visibility).\n\
          export const gate = policy.gate;\n",
     );
-    for phase in phases {
-        source.push_str(phase.of([
+    source.push_str(&Phase::each_of(
+        phases,
+        [
             "export const risk = policy.phase(\"risk\");\n",
             "export const budget = policy.phase(\"budget\");\n",
             "export const verdict = policy.phase(\"verdict\");\n",
             "export const observe = policy.phase(\"observe\");\n",
             "export const output = policy.phase(\"output\");\n",
             "export const visibility = policy.phase(\"visibility\");\n",
-        ]));
-    }
+        ],
+    ));
     source
 }
 
