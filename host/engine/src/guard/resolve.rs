@@ -76,10 +76,10 @@ pub fn memoized<T>(cwd: Option<&Path>, judge: impl FnOnce() -> T) -> T {
 /// `cwd` names the same directory, unchanged: the same device and inode
 /// (a symlink swapped in names another) and the same status-change time
 /// (renaming the directory, or reusing its inode number for a new one,
-/// changes it). What this cannot see — an ancestor renamed and a symlink
-/// left in its place — moves the directory without moving anything into
-/// or out of a protected location, which the judgment of that move
-/// refuses.
+/// changes it). What this cannot see is an ancestor renamed with a symlink
+/// left in its place: the same directory at another real path. Its words
+/// are then judged where it was, which matters only if it moved into a
+/// protected location — a move the judgment of it refuses.
 fn seed_working_directory(cwd: &Path) {
     // The spelling `resolved` looks up: components joined again.
     let key: PathBuf = cwd.components().collect();
@@ -87,33 +87,30 @@ fn seed_working_directory(cwd: &Path) {
         return;
     };
     let (inode, changed) = ((meta.dev(), meta.ino()), (meta.ctime(), meta.ctime_nsec()));
-    let seen = WORKING.with(|seen| {
+    let remembered = WORKING.with(|seen| {
         (seen.borrow().get(key.as_os_str()))
             .filter(|seen| seen.existing.inode == inode && seen.changed == changed)
             .map(|seen| seen.existing.clone())
     });
-    let existing = match seen {
-        Some(existing) => existing,
+    match remembered {
+        Some(existing) => CANONICAL.with(|memo| {
+            if let Some(memo) = memo.borrow_mut().as_mut() {
+                memo.insert(key.into_os_string(), Some(existing));
+            }
+        }),
+        // Resolved (and memoized) the long way, and remembered.
         None => {
-            let Some(existing) = canonical(&key).filter(|found| found.inode == inode) else {
-                return;
-            };
-            WORKING.with(|seen| {
-                let mut seen = seen.borrow_mut();
-                if seen.len() >= WORKING_KEPT {
-                    seen.clear();
-                }
-                let existing = existing.clone();
-                seen.insert(key.as_os_str().to_owned(), Seen { existing, changed });
-            });
-            return;
+            if let Some(existing) = canonical(&key).filter(|found| found.inode == inode) {
+                WORKING.with(|seen| {
+                    let mut seen = seen.borrow_mut();
+                    if seen.len() >= WORKING_KEPT {
+                        seen.clear();
+                    }
+                    seen.insert(key.into_os_string(), Seen { existing, changed });
+                });
+            }
         }
-    };
-    CANONICAL.with(|memo| {
-        if let Some(memo) = memo.borrow_mut().as_mut() {
-            memo.insert(key.into_os_string(), Some(existing));
-        }
-    });
+    }
 }
 
 /// `path` (absolute) canonicalized by the kernel's rules, if it exists;
