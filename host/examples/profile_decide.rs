@@ -17,7 +17,10 @@
 //! decisions/s, with the CPU time the deciding threads and the store's
 //! writer thread spent per decision), `everyday` (the bundled default
 //! config over `tests/corpus/everyday.jsonl` in one session, with each
-//! policy's share). It prints p50 and p99; the compiled
+//! policy's share), `deadline` (ROUNDS of 16 calls looping at once into
+//! a policy with a 200 ms deadline, on as many threads: when each was cut,
+//! and each policy's whole time; the bound `under_load` tests). It prints
+//! p50 and p99; the compiled
 //! components are cached in the system's temporary directory so a second
 //! run profiles no compiling. `PROFILE_LOG=off` runs the bundled policies
 //! with the decision log off, to see what logging costs; `PROFILE_SPARES=N`
@@ -34,15 +37,20 @@ use toolgate::request::Mode;
 use toolgate::{Config, ToolRequest, Toolgate, Verdict};
 
 const USAGE: &str = "usage: profile_decide \
-    warm|fresh|fresh-paced|allow|allow-warm|allow20|allow20-warm|big|big-warm|code-warm|rhythm|throughput|everyday [CALLS]";
+    warm|fresh|fresh-paced|allow|allow-warm|allow20|allow20-warm|big|big-warm|code-warm|rhythm|throughput|everyday [CALLS] \
+    | deadline [ROUNDS]";
 
 fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
     let case = args.next().unwrap_or_else(|| "warm".into());
-    let calls: usize = match args.next() {
-        Some(n) => n.parse().map_err(|_| anyhow::anyhow!("{USAGE}"))?,
-        None => 20_000,
+    let calls: Option<usize> = match args.next() {
+        Some(n) => Some(n.parse().map_err(|_| anyhow::anyhow!("{USAGE}"))?),
+        None => None,
     };
+    if case == "deadline" {
+        return deadline_under_load(calls.unwrap_or(5));
+    }
+    let calls = calls.unwrap_or(20_000);
     let allow_only = match case.as_str() {
         "allow" | "allow-warm" => 1,
         "allow20" | "allow20-warm" => 20,
@@ -352,6 +360,62 @@ fn request(tool: &str, arguments: serde_json::Value, i: usize, warm: bool) -> To
     request.turn = i as u64;
     request.mode = Mode::InteractiveAutoApprove;
     request
+}
+
+/// 16 calls at once into the hostile test policy's endless loop, with a
+/// 200 ms deadline, `rounds` times: the latest cut and the longest whole
+/// time of each round (the figure `under_load::a_deadline_holds_with_
+/// sixteen_looping_calls` bounds).
+fn deadline_under_load(rounds: usize) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let hostile = std::path::Path::new(env!("TOOLGATE_GUEST_DIR")).join("hostile_policy.wasm");
+    let text = format!(
+        "cache_dir = {:?}\n[plugins.hostile]\npath = {:?}\n[plugins.hostile.config]\n\
+         attack = \"loop\"\n[plugins.hostile.limits]\ndeadline_ms = 200\n",
+        std::env::temp_dir()
+            .join("toolgate-profile-cache")
+            .display()
+            .to_string(),
+        hostile.display().to_string()
+    );
+    let config = Config::parse(&text, "profile", dir.path().to_path_buf())?;
+    let host = std::sync::Arc::new(Toolgate::open(
+        config,
+        Some(dir.path().join("d.redb").into()),
+    )?);
+    for round in 0..rounds {
+        let calls: Vec<_> = (0..16)
+            .map(|n| {
+                let host = std::sync::Arc::clone(&host);
+                std::thread::spawn(move || -> anyhow::Result<(u64, u64)> {
+                    let mut request = request("attack", json!({}), n, false);
+                    request.session_id = format!("looping-{round}-{n}");
+                    let decision = host.evaluate(&request)?;
+                    let policy = &decision.policies[0];
+                    let failure = policy.failure.clone().unwrap_or_default();
+                    let cut = (failure.split("cut after ").nth(1))
+                        .and_then(|rest| rest.split(' ').next()?.parse().ok())
+                        .ok_or_else(|| anyhow::anyhow!("no deadline cut in {failure:?}"))?;
+                    Ok((cut, policy.duration_us / 1000))
+                })
+            })
+            .collect();
+        let mut cuts = Vec::new();
+        let mut whole = Vec::new();
+        for call in calls {
+            let (cut, took) = call
+                .join()
+                .map_err(|_| anyhow::anyhow!("a call panicked"))??;
+            cuts.push(cut);
+            whole.push(took);
+        }
+        println!(
+            "deadline 200 ms, 16 looping calls: latest cut {} ms, longest whole time {} ms",
+            cuts.iter().max().unwrap_or(&0),
+            whole.iter().max().unwrap_or(&0)
+        );
+    }
+    Ok(())
 }
 
 fn summary(mut samples: Vec<Duration>) -> String {
