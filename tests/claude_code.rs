@@ -372,6 +372,7 @@ fn install_prints_and_merges_settings() {
     for event in [
         "SessionStart",
         "PreToolUse",
+        "PreSkillShellCommand",
         "PostToolUse",
         "UserPromptSubmit",
     ] {

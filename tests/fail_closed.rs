@@ -184,6 +184,7 @@ fn claude_code_hooks_are_written_to_block_on_failure() {
     for event in [
         "SessionStart",
         "PreToolUse",
+        "PreSkillShellCommand",
         "PostToolUse",
         "UserPromptSubmit",
     ] {

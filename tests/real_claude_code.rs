@@ -157,36 +157,8 @@ fn inside_claude_code_in_bypass_mode_ordinary_commands_run_and_harmful_ones_are_
     };
     let (claude, user) = (&run.claude, &run.user);
     let (home, project) = (&user.home, &user.project);
-    std::fs::write(project.join("notes.txt"), "keep me\n").unwrap();
     std::fs::write(project.join(".env"), "API_KEY=offline-secret\n").unwrap();
-    let git = |args: &[&str]| {
-        let status = Command::new("git")
-            .args(args)
-            .current_dir(project)
-            .env("HOME", home)
-            .output()
-            .unwrap();
-        assert!(status.status.success(), "git {args:?}: {status:?}");
-    };
-    git(&["init", "-q"]);
-    git(&[
-        "-c",
-        "user.email=t@example.com",
-        "-c",
-        "user.name=t",
-        "add",
-        "notes.txt",
-    ]);
-    git(&[
-        "-c",
-        "user.email=t@example.com",
-        "-c",
-        "user.name=t",
-        "commit",
-        "-qm",
-        "notes",
-    ]);
-    std::fs::write(project.join("notes.txt"), "unsaved work\n").unwrap();
+    repository_with_unsaved_work(home, project);
 
     let bash = |id: &str, command: &str| {
         Block::ToolUse(id.into(), "Bash".into(), json!({"command": command}))
@@ -231,6 +203,71 @@ fn inside_claude_code_in_bypass_mode_ordinary_commands_run_and_harmful_ones_are_
         std::fs::read_to_string(project.join("notes.txt")).unwrap(),
         "unsaved work\n",
         "the unsaved work is still there"
+    );
+}
+
+/// `project` a git repository whose `notes.txt` holds "unsaved work" over
+/// its committed "keep me": what `git reset --hard` would discard.
+fn repository_with_unsaved_work(home: &std::path::Path, project: &std::path::Path) {
+    std::fs::write(project.join("notes.txt"), "keep me\n").unwrap();
+    let git = |args: &[&str]| {
+        let status = Command::new("git")
+            .args(["-c", "user.email=t@example.com", "-c", "user.name=t"])
+            .args(args)
+            .current_dir(project)
+            .env("HOME", home)
+            .output()
+            .unwrap();
+        assert!(status.status.success(), "git {args:?}: {status:?}");
+    };
+    git(&["init", "-q"]);
+    git(&["add", "notes.txt"]);
+    git(&["commit", "-qm", "notes"]);
+    std::fs::write(project.join("notes.txt"), "unsaved work\n").unwrap();
+}
+
+/// A skill's inline shell (`` !`…` ``) runs while Claude Code renders the
+/// skill, under no `PreToolUse` (each at once: two git commands would
+/// race for the index): a skill already in the user's folder could
+/// discard work unasked. toolgate hooks `PreSkillShellCommand`, so
+/// its commands are decided as any shell command: the ordinary one runs,
+/// the harmful one is refused with toolgate's reason, and nothing is lost.
+#[test]
+fn inside_claude_code_a_skills_inline_shell_is_decided_as_any_shell_command() {
+    let Some(run) = installed("") else {
+        return;
+    };
+    let (claude, user) = (&run.claude, &run.user);
+    let (home, project) = (&user.home, &user.project);
+    repository_with_unsaved_work(home, project);
+    let skill = home.join(".claude/skills/tidy");
+    std::fs::create_dir_all(&skill).unwrap();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: tidy\ndescription: Tidy the working tree.\n---\n\
+         Files: !`ls`\n\nTidied: !`git reset --hard`\n",
+    )
+    .unwrap();
+    let api = MessagesApi::start(vec![vec![Block::Text("Tidied.".into())]]);
+    let output = run_claude(claude, home, project, &api, "/tidy", BYPASS);
+    let said = diagnosis(&output, &api);
+    let prompt = api
+        .turns()
+        .first()
+        .map(|turn| turn["messages"].to_string())
+        .unwrap_or_default();
+    assert!(
+        prompt.contains("notes.txt"),
+        "the ordinary command ran: {said}"
+    );
+    assert!(
+        prompt.contains("not run") && prompt.contains("git stash"),
+        "the harmful one was refused with toolgate's reason: {said}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(project.join("notes.txt")).unwrap(),
+        "unsaved work\n",
+        "the unsaved work is still there: {said}"
     );
 }
 

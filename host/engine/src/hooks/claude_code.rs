@@ -16,11 +16,18 @@
 //!   every event until the next prompt carries its `prompt_id`, which binds
 //!   the calls to that turn;
 //! - a decline in Claude Code's own prompt runs no hook: it is read from the
-//!   transcript (see [`declined_in_prompt`]).
+//!   transcript (see [`declined_in_prompt`]);
+//! - `PreSkillShellCommand` (a skill's or command's inline shell,
+//!   `` !`…` ``, run while its text is rendered, under no `PreToolUse`) is
+//!   a shell call decided as any other, that cannot ask: Claude Code runs it
+//!   only on no decision or `allow`, and reads `ask` (and a rewrite) as a
+//!   refusal, "a skill can't wait for" approval.
 //!
-//! Settings: `PreToolUse`, `PostToolUse` and `UserPromptSubmit` as commands
-//! or HTTP hooks, `SessionStart` always a command (it starts the daemon);
-//! since 2.1.295 each handler also says `onFailure: "block"`.
+//! Settings: `PreToolUse`, `PreSkillShellCommand`, `PostToolUse` and
+//! `UserPromptSubmit` as commands or HTTP hooks, `SessionStart` always a
+//! command (it starts the daemon); since 2.1.295 each handler also says
+//! `onFailure: "block"`. A release without `PreSkillShellCommand` ignores
+//! that entry with a warning (seen in 2.1.295).
 
 use std::path::{Path, PathBuf};
 
@@ -279,6 +286,10 @@ impl Adapter for ClaudeCode {
                 request: event.to_request(0)?,
                 can_ask: true,
             },
+            "PreSkillShellCommand" => EventKind::Decide {
+                request: event.to_request(0)?,
+                can_ask: false,
+            },
             "PostToolUse" => {
                 EventKind::ran_with_output(event.to_request(0)?, event.tool_response.as_ref())
             }
@@ -382,6 +393,7 @@ impl Adapter for ClaudeCode {
         json!({"hooks": {
             "SessionStart": hook(None, false),
             "PreToolUse": hook(Some("*"), true),
+            "PreSkillShellCommand": hook(Some("*"), true),
             "PostToolUse": hook(Some("*"), true),
             "UserPromptSubmit": hook(None, true),
         }})
@@ -685,8 +697,10 @@ fn managed_hooks_only(text: Option<&str>) -> std::result::Result<String, String>
         if settings.get("disableAllHooks") == Some(&Value::Bool(true)) {
             settings.remove("disableAllHooks");
         }
-        // Skills' and commands' inline shell runs under no hook toolgate
-        // answers; sideload flags (`--plugin-dir`, …) bring plugins in.
+        // Skills' and commands' inline shell cannot wait for a person
+        // (toolgate's ask refuses it) and a release without
+        // `PreSkillShellCommand` (2.1.295) runs it under no hook; sideload
+        // flags (`--plugin-dir`, …) bring plugins in.
         for key in ["disableSkillShellExecution", "disableSideloadFlags"] {
             settings.insert(key.into(), json!(true));
         }
