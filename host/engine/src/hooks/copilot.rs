@@ -346,9 +346,8 @@ impl Adapter for Copilot {
             file: "/etc/github-copilot/policy.d/toolgate.json",
             lock: Some(SystemLock {
                 file: "/etc/github-copilot/managed-settings.json",
-                edit: managed_lock,
-                does: "allowManagedHooksOnly: user, repository and plugin hooks are ignored; \
-                       features.EXTENSIONS: false: no extension loads",
+                edit: allow_managed_hooks_only,
+                does: "allowManagedHooksOnly: user, repository and plugin hooks are ignored",
                 drop_ins: None,
             }),
         })
@@ -502,42 +501,9 @@ pub fn answer(decision: &Decision) -> Value {
     answer
 }
 
-/// Copilot's managed settings with `allowManagedHooksOnly` and its
-/// extensions feature off. An extension runs code of its own inside
-/// Copilot and can rewrite a call's arguments (`modifiedArgs`) after the
-/// hooks answered; the managed `features` map blocks a feature set
-/// `false`, and no lower layer turns it back on (Copilot CLI 1.0.102's
-/// managed-settings schema).
-fn managed_lock(text: Option<&str>) -> std::result::Result<String, String> {
-    let locked = allow_managed_hooks_only(text)?;
-    super::edit_json_object(Some(&locked), |settings| {
-        settings
-            .entry("features")
-            .or_insert_with(|| json!({}))
-            .as_object_mut()
-            .ok_or_else(|| "has a features that is not a JSON object".to_string())?
-            .insert("EXTENSIONS".into(), json!(false));
-        Ok(())
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_managed_lock_turns_extensions_off_and_keeps_the_admins_settings() {
-        let admin = r#"{"features": {"VOICE": false}, "model": "auto"}"#;
-        let locked: Value = serde_json::from_str(&managed_lock(Some(admin)).unwrap()).unwrap();
-        assert_eq!(locked["allowManagedHooksOnly"], true);
-        assert_eq!(locked["features"]["EXTENSIONS"], false);
-        assert_eq!(locked["features"]["VOICE"], false, "the admin's own");
-        assert_eq!(locked["model"], "auto");
-        let enabled = r#"{"features": {"EXTENSIONS": true}}"#;
-        let locked: Value = serde_json::from_str(&managed_lock(Some(enabled)).unwrap()).unwrap();
-        assert_eq!(locked["features"]["EXTENSIONS"], false);
-        assert!(managed_lock(Some(r#"{"features": []}"#)).is_err());
-    }
 
     #[test]
     fn an_mcp_tool_splits_after_the_longest_configured_server() {
