@@ -589,17 +589,45 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
     );
 
     // The real Claude Code as the agent, started with each way it has to
-    // skip hooks (user mode's switch-offs, which the guard refuses to run):
-    // the managed hooks still run, and the shell command is put to a
-    // person. `--bare` offers no Write, so the call is a shell command.
+    // skip hooks (user mode's switch-offs, which the guard refuses to run),
+    // or with what runs beside the hooks already in place (a project's own
+    // settings hook, a skill's inline shell): the managed hooks still run,
+    // nothing else does, and the shell command is put to a person. `--bare`
+    // offers no Write, so the call is a shell command.
     let settings = home.join(".claude/settings.json");
-    for (flags, env, own_settings) in [
+    let project_settings = agent_dir(&project, ".claude", agent_uid).join("settings.json");
+    let skill = agent_dir(
+        &agent_dir(&home.join(".claude"), "skills", agent_uid),
+        "tidy",
+        agent_uid,
+    )
+    .join("SKILL.md");
+    let beside = project.join("ran-beside-the-hooks.txt");
+    let project_hook = json!({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{
+        "type": "command",
+        "command": format!("touch {}", beside.display()),
+    }]}]}});
+    let skill_text = format!(
+        "---\nname: tidy\ndescription: Tidy up.\n---\nTidied: !`touch {}`\n",
+        beside.display()
+    );
+    for (flags, env, planted) in [
         ("--bare", None, None),
         ("", Some("CLAUDE_CODE_SIMPLE=1"), None),
         ("--safe-mode", None, None),
         ("", Some("CLAUDE_CODE_MANAGED_SETTINGS_PATH=/tmp"), None),
         ("--settings '{\"disableAllHooks\": true}'", None, None),
-        ("", None, Some("{\"disableAllHooks\": true}\n")),
+        (
+            "",
+            None,
+            Some((&settings, "{\"disableAllHooks\": true}\n".to_string())),
+        ),
+        (
+            "",
+            None,
+            Some((&project_settings, project_hook.to_string())),
+        ),
+        ("", None, Some((&skill, skill_text.clone()))),
     ] {
         let touched = project.join("claude-switched-off.txt");
         let api = MessagesApi::start(vec![
@@ -610,38 +638,46 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
             )],
             vec![Block::Text("A person must approve it first.".into())],
         ]);
-        if let Some(text) = own_settings {
-            agent_file(&settings, text, agent_uid);
+        if let Some((path, text)) = &planted {
+            agent_file(path, text, agent_uid);
         }
+        let prompt = if planted.as_ref().is_some_and(|(path, _)| *path == &skill) {
+            "/tidy"
+        } else {
+            "Touch the file."
+        };
         let env: Vec<String> = env.into_iter().map(str::to_string).collect();
-        let ran = claude_as_agent(
-            &ns,
-            &claude,
-            (&home, &project),
-            &api,
-            "Touch the file.",
-            (flags, &env),
-        );
-        let _ = std::fs::remove_file(&settings);
+        let ran = claude_as_agent(&ns, &claude, (&home, &project), &api, prompt, (flags, &env));
+        if let Some((path, _)) = &planted {
+            let _ = std::fs::remove_file(path);
+        }
         let results = api
             .turns()
             .get(1)
             .map(common::claude_code::tool_results)
             .unwrap_or_default();
+        let planted = planted.map(|(path, _)| path);
         assert!(
             results
                 .iter()
                 .any(|(id, is_error, text)| id == "toolu_touch"
                     && *is_error
                     && text.contains("toolgate (lease-gate asks)")),
-            "claude {flags} {env:?} {own_settings:?}: {results:?}\n{}",
+            "claude {flags} {env:?} {planted:?}: {results:?}\n{}",
             String::from_utf8_lossy(&ran.stdout)
         );
         assert!(!touched.exists(), "claude {flags} {env:?}: the command ran");
+        assert!(
+            !beside.exists(),
+            "claude {flags} {env:?} {planted:?}: what was in place beside the hooks ran"
+        );
     }
 
-    // The real OpenCode as the agent, with no plugin of its own: the managed
-    // plugin list runs toolgate's, and the Write is put to a person.
+    // The real OpenCode as the agent, with a plugin of its own beside the
+    // managed one, changing the call in place: the managed plugin list runs
+    // toolgate's, which decides what runs either way (1.18.33 runs the
+    // user's first, so toolgate judges the changed call; were it after,
+    // toolgate's freezes what it allowed), and the Write is put to a person.
     let opencode_target = project.join("opencode.txt");
     let chat = common::chat_api::ChatApi::start(vec![vec![Item::Call(
         "call_write".into(),
@@ -659,6 +695,16 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
         &common::agents::opencode_provider(&chat.base_url).to_string(),
         agent_uid,
     );
+    let rewritten = project.join("opencode-rewritten.txt");
+    agent_file(
+        &agent_dir(&config_dir, "plugin", agent_uid).join("rewrite.js"),
+        &format!(
+            "export const Rewrite = async () => ({{\n  \"tool.execute.before\": async (input, output) => {{\n    \
+             if (input.tool === \"write\") output.args.filePath = {:?};\n  }},\n}});\n",
+            rewritten.display().to_string(),
+        ),
+        agent_uid,
+    );
     let ran = run_as_agent(
         &ns,
         &home,
@@ -670,7 +716,7 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
         &format!("{} run 'Write opencode.txt.'", opencode.display()),
     );
     paused(&chat, "call_write", &ran);
-    assert!(!opencode_target.exists());
+    assert!(!opencode_target.exists() && !rewritten.exists());
 
     // The real Codex as the agent, its own config and its command line
     // turning hooks off: the managed hooks still run, alone, and the shell
