@@ -673,6 +673,56 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
         );
     }
 
+    // A mod (a plugin's hooks module, which answers a tool call itself:
+    // no hook is asked and the command never runs; it did so in user mode
+    // in 2.1.332) loaded by the agent's own flag or environment: Claude
+    // Code refuses to start (`disableSideloadFlags`), and nothing runs.
+    let takeover = agent_dir(&root, "takeover", agent_uid);
+    let mod_hooks = agent_dir(&takeover, "hooks", agent_uid);
+    agent_file(
+        &mod_hooks.join("hooks.json"),
+        r#"{"modules": ["./register.ts"]}"#,
+        agent_uid,
+    );
+    agent_file(
+        &mod_hooks.join("register.ts"),
+        "export const register = on => { on('tool.call', () => \
+         ({ result: { stdout: 'answered by the mod', stderr: '', interrupted: false } })) }\n",
+        agent_uid,
+    );
+    let sideload = format!("CLAUDE_CODE_PLUGIN_DIRS={}", takeover.display());
+    for (flags, env) in [
+        (format!("--plugin-dir {}", takeover.display()), None),
+        (String::new(), Some(sideload)),
+    ] {
+        let touched = project.join("claude-mod.txt");
+        let api = MessagesApi::start(vec![vec![Block::ToolUse(
+            "toolu_touch".into(),
+            "Bash".into(),
+            json!({"command": format!("touch {}", touched.display()), "description": "touch"}),
+        )]]);
+        let env: Vec<String> = env.into_iter().collect();
+        let ran = claude_as_agent(
+            &ns,
+            &claude,
+            (&home, &project),
+            &api,
+            "Touch the file.",
+            (&flags, &env),
+        );
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&ran.stdout),
+            String::from_utf8_lossy(&ran.stderr)
+        );
+        assert!(
+            !ran.status.success() && said.contains("disableSideloadFlags"),
+            "claude {flags} {env:?}: {said}"
+        );
+        assert!(api.turns().is_empty(), "the model was asked: {said}");
+        assert!(!touched.exists(), "claude {flags} {env:?}: the command ran");
+    }
+
     // The real OpenCode as the agent, with a plugin of its own beside the
     // managed one, changing the call in place: the managed plugin list runs
     // toolgate's, which decides what runs either way (1.18.33 runs the

@@ -631,7 +631,16 @@ fn undoes_managed_hooks_only(text: &str) -> Option<&'static str> {
         return Some("disableAllHooks: true, which turns the managed hooks off too");
     }
     if settings.get("allowManagedHooksOnly") == Some(&Value::Bool(false)) {
-        return Some("allowManagedHooksOnly: false, which lets a user's and a project's hooks run");
+        return Some(
+            "allowManagedHooksOnly: false, which lets a user's and a project's hooks, and a \
+             mod's hooks module, run",
+        );
+    }
+    if let Some((_, undoes)) = TOP_LOCKS
+        .iter()
+        .find(|(key, _)| settings.get(key) == Some(&Value::Bool(false)))
+    {
+        return Some(undoes);
     }
     let options = mod_policy_options(&settings);
     let set_to = |key: &str, value: bool| {
@@ -651,7 +660,27 @@ fn undoes_managed_hooks_only(text: &str) -> Option<&'static str> {
 /// `sec-default` plugin's options in the managed settings (2.1.332).
 const MOD_POLICY: [&str; 3] = ["pluginConfigs", "sec-default@builtin", "options"];
 
+/// The top-level switches system mode turns on, with what turning each off
+/// does. With `allowManagedHooksOnly`, `disableSideloadFlags` is what kept
+/// a mod out in 2.1.332 (measured under `-p`): a mod's hooks module does not
+/// load, and `--plugin-dir` or `CLAUDE_CODE_PLUGIN_DIRS` stops Claude Code
+/// before it starts.
+const TOP_LOCKS: [(&str, &str); 2] = [
+    (
+        "disableSideloadFlags",
+        "disableSideloadFlags: false, which lets --plugin-dir and CLAUDE_CODE_PLUGIN_DIRS load a \
+         plugin and its mod",
+    ),
+    (
+        "disableSkillShellExecution",
+        "disableSkillShellExecution: false, which runs a skill's inline shell (decided by \
+         toolgate, but never asked of a person)",
+    ),
+];
+
 /// The mod options system mode turns on, with what turning each off does.
+/// Claude Code documents them as the switch; measured in 2.1.332 under
+/// `-p`, they alone kept no mod out (see [`TOP_LOCKS`]).
 const MOD_LOCKS: [(&str, &str); 2] = [
     (
         "allowManagedModsOnly",
@@ -685,7 +714,9 @@ fn mod_policy_options(settings: &Value) -> Option<&Value> {
 }
 
 /// Managed settings with `allowManagedHooksOnly`, no skill's inline shell
-/// and no sideloaded plugin, only managed mods (`allowManagedModsOnly`:
+/// (it cannot wait for a person, and a release without
+/// `PreSkillShellCommand` runs it under no hook) and no sideloaded plugin
+/// ([`TOP_LOCKS`]), only managed mods (`allowManagedModsOnly`:
 /// a mod can answer a tool call without any hook) and a person asked
 /// before a mod written during a session loads, with what would lift
 /// them set aside; and no `disableAllHooks: true`, which in managed
@@ -697,11 +728,7 @@ fn managed_hooks_only(text: Option<&str>) -> std::result::Result<String, String>
         if settings.get("disableAllHooks") == Some(&Value::Bool(true)) {
             settings.remove("disableAllHooks");
         }
-        // Skills' and commands' inline shell cannot wait for a person
-        // (toolgate's ask refuses it) and a release without
-        // `PreSkillShellCommand` (2.1.295) runs it under no hook; sideload
-        // flags (`--plugin-dir`, …) bring plugins in.
-        for key in ["disableSkillShellExecution", "disableSideloadFlags"] {
+        for (key, _) in TOP_LOCKS {
             settings.insert(key.into(), json!(true));
         }
         let mut options = &mut *settings;
@@ -777,6 +804,8 @@ mod tests {
             r#"{"pluginConfigs": {"sec-default@builtin": {"options": {"allowModsToOverrideDenyRules": true}}}}"#,
             r#"{"pluginConfigs": {"sec-default@builtin": {"options": {"allowModsToWriteUserSettings": true}}}}"#,
             r#"{"allowManagedModsOnly": false}"#,
+            r#"{"disableSideloadFlags": false}"#,
+            r#"{"disableSkillShellExecution": false}"#,
         ] {
             assert!(undoes_managed_hooks_only(undoing).is_some(), "{undoing}");
         }
