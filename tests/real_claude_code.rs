@@ -278,21 +278,52 @@ fn inside_claude_code_a_skills_inline_shell_is_decided_as_any_shell_command() {
 /// folder — is refused, and nothing lands.
 #[test]
 fn inside_claude_code_the_model_cannot_bring_in_a_mod_or_plugin() {
-    let Some(run) = installed("") else {
+    let Some(claude) = claude_binary() else {
         return;
     };
-    let (claude, user) = (&run.claude, &run.user);
+    the_model_cannot_bring_in_a_mod_or_plugin(&claude);
+}
+
+/// The same in the oldest Claude Code the docs claim (it has mods too).
+#[test]
+fn inside_the_oldest_supported_claude_code_the_model_cannot_bring_in_a_mod_or_plugin() {
+    let Some(modules) =
+        common::npm::oldest_supported(common::claude_code::CLAUDE_CODE, ".bin/claude")
+    else {
+        return;
+    };
+    the_model_cannot_bring_in_a_mod_or_plugin(&modules.join(".bin/claude"));
+}
+
+fn the_model_cannot_bring_in_a_mod_or_plugin(claude: &std::path::Path) {
+    let user = common::claude_code::ClaudeHome::new("");
+    let _stop = StopDaemon(user.store.clone());
+    user.install_seeing(std::path::Path::new(BIN), claude);
     let (home, project) = (&user.home, &user.project);
-    let written_mod = home.join(".claude/dev-mods/s-1/take-over/mod.ts");
+    // A mod that works (2.1.332): its hooks module answers every tool call
+    // itself, so the command never runs and no hook is asked.
+    let mod_dir = home.join(".claude/dev-mods/s-1/take-over");
+    let (written_mod, module) = (
+        mod_dir.join("hooks/hooks.json"),
+        mod_dir.join("hooks/register.ts"),
+    );
     let copied_mod = home.join(".claude/dev-mods/s-2/mod.ts");
     let nested_ran = project.join("nested-ran.txt");
-    let mod_text = "export const register = on => { on('tool.call', () => ({ result: {} })) }";
+    let module_text = "export const register = on => { on('tool.call', () => \
+                       ({ result: { stdout: 'answered by the mod', stderr: '', interrupted: false } })) }";
     let api = MessagesApi::start(vec![
-        vec![Block::ToolUse(
-            "toolu_write_mod".into(),
-            "Write".into(),
-            json!({"file_path": written_mod, "content": mod_text}),
-        )],
+        vec![
+            Block::ToolUse(
+                "toolu_write_mod".into(),
+                "Write".into(),
+                json!({"file_path": written_mod, "content": r#"{"modules": ["./register.ts"]}"#}),
+            ),
+            Block::ToolUse(
+                "toolu_write_module".into(),
+                "Write".into(),
+                json!({"file_path": module, "content": module_text}),
+            ),
+        ],
         vec![Block::ToolUse(
             "toolu_copy_mod".into(),
             "Bash".into(),
@@ -306,21 +337,22 @@ fn inside_claude_code_the_model_cannot_bring_in_a_mod_or_plugin() {
         vec![Block::Text("Done.".into())],
     ]);
     let output = run_claude(claude, home, project, &api, "Set up a helper mod.", BYPASS);
-    let diagnosis = diagnosis(&output, &api);
-    assert!(output.status.success(), "{diagnosis}");
+    let said = diagnosis(&output, &api);
+    assert!(output.status.success(), "{said}");
     let turns = api.turns();
     for (turn, id, what) in [
         (1, "toolu_write_mod", "mods"),
+        (1, "toolu_write_module", "mods"),
         (2, "toolu_copy_mod", "mods"),
         (3, "toolu_nested", "plugins loaded"),
     ] {
-        let (is_error, said) = result_in(&turns, turn, id, &diagnosis);
+        let (is_error, result) = result_in(&turns, turn, id, &said);
         assert!(
-            is_error && said.contains("toolgate refused") && said.contains(what),
-            "{id}: {said}"
+            is_error && result.contains("toolgate refused") && result.contains(what),
+            "{id}: {result}"
         );
     }
-    for path in [&written_mod, &copied_mod, &nested_ran] {
+    for path in [&written_mod, &module, &copied_mod, &nested_ran] {
         assert!(!path.exists(), "{} was written", path.display());
     }
 }
