@@ -1349,6 +1349,9 @@ mod tests {
             "mkdir -p .github/extensions/x && cp /tmp/e.mjs .github/extensions/x/extension.mjs",
             "cp /tmp/e.mjs ~/.copilot/extensions/x/extension.mjs",
             "copilot --plugin-dir ./p -p x",
+            // ...and load when it starts experimental (under `-p`, asked to).
+            "copilot --experimental -p x",
+            "GITHUB_COPILOT_PROMPT_MODE_EXTENSIONS=true copilot -p x",
             // Gemini CLI: extensions' hooks rewrite a call's input.
             "cp -r /tmp/e ~/.gemini/extensions/e",
         ] {

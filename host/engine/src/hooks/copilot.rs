@@ -437,6 +437,13 @@ impl Adapter for Copilot {
         if starts_with_any(words, "copilot", &other_code) {
             return Some("start Copilot CLI from code of another place or version");
         }
+        // Extensions (their own code, beside the hooks, in either mode: no
+        // managed setting kept one out in 1.0.102) load only in
+        // experimental mode, and under `-p` only when asked to.
+        let extensions = ["--experimental", "GITHUB_COPILOT_PROMPT_MODE_EXTENSIONS"];
+        if starts_with_any(words, "copilot", &extensions) {
+            return Some("start Copilot CLI loading extensions, whose code runs beside the hooks");
+        }
         starts_with_any(words, "copilot", &moved)
             .then_some("start Copilot CLI with its config moved, toolgate's hooks not in it")
     }
