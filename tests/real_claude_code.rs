@@ -287,12 +287,10 @@ fn inside_claude_code_the_model_cannot_bring_in_a_mod_or_plugin() {
 /// The same in the oldest Claude Code the docs claim (it has mods too).
 #[test]
 fn inside_the_oldest_supported_claude_code_the_model_cannot_bring_in_a_mod_or_plugin() {
-    let Some(modules) =
-        common::npm::oldest_supported(common::claude_code::CLAUDE_CODE, ".bin/claude")
-    else {
+    let Some(claude) = common::claude_code::oldest_claude_binary() else {
         return;
     };
-    the_model_cannot_bring_in_a_mod_or_plugin(&modules.join(".bin/claude"));
+    the_model_cannot_bring_in_a_mod_or_plugin(&claude);
 }
 
 fn the_model_cannot_bring_in_a_mod_or_plugin(claude: &std::path::Path) {
@@ -526,12 +524,10 @@ fn inside_claude_code_http_hooks_decide_and_a_dead_daemon_blocks() {
 /// the installer seeing that release on `PATH`.
 #[test]
 fn inside_the_oldest_supported_claude_code_http_hooks_decide_and_a_dead_daemon_blocks() {
-    let Some(modules) =
-        common::npm::oldest_supported(common::claude_code::CLAUDE_CODE, ".bin/claude")
-    else {
+    let Some(claude) = common::claude_code::oldest_claude_binary() else {
         return;
     };
-    http_hooks_decide_and_a_dead_daemon_blocks(&modules.join(".bin/claude"));
+    http_hooks_decide_and_a_dead_daemon_blocks(&claude);
 }
 
 fn http_hooks_decide_and_a_dead_daemon_blocks(claude: &std::path::Path) {

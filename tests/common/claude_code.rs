@@ -20,6 +20,13 @@ pub fn claude_binary() -> Option<PathBuf> {
     Some(modules.join(".bin/claude"))
 }
 
+/// As [`claude_binary`], for the oldest release the docs claim
+/// (`"oldest-supported"` in `tests/real-clients.json`).
+pub fn oldest_claude_binary() -> Option<PathBuf> {
+    let modules = super::npm::oldest_supported(CLAUDE_CODE, ".bin/claude")?;
+    Some(modules.join(".bin/claude"))
+}
+
 /// What a `-p` run said, for a failed assertion: its exit status, the
 /// requests the model API saw, its stdout and stderr.
 pub fn diagnosis(output: &std::process::Output, api: &MessagesApi) -> String {
