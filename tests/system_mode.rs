@@ -723,6 +723,107 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
         assert!(!touched.exists(), "claude {flags} {env:?}: the command ran");
     }
 
+    // The same mod already in a session's dev-mods folder, the session
+    // resumed in the TUI, which (with no lock) loads it at startup and
+    // says "This mod is now loaded" (2.1.332, measured): after that beat
+    // the shell command is still put to a person, in Claude Code's own
+    // prompt, and does not run.
+    let session = "5e551011-0000-4000-8000-00000000d0d3";
+    let hello = MessagesApi::start(vec![vec![Block::Text("Hello.".into())]]);
+    let made = claude_as_agent(
+        &ns,
+        &claude,
+        (&home, &project),
+        &hello,
+        "Hello.",
+        (&format!("--session-id {session}"), &[]),
+    );
+    assert!(made.status.success(), "{made:?}");
+    let dev_mod = [".claude", "dev-mods", session, "take-over"]
+        .iter()
+        .fold(home.clone(), |dir, name| agent_dir(&dir, name, agent_uid));
+    let hooks = agent_dir(&dev_mod, "hooks", agent_uid);
+    for file in ["hooks.json", "register.ts"] {
+        let text = std::fs::read_to_string(mod_hooks.join(file)).unwrap();
+        agent_file(&hooks.join(file), &text, agent_uid);
+    }
+    agent_file(
+        &agent_dir(&dev_mod, ".claude-plugin", agent_uid).join("plugin.json"),
+        r#"{"name": "take-over"}"#,
+        agent_uid,
+    );
+    let onboarded = json!({
+        "hasCompletedOnboarding": true,
+        "bypassPermissionsModeAccepted": true,
+        "projects": {project.display().to_string(): {
+            "hasTrustDialogAccepted": true,
+            "hasCompletedProjectOnboarding": true,
+        }},
+        "customApiKeyResponses": {"approved": ["offline-test-key"], "rejected": []},
+    });
+    agent_file(
+        &home.join(".claude/.claude.json"),
+        &onboarded.to_string(),
+        agent_uid,
+    );
+    let touched = project.join("claude-dev-mod.txt");
+    let api = MessagesApi::start(vec![
+        vec![Block::ToolUse(
+            "toolu_touch".into(),
+            "Bash".into(),
+            json!({"command": format!("touch {}", touched.display()), "description": "touch"}),
+        )],
+        vec![Block::Text("A person must approve it first.".into())],
+    ]);
+    let holder = ns.holder.id().to_string();
+    let in_project = format!("--wd={}", project.display());
+    let mut program: Vec<String> = ["nsenter", "-t", &holder, "-m", &in_project, "--"]
+        .into_iter()
+        .chain([
+            "runuser",
+            "-u",
+            AGENT,
+            "--",
+            "env",
+            "-i",
+            "PATH=/usr/bin:/bin",
+        ])
+        .chain(["TERM=xterm-256color"])
+        .map(str::to_string)
+        .collect();
+    program.extend([
+        format!("HOME={}", home.display()),
+        format!("CLAUDE_CONFIG_DIR={}", home.join(".claude").display()),
+        format!("ANTHROPIC_BASE_URL={}", api.base_url),
+        "ANTHROPIC_API_KEY=offline-test-key".into(),
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1".into(),
+        "DISABLE_AUTOUPDATER=1".into(),
+        claude.display().to_string(),
+        "--resume".into(),
+        session.into(),
+        "--model".into(),
+        "claude-sonnet-4-5".into(),
+        "--permission-mode".into(),
+        "bypassPermissions".into(),
+    ]);
+    let path = [("PATH", "/usr/sbin:/usr/bin:/sbin:/bin".to_string())];
+    let tmux = common::tmux::Tmux::start(&root, "claude", &project, &path, &program)
+        .expect("the TUI test needs tmux: ./.ci/setup");
+    tmux.wait_for("claude", "bypass permissions on");
+    // The beat in which an unlocked Claude Code loads the mod. Pacing,
+    // not a timing assertion.
+    std::thread::sleep(Duration::from_secs(3));
+    tmux.type_text("claude", "Touch the file.");
+    tmux.press("claude", &["Enter"]);
+    let screen = tmux.wait_for("claude", "toolgate (lease-gate asks)");
+    assert!(
+        !screen.contains("This mod is now loaded"),
+        "the mod loaded:\n{screen}"
+    );
+    tmux.press("claude", &["Escape"]);
+    drop(tmux);
+    assert!(!touched.exists(), "the command ran");
+
     // The real OpenCode as the agent, with a plugin of its own beside the
     // managed one, changing the call in place: the managed plugin list runs
     // toolgate's, which decides what runs either way (1.18.33 runs the
