@@ -676,7 +676,8 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
     // A mod (a plugin's hooks module, which answers a tool call itself:
     // no hook is asked and the command never runs; it did so in user mode
     // in 2.1.332) loaded by the agent's own flag or environment: Claude
-    // Code refuses to start (`disableSideloadFlags`), and nothing runs.
+    // Code refuses to start (`disableSideloadFlags`), and nothing runs; the
+    // oldest supported release too.
     let takeover = agent_dir(&root, "takeover", agent_uid);
     let mod_hooks = agent_dir(&takeover, "hooks", agent_uid);
     agent_file(
@@ -691,9 +692,25 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
         agent_uid,
     );
     let sideload = format!("CLAUDE_CODE_PLUGIN_DIRS={}", takeover.display());
-    for (flags, env) in [
-        (format!("--plugin-dir {}", takeover.display()), None),
-        (String::new(), Some(sideload)),
+    let oldest = {
+        let binary = common::claude_code::oldest_claude_binary()
+            .expect("the oldest supported Claude Code installs from npm: ./.ci/setup");
+        let real = std::fs::canonicalize(binary).unwrap();
+        Path::new(CLIENTS).join(real.strip_prefix(&prefix).unwrap())
+    };
+    for (claude, flags, env) in [
+        (
+            &claude,
+            format!("--plugin-dir {}", takeover.display()),
+            None,
+        ),
+        (&claude, String::new(), Some(sideload.clone())),
+        (
+            &oldest,
+            format!("--plugin-dir {}", takeover.display()),
+            None,
+        ),
+        (&oldest, String::new(), Some(sideload)),
     ] {
         let touched = project.join("claude-mod.txt");
         let api = MessagesApi::start(vec![vec![Block::ToolUse(
@@ -704,7 +721,7 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
         let env: Vec<String> = env.into_iter().collect();
         let ran = claude_as_agent(
             &ns,
-            &claude,
+            claude,
             (&home, &project),
             &api,
             "Touch the file.",
@@ -717,7 +734,8 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
         );
         assert!(
             !ran.status.success() && said.contains("disableSideloadFlags"),
-            "claude {flags} {env:?}: {said}"
+            "{} {flags} {env:?}: {said}",
+            claude.display()
         );
         assert!(api.turns().is_empty(), "the model was asked: {said}");
         assert!(!touched.exists(), "claude {flags} {env:?}: the command ran");
