@@ -409,6 +409,19 @@ fn approve_as_person(ns: &Namespace, request_id: &str) -> Result<(), String> {
     }
 }
 
+/// The model's turns: `touch` `target` (call `toolu_touch`), then say a
+/// person must approve it.
+fn touch_turns(target: &Path) -> MessagesApi {
+    MessagesApi::start(vec![
+        vec![Block::ToolUse(
+            "toolu_touch".into(),
+            "Bash".into(),
+            json!({"command": format!("touch {}", target.display()), "description": "touch"}),
+        )],
+        vec![Block::Text("A person must approve it first.".into())],
+    ])
+}
+
 fn write_turns(target: &Path) -> MessagesApi {
     MessagesApi::start(vec![
         vec![Block::ToolUse(
@@ -630,14 +643,7 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
         ("", None, Some((&skill, skill_text.clone()))),
     ] {
         let touched = project.join("claude-switched-off.txt");
-        let api = MessagesApi::start(vec![
-            vec![Block::ToolUse(
-                "toolu_touch".into(),
-                "Bash".into(),
-                json!({"command": format!("touch {}", touched.display()), "description": "touch"}),
-            )],
-            vec![Block::Text("A person must approve it first.".into())],
-        ]);
+        let api = touch_turns(&touched);
         if let Some((path, text)) = &planted {
             agent_file(path, text, agent_uid);
         }
@@ -713,11 +719,7 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
         (&oldest, String::new(), Some(sideload)),
     ] {
         let touched = project.join("claude-mod.txt");
-        let api = MessagesApi::start(vec![vec![Block::ToolUse(
-            "toolu_touch".into(),
-            "Bash".into(),
-            json!({"command": format!("touch {}", touched.display()), "description": "touch"}),
-        )]]);
+        let api = touch_turns(&touched);
         let env: Vec<String> = env.into_iter().collect();
         let ran = claude_as_agent(
             &ns,
@@ -785,14 +787,7 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
         agent_uid,
     );
     let touched = project.join("claude-dev-mod.txt");
-    let api = MessagesApi::start(vec![
-        vec![Block::ToolUse(
-            "toolu_touch".into(),
-            "Bash".into(),
-            json!({"command": format!("touch {}", touched.display()), "description": "touch"}),
-        )],
-        vec![Block::Text("A person must approve it first.".into())],
-    ]);
+    let api = touch_turns(&touched);
     let holder = ns.holder.id().to_string();
     let in_project = format!("--wd={}", project.display());
     let mut program: Vec<String> = ["nsenter", "-t", &holder, "-m", &in_project, "--"]
