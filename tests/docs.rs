@@ -670,6 +670,7 @@ fn the_configuration_reference_names_exactly_the_keys_the_config_takes() {
         ("daemon", fields::of::<DaemonConfig>().0),
         ("probe", fields::of::<ProbeConfig>().0),
         ("log", fields::of::<LogConfig>().0),
+        ("audit", fields::of::<AuditConfig>().0),
         ("plugins.NAME", fields::of::<PluginConfig>().0),
         ("plugins.NAME.limits", fields::of::<Limits>().0),
     ]);

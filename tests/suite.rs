@@ -6,6 +6,7 @@
 mod common;
 
 mod architecture;
+mod audit;
 mod authoring;
 mod claude_code;
 mod cli;

@@ -29,6 +29,7 @@
 
 pub use toolgate_engine::*;
 
+pub mod audit_export;
 pub mod daemon;
 pub mod mcp;
 pub mod metrics;

@@ -82,6 +82,9 @@ pub struct Config {
     /// and compiled components.
     #[serde(default)]
     pub retention: RetentionConfig,
+    /// The audit trail: a hash chain signed by this host's key.
+    #[serde(default)]
+    pub audit: AuditConfig,
     /// A directory of `.wasm` policies: each `NAME.wasm` there is loaded as
     /// plugin `NAME` (with its `[plugins.NAME]` table if there is one, else
     /// defaults and priority 100), and the directory is watched for changes.
@@ -130,6 +133,41 @@ impl Default for RetentionConfig {
             sessions_max_idle_secs: 7 * 24 * 3600,
             sweep_interval_secs: 60,
             cache_max_age_days: 30,
+        }
+    }
+}
+
+/// The audit trail (see `crate::audit`): every decision, approval,
+/// refusal and reload chained by hash, signed by this host's key.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuditConfig {
+    /// Keep the chain.
+    pub enabled: bool,
+    /// The signing key (64 hex digits, readable by the daemon's user only;
+    /// made on first start with its public half in `KEY.pub`). Default:
+    /// `STORE.audit-key` beside the store.
+    pub key: Option<PathBuf>,
+    /// This host's name in a shared store's chains. Default: the machine's
+    /// host name.
+    pub host: Option<String>,
+    /// Keep at most this many links (the oldest go, with a signed prune).
+    pub max_entries: u64,
+    /// Remove links older than this, days.
+    pub max_age_days: u64,
+    /// A signed checkpoint after this many links.
+    pub checkpoint_every: u64,
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            key: None,
+            host: None,
+            max_entries: 1_000_000,
+            max_age_days: 365,
+            checkpoint_every: 1000,
         }
     }
 }
@@ -928,6 +966,19 @@ impl Config {
             None => {
                 let mut beside = store.local_name().into_os_string();
                 beside.push(".always.toml");
+                beside.into()
+            }
+        }
+    }
+
+    /// The audit key of the store whose local name is `store`: `[audit]
+    /// key`, else `STORE.audit-key` beside it.
+    pub fn audit_key_path(&self, store: &Path) -> PathBuf {
+        match &self.audit.key {
+            Some(key) => self.resolve(key),
+            None => {
+                let mut beside = store.as_os_str().to_owned();
+                beside.push(".audit-key");
                 beside.into()
             }
         }

@@ -122,6 +122,7 @@ impl Toolgate {
         let clock = crate::clock::Clock::open(&store)?;
         store.set_log_config(config.log);
         store.set_retention(crate::store::hygiene::Retention::from_config(&config));
+        store.set_audit(audit_settings(&config, store.path())?);
         let cache_max_age = Duration::from_secs(config.retention.cache_max_age_days * 24 * 3600);
         let runtime =
             Runtime::new(config.cache_path(), cache_max_age).map_err(|err| Error::Config {
@@ -163,13 +164,21 @@ impl Toolgate {
     /// Reload this host only; a registry plugin that follows a tag takes
     /// the digest `pins` names for it (another host's resolution).
     fn reload_here(&self, pins: &FleetPins) -> Result<ReloadReport> {
+        let before = self.plugins();
         let config = self.registry.reload(&self.runtime, &self.store, pins)?;
+        audit_reload(&self.store, &before, &self.plugins());
         if let Err(err) = self.standing.reload() {
             tracing::error!(error = %err, "standing approvals dropped until the file is fixed");
         }
         self.store.set_log_config(config.log);
         self.store
             .set_retention(crate::store::hygiene::Retention::from_config(&config));
+        match audit_settings(&config, self.store.path()) {
+            Ok(audit) => self.store.set_audit(audit),
+            Err(err) => {
+                tracing::error!(error = %err, "the audit trail keeps its previous settings")
+            }
+        }
         Ok(config.report)
     }
 
@@ -489,7 +498,7 @@ impl Toolgate {
         resolution: GateResolution,
     ) -> Result<PendingGate> {
         let trusted = self.registry.with_config(|c| c.trusted_channels.clone());
-        self.resolve_from(key, request_id, channel, resolution, &trusted)
+        self.resolve_from(key, request_id, channel, resolution, &trusted, channel)
     }
 
     /// Close the gate that paused `request` once the runtime reports that
@@ -615,9 +624,36 @@ impl Toolgate {
         channel: &str,
         resolution: GateResolution,
     ) -> Result<PendingGate> {
-        self.resolve_from(key, request_id, channel, resolution, &[channel.to_string()])
+        self.resolve_from(
+            key,
+            request_id,
+            channel,
+            resolution,
+            &[channel.to_string()],
+            channel,
+        )
     }
 
+    /// Resolve a gate as the daemon does: `authenticated` as
+    /// [`Toolgate::resolve_gate_authenticated`], and `by` (the person, as
+    /// the daemon identified them) named in the audit trail.
+    pub(crate) fn resolve_gate_by(
+        &self,
+        (key, request_id): (&GateKey, &str),
+        channel: &str,
+        resolution: GateResolution,
+        authenticated: bool,
+        by: &str,
+    ) -> Result<PendingGate> {
+        let trusted = match authenticated {
+            true => vec![channel.to_string()],
+            false => self.registry.with_config(|c| c.trusted_channels.clone()),
+        };
+        self.resolve_from(key, request_id, channel, resolution, &trusted, by)
+    }
+
+    /// Take the gate and record its resolution, and in the audit trail who
+    /// answered (`by`) what.
     fn resolve_from(
         &self,
         key: &GateKey,
@@ -625,6 +661,7 @@ impl Toolgate {
         channel: &str,
         resolution: GateResolution,
         trusted: &[String],
+        by: &str,
     ) -> Result<PendingGate> {
         let gate = self
             .store
@@ -641,8 +678,29 @@ impl Toolgate {
         };
         let always = matches!(resolution, GateResolution::Approve { always: true })
             && self.registry.with_config(|c| c.keeps_always(&gate.policy));
+        let answer = resolution.answer_name();
+        let kind = match resolution {
+            GateResolution::Deny => crate::audit::AuditKind::Refusal,
+            _ => crate::audit::AuditKind::Approval,
+        };
         self.store
             .record_resolution(&gate, resolution, ttl, channel)?;
+        self.store.audit(crate::audit::AuditRecord::now(
+            kind,
+            &serde_json::json!({
+                "answer": answer,
+                "by": by,
+                "channel": channel,
+                "request_id": request_id,
+                "user_id": gate.user_id,
+                "thread_id": gate.thread_id,
+                "session_id": gate.session_id,
+                "tool": gate.tool,
+                "call_id": gate.call_id,
+                "policy": gate.policy,
+                "fingerprint": gate.fingerprint,
+            }),
+        ));
         if let Some(rule) = always
             .then(|| crate::standing::AlwaysRule::for_gate(&gate, channel))
             .flatten()
@@ -657,6 +715,12 @@ impl Toolgate {
     /// keeps, and where.
     pub fn standing_approvals(&self) -> &crate::standing::StandingApprovals {
         &self.standing
+    }
+
+    /// Up to `limit` links of this host's audit chain after `after`, and
+    /// its signed head (see [`crate::audit`]).
+    pub fn audit_links(&self, after: Option<u64>, limit: usize) -> Result<crate::store::AuditPage> {
+        self.store.audit_links(after, limit)
     }
 
     /// Pending (unexpired) gates, optionally of one user, by session.
@@ -710,5 +774,75 @@ fn command_error(plugin: &str, command: &str) -> impl Fn(String) -> Error {
         plugin: plugin.clone(),
         command: command.clone(),
         message,
+    }
+}
+
+/// What the store's writer chains under `config` (none with `[audit]
+/// enabled = false`), for the store whose local name is `store`. The key is
+/// made on first use; one that cannot be read or made is an error naming it.
+fn audit_settings(
+    config: &Config,
+    store: &std::path::Path,
+) -> Result<Option<crate::audit::AuditSettings>> {
+    let audit = &config.audit;
+    if !audit.enabled {
+        return Ok(None);
+    }
+    let path = config.audit_key_path(store);
+    let key = crate::audit::AuditKey::load_or_create(&path).map_err(|err| Error::Config {
+        path: config.origin(),
+        message: format!(
+            "[audit]: cannot read or make the audit key {}: {err}; fix its permissions, set \
+             [audit] key to a file the daemon's user may write, or [audit] enabled = false",
+            path.display()
+        ),
+    })?;
+    Ok(Some(crate::audit::AuditSettings {
+        host: audit.host.clone().unwrap_or_else(host_name),
+        key,
+        max_entries: audit.max_entries,
+        max_age_secs: audit.max_age_days.saturating_mul(24 * 3600),
+        checkpoint_every: audit.checkpoint_every,
+    }))
+}
+
+/// The machine's host name (`localhost` when it has none).
+fn host_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most `buf.len()` bytes into `buf`.
+    let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    match std::str::from_utf8(&buf[..end]) {
+        Ok(name) if ok && !name.is_empty() => name.to_string(),
+        _ => "localhost".to_string(),
+    }
+}
+
+/// The audit trail's record of a reload from `before` to `after`: the
+/// plugins deciding now, and a `rollout` link for each whose rollout
+/// changed (or that came or went with one).
+fn audit_reload(store: &Store, before: &PluginSet, after: &PluginSet) {
+    let plugins: Vec<serde_json::Value> = after
+        .iter()
+        .map(|p| serde_json::json!({"name": &*p.name, "sha256": p.sha256, "rollout": p.rollout}))
+        .collect();
+    store.audit(crate::audit::AuditRecord::now(
+        crate::audit::AuditKind::Reload,
+        &serde_json::json!({ "plugins": plugins }),
+    ));
+    let rollout = |set: &PluginSet, name: &str| set.get(name).and_then(|p| p.rollout.clone());
+    let names: std::collections::BTreeSet<&str> = before
+        .iter()
+        .chain(after.iter())
+        .map(|p| &*p.name)
+        .collect();
+    for name in names {
+        let (was, now) = (rollout(before, name), rollout(after, name));
+        if was != now {
+            store.audit(crate::audit::AuditRecord::now(
+                crate::audit::AuditKind::Rollout,
+                &serde_json::json!({"plugin": name, "before": was, "after": now}),
+            ));
+        }
     }
 }

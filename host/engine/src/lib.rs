@@ -20,6 +20,7 @@
 #![deny(missing_docs)]
 
 mod answered;
+pub mod audit;
 mod bindings;
 mod bounds;
 mod cache;

@@ -122,11 +122,12 @@ impl Tenant {
                 *session = self.session(session)
             }
             DaemonRequest::Log { .. }
+            | DaemonRequest::Audit { .. }
             | DaemonRequest::Events { .. }
             | DaemonRequest::StoreStats
             | DaemonRequest::Sweep => {
                 return Err(Error::Unauthorized(
-                    "the decision log, events and store are every user's: only the operator \
+                    "the decision log, audit trail, events and store are every user's: only the operator \
                      reads them (root, the daemon's user, or a person in [approvals] \
                      terminal_uids)"
                         .into(),

@@ -213,6 +213,16 @@ pub enum DaemonRequest {
         /// How many at most.
         limit: usize,
     },
+    /// Links of this host's audit chain after `after` (none: from the
+    /// first kept), oldest first, with the chain's signed head: what
+    /// `toolgate audit verify` checks and `audit export` writes.
+    Audit {
+        /// The last link already read.
+        #[serde(default)]
+        after: Option<u64>,
+        /// How many at most.
+        limit: usize,
+    },
     /// The newest events of the policies' streams, oldest first.
     Events {
         /// How many at most.

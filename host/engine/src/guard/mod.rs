@@ -243,11 +243,15 @@ impl ControlPlane {
         protected.push(config.always_path(&store.into()));
         protected.push(crate::locations::socket_for_store(store));
         protected.extend(config.daemon.socket.clone());
+        // The audit key signs the chain: the agent may not even read it.
+        let audit_key = config.audit_key_path(store);
+        protected.push(audit_key.clone());
         let absolute = |p: PathBuf| std::path::absolute(&p).unwrap_or(p);
         let plane = Self::new(
             protected.into_iter().map(absolute),
             &absolute(store.to_path_buf()),
-        );
+        )
+        .with_secret(&audit_key);
         match config.cache_path() {
             Some(dir) => plane.with_secret(&dir),
             None => plane,

@@ -206,6 +206,9 @@ impl Service {
             DaemonRequest::Log { filter, limit } => {
                 rows("entry", host.decision_log(&filter, limit)?)
             }
+            DaemonRequest::Audit { after, limit } => {
+                to_json(host.audit_links(after, limit.min(AUDIT_PAGE))?)
+            }
             DaemonRequest::Events { limit } => rows("event", host.recent_events(limit)?),
             DaemonRequest::StoreStats => to_json(host.store_stats()?),
             DaemonRequest::Sweep => to_json(host.sweep()?),
@@ -328,13 +331,14 @@ impl Service {
         by: String,
     ) -> Result<PendingGate> {
         let decision = resolution.answer_name();
-        let gate = if authenticated {
-            self.host
-                .resolve_gate_authenticated(key, request_id, channel, resolution)?
-        } else {
-            self.host
-                .resolve_gate(key, request_id, channel, resolution)?
-        };
+        let gate = self.host.resolve_gate_by(
+            (key, request_id),
+            channel,
+            resolution,
+            authenticated,
+            &by,
+        )?;
+        // The resolution and its audit link, before the answer.
         self.host.persist();
         tracing::info!(request_id, decision, %by, "gate resolved");
         self.listener.resolved(&gate, decision, &by);
@@ -411,3 +415,6 @@ fn resolver(caller: &Caller, channel: &str) -> String {
         _ => channel.to_string(),
     }
 }
+
+/// The most audit links one request reads.
+pub const AUDIT_PAGE: usize = 1000;

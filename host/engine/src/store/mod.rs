@@ -13,6 +13,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::audit::{AuditRecord, AuditSettings, Chain, SignedHead, Stored};
 use crate::config::LogConfig;
 use crate::decision_log::{LogEntry, LogFilter, PendingLogEntry};
 use crate::error::Result;
@@ -214,6 +215,29 @@ pub trait DecisionLog {
     fn decision_log(&self, filter: &LogFilter, limit: usize) -> Result<Vec<(u64, LogEntry)>>;
 }
 
+/// The audit trail: this host's hash chain (see [`crate::audit`]).
+pub trait AuditTrail {
+    /// Chain these settings from now on (none: write no chain).
+    fn set_audit(&self, settings: Option<AuditSettings>);
+    /// Queue `record` for the chain; it is committed with the decision log
+    /// (durable within 100 ms, or when [`Maintenance::persist`] returns).
+    fn audit(&self, record: AuditRecord) {
+        let _ = record;
+    }
+    /// Up to `limit` links of this host's chain after link `after` (none:
+    /// from the first kept), oldest first, and the chain's signed head.
+    fn audit_links(&self, after: Option<u64>, limit: usize) -> Result<AuditPage>;
+}
+
+/// A page of the audit chain.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditPage {
+    /// Links as stored (each a JSON text), by number.
+    pub links: Vec<(u64, String)>,
+    /// The chain's signed head, if it has one.
+    pub head: Option<SignedHead>,
+}
+
 /// Turn counters, for runtimes that do not number turns.
 pub trait TurnStore {
     /// Start the next turn of `session` and return its number (from 1).
@@ -402,6 +426,7 @@ pub trait Backend:
     + EventStore
     + GateStore
     + DecisionLog
+    + AuditTrail
     + TurnStore
     + TerminalStore
     + Maintenance
@@ -417,6 +442,7 @@ impl<T> Backend for T where
         + EventStore
         + GateStore
         + DecisionLog
+        + AuditTrail
         + TurnStore
         + TerminalStore
         + Maintenance
@@ -433,6 +459,132 @@ impl<T> Backend for T where
 pub(crate) struct Settings {
     log: std::sync::Arc<std::sync::RwLock<LogConfig>>,
     retention: std::sync::Arc<std::sync::RwLock<Retention>>,
+    pub(crate) audit: std::sync::Arc<AuditQueue>,
+}
+
+/// The audit chain's settings and the records waiting for the writer,
+/// shared by a backend and its writer thread.
+#[derive(Debug, Default)]
+pub(crate) struct AuditQueue {
+    settings: std::sync::RwLock<Option<AuditSettings>>,
+    waiting: std::sync::Mutex<Vec<AuditRecord>>,
+}
+
+impl AuditQueue {
+    pub(crate) fn set(&self, settings: Option<AuditSettings>) {
+        *self.settings.write().unwrap_or_else(|p| p.into_inner()) = settings;
+    }
+
+    pub(crate) fn settings(&self) -> Option<AuditSettings> {
+        self.settings
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    pub(crate) fn push(&self, record: AuditRecord) {
+        if self.settings().is_some() {
+            self.waiting
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(record);
+        }
+    }
+
+    pub(crate) fn has_waiting(&self) -> bool {
+        !self
+            .waiting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_empty()
+    }
+
+    fn take(&self) -> Vec<AuditRecord> {
+        std::mem::take(&mut *self.waiting.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+/// The writer's end of the audit chain: resumed from the store when first
+/// needed, and again after a commit that failed (the chain in memory ran
+/// ahead of it).
+#[derive(Debug, Default)]
+pub(crate) struct AuditWriter {
+    chain: Option<Chain>,
+}
+
+/// What a writer commits to the chain in one pass.
+pub(crate) struct AuditPass {
+    pub settings: AuditSettings,
+    /// The links to store, in order.
+    pub links: Vec<Stored>,
+}
+
+impl AuditWriter {
+    /// The links for `decisions` (their log bytes) and the records waiting
+    /// in `queue`, none when no chain is kept; `newest` reads the newest
+    /// stored link, to resume from.
+    pub(crate) fn pass(
+        &mut self,
+        queue: &AuditQueue,
+        decisions: Vec<(u64, Vec<u8>)>,
+        newest: impl FnOnce() -> std::result::Result<Option<Vec<u8>>, String>,
+    ) -> std::result::Result<Option<AuditPass>, String> {
+        let Some(settings) = queue.settings() else {
+            return Ok(None);
+        };
+        let records = queue.take();
+        if decisions.is_empty() && records.is_empty() {
+            return Ok(None);
+        }
+        let chain = match &mut self.chain {
+            Some(chain) => chain,
+            empty => empty.insert(Chain::resume(newest()?.as_deref())?),
+        };
+        // In the order they happened (a decision first at the same ms):
+        // both lists are each in order already.
+        let decisions = decisions.into_iter().map(|(at_ms, body)| AuditRecord {
+            kind: crate::audit::AuditKind::Decision,
+            at_ms,
+            body,
+        });
+        let mut records = records.into_iter().peekable();
+        let mut links = Vec::new();
+        for decision in decisions {
+            while let Some(record) = records.next_if(|r| r.at_ms < decision.at_ms) {
+                links.extend(chain.append(&record, &settings));
+            }
+            links.extend(chain.append(&decision, &settings));
+        }
+        for record in records {
+            links.extend(chain.append(&record, &settings));
+        }
+        Ok(Some(AuditPass { settings, links }))
+    }
+
+    /// The signed head after the links of the last pass.
+    pub(crate) fn head(&self, settings: &AuditSettings) -> Option<SignedHead> {
+        let (seq, hash) = self.chain.as_ref()?.head()?;
+        Some(settings.key.sign(seq, hash))
+    }
+
+    /// The prune link for `removed` links gone from the front; `kept` is
+    /// the first kept link's number and `prev` (none: all went).
+    pub(crate) fn prune(
+        &mut self,
+        settings: &AuditSettings,
+        kept: Option<(u64, &str)>,
+        removed: u64,
+    ) -> Option<Stored> {
+        let chain = self.chain.as_mut()?;
+        Some(chain.prune(kept, removed, &settings.key))
+    }
+
+    /// Read the chain's end from the store on the next pass: the commit
+    /// failed (the chain in memory ran ahead of it), or another process
+    /// may have appended since.
+    pub(crate) fn failed(&mut self) {
+        self.chain = None;
+    }
 }
 
 impl Settings {

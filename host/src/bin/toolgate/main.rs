@@ -8,6 +8,7 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod audit;
 mod bench;
 mod check;
 mod doctor;
@@ -124,6 +125,10 @@ enum Subcommands {
     },
     /// Show the decision log, newest last.
     Log(log::LogArgs),
+    /// The audit trail: prove it whole (`verify`), write it out (`export`
+    /// as JSON lines or CEF), and this host's public key (`key`).
+    #[command(subcommand)]
+    Audit(audit::AuditCommand),
     /// Decide the logged calls again with a candidate set of plugins and
     /// show what would change (exit 3 if anything would, 0 if not).
     ///
@@ -218,6 +223,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Subcommands::New(command) => new::run(command),
         Subcommands::Test { policy, fixtures } => test_fixtures(&policy, &fixtures, &ctx.config),
         Subcommands::Log(args) => log::run(&ctx.target(None)?, &args),
+        Subcommands::Audit(command) => audit::run(&ctx, command),
         Subcommands::Plugins(command) => plugins::run(&ctx, command),
         Subcommands::Check(args) => check::run(&ctx.target(None)?, &args),
         Subcommands::Gates(command) => gates::run(&ctx, command),

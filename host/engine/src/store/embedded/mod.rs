@@ -10,6 +10,7 @@
 //! ([`Maintenance::settle`]); gates, resolutions and agent terminals commit
 //! durably.
 
+mod audit;
 mod decisions;
 mod gates;
 mod hygiene;
@@ -25,8 +26,8 @@ use std::thread::JoinHandle;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 
 use super::{
-    EventStore, LogBuffer, MAX_STATE_ENTRY, MAX_STATE_KEY, Maintenance, Settings, StateSnapshot,
-    StateStore, StateWriteError, StoredEvent, TurnStore,
+    AuditWriter, EventStore, LogBuffer, MAX_STATE_ENTRY, MAX_STATE_KEY, Maintenance, Settings,
+    StateSnapshot, StateStore, StateWriteError, StoredEvent, TurnStore,
 };
 use crate::config::LogConfig;
 use crate::decision_log::{LogEntry, PendingLogEntry};
@@ -177,6 +178,10 @@ impl RedbStore {
             txn.open_table(PENDING_GATES)
                 .map_err(|e| store_err(e.into()))?;
             txn.open_table(DECISIONS).map_err(|e| store_err(e.into()))?;
+            txn.open_table(audit::AUDIT)
+                .map_err(|e| store_err(e.into()))?;
+            txn.open_table(audit::AUDIT_HEAD)
+                .map_err(|e| store_err(e.into()))?;
             txn.open_table(TURNS).map_err(|e| store_err(e.into()))?;
             txn.open_table(hygiene::EVENTS_BY_POLICY)
                 .map_err(|e| store_err(e.into()))?;
@@ -788,13 +793,15 @@ fn run_event_writer(
     let mut last_durable = std::time::Instant::now();
     // Its allocation goes back to the buffer (see `LogBuffer::take`).
     let mut scratch = Vec::new();
+    let mut audit = AuditWriter::default();
     let mut log_decisions = || {
         let decisions = log_buffer.take(&mut scratch);
-        if decisions.is_empty() {
+        if decisions.is_empty() && !settings.audit.has_waiting() {
             return;
         }
         dirty.store(true, Ordering::Release);
-        if let Err(err) = commit_decisions(db, &decisions, &settings.log()) {
+        if let Err(err) = commit_decisions(db, &decisions, settings, &mut audit) {
+            audit.failed();
             tracing::warn!(error = %err, count = decisions.len(), "failed to write the decision log");
         }
     };
@@ -990,22 +997,28 @@ fn commit_events(
     Ok(())
 }
 
+/// The decision log's new entries and the audit chain's links for them
+/// (and for the other records waiting), in one transaction.
 fn commit_decisions(
     db: &Database,
     entries: &[LogEntry],
-    config: &LogConfig,
-) -> std::result::Result<(), redb::Error> {
+    settings: &Settings,
+    audit: &mut AuditWriter,
+) -> std::result::Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let txn = group_committed(db)?;
     {
         let mut table = txn.open_table(DECISIONS)?;
         let first = table.last()?.map_or(0, |(seq, _)| seq.value() + 1);
-        let mut bytes = Vec::with_capacity(1024);
+        let mut logged = Vec::with_capacity(entries.len());
         for (seq, entry) in (first..).zip(entries) {
-            bytes.clear();
-            serde_json::to_writer(&mut bytes, entry).expect("log entries always serialise");
+            let bytes = serde_json::to_vec(entry).expect("log entries always serialise");
             table.insert(seq, bytes.as_slice())?;
+            logged.push((entry.at_ms, bytes));
         }
-        apply_retention(&mut table, config, crate::now_ms())?;
+        if !entries.is_empty() {
+            apply_retention(&mut table, &settings.log(), crate::now_ms())?;
+        }
+        audit::commit(&txn, &settings.audit, audit, logged)?;
     }
     txn.commit()?;
     Ok(())

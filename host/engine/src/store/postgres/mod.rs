@@ -39,10 +39,11 @@ use client::{Client, PgError, Queries as _, Row};
 use tokio_postgres::{Config as PgConfig, NoTls};
 
 use super::{
-    DecisionLog, EVENT_QUEUE_CAPACITY, EventStore, GateStore, LogBuffer, MAX_STATE_ENTRY,
-    MAX_STATE_KEY, Maintenance, Settings, StateSnapshot, StateStore, StateWriteError, StoredEvent,
-    Take, TerminalStore, TurnStore, judge_take,
+    AuditPage, AuditTrail, DecisionLog, EVENT_QUEUE_CAPACITY, EventStore, GateStore, LogBuffer,
+    MAX_STATE_ENTRY, MAX_STATE_KEY, Maintenance, Settings, StateSnapshot, StateStore,
+    StateWriteError, StoredEvent, Take, TerminalStore, TurnStore, judge_take,
 };
+use crate::audit::{AuditRecord, AuditSettings};
 use crate::config::LogConfig;
 use crate::decision_log::{LogEntry, LogFilter, PendingLogEntry};
 use crate::error::{Error, Result};
@@ -858,6 +859,45 @@ impl DecisionLog for PostgresStore {
             .collect();
         found.reverse();
         Ok(found)
+    }
+}
+
+impl AuditTrail for PostgresStore {
+    fn set_audit(&self, settings: Option<AuditSettings>) {
+        self.settings.audit.set(settings);
+    }
+
+    fn audit(&self, record: AuditRecord) {
+        self.settings.audit.push(record);
+    }
+
+    /// This host's chain (`[audit] host`): each host of a fleet keeps its
+    /// own, so none waits for another's to append.
+    fn audit_links(&self, after: Option<u64>, limit: usize) -> Result<AuditPage> {
+        let mut page = AuditPage::default();
+        let Some(host) = self.settings.audit.settings().map(|s| s.host) else {
+            return Ok(page);
+        };
+        let mut client = self.pool.get()?;
+        let from = after.map_or(0, |seq| i64_of(seq.saturating_add(1)));
+        let rows = client
+            .query(
+                "SELECT seq, link FROM audit WHERE host = $1 AND seq >= $2 ORDER BY seq LIMIT $3",
+                &[&host, &from, &(limit.min(i64::MAX as usize) as i64)],
+            )
+            .map_err(|e| self.pool.error(e))?;
+        for row in rows {
+            let link: Vec<u8> = row.get(1);
+            page.links.push((
+                row.get::<_, i64>(0) as u64,
+                String::from_utf8_lossy(&link).into_owned(),
+            ));
+        }
+        page.head = client
+            .query_opt("SELECT head FROM audit_heads WHERE host = $1", &[&host])
+            .map_err(|e| self.pool.error(e))?
+            .and_then(|row| serde_json::from_slice(&row.get::<_, Vec<u8>>(0)).ok());
+        Ok(page)
     }
 }
 

@@ -19,6 +19,8 @@ pub(super) const TABLES: &[&str] = &[
     "decisions",
     "turns",
     "agent_terminals",
+    "audit",
+    "audit_heads",
 ];
 
 /// Migrations in order; the schema version is how many have run.
@@ -90,6 +92,20 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE gates ALTER COLUMN request_id SET NOT NULL;
     ALTER TABLE gates DROP CONSTRAINT gates_pkey;
     ALTER TABLE gates ADD PRIMARY KEY (user_id, thread_id, request_id);
+    "#,
+    // 3: the audit trail, one hash chain per host (see `crate::audit`).
+    r#"
+    CREATE TABLE audit (
+        host text NOT NULL,
+        seq bigint NOT NULL,
+        at_ms bigint NOT NULL,
+        link bytea NOT NULL,
+        PRIMARY KEY (host, seq)
+    );
+    CREATE TABLE audit_heads (
+        host text PRIMARY KEY,
+        head bytea NOT NULL
+    );
     "#,
 ];
 

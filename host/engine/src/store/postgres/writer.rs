@@ -10,10 +10,11 @@ use std::time::{Duration, Instant};
 use super::client::{Client, PgError, Queries as _};
 
 use super::{Pool, i64_of};
+use crate::audit::LinkHead;
 use crate::decision::Verdict;
 use crate::decision_log::LogEntry;
 use crate::store::hygiene::{Retention, SweepReport};
-use crate::store::{LogBuffer, Settings, StoredEvent};
+use crate::store::{AuditWriter, LogBuffer, Settings, StoredEvent};
 
 /// The most queued writes committed in one transaction.
 const BATCH: usize = 256;
@@ -49,6 +50,7 @@ impl Writer {
     pub(super) fn run(self, queue: Receiver<Message>) {
         let mut last_sweep = Instant::now();
         let mut scratch = Vec::new();
+        let mut audit = AuditWriter::default();
         loop {
             let interval = self.retention().sweep_interval;
             let (first, closing) = match queue.recv_timeout(TICK) {
@@ -71,9 +73,10 @@ impl Writer {
                 }
             }
             let decisions = self.log_buffer.take(&mut scratch);
-            if !batch.is_empty() || !decisions.is_empty() {
+            if !batch.is_empty() || !decisions.is_empty() || self.settings.audit.has_waiting() {
                 let written = (batch.len() + decisions.len()) as u64;
-                if let Err(err) = self.commit(batch, &decisions) {
+                if let Err(err) = self.commit(batch, &decisions, &mut audit) {
+                    audit.failed();
                     self.dropped.fetch_add(written, Ordering::Relaxed);
                     tracing::error!(error = %err, written, "store writes lost: the batch could not be committed");
                 }
@@ -105,7 +108,12 @@ impl Writer {
         self.settings.retention()
     }
 
-    fn commit(&self, batch: Vec<Message>, decisions: &[LogEntry]) -> Result<(), String> {
+    fn commit(
+        &self,
+        batch: Vec<Message>,
+        decisions: &[LogEntry],
+        audit: &mut AuditWriter,
+    ) -> Result<(), String> {
         let mut client = self.pool.get().map_err(|e| e.to_string())?;
         let mut txn = client.transaction().map_err(|e| e.to_string())?;
         let mut policies = std::collections::BTreeSet::new();
@@ -132,6 +140,7 @@ impl Writer {
             }
         }
         let logged = !decisions.is_empty();
+        let mut chained = Vec::with_capacity(decisions.len());
         for entry in decisions {
             let body = serde_json::to_vec(entry).expect("log entries always serialise");
             txn.execute(
@@ -146,7 +155,9 @@ impl Writer {
                 ],
             )
             .map_err(|e| e.to_string())?;
+            chained.push((entry.at_ms, body));
         }
+        chain(&mut txn, &self.settings, audit, chained)?;
         let retention = self.retention();
         for policy in policies {
             let quota = retention
@@ -174,6 +185,128 @@ impl Writer {
         }
         txn.commit().map_err(|e| e.to_string())
     }
+}
+
+/// Chain `decisions` (decided at, log bytes) and the records waiting for
+/// the chain inside `txn`, apply the chain's retention, and sign its head.
+fn chain(
+    txn: &mut super::client::Transaction<'_>,
+    settings: &Settings,
+    audit: &mut AuditWriter,
+    decisions: Vec<(u64, Vec<u8>)>,
+) -> Result<(), String> {
+    let Some(host) = settings.audit.settings().map(|s| s.host) else {
+        return Ok(());
+    };
+    if !settings.audit.has_waiting() && decisions.is_empty() {
+        return Ok(());
+    }
+    // Processes of one host (several `serve` on one machine) append to one
+    // chain: one at a time, each from the newest link committed.
+    txn.execute(
+        "SELECT pg_advisory_xact_lock(hashtext('toolgate-audit:' || $1))",
+        &[&host],
+    )
+    .map_err(|e| e.to_string())?;
+    audit.failed();
+    let newest = || -> Result<Option<Vec<u8>>, String> {
+        let row = txn
+            .query_opt(
+                "SELECT link FROM audit WHERE host = $1 ORDER BY seq DESC LIMIT 1",
+                &[&host],
+            )
+            .map_err(|e| e.to_string())?;
+        Ok(row.map(|row| row.get(0)))
+    };
+    let Some(pass) = audit.pass(&settings.audit, decisions, newest)? else {
+        return Ok(());
+    };
+    let insert = |txn: &mut super::client::Transaction<'_>, seq: u64, bytes: &[u8]| {
+        let at_ms = serde_json::from_slice::<LinkHead>(bytes).map_or(0, |l| l.at_ms);
+        txn.execute(
+            "INSERT INTO audit (host, seq, at_ms, link) VALUES ($1, $2, $3, $4)",
+            &[&host, &i64_of(seq), &i64_of(at_ms), &bytes],
+        )
+        .map(drop)
+        .map_err(|e| e.to_string())
+    };
+    for (seq, bytes) in &pass.links {
+        insert(txn, *seq, bytes)?;
+    }
+    let (newest, _) = pass.links.last().expect("a pass has links");
+    if let Some((kept, removed)) = retain(txn, &host, &pass.settings, *newest)? {
+        let kept = kept.as_ref().map(|(seq, prev)| (*seq, prev.as_str()));
+        if let Some((seq, bytes)) = audit.prune(&pass.settings, kept, removed) {
+            insert(txn, seq, &bytes)?;
+        }
+    }
+    if let Some(head) = audit.head(&pass.settings) {
+        let bytes = serde_json::to_vec(&head).map_err(|e| e.to_string())?;
+        txn.execute(
+            "INSERT INTO audit_heads (host, head) VALUES ($1, $2) \
+             ON CONFLICT (host) DO UPDATE SET head = EXCLUDED.head",
+            &[&host, &bytes],
+        )
+        .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// Remove `host`'s links over the count (see `AuditSettings::excess`;
+/// numbered without gaps, so the count is the span up to `newest`) and past
+/// their age (rare: only the first link's age is read), from the front;
+/// the first kept link's number and `prev` and how many went, if any did.
+fn retain(
+    txn: &mut super::client::Transaction<'_>,
+    host: &str,
+    settings: &crate::audit::AuditSettings,
+    newest: u64,
+) -> Result<Option<crate::audit::Pruned>, String> {
+    let first = txn
+        .query_opt(
+            "SELECT seq, at_ms FROM audit WHERE host = $1 ORDER BY seq LIMIT 1",
+            &[&host],
+        )
+        .map_err(|e| e.to_string())?
+        .map(|row| (row.get::<_, i64>(0) as u64, row.get::<_, i64>(1) as u64));
+    let Some((first, at_ms)) = first else {
+        return Ok(None);
+    };
+    let mut keep_from = first + settings.excess(newest + 1 - first);
+    let cutoff = settings.cutoff_ms(crate::now_ms());
+    if at_ms < cutoff {
+        // Up to the first young link: never one from the middle.
+        let young: i64 = txn
+            .query_one(
+                "SELECT COALESCE(min(seq), $2) FROM audit WHERE host = $1 AND at_ms >= $3",
+                &[&host, &i64_of(newest + 1), &i64_of(cutoff)],
+            )
+            .map_err(|e| e.to_string())?
+            .get(0);
+        keep_from = keep_from.max(young as u64);
+    }
+    if keep_from <= first {
+        return Ok(None);
+    }
+    let removed = txn
+        .execute(
+            "DELETE FROM audit WHERE host = $1 AND seq < $2",
+            &[&host, &i64_of(keep_from)],
+        )
+        .map_err(|e| e.to_string())?;
+    let kept = txn
+        .query_opt(
+            "SELECT seq, link FROM audit WHERE host = $1 ORDER BY seq LIMIT 1",
+            &[&host],
+        )
+        .map_err(|e| e.to_string())?
+        .map(|row| {
+            let link: Vec<u8> = row.get(1);
+            serde_json::from_slice::<LinkHead>(&link).map(|l| (row.get::<_, i64>(0) as u64, l.prev))
+        })
+        .transpose()
+        .map_err(|e| format!("the first kept audit link cannot be read: {e}"))?;
+    Ok(Some((kept, removed)))
 }
 
 /// Remove what is past its retention: old events, expired gates and
