@@ -450,3 +450,344 @@ fn audit_export_writes_links_as_stored_and_as_cef() {
         assert!(line.contains("cs1Label=tool cs1=Read"), "{line}");
     }
 }
+
+/// An OTLP/HTTP receiver built from the official protobuf definitions
+/// (Python's `opentelemetry-proto`): it parses each request as the
+/// collector would and prints what it received as JSON lines; the first
+/// `argv[1]` requests are refused (HTTP 503), as a collector that is down.
+const OTLP_RECEIVER: &str = r#"
+import json, sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2 as traces
+from opentelemetry.proto.collector.logs.v1 import logs_service_pb2 as logs
+
+refuse = int(sys.argv[1])
+
+def value(v):
+    kind = v.WhichOneof("value")
+    return getattr(v, kind) if kind else None
+
+def attributes(pairs):
+    return {pair.key: value(pair.value) for pair in pairs}
+
+class Receiver(BaseHTTPRequestHandler):
+    def do_POST(self):
+        global refuse
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        if refuse > 0:
+            refuse -= 1
+            print(json.dumps({"refused": self.path}), flush=True)
+            self.send_response(503)
+            self.end_headers()
+            return
+        assert self.headers["Content-Type"] == "application/x-protobuf", self.headers
+        if self.path == "/v1/traces":
+            request = traces.ExportTraceServiceRequest()
+            request.ParseFromString(body)
+            for resource in request.resource_spans:
+                for scope in resource.scope_spans:
+                    for span in scope.spans:
+                        print(json.dumps({"span": {
+                            "name": span.name, "trace": span.trace_id.hex(),
+                            "id": span.span_id.hex(), "parent": span.parent_span_id.hex(),
+                            "kind": span.kind, "status": span.status.code,
+                            "start": span.start_time_unix_nano, "end": span.end_time_unix_nano,
+                            "attributes": attributes(span.attributes),
+                            "resource": attributes(resource.resource.attributes),
+                            "scope": scope.scope.name}}), flush=True)
+            answer = traces.ExportTraceServiceResponse().SerializeToString()
+        elif self.path == "/v1/logs":
+            request = logs.ExportLogsServiceRequest()
+            request.ParseFromString(body)
+            for resource in request.resource_logs:
+                for scope in resource.scope_logs:
+                    for record in scope.log_records:
+                        print(json.dumps({"log": {
+                            "body": value(record.body), "severity": record.severity_number,
+                            "event": record.event_name, "trace": record.trace_id.hex(),
+                            "span": record.span_id.hex(),
+                            "attributes": attributes(record.attributes)}}), flush=True)
+            answer = logs.ExportLogsServiceResponse().SerializeToString()
+        else:
+            self.send_response(404)
+            self.end_headers()
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    def log_message(self, *args):
+        pass
+
+server = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+print(json.dumps({"port": server.server_address[1]}), flush=True)
+server.serve_forever()
+"#;
+
+/// Lines a child or a listener printed, collected as they come.
+type Lines = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+
+/// The OTLP receiver, refusing its first `refuse` requests; its URL and
+/// what it printed.
+fn otlp_receiver(dir: &Path, refuse: usize) -> (common::hooks::KillOnDrop, String, Lines) {
+    use std::io::BufRead as _;
+    let python = common::python::python().expect("python with tests/requirements.txt");
+    let script = dir.join("otlp_receiver.py");
+    std::fs::write(&script, OTLP_RECEIVER).unwrap();
+    let mut child = Command::new(python)
+        .arg(&script)
+        .arg(refuse.to_string())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let first: serde_json::Value = serde_json::from_str(&stdout.next().unwrap().unwrap()).unwrap();
+    let url = format!("http://127.0.0.1:{}", first["port"]);
+    let lines = Lines::default();
+    let seen = lines.clone();
+    std::thread::spawn(move || {
+        for line in stdout.map_while(Result::ok) {
+            seen.lock().unwrap().push(line);
+        }
+    });
+    (common::hooks::KillOnDrop(child), url, lines)
+}
+
+/// `toolgate serve` over `dir`'s config and store; its socket.
+fn serve(dir: &Path) -> (common::hooks::KillOnDrop, PathBuf) {
+    let socket = dir.join("toolgate.sock");
+    let child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .arg("--config")
+        .arg(dir.join("config.toml"))
+        .arg("--store")
+        .arg(dir.join("t.redb"))
+        .args(["serve", "--socket"])
+        .arg(&socket)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let client = toolgate::daemon::Client::new(&socket);
+    common::eventually("the daemon to come up", || client.is_up());
+    (common::hooks::KillOnDrop(child), socket)
+}
+
+/// Decide `calls` Read calls through the daemon at `socket`; then, with
+/// `rollout` (a plugin's name), give that plugin a rollout in the config and
+/// reload it as an operator does (SIGHUP): a reload link and a rollout link.
+fn decide_through(
+    (daemon, socket): &(common::hooks::KillOnDrop, PathBuf),
+    calls: usize,
+    rollout: Option<&str>,
+) {
+    let client = toolgate::daemon::Client::new(socket);
+    for n in 0..calls {
+        let request = call("Read", json!({"file_path": format!("/tmp/{n}")}));
+        let answer = client
+            .call(&toolgate::daemon::DaemonRequest::Evaluate { request })
+            .unwrap();
+        assert_eq!(answer["verdict"], "deny", "{answer}");
+    }
+    let Some(plugin) = rollout else {
+        return;
+    };
+    let config = socket.with_file_name("config.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let rollout = format!("[plugins.{plugin}.rollout]\npercent = 100\n");
+    std::fs::write(&config, format!("{text}{rollout}")).unwrap();
+    // SAFETY: signals the daemon child this test started and still holds.
+    unsafe { libc::kill(daemon.0.id() as libc::pid_t, libc::SIGHUP) };
+}
+
+fn parsed(lines: &Lines, key: &str) -> Vec<serde_json::Value> {
+    lines
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter_map(|line| line.get(key).cloned())
+        .collect()
+}
+
+#[test]
+fn the_daemon_sends_the_trail_to_an_otlp_collector_that_was_down_spans_per_decision_and_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    // The collector refuses its first three requests.
+    let (_receiver, url, lines) = otlp_receiver(dir.path(), 3);
+    let body = format!(
+        "[audit]\nhost = \"build-7\"\notlp_endpoint = {url:?}\n{}{}",
+        scripted("first", 1, "verdict = \"allow\""),
+        scripted("approver", 2, "verdict = \"deny\"\nreason = \"no reads\""),
+    );
+    std::fs::write(dir.path().join("config.toml"), config_text(&body)).unwrap();
+    let _daemon = serve(dir.path());
+    decide_through(&_daemon, 3, Some("first"));
+    common::eventually_showing("every link to reach the collector", || {
+        let logs = parsed(&lines, "log");
+        let kinds: std::collections::BTreeSet<String> = logs
+            .iter()
+            .map(|l| l["attributes"]["toolgate.audit.seq"].to_string())
+            .collect();
+        (kinds.len() == 5, lines.lock().unwrap().join("\n"))
+    });
+    assert_eq!(parsed(&lines, "refused").len(), 3, "it was down at first");
+
+    let spans = parsed(&lines, "span");
+    let by_id: std::collections::BTreeMap<String, &serde_json::Value> =
+        spans.iter().map(|s| (s["id"].to_string(), s)).collect();
+    let roots: Vec<_> = by_id.values().filter(|s| s["parent"] == "").collect();
+    assert_eq!(roots.len(), 3, "a span per decision: {spans:#?}");
+    for root in &roots {
+        assert_eq!(root["name"], "execute_tool Read");
+        let attributes = &root["attributes"];
+        assert_eq!(attributes["gen_ai.operation.name"], "execute_tool");
+        assert_eq!(attributes["gen_ai.tool.name"], "Read");
+        assert_eq!(attributes["toolgate.verdict"], "deny");
+        assert_eq!(attributes["toolgate.reason"], "no reads");
+        assert_eq!(attributes["toolgate.decided_by"], "approver");
+        assert_eq!(root["status"], 2, "an error: denied");
+        assert_eq!(root["resource"]["service.name"], "toolgate");
+        assert_eq!(root["resource"]["host.name"], "build-7");
+        assert_eq!(root["trace"].as_str().unwrap().len(), 32);
+        assert!(root["start"].as_u64() <= root["end"].as_u64());
+        // The arguments leave as the log keeps them: a digest.
+        let arguments = attributes["toolgate.arguments"].as_str().unwrap();
+        assert!(!arguments.contains("/tmp/"), "{arguments}");
+        let children: Vec<_> = by_id
+            .values()
+            .filter(|s| s["parent"] == root["id"])
+            .collect();
+        let names: std::collections::BTreeSet<_> = children
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            ["toolgate.policy approver", "toolgate.policy first"].into(),
+            "a child per policy"
+        );
+        assert!(children.iter().all(|c| c["trace"] == root["trace"]));
+    }
+    let logs = parsed(&lines, "log");
+    let reload = logs
+        .iter()
+        .find(|l| l["event"] == "toolgate.audit.reload")
+        .expect("the reload's log record");
+    assert_eq!(reload["attributes"]["toolgate.audit.seq"], 3);
+    let decision = logs
+        .iter()
+        .find(|l| l["event"] == "toolgate.audit.decision")
+        .unwrap();
+    assert!(
+        roots
+            .iter()
+            .any(|r| r["trace"] == decision["trace"] && r["id"] == decision["span"]),
+        "a decision's record is tied to its span"
+    );
+}
+
+/// An RFC 5424 message's parts: PRI, version, timestamp, host, app,
+/// procid, msgid, structured data, text.
+fn rfc5424(message: &str) -> Vec<String> {
+    let (pri, rest) = message
+        .strip_prefix('<')
+        .and_then(|m| m.split_once('>'))
+        .expect("<PRI>");
+    let mut parts = vec![pri.to_string()];
+    let mut rest = rest;
+    for _ in 0..7 {
+        let (field, tail) = rest.split_once(' ').expect("a header field");
+        parts.push(field.to_string());
+        rest = tail;
+    }
+    parts.push(rest.to_string());
+    parts
+}
+
+#[test]
+fn the_daemon_sends_the_trail_to_syslog_as_cef_over_udp_and_over_tcp_once_a_receiver_listens() {
+    use std::io::Read as _;
+    let dir = tempfile::tempdir().unwrap();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    // The TCP receiver's port, not listening yet.
+    let tcp_port = common::free_port();
+    let body = format!(
+        "[audit]\nhost = \"build-7\"\nsyslog = \"udp://{}\"\n{}",
+        udp.local_addr().unwrap(),
+        scripted("approver", 1, "verdict = \"deny\"\nreason = \"a|b=c\""),
+    );
+    std::fs::write(dir.path().join("config.toml"), config_text(&body)).unwrap();
+    let daemon = serve(dir.path());
+    decide_through(&daemon, 2, Some("approver"));
+    let mut messages = Vec::new();
+    let mut buf = [0u8; 8192];
+    while messages.len() < 4 {
+        let (n, _) = udp.recv_from(&mut buf).unwrap();
+        messages.push(String::from_utf8(buf[..n].to_vec()).unwrap());
+    }
+    for (seq, message) in messages.iter().enumerate() {
+        let parts = rfc5424(message);
+        let kind = ["decision", "decision", "reload", "rollout"][seq];
+        let severity = [4, 4, 6, 5][seq];
+        assert_eq!(parts[0], (13 * 8 + severity).to_string(), "{message}");
+        assert_eq!(parts[1], "1");
+        assert!(humantime::parse_rfc3339(&parts[2]).is_ok(), "{message}");
+        assert_eq!(parts[3..5], ["build-7", "toolgate"]);
+        assert_eq!(parts[6..8], [kind, "-"]);
+        let cef = &parts[8];
+        assert!(cef.starts_with("CEF:0|toolgate|toolgate|"), "{cef}");
+        assert!(cef.contains(&format!(" cn1={seq} ")), "{cef}");
+        if seq < 2 {
+            assert!(cef.contains("|decision.deny|tool call denied|7|"), "{cef}");
+            assert!(cef.contains(r"reason=a|b\=c "), "{cef}");
+        }
+    }
+    // Stopped as an operator stops it.
+    let (mut daemon, _) = daemon;
+    // SAFETY: signals the daemon child this test started and still holds.
+    unsafe { libc::kill(daemon.0.id() as libc::pid_t, libc::SIGTERM) };
+    assert!(daemon.0.wait().unwrap().success());
+
+    // Over TCP, to a receiver that starts listening only after the links
+    // were written: they arrive, framed by octet counts.
+    let config = std::fs::read_to_string(dir.path().join("config.toml")).unwrap();
+    let config = config.replace(
+        &format!("udp://{}", udp.local_addr().unwrap()),
+        &format!("tcp://127.0.0.1:{tcp_port}"),
+    );
+    std::fs::write(dir.path().join("config.toml"), config).unwrap();
+    let _daemon = serve(dir.path());
+    decide_through(&_daemon, 1, None);
+    std::thread::sleep(std::time::Duration::from_millis(500)); // refused meanwhile
+    let listener = std::net::TcpListener::bind(("127.0.0.1", tcp_port)).unwrap();
+    let (mut stream, _) = listener.accept().unwrap();
+    let mut frames = Vec::new();
+    let mut received = String::new();
+    while frames.len() < 5 {
+        let mut chunk = [0u8; 4096];
+        let n = stream.read(&mut chunk).unwrap();
+        assert!(n > 0, "the daemon closed the stream early: {frames:?}");
+        received.push_str(std::str::from_utf8(&chunk[..n]).unwrap());
+        while let Some((len, rest)) = received.split_once(' ') {
+            let len: usize = len.parse().expect("an octet count");
+            if rest.len() < len {
+                break;
+            }
+            frames.push(rest[..len].to_string());
+            received = rest[len..].to_string();
+        }
+    }
+    // Every link from the first: the links sent over UDP went to another
+    // receiver, and a new one gets the whole trail.
+    let seqs: Vec<String> = frames
+        .iter()
+        .map(|f| {
+            let cef = &rfc5424(f)[8];
+            let at = cef.find(" cn1=").unwrap() + 5;
+            cef[at..].split(' ').next().unwrap().to_string()
+        })
+        .collect();
+    let expected: Vec<String> = (0..seqs.len()).map(|n| n.to_string()).collect();
+    assert_eq!(seqs, expected, "from link 0, in order");
+}

@@ -827,6 +827,8 @@ fn the_grafana_dashboard_shows_exactly_the_metrics_the_daemon_serves() {
     .unwrap();
     metrics.record(&decision);
     metrics.record_reload(true);
+    metrics.audit_export().sent("otlp", 1);
+    metrics.audit_export().failed("otlp");
     let text = metrics.render(0, 0);
     let served: BTreeSet<String> = text
         .lines()

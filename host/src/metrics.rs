@@ -13,6 +13,8 @@
 //! | `toolgate_busy_answers_total` | counter | |
 //! | `toolgate_dropped_events_total` | counter | |
 //! | `toolgate_shadow_verdicts_total` | counter | `policy`, `live`, `shadow`, `agreement` |
+//! | `toolgate_audit_links_sent_total` | counter | `export` (`otlp`, `syslog`) |
+//! | `toolgate_audit_export_failures_total` | counter | `export` |
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -53,6 +55,33 @@ struct ShadowLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ExportLabel {
+    export: &'static str,
+}
+
+/// What the audit trail's export counts: links each receiver took, and
+/// attempts that failed (to be sent again).
+#[derive(Clone, Debug)]
+pub struct AuditExportCounters {
+    sent: Family<ExportLabel, Counter>,
+    failures: Family<ExportLabel, Counter>,
+}
+
+impl AuditExportCounters {
+    /// `links` links went to `export`.
+    pub fn sent(&self, export: &'static str, links: u64) {
+        self.sent
+            .get_or_create(&ExportLabel { export })
+            .inc_by(links);
+    }
+
+    /// An attempt to send to `export` failed.
+    pub fn failed(&self, export: &'static str) {
+        self.failures.get_or_create(&ExportLabel { export }).inc();
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabel {
     result: &'static str,
 }
@@ -72,6 +101,7 @@ pub struct Metrics {
     shadows: Family<ShadowLabels, Counter>,
     not_durable: Counter,
     connections_refused: Counter,
+    audit_export: AuditExportCounters,
 }
 
 impl Default for Metrics {
@@ -89,6 +119,10 @@ impl Default for Metrics {
             shadows: Family::default(),
             not_durable: Counter::default(),
             connections_refused: Counter::default(),
+            audit_export: AuditExportCounters {
+                sent: Family::default(),
+                failures: Family::default(),
+            },
             registry: Registry::default(),
         };
         registry.register(
@@ -146,6 +180,16 @@ impl Default for Metrics {
             "Socket connections refused at daemon.max_connections_per_user",
             metrics.connections_refused.clone(),
         );
+        registry.register(
+            "audit_links_sent",
+            "Audit links each export's receiver took",
+            metrics.audit_export.sent.clone(),
+        );
+        registry.register(
+            "audit_export_failures",
+            "Attempts to send audit links that failed (the links are sent again)",
+            metrics.audit_export.failures.clone(),
+        );
         Self {
             registry,
             ..metrics
@@ -179,6 +223,11 @@ fn policy_verdict_name(verdict: PolicyVerdict) -> &'static str {
 }
 
 impl Metrics {
+    /// The audit export's counters, for its thread.
+    pub fn audit_export(&self) -> AuditExportCounters {
+        self.audit_export.clone()
+    }
+
     /// Count one decision.
     pub fn record(&self, decision: &Decision) {
         self.decisions

@@ -560,6 +560,19 @@ impl Verifier {
     }
 }
 
+/// The machine's host name (`localhost` when it has none): whose chain
+/// this is unless `[audit] host` names another.
+pub fn host_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most `buf.len()` bytes into `buf`.
+    let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    match std::str::from_utf8(&buf[..end]) {
+        Ok(name) if ok && !name.is_empty() => name.to_string(),
+        _ => "localhost".to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -157,6 +157,13 @@ pub struct AuditConfig {
     pub max_age_days: u64,
     /// A signed checkpoint after this many links.
     pub checkpoint_every: u64,
+    /// Send the trail as it is written to this OpenTelemetry collector
+    /// (OTLP over HTTP, protobuf): `http://127.0.0.1:4318`. A span per
+    /// decision (a child per policy) and a log record per link.
+    pub otlp_endpoint: Option<String>,
+    /// Send the trail as it is written to this syslog receiver (RFC 5424,
+    /// CEF payload): `udp://HOST:PORT` or `tcp://HOST:PORT`.
+    pub syslog: Option<String>,
 }
 
 impl Default for AuditConfig {
@@ -168,6 +175,8 @@ impl Default for AuditConfig {
             max_entries: 1_000_000,
             max_age_days: 365,
             checkpoint_every: 1000,
+            otlp_endpoint: None,
+            syslog: None,
         }
     }
 }
@@ -982,6 +991,14 @@ impl Config {
                 beside.into()
             }
         }
+    }
+
+    /// Where the daemon remembers how far it has sent the audit trail to
+    /// each `[audit]` export: `STORE.audit-sent` beside the store.
+    pub fn audit_sent_path(&self, store: &Path) -> PathBuf {
+        let mut beside = store.as_os_str().to_owned();
+        beside.push(".audit-sent");
+        beside.into()
     }
 
     /// Resolve a path from the config against the config file's directory.

@@ -798,7 +798,7 @@ fn audit_settings(
         ),
     })?;
     Ok(Some(crate::audit::AuditSettings {
-        host: audit.host.clone().unwrap_or_else(host_name),
+        host: audit.host.clone().unwrap_or_else(crate::audit::host_name),
         key,
         max_entries: audit.max_entries,
         max_age_secs: audit.max_age_days.saturating_mul(24 * 3600),
@@ -806,22 +806,18 @@ fn audit_settings(
     }))
 }
 
-/// The machine's host name (`localhost` when it has none).
-fn host_name() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: gethostname writes at most `buf.len()` bytes into `buf`.
-    let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    match std::str::from_utf8(&buf[..end]) {
-        Ok(name) if ok && !name.is_empty() => name.to_string(),
-        _ => "localhost".to_string(),
-    }
-}
-
-/// The audit trail's record of a reload from `before` to `after`: the
-/// plugins deciding now, and a `rollout` link for each whose rollout
-/// changed (or that came or went with one).
+/// The audit trail's record of a reload from `before` to `after` that
+/// changed something: the plugins deciding now, and a `rollout` link for
+/// each whose rollout changed (or that came or went with one).
 fn audit_reload(store: &Store, before: &PluginSet, after: &PluginSet) {
+    let identity = |set: &PluginSet| -> Vec<(String, String, Option<crate::config::Rollout>)> {
+        set.iter()
+            .map(|p| (p.name.to_string(), p.sha256.clone(), p.rollout.clone()))
+            .collect()
+    };
+    if identity(before) == identity(after) {
+        return;
+    }
     let plugins: Vec<serde_json::Value> = after
         .iter()
         .map(|p| serde_json::json!({"name": &*p.name, "sha256": p.sha256, "rollout": p.rollout}))

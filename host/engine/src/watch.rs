@@ -31,6 +31,29 @@ impl Watched {
         dirs
     }
 
+    /// What the watched files are now (each one's length and modification
+    /// time, and the `.wasm` files in `plugin_dir`): a reload that only
+    /// opened them (inotify reports the open) changes none of it, so it
+    /// does not set off another reload.
+    fn state(&self) -> BTreeSet<(PathBuf, Option<(u64, std::time::SystemTime)>)> {
+        let stat = |path: &Path| {
+            let meta = std::fs::metadata(path).ok()?;
+            Some((meta.len(), meta.modified().ok()?))
+        };
+        let mut files: BTreeSet<PathBuf> = self.files.iter().map(|f| absolute(f)).collect();
+        if let Some(dir) = &self.plugin_dir
+            && let Ok(entries) = std::fs::read_dir(dir)
+        {
+            files.extend(
+                entries
+                    .flatten()
+                    .map(|e| e.path())
+                    .filter(|p| p.extension().is_some_and(|e| e == "wasm")),
+            );
+        }
+        files.into_iter().map(|f| (f.clone(), stat(&f))).collect()
+    }
+
     fn concerns(&self, path: &Path) -> bool {
         let path = absolute(path);
         self.files.iter().any(|f| absolute(f) == path)
@@ -77,6 +100,7 @@ impl Toolgate {
         let (events, changes) = mpsc::channel::<DebounceEventResult>();
         let mut debouncer = new_debouncer(debounce, events).map_err(watch_error)?;
         let mut watched = self.registry.watched_paths();
+        let mut seen = watched.state();
         let mut directories = BTreeSet::new();
         renew(&mut debouncer, &mut directories, &watched);
         let shared: Shared = Arc::new(Mutex::new(Some(debouncer)));
@@ -87,7 +111,9 @@ impl Toolgate {
             .spawn(move || {
                 for batch in changes {
                     let Ok(batch) = batch else { continue };
-                    if !batch.iter().any(|event| watched.concerns(&event.path)) {
+                    if !batch.iter().any(|event| watched.concerns(&event.path))
+                        || watched.state() == seen
+                    {
                         continue;
                     }
                     let Some(host) = host.upgrade() else { return };
@@ -96,6 +122,7 @@ impl Toolgate {
                     }
                     // Follow a config that now names other files.
                     watched = host.registry.watched_paths();
+                    seen = watched.state();
                     let mut guard = renewing.lock().unwrap_or_else(|p| p.into_inner());
                     if let Some(debouncer) = guard.as_mut() {
                         renew(debouncer, &mut directories, &watched);

@@ -3,6 +3,9 @@
 //! read. The chain itself is the engine's (`toolgate_engine::audit`).
 
 pub mod cef;
+pub mod otlp;
+pub mod ship;
+pub mod syslog;
 
 use crate::daemon::DaemonRequest;
 use serde_json::Value;

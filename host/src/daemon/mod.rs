@@ -282,6 +282,12 @@ impl Daemon {
         self.shared.metrics_text()
     }
 
+    /// The counters the audit trail's export updates (see
+    /// [`crate::audit_export::ship`]), served with the other metrics.
+    pub fn audit_export_counters(&self) -> crate::metrics::AuditExportCounters {
+        self.shared.metrics.audit_export()
+    }
+
     /// Count now as activity (for `idle_exit_secs`).
     fn touch(&self) {
         self.last_request_ms

@@ -65,7 +65,11 @@ pub fn run(ctx: &Ctx, args: &ServeArgs) -> anyhow::Result<ExitCode> {
     // Requests run on the blocking pool, bounded: a burst of short
     // connections grew it to hundreds of threads.
     let blocking_threads = options.max_in_flight + 16;
-    let daemon = Daemon::new(host, options);
+    let daemon = Daemon::new(Arc::clone(&host), options);
+    // Dropped after the daemon: it sends what the daemon decided until it
+    // stopped.
+    let _audit_export =
+        toolgate::audit_export::ship::Shipper::start(host, daemon.audit_export_counters())?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .max_blocking_threads(blocking_threads)
