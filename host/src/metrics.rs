@@ -61,7 +61,7 @@ struct ExportLabel {
 
 /// What the audit trail's export counts: links each receiver took, and
 /// attempts that failed (to be sent again).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct AuditExportCounters {
     sent: Family<ExportLabel, Counter>,
     failures: Family<ExportLabel, Counter>,
@@ -78,6 +78,19 @@ impl AuditExportCounters {
     /// An attempt to send to `export` failed.
     pub fn failed(&self, export: &'static str) {
         self.failures.get_or_create(&ExportLabel { export }).inc();
+    }
+
+    fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "audit_links_sent",
+            "Audit links each export's receiver took",
+            self.sent.clone(),
+        );
+        registry.register(
+            "audit_export_failures",
+            "Attempts to send audit links that failed (the links are sent again)",
+            self.failures.clone(),
+        );
     }
 }
 
@@ -119,10 +132,7 @@ impl Default for Metrics {
             shadows: Family::default(),
             not_durable: Counter::default(),
             connections_refused: Counter::default(),
-            audit_export: AuditExportCounters {
-                sent: Family::default(),
-                failures: Family::default(),
-            },
+            audit_export: AuditExportCounters::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -180,16 +190,7 @@ impl Default for Metrics {
             "Socket connections refused at daemon.max_connections_per_user",
             metrics.connections_refused.clone(),
         );
-        registry.register(
-            "audit_links_sent",
-            "Audit links each export's receiver took",
-            metrics.audit_export.sent.clone(),
-        );
-        registry.register(
-            "audit_export_failures",
-            "Attempts to send audit links that failed (the links are sent again)",
-            metrics.audit_export.failures.clone(),
-        );
+        metrics.audit_export.register(&mut registry);
         Self {
             registry,
             ..metrics
