@@ -449,7 +449,55 @@ fn audit_export_writes_links_as_stored_and_as_cef() {
         assert!(line.contains(&format!("cn1={} ", n + 1)), "{line}");
         assert!(line.contains("cs1Label=tool cs1=Read"), "{line}");
     }
+    // OTLP/JSON, as the collector's file receiver reads it: each line
+    // parses into the official request messages.
+    let otlp = cli(dir.path(), &["audit", "export", "--format", "otlp"]);
+    assert!(otlp.status.success(), "{}", text(&otlp));
+    let file = dir.path().join("trail.otlp.jsonl");
+    std::fs::write(&file, &otlp.stdout).unwrap();
+    let python = common::python::python().expect("python with tests/requirements.txt");
+    let parsed = Command::new(python)
+        .arg("-c")
+        .arg(OTLP_JSON_READER)
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(parsed.status.success(), "{}", text(&parsed));
+    assert_eq!(
+        String::from_utf8_lossy(&parsed.stdout).trim(),
+        "spans: execute_tool Read x3, toolgate.policy approver x3; logs: 3",
+        "{}",
+        text(&parsed)
+    );
 }
+
+/// Reads an OTLP/JSON file (a traces and a logs request per line pair)
+/// with the official messages and sums up what it holds.
+const OTLP_JSON_READER: &str = r#"
+import collections, json, re, sys
+from google.protobuf import json_format
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2 as traces
+from opentelemetry.proto.collector.logs.v1 import logs_service_pb2 as logs
+spans, records = collections.Counter(), 0
+lines = open(sys.argv[1]).read().splitlines()
+for n, line in enumerate(lines):
+    if n % 2 == 0:
+        # OTLP/JSON writes ids as hex, where protobuf's own JSON has base64.
+        for resource in json.loads(line)["resourceSpans"]:
+            for scope in resource["scopeSpans"]:
+                for span in scope["spans"]:
+                    assert re.fullmatch("[0-9a-f]{32}", span["traceId"]), span
+                    assert re.fullmatch("[0-9a-f]{16}", span["spanId"]), span
+        request = json_format.Parse(line, traces.ExportTraceServiceRequest())
+        for resource in request.resource_spans:
+            for scope in resource.scope_spans:
+                for span in scope.spans:
+                    spans[span.name] += 1
+    else:
+        request = json_format.Parse(line, logs.ExportLogsServiceRequest())
+        records += sum(len(s.log_records) for r in request.resource_logs for s in r.scope_logs)
+print("spans: " + ", ".join(f"{k} x{v}" for k, v in sorted(spans.items())) + f"; logs: {records}")
+"#;
 
 /// An OTLP/HTTP receiver built from the official protobuf definitions
 /// (Python's `opentelemetry-proto`): it parses each request as the

@@ -206,12 +206,23 @@ impl Chain {
     /// Append `record`, and a checkpoint after it when one is due; the links
     /// to store, in order.
     pub fn append(&mut self, record: &AuditRecord, settings: &AuditSettings) -> Vec<Stored> {
-        let mut links = vec![self.link(record.at_ms, record.kind, &record.body)];
+        self.append_body(record.at_ms, record.kind, &record.body, settings)
+    }
+
+    /// [`Chain::append`] for a record given by its parts.
+    pub fn append_body(
+        &mut self,
+        at_ms: u64,
+        kind: AuditKind,
+        body: &[u8],
+        settings: &AuditSettings,
+    ) -> Vec<Stored> {
+        let mut links = vec![self.link(at_ms, kind, body)];
         self.since_checkpoint += 1;
         if self.since_checkpoint >= settings.checkpoint_every.max(1) {
             let body = settings.key.sign(self.next_seq - 1, &self.head);
             let body = serde_json::to_vec(&body).expect("signatures always serialise");
-            links.push(self.link(record.at_ms, AuditKind::Checkpoint, &body));
+            links.push(self.link(at_ms, AuditKind::Checkpoint, &body));
             self.since_checkpoint = 0;
         }
         links
@@ -401,7 +412,7 @@ pub struct Broken {
 pub struct Verified {
     /// Links checked.
     pub links: u64,
-    /// The first and last link checked.
+    /// The first link checked.
     pub first: Option<u64>,
     /// The last link checked.
     pub last: Option<u64>,
@@ -449,10 +460,12 @@ impl Verifier {
         }
         match &self.prev {
             Some((seq, _)) if key != seq + 1 => {
-                return Err(Broken {
-                    seq: seq + 1,
-                    why: format!("links {}..{} are missing", seq + 1, key),
-                });
+                let why = match key.checked_sub(seq + 2) {
+                    Some(0) => format!("link {} is missing", seq + 1),
+                    Some(_) => format!("links {} to {} are missing", seq + 1, key - 1),
+                    None => format!("it comes after link {seq} (reordered)"),
+                };
+                return Err(Broken { seq: seq + 1, why });
             }
             Some((_, hash)) if *hash != link.prev => {
                 return Err(broken(format!(

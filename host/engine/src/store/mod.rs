@@ -221,9 +221,7 @@ pub trait AuditTrail {
     fn set_audit(&self, settings: Option<AuditSettings>);
     /// Queue `record` for the chain; it is committed with the decision log
     /// (durable within 100 ms, or when [`Maintenance::persist`] returns).
-    fn audit(&self, record: AuditRecord) {
-        let _ = record;
-    }
+    fn audit(&self, record: AuditRecord);
     /// Up to `limit` links of this host's chain after link `after` (none:
     /// from the first kept), oldest first, and the chain's signed head.
     fn audit_links(&self, after: Option<u64>, limit: usize) -> Result<AuditPage>;
@@ -517,16 +515,20 @@ pub(crate) struct AuditPass {
     pub settings: AuditSettings,
     /// The links to store, in order.
     pub links: Vec<Stored>,
+    /// The chain's head after them, signed.
+    pub head: SignedHead,
 }
 
 impl AuditWriter {
-    /// The links for `decisions` (their log bytes) and the records waiting
-    /// in `queue`, none when no chain is kept; `newest` reads the newest
-    /// stored link, to resume from.
+    /// The links for `decisions` (decided at, log bytes) and the records
+    /// waiting in `queue`, and the signed head after them; none when no
+    /// chain is kept. `newest` reads the newest stored link, to resume
+    /// from. A backend runs this before its write transaction, so hashing
+    /// and signing do not hold up the decisions that wait for that lock.
     pub(crate) fn pass(
         &mut self,
         queue: &AuditQueue,
-        decisions: Vec<(u64, Vec<u8>)>,
+        decisions: &[(u64, Vec<u8>)],
         newest: impl FnOnce() -> std::result::Result<Option<Vec<u8>>, String>,
     ) -> std::result::Result<Option<AuditPass>, String> {
         let Some(settings) = queue.settings() else {
@@ -542,41 +544,41 @@ impl AuditWriter {
         };
         // In the order they happened (a decision first at the same ms):
         // both lists are each in order already.
-        let decisions = decisions.into_iter().map(|(at_ms, body)| AuditRecord {
-            kind: crate::audit::AuditKind::Decision,
-            at_ms,
-            body,
-        });
         let mut records = records.into_iter().peekable();
-        let mut links = Vec::new();
-        for decision in decisions {
-            while let Some(record) = records.next_if(|r| r.at_ms < decision.at_ms) {
+        let mut links = Vec::with_capacity(decisions.len() + records.len());
+        for (at_ms, body) in decisions {
+            while let Some(record) = records.next_if(|r| r.at_ms < *at_ms) {
                 links.extend(chain.append(&record, &settings));
             }
-            links.extend(chain.append(&decision, &settings));
+            let kind = crate::audit::AuditKind::Decision;
+            links.extend(chain.append_body(*at_ms, kind, body, &settings));
         }
         for record in records {
             links.extend(chain.append(&record, &settings));
         }
-        Ok(Some(AuditPass { settings, links }))
+        let (seq, hash) = chain.head().expect("links were appended");
+        let head = settings.key.sign(seq, hash);
+        Ok(Some(AuditPass {
+            settings,
+            links,
+            head,
+        }))
     }
 
-    /// The signed head after the links of the last pass.
-    pub(crate) fn head(&self, settings: &AuditSettings) -> Option<SignedHead> {
-        let (seq, hash) = self.chain.as_ref()?.head()?;
-        Some(settings.key.sign(seq, hash))
-    }
-
-    /// The prune link for `removed` links gone from the front; `kept` is
-    /// the first kept link's number and `prev` (none: all went).
+    /// The prune link for `removed` links gone from the front (`kept` is
+    /// the first kept link's number and `prev`; none: all went), appended
+    /// to `pass` with the head re-signed.
     pub(crate) fn prune(
         &mut self,
-        settings: &AuditSettings,
+        pass: &mut AuditPass,
         kept: Option<(u64, &str)>,
         removed: u64,
     ) -> Option<Stored> {
         let chain = self.chain.as_mut()?;
-        Some(chain.prune(kept, removed, &settings.key))
+        let link = chain.prune(kept, removed, &pass.settings.key);
+        let (seq, hash) = chain.head()?;
+        pass.head = pass.settings.key.sign(seq, hash);
+        Some(link)
     }
 
     /// Read the chain's end from the store on the next pass: the commit

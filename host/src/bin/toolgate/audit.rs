@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use toolgate::audit::{Verifier, link_hash, public_path};
-use toolgate::audit_export::{cef, read_chain};
+use toolgate::audit::{Verifier, host_name, link_hash, public_path};
+use toolgate::audit_export::{cef, otlp, read_chain};
 
 use crate::target::Ctx;
 
@@ -26,8 +26,11 @@ pub enum AuditCommand {
         key: Option<String>,
     },
     /// Write the chain to stdout: `jsonl` (each link exactly as stored, so
-    /// the copy verifies the same way) or `cef` (ArcSight CEF lines, as a
-    /// SIEM reads them from syslog).
+    /// the copy verifies the same way), `cef` (ArcSight CEF lines, as a
+    /// SIEM reads them from syslog) or `otlp` (OTLP/JSON, a traces request
+    /// and a logs request per line for each batch of links, as the
+    /// OpenTelemetry collector's file exporter writes and its file receiver
+    /// reads).
     Export {
         #[command(flatten)]
         range: Range,
@@ -54,6 +57,7 @@ pub struct Range {
 pub enum Format {
     Jsonl,
     Cef,
+    Otlp,
 }
 
 pub fn run(ctx: &Ctx, command: AuditCommand) -> anyhow::Result<ExitCode> {
@@ -127,17 +131,38 @@ fn export(ctx: &Ctx, range: &Range, format: Format) -> anyhow::Result<ExitCode> 
     let target = ctx.target(None)?;
     let call = |request| target.call(request).map_err(anyhow::Error::from);
     let mut out = std::io::stdout().lock();
+    let host = ctx.config.audit.host.clone().unwrap_or_else(host_name);
+    let mut batch = Vec::new();
+    let write_otlp = |batch: &mut Vec<(u64, String)>, out: &mut dyn std::io::Write| {
+        if !batch.is_empty() {
+            let (traces, logs) = otlp::requests(batch, &host);
+            writeln!(out, "{}", serde_json::to_string(&traces)?)?;
+            writeln!(out, "{}", serde_json::to_string(&logs)?)?;
+            batch.clear();
+        }
+        anyhow::Ok(())
+    };
     let after = range.from.and_then(|from| from.checked_sub(1));
-    read_chain(call, after, range.to, |_, link| {
+    read_chain(call, after, range.to, |seq, link| {
         match format {
             Format::Jsonl => writeln!(out, "{link}")?,
             Format::Cef => writeln!(out, "{}", cef::line(link).map_err(anyhow::Error::msg)?)?,
+            Format::Otlp => {
+                batch.push((seq, link.to_string()));
+                if batch.len() >= OTLP_BATCH {
+                    write_otlp(&mut batch, &mut out)?;
+                }
+            }
         }
         Ok(())
     })?;
+    write_otlp(&mut batch, &mut out)?;
     out.flush()?;
     Ok(ExitCode::SUCCESS)
 }
+
+/// Links per OTLP/JSON line pair.
+const OTLP_BATCH: usize = 500;
 
 /// `key` (hex, or a file holding it), else this store's public audit key.
 fn trusted_key(ctx: &Ctx, key: Option<&str>) -> anyhow::Result<String> {

@@ -6,43 +6,53 @@ use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefiniti
 use super::RedbStore;
 use crate::audit::{AuditRecord, AuditSettings, LinkHead, Pruned, SignedHead};
 use crate::error::Result;
-use crate::store::{AuditPage, AuditQueue, AuditTrail, AuditWriter};
+use crate::store::{AuditPage, AuditPass, AuditQueue, AuditTrail, AuditWriter};
 
 /// seq → link (the exact bytes its hash covers).
 pub(crate) const AUDIT: TableDefinition<u64, &[u8]> = TableDefinition::new("audit");
 /// host → the chain's signed head (JSON).
 pub(crate) const AUDIT_HEAD: TableDefinition<&str, &[u8]> = TableDefinition::new("audit_head");
 
-/// Chain `decisions` (decided at, log bytes) and the records waiting in
-/// `queue` inside `txn`, apply the chain's retention, and sign its head.
-pub(super) fn commit(
-    txn: &redb::WriteTransaction,
+/// The chain's links for `decisions` (decided at, log bytes) and the
+/// records waiting in `queue`, and its signed head: computed before the
+/// write transaction (see [`AuditWriter::pass`]).
+pub(super) fn prepare(
+    db: &redb::Database,
     queue: &AuditQueue,
     writer: &mut AuditWriter,
-    decisions: Vec<(u64, Vec<u8>)>,
+    decisions: &[(u64, Vec<u8>)],
+) -> std::result::Result<Option<AuditPass>, Box<dyn std::error::Error + Send + Sync>> {
+    let newest = || -> std::result::Result<Option<Vec<u8>>, String> {
+        let read = || -> std::result::Result<Option<Vec<u8>>, redb::Error> {
+            let txn = db.begin_read()?;
+            let table = txn.open_table(AUDIT)?;
+            Ok(table.last()?.map(|(_, bytes)| bytes.value().to_vec()))
+        };
+        read().map_err(|e| e.to_string())
+    };
+    Ok(writer.pass(queue, decisions, newest)?)
+}
+
+/// Store `pass` inside `txn`, apply the chain's retention (a prune link
+/// and the head signed again when it removed links), and store the head.
+pub(super) fn commit(
+    txn: &redb::WriteTransaction,
+    writer: &mut AuditWriter,
+    mut pass: AuditPass,
 ) -> std::result::Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let mut table = txn.open_table(AUDIT)?;
-    let newest = || -> std::result::Result<Option<Vec<u8>>, String> {
-        let last = table.last().map_err(|e| e.to_string())?;
-        Ok(last.map(|(_, bytes)| bytes.value().to_vec()))
-    };
-    let Some(pass) = writer.pass(queue, decisions, newest)? else {
-        return Ok(());
-    };
     for (seq, bytes) in &pass.links {
         table.insert(seq, bytes.as_slice())?;
     }
     if let Some((kept, removed)) = retain(&mut table, &pass.settings, crate::now_ms())? {
         let kept = kept.as_ref().map(|(seq, prev)| (*seq, prev.as_str()));
-        if let Some((seq, bytes)) = writer.prune(&pass.settings, kept, removed) {
+        if let Some((seq, bytes)) = writer.prune(&mut pass, kept, removed) {
             table.insert(seq, bytes.as_slice())?;
         }
     }
-    if let Some(head) = writer.head(&pass.settings) {
-        let bytes = serde_json::to_vec(&head)?;
-        txn.open_table(AUDIT_HEAD)?
-            .insert(pass.settings.host.as_str(), bytes.as_slice())?;
-    }
+    let head = serde_json::to_vec(&pass.head)?;
+    txn.open_table(AUDIT_HEAD)?
+        .insert(pass.settings.host.as_str(), head.as_slice())?;
     Ok(())
 }
 

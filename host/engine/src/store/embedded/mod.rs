@@ -998,27 +998,36 @@ fn commit_events(
 }
 
 /// The decision log's new entries and the audit chain's links for them
-/// (and for the other records waiting), in one transaction.
+/// (and for the other records waiting), in one transaction. Entries are
+/// serialised, and links hashed and signed, before it begins: a decision
+/// that writes state waits for this transaction's lock.
 fn commit_decisions(
     db: &Database,
     entries: &[LogEntry],
     settings: &Settings,
     audit: &mut AuditWriter,
 ) -> std::result::Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let logged: Vec<(u64, Vec<u8>)> = entries
+        .iter()
+        .map(|entry| {
+            let bytes = serde_json::to_vec(entry).expect("log entries always serialise");
+            (entry.at_ms, bytes)
+        })
+        .collect();
+    let chained = audit::prepare(db, &settings.audit, audit, &logged)?;
     let txn = group_committed(db)?;
     {
         let mut table = txn.open_table(DECISIONS)?;
         let first = table.last()?.map_or(0, |(seq, _)| seq.value() + 1);
-        let mut logged = Vec::with_capacity(entries.len());
-        for (seq, entry) in (first..).zip(entries) {
-            let bytes = serde_json::to_vec(entry).expect("log entries always serialise");
+        for (seq, (_, bytes)) in (first..).zip(&logged) {
             table.insert(seq, bytes.as_slice())?;
-            logged.push((entry.at_ms, bytes));
         }
         if !entries.is_empty() {
             apply_retention(&mut table, &settings.log(), crate::now_ms())?;
         }
-        audit::commit(&txn, &settings.audit, audit, logged)?;
+    }
+    if let Some(pass) = chained {
+        audit::commit(&txn, audit, pass)?;
     }
     txn.commit()?;
     Ok(())

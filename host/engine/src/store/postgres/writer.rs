@@ -218,7 +218,7 @@ fn chain(
             .map_err(|e| e.to_string())?;
         Ok(row.map(|row| row.get(0)))
     };
-    let Some(pass) = audit.pass(&settings.audit, decisions, newest)? else {
+    let Some(mut pass) = audit.pass(&settings.audit, &decisions, newest)? else {
         return Ok(());
     };
     let insert = |txn: &mut super::client::Transaction<'_>, seq: u64, bytes: &[u8]| {
@@ -236,19 +236,17 @@ fn chain(
     let (newest, _) = pass.links.last().expect("a pass has links");
     if let Some((kept, removed)) = retain(txn, &host, &pass.settings, *newest)? {
         let kept = kept.as_ref().map(|(seq, prev)| (*seq, prev.as_str()));
-        if let Some((seq, bytes)) = audit.prune(&pass.settings, kept, removed) {
+        if let Some((seq, bytes)) = audit.prune(&mut pass, kept, removed) {
             insert(txn, seq, &bytes)?;
         }
     }
-    if let Some(head) = audit.head(&pass.settings) {
-        let bytes = serde_json::to_vec(&head).map_err(|e| e.to_string())?;
-        txn.execute(
-            "INSERT INTO audit_heads (host, head) VALUES ($1, $2) \
-             ON CONFLICT (host) DO UPDATE SET head = EXCLUDED.head",
-            &[&host, &bytes],
-        )
-        .map_err(|e| e.to_string())?;
-    }
+    let head = serde_json::to_vec(&pass.head).map_err(|e| e.to_string())?;
+    txn.execute(
+        "INSERT INTO audit_heads (host, head) VALUES ($1, $2) \
+         ON CONFLICT (host) DO UPDATE SET head = EXCLUDED.head",
+        &[&host, &head],
+    )
+    .map_err(|e| e.to_string())?;
     Ok(())
 }
 
