@@ -972,11 +972,7 @@ impl Config {
     pub fn always_path(&self, store: &StoreLocation) -> PathBuf {
         match &self.approvals.always_file {
             Some(file) => self.resolve(file),
-            None => {
-                let mut beside = store.local_name().into_os_string();
-                beside.push(".always.toml");
-                beside.into()
-            }
+            None => beside(&store.local_name(), ".always.toml"),
         }
     }
 
@@ -985,20 +981,14 @@ impl Config {
     pub fn audit_key_path(&self, store: &Path) -> PathBuf {
         match &self.audit.key {
             Some(key) => self.resolve(key),
-            None => {
-                let mut beside = store.as_os_str().to_owned();
-                beside.push(".audit-key");
-                beside.into()
-            }
+            None => beside(store, ".audit-key"),
         }
     }
 
     /// Where the daemon remembers how far it has sent the audit trail to
     /// each `[audit]` export: `STORE.audit-sent` beside the store.
     pub fn audit_sent_path(&self, store: &Path) -> PathBuf {
-        let mut beside = store.as_os_str().to_owned();
-        beside.push(".audit-sent");
-        beside.into()
+        beside(store, ".audit-sent")
     }
 
     /// Resolve a path from the config against the config file's directory.
@@ -1009,6 +999,14 @@ impl Config {
             self.base_dir.join(path)
         }
     }
+}
+
+/// `STORE.suffix`: a file kept beside the store (and in the control plane
+/// with it).
+fn beside(store: &Path, suffix: &str) -> PathBuf {
+    let mut path = store.as_os_str().to_owned();
+    path.push(suffix);
+    path.into()
 }
 
 #[cfg(test)]
