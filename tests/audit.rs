@@ -397,12 +397,15 @@ fn the_agent_may_not_read_or_change_the_audit_key() {
         let decision = host.evaluate(&request).unwrap();
         assert_eq!(decision.verdict, Verdict::Deny, "{request:?}: {decision:?}");
     }
-    // Its public half is for anyone to read.
+    // Its public half is for anyone to read, and for no agent to replace.
     let public = toolgate::audit::public_path(&key);
     let decision = host
         .evaluate(&call("Read", json!({"file_path": public})))
         .unwrap();
     assert_eq!(decision.verdict, Verdict::Allow, "{decision:?}");
+    let replace = call("Write", json!({"file_path": public, "content": "00"}));
+    let decision = host.evaluate(&replace).unwrap();
+    assert_eq!(decision.verdict, Verdict::Deny, "{decision:?}");
 }
 
 #[test]

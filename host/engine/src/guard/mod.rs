@@ -243,9 +243,11 @@ impl ControlPlane {
         protected.push(config.always_path(&store.into()));
         protected.push(crate::locations::socket_for_store(store));
         protected.extend(config.daemon.socket.clone());
-        // The audit key signs the chain: the agent may not even read it.
+        // The audit key signs the chain: the agent may not even read it,
+        // nor replace the public half a verifier may trust.
         let audit_key = config.audit_key_path(store);
         protected.push(audit_key.clone());
+        protected.push(crate::audit::public_path(&audit_key));
         let absolute = |p: PathBuf| std::path::absolute(&p).unwrap_or(p);
         let plane = Self::new(
             protected.into_iter().map(absolute),
