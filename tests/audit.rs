@@ -48,7 +48,7 @@ fn verify(host: &Toolgate, key: &Path) -> (Vec<LinkHead>, Result<Verified, Broke
             return (heads, Err(broken));
         }
     }
-    (heads, verifier.finish(page.head.as_ref()))
+    (heads, verifier.finish(Some(page.head.as_ref())))
 }
 
 fn kinds(links: &[LinkHead]) -> Vec<AuditKind> {
@@ -227,6 +227,44 @@ fn retention_keeps_the_chain_verifiable_with_a_signed_prune_and_not_without_it()
         "{}",
         text(&out)
     );
+}
+
+#[test]
+fn retention_never_signs_a_prune_over_links_someone_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("t.redb");
+    let body = format!(
+        "[audit]\nmax_entries = 6\ncheckpoint_every = 3\n{}",
+        scripted("allower", 1, "verdict = \"allow\"")
+    );
+    let decide = |from: usize, to: usize| {
+        let host = host_from_file(dir.path(), &body, StoreLocation::File(store.clone()));
+        for n in from..to {
+            host.evaluate(&call("Read", json!({"file_path": format!("/tmp/{n}")})))
+                .unwrap();
+            host.persist();
+        }
+    };
+    decide(0, 2);
+    // Link 1 rewritten (a denial made an allow, say), by someone without
+    // the key: what retention would remove first.
+    let db = redb::Database::open(&store).unwrap();
+    let txn = db.begin_write().unwrap();
+    {
+        let mut table = txn.open_table(AUDIT).unwrap();
+        let link = table.get(1).unwrap().unwrap().value().to_vec();
+        let edited = String::from_utf8(link)
+            .unwrap()
+            .replace(r#""tool":"Read""#, r#""tool":"Grep""#);
+        table.insert(1, edited.as_bytes()).unwrap();
+    }
+    txn.commit().unwrap();
+    drop(db);
+    // Past the count: retention would remove links 0.. and sign a prune.
+    decide(5, 20);
+    let out = cli(dir.path(), &["audit", "verify"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("broken at link 2"), "{}", text(&out));
 }
 
 /// `toolgate --config dir/config.toml --store dir/t.redb ARGS`.

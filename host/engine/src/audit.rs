@@ -25,9 +25,31 @@ use sha2::{Digest as _, Sha256};
 /// The `prev` of the first link ever written.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
-/// What a signature covers: this prefix, the link's sequence number and its
-/// hash, so no other signature of this key passes for one.
+/// What a signature covers: this prefix, what the signature is for (its
+/// [`Purpose`]), the link's sequence number and its hash, so no other signature
+/// of this key passes for one — a checkpoint's is not a head's.
 const DOMAIN: &str = "toolgate-audit-v1";
+
+/// What a signature vouches for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// The chain's newest link, after a commit.
+    Head,
+    /// The link before a checkpoint link.
+    Checkpoint,
+    /// The link before the first kept one, after retention removed links.
+    Prune,
+}
+
+impl Purpose {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Head => "head",
+            Self::Checkpoint => "checkpoint",
+            Self::Prune => "prune",
+        }
+    }
+}
 
 /// What a link records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -178,33 +200,59 @@ pub type Pruned = (Option<(u64, String)>, u64);
 pub struct Chain {
     next_seq: u64,
     head: String,
-    since_checkpoint: u64,
 }
 
 /// A link to store: its sequence number and bytes.
 pub type Stored = (u64, Vec<u8>);
 
 impl Chain {
-    /// The chain whose newest stored link is `last` (none: a new chain).
-    pub fn resume(last: Option<&[u8]>) -> Result<Self, String> {
-        let Some(bytes) = last else {
-            return Ok(Self {
+    /// The chain whose newest stored link is `last` (its key and bytes;
+    /// none: a new chain) and whose signed head is `head`. The bytes are
+    /// hashed, not read: a damaged newest link is chained on from (and
+    /// `verify` names it), not a reason to stop writing the log. A valid
+    /// head (signed by `key`) at or past `last` wins: links changed or cut
+    /// off while toolgate was stopped are then not built upon as if whole —
+    /// the next link follows what was signed, and `verify` shows the break.
+    pub fn resume(last: Option<(u64, &[u8])>, head: Option<&SignedHead>, key: &AuditKey) -> Self {
+        let signed = head.filter(|head| {
+            let valid = head.check(&key.public_hex(), Purpose::Head).is_ok();
+            if !valid {
+                tracing::error!(
+                    seq = head.seq,
+                    "the audit chain's head is not signed by this host's key; ignored"
+                );
+            }
+            valid && last.is_none_or(|(seq, _)| head.seq >= seq)
+        });
+        match (signed, last) {
+            (Some(head), last) => {
+                if last.is_none_or(|(seq, bytes)| seq != head.seq || link_hash(bytes) != head.hash)
+                {
+                    tracing::error!(
+                        seq = head.seq,
+                        "the newest audit links differ from the signed head; the chain goes on from the head (run `toolgate audit verify`)"
+                    );
+                }
+                Self {
+                    next_seq: head.seq.saturating_add(1),
+                    head: head.hash.clone(),
+                }
+            }
+            (None, None) => Self {
                 next_seq: 0,
                 head: GENESIS.to_string(),
-                since_checkpoint: 0,
-            });
-        };
-        let link: LinkHead = serde_json::from_slice(bytes)
-            .map_err(|err| format!("the newest audit link cannot be read: {err}"))?;
-        Ok(Self {
-            next_seq: link.seq + 1,
-            head: link_hash(bytes),
-            since_checkpoint: 0,
-        })
+            },
+            (None, Some((seq, bytes))) => Self {
+                next_seq: seq.saturating_add(1),
+                head: link_hash(bytes),
+            },
+        }
     }
 
-    /// Append `record`, and a checkpoint after it when one is due; the links
-    /// to store, in order.
+    /// Append `record`, and a checkpoint after it when one is due (every
+    /// link whose number is a multiple of `checkpoint_every` is one, so a
+    /// writer that resumes each pass still writes them); the links to store,
+    /// in order.
     pub fn append(&mut self, record: &AuditRecord, settings: &AuditSettings) -> Vec<Stored> {
         self.append_body(record.at_ms, record.kind, &record.body, settings)
     }
@@ -218,12 +266,15 @@ impl Chain {
         settings: &AuditSettings,
     ) -> Vec<Stored> {
         let mut links = vec![self.link(at_ms, kind, body)];
-        self.since_checkpoint += 1;
-        if self.since_checkpoint >= settings.checkpoint_every.max(1) {
-            let body = settings.key.sign(self.next_seq - 1, &self.head);
+        if self
+            .next_seq
+            .is_multiple_of(settings.checkpoint_every.max(1))
+        {
+            let body = settings
+                .key
+                .sign(Purpose::Checkpoint, self.next_seq - 1, &self.head);
             let body = serde_json::to_vec(&body).expect("signatures always serialise");
             links.push(self.link(at_ms, AuditKind::Checkpoint, &body));
-            self.since_checkpoint = 0;
         }
         links
     }
@@ -232,7 +283,7 @@ impl Chain {
     /// is the first kept link's number and `prev` (none: every link went).
     pub fn prune(&mut self, kept: Option<(u64, &str)>, removed: u64, key: &AuditKey) -> Stored {
         let (kept_from, prev) = kept.unwrap_or((self.next_seq, &self.head));
-        let mut statement = key.sign(kept_from.saturating_sub(1), prev);
+        let mut statement = key.sign(Purpose::Prune, kept_from.saturating_sub(1), prev);
         statement.removed = Some(removed);
         let body = serde_json::to_vec(&statement).expect("signatures always serialise");
         self.link(crate::now_ms(), AuditKind::Prune, &body)
@@ -329,9 +380,9 @@ impl AuditKey {
         hex::encode(self.key.verifying_key().to_bytes())
     }
 
-    /// A signed statement that the link `seq` has hash `hash`.
-    pub fn sign(&self, seq: u64, hash: &str) -> SignedHead {
-        let signature = self.key.sign(&message(seq, hash));
+    /// A signed statement, for `role`, that the link `seq` has hash `hash`.
+    pub fn sign(&self, role: Purpose, seq: u64, hash: &str) -> SignedHead {
+        let signature = self.key.sign(&message(role, seq, hash));
         SignedHead {
             seq,
             hash: hash.to_string(),
@@ -349,8 +400,8 @@ pub fn public_path(key: &std::path::Path) -> std::path::PathBuf {
     path.into()
 }
 
-fn message(seq: u64, hash: &str) -> Vec<u8> {
-    format!("{DOMAIN}\n{seq}\n{hash}").into_bytes()
+fn message(role: Purpose, seq: u64, hash: &str) -> Vec<u8> {
+    format!("{DOMAIN}\n{}\n{seq}\n{hash}", role.name()).into_bytes()
 }
 
 /// A signed statement that link `seq` has hash `hash`: the chain's head, a
@@ -371,8 +422,8 @@ pub struct SignedHead {
 }
 
 impl SignedHead {
-    /// Whether `trusted` (a public key, hex) signed this.
-    pub fn check(&self, trusted: &str) -> Result<(), String> {
+    /// Whether `trusted` (a public key, hex) signed this, for `role`.
+    pub fn check(&self, trusted: &str, role: Purpose) -> Result<(), String> {
         if !self.key.eq_ignore_ascii_case(trusted.trim()) {
             return Err(format!(
                 "signed by key {}, not the trusted key {}",
@@ -390,7 +441,7 @@ impl SignedHead {
             .and_then(|b| b.try_into().ok())
             .ok_or("the signature is not 128 hex digits")?;
         key.verify(
-            &message(self.seq, &self.hash),
+            &message(role, self.seq, &self.hash),
             &Signature::from_bytes(&signature),
         )
         .map_err(|_| "the signature does not match".to_string())
@@ -484,7 +535,7 @@ impl Verifier {
         let hash = link_hash(bytes);
         match link.kind {
             AuditKind::Checkpoint => {
-                let signed = self.signed(key, &link.body)?;
+                let signed = self.signed(key, &link.body, Purpose::Checkpoint)?;
                 if signed.seq + 1 != key || signed.hash != link.prev {
                     return Err(broken(
                         "the checkpoint signs another link than the one before it".into(),
@@ -493,7 +544,7 @@ impl Verifier {
                 self.found.checkpoints += 1;
             }
             AuditKind::Prune => {
-                let signed = self.signed(key, &link.body)?;
+                let signed = self.signed(key, &link.body, Purpose::Prune)?;
                 if let Some((first, prev)) = &self.unvouched
                     && signed.seq + 1 == *first
                 {
@@ -516,34 +567,52 @@ impl Verifier {
         Ok(())
     }
 
-    fn signed(&self, key: u64, body: &serde_json::Value) -> Result<SignedHead, Broken> {
+    fn signed(
+        &self,
+        key: u64,
+        body: &serde_json::Value,
+        role: Purpose,
+    ) -> Result<SignedHead, Broken> {
         let broken = |why: String| Broken { seq: key, why };
         let signed: SignedHead = serde_json::from_value(body.clone())
             .map_err(|err| broken(format!("its signature cannot be read ({err})")))?;
-        signed.check(&self.trusted).map_err(broken)?;
+        signed.check(&self.trusted, role).map_err(broken)?;
         Ok(signed)
     }
 
-    /// The end of what was read: `head` is the chain's signed head, when
-    /// the links read reach the newest one.
-    pub fn finish(mut self, head: Option<&SignedHead>) -> Result<Verified, Broken> {
+    /// The end of what was read. `head` is the chain's signed head when the
+    /// links read reach the newest one (`None`: they stop before it); at the
+    /// end, a chain with links and no readable head is broken, and links
+    /// whose predecessors are gone must be vouched for by a signed prune.
+    pub fn finish(mut self, head: Option<Option<&SignedHead>>) -> Result<Verified, Broken> {
+        let Some(head) = head else {
+            return Ok(self.found);
+        };
         if let Some((first, _)) = &self.unvouched {
             return Err(Broken {
                 seq: *first,
                 why: "links before it are gone and no signed prune says so".into(),
             });
         }
-        let Some(head) = head else {
-            return Ok(self.found);
+        let head = match (head, &self.prev) {
+            (Some(head), _) => head,
+            (None, None) => return Ok(self.found),
+            (None, Some((seq, _))) => {
+                return Err(Broken {
+                    seq: *seq,
+                    why: "the chain's signed head is missing or unreadable".into(),
+                });
+            }
         };
         let end = || Broken {
             seq: head.seq,
             why: String::new(),
         };
-        head.check(&self.trusted).map_err(|why| Broken {
-            why: format!("the signed head: {why}"),
-            ..end()
-        })?;
+        head.check(&self.trusted, Purpose::Head)
+            .map_err(|why| Broken {
+                why: format!("the signed head: {why}"),
+                ..end()
+            })?;
         match &self.prev {
             Some((seq, hash)) if *seq == head.seq && *hash == head.hash => {}
             Some((seq, _)) if *seq == head.seq => {
@@ -607,7 +676,7 @@ mod tests {
 
     /// `n` decision links (with checkpoints), and the signed head.
     fn chain(key: &AuditKey, n: u64) -> (Vec<Stored>, SignedHead) {
-        let mut chain = Chain::resume(None).unwrap();
+        let mut chain = Chain::resume(None, None, key);
         let mut links = Vec::new();
         for i in 0..n {
             let record = AuditRecord {
@@ -618,7 +687,7 @@ mod tests {
             links.extend(chain.append(&record, &settings(key)));
         }
         let (seq, hash) = chain.head().unwrap();
-        (links, key.sign(seq, hash))
+        (links, key.sign(Purpose::Head, seq, hash))
     }
 
     fn verify(key: &AuditKey, links: &[Stored], head: &SignedHead) -> Result<Verified, Broken> {
@@ -626,7 +695,7 @@ mod tests {
         for (seq, bytes) in links {
             verifier.next(*seq, bytes)?;
         }
-        verifier.finish(Some(head))
+        verifier.finish(Some(Some(head)))
     }
 
     #[test]
@@ -634,8 +703,11 @@ mod tests {
         let key = key();
         let (links, head) = chain(&key, 10);
         let found = verify(&key, &links, &head).unwrap();
-        assert_eq!(found.links, 12, "10 decisions and 2 checkpoints");
-        assert_eq!(found.checkpoints, 2);
+        assert_eq!(
+            found.links, 13,
+            "10 decisions and checkpoints at 4, 8 and 12"
+        );
+        assert_eq!(found.checkpoints, 3);
         assert!(found.head_signed);
     }
 
@@ -695,7 +767,7 @@ mod tests {
         // someone without the key would: every hash follows, but no
         // signature of the trusted key
         let mut forged: Vec<Stored> = links[..3].to_vec();
-        let mut chain = Chain::resume(Some(&forged[2].1)).unwrap();
+        let mut chain = Chain::resume(Some((2, &forged[2].1)), None, &key);
         let unsigned = AuditSettings {
             checkpoint_every: 100,
             ..settings(&self::key())
@@ -718,7 +790,7 @@ mod tests {
         assert!(broken.why.contains("edited after signing"), "{broken}");
         // and a head signed with another key is refused
         let (seq, hash) = chain.head().unwrap();
-        let other = self::key().sign(seq, hash);
+        let other = self::key().sign(Purpose::Head, seq, hash);
         let broken = verify(&key, &forged, &other).unwrap_err();
         assert!(broken.why.contains("not the trusted key"), "{broken}");
     }
@@ -728,19 +800,48 @@ mod tests {
         let key = key();
         let (links, _) = chain(&key, 10);
         let kept = &links[5..];
-        let mut tail = Chain::resume(Some(&links.last().unwrap().1)).unwrap();
+        let (last, bytes) = links.last().unwrap();
+        let mut tail = Chain::resume(Some((*last, bytes)), None, &key);
         let first: LinkHead = serde_json::from_slice(&kept[0].1).unwrap();
         let prune = tail.prune(Some((first.seq, &first.prev)), 5, &key);
         let mut with_prune = kept.to_vec();
         with_prune.push(prune);
         let (seq, hash) = tail.head().unwrap();
-        let head = key.sign(seq, hash);
+        let head = key.sign(Purpose::Head, seq, hash);
         verify(&key, &with_prune, &head).unwrap();
         // the same front removed without one
         let (links, head) = chain(&key, 10);
         let broken = verify(&key, &links[5..], &head).unwrap_err();
         assert_eq!(broken.seq, 5);
         assert!(broken.why.contains("no signed prune"), "{broken}");
+    }
+
+    #[test]
+    fn a_checkpoint_signature_does_not_pass_for_the_head_of_a_cut_chain() {
+        let key = key();
+        let (links, _) = chain(&key, 10);
+        // Cut everything from the checkpoint at 8 on, and make its signature
+        // (over link 7) the head.
+        let checkpoint: Link = serde_json::from_slice(&links[8].1).unwrap();
+        let forged_head: SignedHead = serde_json::from_value(checkpoint.body).unwrap();
+        assert_eq!(forged_head.seq, 7);
+        let broken = verify(&key, &links[..8], &forged_head).unwrap_err();
+        assert!(broken.why.contains("signature does not match"), "{broken}");
+    }
+
+    #[test]
+    fn a_chain_whose_head_is_gone_is_broken() {
+        let key = key();
+        let (links, _) = chain(&key, 5);
+        let mut verifier = Verifier::new(&key.public_hex(), None);
+        for (seq, bytes) in &links {
+            verifier.next(*seq, bytes).unwrap();
+        }
+        let broken = verifier.finish(Some(None)).unwrap_err();
+        assert!(broken.why.contains("head is missing"), "{broken}");
+        // An empty chain with no head proves nothing and breaks nothing.
+        let empty = Verifier::new(&key.public_hex(), None);
+        assert_eq!(empty.finish(Some(None)).unwrap().links, 0);
     }
 
     #[test]

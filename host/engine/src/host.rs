@@ -165,8 +165,19 @@ impl Toolgate {
     /// the digest `pins` names for it (another host's resolution).
     fn reload_here(&self, pins: &FleetPins) -> Result<ReloadReport> {
         let before = self.plugins();
+        let audit_before = self.registry.with_config(|c| audit_identity(&c.audit));
         let config = self.registry.reload(&self.runtime, &self.store, pins)?;
         audit_reload(&self.store, &before, &self.plugins());
+        let audit_now = audit_identity(&config.audit);
+        if audit_now != audit_before {
+            // Chained under the settings it changes, before they change.
+            let record = serde_json::json!({"audit": {"before": audit_before, "after": audit_now}});
+            self.store.audit(crate::audit::AuditRecord::now(
+                crate::audit::AuditKind::Reload,
+                &record,
+            ));
+            self.store.persist();
+        }
         if let Err(err) = self.standing.reload() {
             tracing::error!(error = %err, "standing approvals dropped until the file is fixed");
         }
@@ -804,6 +815,20 @@ fn audit_settings(
         max_age_secs: audit.max_age_days.saturating_mul(24 * 3600),
         checkpoint_every: audit.checkpoint_every,
     }))
+}
+
+/// What of `[audit]` a reload that changes it records (the key by its
+/// path: its public half is beside it).
+fn audit_identity(audit: &crate::config::AuditConfig) -> serde_json::Value {
+    serde_json::json!({
+        "enabled": audit.enabled,
+        "key": audit.key,
+        "host": audit.host,
+        "max_entries": audit.max_entries,
+        "max_age_days": audit.max_age_days,
+        "otlp_endpoint": audit.otlp_endpoint,
+        "syslog": audit.syslog,
+    })
 }
 
 /// The audit trail's record of a reload from `before` to `after` that

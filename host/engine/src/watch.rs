@@ -31,14 +31,20 @@ impl Watched {
         dirs
     }
 
-    /// What the watched files are now (each one's length and modification
-    /// time, and the `.wasm` files in `plugin_dir`): a reload that only
-    /// opened them (inotify reports the open) changes none of it, so it
-    /// does not set off another reload.
-    fn state(&self) -> BTreeSet<(PathBuf, Option<(u64, std::time::SystemTime)>)> {
+    /// What the watched files are now (each one's inode, length and
+    /// change time, and the `.wasm` files in `plugin_dir`): a reload that
+    /// only opened them (inotify reports the open) changes none of it, so
+    /// it does not set off another reload.
+    fn state(&self) -> BTreeSet<(PathBuf, Option<[i64; 4]>)> {
         let stat = |path: &Path| {
+            use std::os::unix::fs::MetadataExt as _;
             let meta = std::fs::metadata(path).ok()?;
-            Some((meta.len(), meta.modified().ok()?))
+            Some([
+                meta.ino() as i64,
+                meta.len() as i64,
+                meta.ctime(),
+                meta.ctime_nsec(),
+            ])
         };
         let mut files: BTreeSet<PathBuf> = self.files.iter().map(|f| absolute(f)).collect();
         if let Some(dir) = &self.plugin_dir
@@ -117,12 +123,14 @@ impl Toolgate {
                         continue;
                     }
                     let Some(host) = host.upgrade() else { return };
+                    // Before the reload: a change made while it runs is
+                    // seen by the next event.
+                    seen = watched.state();
                     if let Err(err) = host.reload() {
                         tracing::error!(error = %err, "reload failed; nothing changed");
                     }
                     // Follow a config that now names other files.
                     watched = host.registry.watched_paths();
-                    seen = watched.state();
                     let mut guard = renewing.lock().unwrap_or_else(|p| p.into_inner());
                     if let Some(debouncer) = guard.as_mut() {
                         renew(debouncer, &mut directories, &watched);

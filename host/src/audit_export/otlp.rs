@@ -35,8 +35,13 @@ pub fn requests(
     let mut spans = Vec::new();
     let mut records = Vec::new();
     for (_, bytes) in links {
-        let Ok(link) = serde_json::from_str::<Link>(bytes) else {
-            continue;
+        let link = match serde_json::from_str::<Link>(bytes) {
+            Ok(link) => link,
+            Err(err) => {
+                // `audit verify` names it; the rest still leaves.
+                tracing::error!(error = %err, "an audit link that cannot be read is not sent");
+                continue;
+            }
         };
         let hash = link_hash(bytes.as_bytes());
         let ids = Ids::of(&hash);

@@ -226,6 +226,14 @@ fn send_next(
         .audit_links(after, BATCH)
         .map_err(|err| err.to_string())?;
     let Some((last, _)) = page.links.last() else {
+        // Past the newest link (the store was replaced, or a crash lost
+        // links sent before they were durable): send the kept trail again.
+        if let (Some(after), Some(head)) = (after, &page.head)
+            && after > head.seq
+        {
+            tracing::warn!(export = %sink.name(), sent_through = after, newest = head.seq, "the audit trail is behind what was sent; sending it again from its first kept link");
+            sent.remove(&sink.name());
+        }
         return Ok(0);
     };
     if let (Some(after), Some((first, _))) = (after, page.links.first())
@@ -233,6 +241,9 @@ fn send_next(
     {
         tracing::warn!(export = %sink.name(), from = after + 1, to = first - 1, "audit links removed by retention before they were sent");
     }
+    // Only what is on disk leaves: a link sent and then lost to a crash
+    // would be replaced by another under the same number.
+    host.persist();
     sink.send(&page.links)?;
     sent.insert(sink.name(), *last);
     Ok(page.links.len())

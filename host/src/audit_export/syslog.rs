@@ -36,9 +36,16 @@ impl Syslog {
                 ));
             }
         };
-        address.to_socket_addrs().map_err(|err| {
-            format!("[audit] syslog = {url:?}: {address} is not a host and port ({err})")
-        })?;
+        // Resolved when sending: a name that does not resolve now is
+        // retried, not a reason for the daemon not to start.
+        if address
+            .rsplit_once(':')
+            .is_none_or(|(_, port)| port.parse::<u16>().is_err())
+        {
+            return Err(format!(
+                "[audit] syslog = {url:?}: {address} is not HOST:PORT"
+            ));
+        }
         Ok(Self {
             address: address.to_string(),
             tcp,
@@ -58,10 +65,18 @@ impl Syslog {
 
     /// Send each link; an error leaves the batch to be sent again.
     pub fn send(&mut self, links: &[(u64, String)]) -> Result<(), String> {
+        // A link that cannot be read (verify names it) is left out, not a
+        // reason to stop sending the rest.
         let messages: Vec<String> = links
             .iter()
-            .map(|(_, link)| message(link, &self.host))
-            .collect::<Result<_, _>>()?;
+            .filter_map(|(seq, link)| match message(link, &self.host) {
+                Ok(message) => Some(message),
+                Err(err) => {
+                    tracing::error!(seq, error = %err, "audit link not sent to syslog");
+                    None
+                }
+            })
+            .collect();
         if !self.tcp {
             let socket = UdpSocket::bind(("0.0.0.0", 0)).map_err(|e| e.to_string())?;
             for message in &messages {

@@ -13,7 +13,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::audit::{AuditRecord, AuditSettings, Chain, SignedHead, Stored};
+use crate::audit::{AuditRecord, AuditSettings, Chain, Purpose, SignedHead, Stored};
 use crate::config::LogConfig;
 use crate::decision_log::{LogEntry, LogFilter, PendingLogEntry};
 use crate::error::Result;
@@ -470,6 +470,10 @@ pub(crate) struct AuditQueue {
 
 impl AuditQueue {
     pub(crate) fn set(&self, settings: Option<AuditSettings>) {
+        if settings.is_none() {
+            // Nothing will chain them (and a writer would wake for them).
+            self.take();
+        }
         *self.settings.write().unwrap_or_else(|p| p.into_inner()) = settings;
     }
 
@@ -500,6 +504,16 @@ impl AuditQueue {
     fn take(&self) -> Vec<AuditRecord> {
         std::mem::take(&mut *self.waiting.lock().unwrap_or_else(|p| p.into_inner()))
     }
+
+    /// Records a failed commit did not store, ahead of those queued since.
+    fn put_back(&self, mut records: Vec<AuditRecord>) {
+        if records.is_empty() {
+            return;
+        }
+        let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        records.append(&mut waiting);
+        *waiting = records;
+    }
 }
 
 /// The writer's end of the audit chain: resumed from the store when first
@@ -508,6 +522,8 @@ impl AuditQueue {
 #[derive(Debug, Default)]
 pub(crate) struct AuditWriter {
     chain: Option<Chain>,
+    /// The records of the last pass, until its commit succeeds.
+    in_flight: Vec<AuditRecord>,
 }
 
 /// What a writer commits to the chain in one pass.
@@ -522,14 +538,14 @@ pub(crate) struct AuditPass {
 impl AuditWriter {
     /// The links for `decisions` (decided at, log bytes) and the records
     /// waiting in `queue`, and the signed head after them; none when no
-    /// chain is kept. `newest` reads the newest stored link, to resume
-    /// from. A backend runs this before its write transaction, so hashing
+    /// chain is kept. `newest` reads the newest stored link and the signed
+    /// head, to resume from. A backend runs this before its write transaction, so hashing
     /// and signing do not hold up the decisions that wait for that lock.
     pub(crate) fn pass(
         &mut self,
         queue: &AuditQueue,
         decisions: &[(u64, Vec<u8>)],
-        newest: impl FnOnce() -> std::result::Result<Option<Vec<u8>>, String>,
+        newest: impl FnOnce() -> std::result::Result<(Option<Stored>, Option<SignedHead>), String>,
     ) -> std::result::Result<Option<AuditPass>, String> {
         let Some(settings) = queue.settings() else {
             return Ok(None);
@@ -538,26 +554,32 @@ impl AuditWriter {
         if decisions.is_empty() && records.is_empty() {
             return Ok(None);
         }
+        // Until the commit succeeds (see `failed`).
+        self.in_flight = records;
         let chain = match &mut self.chain {
             Some(chain) => chain,
-            empty => empty.insert(Chain::resume(newest()?.as_deref())?),
+            empty => {
+                let (newest, head) = newest()?;
+                let newest = newest.as_ref().map(|(seq, bytes)| (*seq, bytes.as_slice()));
+                empty.insert(Chain::resume(newest, head.as_ref(), &settings.key))
+            }
         };
         // In the order they happened (a decision first at the same ms):
         // both lists are each in order already.
-        let mut records = records.into_iter().peekable();
+        let mut records = self.in_flight.iter().peekable();
         let mut links = Vec::with_capacity(decisions.len() + records.len());
         for (at_ms, body) in decisions {
             while let Some(record) = records.next_if(|r| r.at_ms < *at_ms) {
-                links.extend(chain.append(&record, &settings));
+                links.extend(chain.append(record, &settings));
             }
             let kind = crate::audit::AuditKind::Decision;
             links.extend(chain.append_body(*at_ms, kind, body, &settings));
         }
         for record in records {
-            links.extend(chain.append(&record, &settings));
+            links.extend(chain.append(record, &settings));
         }
         let (seq, hash) = chain.head().expect("links were appended");
-        let head = settings.key.sign(seq, hash);
+        let head = settings.key.sign(Purpose::Head, seq, hash);
         Ok(Some(AuditPass {
             settings,
             links,
@@ -577,14 +599,27 @@ impl AuditWriter {
         let chain = self.chain.as_mut()?;
         let link = chain.prune(kept, removed, &pass.settings.key);
         let (seq, hash) = chain.head()?;
-        pass.head = pass.settings.key.sign(seq, hash);
+        pass.head = pass.settings.key.sign(Purpose::Head, seq, hash);
         Some(link)
     }
 
-    /// Read the chain's end from the store on the next pass: the commit
-    /// failed (the chain in memory ran ahead of it), or another process
-    /// may have appended since.
-    pub(crate) fn failed(&mut self) {
+    /// The last pass's commit succeeded.
+    pub(crate) fn committed(&mut self) {
+        self.in_flight.clear();
+    }
+
+    /// The last pass's commit failed: its records go back to `queue` (the
+    /// next pass chains them again), and the chain's end is read from the
+    /// store again (the chain in memory ran ahead of it).
+    pub(crate) fn failed(&mut self, queue: &AuditQueue) {
+        queue.put_back(std::mem::take(&mut self.in_flight));
+        self.chain = None;
+    }
+
+    /// Read the chain's end from the store on the next pass: another
+    /// process may have appended since.
+    #[cfg(feature = "postgres")]
+    pub(crate) fn forget_end(&mut self) {
         self.chain = None;
     }
 }

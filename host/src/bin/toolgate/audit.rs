@@ -84,9 +84,10 @@ fn verify(ctx: &Ctx, range: &Range, key: Option<&str>) -> anyhow::Result<ExitCod
         })?;
     }
     let mut verifier = Verifier::new(&trusted, before);
-    let mut broken = None;
+    let (mut broken, mut read) = (None, 0u64);
     let after = range.from.and_then(|from| from.checked_sub(1));
     let head = read_chain(call, after, range.to, |seq, link| {
+        read += 1;
         if broken.is_none()
             && let Err(err) = verifier.next(seq, link.as_bytes())
         {
@@ -94,29 +95,41 @@ fn verify(ctx: &Ctx, range: &Range, key: Option<&str>) -> anyhow::Result<ExitCod
         }
         Ok(())
     })?;
-    let reaches_head =
-        |head: &&toolgate::audit::SignedHead| range.to.is_none_or(|to| to >= head.seq);
+    // `--from` past the newest link: nothing to check. (A whole chain with
+    // no links but a signed head is broken: `finish` says so.)
+    if read == 0 && range.from.is_some() {
+        println!("the audit chain holds no links in this range");
+        return Ok(ExitCode::SUCCESS);
+    }
+    // When the range reaches the newest link, the signed head must be
+    // there and name it.
+    let reaches_end = match (range.to, &head) {
+        (Some(to), Some(head)) => to >= head.seq,
+        _ => true,
+    };
     let result = match broken {
         Some(err) => Err(err),
-        None => verifier.finish(head.as_ref().filter(reaches_head)),
+        None => verifier.finish(reaches_end.then_some(head.as_ref())),
     };
     match result {
         Ok(found) if found.links == 0 => {
-            println!("the audit chain holds no links in this range");
+            println!("the audit chain holds no links");
             Ok(ExitCode::SUCCESS)
         }
         Ok(found) => {
+            let end = if found.head_signed {
+                format!(", the newest signed by {trusted}")
+            } else {
+                ", up to the range's end (links after the last checkpoint in it are anchored \
+                 only by the rest of the chain: verify without --to for that)"
+                    .to_string()
+            };
             println!(
-                "audit chain whole: links {}..={} ({} links, {} signed checkpoints){}",
+                "audit chain whole: links {}..={} ({} links, {} signed checkpoints and prunes){end}",
                 found.first.unwrap_or_default(),
                 found.last.unwrap_or_default(),
                 found.links,
                 found.checkpoints,
-                if found.head_signed {
-                    format!(", the newest signed by {trusted}")
-                } else {
-                    String::new()
-                }
             );
             Ok(ExitCode::SUCCESS)
         }

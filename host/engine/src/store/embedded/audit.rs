@@ -22,11 +22,17 @@ pub(super) fn prepare(
     writer: &mut AuditWriter,
     decisions: &[(u64, Vec<u8>)],
 ) -> std::result::Result<Option<AuditPass>, Box<dyn std::error::Error + Send + Sync>> {
-    let newest = || -> std::result::Result<Option<Vec<u8>>, String> {
-        let read = || -> std::result::Result<Option<Vec<u8>>, redb::Error> {
+    let host = queue.settings().map(|s| s.host).unwrap_or_default();
+    let newest = || {
+        let read = || -> std::result::Result<_, redb::Error> {
             let txn = db.begin_read()?;
             let table = txn.open_table(AUDIT)?;
-            Ok(table.last()?.map(|(_, bytes)| bytes.value().to_vec()))
+            let last = table.last()?;
+            let last = last.map(|(seq, bytes)| (seq.value(), bytes.value().to_vec()));
+            let heads = txn.open_table(AUDIT_HEAD)?;
+            let head = heads.get(host.as_str())?;
+            let head = head.and_then(|h| serde_json::from_slice::<SignedHead>(h.value()).ok());
+            Ok((last, head))
         };
         read().map_err(|e| e.to_string())
     };
@@ -57,38 +63,51 @@ pub(super) fn commit(
 }
 
 /// Remove links over the count (see [`AuditSettings::excess`]) and past
-/// their age, from the front; what went, if any did.
+/// their age, from the front; what went, if any did. The run removed must
+/// chain (each link's `prev` the hash of the one before, its age read from
+/// its own bytes): retention never signs a prune over links someone
+/// changed — it stops, and `audit verify` shows where.
 fn retain(
     table: &mut redb::Table<u64, &[u8]>,
     settings: &AuditSettings,
     now_ms: u64,
 ) -> std::result::Result<Option<Pruned>, redb::StorageError> {
-    let before = table.len()?;
-    let first = table.first()?.map(|(seq, _)| seq.value());
-    let excess = settings.excess(before);
-    if let Some(first) = first.filter(|_| excess > 0) {
-        // Links are numbered without gaps: these are the oldest over.
-        table.retain_in(first..first + excess, |_, _| false)?;
-    }
+    let excess = settings.excess(table.len()?);
     let cutoff = settings.cutoff_ms(now_ms);
-    let first = loop {
-        let Some((seq, link)) = table.first()?.map(|(seq, bytes)| {
-            (
-                seq.value(),
-                serde_json::from_slice::<LinkHead>(bytes.value()),
-            )
-        }) else {
-            break None;
-        };
-        match link {
-            Ok(link) if link.at_ms >= cutoff => break Some((seq, link.prev)),
+    let first_is_old = table.first()?.is_some_and(|(_, bytes)| {
+        serde_json::from_slice::<LinkHead>(bytes.value()).is_ok_and(|l| l.at_ms < cutoff)
+    });
+    if excess == 0 && !first_is_old {
+        return Ok(None);
+    }
+    let mut run: Vec<u64> = Vec::new();
+    let mut prev: Option<String> = None;
+    let mut kept = None;
+    for entry in table.iter()? {
+        let (seq, bytes) = entry?;
+        let (seq, bytes) = (seq.value(), bytes.value());
+        let link = match serde_json::from_slice::<LinkHead>(bytes) {
+            Ok(link) if prev.as_ref().is_none_or(|p| *p == link.prev) => link,
             _ => {
-                table.remove(seq)?;
+                tracing::error!(
+                    seq,
+                    "audit retention stopped: link {seq} does not follow the one before; run `toolgate audit verify`"
+                );
+                return Ok(None);
             }
+        };
+        if (run.len() as u64) >= excess && link.at_ms >= cutoff {
+            kept = Some((seq, link.prev));
+            break;
         }
+        run.push(seq);
+        prev = Some(crate::audit::link_hash(bytes));
+    }
+    let (Some(&from), Some(&to)) = (run.first(), run.last()) else {
+        return Ok(None);
     };
-    let removed = before - table.len()?;
-    Ok((removed > 0).then_some((first, removed)))
+    table.retain_in(from..=to, |_, _| false)?;
+    Ok(Some((kept, run.len() as u64)))
 }
 
 impl AuditTrail for RedbStore {
@@ -121,10 +140,17 @@ impl AuditTrail for RedbStore {
             Err(redb::TableError::TableDoesNotExist(_)) => return Ok(page),
             Err(e) => return Err(self.error(e)),
         };
-        // One process writes a redb file: its chain is the only one.
-        if let Some((_, head)) = heads.first().map_err(|e| self.error(e))? {
-            page.head = serde_json::from_slice::<SignedHead>(head.value()).ok();
-        }
+        // This host's head (a redb file holds one chain; an old host name
+        // may have left another head behind).
+        let host = self.settings.audit.settings().map(|s| s.host);
+        let head = match &host {
+            Some(host) => heads.get(host.as_str()).map_err(|e| self.error(e))?,
+            None => heads
+                .first()
+                .map_err(|e| self.error(e))?
+                .map(|(_, head)| head),
+        };
+        page.head = head.and_then(|head| serde_json::from_slice::<SignedHead>(head.value()).ok());
         Ok(page)
     }
 }

@@ -801,7 +801,7 @@ fn run_event_writer(
         }
         dirty.store(true, Ordering::Release);
         if let Err(err) = commit_decisions(db, &decisions, settings, &mut audit) {
-            audit.failed();
+            audit.failed(&settings.audit);
             tracing::warn!(error = %err, count = decisions.len(), "failed to write the decision log");
         }
     };
@@ -1030,5 +1030,6 @@ fn commit_decisions(
         audit::commit(&txn, audit, pass)?;
     }
     txn.commit()?;
+    audit.committed();
     Ok(())
 }

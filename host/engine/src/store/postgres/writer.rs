@@ -76,7 +76,7 @@ impl Writer {
             if !batch.is_empty() || !decisions.is_empty() || self.settings.audit.has_waiting() {
                 let written = (batch.len() + decisions.len()) as u64;
                 if let Err(err) = self.commit(batch, &decisions, &mut audit) {
-                    audit.failed();
+                    audit.failed(&self.settings.audit);
                     self.dropped.fetch_add(written, Ordering::Relaxed);
                     tracing::error!(error = %err, written, "store writes lost: the batch could not be committed");
                 }
@@ -183,7 +183,9 @@ impl Writer {
             )
             .map_err(|e| e.to_string())?;
         }
-        txn.commit().map_err(|e| e.to_string())
+        txn.commit().map_err(|e| e.to_string())?;
+        audit.committed();
+        Ok(())
     }
 }
 
@@ -208,15 +210,20 @@ fn chain(
         &[&host],
     )
     .map_err(|e| e.to_string())?;
-    audit.failed();
-    let newest = || -> Result<Option<Vec<u8>>, String> {
+    audit.forget_end();
+    let newest = || {
         let row = txn
             .query_opt(
-                "SELECT link FROM audit WHERE host = $1 ORDER BY seq DESC LIMIT 1",
+                "SELECT seq, link FROM audit WHERE host = $1 ORDER BY seq DESC LIMIT 1",
                 &[&host],
             )
             .map_err(|e| e.to_string())?;
-        Ok(row.map(|row| row.get(0)))
+        let last = row.map(|row| (row.get::<_, i64>(0) as u64, row.get(1)));
+        let head = txn
+            .query_opt("SELECT head FROM audit_heads WHERE host = $1", &[&host])
+            .map_err(|e| e.to_string())?
+            .and_then(|row| serde_json::from_slice(&row.get::<_, Vec<u8>>(0)).ok());
+        Ok((last, head))
     };
     let Some(mut pass) = audit.pass(&settings.audit, &decisions, newest)? else {
         return Ok(());
@@ -270,7 +277,8 @@ fn retain(
     let Some((first, at_ms)) = first else {
         return Ok(None);
     };
-    let mut keep_from = first + settings.excess(newest + 1 - first);
+    let span = newest.saturating_add(1).saturating_sub(first);
+    let mut keep_from = first.saturating_add(settings.excess(span));
     let cutoff = settings.cutoff_ms(crate::now_ms());
     if at_ms < cutoff {
         // Up to the first young link: never one from the middle.
