@@ -964,6 +964,7 @@ fn the_bundled_policies_tables_name_exactly_the_keys_each_takes() {
         // The rules' table is one rule's keys (its config is the `rule` list).
         ("rules", fields::of::<rules::rule::RuleSpec>().0),
         ("safeguards", fields::of::<safeguards::SafeguardsConfig>().0),
+        ("flow", fields::of::<flow::config::FlowConfig>().0),
     ];
     let row = Regex::new(r"(?m)^\| `([a-z_]+)` \|").unwrap();
     let mut problems = Vec::new();

@@ -20,6 +20,7 @@ mod embed_node;
 mod embed_python;
 mod fail_closed;
 mod fleet;
+mod flows;
 mod gates;
 mod gemini_cli;
 mod honest;

@@ -118,6 +118,11 @@ pub struct ClaudeHome {
 
 impl ClaudeHome {
     pub fn new(extra: &str) -> Self {
+        Self::with_policies(&format!("{}\n{extra}", toolgate::config::DEFAULT_CONFIG))
+    }
+
+    /// A home whose config is `policies` alone (no bundled defaults).
+    pub fn with_policies(policies: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let home = dir.path().join("home");
         let project = dir.path().join("project");
@@ -125,10 +130,7 @@ impl ClaudeHome {
             std::fs::create_dir_all(d).unwrap();
         }
         let config = dir.path().join("toolgate.toml");
-        let body = format!(
-            "store = \"state/toolgate.redb\"\n{}\n{extra}",
-            toolgate::config::DEFAULT_CONFIG
-        );
+        let body = format!("store = \"state/toolgate.redb\"\n{policies}");
         std::fs::write(&config, super::config_text(&body)).unwrap();
         let store = dir.path().join("state/toolgate.redb");
         Self {

@@ -227,25 +227,31 @@ impl RuleBook {
 
     /// Every rule that matches what `call` does, each once.
     pub fn hits(&self, call: &ToolCall) -> Vec<Hit<'_>> {
+        self.hits_of(&CallReading::new(call))
+    }
+
+    /// [`RuleBook::hits`] of a call already read.
+    pub fn hits_of(&self, read: &CallReading<'_>) -> Vec<Hit<'_>> {
         let mut hits = Vec::new();
-        let arguments: Value = serde_json::from_str(&call.arguments).unwrap_or(Value::Null);
-        let tool = call.tool.as_str();
-        if let Some(text) = call_shell_text(tool, &arguments) {
-            self.judge_shell(&text, &mut hits);
+        let tool = read.call.tool.as_str();
+        if let Some(reading) = &read.shell {
+            self.judge_reading(reading, &mut hits);
         } else if READ_TOOLS.contains(&tool) {
-            for path in path_arguments(&arguments) {
+            for path in path_arguments(&read.arguments) {
                 self.judge_path(&path, Access::Read, &mut hits);
             }
         } else if WRITE_TOOLS.contains(&tool) {
-            for path in path_arguments(&arguments) {
+            for path in path_arguments(&read.arguments) {
                 self.judge_path(&path, Access::Write, &mut hits);
             }
         }
-        let action = action_name(call);
+        let action = action_name(read.call);
         for rule in self.index.tools.iter().map(|&at| &self.rules[at]) {
             if let rules::Matcher::Tool { tools, args } = &rule.matcher
                 && tools.iter().any(|t| t.matches(&action))
-                && args.as_ref().is_none_or(|r| r.is_match(&call.arguments))
+                && args
+                    .as_ref()
+                    .is_none_or(|r| r.is_match(&read.call.arguments))
             {
                 hit(rule, action.clone(), &mut hits);
             }
@@ -278,12 +284,11 @@ impl RuleBook {
     /// The rules `text`, as shell, matches.
     pub fn shell_hits(&self, text: &str) -> Vec<Hit<'_>> {
         let mut hits = Vec::new();
-        self.judge_shell(text, &mut hits);
+        self.judge_reading(&shell::read(text), &mut hits);
         hits
     }
 
-    fn judge_shell<'r>(&'r self, text: &str, hits: &mut Vec<Hit<'r>>) {
-        let reading = shell::read(text);
+    fn judge_reading<'r>(&'r self, reading: &shell::Reading, hits: &mut Vec<Hit<'r>>) {
         for command in &reading.commands {
             let program = command.program();
             let rules = self.index.commands(program);
@@ -325,31 +330,53 @@ fn hit<'r>(rule: &'r Rule, subject: String, hits: &mut Vec<Hit<'r>>) {
     }
 }
 
-/// The files `call` reads and writes: a file tool's paths, or what its
-/// shell text's commands read and write (redirections, the files a program
-/// names, an interpreter one-liner's paths as reads).
-pub fn effects(call: &ToolCall) -> Effects {
-    let arguments: Value = serde_json::from_str(&call.arguments).unwrap_or(Value::Null);
-    let tool = call.tool.as_str();
-    let mut effects = Effects::default();
-    if let Some(text) = call_shell_text(tool, &arguments) {
-        let reading = shell::read(&text);
-        for command in &reading.commands {
-            let more = command_effects(command);
-            effects.reads.extend(more.reads);
-            effects.writes.extend(more.writes);
+/// A call read once: its arguments, and its shell text as the shell would
+/// split it (when it runs one).
+pub struct CallReading<'c> {
+    /// The call.
+    pub call: &'c ToolCall,
+    /// Its arguments (null when they are not JSON).
+    pub arguments: Value,
+    /// What its shell text runs, when it has some.
+    pub shell: Option<shell::Reading>,
+}
+
+impl<'c> CallReading<'c> {
+    /// Read `call`.
+    pub fn new(call: &'c ToolCall) -> Self {
+        let arguments: Value = serde_json::from_str(&call.arguments).unwrap_or(Value::Null);
+        let shell = call_shell_text(&call.tool, &arguments).map(|text| shell::read(&text));
+        Self {
+            call,
+            arguments,
+            shell,
         }
-        for code in &reading.code {
-            effects
-                .reads
-                .extend(code_paths(&code.text).map(str::to_string));
-        }
-    } else if READ_TOOLS.contains(&tool) {
-        effects.reads = path_arguments(&arguments);
-    } else if WRITE_TOOLS.contains(&tool) {
-        effects.writes = path_arguments(&arguments);
     }
-    effects
+
+    /// The files the call reads and writes: a file tool's paths, or what
+    /// its shell text's commands read and write (redirections, the files a
+    /// program names, an interpreter one-liner's paths as reads).
+    pub fn effects(&self) -> Effects {
+        let tool = self.call.tool.as_str();
+        let mut effects = Effects::default();
+        if let Some(reading) = &self.shell {
+            for command in &reading.commands {
+                let more = command_effects(command);
+                effects.reads.extend(more.reads);
+                effects.writes.extend(more.writes);
+            }
+            for code in &reading.code {
+                effects
+                    .reads
+                    .extend(code_paths(&code.text).map(str::to_string));
+            }
+        } else if READ_TOOLS.contains(&tool) {
+            effects.reads = path_arguments(&self.arguments);
+        } else if WRITE_TOOLS.contains(&tool) {
+            effects.writes = path_arguments(&self.arguments);
+        }
+        effects
+    }
 }
 
 /// What one simple command reads and writes.
@@ -363,8 +390,8 @@ fn command_effects(command: &shell::Command) -> Effects {
         }
     }
     let targets = path_words(command.args());
-    let in_place = matches!(program, "sed" | "perl" | "ruby")
-        && command.args().iter().any(|w| is_in_place(w));
+    let in_place =
+        matches!(program, "sed" | "perl" | "ruby") && command.args().iter().any(|w| is_in_place(w));
     // `cp SRC DEST` reads the source, not the destination.
     let read = match WRITES_LAST.contains(&program) {
         true => &targets[..targets.len().saturating_sub(1)],

@@ -19,6 +19,8 @@
 
 pub use rulebook::{paths, rules, shell};
 
+mod commands;
+
 use std::collections::BTreeMap;
 
 use rulebook::RuleBook;
@@ -201,43 +203,7 @@ impl Policy for Safeguards {
     }
 
     fn command(&self, name: &str, args: &str) -> Result<String, String> {
-        match name {
-            "rules" => {
-                let listed: Vec<Value> = self
-                    .book
-                    .rules()
-                    .iter()
-                    .map(|rule| {
-                        serde_json::json!({
-                            "name": rule.name,
-                            "class": rule.class.name(),
-                            "action": format!("{:?}", rule.action.unwrap_or(self.actions[&rule.class])).to_lowercase(),
-                            "reason": rule.reason,
-                        })
-                    })
-                    .collect();
-                serde_json::to_string(&listed).map_err(|e| e.to_string())
-            }
-            "explain" => {
-                let text: String = serde_json::from_str::<Value>(args)
-                    .ok()
-                    .and_then(|v| v.get("command").and_then(Value::as_str).map(str::to_string))
-                    .ok_or("explain takes {\"command\": \"SHELL TEXT\"}")?;
-                let reading = shell::read(&text);
-                let hits = self.book.shell_hits(&text);
-                serde_json::to_string(&serde_json::json!({
-                    "commands": reading.commands.iter().map(|c| c.words.join(" ")).collect::<Vec<_>>(),
-                    "code": reading.code.iter().map(|c| &c.interpreter).collect::<Vec<_>>(),
-                    "hits": hits.iter().map(|h| serde_json::json!({
-                        "rule": h.rule.name, "class": h.rule.class.name(), "subject": h.subject,
-                    })).collect::<Vec<_>>(),
-                }))
-                .map_err(|e| e.to_string())
-            }
-            other => Err(format!(
-                "safeguards has no command `{other}`; it has rules and explain"
-            )),
-        }
+        commands::answer(self, name, args)
     }
 }
 

@@ -50,7 +50,11 @@ fn bash(policy: &Safeguards, command: &str) -> Option<(String, Action)> {
 #[test]
 fn every_bundled_rule_compiles_and_has_a_reason() {
     let policy = defaults();
-    assert!(policy.book.rules().len() > 60, "{} rules", policy.book.rules().len());
+    assert!(
+        policy.book.rules().len() > 60,
+        "{} rules",
+        policy.book.rules().len()
+    );
     for rule in policy.book.rules() {
         assert!(rule.reason.len() > 20, "{}: reason too short", rule.name);
         for regex in regexes(rule) {

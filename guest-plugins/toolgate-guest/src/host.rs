@@ -108,6 +108,39 @@ pub mod state {
     }
 }
 
+/// The host's flow labels: what the call's session took in, and which
+/// files hold it (`flows` in `host.wit`). Shared by every policy and kept
+/// by the host; people list and clear them, policies only add and read.
+pub mod flows {
+    use crate::bindings::toolgate::policy::flows as raw;
+    pub use crate::bindings::toolgate::policy::flows::{FlowLabel, FlowsError, Located};
+
+    /// Label the call's session: it took in `source`, of kind `kind`.
+    pub fn label_session(kind: &str, source: &str) -> Result<(), FlowsError> {
+        raw::label_session(kind, source)
+    }
+
+    /// Label the file at `path` (as the call names it).
+    pub fn label_file(path: &str, kind: &str, source: &str) -> Result<(), FlowsError> {
+        raw::label_file(path, kind, source)
+    }
+
+    /// The call's session's labels, oldest first.
+    pub fn session_labels() -> Result<Vec<FlowLabel>, FlowsError> {
+        raw::session_labels()
+    }
+
+    /// The labels of the file at `path`, oldest first.
+    pub fn file_labels(path: &str) -> Result<Vec<FlowLabel>, FlowsError> {
+        raw::file_labels(path)
+    }
+
+    /// `path` resolved by the host, and whether it is in the project.
+    pub fn locate(path: &str) -> Option<Located> {
+        raw::locate(path)
+    }
+}
+
 /// This policy's event stream.
 pub mod events {
     use super::cut;

@@ -650,6 +650,15 @@ fn default_gate_ttl() -> u64 {
 impl PluginConfig {
     /// The `[plugins.NAME]` table's own rules.
     fn validate(&self, name: &str) -> Result<(), String> {
+        // A plugin's name is its state namespace; the host keeps its own
+        // (the flow labels, `crate::flows`) under names with `:`.
+        if name.contains(':') {
+            return Err(format!(
+                "plugins.\"{name}\": a plugin's name may not contain `:` (names with `:` are \
+                 the host's own state); rename it, e.g. `{}`",
+                name.replace(':', "-")
+            ));
+        }
         if let Some(pin) = &self.sha256
             && !is_hex64(pin)
         {

@@ -734,6 +734,16 @@ impl Toolgate {
         self.store.audit_links(after, limit)
     }
 
+    /// Every flow label: what sessions took in and which files hold it.
+    pub fn flow_labels(&self) -> Result<Vec<crate::flows::Label>> {
+        crate::flows::list(&self.store)
+    }
+
+    /// Remove the flow labels `what` names (a person's act); how many went.
+    pub fn clear_flows(&self, what: &crate::flows::FlowsClear) -> Result<usize> {
+        crate::flows::clear(&self.store, what)
+    }
+
     /// Pending (unexpired) gates, optionally of one user, by session.
     pub fn gates(&self, user_id: Option<&str>) -> Result<Vec<PendingGate>> {
         let mut gates = self.store.list_gates(user_id, crate::now_ms())?;

@@ -33,6 +33,7 @@ mod epoch;
 mod error;
 mod files;
 pub mod fixtures;
+pub mod flows;
 pub mod guard;
 pub mod hooks;
 mod host;

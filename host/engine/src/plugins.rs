@@ -236,7 +236,7 @@ impl Plugin {
         let key = instance_key(self.limits.isolation, request);
         let reuse = self.limits.reuse_instances;
         let warm = if reuse { self.pool.take(&key) } else { None };
-        let call = CallContext::new(
+        let mut call = CallContext::new(
             self.name.clone(),
             &self.limits,
             store,
@@ -247,6 +247,7 @@ impl Plugin {
             }),
             transcript_cap,
         );
+        call.flow = request.map(crate::flows::FlowScope::of);
         if let Some(mut sandbox) = warm {
             sandbox.reset(call);
             return Ok(Pooled::new(&self.pool, reuse, key, sandbox));

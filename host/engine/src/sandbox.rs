@@ -292,6 +292,9 @@ pub(crate) struct CallContext {
     /// Set while a phase that must be pure runs (visibility): state
     /// writes and event appends are refused.
     pub read_only: bool,
+    /// The call in hand's session, files and directories, for the flow
+    /// labels; none for an operator's command or a spare being opened.
+    pub flow: Option<crate::flows::FlowScope>,
 }
 
 impl CallContext {
@@ -319,6 +322,7 @@ impl CallContext {
             events_per_call: limits.events_per_call,
             reads: None,
             read_only: false,
+            flow: None,
         }
     }
 }

@@ -123,11 +123,13 @@ impl Tenant {
             }
             DaemonRequest::Log { .. }
             | DaemonRequest::Audit { .. }
+            | DaemonRequest::Flows
+            | DaemonRequest::ClearFlows { .. }
             | DaemonRequest::Events { .. }
             | DaemonRequest::StoreStats
             | DaemonRequest::Sweep => {
                 return Err(Error::Unauthorized(
-                    "the decision log, audit trail, events and store are every user's: only the operator \
+                    "the decision log, audit trail, flow labels, events and store are every user's: only the operator \
                      reads them (root, the daemon's user, or a person in [approvals] \
                      terminal_uids)"
                         .into(),

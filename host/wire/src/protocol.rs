@@ -205,6 +205,15 @@ pub enum DaemonRequest {
         #[serde(default)]
         args: Value,
     },
+    /// Every flow label: what sessions took in and which files hold it
+    /// (`toolgate flows list`). The operator's to read.
+    Flows,
+    /// Remove flow labels: a person's act, authorized as a resolution from
+    /// a terminal is (`toolgate flows clear`); never an agent's.
+    ClearFlows {
+        /// Which labels.
+        what: FlowsClear,
+    },
     /// The newest decision-log entries matching a filter, oldest first.
     Log {
         /// Which entries.
@@ -491,4 +500,22 @@ mod tests {
             other => panic!("{other:?}"),
         }
     }
+}
+
+/// Which flow labels a person clears.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FlowsClear {
+    /// Every label of one session (its id as `toolgate flows list` shows
+    /// it).
+    Session(String),
+    /// Every label of one file, as one owner's calls see it.
+    File {
+        /// `local`, or a tenant's `uid:N`.
+        owner: String,
+        /// The file's absolute path (resolved, as the list shows it).
+        path: String,
+    },
+    /// Every label.
+    All,
 }

@@ -8,6 +8,7 @@
 mod config;
 mod context;
 mod events;
+mod flows;
 mod logging;
 mod state;
 

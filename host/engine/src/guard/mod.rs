@@ -43,8 +43,8 @@
 //! and the guard is then a seatbelt. The daemon's own checks (authenticated
 //! resolutions) hold independently of it.
 
-mod resolve;
-mod shell;
+pub(crate) mod resolve;
+pub(crate) mod shell;
 
 use std::path::{Component, Path, PathBuf};
 
@@ -126,6 +126,8 @@ const ADMIN_WORDS: &[&str] = &[
     // `store copy`, `salvage`, `compact`: a copy of the store (its pending
     // calls, decision log and state) where the agent can read it.
     "store",
+    // `flows clear` lifts what a session took in; `list` shows what it read.
+    "flows",
 ];
 
 /// The locations toolgate protects, for one config and store.
@@ -1198,6 +1200,8 @@ mod tests {
             "cat > .claude/settings.local.json",
             "cp evil.wasm /opt/policies/lease-gate.wasm",
             "toolgate approvals open",
+            "toolgate flows clear --all",
+            "toolgate --store ~/.local/state/toolgate/toolgate.redb flows clear --session s1",
             "jq 'del(.hooks)' ~/.gemini/settings.json > /tmp/s && mv /tmp/s ~/.gemini/settings.json",
             "echo '{}' > .cursor/hooks.json",
             "rm ~/.cursor/hooks.json",

@@ -95,7 +95,10 @@ impl Admission {
                     peer::authorize_channel(&approvals(), channel, token.as_deref())?;
                 }
             }
-            DaemonRequest::Command { .. } | DaemonRequest::Reload | DaemonRequest::WebLogin
+            DaemonRequest::Command { .. }
+            | DaemonRequest::Reload
+            | DaemonRequest::WebLogin
+            | DaemonRequest::ClearFlows { .. }
                 if remote =>
             {
                 let command = match request {
@@ -103,6 +106,7 @@ impl Admission {
                         format!("toolgate command {plugin} {name}")
                     }
                     DaemonRequest::Reload => "toolgate plugins reload".into(),
+                    DaemonRequest::ClearFlows { .. } => "toolgate flows clear".into(),
                     _ => "toolgate approvals open".into(),
                 };
                 peer::authorize_person(&approvals(), terminals, peer.as_ref(), &command)?;

@@ -92,7 +92,9 @@ enum Durable {
 impl Durable {
     fn before_answering(request: &DaemonRequest) -> Self {
         match request {
-            DaemonRequest::Command { .. } | DaemonRequest::Reload => Self::Everything,
+            DaemonRequest::Command { .. }
+            | DaemonRequest::Reload
+            | DaemonRequest::ClearFlows { .. } => Self::Everything,
             DaemonRequest::NextTurn { .. } => Self::WhatTheAnswerDependsOn,
             request if request.runs_policies() => Self::WhatTheAnswerDependsOn,
             _ => Self::Nothing,
@@ -198,11 +200,7 @@ impl Service {
                 gates.retain(|gate| tenant.sees_user(&gate.user_id));
                 to_json(gates)
             }
-            DaemonRequest::Command { plugin, name, args } => {
-                let args = if args.is_null() { json!({}) } else { args };
-                let answer = host.command(&plugin, &name, &args.to_string())?;
-                serde_json::from_str(&answer).unwrap_or(Value::String(answer))
-            }
+            DaemonRequest::Command { plugin, name, args } => self.command(&plugin, &name, args)?,
             DaemonRequest::Log { filter, limit } => {
                 rows("entry", host.decision_log(&filter, limit)?)
             }
@@ -210,6 +208,8 @@ impl Service {
                 to_json(host.audit_links(after, limit.min(AUDIT_PAGE))?)
             }
             DaemonRequest::Events { limit } => rows("event", host.recent_events(limit)?),
+            DaemonRequest::Flows => to_json(host.flow_labels()?),
+            DaemonRequest::ClearFlows { what } => json!({ "cleared": host.clear_flows(&what)? }),
             DaemonRequest::StoreStats => to_json(host.store_stats()?),
             DaemonRequest::Sweep => to_json(host.sweep()?),
             DaemonRequest::Reload => to_json(self.reload()?),
@@ -219,6 +219,13 @@ impl Service {
             DaemonRequest::Metrics => Value::String(self.listener.metrics_text()),
         };
         self.once_durable(durable, value)
+    }
+
+    /// A policy's admin command; its answer as JSON when it is JSON.
+    fn command(&self, plugin: &str, name: &str, args: Value) -> Result<Value> {
+        let args = if args.is_null() { json!({}) } else { args };
+        let answer = self.host.command(plugin, name, &args.to_string())?;
+        Ok(serde_json::from_str(&answer).unwrap_or(Value::String(answer)))
     }
 
     /// Count a decision, and announce it if it paused a call.

@@ -12,6 +12,7 @@ mod audit;
 mod bench;
 mod check;
 mod doctor;
+mod flows;
 mod gates;
 mod hook;
 mod log;
@@ -129,6 +130,10 @@ enum Subcommands {
     /// as JSON lines or CEF), and this host's public key (`key`).
     #[command(subcommand)]
     Audit(audit::AuditCommand),
+    /// Flow labels: what sessions took in (secrets, untrusted text) and
+    /// which files hold it (`list`); lifting them is a person's (`clear`).
+    #[command(subcommand)]
+    Flows(flows::FlowsCommand),
     /// Decide the logged calls again with a candidate set of plugins and
     /// show what would change (exit 3 if anything would, 0 if not).
     ///
@@ -224,6 +229,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Subcommands::Test { policy, fixtures } => test_fixtures(&policy, &fixtures, &ctx.config),
         Subcommands::Log(args) => log::run(&ctx.target(None)?, &args),
         Subcommands::Audit(command) => audit::run(&ctx, command),
+        Subcommands::Flows(command) => flows::run(&ctx, command),
         Subcommands::Plugins(command) => plugins::run(&ctx, command),
         Subcommands::Check(args) => check::run(&ctx.target(None)?, &args),
         Subcommands::Gates(command) => gates::run(&ctx, command),

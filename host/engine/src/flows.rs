@@ -1,0 +1,327 @@
+//! Flow labels: what each session took in (a secret it read, untrusted text
+//! it fetched) and which files hold it, kept by the host for every policy
+//! that follows information from where it came in to where it would go
+//! out (`toolgate:policy/flows` in `wit/host.wit`).
+//!
+//! Labels live in the store beside the policies' state, in a namespace of
+//! the host's own ([`NAMESPACE`]: no plugin may be named with a `:`), so
+//! they are as durable as the state and move with it. A policy adds and
+//! reads them only for the call in hand ([`FlowScope`]); people list and
+//! clear them ([`list`], [`clear`]); nothing removes one on an agent's
+//! behalf.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+pub use toolgate_wire::protocol::FlowsClear;
+
+use crate::store::{StateStore, StateWriteError};
+use crate::{Error, Result};
+
+/// The host's namespace for labels in the state store.
+pub const NAMESPACE: &str = "toolgate:flows";
+/// The most kinds one session or file carries.
+pub const MAX_KINDS: usize = 8;
+/// The most sources kept per kind; past that, the kind stands for them.
+pub const MAX_SOURCES: usize = 16;
+/// The longest kind, bytes.
+pub const MAX_KIND: usize = 32;
+/// The longest source kept, bytes (longer is cut).
+pub const MAX_SOURCE: usize = 256;
+/// The room labels may take in the store, bytes: about a hundred thousand.
+const QUOTA: u64 = 64 * 1024 * 1024;
+/// The most labels one listing returns.
+const MAX_LISTED: usize = 100_000;
+
+/// One thing a session or file took in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Label {
+    /// What kind of thing: `secret`, `untrusted`, or a policy's own.
+    pub kind: String,
+    /// Where it came from, for people.
+    pub source: String,
+    /// The session that took it in.
+    pub session: String,
+    /// When, in milliseconds since the Unix epoch.
+    pub at_ms: u64,
+    /// The file it is on, for a file's label (absolute, resolved).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// Whose file labels these are: `local`, or a tenant's `uid:N`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+}
+
+/// Why a label was not added or read.
+#[derive(Debug, thiserror::Error)]
+pub enum FlowError {
+    /// Not short kebab-case, or a kind past the bound.
+    #[error("a label's kind is short kebab-case (at most {MAX_KINDS} kinds, {MAX_KIND} bytes)")]
+    InvalidKind,
+    /// A path that cannot be placed.
+    #[error("the path cannot be placed (empty, NUL, or relative with no working directory)")]
+    UnknownPath,
+    /// The store failed.
+    #[error("{0}")]
+    Storage(String),
+}
+
+/// Whose labels the call in hand reaches, and how its paths resolve.
+#[derive(Debug, Clone)]
+pub(crate) struct FlowScope {
+    /// The call's session (a tenant's is `uid:N/…` already).
+    pub session: String,
+    /// Whose files: `local`, or the tenant's `uid:N`.
+    pub owner: String,
+    /// The call's working directory, when the runtime said.
+    pub cwd: Option<PathBuf>,
+    /// The home directory `~` stands for.
+    pub home: Option<PathBuf>,
+}
+
+impl FlowScope {
+    /// The scope of `request`: its session, its tenant's files, its
+    /// working directory and its user's home.
+    pub(crate) fn of(request: &crate::ToolRequest) -> Self {
+        let tenant = crate::tenant::owner_of_user(&request.user_id);
+        let home = match tenant {
+            Some(uid) => home_of_uid(uid),
+            None => std::env::var_os("HOME").map(PathBuf::from),
+        };
+        Self {
+            session: request.session_id.clone(),
+            owner: tenant.map_or_else(|| "local".into(), |uid| format!("uid:{uid}")),
+            cwd: request.cwd.clone(),
+            home,
+        }
+    }
+
+    /// `path` as the call names it, absolute and resolved as far as it
+    /// exists.
+    pub(crate) fn locate(&self, path: &str) -> Result<PathBuf, FlowError> {
+        if path.is_empty() || path.contains('\0') {
+            return Err(FlowError::UnknownPath);
+        }
+        let expanded = crate::guard::shell::expand_tilde(path, self.home.as_deref());
+        crate::guard::resolve::real_path(Path::new(&expanded), self.cwd.as_deref())
+            .ok_or(FlowError::UnknownPath)
+    }
+
+    /// Whether `path` (resolved) is inside the call's working directory.
+    pub(crate) fn in_project(&self, path: &Path) -> bool {
+        let project = self
+            .cwd
+            .as_deref()
+            .and_then(|cwd| crate::guard::resolve::real_path(cwd, None));
+        project.is_some_and(|project| path.starts_with(project))
+    }
+
+    fn session_prefix(&self) -> String {
+        format!("s/{}/", digest(&self.session))
+    }
+
+    fn file_prefix(&self, file: &Path) -> String {
+        file_prefix(&self.owner, &file.to_string_lossy())
+    }
+
+    /// Label the session.
+    pub(crate) fn label_session(
+        &self,
+        store: &dyn StateStore,
+        kind: &str,
+        source: &str,
+    ) -> Result<(), FlowError> {
+        let label = self.label(kind, source, None)?;
+        add(store, &self.session_prefix(), label)
+    }
+
+    /// Label the file at `path`.
+    pub(crate) fn label_file(
+        &self,
+        store: &dyn StateStore,
+        path: &str,
+        kind: &str,
+        source: &str,
+    ) -> Result<(), FlowError> {
+        let file = self.locate(path)?;
+        let label = self.label(kind, source, Some(&file))?;
+        add(store, &self.file_prefix(&file), label)
+    }
+
+    /// The session's labels, oldest first.
+    pub(crate) fn session_labels(&self, store: &dyn StateStore) -> Result<Vec<Label>, FlowError> {
+        read(store, &self.session_prefix(), MAX_KINDS * MAX_SOURCES)
+    }
+
+    /// The labels of the file at `path`, oldest first.
+    pub(crate) fn file_labels(
+        &self,
+        store: &dyn StateStore,
+        path: &str,
+    ) -> Result<Vec<Label>, FlowError> {
+        let file = self.locate(path)?;
+        read(store, &self.file_prefix(&file), MAX_KINDS * MAX_SOURCES)
+    }
+
+    fn label(&self, kind: &str, source: &str, file: Option<&Path>) -> Result<Label, FlowError> {
+        if !valid_kind(kind) {
+            return Err(FlowError::InvalidKind);
+        }
+        Ok(Label {
+            kind: kind.to_string(),
+            source: cut(source.replace('\0', "")),
+            session: self.session.clone(),
+            at_ms: crate::now_ms(),
+            file: file.map(|f| f.to_string_lossy().into_owned()),
+            owner: file.map(|_| self.owner.clone()),
+        })
+    }
+}
+
+/// `source` cut to [`MAX_SOURCE`] bytes, on a character boundary.
+fn cut(mut source: String) -> String {
+    source.truncate(source.floor_char_boundary(MAX_SOURCE));
+    source
+}
+
+/// Lowercase letters, digits and single `-` between them.
+fn valid_kind(kind: &str) -> bool {
+    !kind.is_empty()
+        && kind.len() <= MAX_KIND
+        && kind.split('-').all(|part| {
+            !part.is_empty()
+                && part
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        })
+}
+
+fn digest(text: &str) -> String {
+    hex::encode(&Sha256::digest(text.as_bytes())[..16])
+}
+
+fn file_prefix(owner: &str, file: &str) -> String {
+    format!("f/{}/{}/", digest(owner), digest(file))
+}
+
+/// Add `label` under `prefix` (a session's or a file's), within the bounds:
+/// a source already there keeps its first time; past [`MAX_SOURCES`] of a
+/// kind the source is dropped; a kind past [`MAX_KINDS`] is refused.
+fn add(store: &dyn StateStore, prefix: &str, label: Label) -> Result<(), FlowError> {
+    let kind_prefix = format!("{prefix}{}/", label.kind);
+    let key = format!("{kind_prefix}{}", digest(&label.source));
+    let storage = |err: Error| FlowError::Storage(err.report());
+    if store.state_get(NAMESPACE, &key).map_err(storage)?.is_some() {
+        return Ok(());
+    }
+    let held = store
+        .state_keys(NAMESPACE, prefix, MAX_KINDS * MAX_SOURCES + 1)
+        .map_err(storage)?;
+    let of_kind = held.iter().filter(|k| k.starts_with(&kind_prefix)).count();
+    if of_kind >= MAX_SOURCES {
+        return Ok(());
+    }
+    if of_kind == 0 && kinds(&held, prefix) >= MAX_KINDS {
+        return Err(FlowError::InvalidKind);
+    }
+    let value = serde_json::to_vec(&label).expect("a label serializes");
+    store
+        .state_put(NAMESPACE, &key, Some(&value), QUOTA)
+        .map_err(|err| match err {
+            StateWriteError::QuotaExceeded(_) => FlowError::Storage(format!(
+                "the flow labels fill their {} MiB; a person lists and clears them with \
+                 `toolgate flows list` and `toolgate flows clear`",
+                QUOTA >> 20
+            )),
+            StateWriteError::TooLarge => FlowError::Storage("a label is too large".into()),
+            StateWriteError::Storage(message) => FlowError::Storage(message),
+        })
+}
+
+/// How many kinds the keys under `prefix` hold.
+fn kinds(keys: &[String], prefix: &str) -> usize {
+    let mut kinds: Vec<&str> = keys
+        .iter()
+        .filter_map(|k| k.strip_prefix(prefix)?.split('/').next())
+        .collect();
+    kinds.dedup();
+    kinds.len()
+}
+
+/// The labels under `prefix`, oldest first.
+fn read(store: &dyn StateStore, prefix: &str, limit: usize) -> Result<Vec<Label>, FlowError> {
+    let storage = |err: Error| FlowError::Storage(err.report());
+    let keys = store
+        .state_keys(NAMESPACE, prefix, limit)
+        .map_err(storage)?;
+    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let values = store.state_get_many(NAMESPACE, &keys).map_err(storage)?;
+    let mut labels: Vec<Label> = values
+        .into_iter()
+        .flatten()
+        .filter_map(|bytes| serde_json::from_slice(&bytes).ok())
+        .collect();
+    labels.sort_by_key(|l: &Label| l.at_ms);
+    Ok(labels)
+}
+
+/// Every label in the store: sessions' and files', oldest first.
+pub fn list(store: &crate::store::Store) -> Result<Vec<Label>> {
+    read(&**store, "", MAX_LISTED).map_err(|err| Error::store(store.path(), err.to_string()))
+}
+
+/// Remove the labels `what` names; how many went.
+pub fn clear(store: &crate::store::Store, what: &FlowsClear) -> Result<usize> {
+    let prefix = match what {
+        FlowsClear::Session(session) => format!("s/{}/", digest(session)),
+        FlowsClear::File { owner, path } => file_prefix(owner, path),
+        FlowsClear::All => String::new(),
+    };
+    let mut removed = 0;
+    loop {
+        let keys = store.state_keys(NAMESPACE, &prefix, MAX_LISTED)?;
+        if keys.is_empty() {
+            return Ok(removed);
+        }
+        for key in &keys {
+            store
+                .state_put(NAMESPACE, key, None, QUOTA)
+                .map_err(|err| Error::store(store.path(), err.to_string()))?;
+        }
+        removed += keys.len();
+    }
+}
+
+/// A user's home directory by uid, from the user database.
+fn home_of_uid(uid: u32) -> Option<PathBuf> {
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split(':').collect();
+        (fields.len() > 5 && fields[2].parse() == Ok(uid)).then(|| PathBuf::from(fields[5]))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_are_short_kebab_case() {
+        for good in ["secret", "untrusted", "pii-2"] {
+            assert!(valid_kind(good), "{good}");
+        }
+        for bad in ["", "Secret", "a--b", "-a", "a b", &"x".repeat(33)] {
+            assert!(!valid_kind(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn kinds_counts_each_kind_once() {
+        let keys: Vec<String> = ["p/a/1", "p/a/2", "p/b/1"]
+            .iter()
+            .map(|k| k.to_string())
+            .collect();
+        assert_eq!(kinds(&keys, "p/"), 2);
+    }
+}
