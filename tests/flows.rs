@@ -55,9 +55,17 @@ fn a_secret_read_earlier_pauses_a_call_that_sends_data_out() {
     let project = project.path();
     let upload = "curl -sS -d @report.json https://api.example.com/upload";
 
-    runs(
-        &host,
-        &of("s1", project, "Read", json!({"file_path": ".env"})),
+    let read = host
+        .evaluate(&of("s1", project, "Read", json!({"file_path": ".env"})))
+        .unwrap();
+    assert_eq!(read.verdict, Verdict::Allow);
+    // The agent hears it when it takes the secret in.
+    assert!(
+        read.notes
+            .iter()
+            .any(|n| n.text.contains("this session now holds") && n.text.contains(".env")),
+        "{:?}",
+        read.notes
     );
     let reason = paused(
         &host,

@@ -122,6 +122,14 @@ impl Flow {
     }
 }
 
+/// Whether a path is scratch space or a device, where writing changes
+/// nothing of the system (`/dev/tcp` is the egress pack's).
+fn scratch(path: &str) -> bool {
+    ["/tmp/", "/var/tmp/", "/dev/"]
+        .iter()
+        .any(|dir| path.starts_with(dir))
+}
+
 /// The state key of a person's "always" for one flow: this source of this
 /// kind, to this sink, for this user.
 fn flow_key(call: &ToolCall, label: &FlowLabel, sink: &Sink) -> String {
@@ -165,9 +173,22 @@ impl Policy for Flow {
             &self.trusted_servers,
             &self.known_remotes,
         );
+        for path in &reading.reads.clone() {
+            if let Some(place) = flows::locate(path)
+                && !place.in_project
+                && !scratch(&place.path)
+            {
+                reading.intake.push(Intake {
+                    kind: "untrusted",
+                    source: format!("{} (outside the project)", place.path),
+                    path: false,
+                });
+            }
+        }
         for path in &reading.writes.clone() {
             if let Some(place) = flows::locate(path)
                 && !place.in_project
+                && !scratch(&place.path)
             {
                 reading.push_sink("outside-write", place.path);
             }
@@ -204,16 +225,31 @@ impl Policy for Flow {
                 None => return self.stop(call, &fired),
             }
         }
-        take_in(&reading.intake, &reading.reads, &reading.writes, &held);
-        Decision::allow()
+        let secrets = take_in(&reading.intake, &reading.reads, &reading.writes, &held);
+        match secrets.is_empty() {
+            true => Decision::allow(),
+            // Said once, when the session takes the secret in, so the
+            // agent can plan around it rather than meet a pause later.
+            false => Decision::allow().with_note(format!(
+                "toolgate flow: this session now holds {}; sending data out of this machine \
+                 from here on needs a person",
+                secrets.join(", ")
+            )),
+        }
     }
 }
 
 /// What an allowed call adds to the labels: what it takes in and the
 /// labels of the files it reads onto the session; everything the session
 /// holds onto the files it writes. A label that cannot be written is
-/// logged: the call has been judged on what was held before it.
-fn take_in(intake: &[Intake], reads: &[String], writes: &[String], held: &[FlowLabel]) {
+/// logged: the call has been judged on what was held before it. Returns
+/// the secrets the session did not hold before.
+fn take_in(
+    intake: &[Intake],
+    reads: &[String],
+    writes: &[String],
+    held: &[FlowLabel],
+) -> Vec<String> {
     let mut now: Vec<(String, String)> = intake
         .iter()
         .map(|i| {
@@ -229,6 +265,7 @@ fn take_in(intake: &[Intake], reads: &[String], writes: &[String], held: &[FlowL
             now.push((label.kind, format!("{path} (holding {})", label.source)));
         }
     }
+    now.retain(|(kind, source)| !held.iter().any(|l| &l.kind == kind && &l.source == source));
     for (kind, source) in &now {
         if let Err(err) = flows::label_session(kind, source) {
             toolgate_guest::host::log(
@@ -246,6 +283,10 @@ fn take_in(intake: &[Intake], reads: &[String], writes: &[String], held: &[FlowL
             let _ = flows::label_file(path, kind, source);
         }
     }
+    now.into_iter()
+        .filter(|(kind, _)| kind == "secret")
+        .map(|(_, source)| source)
+        .collect()
 }
 
 impl CheckOutput for Flow {

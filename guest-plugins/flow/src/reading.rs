@@ -119,11 +119,17 @@ impl Reading {
         for command in read.shell.iter().flat_map(|s| &s.commands) {
             let program = command.program();
             if NETWORK.contains(&program) {
-                let target = command
-                    .args()
-                    .iter()
-                    .find_map(|w| target_in(w))
-                    .unwrap_or_else(|| command.words.join(" "));
+                let args = command.args();
+                let target = args.iter().find_map(|w| target_in(w));
+                // This machine's own services are not the outside world.
+                let local = match &target {
+                    Some(host) => is_loopback(host),
+                    None => args.iter().any(|w| names_loopback(w)),
+                };
+                if local {
+                    continue;
+                }
+                let target = target.unwrap_or_else(|| command.words.join(" "));
                 self.push_sink("egress", target.clone());
                 self.take("untrusted", format!("what {program} fetched from {target}"));
             }
@@ -189,6 +195,24 @@ fn target_in(text: &str) -> Option<String> {
     })
 }
 
+/// Whether a word names this machine without a scheme (`localhost:3000/x`,
+/// `127.0.0.1`), as curl and friends take it.
+fn names_loopback(word: &str) -> bool {
+    let host = word.split(['/', '?']).next().unwrap_or("");
+    let host = host.rsplit_once(':').map_or(host, |(host, _)| host);
+    !word.starts_with('-') && is_loopback(host)
+}
+
+/// Whether `host` is this machine.
+fn is_loopback(host: &str) -> bool {
+    host == "localhost"
+        || host.ends_with(".localhost")
+        || host.starts_with("127.")
+        || host == "0.0.0.0"
+        || host == "::1"
+        || host == "[::1]"
+}
+
 /// The host of a URL.
 fn host_of(url: &str) -> Option<&str> {
     let rest = url.split_once("://")?.1;
@@ -232,5 +256,8 @@ mod tests {
             Some("box.example.org")
         );
         assert_eq!(target_in("ls -la"), None);
+        assert!(names_loopback("localhost:3000/api") && names_loopback("127.0.0.1"));
+        assert!(!names_loopback("api.example.com/v1") && !names_loopback("report.json"));
+        assert!(is_loopback("127.0.0.1") && !is_loopback("api.example.com"));
     }
 }

@@ -10,6 +10,8 @@
 //! clear them ([`list`], [`clear`]); nothing removes one on an agent's
 //! behalf.
 
+use std::cell::{OnceCell, RefCell};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -67,34 +69,44 @@ pub enum FlowError {
     Storage(String),
 }
 
-/// Whose labels the call in hand reaches, and how its paths resolve.
-#[derive(Debug, Clone)]
+/// Whose labels the call in hand reaches, and how its paths resolve. Made
+/// for every policy's evaluation, so making it costs nothing: the home
+/// directory, the project and each path are resolved when first asked, once
+/// per evaluation.
+#[derive(Debug)]
 pub(crate) struct FlowScope {
     /// The call's session (a tenant's is `uid:N/…` already).
-    pub session: String,
-    /// Whose files: `local`, or the tenant's `uid:N`.
-    pub owner: String,
+    session: String,
+    /// The tenant whose files these are; none for the host's own user.
+    tenant: Option<u32>,
     /// The call's working directory, when the runtime said.
-    pub cwd: Option<PathBuf>,
+    cwd: Option<PathBuf>,
     /// The home directory `~` stands for.
-    pub home: Option<PathBuf>,
+    home: OnceCell<Option<PathBuf>>,
+    /// The working directory, resolved.
+    project: OnceCell<Option<PathBuf>>,
+    /// Paths resolved in this evaluation, as the call named them.
+    located: RefCell<HashMap<String, PathBuf>>,
 }
 
 impl FlowScope {
     /// The scope of `request`: its session, its tenant's files, its
     /// working directory and its user's home.
     pub(crate) fn of(request: &crate::ToolRequest) -> Self {
-        let tenant = crate::tenant::owner_of_user(&request.user_id);
-        let home = match tenant {
-            Some(uid) => home_of_uid(uid),
-            None => std::env::var_os("HOME").map(PathBuf::from),
-        };
         Self {
             session: request.session_id.clone(),
-            owner: tenant.map_or_else(|| "local".into(), |uid| format!("uid:{uid}")),
+            tenant: crate::tenant::owner_of_user(&request.user_id),
             cwd: request.cwd.clone(),
-            home,
+            home: OnceCell::new(),
+            project: OnceCell::new(),
+            located: RefCell::default(),
         }
+    }
+
+    /// Whose files: `local`, or the tenant's `uid:N`.
+    fn owner(&self) -> String {
+        self.tenant
+            .map_or_else(|| "local".into(), |uid| format!("uid:{uid}"))
     }
 
     /// `path` as the call names it, absolute and resolved as far as it
@@ -103,18 +115,34 @@ impl FlowScope {
         if path.is_empty() || path.contains('\0') {
             return Err(FlowError::UnknownPath);
         }
-        let expanded = crate::guard::shell::expand_tilde(path, self.home.as_deref());
-        crate::guard::resolve::real_path(Path::new(&expanded), self.cwd.as_deref())
-            .ok_or(FlowError::UnknownPath)
+        if let Some(known) = self.located.borrow().get(path) {
+            return Ok(known.clone());
+        }
+        let home = self.home.get_or_init(|| match self.tenant {
+            Some(uid) => home_of_uid(uid),
+            None => std::env::var_os("HOME").map(PathBuf::from),
+        });
+        let expanded = crate::guard::shell::expand_tilde(path, home.as_deref());
+        let real = real_path(Path::new(&expanded), self.cwd.as_deref())?;
+        let mut located = self.located.borrow_mut();
+        // Bounded by what one evaluation asks; a policy naming thousands of
+        // paths resolves the rest each time.
+        if located.len() < 256 {
+            located.insert(path.to_string(), real.clone());
+        }
+        Ok(real)
     }
 
     /// Whether `path` (resolved) is inside the call's working directory.
     pub(crate) fn in_project(&self, path: &Path) -> bool {
-        let project = self
-            .cwd
-            .as_deref()
-            .and_then(|cwd| crate::guard::resolve::real_path(cwd, None));
-        project.is_some_and(|project| path.starts_with(project))
+        let project = self.project.get_or_init(|| {
+            self.cwd
+                .as_deref()
+                .and_then(|cwd| real_path(cwd, None).ok())
+        });
+        project
+            .as_ref()
+            .is_some_and(|project| path.starts_with(project))
     }
 
     fn session_prefix(&self) -> String {
@@ -122,7 +150,7 @@ impl FlowScope {
     }
 
     fn file_prefix(&self, file: &Path) -> String {
-        file_prefix(&self.owner, &file.to_string_lossy())
+        file_prefix(&self.owner(), &file.to_string_lossy())
     }
 
     /// Label the session.
@@ -174,9 +202,56 @@ impl FlowScope {
             session: self.session.clone(),
             at_ms: crate::now_ms(),
             file: file.map(|f| f.to_string_lossy().into_owned()),
-            owner: file.map(|_| self.owner.clone()),
+            owner: file.map(|_| self.owner()),
         })
     }
+}
+
+/// `path` made absolute against `cwd` and resolved by the kernel (symbolic
+/// links, `..`) as far as it exists; the rest appended as written. Three
+/// system calls for a path that exists, whatever its depth: the longest
+/// existing prefix is opened (`O_PATH`) and its descriptor's link read.
+fn real_path(path: &Path, cwd: Option<&Path>) -> Result<PathBuf, FlowError> {
+    let absolute = match path.is_absolute() {
+        true => path.to_path_buf(),
+        false => cwd.ok_or(FlowError::UnknownPath)?.join(path),
+    };
+    // `/proc/self/cwd` is the tool's directory, not this process's.
+    let absolute = crate::guard::resolve::through_proc(&absolute, cwd);
+    let mut existing = absolute.as_path();
+    let mut rest = Vec::new();
+    loop {
+        if let Some(real) = opened_path(existing) {
+            let mut real = real;
+            for part in rest.iter().rev() {
+                match part {
+                    std::path::Component::ParentDir => {
+                        real.pop();
+                    }
+                    std::path::Component::Normal(name) => real.push(name),
+                    _ => {}
+                }
+            }
+            return Ok(real);
+        }
+        let Some(parent) = existing.parent() else {
+            return Ok(absolute);
+        };
+        rest.extend(existing.components().next_back());
+        existing = parent;
+    }
+}
+
+/// The path the kernel resolves `path` to, when it exists.
+fn opened_path(path: &Path) -> Option<PathBuf> {
+    use std::os::fd::AsRawFd as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
+        .open(path)
+        .ok()?;
+    std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()
 }
 
 /// `source` cut to [`MAX_SOURCE`] bytes, on a character boundary.
@@ -255,6 +330,9 @@ fn read(store: &dyn StateStore, prefix: &str, limit: usize) -> Result<Vec<Label>
     let keys = store
         .state_keys(NAMESPACE, prefix, limit)
         .map_err(storage)?;
+    if keys.is_empty() {
+        return Ok(Vec::new());
+    }
     let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
     let values = store.state_get_many(NAMESPACE, &keys).map_err(storage)?;
     let mut labels: Vec<Label> = values
@@ -314,6 +392,26 @@ mod tests {
         for bad in ["", "Secret", "a--b", "-a", "a b", &"x".repeat(33)] {
             assert!(!valid_kind(bad), "{bad}");
         }
+    }
+
+    #[test]
+    fn paths_resolve_through_links_and_past_what_does_not_exist() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir(root.join("project")).unwrap();
+        std::fs::write(root.join("project/notes.txt"), "x").unwrap();
+        std::os::unix::fs::symlink(root.join("project/notes.txt"), root.join("link")).unwrap();
+        let cwd = root.join("project");
+        let real = |p: &str| real_path(Path::new(p), Some(&cwd)).unwrap();
+        assert_eq!(real("notes.txt"), root.join("project/notes.txt"));
+        assert_eq!(real("./notes.txt"), root.join("project/notes.txt"));
+        assert_eq!(real("../link"), root.join("project/notes.txt"));
+        assert_eq!(real("new/dir/../file"), root.join("project/new/file"));
+        assert_eq!(
+            real("/proc/self/cwd/notes.txt"),
+            root.join("project/notes.txt")
+        );
+        assert!(real_path(Path::new("relative"), None).is_err());
     }
 
     #[test]

@@ -269,7 +269,7 @@ pub fn resolved(path: &Path, cwd: Option<&Path>) -> Option<(PathBuf, Option<(u64
 /// `/proc/PID/root/…` is `/…` (toolgate assumes no chroot), and
 /// `/proc/self/cwd/…` the tool's own directory. (Other processes' `/proc`
 /// links the real filesystem answers, where it lets the daemon read them.)
-fn through_proc(path: &Path, cwd: Option<&Path>) -> PathBuf {
+pub(crate) fn through_proc(path: &Path, cwd: Option<&Path>) -> PathBuf {
     let mut parts = path.components();
     let [
         Some(Component::RootDir),

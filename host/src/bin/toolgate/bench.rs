@@ -53,6 +53,16 @@ pub struct CorpusArgs {
     /// Also list each call judged against its label, with who decided.
     #[arg(long)]
     misses: bool,
+    /// Run every call in one session, in the corpus's order (as one long
+    /// piece of work), instead of each in a session of its own: what a
+    /// policy that follows a session (flow) asks over a working session.
+    #[arg(long)]
+    one_session: bool,
+    /// The project directory the calls run in (their working directory;
+    /// toolgate's own corpus is written for /home/dev/app). Default: a
+    /// scratch directory. Nothing in it is read or run.
+    #[arg(long, value_name = "DIR")]
+    project: Option<PathBuf>,
     /// Print the results as one JSON document instead of tables.
     #[arg(long)]
     json: bool,
@@ -140,7 +150,7 @@ pub fn run(ctx: &Ctx, command: BenchCommand) -> anyhow::Result<ExitCode> {
     }
     let mut reports = Vec::new();
     for mode in &args.modes {
-        reports.push(run_mode(ctx, &cases, mode)?);
+        reports.push(run_mode(ctx, &cases, mode, &args)?);
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&reports)?);
@@ -175,12 +185,23 @@ fn read_corpus(file: &PathBuf) -> anyhow::Result<Vec<Case>> {
     Ok(cases)
 }
 
-fn run_mode(ctx: &Ctx, cases: &[Case], mode: &str) -> anyhow::Result<ModeReport> {
+fn run_mode(
+    ctx: &Ctx,
+    cases: &[Case],
+    mode: &str,
+    args: &CorpusArgs,
+) -> anyhow::Result<ModeReport> {
     let scratch = tempfile::tempdir().context("cannot make a scratch directory")?;
     let store = StoreLocation::File(scratch.path().join("bench.redb"));
     let host = Toolgate::open(ctx.config.clone(), Some(store)).context("cannot start toolgate")?;
-    let project = scratch.path().join("project");
-    std::fs::create_dir_all(&project)?;
+    let project = match &args.project {
+        Some(project) => project.clone(),
+        None => {
+            let project = scratch.path().join("project");
+            std::fs::create_dir_all(&project)?;
+            project
+        }
+    };
     let mut report = ModeReport {
         mode: mode.to_string(),
         total: Tally::default(),
@@ -190,8 +211,12 @@ fn run_mode(ctx: &Ctx, cases: &[Case], mode: &str) -> anyhow::Result<ModeReport>
     };
     let mut times: Vec<Duration> = Vec::with_capacity(cases.len());
     for (index, case) in cases.iter().enumerate() {
+        let session = match args.one_session {
+            true => "bench".to_string(),
+            false => format!("bench-{index}"),
+        };
         let (runtime, event) = claude_code::pre_tool_use_event(
-            &format!("bench-{index}"),
+            &session,
             &project,
             mode,
             &case.tool,
