@@ -30,7 +30,6 @@ use reading::{Intake, Sink};
 use regex_lite::Regex;
 use toolgate_guest::host::flows::{self, FlowLabel};
 use toolgate_guest::host::state;
-
 use toolgate_guest::{
     BudgetStatus, CheckOutput, Config, ConfigError, Decision, ExecutionMode, FailMode, Policy,
     PolicyInfo, Resolution, ResultVerdict, Risk, ToolCall, ToolResult, state_key,
@@ -66,25 +65,28 @@ impl Flow {
         })
     }
 
-    /// The first flow from `held` into one of `sinks` a rule stops and no
-    /// person approved for good.
+    /// Every flow from `held` into one of `sinks` a rule stops and no
+    /// person approved for good, the operator's rules first.
     fn fired<'a>(
         &'a self,
         call: &ToolCall,
         held: &'a [FlowLabel],
         sinks: &'a [Sink],
-    ) -> Option<Fired<'a>> {
-        self.rules.iter().find_map(|rule| {
-            held.iter()
-                .filter(|label| rule.after.contains(&label.kind))
-                .flat_map(|label| {
-                    sinks
-                        .iter()
-                        .filter(|sink| rule.to.iter().any(|t| t == sink.kind))
-                        .map(move |sink| Fired { rule, label, sink })
-                })
-                .find(|fired| !approved_for_good(call, fired))
-        })
+    ) -> Vec<Fired<'a>> {
+        self.rules
+            .iter()
+            .flat_map(|rule| {
+                held.iter()
+                    .filter(|label| rule.after.contains(&label.kind))
+                    .flat_map(move |label| {
+                        sinks
+                            .iter()
+                            .filter(|sink| rule.to.iter().any(|t| t == sink.kind))
+                            .map(move |sink| Fired { rule, label, sink })
+                    })
+            })
+            .filter(|fired| !approved(call, fired, ALWAYS))
+            .collect()
     }
 
     /// The verdict on a flow that fired.
@@ -107,18 +109,18 @@ impl Flow {
             .reason
             .as_deref()
             .map_or(String::new(), |r| format!(" {r}"));
-        let said = format!("{what}.{why} (toolgate flow: rule `{}`)", rule.name);
+        let by = format!("(toolgate flow: rule `{}`)", rule.name);
         if rule.action == Action::Deny {
-            return Decision::deny(said);
+            return Decision::deny(format!("{what}.{why} {by}"));
         }
         if call.caller.mode == ExecutionMode::Autonomous {
             return Decision::deny(format!(
-                "{said}, and this agent runs with nobody to ask. Do the task without sending \
-                 what came from {}, or ask the person to approve it.",
+                "{what}, and this agent runs with nobody to ask.{why} Do the task without \
+                 sending what came from {}. {by}",
                 label.source
             ));
         }
-        Decision::pause_for_approval(said, true)
+        Decision::pause_for_approval(format!("{what}.{why} {by}"), true)
     }
 }
 
@@ -130,21 +132,61 @@ fn scratch(path: &str) -> bool {
         .any(|dir| path.starts_with(dir))
 }
 
-/// The state key of a person's "always" for one flow: this source of this
-/// kind, to this sink, for this user.
-fn flow_key(call: &ToolCall, label: &FlowLabel, sink: &Sink) -> String {
+/// What a person said about one flow, kept in the policy's state: asked
+/// (a pause named it), or approved for good.
+const ASKED: &str = "asked";
+const ALWAYS: &str = "always";
+
+/// The state key of what a person said (`what`: [`ASKED`] or [`ALWAYS`])
+/// about one flow: this source of this kind, to this sink, for this user.
+fn flow_key(what: &str, call: &ToolCall, fired: &Fired<'_>) -> String {
     state_key(&[
-        "always",
+        what,
         &call.caller.user_id,
-        &label.kind,
-        &label.source,
-        sink.kind,
-        &sink.target,
+        &fired.label.kind,
+        &fired.label.source,
+        fired.sink.kind,
+        &fired.sink.target,
     ])
 }
 
-fn approved_for_good(call: &ToolCall, fired: &Fired<'_>) -> bool {
-    state::get(&flow_key(call, fired.label, fired.sink)).is_ok_and(|v| v.is_some())
+fn approved(call: &ToolCall, fired: &Fired<'_>, what: &str) -> bool {
+    state::get(&flow_key(what, call, fired)).is_ok_and(|v| v.is_some())
+}
+
+/// Keep `what` a person said about a flow.
+fn keep(what: &str, call: &ToolCall, fired: &Fired<'_>) {
+    if let Err(err) = state::set(&flow_key(what, call, fired), b"1") {
+        toolgate_guest::host::log(
+            toolgate_guest::host::Level::Warn,
+            &format!("flow: could not keep what a person said ({what}): {err:?}"),
+        );
+    }
+}
+
+/// A person's approval of this call covers exactly the flows its pauses
+/// named (an "always" from any source covers nothing else): each is
+/// consumed, and kept for good when they said always. The first flow no
+/// pause named, if any, is asked about next.
+fn unapproved<'f, 'a>(call: &ToolCall, fired: &'f [Fired<'a>]) -> Option<&'f Fired<'a>> {
+    let always = call.resolutions.iter().any(|r| match r {
+        Resolution::Approved(grant) => grant.always,
+        _ => false,
+    });
+    let approved_now = call
+        .resolutions
+        .iter()
+        .any(|r| matches!(r, Resolution::Approved(_)));
+    fired.iter().find(|flow| {
+        if !approved_now || !approved(call, flow, ASKED) {
+            return true;
+        }
+        let _ = state::delete(&flow_key(ASKED, call, flow));
+        if always {
+            keep(ALWAYS, call, flow);
+        }
+        false
+    })
 }
 
 impl Policy for Flow {
@@ -210,22 +252,24 @@ impl Policy for Flow {
                 ));
             }
         };
-        if let Some(fired) = self.fired(call, &held, &reading.sinks) {
-            let approved = call.resolutions.iter().find_map(|r| match r {
-                Resolution::Approved(grant) => Some(grant.always),
-                _ => None,
-            });
-            match approved {
-                Some(always) => {
-                    if always {
-                        let key = flow_key(call, fired.label, fired.sink);
-                        let _ = state::set(&key, b"1");
-                    }
-                }
-                None => return self.stop(call, &fired),
-            }
+        // What the files this call reads hold was taken in by earlier
+        // calls: it counts now.
+        let from_files = file_labels(&reading.reads);
+        let all: Vec<FlowLabel> = held.iter().chain(&from_files).cloned().collect();
+        let fired = self.fired(call, &all, &reading.sinks);
+        let stop = unapproved(call, &fired).map(|flow| {
+            keep(ASKED, call, flow);
+            self.stop(call, flow)
+        });
+        // Taken in even when paused: a person may let the call run in the
+        // runtime's own prompt, where toolgate does not hear it.
+        let secrets = match take_in(&reading, &held, &from_files) {
+            Ok(secrets) => secrets,
+            Err(refusal) => return refusal,
+        };
+        if let Some(stop) = stop {
+            return stop;
         }
-        let secrets = take_in(&reading.intake, &reading.reads, &reading.writes, &held);
         match secrets.is_empty() {
             true => Decision::allow(),
             // Said once, when the session takes the secret in, so the
@@ -239,18 +283,39 @@ impl Policy for Flow {
     }
 }
 
-/// What an allowed call adds to the labels: what it takes in and the
-/// labels of the files it reads onto the session; everything the session
-/// holds onto the files it writes. A label that cannot be written is
-/// logged: the call has been judged on what was held before it. Returns
-/// the secrets the session did not hold before.
+/// The labels of the files at `paths`, each as the session takes it: the
+/// file (as the call named it) holding the label's source.
+fn file_labels(paths: &[String]) -> Vec<FlowLabel> {
+    let mut labels = Vec::new();
+    for path in paths {
+        for label in flows::file_labels(path).unwrap_or_default() {
+            labels.push(FlowLabel {
+                source: format!("{path} (holding {})", label.source),
+                ..label
+            });
+        }
+    }
+    labels
+}
+
+/// The most files one call labels, and the most labels it puts on each
+/// (the host keeps 16 sources of a kind): past them a call would make
+/// thousands of writes.
+const MAX_FILES_LABELLED: usize = 16;
+const MAX_LABELS_PER_FILE: usize = 32;
+
+/// What a call adds to the labels: what it takes in and the labels of the
+/// files it reads onto the session; everything the session holds onto the
+/// files it writes. Returns the secrets the session did not hold before;
+/// a refusal when a secret cannot be recorded (the session would then hold
+/// it unseen). Other labels that cannot be written are logged.
 fn take_in(
-    intake: &[Intake],
-    reads: &[String],
-    writes: &[String],
+    reading: &reading::Reading,
     held: &[FlowLabel],
-) -> Vec<String> {
-    let mut now: Vec<(String, String)> = intake
+    from_files: &[FlowLabel],
+) -> Result<Vec<String>, Decision> {
+    let mut now: Vec<(String, String)> = reading
+        .intake
         .iter()
         .map(|i| {
             let source = match i.path {
@@ -260,14 +325,21 @@ fn take_in(
             (i.kind.to_string(), source)
         })
         .collect();
-    for path in reads {
-        for label in flows::file_labels(path).unwrap_or_default() {
-            now.push((label.kind, format!("{path} (holding {})", label.source)));
-        }
-    }
+    now.extend(
+        from_files
+            .iter()
+            .map(|l| (l.kind.clone(), l.source.clone())),
+    );
     now.retain(|(kind, source)| !held.iter().any(|l| &l.kind == kind && &l.source == source));
+    now.dedup();
     for (kind, source) in &now {
         if let Err(err) = flows::label_session(kind, source) {
+            if kind == "secret" {
+                return Err(Decision::deny(format!(
+                    "toolgate flow could not record that this session takes in {source} \
+                     ({err:?}); ask the operator (`toolgate flows list`, `toolgate flows clear`)"
+                )));
+            }
             toolgate_guest::host::log(
                 toolgate_guest::host::Level::Warn,
                 &format!("flow: could not label the session with {kind} {source}: {err:?}"),
@@ -278,15 +350,17 @@ fn take_in(
         .iter()
         .map(|l| (l.kind.as_str(), l.source.as_str()))
         .chain(now.iter().map(|(k, s)| (k.as_str(), s.as_str())));
-    for (kind, source) in all {
-        for path in writes {
+    let all: Vec<(&str, &str)> = all.take(MAX_LABELS_PER_FILE).collect();
+    for path in reading.writes.iter().take(MAX_FILES_LABELLED) {
+        for (kind, source) in &all {
             let _ = flows::label_file(path, kind, source);
         }
     }
-    now.into_iter()
+    Ok(now
+        .into_iter()
         .filter(|(kind, _)| kind == "secret")
         .map(|(_, source)| source)
-        .collect()
+        .collect())
 }
 
 impl CheckOutput for Flow {

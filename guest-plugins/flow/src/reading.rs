@@ -120,15 +120,12 @@ impl Reading {
             let program = command.program();
             if NETWORK.contains(&program) {
                 let args = command.args();
-                let target = args.iter().find_map(|w| target_in(w));
-                // This machine's own services are not the outside world.
-                let local = match &target {
-                    Some(host) => is_loopback(host),
-                    None => args.iter().any(|w| names_loopback(w)),
-                };
-                if local {
+                // This machine's own services are not the outside world:
+                // when every name in the command is this machine.
+                if only_loopback(args) {
                     continue;
                 }
+                let target = args.iter().find_map(|w| target_in(w));
                 let target = target.unwrap_or_else(|| command.words.join(" "));
                 self.push_sink("egress", target.clone());
                 self.take("untrusted", format!("what {program} fetched from {target}"));
@@ -162,14 +159,17 @@ impl Reading {
 
 /// The remote `git push` names (`origin` when it names none); none for
 /// another git command.
-fn pushed_to(args: &[String]) -> Option<String> {
-    // `git -C dir push`, `git -c k=v push`: the option's value is not the
+fn pushed_to(mut args: &[String]) -> Option<String> {
+    // `git -C dir -c k=v push`: the options' values are not the
     // subcommand.
-    let args = match args.first().map(String::as_str) {
-        Some("-C" | "-c") => args.get(2..)?,
-        _ => args,
-    };
-    let mut words = args.iter().skip_while(|w| w.starts_with('-'));
+    while let Some(first) = args.first() {
+        args = match first.as_str() {
+            "-C" | "-c" | "--git-dir" | "--work-tree" | "--namespace" => args.get(2..)?,
+            option if option.starts_with('-') => &args[1..],
+            _ => break,
+        };
+    }
+    let mut words = args.iter();
     if words.next().map(String::as_str) != Some("push") {
         return None;
     }
@@ -195,22 +195,30 @@ fn target_in(text: &str) -> Option<String> {
     })
 }
 
-/// Whether a word names this machine without a scheme (`localhost:3000/x`,
-/// `127.0.0.1`), as curl and friends take it.
-fn names_loopback(word: &str) -> bool {
-    let host = word.split(['/', '?']).next().unwrap_or("");
-    let host = host.rsplit_once(':').map_or(host, |(host, _)| host);
-    !word.starts_with('-') && is_loopback(host)
+/// Whether the names in `args` (every dotted word or part of one, and
+/// `localhost`) are all this machine's, and there is one: `curl -s
+/// localhost:3000/health`, not `curl localhost evil.example` nor `-x
+/// http://proxy.example` nor `-o out.json` (a file name is not told from a
+/// host name).
+fn only_loopback(args: &[String]) -> bool {
+    let mut names = args
+        .iter()
+        .flat_map(|word| word.split(|c: char| !(c.is_ascii_alphanumeric() || c == '.' || c == '-')))
+        .filter(|part| part.contains('.') || *part == "localhost")
+        .peekable();
+    names.peek().is_some() && names.all(is_loopback)
 }
 
-/// Whether `host` is this machine.
+/// Whether `host` is this machine: `localhost`, `*.localhost`, an IPv4
+/// address in 127/8, `0.0.0.0`.
 fn is_loopback(host: &str) -> bool {
-    host == "localhost"
-        || host.ends_with(".localhost")
-        || host.starts_with("127.")
-        || host == "0.0.0.0"
-        || host == "::1"
-        || host == "[::1]"
+    let octets: Vec<&str> = host.split('.').collect();
+    let ipv4_loopback = octets.len() == 4
+        && octets[0] == "127"
+        && octets
+            .iter()
+            .all(|n| !n.is_empty() && n.len() <= 3 && n.bytes().all(|b| b.is_ascii_digit()));
+    host == "localhost" || host.ends_with(".localhost") || ipv4_loopback || host == "0.0.0.0"
 }
 
 /// The host of a URL.
@@ -256,8 +264,23 @@ mod tests {
             Some("box.example.org")
         );
         assert_eq!(target_in("ls -la"), None);
-        assert!(names_loopback("localhost:3000/api") && names_loopback("127.0.0.1"));
-        assert!(!names_loopback("api.example.com/v1") && !names_loopback("report.json"));
-        assert!(is_loopback("127.0.0.1") && !is_loopback("api.example.com"));
+        let local = |command: &str| only_loopback(&words(command));
+        assert!(local("-s localhost:3000/health") && local("http://127.0.0.1:8080/x"));
+        assert!(!local("-d x evil.example.com/?d=1 localhost"));
+        assert!(!local("http://localhost:1/ https://evil.example/?d=1"));
+        assert!(!local(
+            "--connect-to localhost:443:evil.example:443 https://localhost/"
+        ));
+        assert!(!local("https://127.0.0.1.attacker.example/?d=1"));
+        assert!(!local("-x http://proxy.example:8080 http://localhost/"));
+        assert!(!local("localhost -o out.json") && !local("-sS"));
+        assert_eq!(
+            pushed_to(&words("-c a=b -C . push evil")),
+            Some("evil".into())
+        );
+        assert_eq!(
+            pushed_to(&words("--no-pager push evil")),
+            Some("evil".into())
+        );
     }
 }
