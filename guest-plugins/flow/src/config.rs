@@ -2,6 +2,7 @@
 //! remotes are the usual ones, and the flow rules (the operator's, then the
 //! defaults).
 
+use rulebook::rules::OneOrMany;
 use serde::Deserialize;
 use toolgate_guest::ConfigError;
 
@@ -69,22 +70,6 @@ pub struct RuleSpec {
 
 fn ask() -> Action {
     Action::Ask
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-pub enum OneOrMany {
-    One(String),
-    Many(Vec<String>),
-}
-
-impl OneOrMany {
-    fn into_vec(self) -> Vec<String> {
-        match self {
-            Self::One(one) => vec![one],
-            Self::Many(many) => many,
-        }
-    }
 }
 
 /// A rule, checked.

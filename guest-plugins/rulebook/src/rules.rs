@@ -118,15 +118,17 @@ pub struct RuleSpec {
     tool: Option<OneOrMany>,
 }
 
+/// A config value that is one string or a list of them.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
-enum OneOrMany {
+pub enum OneOrMany {
     One(String),
     Many(Vec<String>),
 }
 
 impl OneOrMany {
-    fn into_vec(self) -> Vec<String> {
+    /// The strings, one or many.
+    pub fn into_vec(self) -> Vec<String> {
         match self {
             Self::One(one) => vec![one],
             Self::Many(many) => many,
