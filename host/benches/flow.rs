@@ -8,7 +8,9 @@
 //! call, and the host's label reads and path resolutions it asks for).
 //!
 //! `cargo bench --bench flow` (release; `TOOLGATE_BENCH_QUICK=1` for fewer
-//! calls). The book's performance chapter reports it.
+//! calls; `TOOLGATE_BENCH_PROFILE=flow` decides with `flow` alone for a
+//! minute, to run under `perf record` with `TOOLGATE_PERF_MAP=1`). The
+//! book's performance chapter reports it.
 
 use std::path::Path;
 use std::time::Instant;
@@ -110,6 +112,17 @@ fn main() {
     let project = dir.path().join("project");
     std::fs::create_dir_all(project.join("src")).unwrap();
     std::fs::write(project.join("src/lib.rs"), "a\n").unwrap();
+    if let Some(added) = std::env::var_os("TOOLGATE_BENCH_PROFILE") {
+        let added = match added.to_str() {
+            Some("flow") => Added::Flow,
+            Some("allow-all") => Added::AllowAll,
+            _ => Added::Nothing,
+        };
+        let host = host(dir.path(), "profile.redb", added);
+        let (per, inside) = per_decision(&host, 1_000_000, &project);
+        println!("{per:.2} µs per decision, {inside:.2} inside the policy added last");
+        return;
+    }
     let mut times: [Vec<f64>; 3] = Default::default();
     let mut insides: [Vec<f64>; 3] = Default::default();
     let (mut cost, mut own) = (Vec::new(), Vec::new());

@@ -37,7 +37,10 @@ use toolgate_guest::{
 
 /// The policy, opened.
 pub struct Flow {
-    book: rulebook::RuleBook,
+    /// The packs' secret rules: what every call is read for.
+    intake_rules: rulebook::RuleBook,
+    /// The other rules: read only when a flow could reach what they find.
+    sink_rules: rulebook::RuleBook,
     rules: Vec<Rule>,
     trusted_servers: Vec<String>,
     known_remotes: Vec<String>,
@@ -56,8 +59,11 @@ impl Flow {
     pub fn from_config(mut config: FlowConfig) -> Result<Self, ConfigError> {
         let rules = config::rules(&mut config)?;
         let pattern = toolgate_guest::secret_shapes::SECRET_SHAPES.join("|");
+        let (intake_rules, sink_rules) = rulebook::RuleBook::new(Vec::new(), &[])?
+            .partition(|rule| rule.class == rulebook::rules::Class::Secret);
         Ok(Self {
-            book: rulebook::RuleBook::new(Vec::new(), &[])?,
+            intake_rules,
+            sink_rules,
             rules,
             trusted_servers: config.trusted_servers,
             known_remotes: config.known_remotes,
@@ -130,6 +136,13 @@ fn scratch(path: &str) -> bool {
     ["/tmp/", "/var/tmp/", "/dev/"]
         .iter()
         .any(|dir| path.starts_with(dir))
+}
+
+/// Where `path` is, when outside the project and not scratch space.
+fn outside(path: &str) -> Option<String> {
+    flows::locate(path)
+        .filter(|place| !place.in_project && !scratch(&place.path))
+        .map(|place| place.path)
 }
 
 /// What a person said about one flow, kept in the policy's state: asked
@@ -208,34 +221,39 @@ impl Policy for Flow {
     }
 
     fn decide(&self, call: &ToolCall, risk: &Risk, _budget: &BudgetStatus) -> Decision {
-        let mut reading = reading::read(
-            &self.book,
-            call,
+        let read = rulebook::CallReading::new(call);
+        let mut reading = reading::intake(
+            &self.intake_rules,
+            &read,
             risk,
             &self.trusted_servers,
             &self.known_remotes,
         );
         for path in &reading.reads.clone() {
-            if let Some(place) = flows::locate(path)
-                && !place.in_project
-                && !scratch(&place.path)
-            {
+            if let Some(place) = outside(path) {
                 reading.intake.push(Intake {
                     kind: "untrusted",
-                    source: format!("{} (outside the project)", place.path),
+                    source: format!("{place} (outside the project)"),
                     path: false,
                 });
             }
         }
-        for path in &reading.writes.clone() {
-            if let Some(place) = flows::locate(path)
-                && !place.in_project
-                && !scratch(&place.path)
-            {
-                reading.push_sink("outside-write", place.path);
+        let held = flows::session_labels();
+        // What the files this call reads hold was taken in by earlier
+        // calls: it counts now.
+        let from_files = file_labels(&reading.reads);
+        // Where nothing could flow, sinks do not matter (most calls); where
+        // the labels cannot be read, they do.
+        let holds_nothing = matches!(&held, Ok(held) if held.is_empty()) && from_files.is_empty();
+        if !holds_nothing {
+            reading.add_sinks(&self.sink_rules, &read);
+            for path in &reading.writes.clone() {
+                if let Some(place) = outside(path) {
+                    reading.push_sink("outside-write", place);
+                }
             }
         }
-        let held = match flows::session_labels() {
+        let held = match held {
             Ok(held) => held,
             // Nothing to send or change: nothing to rule out.
             Err(err) if reading.sinks.is_empty() => {
@@ -252,9 +270,6 @@ impl Policy for Flow {
                 ));
             }
         };
-        // What the files this call reads hold was taken in by earlier
-        // calls: it counts now.
-        let from_files = file_labels(&reading.reads);
         let all: Vec<FlowLabel> = held.iter().chain(&from_files).cloned().collect();
         let fired = self.fired(call, &all, &reading.sinks);
         let stop = unapproved(call, &fired).map(|flow| {

@@ -5,7 +5,7 @@
 use rulebook::CallReading;
 use rulebook::rules::{Class, Matcher};
 use toolgate_guest::serde_json::Value;
-use toolgate_guest::{Risk, ToolCall, ToolOrigin, action_name};
+use toolgate_guest::{Risk, ToolOrigin, action_name};
 
 /// Programs that reach the network whatever their arguments: what they
 /// fetch is untrusted text, and after a secret any use can carry it out
@@ -48,16 +48,18 @@ pub struct Reading {
     pub writes: Vec<String>,
 }
 
-/// Read `call` with `book`'s rules; `trusted` MCP servers' answers are not
-/// untrusted text; a push to a remote in `known_remotes` is no sink.
-pub fn read(
-    book: &rulebook::RuleBook,
-    call: &ToolCall,
+/// What `read` takes in: what `secrets` (rules of class secret) match,
+/// web and MCP answers (not `trusted` servers'), what network programs
+/// fetch; and the sinks found on the way (a fetch's host, a push to a
+/// remote not in `known_remotes`, an exfil-capable tool). The other sinks
+/// are [`Reading::add_sinks`]'s, asked only when a flow could reach them.
+pub fn intake(
+    secrets: &rulebook::RuleBook,
+    read: &CallReading<'_>,
     risk: &Risk,
     trusted: &[String],
     known_remotes: &[String],
 ) -> Reading {
-    let read = CallReading::new(call);
     let effects = read.effects();
     let mut reading = Reading {
         intake: Vec::new(),
@@ -65,34 +67,38 @@ pub fn read(
         reads: effects.reads,
         writes: effects.writes,
     };
-    for hit in book.hits_of(&read) {
-        let kind = match hit.rule.class {
-            Class::Secret => {
-                reading.intake.push(Intake {
-                    kind: "secret",
-                    path: matches!(hit.rule.matcher, Matcher::Paths { .. }),
-                    source: hit.subject,
-                });
-                continue;
-            }
-            Class::Egress => "egress",
-            Class::Publish => "publish",
-            Class::System => "system",
-            Class::Persistence => "persistence",
-            Class::Destructive => "destructive",
-        };
-        let target = target_in(&hit.subject).unwrap_or(hit.subject);
-        reading.push_sink(kind, target);
+    for hit in secrets.hits_of(read) {
+        reading.intake.push(Intake {
+            kind: "secret",
+            path: matches!(hit.rule.matcher, Matcher::Paths { .. }),
+            source: hit.subject,
+        });
     }
     if risk.category == "exfil-capable" {
-        reading.push_sink("exfil-capable", action_name(call));
+        reading.push_sink("exfil-capable", action_name(read.call));
     }
-    reading.read_tool(&read, trusted);
-    reading.read_commands(&read, known_remotes);
+    reading.read_tool(read, trusted);
+    reading.read_commands(read, known_remotes);
     reading
 }
 
 impl Reading {
+    /// The sinks `sinks` (rules of every class but secret) find in `read`.
+    pub fn add_sinks(&mut self, sinks: &rulebook::RuleBook, read: &CallReading<'_>) {
+        for hit in sinks.hits_of(read) {
+            let kind = match hit.rule.class {
+                Class::Egress => "egress",
+                Class::Publish => "publish",
+                Class::System => "system",
+                Class::Persistence => "persistence",
+                Class::Destructive => "destructive",
+                Class::Secret => continue,
+            };
+            let target = target_in(&hit.subject).unwrap_or(hit.subject);
+            self.push_sink(kind, target);
+        }
+    }
+
     /// What a web or MCP tool takes in and where it goes.
     fn read_tool(&mut self, read: &CallReading<'_>, trusted: &[String]) {
         let call = read.call;

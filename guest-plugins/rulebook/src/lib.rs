@@ -220,6 +220,18 @@ impl RuleBook {
         })
     }
 
+    /// The rules `first` keeps and the rest, as two books: a policy that
+    /// needs some rules for every call and the others only sometimes
+    /// checks the others only then.
+    pub fn partition(self, first: impl Fn(&Rule) -> bool) -> (Self, Self) {
+        let (kept, rest): (Vec<Rule>, Vec<Rule>) = self.rules.into_iter().partition(first);
+        let book = |rules: Vec<Rule>| Self {
+            index: RuleIndex::new(&rules),
+            rules,
+        };
+        (book(kept), book(rest))
+    }
+
     /// Every rule, in the order they are checked.
     pub fn rules(&self) -> &[Rule] {
         &self.rules
@@ -245,6 +257,9 @@ impl RuleBook {
                 self.judge_path(&path, Access::Write, &mut hits);
             }
         }
+        if self.index.tools.is_empty() {
+            return hits;
+        }
         let action = action_name(read.call);
         for rule in self.index.tools.iter().map(|&at| &self.rules[at]) {
             if let rules::Matcher::Tool { tools, args } = &rule.matcher
@@ -260,6 +275,10 @@ impl RuleBook {
     }
 
     fn judge_path<'r>(&'r self, path: &str, access: Access, hits: &mut Vec<Hit<'r>>) {
+        let rules = self.index.paths(access);
+        if rules.is_empty() {
+            return;
+        }
         // A pattern (`~/.ssh/*`, `.env*`) names what its directory and its
         // literal start name.
         let mut candidates = vec![path.to_string()];
@@ -274,7 +293,7 @@ impl RuleBook {
             .filter(|c| !c.is_empty())
             .map(|c| paths::PathRead::new(c))
             .collect();
-        for rule in self.index.paths(access).iter().map(|&at| &self.rules[at]) {
+        for rule in rules.iter().map(|&at| &self.rules[at]) {
             if candidates.iter().any(|c| rule.matches_path(c, access)) {
                 hit(rule, path.to_string(), hits);
             }

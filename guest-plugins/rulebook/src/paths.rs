@@ -13,6 +13,9 @@ pub struct PathGlob {
     segments: Vec<String>,
     /// Anchored at a home directory (`~/…`) or the root (`/…`).
     anchor: Anchor,
+    /// Whether a segment is `**`; without one, the glob matches exactly
+    /// as many segments as it has.
+    deep: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,8 +37,10 @@ impl PathGlob {
         } else {
             (Anchor::Anywhere, pattern)
         };
+        let segments: Vec<String> = split(rest).map(str::to_string).collect();
         Self {
-            segments: split(rest).map(str::to_string).collect(),
+            deep: segments.iter().any(|s| s == "**"),
+            segments,
             anchor,
         }
     }
@@ -49,6 +54,14 @@ impl PathGlob {
     /// path meets dozens of globs, and is split only once for them all.
     pub fn matches_read(&self, path: &PathRead) -> bool {
         let segments = &path.segments;
+        // A glob consumes the whole path: its last segment (unless `**`)
+        // is the path's last, which rules most globs out at once.
+        if let (Some(last), Some(name)) = (self.segments.last(), segments.last())
+            && last != "**"
+            && !glob_one(last.as_bytes(), name.as_bytes())
+        {
+            return false;
+        }
         match self.anchor {
             Anchor::Home => (path.home_depth)
                 .is_some_and(|depth| glob_segments(&self.segments, &segments[depth..])),
@@ -57,6 +70,12 @@ impl PathGlob {
             Anchor::Anywhere if self.segments.first().is_some_and(|s| s == "**") => {
                 glob_segments(&self.segments, segments)
             }
+            // Without `**` a glob matches exactly as many segments as it
+            // has: only the path's last ones can match it.
+            Anchor::Anywhere if !self.deep => segments
+                .len()
+                .checked_sub(self.segments.len())
+                .is_some_and(|start| glob_segments(&self.segments, &segments[start..])),
             Anchor::Anywhere => {
                 (0..=segments.len()).any(|start| glob_segments(&self.segments, &segments[start..]))
             }
@@ -252,6 +271,15 @@ mod tests {
         assert!(any.matches("node_modules"));
         assert!(any.matches("web/node_modules"));
         assert!(!PathGlob::new("*").matches(".git"));
+        // Several segments, anywhere: the path's last ones.
+        let keys = PathGlob::new("certs/private/*.pem");
+        assert!(keys.matches("/srv/app/certs/private/server.pem"));
+        assert!(keys.matches("certs/private/a.pem"));
+        assert!(!keys.matches("certs/private/a.pem/b"));
+        assert!(!keys.matches("private/a.pem"));
+        let deep = PathGlob::new("**/private/**");
+        assert!(deep.matches("a/private/b/c.pem") && deep.matches("private"));
+        assert!(PathGlob::new("~/.gnupg/**").matches("/home/a/.gnupg/x/y"));
     }
 
     #[test]

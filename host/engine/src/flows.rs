@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 pub use toolgate_wire::protocol::FlowsClear;
 
-use crate::store::{StateStore, StateWriteError};
+use crate::store::{StateSnapshot, StateStore, StateWriteError};
 use crate::{Error, Result};
 
 /// The host's namespace for labels in the state store.
@@ -73,7 +73,6 @@ pub enum FlowError {
 /// for every policy's evaluation, so making it costs nothing: the home
 /// directory, the project and each path are resolved when first asked, once
 /// per evaluation.
-#[derive(Debug)]
 pub(crate) struct FlowScope {
     /// The call's session (a tenant's is `uid:N/…` already).
     session: String,
@@ -87,6 +86,19 @@ pub(crate) struct FlowScope {
     project: OnceCell<Option<PathBuf>>,
     /// Paths resolved in this evaluation, as the call named them.
     located: RefCell<HashMap<String, PathBuf>>,
+    /// The labels as this evaluation reads them: one snapshot for all its
+    /// reads, dropped when it adds a label (so it reads its own).
+    snapshot: RefCell<Option<Box<dyn StateSnapshot>>>,
+}
+
+impl std::fmt::Debug for FlowScope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FlowScope")
+            .field("session", &self.session)
+            .field("tenant", &self.tenant)
+            .field("cwd", &self.cwd)
+            .finish_non_exhaustive()
+    }
 }
 
 impl FlowScope {
@@ -100,6 +112,7 @@ impl FlowScope {
             home: OnceCell::new(),
             project: OnceCell::new(),
             located: RefCell::default(),
+            snapshot: RefCell::default(),
         }
     }
 
@@ -136,9 +149,17 @@ impl FlowScope {
     /// Whether `path` (resolved) is inside the call's working directory.
     pub(crate) fn in_project(&self, path: &Path) -> bool {
         let project = self.project.get_or_init(|| {
-            self.cwd
-                .as_deref()
-                .and_then(|cwd| real_path(cwd, None).ok())
+            let cwd = self.cwd.as_deref()?;
+            // A resolved path holds no link, nor does any of its parents: a
+            // working directory (without `..`) it lies under as written is
+            // its own resolution, and no system call needs to say so.
+            let plain = !cwd
+                .components()
+                .any(|c| c == std::path::Component::ParentDir);
+            if plain && path.starts_with(cwd) {
+                return Some(cwd.components().collect());
+            }
+            real_path(cwd, None).ok()
         });
         project
             .as_ref()
@@ -161,6 +182,7 @@ impl FlowScope {
         source: &str,
     ) -> Result<(), FlowError> {
         let label = self.label(kind, source, None)?;
+        self.snapshot.take();
         add(store, &self.session_prefix(), label)
     }
 
@@ -174,12 +196,13 @@ impl FlowScope {
     ) -> Result<(), FlowError> {
         let file = self.locate(path)?;
         let label = self.label(kind, source, Some(&file))?;
+        self.snapshot.take();
         add(store, &self.file_prefix(&file), label)
     }
 
     /// The session's labels, oldest first.
     pub(crate) fn session_labels(&self, store: &dyn StateStore) -> Result<Vec<Label>, FlowError> {
-        read(store, &self.session_prefix(), MAX_KINDS * MAX_SOURCES)
+        self.read(store, &self.session_prefix())
     }
 
     /// The labels of the file at `path`, oldest first.
@@ -189,7 +212,17 @@ impl FlowScope {
         path: &str,
     ) -> Result<Vec<Label>, FlowError> {
         let file = self.locate(path)?;
-        read(store, &self.file_prefix(&file), MAX_KINDS * MAX_SOURCES)
+        self.read(store, &self.file_prefix(&file))
+    }
+
+    /// The labels under `prefix`, in this evaluation's snapshot.
+    fn read(&self, store: &dyn StateStore, prefix: &str) -> Result<Vec<Label>, FlowError> {
+        let mut snapshot = self.snapshot.borrow_mut();
+        let snapshot = match &mut *snapshot {
+            Some(snapshot) => snapshot,
+            empty => empty.insert(store.state_snapshot(NAMESPACE).map_err(storage)?),
+        };
+        read(&**snapshot, prefix, MAX_KINDS * MAX_SOURCES)
     }
 
     fn label(&self, kind: &str, source: &str, file: Option<&Path>) -> Result<Label, FlowError> {
@@ -244,6 +277,11 @@ fn real_path(path: &Path, cwd: Option<&Path>) -> Result<PathBuf, FlowError> {
 
 /// The path the kernel resolves `path` to, when it exists.
 fn opened_path(path: &Path) -> Option<PathBuf> {
+    match without_links(path) {
+        Walk::Real(real) => return Some(real),
+        Walk::Missing => return None,
+        Walk::Links => {}
+    }
     use std::os::fd::AsRawFd as _;
     use std::os::unix::fs::OpenOptionsExt as _;
     let file = std::fs::OpenOptions::new()
@@ -252,6 +290,52 @@ fn opened_path(path: &Path) -> Option<PathBuf> {
         .open(path)
         .ok()?;
     std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()
+}
+
+/// What a walk of a path that follows no link found.
+enum Walk {
+    /// No component is a link: the path, `.` and `..` taken as written, is
+    /// the file's.
+    Real(PathBuf),
+    /// It does not exist (or cannot be reached): neither would it with
+    /// links followed, since the walk stopped before any.
+    Missing,
+    /// A link on the way, or a kernel without `openat2`: ask the kernel
+    /// where the path leads.
+    Links,
+}
+
+/// Open `path` refusing every link (`openat2`, `RESOLVE_NO_SYMLINKS`): most
+/// paths a call names have none, and then they are their own resolution,
+/// for one system call and no `/proc` lookup (the readlink of
+/// `/proc/self/fd/N` was most of a decision's cost in `flow`).
+fn without_links(path: &Path) -> Walk {
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    use rustix::io::Errno;
+    let opened = rustix::fs::openat2(
+        rustix::fs::CWD,
+        path,
+        OFlags::PATH | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+    );
+    match opened {
+        Ok(_) => {
+            let mut real = PathBuf::new();
+            for part in path.components() {
+                match part {
+                    std::path::Component::ParentDir => {
+                        real.pop();
+                    }
+                    std::path::Component::CurDir => {}
+                    part => real.push(part),
+                }
+            }
+            Walk::Real(real)
+        }
+        Err(Errno::NOENT | Errno::NOTDIR | Errno::ACCESS) => Walk::Missing,
+        Err(_) => Walk::Links,
+    }
 }
 
 /// `source` cut to [`MAX_SOURCE`] bytes, on a character boundary.
@@ -272,6 +356,10 @@ fn valid_kind(kind: &str) -> bool {
         })
 }
 
+fn storage(err: Error) -> FlowError {
+    FlowError::Storage(err.report())
+}
+
 fn digest(text: &str) -> String {
     hex::encode(&Sha256::digest(text.as_bytes())[..16])
 }
@@ -286,7 +374,6 @@ fn file_prefix(owner: &str, file: &str) -> String {
 fn add(store: &dyn StateStore, prefix: &str, label: Label) -> Result<(), FlowError> {
     let kind_prefix = format!("{prefix}{}/", label.kind);
     let key = format!("{kind_prefix}{}", digest(&label.source));
-    let storage = |err: Error| FlowError::Storage(err.report());
     if store.state_get(NAMESPACE, &key).map_err(storage)?.is_some() {
         return Ok(());
     }
@@ -325,16 +412,13 @@ fn kinds(keys: &[String], prefix: &str) -> usize {
 }
 
 /// The labels under `prefix`, oldest first.
-fn read(store: &dyn StateStore, prefix: &str, limit: usize) -> Result<Vec<Label>, FlowError> {
-    let storage = |err: Error| FlowError::Storage(err.report());
-    let keys = store
-        .state_keys(NAMESPACE, prefix, limit)
-        .map_err(storage)?;
+fn read(snapshot: &dyn StateSnapshot, prefix: &str, limit: usize) -> Result<Vec<Label>, FlowError> {
+    let keys = snapshot.keys(prefix, limit).map_err(storage)?;
     if keys.is_empty() {
         return Ok(Vec::new());
     }
     let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
-    let values = store.state_get_many(NAMESPACE, &keys).map_err(storage)?;
+    let values = snapshot.get_many(&keys).map_err(storage)?;
     let mut labels: Vec<Label> = values
         .into_iter()
         .flatten()
@@ -346,7 +430,8 @@ fn read(store: &dyn StateStore, prefix: &str, limit: usize) -> Result<Vec<Label>
 
 /// Every label in the store: sessions' and files', oldest first.
 pub fn list(store: &crate::store::Store) -> Result<Vec<Label>> {
-    read(&**store, "", MAX_LISTED).map_err(|err| Error::store(store.path(), err.to_string()))
+    let snapshot = store.state_snapshot(NAMESPACE)?;
+    read(&*snapshot, "", MAX_LISTED).map_err(|err| Error::store(store.path(), err.to_string()))
 }
 
 /// Remove the labels `what` names; how many went.
@@ -412,6 +497,36 @@ mod tests {
             root.join("project/notes.txt")
         );
         assert!(real_path(Path::new("relative"), None).is_err());
+        // `..` after a link climbs from where the link leads, not from
+        // where it is written.
+        std::fs::create_dir_all(root.join("other/sub")).unwrap();
+        std::os::unix::fs::symlink(root.join("other/sub"), cwd.join("jump")).unwrap();
+        assert_eq!(real("jump/../x"), root.join("other/x"));
+        assert_eq!(real("jump/./y"), root.join("other/sub/y"));
+    }
+
+    #[test]
+    fn the_project_is_the_working_directory_resolved() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir(root.join("project")).unwrap();
+        std::os::unix::fs::symlink(root.join("project"), root.join("via")).unwrap();
+        let scope = |cwd: PathBuf| {
+            let mut request = crate::ToolRequest::new("Read", serde_json::json!({}));
+            request.cwd = Some(cwd);
+            FlowScope::of(&request)
+        };
+        for cwd in [root.join("project"), root.join("via"), root.join("via/.")] {
+            let scope = scope(cwd.clone());
+            let inside = scope.locate("notes.txt").unwrap();
+            assert!(scope.in_project(&inside), "{cwd:?}");
+            let outside = scope.locate("../elsewhere.txt").unwrap();
+            assert!(!scope.in_project(&outside), "{cwd:?}");
+        }
+        // Asked first about a path outside, the project is still found.
+        let scope = scope(root.join("via"));
+        assert!(!scope.in_project(&scope.locate("/etc/hostname").unwrap()));
+        assert!(scope.in_project(&scope.locate("src/lib.rs").unwrap()));
     }
 
     #[test]
