@@ -72,7 +72,8 @@ fn check_on_the_sample_requests_prints_composed_decisions() {
             "safeguards",
             "lease-gate",
             "shadow-sentinel",
-            "context-cost"
+            "context-cost",
+            "flow"
         ],
         "priority order"
     );
