@@ -145,7 +145,8 @@ fn main() -> anyhow::Result<()> {
 
 /// The bundled default config (safeguards and self-protection included)
 /// over toolgate's everyday corpus (`tests/corpus/everyday.jsonl`), one
-/// session's consecutive calls in a project, round and round: the whole
+/// session's consecutive calls in a project (the corpus's `/home/dev/app`
+/// made this run's), round and round: the whole
 /// decision (self-protection included), the policies' part of it
 /// (`duration_us`), self-protection's judgment alone and each policy's
 /// share.
@@ -153,6 +154,7 @@ fn everyday(calls: usize) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let project = dir.path().join("project");
     std::fs::create_dir_all(&project)?;
+    let project_text = project.display().to_string();
     let cache = std::env::temp_dir().join("toolgate-profile-cache");
     let text = format!(
         "cache_dir = {:?}\n{}",
@@ -179,7 +181,11 @@ fn everyday(calls: usize) -> anyhow::Result<()> {
     for i in 0..200 + calls {
         let case = &cases[i % cases.len()];
         let tool = case["tool"].as_str().unwrap_or("Bash");
-        let mut request = ToolRequest::new(tool, case["input"].clone());
+        // The corpus's project is this run's.
+        let input = case["input"]
+            .to_string()
+            .replace("/home/dev/app", &project_text);
+        let mut request = ToolRequest::new(tool, serde_json::from_str(&input)?);
         request.session_id = "s-everyday".into();
         request.turn = (i / 10) as u64;
         request.cwd = Some(project.clone());

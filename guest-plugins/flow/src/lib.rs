@@ -39,8 +39,8 @@ use toolgate_guest::{
 pub struct Flow {
     /// The packs' secret rules: what every call is read for.
     intake_rules: rulebook::RuleBook,
-    /// The other rules: read only when a flow could reach what they find.
-    sink_rules: rulebook::RuleBook,
+    /// The other rules, by sink: read only when a flow could reach it.
+    sink_rules: Vec<reading::SinkBook>,
     rules: Vec<Rule>,
     trusted_servers: Vec<String>,
     known_remotes: Vec<String>,
@@ -59,8 +59,8 @@ impl Flow {
     pub fn from_config(mut config: FlowConfig) -> Result<Self, ConfigError> {
         let rules = config::rules(&mut config)?;
         let pattern = toolgate_guest::secret_shapes::SECRET_SHAPES.join("|");
-        let (intake_rules, sink_rules) = rulebook::RuleBook::new(Vec::new(), &[])?
-            .partition(|rule| rule.class == rulebook::rules::Class::Secret);
+        let (intake_rules, sink_rules) =
+            reading::sink_books(rulebook::RuleBook::new(Vec::new(), &[])?);
         Ok(Self {
             intake_rules,
             sink_rules,
@@ -93,6 +93,22 @@ impl Flow {
             })
             .filter(|fired| !approved(call, fired, ALWAYS))
             .collect()
+    }
+
+    /// The sinks a rule follows some of `held` (every sink when the
+    /// session's labels could not be read) or `from_files` into.
+    fn sinks_wanted(&self, held: Option<&[FlowLabel]>, from_files: &[FlowLabel]) -> Vec<&str> {
+        let Some(held) = held else {
+            return config::SINKS.to_vec();
+        };
+        let mut wanted: Vec<&str> = Vec::new();
+        for rule in &self.rules {
+            let follows = |l: &FlowLabel| rule.after.contains(&l.kind);
+            if held.iter().chain(from_files).any(follows) {
+                wanted.extend(rule.to.iter().map(String::as_str));
+            }
+        }
+        wanted
     }
 
     /// The verdict on a flow that fired.
@@ -241,12 +257,13 @@ impl Policy for Flow {
         let held = flows::session_labels();
         // What the files this call reads hold was taken in by earlier
         // calls: it counts now.
-        let from_files = file_labels(&reading.reads);
-        // Where nothing could flow, sinks do not matter (most calls); where
-        // the labels cannot be read, they do.
-        let holds_nothing = matches!(&held, Ok(held) if held.is_empty()) && from_files.is_empty();
-        if !holds_nothing {
-            reading.add_sinks(&self.sink_rules, &read);
+        let from_files = file_labels(&reading.reads, held.as_deref().unwrap_or_default());
+        // Only the sinks a rule could follow a label into matter: none
+        // where nothing is held (most calls); all where the labels cannot
+        // be read.
+        let wanted = self.sinks_wanted(held.as_deref().ok(), &from_files);
+        reading.add_sinks(&self.sink_rules, &wanted, &read);
+        if wanted.contains(&"outside-write") {
             for path in &reading.writes.clone() {
                 if let Some(place) = outside(path) {
                     reading.push_sink("outside-write", place);
@@ -298,12 +315,20 @@ impl Policy for Flow {
     }
 }
 
-/// The labels of the files at `paths`, each as the session takes it: the
-/// file (as the call named it) holding the label's source.
-fn file_labels(paths: &[String]) -> Vec<FlowLabel> {
+/// The labels of the files at `paths` the session does not hold already,
+/// each as the session takes it: the file (as the call named it) holding
+/// the label's source. (A session reading back what it wrote learns
+/// nothing new, and labels nothing again.)
+fn file_labels(paths: &[String], held: &[FlowLabel]) -> Vec<FlowLabel> {
     let mut labels = Vec::new();
     for path in paths {
         for label in flows::file_labels(path).unwrap_or_default() {
+            if held
+                .iter()
+                .any(|h| h.kind == label.kind && h.source == label.source)
+            {
+                continue;
+            }
             labels.push(FlowLabel {
                 source: format!("{path} (holding {})", label.source),
                 ..label
@@ -366,9 +391,22 @@ fn take_in(
         .map(|l| (l.kind.as_str(), l.source.as_str()))
         .chain(now.iter().map(|(k, s)| (k.as_str(), s.as_str())));
     let all: Vec<(&str, &str)> = all.take(MAX_LABELS_PER_FILE).collect();
-    for path in reading.writes.iter().take(MAX_FILES_LABELLED) {
+    let labelled = if all.is_empty() {
+        0
+    } else {
+        MAX_FILES_LABELLED
+    };
+    for path in reading.writes.iter().take(labelled) {
+        // A file written again mostly holds its labels already: one read
+        // rather than a write attempt per label.
+        let on_file = flows::file_labels(path).unwrap_or_default();
         for (kind, source) in &all {
-            let _ = flows::label_file(path, kind, source);
+            if !on_file
+                .iter()
+                .any(|l| l.kind == *kind && l.source == *source)
+            {
+                let _ = flows::label_file(path, kind, source);
+            }
         }
     }
     Ok(now

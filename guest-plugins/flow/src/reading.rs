@@ -18,6 +18,33 @@ const NETWORK: &[&str] = &[
 const WEB_TOOLS: &[&str] = &["WebFetch", "web_fetch", "fetch"];
 const SEARCH_TOOLS: &[&str] = &["WebSearch", "web_search", "google_web_search"];
 
+/// The rules of one class, and the sink they find.
+pub struct SinkBook {
+    pub kind: &'static str,
+    pub rules: rulebook::RuleBook,
+}
+
+/// `book`'s secret rules (what a call takes in), and its other rules as
+/// one book per sink, so a session that holds only untrusted text is not
+/// read for where it sends data.
+pub fn sink_books(book: rulebook::RuleBook) -> (rulebook::RuleBook, Vec<SinkBook>) {
+    let (secrets, mut rest) = book.partition(|rule| rule.class == Class::Secret);
+    let mut books = Vec::new();
+    for (class, kind) in [
+        (Class::Egress, "egress"),
+        (Class::Publish, "publish"),
+        (Class::System, "system"),
+        (Class::Persistence, "persistence"),
+        (Class::Destructive, "destructive"),
+    ] {
+        let (rules, others) = rest.partition(|rule| rule.class == class);
+        books.push(SinkBook { kind, rules });
+        rest = others;
+    }
+    debug_assert!(rest.rules().is_empty(), "every class has its sink");
+    (secrets, books)
+}
+
 /// Something a call takes in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Intake {
@@ -83,19 +110,14 @@ pub fn intake(
 }
 
 impl Reading {
-    /// The sinks `sinks` (rules of every class but secret) find in `read`.
-    pub fn add_sinks(&mut self, sinks: &rulebook::RuleBook, read: &CallReading<'_>) {
-        for hit in sinks.hits_of(read) {
-            let kind = match hit.rule.class {
-                Class::Egress => "egress",
-                Class::Publish => "publish",
-                Class::System => "system",
-                Class::Persistence => "persistence",
-                Class::Destructive => "destructive",
-                Class::Secret => continue,
-            };
-            let target = target_in(&hit.subject).unwrap_or(hit.subject);
-            self.push_sink(kind, target);
+    /// The sinks of the kinds in `wanted` that `sinks` (one book per
+    /// class, see [`sink_books`]) find in `read`.
+    pub fn add_sinks(&mut self, sinks: &[SinkBook], wanted: &[&str], read: &CallReading<'_>) {
+        for book in sinks.iter().filter(|book| wanted.contains(&book.kind)) {
+            for hit in book.rules.hits_of(read) {
+                let target = target_in(&hit.subject).unwrap_or(hit.subject);
+                self.push_sink(book.kind, target);
+            }
         }
     }
 
