@@ -13,6 +13,7 @@
 use std::cell::{OnceCell, RefCell};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -35,6 +36,8 @@ pub const MAX_SOURCE: usize = 256;
 const QUOTA: u64 = 64 * 1024 * 1024;
 /// The most labels one listing returns.
 const MAX_LISTED: usize = 100_000;
+/// The most sessions and files whose labels a [`LabelCache`] keeps.
+const MAX_CACHED: usize = 4096;
 
 /// One thing a session or file took in.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -86,9 +89,8 @@ pub(crate) struct FlowScope {
     project: OnceCell<Option<PathBuf>>,
     /// Paths resolved in this evaluation, as the call named them.
     located: RefCell<HashMap<String, PathBuf>>,
-    /// The labels as this evaluation reads them: one snapshot for all its
-    /// reads, dropped when it adds a label (so it reads its own).
-    snapshot: RefCell<Option<Box<dyn StateSnapshot>>>,
+    /// Labels read before, shared by the evaluations of one plugin.
+    cache: Arc<LabelCache>,
 }
 
 impl std::fmt::Debug for FlowScope {
@@ -103,8 +105,8 @@ impl std::fmt::Debug for FlowScope {
 
 impl FlowScope {
     /// The scope of `request`: its session, its tenant's files, its
-    /// working directory and its user's home.
-    pub(crate) fn of(request: &crate::ToolRequest) -> Self {
+    /// working directory and its user's home; labels read through `cache`.
+    pub(crate) fn of(request: &crate::ToolRequest, cache: &Arc<LabelCache>) -> Self {
         Self {
             session: request.session_id.clone(),
             tenant: crate::tenant::owner_of_user(&request.user_id),
@@ -112,7 +114,7 @@ impl FlowScope {
             home: OnceCell::new(),
             project: OnceCell::new(),
             located: RefCell::default(),
-            snapshot: RefCell::default(),
+            cache: Arc::clone(cache),
         }
     }
 
@@ -182,7 +184,6 @@ impl FlowScope {
         source: &str,
     ) -> Result<(), FlowError> {
         let label = self.label(kind, source, None)?;
-        self.snapshot.take();
         add(store, &self.session_prefix(), label)
     }
 
@@ -196,7 +197,6 @@ impl FlowScope {
     ) -> Result<(), FlowError> {
         let file = self.locate(path)?;
         let label = self.label(kind, source, Some(&file))?;
-        self.snapshot.take();
         add(store, &self.file_prefix(&file), label)
     }
 
@@ -215,14 +215,21 @@ impl FlowScope {
         self.read(store, &self.file_prefix(&file))
     }
 
-    /// The labels under `prefix`, in this evaluation's snapshot.
+    /// The labels under `prefix`: as read before, while the namespace is
+    /// at the version they were read at; else from the store.
     fn read(&self, store: &dyn StateStore, prefix: &str) -> Result<Vec<Label>, FlowError> {
-        let mut snapshot = self.snapshot.borrow_mut();
-        let snapshot = match &mut *snapshot {
-            Some(snapshot) => snapshot,
-            empty => empty.insert(store.state_snapshot(NAMESPACE).map_err(storage)?),
-        };
-        read(&**snapshot, prefix, MAX_KINDS * MAX_SOURCES)
+        // The version first, then the data: a write between the two
+        // leaves what is kept older than its version, never newer.
+        let version = store.state_version(NAMESPACE);
+        if let Some(labels) = version.and_then(|v| self.cache.get(prefix, v)) {
+            return Ok(labels);
+        }
+        let snapshot = store.state_snapshot(NAMESPACE).map_err(storage)?;
+        let labels = read(&*snapshot, prefix, MAX_KINDS * MAX_SOURCES)?;
+        if let Some(version) = version {
+            self.cache.keep(prefix, version, &labels);
+        }
+        Ok(labels)
     }
 
     fn label(&self, kind: &str, source: &str, file: Option<&Path>) -> Result<Label, FlowError> {
@@ -237,6 +244,34 @@ impl FlowScope {
             file: file.map(|f| f.to_string_lossy().into_owned()),
             owner: file.map(|_| self.owner()),
         })
+    }
+}
+
+/// Labels read from the store, each with the version of the namespace it
+/// was read at (see [`StateStore::state_version`]), kept for reads at the
+/// same version. Most calls come from sessions that hold nothing and read
+/// files that hold nothing; without it each of those reads is a read
+/// transaction, about half of what following flows costs a call.
+#[derive(Debug, Default)]
+pub(crate) struct LabelCache(Mutex<HashMap<String, (u64, Vec<Label>)>>);
+
+impl LabelCache {
+    fn get(&self, prefix: &str, version: u64) -> Option<Vec<Label>> {
+        let kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        kept.get(prefix)
+            .filter(|(at, _)| *at == version)
+            .map(|(_, labels)| labels.clone())
+    }
+
+    fn keep(&self, prefix: &str, version: u64, labels: &[Label]) {
+        let mut kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if kept.len() >= MAX_CACHED {
+            kept.retain(|_, (at, _)| *at == version);
+            if kept.len() >= MAX_CACHED {
+                kept.clear();
+            }
+        }
+        kept.insert(prefix.to_string(), (version, labels.to_vec()));
     }
 }
 
@@ -506,6 +541,32 @@ mod tests {
     }
 
     #[test]
+    fn labels_kept_between_evaluations_are_never_older_than_the_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::Store::open(&dir.path().join("store.redb")).unwrap();
+        let state: &dyn StateStore = &*store;
+        let cache = Arc::default();
+        let mut request = crate::ToolRequest::new("Read", serde_json::json!({}));
+        request.session_id = "s-1".into();
+        request.cwd = Some(dir.path().to_path_buf());
+        let first = FlowScope::of(&request, &cache);
+        assert!(first.session_labels(state).unwrap().is_empty());
+        assert!(first.file_labels(state, "notes.txt").unwrap().is_empty());
+        first.label_session(state, "secret", ".env").unwrap();
+        assert_eq!(first.session_labels(state).unwrap().len(), 1);
+        // The next evaluation, through the same cache.
+        let next = FlowScope::of(&request, &cache);
+        next.label_file(state, "notes.txt", "secret", ".env").unwrap();
+        assert_eq!(next.file_labels(state, "notes.txt").unwrap().len(), 1);
+        assert_eq!(next.session_labels(state).unwrap().len(), 1);
+        // A person clears them.
+        clear(&store, &FlowsClear::All).unwrap();
+        let after = FlowScope::of(&request, &cache);
+        assert!(after.session_labels(state).unwrap().is_empty());
+        assert!(after.file_labels(state, "notes.txt").unwrap().is_empty());
+    }
+
+    #[test]
     fn the_project_is_the_working_directory_resolved() {
         let dir = tempfile::tempdir().unwrap();
         let root = std::fs::canonicalize(dir.path()).unwrap();
@@ -514,7 +575,7 @@ mod tests {
         let scope = |cwd: PathBuf| {
             let mut request = crate::ToolRequest::new("Read", serde_json::json!({}));
             request.cwd = Some(cwd);
-            FlowScope::of(&request)
+            FlowScope::of(&request, &Arc::default())
         };
         for cwd in [root.join("project"), root.join("via"), root.join("via/.")] {
             let scope = scope(cwd.clone());

@@ -107,6 +107,8 @@ pub struct Plugin {
     pub(crate) phases: Phases,
     /// Configured instances of this version kept warm for reuse.
     pub(crate) pool: Pool,
+    /// The flow labels its evaluations read, kept between them.
+    labels: Arc<crate::flows::LabelCache>,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -247,7 +249,7 @@ impl Plugin {
             }),
             transcript_cap,
         );
-        call.flow = request.map(crate::flows::FlowScope::of);
+        call.flow = request.map(|r| crate::flows::FlowScope::of(r, &self.labels));
         if let Some(mut sandbox) = warm {
             sandbox.reset(call);
             return Ok(Pooled::new(&self.pool, reuse, key, sandbox));
@@ -403,6 +405,7 @@ pub(crate) fn load(
             entry.limits.spare_instances as usize,
             ctx.runtime.chores().clone(),
         ),
+        labels: Arc::default(),
     })
 }
 

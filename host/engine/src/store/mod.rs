@@ -92,6 +92,14 @@ pub trait StateStore {
     /// without cheap snapshots may read the live data each time (no older
     /// than a snapshot would be).
     fn state_snapshot(&self, policy: &str) -> Result<Box<dyn StateSnapshot>>;
+    /// A number that changes whenever `policy`'s namespace may have
+    /// changed, so what was read of it at one version may be kept and
+    /// reused while the version holds: read the version first, then the
+    /// data. `None` where writers elsewhere (other hosts on a shared
+    /// database) may change it unseen: nothing read may be kept.
+    fn state_version(&self, _policy: &str) -> Option<u64> {
+        None
+    }
     /// Keys in `policy`'s namespace starting with `prefix`, at most `limit`.
     fn state_keys(&self, policy: &str, prefix: &str, limit: usize) -> Result<Vec<String>>;
     /// Write (`Some`) or delete (`None`) a value in `policy`'s namespace,

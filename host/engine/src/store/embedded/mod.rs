@@ -17,6 +17,7 @@ mod hygiene;
 mod terminals;
 mod transfer;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
@@ -123,6 +124,9 @@ pub struct RedbStore {
     /// alone (redb locks it), so while false a decision neither reads its
     /// resolutions nor fingerprints its call.
     pub(crate) may_hold_resolutions: std::sync::atomic::AtomicBool,
+    /// How many times each state namespace was written by this process,
+    /// the file's only writer: see [`StateStore::state_version`].
+    state_versions: Mutex<HashMap<String, u64>>,
 }
 
 impl std::fmt::Debug for RedbStore {
@@ -253,6 +257,7 @@ impl RedbStore {
             settings,
             unsynced,
             may_hold_resolutions: holds_resolutions.into(),
+            state_versions: Mutex::default(),
         })
     }
 
@@ -305,7 +310,16 @@ impl RedbStore {
             usage.insert(policy, after).map_err(|e| storage(e.into()))?;
             result
         };
-        self.commit_fast(txn).map_err(storage)?;
+        let committed = self.commit_fast(txn);
+        // After the commit (or its failure), never before: a reader that
+        // sees the old version then reads at least what was there before.
+        *self
+            .state_versions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(policy.to_string())
+            .or_default() += 1;
+        committed.map_err(storage)?;
         Ok(result)
     }
 
@@ -471,6 +485,13 @@ impl StateStore for RedbStore {
 
     fn state_keys(&self, policy: &str, prefix: &str, limit: usize) -> Result<Vec<String>> {
         self.state_snapshot(policy)?.keys(prefix, limit)
+    }
+
+    /// Every write of a namespace goes through [`Self::with_state_txn`],
+    /// which counts it; redb lets no other process open the file.
+    fn state_version(&self, policy: &str) -> Option<u64> {
+        let versions = self.state_versions.lock().unwrap_or_else(|p| p.into_inner());
+        Some(versions.get(policy).copied().unwrap_or(0))
     }
 
     fn state_snapshot(&self, policy: &str) -> Result<Box<dyn StateSnapshot>> {
