@@ -275,102 +275,12 @@ impl LabelCache {
     }
 }
 
-/// `path` made absolute against `cwd` and resolved by the kernel (symbolic
-/// links, `..`) as far as it exists; the rest appended as written. Three
-/// system calls for a path that exists, whatever its depth: the longest
-/// existing prefix is opened (`O_PATH`) and its descriptor's link read.
+/// `path` made absolute against `cwd` and resolved through the real
+/// filesystem as far as it exists, the rest appended as written: as the
+/// self-protection resolves it, and within one evaluation from the same
+/// memo (the guard has most often resolved the call's paths already).
 fn real_path(path: &Path, cwd: Option<&Path>) -> Result<PathBuf, FlowError> {
-    let absolute = match path.is_absolute() {
-        true => path.to_path_buf(),
-        false => cwd.ok_or(FlowError::UnknownPath)?.join(path),
-    };
-    // `/proc/self/cwd` is the tool's directory, not this process's.
-    let absolute = crate::guard::resolve::through_proc(&absolute, cwd);
-    let mut existing = absolute.as_path();
-    let mut rest = Vec::new();
-    loop {
-        if let Some(real) = opened_path(existing) {
-            let mut real = real;
-            for part in rest.iter().rev() {
-                match part {
-                    std::path::Component::ParentDir => {
-                        real.pop();
-                    }
-                    std::path::Component::Normal(name) => real.push(name),
-                    _ => {}
-                }
-            }
-            return Ok(real);
-        }
-        let Some(parent) = existing.parent() else {
-            return Ok(absolute);
-        };
-        rest.extend(existing.components().next_back());
-        existing = parent;
-    }
-}
-
-/// The path the kernel resolves `path` to, when it exists.
-fn opened_path(path: &Path) -> Option<PathBuf> {
-    match without_links(path) {
-        Walk::Real(real) => return Some(real),
-        Walk::Missing => return None,
-        Walk::Links => {}
-    }
-    use std::os::fd::AsRawFd as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
-        .open(path)
-        .ok()?;
-    std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()
-}
-
-/// What a walk of a path that follows no link found.
-enum Walk {
-    /// No component is a link: the path, `.` and `..` taken as written, is
-    /// the file's.
-    Real(PathBuf),
-    /// It does not exist (or cannot be reached): neither would it with
-    /// links followed, since the walk stopped before any.
-    Missing,
-    /// A link on the way, or a kernel without `openat2`: ask the kernel
-    /// where the path leads.
-    Links,
-}
-
-/// Open `path` refusing every link (`openat2`, `RESOLVE_NO_SYMLINKS`): most
-/// paths a call names have none, and then they are their own resolution,
-/// for one system call and no `/proc` lookup (the readlink of
-/// `/proc/self/fd/N` was most of a decision's cost in `flow`).
-fn without_links(path: &Path) -> Walk {
-    use rustix::fs::{Mode, OFlags, ResolveFlags};
-    use rustix::io::Errno;
-    let opened = rustix::fs::openat2(
-        rustix::fs::CWD,
-        path,
-        OFlags::PATH | OFlags::CLOEXEC,
-        Mode::empty(),
-        ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
-    );
-    match opened {
-        Ok(_) => {
-            let mut real = PathBuf::new();
-            for part in path.components() {
-                match part {
-                    std::path::Component::ParentDir => {
-                        real.pop();
-                    }
-                    std::path::Component::CurDir => {}
-                    part => real.push(part),
-                }
-            }
-            Walk::Real(real)
-        }
-        Err(Errno::NOENT | Errno::NOTDIR | Errno::ACCESS) => Walk::Missing,
-        Err(_) => Walk::Links,
-    }
+    crate::guard::resolve::real_path(path, cwd).ok_or(FlowError::UnknownPath)
 }
 
 /// `source` cut to [`MAX_SOURCE`] bytes, on a character boundary.
@@ -556,7 +466,8 @@ mod tests {
         assert_eq!(first.session_labels(state).unwrap().len(), 1);
         // The next evaluation, through the same cache.
         let next = FlowScope::of(&request, &cache);
-        next.label_file(state, "notes.txt", "secret", ".env").unwrap();
+        next.label_file(state, "notes.txt", "secret", ".env")
+            .unwrap();
         assert_eq!(next.file_labels(state, "notes.txt").unwrap().len(), 1);
         assert_eq!(next.session_labels(state).unwrap().len(), 1);
         // A person clears them.

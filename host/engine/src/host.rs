@@ -397,8 +397,16 @@ impl Toolgate {
             })
     }
 
-    /// [`Toolgate::evaluate`]'s decision, logged.
+    /// [`Toolgate::evaluate`]'s decision, logged. The file system is taken
+    /// as it is at one moment for the whole evaluation: a path the
+    /// self-protection resolved is resolved for the policies too.
     fn decide(&self, request: &ToolRequest, arguments: ArgumentsText) -> Result<Decision> {
+        crate::guard::resolve::memoized(request.cwd.as_deref(), || {
+            self.decide_now(request, arguments)
+        })
+    }
+
+    fn decide_now(&self, request: &ToolRequest, arguments: ArgumentsText) -> Result<Decision> {
         let plane = self.registry.control_plane();
         let stop = self.with_config(|c| c.approvals.stop_on_unjudged_runs);
         let stopped = match stop {

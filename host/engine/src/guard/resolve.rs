@@ -53,8 +53,13 @@ struct Existing {
 /// system is taken as it is at that moment, as it always was: remembering
 /// what it said changes no answer, only how many system calls it takes.
 ///
-/// `cwd`, the directory the call runs in, is seeded first.
+/// `cwd`, the directory the call runs in, is seeded first. Within a
+/// `memoized` already (a whole evaluation runs in one: the policies' flow
+/// labels find the paths the guard resolved), `judge` shares its memo.
 pub fn memoized<T>(cwd: Option<&Path>, judge: impl FnOnce() -> T) -> T {
+    if CANONICAL.with(|memo| memo.borrow().is_some()) {
+        return judge();
+    }
     struct Forget;
     impl Drop for Forget {
         fn drop(&mut self) {

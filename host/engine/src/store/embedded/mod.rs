@@ -490,7 +490,10 @@ impl StateStore for RedbStore {
     /// Every write of a namespace goes through [`Self::with_state_txn`],
     /// which counts it; redb lets no other process open the file.
     fn state_version(&self, policy: &str) -> Option<u64> {
-        let versions = self.state_versions.lock().unwrap_or_else(|p| p.into_inner());
+        let versions = self
+            .state_versions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         Some(versions.get(policy).copied().unwrap_or(0))
     }
 
