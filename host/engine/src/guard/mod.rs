@@ -700,9 +700,17 @@ impl ControlPlane {
         if let Some(what) = hook_settings_named(text) {
             return Some(format!("touch {what}"));
         }
-        let spaced: Vec<&str> = text.split_whitespace().collect();
-        if let Some(what) = switches_a_runtime_off(&spaced) {
-            return Some(what.to_string());
+        // A word that switches a runtime off holds one of the marks: text
+        // without any (most text, a large file's content) is not split
+        // into words for each runtime to scan.
+        if hooks::SWITCH_OFF_MARKS
+            .iter()
+            .any(|mark| contains(text, mark))
+        {
+            let spaced: Vec<&str> = text.split_whitespace().collect();
+            if let Some(what) = switches_a_runtime_off(&spaced) {
+                return Some(what.to_string());
+            }
         }
         if contains(text, CACHE_KEY) {
             return Some("touch the compiled cache's key".into());
@@ -1095,6 +1103,32 @@ mod tests {
                 .filter(|w| !w.is_empty())
                 .collect();
             prop_assert_eq!(words(&text).collect::<Vec<_>>(), rule);
+        }
+
+        #[test]
+        fn no_runtime_is_switched_off_by_words_without_a_mark(
+            words in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "claude", "codex", "copilot", "gemini", "opencode", "npx", "node",
+                    "@openai/codex", "claude-code", "OPENCODE_PURE=1", hooks::ANY_VARIABLE,
+                    "HOME=/x", "XDG_CONFIG_HOME=/x", "CLAUDE_CONFIG_DIR=/x", "CODEX_HOME=/x",
+                    "COPILOT_HOME=/x", "GEMINI_CLI_HOME=/x", "OPENCODE_CONFIG=/x",
+                    "CLAUDE_CODE_SIMPLE=1", "COPILOT_CLI_DIST_DIR=/x", "--bare", "--pure",
+                    "--settings", "--safe-mode", "--plugin-dir", "--experimental",
+                    "--config-dir", "--ignore-user-config", "--dangerously-bypass-hook-trust",
+                    "-c", "--config", "features.hooks=false", "--disable", "hooks",
+                    "--disable=hooks", "-cfeatures.hooks=false", "--prefer-version", "x",
+                ]),
+                0..8,
+            ),
+        ) {
+            // What lets self-protection skip text that holds no mark.
+            let marked = words
+                .iter()
+                .any(|w| hooks::SWITCH_OFF_MARKS.iter().any(|mark| w.contains(mark)));
+            if !marked {
+                prop_assert_eq!(switches_a_runtime_off(&words), None);
+            }
         }
 
         #[test]

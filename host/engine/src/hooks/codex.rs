@@ -227,22 +227,24 @@ impl Adapter for Codex {
         };
         let next_is =
             |i: usize, what: &dyn Fn(&str) -> bool| words.get(i + 1).is_some_and(|w| what(w));
-        let off = words.iter().enumerate().any(|(i, word)| {
-            let word = word.trim_start_matches(['"', '\'']);
-            match word {
-                "-c" | "--config" => next_is(i, &about_hooks),
-                "--disable" => next_is(i, &|flag| flag.contains("hooks")),
-                _ => {
-                    (word
-                        .strip_prefix("--config=")
-                        .or_else(|| word.strip_prefix("-c").map(|v| v.trim_start_matches('='))))
-                    .is_some_and(about_hooks)
-                        || word
-                            .strip_prefix("--disable=")
-                            .is_some_and(|flag| flag.contains("hooks"))
+        let off = || {
+            words.iter().enumerate().any(|(i, word)| {
+                let word = word.trim_start_matches(['"', '\'']);
+                match word {
+                    "-c" | "--config" => next_is(i, &about_hooks),
+                    "--disable" => next_is(i, &|flag| flag.contains("hooks")),
+                    _ => {
+                        (word
+                            .strip_prefix("--config=")
+                            .or_else(|| word.strip_prefix("-c").map(|v| v.trim_start_matches('='))))
+                        .is_some_and(about_hooks)
+                            || word
+                                .strip_prefix("--disable=")
+                                .is_some_and(|flag| flag.contains("hooks"))
+                    }
                 }
-            }
-        });
+            })
+        };
         // Without the user config its hooks' trust is gone (so they are
         // skipped), and untrusted hooks may run and rewrite a call.
         let switches = [
@@ -251,7 +253,7 @@ impl Adapter for Codex {
             "--ignore-user-config",
             "--dangerously-bypass-hook-trust",
         ];
-        (runs(words, "codex") && off || starts_with_any(words, "codex", &switches))
+        (runs(words, "codex") && off() || starts_with_any(words, "codex", &switches))
             .then_some("start Codex with its config moved or its hooks off")
     }
 

@@ -228,6 +228,19 @@ pub(crate) fn starts_with_any(words: &[&str], name: &str, switches: &[&str]) -> 
         })
 }
 
+/// What one of the words must hold for any [`Adapter::switches_off`] to
+/// find a switch: each runtime's program name (every switch needs it,
+/// through [`runs`]), and OpenCode's `OPENCODE_PURE`, a switch on its own.
+/// (Self-protection skips text that holds none.)
+pub(crate) const SWITCH_OFF_MARKS: &[&str] = &[
+    "claude",
+    "codex",
+    "copilot",
+    "gemini",
+    "opencode",
+    "OPENCODE_PURE",
+];
+
 /// Among the words [`Adapter::switches_off`] is given: the text set a
 /// variable whose name is known only when it runs, so it may be any of a
 /// runtime's (no shell word holds a NUL).
