@@ -36,8 +36,11 @@ pub const MAX_SOURCE: usize = 256;
 const QUOTA: u64 = 64 * 1024 * 1024;
 /// The most labels one listing returns.
 const MAX_LISTED: usize = 100_000;
-/// The most sessions and files whose labels a [`LabelCache`] keeps.
-const MAX_CACHED: usize = 4096;
+/// The most sessions and files whose labels a [`LabelCache`] keeps, and
+/// the most labels it keeps of one (a few MiB at most; a session holding
+/// more is read from the store each time).
+const MAX_CACHED: usize = 1024;
+const MAX_CACHED_LABELS: usize = 16;
 
 /// One thing a session or file took in.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -264,6 +267,9 @@ impl LabelCache {
     }
 
     fn keep(&self, prefix: &str, version: u64, labels: &[Label]) {
+        if labels.len() > MAX_CACHED_LABELS {
+            return;
+        }
         let mut kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
         if kept.len() >= MAX_CACHED {
             kept.retain(|_, (at, _)| *at == version);
