@@ -27,6 +27,11 @@ thread_local! {
         RefCell::new(HashMap::default());
 }
 
+/// How many paths one evaluation's memo keeps: a call names a few dozen;
+/// a policy asking the host about thousands (through `flows`) has the rest
+/// resolved each time rather than held.
+const MEMO_KEPT: usize = 4096;
+
 /// How many working directories a thread remembers (a daemon serves a few
 /// projects; past this the memory starts over).
 const WORKING_KEPT: usize = 64;
@@ -154,7 +159,9 @@ fn canonical(path: &Path) -> Option<Existing> {
     };
     let found = resolve();
     CANONICAL.with(|memo| {
-        if let Some(memo) = memo.borrow_mut().as_mut() {
+        if let Some(memo) = memo.borrow_mut().as_mut()
+            && memo.len() < MEMO_KEPT
+        {
             memo.insert(path.as_os_str().to_owned(), found.clone());
         }
     });
