@@ -5,7 +5,7 @@
 //! closes the door with the kernel's own switch, and `doctor` (run as the
 //! agent's user) tries the door and says whether system mode holds.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The kernel's switches, narrowest first: Ubuntu's AppArmor restriction
 /// (a namespace gets no capabilities unless a profile allows them),
@@ -95,14 +95,29 @@ pub fn can_mount_in_a_namespace() -> std::io::Result<bool> {
     }
 }
 
+/// The switch [`restrict`] sets on this kernel, if it has one.
+fn narrowest_switch() -> anyhow::Result<&'static (&'static str, &'static str, &'static str)> {
+    use anyhow::Context as _;
+    SWITCHES
+        .iter()
+        .find(|(key, ..)| Path::new(&proc_path(key)).exists())
+        .context("this kernel has no switch for user namespaces")
+}
+
+/// The files [`restrict`] writes: the switch now, and at boot.
+pub fn restrict_writes(sysctl_dir: &Path) -> anyhow::Result<[PathBuf; 2]> {
+    let (key, ..) = narrowest_switch()?;
+    Ok([proc_path(key).into(), sysctl_dir.join(SYSCTL_FILE)])
+}
+
+/// The file in `/etc/sysctl.d` that keeps the switch at boot.
+const SYSCTL_FILE: &str = "60-toolgate-userns.conf";
+
 /// Close the door now and at boot (a file in `sysctl_dir`): the narrowest
 /// switch this kernel has. What was set, for the operator.
 pub fn restrict(sysctl_dir: &Path) -> anyhow::Result<String> {
     use anyhow::Context as _;
-    let (key, closed, meaning) = SWITCHES
-        .iter()
-        .find(|(key, ..)| Path::new(&proc_path(key)).exists())
-        .context("this kernel has no switch for user namespaces")?;
+    let (key, closed, meaning) = narrowest_switch()?;
     std::fs::write(proc_path(key), closed).with_context(|| {
         format!(
             "cannot set {key} = {closed}: this machine does not let even root change it (a \
@@ -111,7 +126,7 @@ pub fn restrict(sysctl_dir: &Path) -> anyhow::Result<String> {
         )
     })?;
     std::fs::create_dir_all(sysctl_dir)?;
-    let file = sysctl_dir.join("60-toolgate-userns.conf");
+    let file = sysctl_dir.join(SYSCTL_FILE);
     std::fs::write(
         &file,
         format!(

@@ -8,12 +8,16 @@
 //! it cannot edit, move or replace anything toolgate relies on, kill the
 //! daemon, serve its own socket in its place, or read the cache key.
 
+use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 
+mod journal;
+
 use crate::userns;
 use anyhow::Context as _;
+use journal::{Journal, Phase};
 use toolgate::hooks::{self, HookRuntime, SystemLock};
 
 #[derive(clap::Subcommand)]
@@ -34,6 +38,26 @@ pub enum SetupCommand {
         /// The Claude Code settings to merge the hooks into.
         #[arg(long, value_name = "SETTINGS.json")]
         write: Option<PathBuf>,
+    },
+    /// As root: undo what `setup system` changed, as its journal
+    /// (ETC/setup-journal.json) recorded it: stop the daemon, take the
+    /// hooks out of the runtimes' managed settings (putting back what they
+    /// held before), remove the unit and the binaries it copied. With
+    /// --purge also the config, the store and the daemon's user. A file
+    /// changed since setup wrote it is kept, and named.
+    Remove {
+        /// Also remove toolgate's data: config, store, socket folder, the
+        /// daemon's user.
+        #[arg(long)]
+        purge: bool,
+        /// The config's directory, where the journal is.
+        #[arg(long, default_value = "/etc/toolgate")]
+        etc_dir: PathBuf,
+        /// Undo nothing now; write the --purge steps as a shell script to
+        /// FILE (the Debian package's removal runs it once the binaries
+        /// are gone).
+        #[arg(long, value_name = "FILE", conflicts_with = "purge")]
+        purge_script: Option<PathBuf>,
     },
 }
 
@@ -77,6 +101,11 @@ pub struct SystemArgs {
 pub fn run(command: SetupCommand) -> anyhow::Result<ExitCode> {
     match command {
         SetupCommand::System(args) => system(&args),
+        SetupCommand::Remove {
+            purge,
+            etc_dir,
+            purge_script,
+        } => remove(&etc_dir, purge, purge_script.as_deref()),
         SetupCommand::User { write } => {
             let settings = match write {
                 Some(path) => path,
@@ -106,47 +135,44 @@ fn system(args: &SystemArgs) -> anyhow::Result<ExitCode> {
         toolgate_wire::peer::own_uid() == 0,
         "system mode is set up as root: sudo toolgate setup system"
     );
+    // What this run changes, so that `setup remove` undoes exactly that;
+    // kept in the config's folder, root's.
+    let mut journal = Journal::open(&args.etc_dir)?;
+    journal.folder(&args.etc_dir, Phase::Purge, false, || {
+        create_dir(&args.etc_dir, 0o755, Some(0))
+    })?;
     // First, so that a kernel that refuses leaves everything as it was.
     let restricted = match args.restrict_userns {
-        true => userns::restrict(Path::new("/etc/sysctl.d"))?,
-        false => String::new(),
+        true => Some(restrict_userns(&mut journal)?),
+        false => None,
     };
     let user = &args.daemon_user;
-    let uid = ensure_user(user, &args.state_dir)?;
+    let uid = ensure_user(user, &args.state_dir, &mut journal)?;
     let persons = persons(&args.persons)?;
-    install_binaries(&args.bin_dir)?;
+    install_binaries(&args.bin_dir, &mut journal)?;
 
     // State and socket: the daemon's user's.
-    create_dir(&args.state_dir, 0o750, Some(uid))?;
-    create_dir(&args.state_dir.join("cache"), 0o700, Some(uid))?;
-    create_dir(&args.run_dir, 0o755, Some(uid))?;
+    for (dir, mode) in [
+        (&args.state_dir, 0o750),
+        (&args.state_dir.join("cache"), 0o700),
+        (&args.run_dir, 0o755),
+    ] {
+        journal.folder(dir, Phase::Purge, true, || create_dir(dir, mode, Some(uid)))?;
+    }
 
-    let config = write_system_config(args, &persons)?;
+    let config = write_system_config(args, &persons, &mut journal)?;
     let unit = Path::new("/etc/systemd/system/toolgate.service");
     if Path::new("/etc/systemd/system").is_dir() {
-        write_root_file(unit, &systemd_unit(args))?;
+        journal.track(&[unit], Phase::Remove, || {
+            write_root_file(unit, &systemd_unit(args))
+        })?;
         println!("wrote {}", unit.display());
     }
 
-    // The runtimes' admin-controlled settings, written by the installed
-    // binary so the hooks name it.
     let installed = args.bin_dir.join("toolgate");
-    for runtime in HookRuntime::ALL {
-        let name = runtime.name();
-        let Some(system) = hooks::adapter(runtime).system_hooks() else {
-            println!(
-                "{name}: no hooks location its user cannot override; its hooks stay the \
-                 user's (`toolgate hook install --for {name}` as that user)"
-            );
-            continue;
-        };
-        install_managed_hooks(&installed, &config, name, Path::new(system.file))?;
-        if let Some(lock) = system.lock {
-            lock_hooks(name, &lock)?;
-        }
-    }
+    install_runtimes_hooks(&installed, &config, &mut journal)?;
 
-    if args.restrict_userns {
+    if let Some(restricted) = restricted {
         println!("user namespaces: {restricted}");
     } else if let Some(switch) = userns::restriction() {
         println!("user namespaces: kept from unprivileged users ({switch})");
@@ -176,20 +202,133 @@ fn system(args: &SystemArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The kernel's switch for user namespaces closed, now and at boot.
+fn restrict_userns(journal: &mut Journal) -> anyhow::Result<String> {
+    let sysctl = Path::new("/etc/sysctl.d");
+    let [switch, file] = userns::restrict_writes(sysctl)?;
+    journal.track(&[&switch, &file], Phase::Remove, || {
+        userns::restrict(sysctl)
+    })
+}
+
+/// The runtimes' admin-controlled settings, written by the `installed`
+/// binary so the hooks name it, and locked where the runtime can be.
+fn install_runtimes_hooks(
+    installed: &Path,
+    config: &Path,
+    journal: &mut Journal,
+) -> anyhow::Result<()> {
+    for runtime in HookRuntime::ALL {
+        let name = runtime.name();
+        let Some(system) = hooks::adapter(runtime).system_hooks() else {
+            println!(
+                "{name}: no hooks location its user cannot override; its hooks stay the \
+                 user's (`toolgate hook install --for {name}` as that user)"
+            );
+            continue;
+        };
+        install_managed_hooks(installed, config, name, Path::new(system.file), journal)?;
+        if let Some(lock) = system.lock {
+            lock_hooks(name, &lock, journal)?;
+        }
+    }
+    Ok(())
+}
+
+/// `setup remove`: the daemon stopped, then the journal undone (or, with
+/// `purge_script`, its purge written out for later).
+fn remove(etc_dir: &Path, purge: bool, purge_script: Option<&Path>) -> anyhow::Result<ExitCode> {
+    anyhow::ensure!(
+        toolgate_wire::peer::own_uid() == 0,
+        "what `setup system` installed is removed as root: sudo toolgate setup remove"
+    );
+    let mut journal = Journal::open(etc_dir)?;
+    if let Some(file) = purge_script {
+        if !journal.is_empty() {
+            std::fs::write(file, journal.purge_script())
+                .with_context(|| format!("cannot write {}", file.display()))?;
+            std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o700))?;
+            println!("the purge's steps: {}", file.display());
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if journal.is_empty() {
+        println!(
+            "nothing to undo: no changes of `toolgate setup system` are recorded in {}",
+            etc_dir.display()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    stop_daemon(&etc_dir.join("toolgate.toml"));
+    for kept in journal.undo(purge)? {
+        println!("note: {kept}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The daemon serving `config` stopped: its systemd unit disabled, and any
+/// process still serving it (started without systemd) asked to exit.
+fn stop_daemon(config: &Path) {
+    if Path::new("/run/systemd/system").is_dir() {
+        let _ = Command::new("systemctl")
+            .args(["disable", "--now", "toolgate"])
+            .status();
+    }
+    let serving: Vec<i32> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let words: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+            let serves = words.contains(&b"serve".as_slice())
+                && words.windows(2).any(|pair| {
+                    pair[0] == b"--config"
+                        && Path::new(std::ffi::OsStr::from_bytes(pair[1])) == config
+                });
+            serves.then_some(pid)
+        })
+        .collect();
+    for pid in &serving {
+        // SAFETY: kill(2) with a pid read from /proc and a valid signal.
+        unsafe { libc::kill(*pid, libc::SIGTERM) };
+    }
+    // Its store is removed next on a purge: wait until it has let go.
+    for _ in 0..100 {
+        if serving
+            .iter()
+            .all(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+        {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 /// This toolgate's binaries into `bin_dir`, root-owned, so no user can
-/// replace the hook.
-fn install_binaries(bin_dir: &Path) -> anyhow::Result<()> {
+/// replace the hook; nothing to do when they run from there (a package
+/// installed them).
+fn install_binaries(bin_dir: &Path, journal: &mut Journal) -> anyhow::Result<()> {
     let exe = std::env::current_exe().context("cannot find the toolgate binary")?;
-    create_dir(bin_dir, 0o755, None)?;
+    if exe.parent().and_then(|d| d.canonicalize().ok()) == bin_dir.canonicalize().ok() {
+        println!("kept {} (the binaries run from there)", bin_dir.display());
+        return Ok(());
+    }
+    journal.folder(bin_dir, Phase::Remove, false, || {
+        create_dir(bin_dir, 0o755, None)
+    })?;
     for name in ["toolgate", "toolgate-hook"] {
         let from = exe.with_file_name(name);
         let to = bin_dir.join(name);
         // Copy beside, then rename: a running hook never sees half a file.
         let tmp = to.with_extension("new");
-        std::fs::copy(&from, &tmp)
-            .with_context(|| format!("cannot copy {} to {}", from.display(), tmp.display()))?;
-        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755))?;
-        std::fs::rename(&tmp, &to)?;
+        journal.track(&[&to], Phase::Remove, || {
+            std::fs::copy(&from, &tmp)
+                .with_context(|| format!("cannot copy {} to {}", from.display(), tmp.display()))?;
+            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755))?;
+            Ok(std::fs::rename(&tmp, &to)?)
+        })?;
         println!("installed {}", to.display());
     }
     Ok(())
@@ -197,8 +336,11 @@ fn install_binaries(bin_dir: &Path) -> anyhow::Result<()> {
 
 /// The config, root-owned and readable by all (it holds no secrets; the
 /// approvals tokens are digests); one already there is kept as it is.
-fn write_system_config(args: &SystemArgs, persons: &[u32]) -> anyhow::Result<PathBuf> {
-    create_dir(&args.etc_dir, 0o755, Some(0))?;
+fn write_system_config(
+    args: &SystemArgs,
+    persons: &[u32],
+    journal: &mut Journal,
+) -> anyhow::Result<PathBuf> {
     let config = args.etc_dir.join("toolgate.toml");
     if config.exists() {
         println!("kept {} (as it is)", config.display());
@@ -206,7 +348,7 @@ fn write_system_config(args: &SystemArgs, persons: &[u32]) -> anyhow::Result<Pat
         let text = system_config(args, persons);
         toolgate::Config::parse(&text, "the system config", args.etc_dir.clone())
             .context("the system config does not parse (a bug: please report it)")?;
-        write_root_file(&config, &text)?;
+        journal.track(&[&config], Phase::Purge, || write_root_file(&config, &text))?;
         println!("wrote {}", config.display());
     }
     Ok(config)
@@ -219,23 +361,31 @@ fn install_managed_hooks(
     config: &Path,
     runtime: &str,
     path: &Path,
+    journal: &mut Journal,
 ) -> anyhow::Result<()> {
     if let Some(dir) = path.parent() {
-        create_dir(dir, 0o755, Some(0))?;
+        journal.folder(dir, Phase::Remove, false, || {
+            create_dir(dir, 0o755, Some(0))
+        })?;
     }
-    let out = Command::new(installed)
-        .arg("--config")
-        .arg(config)
-        .args(["hook", "install", "--for", runtime, "--write"])
-        .arg(path)
-        .output()?;
-    anyhow::ensure!(
-        out.status.success(),
-        "writing {runtime}'s hooks to {} failed: {}",
-        path.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644))?;
+    journal.track(&[path], Phase::Remove, || {
+        let out = Command::new(installed)
+            .arg("--config")
+            .arg(config)
+            .args(["hook", "install", "--for", runtime, "--write"])
+            .arg(path)
+            .output()?;
+        anyhow::ensure!(
+            out.status.success(),
+            "writing {runtime}'s hooks to {} failed: {}",
+            path.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(std::fs::set_permissions(
+            path,
+            std::fs::Permissions::from_mode(0o644),
+        )?)
+    })?;
     let mut backup = path.as_os_str().to_owned();
     backup.push(".bak");
     let _ = std::fs::remove_file(backup);
@@ -244,10 +394,12 @@ fn install_managed_hooks(
 }
 
 /// `lock`'s file edited as root, whatever else it holds kept.
-fn lock_hooks(runtime: &str, lock: &SystemLock) -> anyhow::Result<()> {
+fn lock_hooks(runtime: &str, lock: &SystemLock, journal: &mut Journal) -> anyhow::Result<()> {
     let path = Path::new(lock.file);
     if let Some(dir) = path.parent() {
-        create_dir(dir, 0o755, Some(0))?;
+        journal.folder(dir, Phase::Remove, false, || {
+            create_dir(dir, 0o755, Some(0))
+        })?;
     }
     let text = match std::fs::read_to_string(path) {
         Ok(text) => Some(text),
@@ -267,13 +419,13 @@ fn lock_hooks(runtime: &str, lock: &SystemLock) -> anyhow::Result<()> {
         path.display(),
         undoing.join("; ")
     );
-    write_root_file(path, &edited)?;
+    journal.track(&[path], Phase::Remove, || write_root_file(path, &edited))?;
     println!("{runtime}: {} ({})", lock.does, path.display());
     Ok(())
 }
 
 /// The daemon's user's uid, creating it as a system user if missing.
-fn ensure_user(user: &str, home: &Path) -> anyhow::Result<u32> {
+fn ensure_user(user: &str, home: &Path, journal: &mut Journal) -> anyhow::Result<u32> {
     if let Some(uid) = toolgate_wire::peer::uid_of(user) {
         return Ok(uid);
     }
@@ -287,6 +439,7 @@ fn ensure_user(user: &str, home: &Path) -> anyhow::Result<u32> {
         .context("cannot run useradd")?;
     anyhow::ensure!(status.success(), "useradd {user} failed");
     let uid = toolgate_wire::peer::uid_of(user).context("useradd made no user")?;
+    journal.user(user)?;
     println!("created the system user {user} (uid {uid})");
     Ok(uid)
 }
