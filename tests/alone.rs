@@ -2,10 +2,12 @@
 //! (cargo runs test binaries one after another), one at a time: system
 //! mode installs machine-wide settings every agent on the machine reads,
 //! and runs a system daemon found by its command line; a bound under load
-//! holds only for the load its test makes.
+//! holds only for the load its test makes; the Debian package installs
+//! system mode as its scripts do.
 
 mod common;
 
+mod debian;
 mod system_mode;
 mod under_load;
 

@@ -14,6 +14,7 @@ mod composition;
 mod context_cost;
 mod cursor;
 mod daemon;
+mod dist;
 mod docs;
 mod doctor;
 mod embed_node;

@@ -17,26 +17,25 @@
 
 use crate::common;
 
-use std::io::{BufRead as _, BufReader, Write as _};
+use std::io::Write as _;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use common::gemini_api::{GeminiApi, Part as GeminiPart};
 use common::hooks::BIN;
 use common::messages_api::{Block, MessagesApi};
+use common::namespace::{AGENT, Namespace, SYSTEM_CONFIG as CONFIG, daemon_pids};
 use common::responses_api::{Item, ResponsesApi};
 use serde_json::{Value, json};
 
 use common::claude_code::CLAUDE_CODE;
-const AGENT: &str = "tgagent";
 const BIN_DIR: &str = "/opt/toolgate-system-test/bin";
 /// The npm clients (and Copilot's unpacked code), bound here inside the
 /// namespace: the agent's user must reach them whatever the permissions of
 /// the folder CI cloned into.
 const CLIENTS: &str = "/opt/toolgate-system-test/clients";
-const CONFIG: &str = "/etc/toolgate/toolgate.toml";
 const MOUNTS: [&str; 10] = [
     "/etc/toolgate",
     "/etc/claude-code",
@@ -55,6 +54,12 @@ const MOUNTS: [&str; 10] = [
 /// namespace's tmpfs, never on the host.
 const OVERLAID: [&str; 4] = ["/etc", "/opt", "/var/lib", "/run"];
 
+/// The namespace these tests run in, with `clients` (the npm prefix) bound
+/// at [`CLIENTS`] and [`MOUNTS`] fresh.
+fn system_namespace(clients: &Path) -> Namespace {
+    Namespace::new(&OVERLAID, Some((clients, CLIENTS)), &MOUNTS)
+}
+
 /// Where [`BIN_DIR`] is mounted: a directory above it the agent may write
 /// lets it move the binaries away (an admin's mistake doctor must name).
 const BIN_PARENT: &str = "/opt/toolgate-system-test";
@@ -65,154 +70,6 @@ const ACL_FOR_AGENT: &str = "python3 -c \"import os, struct, sys; e = lambda tag
 /// `… FILE`: its ACL removed.
 const ACL_REMOVED: &str =
     "python3 -c \"import os, sys; os.removexattr(sys.argv[1], 'system.posix_acl_access')\"";
-
-/// A private mount namespace, held open by a sleeping process; commands
-/// enter it with `nsenter`. Its overlays' changes live in `scratch`, a
-/// tmpfs of its own over a temporary directory removed with it.
-struct Namespace {
-    holder: Child,
-    _scratch: tempfile::TempDir,
-    _switches: KernelSwitches,
-}
-
-/// The kernel's user-namespace switches as they were, put back on drop:
-/// `setup system --restrict-userns` sets one for the whole host (procfs is
-/// not the namespace's).
-struct KernelSwitches(Vec<(&'static str, String)>);
-
-impl KernelSwitches {
-    fn save() -> Self {
-        let files = [
-            "/proc/sys/user/max_user_namespaces",
-            "/proc/sys/kernel/unprivileged_userns_clone",
-            "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
-        ];
-        Self(
-            files
-                .into_iter()
-                .filter_map(|f| Some((f, std::fs::read_to_string(f).ok()?)))
-                .collect(),
-        )
-    }
-}
-
-impl Drop for KernelSwitches {
-    fn drop(&mut self) {
-        for (file, value) in &self.0 {
-            let _ = std::fs::write(file, value);
-        }
-    }
-}
-
-impl Namespace {
-    /// With `clients` (the npm prefix) bound at [`CLIENTS`].
-    fn new(clients: &Path) -> Self {
-        let scratch = tempfile::tempdir().unwrap();
-        let overlays = OVERLAID.join(" ");
-        let script = format!(
-            "scratch=$1; src=$2; dst=$3; shift 3; \
-             mount -t tmpfs -o mode=0700 tmpfs \"$scratch\" || exit 1; \
-             for d in {overlays}; do mkdir -p \"$scratch/upper$d\" \"$scratch/work$d\" && \
-               mount -t overlay overlay -o \"lowerdir=$d,upperdir=$scratch/upper$d,workdir=$scratch/work$d\" \"$d\" || exit 1; done; \
-             mkdir -p \"$dst\" && mount --bind \"$src\" \"$dst\" || exit 1; \
-             for d in \"$@\"; do mkdir -p \"$d\" && mount -t tmpfs -o mode=0755 tmpfs \"$d\" || exit 1; done; \
-             echo ready; exec sleep 900"
-        );
-        let mut holder = Command::new("unshare")
-            .args(["--mount", "--propagation", "private", "sh", "-c"])
-            .arg(&script)
-            .arg("sh")
-            .arg(scratch.path())
-            .arg(clients)
-            .arg(CLIENTS)
-            .args(MOUNTS)
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("util-linux unshare runs");
-        let mut line = String::new();
-        BufReader::new(holder.stdout.as_mut().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert_eq!(line.trim(), "ready", "the namespace's mounts failed");
-        Self {
-            holder,
-            _scratch: scratch,
-            _switches: KernelSwitches::save(),
-        }
-    }
-
-    /// The uid of `user` as the namespace's users know it.
-    fn uid_of(&self, user: &str) -> Option<u32> {
-        let out = self.command("id").args(["-u", user]).output().unwrap();
-        String::from_utf8_lossy(&out.stdout).trim().parse().ok()
-    }
-
-    /// The agent's user, made inside the namespace (its `/etc/passwd` is
-    /// the overlay's, so the host's never gains it).
-    fn agent_user(&self) -> u32 {
-        self.user(AGENT)
-    }
-
-    /// The user `name`, made inside the namespace if it is not there.
-    fn user(&self, name: &str) -> u32 {
-        if let Some(uid) = self.uid_of(name) {
-            return uid;
-        }
-        let made = self
-            .command("useradd")
-            .args(["--no-create-home", "--shell", "/bin/sh", name])
-            .status()
-            .unwrap();
-        assert!(made.success(), "useradd {name}");
-        self.uid_of(name).expect("the user exists")
-    }
-
-    /// `program args…` inside the namespace, as root.
-    fn command(&self, program: &str) -> Command {
-        let mut command = Command::new("nsenter");
-        command
-            .args(["-t", &self.holder.id().to_string(), "-m", "--"])
-            .arg(program);
-        command
-    }
-
-    /// Shell `line` inside the namespace as `user`.
-    fn sh_as(&self, user: &str, line: &str) -> Output {
-        self.command("runuser")
-            .args(["-u", user, "--", "sh", "-c", line])
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
-    }
-}
-
-impl Drop for Namespace {
-    fn drop(&mut self) {
-        // The daemon runs inside: stop it, then the holder.
-        for pid in daemon_pids() {
-            let _ = Command::new("kill")
-                .args(["-TERM", &pid.to_string()])
-                .status();
-        }
-        let _ = self.holder.kill();
-        let _ = self.holder.wait();
-    }
-}
-
-/// The processes serving the system config.
-fn daemon_pids() -> Vec<u32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| {
-            let entry = e.ok()?;
-            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
-            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
-            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            (cmdline.contains(&format!("--config {CONFIG} serve")) && !cmdline.contains("runuser"))
-                .then_some(pid)
-        })
-        .collect()
-}
 
 /// System mode installed once (keeping unprivileged users from user
 /// namespaces where the kernel lets root: whether it did), the config made
@@ -390,7 +247,7 @@ fn gates_as_root(ns: &Namespace) -> Vec<Value> {
 fn approve_as_person(ns: &Namespace, request_id: &str) -> Result<(), String> {
     let resolve = format!(
         "nsenter -t {} -m -- {BIN_DIR}/toolgate --config {CONFIG} gates resolve --request-id {request_id} --decision approve",
-        ns.holder.id()
+        ns.pid()
     );
     let mut person = Command::new("script")
         .args(["-q", "-e", "-c", &resolve, "/dev/null"])
@@ -474,7 +331,7 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
         Path::new(CLIENTS).join(real.strip_prefix(&prefix).unwrap())
     };
     let claude = inside("claude");
-    let ns = Namespace::new(&prefix);
+    let ns = system_namespace(&prefix);
     let agent_uid = ns.agent_user();
 
     let restricted = start_pausing_writes(&ns, &[]);
@@ -788,7 +645,7 @@ fn in_system_mode_the_agent_cannot_switch_toolgate_off_and_the_person_still_appr
     );
     let touched = project.join("claude-dev-mod.txt");
     let api = touch_turns(&touched);
-    let holder = ns.holder.id().to_string();
+    let holder = ns.pid().to_string();
     let in_project = format!("--wd={}", project.display());
     let mut program: Vec<String> = ["nsenter", "-t", &holder, "-m", &in_project, "--"]
         .into_iter()
@@ -1194,7 +1051,7 @@ fn in_system_mode_one_agent_user_can_neither_see_nor_touch_anothers_calls() {
     let prefix = std::fs::canonicalize(common::npm::prefix()).unwrap();
     let real = std::fs::canonicalize(modules.join(".bin/claude")).unwrap();
     let claude = Path::new(CLIENTS).join(real.strip_prefix(&prefix).unwrap());
-    let ns = Namespace::new(&prefix);
+    let ns = system_namespace(&prefix);
     let (a, b) = ("tgagent-a", "tgagent-b");
     ns.user(a);
     let b_uid = ns.user(b);

@@ -195,6 +195,7 @@ pub mod logs;
 pub mod messages_api;
 pub mod missing;
 pub mod model_server;
+pub mod namespace;
 pub mod npm;
 pub mod oci_registry;
 pub mod pg_cluster;

@@ -96,7 +96,7 @@ fn signature_of(source: &str, bytes: &[u8]) -> Option<String> {
     let text = std::fs::read_to_string(format!("{source}.sig")).ok()?;
     Some(match crate::signing::parse(&text) {
         Err(why) => format!("malformed signature file: {why}"),
-        Ok(signature) => match signature.verify(bytes) {
+        Ok(signature) => match signature.verify(crate::signing::Purpose::Plugin, bytes) {
             Ok(()) => format!("{} (valid)", signature.key),
             Err(why) => format!("{} (invalid: {why})", signature.key),
         },

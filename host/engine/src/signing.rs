@@ -11,17 +11,38 @@
 //! signature: <ed25519 signature, 128 hex digits>
 //! ```
 //!
-//! The signature covers `toolgate-plugin-v1\0` followed by the 32 bytes of
-//! the file's sha256, so it signs exactly those bytes and nothing else can
-//! be passed off as a plugin signature. `toolgate plugins keygen` makes a
-//! key pair, `toolgate plugins sign` writes the file, and `trusted_keys` /
-//! `require_signature` in the config decide what loads.
+//! The signature covers a domain naming what was signed ([`Purpose`]:
+//! `toolgate-plugin-v1\0` or `toolgate-release-v1\0`) followed by the 32
+//! bytes of the file's sha256, so it signs exactly those bytes for exactly
+//! that use: a release's checksum list cannot be passed off as a plugin, nor
+//! a plugin signature as a release's. `toolgate plugins keygen` makes a key
+//! pair, `toolgate plugins sign` writes the file, and `trusted_keys` /
+//! `require_signature` in the config decide what loads; `toolgate release
+//! sign` and `verify` do the same for a release's `SHA256SUMS`.
 
 use ed25519_dalek::{Signature, Signer as _, SigningKey, VerifyingKey};
 use sha2::{Digest as _, Sha256};
 
 const HEADER: &str = "toolgate-signature-v1";
-const DOMAIN: &[u8] = b"toolgate-plugin-v1\0";
+
+/// What a signature is for: part of the signed message, so a signature made
+/// for one use never verifies for another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// A plugin component (`PLUGIN.wasm.sig`).
+    Plugin,
+    /// A release's checksum list (`SHA256SUMS.sig`).
+    Release,
+}
+
+impl Purpose {
+    fn domain(self) -> &'static [u8] {
+        match self {
+            Purpose::Plugin => b"toolgate-plugin-v1\0",
+            Purpose::Release => b"toolgate-release-v1\0",
+        }
+    }
+}
 
 /// A new key pair: (secret seed, public key), hex.
 pub fn generate() -> (String, String) {
@@ -49,15 +70,16 @@ fn signing_key(secret_hex: &str) -> Result<SigningKey, String> {
     Ok(SigningKey::from_bytes(&seed))
 }
 
-fn message(sha256: &[u8; 32]) -> Vec<u8> {
-    [DOMAIN, sha256.as_slice()].concat()
+fn message(purpose: Purpose, sha256: &[u8; 32]) -> Vec<u8> {
+    [purpose.domain(), sha256.as_slice()].concat()
 }
 
-/// The signature file for `bytes`, signed with the secret key `secret_hex`.
-pub fn sign(secret_hex: &str, bytes: &[u8]) -> Result<String, String> {
+/// The signature file for `bytes` as `purpose`, signed with the secret key
+/// `secret_hex`.
+pub fn sign(purpose: Purpose, secret_hex: &str, bytes: &[u8]) -> Result<String, String> {
     let key = signing_key(secret_hex)?;
     let digest: [u8; 32] = Sha256::digest(bytes).into();
-    let signature = key.sign(&message(&digest));
+    let signature = key.sign(&message(purpose, &digest));
     Ok(format!(
         "{HEADER}\nkey: {}\nsha256: {}\nsignature: {}\n",
         hex::encode(key.verifying_key().to_bytes()),
@@ -106,8 +128,9 @@ pub fn parse(text: &str) -> Result<SignatureFile, String> {
 }
 
 impl SignatureFile {
-    /// Whether this signature is its key's, over exactly `bytes`.
-    pub fn verify(&self, bytes: &[u8]) -> Result<(), String> {
+    /// Whether this signature is its key's, over exactly `bytes`, made for
+    /// `purpose`.
+    pub fn verify(&self, purpose: Purpose, bytes: &[u8]) -> Result<(), String> {
         let digest: [u8; 32] = Sha256::digest(bytes).into();
         if digest != self.sha256 {
             return Err(format!(
@@ -122,8 +145,15 @@ impl SignatureFile {
             .and_then(|b| b.try_into().ok())
             .ok_or("`key` must be 32 bytes")?;
         let key = VerifyingKey::from_bytes(&key).map_err(|_| "`key` is not an ed25519 key")?;
-        key.verify_strict(&message(&digest), &Signature::from_bytes(&self.signature))
-            .map_err(|_| "the signature does not verify with its key (forged or damaged)".into())
+        key.verify_strict(
+            &message(purpose, &digest),
+            &Signature::from_bytes(&self.signature),
+        )
+        .map_err(|_| {
+            "the signature does not verify with its key (forged, damaged, or made for another \
+             use)"
+                .into()
+        })
     }
 }
 
@@ -147,7 +177,7 @@ pub fn check(
         ));
     }
     parsed
-        .verify(bytes)
+        .verify(Purpose::Plugin, bytes)
         .map_err(|why| format!("its signature ({sig_path}) is not valid: {why}"))?;
     Ok(parsed.key)
 }
@@ -160,7 +190,7 @@ mod tests {
     fn a_signature_covers_exactly_the_signed_bytes() {
         let (secret, public) = generate();
         let bytes = b"\0asm component bytes".to_vec();
-        let text = sign(&secret, &bytes).unwrap();
+        let text = sign(Purpose::Plugin, &secret, &bytes).unwrap();
         assert_eq!(
             check(&bytes, Some(&text), std::slice::from_ref(&public), "x.sig"),
             Ok(public.clone())
@@ -202,12 +232,29 @@ mod tests {
         );
         // A signature by another key passed off under the trusted key's name.
         let (mallory, _) = generate();
-        let forged = sign(&mallory, &bytes).unwrap();
+        let forged = sign(Purpose::Plugin, &mallory, &bytes).unwrap();
         let forged = forged.replace(&public_key(&mallory).unwrap(), &public);
         assert!(
-            check(&bytes, Some(&forged), &[public], "x.sig")
+            check(
+                &bytes,
+                Some(&forged),
+                std::slice::from_ref(&public),
+                "x.sig"
+            )
+            .unwrap_err()
+            .contains("does not verify")
+        );
+        // The trusted key's signature of the same bytes as a release's
+        // checksums: not a plugin signature.
+        let release = sign(Purpose::Release, &secret, &bytes).unwrap();
+        assert!(
+            check(&bytes, Some(&release), &[public], "x.sig")
                 .unwrap_err()
                 .contains("does not verify")
+        );
+        assert_eq!(
+            parse(&release).unwrap().verify(Purpose::Release, &bytes),
+            Ok(())
         );
     }
 }

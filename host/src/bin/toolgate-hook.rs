@@ -102,6 +102,22 @@ impl Options {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("--help" | "-h") => {
+            println!(
+                "toolgate-hook: the thin hook client an agent runtime runs before each tool call. \
+                 It sends the event to toolgate's daemon over SOCKET and prints the answer; \
+                 without a daemon it runs TOOLGATE-COMMAND (the full `toolgate hook …`). \
+                 `toolgate hook install` writes its command line for you.\n\n{USAGE}"
+            );
+            return ExitCode::SUCCESS;
+        }
+        Some("--version" | "-V") => {
+            println!("toolgate-hook {}", env!("CARGO_PKG_VERSION"));
+            return ExitCode::SUCCESS;
+        }
+        _ => {}
+    }
     let Some(split) = args.iter().position(|a| a == "--") else {
         eprintln!("{USAGE}");
         return ExitCode::from(2);

@@ -19,6 +19,7 @@ mod log;
 mod mcp;
 mod new;
 mod plugins;
+mod release;
 mod replay;
 mod serve;
 mod setup;
@@ -154,6 +155,9 @@ enum Subcommands {
     /// running daemon serves the config the hooks name. Prints the fix for
     /// each problem; exit 1 when protection is missing.
     Doctor(doctor::DoctorArgs),
+    /// Verify a downloaded release (its signed SHA256SUMS), or sign one.
+    #[command(subcommand)]
+    Release(release::ReleaseCommand),
     /// Measure the config's judgment on a labelled corpus of tool calls.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -240,6 +244,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Subcommands::Doctor(args) => doctor::run(&args),
         Subcommands::Bench(command) => bench::run(&ctx, command),
         Subcommands::Setup(command) => setup::run(command),
+        Subcommands::Release(command) => release::run(command),
         Subcommands::Events { limit } => {
             let events = ctx.target(None)?.call(DaemonRequest::Events { limit })?;
             for row in events.as_array().into_iter().flatten() {

@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use toolgate::plugins::PluginStatus;
+use toolgate::signing::Purpose;
 
 #[derive(clap::Subcommand)]
 pub enum PluginsCommand {
@@ -83,14 +84,16 @@ pub enum PluginsCommand {
 pub fn run(ctx: &crate::target::Ctx, command: PluginsCommand) -> anyhow::Result<ExitCode> {
     match command {
         PluginsCommand::Reload { socket } => reload(&ctx.socket(socket.as_ref())),
-        PluginsCommand::Keygen { out } => keygen(&out),
+        PluginsCommand::Keygen { out } => keygen(&out, |public| {
+            format!("trust it with:\n  trusted_keys = [\"{public}\"]")
+        }),
         PluginsCommand::Push {
             file,
             reference,
             signature,
         } => push(&file, &reference, signature.as_deref()),
         PluginsCommand::Pull { reference, out } => pull(ctx, &reference, out.as_deref()),
-        PluginsCommand::Sign { key, file } => sign(&key, &file),
+        PluginsCommand::Sign { key, file } => sign(Purpose::Plugin, &key, &file),
         PluginsCommand::Inspect { file, json } => inspect(&file, json),
         PluginsCommand::List { json, socket } => list_from(&ctx.target(socket.as_ref())?, json),
     }
@@ -113,7 +116,7 @@ pub fn push(
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("cannot read the signature {}", path.display()))?;
             toolgate::signing::parse(&text)
-                .and_then(|parsed| parsed.verify(&bytes))
+                .and_then(|parsed| parsed.verify(Purpose::Plugin, &bytes))
                 .map_err(|why| {
                     anyhow::anyhow!("{} does not sign {}: {why}", path.display(), file.display())
                 })?;
@@ -172,7 +175,7 @@ pub fn pull(
     Ok(ExitCode::SUCCESS)
 }
 
-fn sig_path(file: &std::path::Path) -> std::path::PathBuf {
+pub fn sig_path(file: &std::path::Path) -> std::path::PathBuf {
     let mut path = file.as_os_str().to_owned();
     path.push(".sig");
     path.into()
@@ -227,7 +230,12 @@ pub fn list_from(target: &crate::target::Target, json: bool) -> anyhow::Result<E
     list(&statuses, json)
 }
 
-pub fn keygen(out: &std::path::Path) -> anyhow::Result<ExitCode> {
+/// A new key pair at PREFIX.key and PREFIX.pub; `how_to_use` says what the
+/// public key is for.
+pub fn keygen(
+    out: &std::path::Path,
+    how_to_use: impl Fn(&str) -> String,
+) -> anyhow::Result<ExitCode> {
     use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt as _;
     let (secret, public) = toolgate::signing::generate();
@@ -252,17 +260,24 @@ pub fn keygen(out: &std::path::Path) -> anyhow::Result<ExitCode> {
     std::fs::write(with(".pub"), format!("{public}\n"))?;
     println!("{public}");
     eprintln!(
-        "secret key in {} (keep it away from agents); trust it with:\n  trusted_keys = [\"{public}\"]",
-        secret_path.display()
+        "secret key in {} (keep it away from agents); {}",
+        secret_path.display(),
+        how_to_use(&public)
     );
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn sign(key: &std::path::Path, file: &std::path::Path) -> anyhow::Result<ExitCode> {
+/// Sign `file` as `purpose` with the secret key in `key`: writes FILE.sig.
+pub fn sign(
+    purpose: Purpose,
+    key: &std::path::Path,
+    file: &std::path::Path,
+) -> anyhow::Result<ExitCode> {
     let secret = std::fs::read_to_string(key)
         .with_context(|| format!("cannot read the key {}", key.display()))?;
     let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
-    let signature = toolgate::signing::sign(&secret, &bytes).map_err(anyhow::Error::msg)?;
+    let signature =
+        toolgate::signing::sign(purpose, &secret, &bytes).map_err(anyhow::Error::msg)?;
     let out = sig_path(file);
     std::fs::write(&out, signature)?;
     eprintln!("signed: {}", out.display());
