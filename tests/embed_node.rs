@@ -1,9 +1,12 @@
-//! The Node package (`host/node`), as a user installs it: the addon built
-//! from source (napi-rs), the package and its test dependencies installed
-//! with `npm ci` at the exact versions its package-lock.json pins (the
-//! Vercel AI SDK from npm for the integration), then the package's own
-//! suite (node's test runner) run against the real bundled policies and the
-//! real `toolgate` binary.
+//! The Node packages as a user installs them: the main `toolgate` package
+//! and the addon's platform package (`@toolgate/linux-x64-gnu`, the addon
+//! built from source), packed with `npm pack` as `cargo xtask dist` packs
+//! them and installed from those tarballs into an empty project, offline;
+//! then the package's own suite (node's test runner) runs there against the
+//! real bundled policies and the real `toolgate` binary. Its test
+//! dependencies (the Vercel AI SDK from npm for the integration) come from
+//! `npm ci` of host/node's package-lock.json in the folder above, which
+//! Node's resolution reaches.
 
 use crate::common;
 
@@ -11,74 +14,104 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use common::embed::{BIN, POLICIES, ROOT, library, suite_passed};
+use common::embed::{BIN, POLICIES, ROOT, library, run, suite_passed};
 
-/// What the package is made of (`files` in its package.json), and its tests.
-const FILES: &[&str] = &[
-    "package.json",
-    "package-lock.json",
-    "index.js",
-    "index.d.ts",
-    "ai-sdk.js",
-    "ai-sdk.d.ts",
+/// The package's tests, as they run from the installed package.
+const TESTS: &[&str] = &[
     "test/setup.js",
     "test/toolgate.test.js",
     "test/ai-sdk.test.js",
 ];
 
-/// The package, built from this tree, with its dependencies installed, in
-/// `target/embed/node`; once per run.
+/// host/node's test dependencies, `npm ci`'d from its lockfile into `dir`
+/// (again only when the lockfile changed); `None` when npm cannot.
+fn test_dependencies(dir: &Path) -> Option<()> {
+    let source = Path::new(ROOT).join("host/node");
+    std::fs::create_dir_all(dir).unwrap();
+    for file in ["package.json", "package-lock.json"] {
+        std::fs::copy(source.join(file), dir.join(file)).unwrap();
+    }
+    let lock = std::fs::read_to_string(dir.join("package-lock.json")).unwrap();
+    let stamp = dir.join("node_modules/toolgate-lock.json");
+    if std::fs::read_to_string(&stamp).is_ok_and(|s| s == lock) {
+        return Some(());
+    }
+    let installed = Command::new("npm")
+        .args(["ci", "--no-audit", "--no-fund", "--prefer-offline"])
+        .current_dir(dir)
+        .output();
+    match installed {
+        Ok(out) if out.status.success() => {
+            std::fs::write(&stamp, &lock).unwrap();
+            Some(())
+        }
+        failed => {
+            let why = match failed {
+                Ok(out) => String::from_utf8_lossy(&out.stderr).into_owned(),
+                Err(err) => err.to_string(),
+            };
+            let install = format!("cd {} && npm ci", dir.display());
+            common::missing::missing(
+                "npm",
+                &format!("npm could not install host/node's dependencies: {why}"),
+                &install,
+            );
+            None
+        }
+    }
+}
+
+/// The project the packages are installed into, with the tests and the
+/// example beside them; once per run.
 fn package() -> Option<&'static Path> {
     static READY: OnceLock<Option<PathBuf>> = OnceLock::new();
     READY
         .get_or_init(|| {
-            let source = Path::new(ROOT).join("host/node");
             let dir = common::target_dir().join("embed/node");
-            std::fs::create_dir_all(dir.join("test")).unwrap();
-            std::fs::create_dir_all(dir.join("native")).unwrap();
-            for file in FILES {
-                std::fs::copy(source.join(file), dir.join(file)).unwrap();
+            test_dependencies(&dir)?;
+            let (packs, project) = (dir.join("packs"), dir.join("installed"));
+            for fresh in [&packs, &project] {
+                let _ = std::fs::remove_dir_all(fresh);
+                std::fs::create_dir_all(fresh).unwrap();
             }
-            // npm ci again only when the lockfile changed.
-            let lock = std::fs::read_to_string(dir.join("package-lock.json")).unwrap();
-            let stamp = dir.join("node_modules/toolgate-lock.json");
-            if !std::fs::read_to_string(&stamp).is_ok_and(|s| s == lock) {
-                let installed = Command::new("npm")
-                    .args(["ci", "--no-audit", "--no-fund", "--prefer-offline"])
-                    .current_dir(&dir)
-                    .output();
-                match installed {
-                    Ok(out) if out.status.success() => std::fs::write(&stamp, &lock).unwrap(),
-                    failed => {
-                        let why = match failed {
-                            Ok(out) => String::from_utf8_lossy(&out.stderr).into_owned(),
-                            Err(err) => err.to_string(),
-                        };
-                        let install = format!("cd {} && npm ci", dir.display());
-                        common::missing::missing(
-                            "npm",
-                            &format!("npm could not install host/node's dependencies: {why}"),
-                            &install,
-                        );
-                        return None;
-                    }
-                }
+            let release = xtask::dist::Release::new(Path::new(ROOT), &packs).unwrap();
+            let target = xtask::dist::host_target().unwrap();
+            let platform = release
+                .npm_platform_package(&target, &library("toolgate-node"))
+                .unwrap();
+            let main = release
+                .npm_package(&[xtask::npm::platform(&target).unwrap().0])
+                .unwrap();
+
+            std::fs::write(
+                project.join("package.json"),
+                "{\"name\": \"a-users-project\", \"private\": true, \"type\": \"module\"}\n",
+            )
+            .unwrap();
+            run(
+                Command::new("npm")
+                    .args(["install", "--no-audit", "--no-fund", "--offline"])
+                    .arg(&main)
+                    .arg(&platform)
+                    .current_dir(&project),
+                "installing the packed packages",
+            );
+            std::fs::create_dir_all(project.join("test")).unwrap();
+            std::fs::create_dir_all(project.join("examples")).unwrap();
+            for test in TESTS {
+                std::fs::copy(
+                    Path::new(ROOT).join("host/node").join(test),
+                    project.join(test),
+                )
+                .unwrap();
             }
-            // The example, inside the package: it imports `toolgate` as a
-            // user's code does (a package may import itself by name).
-            std::fs::create_dir_all(dir.join("examples")).unwrap();
+            // The example imports `toolgate` as a user's code does.
             std::fs::copy(
                 Path::new(ROOT).join("examples/node/agent_loop.mjs"),
-                dir.join("examples/agent_loop.mjs"),
+                project.join("examples/agent_loop.mjs"),
             )
             .unwrap();
-            // The addon under the name `npm run build` gives it here.
-            std::fs::copy(
-                library("toolgate-node"),
-                dir.join("native/toolgate.linux-x64-gnu.node"),
-            )
-            .unwrap();
-            Some(dir)
+            Some(project)
         })
         .as_deref()
 }

@@ -1,9 +1,12 @@
-//! The Python package (`host/python`), as a user installs it: a wheel built
-//! from source with maturin, installed into a virtualenv beside the exact
-//! versions `host/python/requirements-test.txt` pins (pytest, and LangGraph
-//! and the OpenAI Agents SDK from PyPI for the integrations), then the
-//! package's own pytest suite run against the real bundled policies and the
-//! real `toolgate` binary.
+//! The Python packages as a user installs them: the embedding package's
+//! wheel (built from source with maturin) and the `toolgate-cli` wheel of
+//! the binaries under test (`cargo xtask dist`'s), installed with pip into a
+//! fresh virtualenv with no Rust toolchain on `PATH`; the package's own
+//! pytest suite then runs against the real bundled policies and the
+//! `toolgate` the `toolgate-cli` wheel installed. The test dependencies
+//! (pytest, and LangGraph and the OpenAI Agents SDK from PyPI for the
+//! integrations, at the versions `host/python/requirements-test.txt` pins)
+//! come from a virtualenv of their own, read through a `.pth` file.
 
 use crate::common;
 
@@ -13,42 +16,127 @@ use std::sync::OnceLock;
 
 use common::embed::{BIN, POLICIES, ROOT, run, suite_passed};
 
-/// The virtualenv's `python`, with the package built from this tree
-/// installed in it, once per run.
+/// A `PATH` with no Rust toolchain on it: the fresh virtualenv's `bin`
+/// and the system's.
+fn path_without_rust(venv: &Path) -> String {
+    format!("{}:/usr/bin:/bin", venv.join("bin").display())
+}
+
+/// `python`'s site-packages folder.
+fn site_packages(python: &Path) -> PathBuf {
+    let out = run(
+        Command::new(python).args([
+            "-c",
+            "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+        ]),
+        "finding site-packages",
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// The wheels: the embedding package's (maturin, the dev profile: the
+/// workspace's dependencies are already built in it, so only the
+/// package's own crates compile) and `toolgate-cli`'s.
+fn build_wheels(tools: &Path, into: &Path) -> Vec<PathBuf> {
+    run(
+        Command::new(tools.join("maturin"))
+            .args(["build", "--quiet", "--profile", "dev", "--manifest-path"])
+            .arg(Path::new(ROOT).join("host/python/Cargo.toml"))
+            .arg("--out")
+            .arg(into)
+            .arg("--interpreter")
+            .arg(tools.join("python")),
+        "building the wheel",
+    );
+    let release = xtask::dist::Release::new(Path::new(ROOT), into).unwrap();
+    let cli = release
+        .cli_wheel(
+            &xtask::dist::host_target().unwrap(),
+            Path::new(BIN).parent().unwrap(),
+        )
+        .unwrap();
+    let name = cli.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        name.contains("-py3-none-manylinux_2_"),
+        "the toolgate-cli wheel is tagged for the glibc it needs: {name}"
+    );
+    let wheels: Vec<PathBuf> = std::fs::read_dir(into)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "whl"))
+        .collect();
+    assert_eq!(wheels.len(), 2, "{wheels:?}");
+    wheels
+}
+
+/// The fresh virtualenv's `python`, with the two wheels installed in it,
+/// once per run.
 fn python() -> Option<&'static Path> {
     static READY: OnceLock<Option<PathBuf>> = OnceLock::new();
     READY
         .get_or_init(|| {
-            let python = common::python::venv(
+            let deps = common::python::venv(
                 &common::target_dir().join("embed/python"),
                 include_str!("../host/python/requirements-test.txt"),
                 "host/python/requirements-test.txt",
             )?;
-            let bin = python.parent().unwrap();
-            let wheels = tempfile::tempdir().unwrap();
-            // The dev profile: the workspace's dependencies are already
-            // built in it, so only the package's own crates compile.
-            run(
-                Command::new(bin.join("maturin"))
-                    .args(["build", "--quiet", "--profile", "dev", "--manifest-path"])
-                    .arg(Path::new(ROOT).join("host/python/Cargo.toml"))
-                    .arg("--out")
-                    .arg(wheels.path())
-                    .arg("--interpreter")
-                    .arg(&python),
-                "building the wheel",
+            let tools = deps.parent().unwrap();
+            // An earlier layout installed the package here: only the fresh
+            // virtualenv may hold it.
+            let _ = Command::new(tools.join("pip"))
+                .args(["uninstall", "--quiet", "--yes", "toolgate", "toolgate-cli"])
+                .output();
+            let wheels_dir = common::target_dir().join("embed/python-wheels");
+            let fresh = common::target_dir().join("embed/python-fresh");
+            for dir in [&wheels_dir, &fresh] {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+            std::fs::create_dir_all(&wheels_dir).unwrap();
+            let wheels = build_wheels(tools, &wheels_dir);
+
+            // No Rust from here on: pip installs the wheels as they are.
+            // The interpreter the dependencies were installed for.
+            let base = run(
+                Command::new(&deps).args(["-c", "import sys; print(sys._base_executable)"]),
+                "finding the base interpreter",
             );
-            let wheel = std::fs::read_dir(wheels.path())
-                .unwrap()
-                .map(|e| e.unwrap().path())
-                .find(|p| p.extension().is_some_and(|e| e == "whl"))
-                .expect("maturin wrote a wheel");
             run(
-                Command::new(bin.join("pip"))
+                Command::new(String::from_utf8_lossy(&base.stdout).trim())
+                    .args(["-m", "venv"])
+                    .arg(&fresh)
+                    .env("PATH", "/usr/bin:/bin"),
+                "making a fresh virtualenv",
+            );
+            let python = fresh.join("bin/python");
+            std::fs::write(
+                site_packages(&python).join("toolgate-test-dependencies.pth"),
+                format!("{}\n", site_packages(&deps).display()),
+            )
+            .unwrap();
+            let no_rust = path_without_rust(&fresh);
+            let found = Command::new("sh")
+                .args(["-c", "command -v cargo || command -v rustc"])
+                .env("PATH", &no_rust)
+                .output()
+                .unwrap();
+            assert!(!found.status.success(), "Rust is on {no_rust}: {found:?}");
+            run(
+                Command::new(fresh.join("bin/pip"))
                     .args(["install", "--quiet", "--disable-pip-version-check"])
-                    .args(["--force-reinstall", "--no-deps"])
-                    .arg(&wheel),
-                "installing the wheel",
+                    .args(["--no-index", "--no-deps"])
+                    .args(&wheels)
+                    .env("PATH", &no_rust),
+                "installing the wheels",
+            );
+            let version = run(
+                Command::new(fresh.join("bin/toolgate"))
+                    .arg("--version")
+                    .env("PATH", &no_rust),
+                "the toolgate the wheel installed",
+            );
+            assert!(
+                String::from_utf8_lossy(&version.stdout).starts_with("toolgate "),
+                "{version:?}"
             );
             Some(python)
         })
@@ -61,11 +149,13 @@ fn pytest(file: &str, tests: usize) {
         return;
     };
     let scratch = tempfile::tempdir().unwrap();
+    let venv = python.parent().unwrap().parent().unwrap();
     let out = Command::new(python)
         .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "--basetemp"])
         .arg(scratch.path().join("pytest"))
         .arg(Path::new(ROOT).join("host/python/tests").join(file))
-        .env("TOOLGATE_BIN", BIN)
+        .env("PATH", path_without_rust(venv))
+        .env("TOOLGATE_BIN", venv.join("bin/toolgate"))
         .env("TOOLGATE_TEST_POLICIES", POLICIES)
         .output()
         .unwrap();

@@ -10,8 +10,11 @@
 import { createRequire } from "node:module";
 
 /**
- * The addon built for this platform (`npm run build` names it as napi-rs
- * does: `toolgate.<platform>-<arch>[-<libc>].node`).
+ * The addon for this platform, named as napi-rs names it
+ * (`<platform>-<arch>[-<libc>]`): one built in this tree (`npm run build`
+ * writes `native/toolgate.<name>.node`), else the platform package npm
+ * installed beside this one (`@toolgate/<name>`, an optional dependency
+ * npm installs only where it runs).
  */
 function loadNative() {
   const require = createRequire(import.meta.url);
@@ -21,12 +24,18 @@ function loadNative() {
   } else if (process.platform === "win32") {
     name += "-msvc";
   }
-  const file = `./native/toolgate.${name}.node`;
-  try {
-    return require(file);
-  } catch (err) {
-    throw new Error(`toolgate's native addon ${file} did not load (${err.message}): build it with \`npm run build\``);
+  const tried = [];
+  for (const file of [`./native/toolgate.${name}.node`, `@toolgate/${name}`]) {
+    try {
+      return require(file);
+    } catch (err) {
+      tried.push(`${file}: ${err.message}`);
+    }
   }
+  throw new Error(
+    `toolgate has no native addon for ${name} (${tried.join("; ")}): install the package again with ` +
+      `its optional dependencies (npm installs @toolgate/${name} where it runs), or build it with \`npm run build\``,
+  );
 }
 
 const native = loadNative();

@@ -3,4 +3,6 @@
 
 pub mod deb;
 pub mod dist;
+pub mod npm;
 pub mod sbom;
+pub mod wheel;

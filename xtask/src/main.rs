@@ -16,9 +16,11 @@ struct Cli {
 #[derive(Subcommand)]
 enum Task {
     /// Build the release artifacts: for each target a tarball of `toolgate`
-    /// and `toolgate-hook`, its CycloneDX SBOM and (for -linux-gnu) a
-    /// Debian package; then SHA256SUMS over them and, with --sign-key,
-    /// SHA256SUMS.sig.
+    /// and `toolgate-hook`, its CycloneDX SBOM, the `toolgate-cli` Python
+    /// wheel of the binaries and, for -linux-gnu, a Debian package, the
+    /// embedding package's wheel (maturin) and the Node addon's platform
+    /// package; then the main npm package naming those, SHA256SUMS over
+    /// everything and, with --sign-key, SHA256SUMS.sig.
     ///
     /// Targets: x86_64-unknown-linux-gnu (default: this machine's),
     /// x86_64-unknown-linux-musl (`rustup target add` it and install
@@ -44,6 +46,13 @@ enum Task {
         /// Make no Debian package (it needs `dpkg-deb`).
         #[arg(long)]
         no_deb: bool,
+        /// Make no wheel of the Python embedding package (it needs
+        /// `maturin`).
+        #[arg(long)]
+        no_python: bool,
+        /// Make no npm packages (they need `npm`).
+        #[arg(long)]
+        no_node: bool,
     },
 }
 
@@ -61,6 +70,8 @@ fn main() -> anyhow::Result<()> {
             bins_from,
             no_size_budget,
             no_deb,
+            no_python,
+            no_node,
         } => {
             if targets.is_empty() {
                 targets.push(dist::host_target()?);
@@ -72,19 +83,34 @@ fn main() -> anyhow::Result<()> {
             let out = out.unwrap_or_else(|| root.join("target/dist"));
             let release = Release::new(&root, &std::path::absolute(out)?)?;
             let mut signer = None;
+            let mut platforms = Vec::new();
             for target in &targets {
                 let bins = match &bins_from {
                     Some(dir) => dir.clone(),
                     None => release.build(target)?,
                 };
                 let mut artifacts = release.package(target, &bins, !no_size_budget)?;
-                if !no_deb && target.ends_with("-linux-gnu") {
-                    artifacts.push(release.deb(target, &bins)?);
+                artifacts.push(release.cli_wheel(target, &bins)?);
+                if target.ends_with("-linux-gnu") {
+                    if !no_deb {
+                        artifacts.push(release.deb(target, &bins)?);
+                    }
+                    if !no_python {
+                        artifacts.push(release.python_wheel(target)?);
+                    }
+                    if !no_node {
+                        let addon = release.build_addon(target)?;
+                        artifacts.push(release.npm_platform_package(target, &addon)?);
+                        platforms.push(xtask::npm::platform(target)?.0);
+                    }
                 }
                 for artifact in artifacts {
                     println!("{}", artifact.display());
                 }
                 signer.get_or_insert(bins.join("toolgate"));
+            }
+            if !platforms.is_empty() {
+                println!("{}", release.npm_package(&platforms)?.display());
             }
             let sums = release.seal(&signer.expect("one target at least"), sign_key.as_deref())?;
             println!("{}", sums.display());

@@ -10,7 +10,7 @@ import { generateText, stepCountIs, tool } from "ai";
 import { MockLanguageModelV4 } from "ai/test";
 import { z } from "zod";
 
-import { gateTools } from "../ai-sdk.js";
+import { gateTools } from "toolgate/ai-sdk";
 import { Setup } from "./setup.js";
 
 const usage = { inputTokens: { total: 1 }, outputTokens: { total: 1 } };

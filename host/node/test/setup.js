@@ -11,7 +11,7 @@ import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-import { Toolgate, ToolgateError } from "../index.js";
+import { Toolgate, ToolgateError } from "toolgate";
 
 const TOKEN = "node-tests-channel-token";
 
@@ -31,11 +31,19 @@ export const binary = () => named("TOOLGATE_BIN");
 /** The operator's rules over the bundled policies (tests/embed/policies.toml). */
 const policies = () => readFileSync(named("TOOLGATE_TEST_POLICIES"), "utf8");
 
-/** The native addon itself, under the package's typed layer. */
+/**
+ * The native addon itself, under the package's typed layer: the one the
+ * package loads (built in its tree, or its platform package).
+ */
 export function addon() {
-  const native = new URL("../native/", import.meta.url);
-  const file = readdirSync(native).find((f) => f.endsWith(".node"));
-  return createRequire(import.meta.url)(new URL(file, native).pathname);
+  const require = createRequire(import.meta.resolve("toolgate"));
+  const native = new URL("./native/", import.meta.resolve("toolgate"));
+  const built = existsSync(native) && readdirSync(native).find((f) => f.endsWith(".node"));
+  if (built) {
+    return require(new URL(built, native).pathname);
+  }
+  const libc = process.report.getReport().header.glibcVersionRuntime ? "gnu" : "musl";
+  return require(`@toolgate/${process.platform}-${process.arch}-${libc}`);
 }
 
 /** A config, a store, and what a person would run; `t.after` cleans up. */

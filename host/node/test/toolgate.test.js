@@ -6,7 +6,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
 
-import * as toolgate from "../index.js";
+import * as toolgate from "toolgate";
 import { Setup, addon } from "./setup.js";
 
 const PUSH = { command: "git push origin main" };
@@ -83,7 +83,7 @@ test("state is shared across processes through the daemon", async (t) => {
   const paused = await (await setup.toolgate()).decide("Bash", PUSH, { session: "shared" });
   setup.personAnswers(paused.pause.requestId);
   const script = `
-    import { Toolgate } from ${JSON.stringify(new URL("../index.js", import.meta.url).href)};
+    import { Toolgate } from ${JSON.stringify(import.meta.resolve("toolgate"))};
     const gate = await Toolgate.open({ config: process.argv[1], store: process.argv[2] });
     const d = await gate.decide("Bash", { command: "git push origin main" }, { session: "shared" });
     console.log(JSON.stringify([gate.throughDaemon, d.verdict]));`;
