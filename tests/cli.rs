@@ -567,3 +567,35 @@ fn hook_install_refuses_a_store_url_holding_a_password() {
         "{settings}"
     );
 }
+
+/// `toolgate check … | head -1`: a reader that stops early ends toolgate
+/// quietly, as it ends `grep` or `ls`, never with a panic.
+#[test]
+fn output_into_a_closed_pipe_ends_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let samples: Vec<String> =
+        std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/requests"))
+            .unwrap()
+            .map(|e| e.unwrap().path().display().to_string())
+            .collect();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .arg("check")
+        .args(&samples)
+        .arg("--store")
+        .arg(dir.path().join("cli.redb"))
+        .env("XDG_CACHE_HOME", dir.path().join("cache"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reader goes away before toolgate prints anything.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stderr.contains("panicked") && out.status.code() != Some(101),
+        "{:?}: {stderr}",
+        out.status
+    );
+}

@@ -178,12 +178,30 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    if !matches!(
+        cli.command,
+        Subcommands::Serve(_) | Subcommands::Mcp(_) | Subcommands::Hook(_)
+    ) {
+        end_quietly_on_a_closed_pipe();
+    }
     match run(cli) {
         Ok(code) => code,
         Err(err) => {
             eprintln!("toolgate: {err:#}");
             ExitCode::from(1)
         }
+    }
+}
+
+/// A command whose reader went away (`toolgate check … | head -1`) ends as
+/// `grep` does, by SIGPIPE, instead of panicking in `println!` (Rust
+/// ignores SIGPIPE and reports EPIPE). Not for the daemon, the gateway or a
+/// hook, which must outlive a peer that hangs up and answer by exit code.
+fn end_quietly_on_a_closed_pipe() {
+    // SAFETY: restoring a signal's default disposition, before any thread
+    // is started.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 
