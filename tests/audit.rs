@@ -279,13 +279,7 @@ fn cli(dir: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
+use crate::common::output_text as text;
 
 /// A store of 9 decisions made through the CLI, whose chain verifies; then
 /// `tamper` changes its audit table directly, and `audit verify` must say

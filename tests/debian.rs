@@ -37,11 +37,7 @@ fn sh(ns: &Namespace, line: &str) -> Output {
 
 fn ok(ns: &Namespace, line: &str) -> String {
     let out = sh(ns, line);
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let said = common::output_text(&out);
     assert!(out.status.success(), "`{line}` failed:\n{said}");
     said
 }

@@ -32,13 +32,7 @@ fn toolgate(args: &[&str], dir: &Path) -> Output {
         .unwrap()
 }
 
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
+use crate::common::output_text as text;
 
 /// A release of the binaries under test in `out`, signed with a new key:
 /// (the release, the public key file).

@@ -138,6 +138,22 @@ fn python() -> Option<&'static Path> {
                 String::from_utf8_lossy(&version.stdout).starts_with("toolgate "),
                 "{version:?}"
             );
+            // `pip install toolgate-cli && toolgate hook install`: the hooks
+            // name the binaries the wheel installed.
+            let settings = wheels_dir.join("settings.json");
+            run(
+                Command::new(fresh.join("bin/toolgate"))
+                    .args(["hook", "install", "--write"])
+                    .arg(&settings)
+                    .env("PATH", &no_rust)
+                    .env("HOME", &wheels_dir),
+                "toolgate hook install from the wheel",
+            );
+            let hooks = std::fs::read_to_string(&settings).unwrap();
+            assert!(
+                hooks.contains(&fresh.join("bin/toolgate-hook").display().to_string()),
+                "{hooks}"
+            );
             Some(python)
         })
         .as_deref()

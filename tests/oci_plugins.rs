@@ -28,13 +28,7 @@ fn toolgate(args: &[&str], envs: &[(&str, &str)]) -> Output {
     command.envs(envs.iter().copied()).output().unwrap()
 }
 
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
+use crate::common::output_text as text;
 
 /// A test's directory: the plugin files, its keys, its config and store.
 struct Scene {

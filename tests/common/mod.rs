@@ -26,6 +26,16 @@ pub fn free_port() -> u16 {
     }
 }
 
+/// A command's stdout then stderr, as text (for assertions' messages and
+/// what they look for).
+pub fn output_text(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 /// Run `command` with `stdin` written and closed; its output (stdout and
 /// stderr piped).
 pub fn output_with_stdin(command: &mut std::process::Command, stdin: &str) -> std::process::Output {

@@ -14,9 +14,9 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use anyhow::{Context as _, bail, ensure};
+use anyhow::{Context as _, bail};
 
-use crate::dist::{BINARIES, Release};
+use crate::dist::{BINARIES, Release, run_tool};
 
 /// `postinst`: system mode set up from the installed binaries.
 const POSTINST: &str = r#"#!/bin/sh
@@ -96,25 +96,16 @@ impl Release {
         let deb = self
             .out
             .join(format!("toolgate_{}-1_{arch}.deb", self.version));
-        let built = Command::new("dpkg-deb")
-            .args(["--root-owner-group", "-Zxz", "--build"])
-            .arg(&staging)
-            .arg(&deb)
-            .env("SOURCE_DATE_EPOCH", self.epoch.to_string())
-            .output();
-        let built = match built {
-            Ok(out) => out,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-                bail!("dpkg-deb is not installed: `apt-get install dpkg-dev` (or dpkg)")
-            }
-            Err(err) => return Err(err).context("cannot run dpkg-deb"),
-        };
-        std::fs::remove_dir_all(&staging)?;
-        ensure!(
-            built.status.success(),
-            "dpkg-deb failed: {}",
-            String::from_utf8_lossy(&built.stderr)
+        let built = run_tool(
+            Command::new("dpkg-deb")
+                .args(["--root-owner-group", "-Zxz", "--build"])
+                .arg(&staging)
+                .arg(&deb)
+                .env("SOURCE_DATE_EPOCH", self.epoch.to_string()),
+            "`apt-get install dpkg` (or --no-deb)",
         );
+        std::fs::remove_dir_all(&staging)?;
+        built?;
         Ok(deb)
     }
 

@@ -62,6 +62,12 @@ impl Release {
     /// Build the binaries for `target` (`cargo build --profile dist`): the
     /// folder holding them.
     pub fn build(&self, target: &str) -> anyhow::Result<PathBuf> {
+        self.cargo_build(target, &["--package", "toolgate", "--bins"])
+    }
+
+    /// `cargo build --profile dist --target TARGET WHAT…`: the folder its
+    /// output is in.
+    pub fn cargo_build(&self, target: &str, what: &[&str]) -> anyhow::Result<PathBuf> {
         let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
             .current_dir(&self.root)
             .args([
@@ -72,7 +78,7 @@ impl Release {
                 "--target",
                 target,
             ])
-            .args(["--package", "toolgate", "--bins"])
+            .args(what)
             .status()
             .context("cannot run cargo")?;
         ensure!(
@@ -147,6 +153,27 @@ impl Release {
         }
         Ok(sums)
     }
+}
+
+/// Run `command` (a tool, by name), its output kept; a tool that is not
+/// installed, or that fails, is an error naming it (and `install`, how to
+/// get it).
+pub fn run_tool(command: &mut Command, install: &str) -> anyhow::Result<std::process::Output> {
+    let tool = command.get_program().to_string_lossy().into_owned();
+    let out = match command.output() {
+        Ok(out) => out,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            bail!("{tool} is not installed: {install}")
+        }
+        Err(err) => return Err(err).with_context(|| format!("cannot run {tool}")),
+    };
+    ensure!(
+        out.status.success(),
+        "{tool} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(out)
 }
 
 /// Each binary in `bins` within its [`SIZE_BUDGET`].

@@ -10,7 +10,7 @@ use std::process::Command;
 use anyhow::{Context as _, bail, ensure};
 use serde_json::{Value, json};
 
-use crate::dist::Release;
+use crate::dist::{Release, run_tool};
 
 /// The npm scope of the platform packages.
 const SCOPE: &str = "@toolgate";
@@ -40,29 +40,8 @@ pub fn platform(
 impl Release {
     /// Build the addon for `target` (`cargo build --profile dist`): the file.
     pub fn build_addon(&self, target: &str) -> anyhow::Result<PathBuf> {
-        let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .current_dir(&self.root)
-            .args([
-                "build",
-                "--locked",
-                "--profile",
-                crate::dist::PROFILE,
-                "--target",
-                target,
-            ])
-            .args(["--package", "toolgate-node"])
-            .status()
-            .context("cannot run cargo")?;
-        ensure!(
-            status.success(),
-            "building the Node addon for {target} failed"
-        );
-        Ok(self
-            .root
-            .join("target")
-            .join(target)
-            .join(crate::dist::PROFILE)
-            .join("libtoolgate_node.so"))
+        let dir = self.cargo_build(target, &["--package", "toolgate-node"])?;
+        Ok(dir.join("libtoolgate_node.so"))
     }
 
     /// The platform package of `addon` (built for `target`), packed into
@@ -144,25 +123,16 @@ impl Release {
 
     /// `npm pack` of `staging` into `out` (then `staging` removed).
     fn pack(&self, staging: &Path) -> anyhow::Result<PathBuf> {
-        let packed = Command::new("npm")
-            .args(["pack", "--silent", "--pack-destination"])
-            .arg(&self.out)
-            .current_dir(staging)
-            .env("SOURCE_DATE_EPOCH", self.epoch.to_string())
-            .output();
-        let packed = match packed {
-            Ok(out) => out,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-                bail!("npm is not installed: install Node.js 20 or later (it brings npm)")
-            }
-            Err(err) => return Err(err).context("cannot run npm"),
-        };
-        std::fs::remove_dir_all(staging)?;
-        ensure!(
-            packed.status.success(),
-            "npm pack failed: {}",
-            String::from_utf8_lossy(&packed.stderr)
+        let packed = run_tool(
+            Command::new("npm")
+                .args(["pack", "--silent", "--pack-destination"])
+                .arg(&self.out)
+                .current_dir(staging)
+                .env("SOURCE_DATE_EPOCH", self.epoch.to_string()),
+            "install Node.js 20 or later, which brings npm (or --no-node)",
         );
+        std::fs::remove_dir_all(staging)?;
+        let packed = packed?;
         let name = String::from_utf8_lossy(&packed.stdout).trim().to_string();
         let tarball = self.out.join(name.lines().last().unwrap_or_default());
         ensure!(tarball.is_file(), "npm pack wrote no {}", tarball.display());

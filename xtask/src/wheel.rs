@@ -15,7 +15,7 @@ use anyhow::{Context as _, bail};
 use base64::Engine as _;
 use sha2::{Digest as _, Sha256};
 
-use crate::dist::{BINARIES, Release};
+use crate::dist::{BINARIES, Release, run_tool};
 
 /// The wheel's distribution name on PyPI.
 const NAME: &str = "toolgate-cli";
@@ -95,27 +95,20 @@ impl Release {
     /// from 3.9) built for `target` by maturin, which checks the manylinux
     /// policy the library meets and tags it so.
     pub fn python_wheel(&self, target: &str) -> anyhow::Result<PathBuf> {
-        let built = std::process::Command::new("maturin")
-            .current_dir(&self.root)
-            .args([
-                "build",
-                "--quiet",
-                "--profile",
-                crate::dist::PROFILE,
-                "--target",
-                target,
-            ])
-            .args(["--manifest-path", "host/python/Cargo.toml", "--out"])
-            .arg(&self.out)
-            .status();
-        match built {
-            Ok(status) if status.success() => {}
-            Ok(_) => bail!("maturin could not build the Python package (see above)"),
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-                bail!("maturin is not installed: `pip install maturin==1.16.0` (or --no-python)")
-            }
-            Err(err) => return Err(err).context("cannot run maturin"),
-        }
+        run_tool(
+            std::process::Command::new("maturin")
+                .current_dir(&self.root)
+                .args(["build", "--quiet", "--profile", crate::dist::PROFILE])
+                .args([
+                    "--target",
+                    target,
+                    "--manifest-path",
+                    "host/python/Cargo.toml",
+                ])
+                .arg("--out")
+                .arg(&self.out),
+            "`pip install maturin==1.16.0` (or --no-python)",
+        )?;
         let name = format!("toolgate-{}-cp39-abi3-", self.version);
         std::fs::read_dir(&self.out)?
             .filter_map(|entry| Some(entry.ok()?.path()))

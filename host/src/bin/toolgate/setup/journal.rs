@@ -2,12 +2,12 @@
 //! setup remove` (and the Debian package's removal) undoes exactly that and
 //! nothing else.
 //!
-//! Each file setup writes is recorded with what it held before (nothing, or
-//! its text: a runtime's managed settings that held an admin's own
-//! settings) and the sha256 of what setup left there. Undoing puts the
-//! earlier text back, or removes a file setup made, only while the file
-//! still holds what setup wrote: one changed since is someone else's now,
-//! kept, and named. Folders and the daemon's user are removed only where
+//! Each file setup writes is recorded with what it held before (nothing,
+//! its text — a runtime's managed settings that held an admin's own
+//! settings — or an older binary, not kept) and the sha256 of what setup
+//! left there. Undoing puts the earlier text back, or removes the file,
+//! only while the file still holds what setup wrote: one changed since is
+//! someone else's now, kept, and named. Folders and the daemon's user are removed only where
 //! setup made them.
 //!
 //! The journal is root's alone (`/etc/toolgate/setup-journal.json`, 0600):
@@ -41,11 +41,11 @@ pub enum Phase {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 enum Change {
-    /// A file written: what it held before (`None`: it did not exist) and
-    /// the sha256 of what setup wrote.
+    /// A file written: what it held before and the sha256 of what setup
+    /// wrote.
     File {
         path: PathBuf,
-        before: Option<String>,
+        before: Before,
         written: String,
         phase: Phase,
     },
@@ -59,6 +59,29 @@ enum Change {
     },
     /// The daemon's user, made by setup.
     User { name: String },
+}
+
+/// What a file setup wrote held before.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "was", content = "text", rename_all = "lowercase")]
+enum Before {
+    /// It did not exist: undoing removes it.
+    Absent,
+    /// This text (a runtime's settings, a config): undoing puts it back.
+    Text(String),
+    /// A binary (an older toolgate setup copied over): not kept, so undoing
+    /// removes it.
+    Binary,
+}
+
+impl Before {
+    fn of(bytes: Option<Vec<u8>>) -> Self {
+        match bytes.map(String::from_utf8) {
+            None => Before::Absent,
+            Some(Ok(text)) => Before::Text(text),
+            Some(Err(_)) => Before::Binary,
+        }
+    }
 }
 
 /// The changes, kept in the config's folder as they happen (a setup that
@@ -100,7 +123,7 @@ impl Journal {
         phase: Phase,
         write: impl FnOnce() -> anyhow::Result<T>,
     ) -> anyhow::Result<T> {
-        let before: Vec<Option<String>> =
+        let before: Vec<Option<Vec<u8>>> =
             paths.iter().map(|p| read(p)).collect::<Result<_, _>>()?;
         let result = write();
         for (path, before) in paths.iter().zip(before) {
@@ -108,10 +131,10 @@ impl Journal {
             let written = digest(&now);
             match self.file_mut(path) {
                 Some(Change::File { written: w, .. }) => *w = written,
-                _ if before.as_deref() == Some(now.as_str()) => {}
+                _ if before.as_ref() == Some(&now) => {}
                 _ => self.changes.push(Change::File {
                     path: path.to_path_buf(),
-                    before,
+                    before: Before::of(before),
                     written,
                     phase,
                 }),
@@ -177,12 +200,12 @@ impl Journal {
                     ..
                 } => {
                     let put_back = match before {
-                        Some(text) => format!(
+                        Before::Text(text) => format!(
                             "printf '%s' {} > {}",
                             shlex::try_quote(text).unwrap_or_default(),
                             quote(path)
                         ),
-                        None => format!("rm -f -- {}", quote(path)),
+                        Before::Absent | Before::Binary => format!("rm -f -- {}", quote(path)),
                     };
                     format!(
                         "if [ -f {p} ]; then if [ \"$(sha256sum < {p} | cut -d' ' -f1)\" = {written} ]; \
@@ -271,7 +294,7 @@ fn undo_one(change: &Change, purge: bool) -> anyhow::Result<Undone> {
             before,
             written,
             phase,
-        } if due(phase) => Ok(match undo_file(path, before.as_deref(), written)? {
+        } if due(phase) => Ok(match undo_file(path, before, written)? {
             Some(why) => Undone::Kept(why),
             None => Undone::Yes,
         }),
@@ -287,7 +310,7 @@ fn undo_one(change: &Change, purge: bool) -> anyhow::Result<Undone> {
 
 /// Put `path` back as it was before setup, if it still holds what setup
 /// wrote; else why it was kept.
-fn undo_file(path: &Path, before: Option<&str>, written: &str) -> anyhow::Result<Option<String>> {
+fn undo_file(path: &Path, before: &Before, written: &str) -> anyhow::Result<Option<String>> {
     let Some(now) = read(path)? else {
         return Ok(None);
     };
@@ -298,19 +321,18 @@ fn undo_file(path: &Path, before: Option<&str>, written: &str) -> anyhow::Result
         )));
     }
     match before {
-        Some(text) => std::fs::write(path, text),
-        None => std::fs::remove_file(path),
+        Before::Text(text) => std::fs::write(path, text),
+        Before::Absent | Before::Binary => std::fs::remove_file(path),
     }
     .with_context(|| format!("cannot put {} back", path.display()))?;
-    println!(
-        "{} {}",
-        if before.is_some() {
-            "restored"
-        } else {
-            "removed"
-        },
-        path.display()
-    );
+    match before {
+        Before::Text(_) => println!("restored {}", path.display()),
+        Before::Absent => println!("removed {}", path.display()),
+        Before::Binary => println!(
+            "removed {} (setup replaced an earlier binary there, which was not kept)",
+            path.display()
+        ),
+    }
     Ok(None)
 }
 
@@ -343,19 +365,17 @@ fn remove_user(name: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A file's text, `None` if there is none.
-fn read(path: &Path) -> anyhow::Result<Option<String>> {
+/// A file's bytes, `None` if there is none.
+fn read(path: &Path) -> anyhow::Result<Option<Vec<u8>>> {
     match std::fs::read(path) {
-        Ok(bytes) => String::from_utf8(bytes)
-            .map(Some)
-            .with_context(|| format!("{} is not text", path.display())),
+        Ok(bytes) => Ok(Some(bytes)),
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(err) => Err(err).with_context(|| format!("cannot read {}", path.display())),
     }
 }
 
-fn digest(text: &str) -> String {
-    hex::encode(Sha256::digest(text.as_bytes()))
+fn digest(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
 }
 
 #[cfg(test)]
@@ -424,6 +444,25 @@ mod tests {
         assert_eq!(kept.len(), 1, "{kept:?}");
         assert!(kept[0].contains("toolgate.toml changed after setup"));
         assert!(config.exists() && !etc.join(FILE).exists());
+    }
+
+    #[test]
+    fn binaries_setup_copied_over_an_older_binary_are_removed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let etc = tmp.path().join("etc");
+        let new = tmp.path().join("toolgate");
+        let older = tmp.path().join("toolgate-hook");
+        std::fs::write(&older, b"\x7fELF older \xff\xfe").unwrap();
+        let mut journal = Journal::open(&etc).unwrap();
+        journal
+            .track(&[&new, &older], Phase::Remove, || {
+                std::fs::write(&new, b"\x7fELF \xff new")?;
+                Ok(std::fs::write(&older, b"\x7fELF \xff newer")?)
+            })
+            .unwrap();
+        let kept = Journal::open(&etc).unwrap().undo(false).unwrap();
+        assert!(kept.is_empty(), "{kept:?}");
+        assert!(!new.exists() && !older.exists());
     }
 
     #[test]
