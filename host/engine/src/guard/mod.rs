@@ -128,6 +128,9 @@ const ADMIN_WORDS: &[&str] = &[
     "store",
     // `flows clear` lifts what a session took in; `list` shows what it read.
     "flows",
+    // `setup remove` takes every hook out; `setup system` and `user`
+    // rewrite them (a person installs toolgate, never the agent).
+    "setup",
 ];
 
 /// The locations toolgate protects, for one config and store.
@@ -1236,6 +1239,8 @@ mod tests {
             "toolgate approvals open",
             "toolgate flows clear --all",
             "toolgate --store ~/.local/state/toolgate/toolgate.redb flows clear --session s1",
+            "sudo toolgate setup remove --purge",
+            "toolgate setup user --write /tmp/settings.json",
             "jq 'del(.hooks)' ~/.gemini/settings.json > /tmp/s && mv /tmp/s ~/.gemini/settings.json",
             "echo '{}' > .cursor/hooks.json",
             "rm ~/.cursor/hooks.json",
