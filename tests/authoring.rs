@@ -169,7 +169,7 @@ fn a_scaffolded_policy_builds_and_passes_its_own_fixture() {
 
     // A shared target dir keeps the dependencies' build across runs.
     let target = Path::new(ROOT).join("target/scaffold");
-    let built = Command::new(env!("CARGO"))
+    let built = common::without_test_env(&mut Command::new(env!("CARGO")))
         .args(["build", "--release", "--target", "wasm32-wasip2"])
         .current_dir(&crate_dir)
         .env("CARGO_TARGET_DIR", &target)

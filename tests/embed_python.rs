@@ -39,7 +39,7 @@ fn site_packages(python: &Path) -> PathBuf {
 /// package's own crates compile) and `toolgate-cli`'s.
 fn build_wheels(tools: &Path, into: &Path) -> Vec<PathBuf> {
     run(
-        Command::new(tools.join("maturin"))
+        common::without_test_env(&mut Command::new(tools.join("maturin")))
             .args(["build", "--quiet", "--profile", "dev", "--manifest-path"])
             .arg(Path::new(ROOT).join("host/python/Cargo.toml"))
             .arg("--out")

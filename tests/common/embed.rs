@@ -52,7 +52,7 @@ pub fn suite_passed(output: &Output, shows: &[&str]) {
 /// rebuilt the engine and wasmtime above them: three to five minutes.)
 pub fn library(package: &str) -> std::path::PathBuf {
     run(
-        Command::new(env!("CARGO"))
+        super::without_test_env(&mut Command::new(env!("CARGO")))
             .args(["build", "--quiet", "--workspace", "--lib", "--tests"])
             .current_dir(ROOT),
         &format!("building {package}"),

@@ -83,6 +83,36 @@ pub fn target_dir() -> PathBuf {
         .to_path_buf()
 }
 
+/// `command` (a nested `cargo`, or a tool that runs one) without what
+/// `cargo test` set in this process for the test itself
+/// (`CARGO_MANIFEST_DIR`, `CARGO_PKG_*`, `OUT_DIR`, …). Some build scripts
+/// watch those variables (ring's watches five), so a nested build that saw
+/// them rebuilt ring, rustls and everything above, and the next `cargo
+/// test` rebuilt them back: about a minute of both cores each way.
+pub fn without_test_env(command: &mut std::process::Command) -> &mut std::process::Command {
+    const SET_FOR_THE_TEST: [&str; 9] = [
+        "CARGO_MANIFEST_DIR",
+        "CARGO_MANIFEST_PATH",
+        "CARGO_MANIFEST_LINKS",
+        "CARGO_CRATE_NAME",
+        "CARGO_BIN_NAME",
+        "CARGO_PRIMARY_PACKAGE",
+        "CARGO_TARGET_TMPDIR",
+        "CARGO_RUSTC_CURRENT_DIR",
+        "OUT_DIR",
+    ];
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        if SET_FOR_THE_TEST.contains(&name.as_ref())
+            || name.starts_with("CARGO_PKG_")
+            || name.starts_with("CARGO_BIN_EXE_")
+        {
+            command.env_remove(name.as_ref());
+        }
+    }
+    command
+}
+
 /// One compiled-artifact cache for every test run, so each component is
 /// compiled once per machine rather than once per test.
 pub fn cache_dir() -> PathBuf {
