@@ -493,3 +493,40 @@ fn ids_that_could_meet_in_a_key_are_refused() {
             .contains("at most")
     );
 }
+
+/// With every instance slot of the process taken (here the one slot, kept
+/// by session `a`'s warm instance), a policy that cannot start fails as
+/// such, naming the config key to raise, and its fail mode applies; with
+/// the slots sized from the policies (the default) the same calls run.
+#[test]
+fn running_out_of_instance_slots_names_the_key_to_raise() {
+    let policy = format!(
+        "{}[plugins.only.limits]\nspare_instances = 0\n",
+        scripted("only", 1, "verdict = \"allow\"")
+            .replace("priority = 1\n", "priority = 1\nfail_mode = \"closed\"\n")
+    );
+    let in_session = |host: &common::TestHost, session: &str| {
+        let mut request = call("Read", json!({"file_path": "src/lib.rs"}));
+        request.session_id = session.into();
+        host.evaluate(&request).unwrap()
+    };
+    let starved = host(&format!("instance_slots = 1\n{policy}"));
+    // The instance the load opened may still be on its way out.
+    common::eventually("session a to get the slot", || {
+        in_session(&starved, "a").verdict == Verdict::Allow
+    });
+    let refused = in_session(&starved, "b");
+    assert_eq!(refused.verdict, Verdict::Deny, "{refused:?}");
+    let reason = refused.reason.unwrap_or_default();
+    assert!(
+        reason.contains("`only`")
+            && reason.contains("no free instance slot")
+            && reason.contains("raise `instance_slots`"),
+        "{reason}"
+    );
+
+    let sized = host(&policy);
+    for session in ["a", "b", "c"] {
+        assert_eq!(in_session(&sized, session).verdict, Verdict::Allow);
+    }
+}

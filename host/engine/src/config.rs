@@ -37,6 +37,12 @@ pub struct Config {
     /// Set to false to compile every plugin on every start.
     #[serde(default = "yes")]
     pub cache: bool,
+    /// Policy instances that may be live at once in this process, over
+    /// every policy (each reserves its memory's address space). Default:
+    /// sized from the policies at start, enough for each to keep its warm
+    /// instances, its spares and a call per daemon slot, twice over for a
+    /// reload (at least 1 000; see [`Config::instance_slots`]).
+    pub instance_slots: Option<std::num::NonZeroU32>,
     /// For embedders calling `Toolgate::resolve_gate` directly: channels the
     /// embedder has authenticated itself, which may resolve a gate raised
     /// from any channel. None by default. The daemon ignores it and accepts
@@ -593,6 +599,12 @@ pub enum Isolation {
     User,
 }
 
+/// The fewest instance slots a process has (a handful of policies).
+pub const MIN_INSTANCE_SLOTS: u32 = 1_000;
+/// The most: each slot reserves two memories' address space (4 GiB and
+/// guards each), and 8 000 of them take half of x86-64's 128 TiB.
+pub const MAX_INSTANCE_SLOTS: u32 = 8_000;
+
 /// Host ceilings no plugin's limits may exceed.
 pub const MAX_PROBE_CALLS: u32 = 32;
 /// See [`MAX_PROBE_CALLS`].
@@ -941,6 +953,39 @@ impl Config {
         }
     }
 
+    /// Instance slots for this config: `instance_slots`, else per policy
+    /// (each enabled `[plugins]` table and each `.wasm` in `plugin_dir` at
+    /// start) twice its warm instances, spares and daemon calls in flight,
+    /// at least [`MIN_INSTANCE_SLOTS`] and at most [`MAX_INSTANCE_SLOTS`].
+    pub fn instance_slots(&self, warm_per_policy: u32) -> u32 {
+        if let Some(slots) = self.instance_slots {
+            return slots.get();
+        }
+        let in_flight = self.daemon.max_in_flight.get();
+        let tables = self.plugins.values().filter(|p| p.enabled);
+        let per_table =
+            tables.map(|p| 2 * (warm_per_policy + p.limits.spare_instances + in_flight));
+        let in_dir = self.plugin_dir_files()
+            * 2
+            * (warm_per_policy + Limits::default().spare_instances + in_flight);
+        per_table
+            .fold(in_dir, u32::saturating_add)
+            .clamp(MIN_INSTANCE_SLOTS, MAX_INSTANCE_SLOTS)
+    }
+
+    /// How many `.wasm` files `plugin_dir` holds now (0 without one).
+    fn plugin_dir_files(&self) -> u32 {
+        let Some(dir) = &self.plugin_dir else {
+            return 0;
+        };
+        let files = std::fs::read_dir(self.resolve(dir)).into_iter().flatten();
+        let wasm = files.filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "wasm"))
+        });
+        u32::try_from(wasm.count()).unwrap_or(u32::MAX)
+    }
+
     /// The compiled-artifact cache directory, unless caching is off.
     pub fn cache_path(&self) -> Option<PathBuf> {
         if !self.cache {
@@ -1024,6 +1069,25 @@ mod tests {
 
     fn parse(text: &str) -> Result<Config> {
         Config::parse(text, "test.toml", PathBuf::from("/etc/toolgate"))
+    }
+
+    #[test]
+    fn instance_slots_grow_with_the_policies_within_bounds() {
+        let tables = |n: usize, extra: &str| {
+            let plugins: String = (0..n)
+                .map(|i| format!("[plugins.p{i}]\npath = \"p{i}.wasm\"\npriority = {i}\n{extra}"))
+                .collect();
+            parse(&plugins).unwrap()
+        };
+        // Twice (96 warm + 2 spares + 64 in flight) = 324 a policy.
+        assert_eq!(tables(1, "").instance_slots(96), MIN_INSTANCE_SLOTS);
+        assert_eq!(tables(7, "").instance_slots(96), 7 * 324);
+        let disabled = tables(7, "enabled = false\n");
+        assert_eq!(disabled.instance_slots(96), MIN_INSTANCE_SLOTS);
+        assert_eq!(tables(40, "").instance_slots(96), MAX_INSTANCE_SLOTS);
+        let mut set = tables(40, "");
+        set.instance_slots = std::num::NonZeroU32::new(50);
+        assert_eq!(set.instance_slots(96), 50);
     }
 
     #[test]

@@ -124,11 +124,15 @@ impl Toolgate {
         store.set_retention(crate::store::hygiene::Retention::from_config(&config));
         store.set_audit(audit_settings(&config, store.path())?);
         let cache_max_age = Duration::from_secs(config.retention.cache_max_age_days * 24 * 3600);
-        let runtime =
-            Runtime::new(config.cache_path(), cache_max_age).map_err(|err| Error::Config {
-                path: "<engine>".into(),
-                message: format!("cannot create the wasm engine: {err:#}"),
-            })?;
+        let runtime = Runtime::new(
+            config.instance_slots(crate::pool::MAX_IDLE),
+            config.cache_path(),
+            cache_max_age,
+        )
+        .map_err(|err| Error::Config {
+            path: "<engine>".into(),
+            message: format!("cannot create the wasm engine: {err:#}"),
+        })?;
         let probe = Arc::new(ProbeClient::new(&config.probe));
         let standing =
             crate::standing::StandingApprovals::open(Some(config.always_path(&location)))?;

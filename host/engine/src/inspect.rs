@@ -35,15 +35,20 @@ pub struct Inspection {
     pub signature: Option<String>,
 }
 
+/// Instance slots for inspecting one policy (its describe call, and spares).
+const INSPECT_SLOTS: u32 = 16;
+
 /// Inspect a `.wasm` file or `bundled:NAME`.
 pub fn inspect(source: &str) -> Result<Inspection> {
     let scratch = tempfile::tempdir().map_err(|err| {
         Error::store_caused(std::env::temp_dir(), "cannot make a scratch directory", err)
     })?;
     let store = Arc::new(Store::open(&scratch.path().join("inspect.redb"))?);
-    let runtime = Runtime::new(None, std::time::Duration::MAX).map_err(|err| Error::Config {
-        path: "<engine>".into(),
-        message: format!("cannot create the wasm engine: {err:#}"),
+    let runtime = Runtime::new(INSPECT_SLOTS, None, std::time::Duration::MAX).map_err(|err| {
+        Error::Config {
+            path: "<engine>".into(),
+            message: format!("cannot create the wasm engine: {err:#}"),
+        }
     })?;
     let default = crate::Config::bundled_default()?;
     let oci_cache = default.oci_cache_path(&default.store_location());

@@ -25,9 +25,9 @@ use crate::runtime::{PolicyFailure, PolicyInstance};
 
 /// Idle instances one plugin version keeps, over all keys; past it the
 /// least recently returned goes. Enough for 64 agents taking turns to find
-/// theirs still warm; with the calls in flight, well within the engine's
-/// `POOL_SLOTS` for a handful of policies.
-const MAX_IDLE: usize = 96;
+/// theirs still warm; the engine's slots are sized from it (see
+/// [`crate::Config::instance_slots`]).
+pub(crate) const MAX_IDLE: u32 = 96;
 
 /// The key of calls that carry no user (operator commands).
 const OPERATOR: &str = "\0operator";
@@ -86,7 +86,7 @@ impl Pool {
         let evicted = {
             let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
             idle.push((key, sandbox));
-            (idle.len() > MAX_IDLE).then(|| idle.remove(0).1)
+            (idle.len() > MAX_IDLE as usize).then(|| idle.remove(0).1)
         };
         if let Some(evicted) = evicted {
             self.retire(evicted);

@@ -25,9 +25,6 @@ use crate::sandbox::{CallContext, CallDeadline, SandboxState};
 /// say which of a policy's own functions its time goes to (Linux).
 pub const PERF_MAP_ENV: &str = "TOOLGATE_PERF_MAP";
 
-/// Component instances that may be live at once, per engine.
-const POOL_SLOTS: u32 = 1000;
-
 /// The most of a memory's (or table's) written bytes reset in place, rather
 /// than unmapped, when its instance is dropped (see `Runtime::new`).
 const KEEP_RESIDENT_MEMORY: usize = 4 << 20;
@@ -45,9 +42,11 @@ pub(crate) struct Runtime {
 }
 
 impl Runtime {
-    /// The engine, with compiled components cached in `cache_dir`; cache
-    /// entries unused for `cache_max_age` are evicted now.
+    /// The engine, with `slots` instances live at most (see
+    /// [`crate::Config::instance_slots`]) and compiled components cached in
+    /// `cache_dir`; cache entries unused for `cache_max_age` are evicted now.
     pub(crate) fn new(
+        slots: u32,
         cache_dir: Option<PathBuf>,
         cache_max_age: Duration,
     ) -> wasmtime::Result<Self> {
@@ -62,10 +61,10 @@ impl Runtime {
         // copy-on-write, make them cheap.
         let mut pooling = wasmtime::PoolingAllocationConfig::default();
         pooling
-            .total_component_instances(POOL_SLOTS)
-            .total_core_instances(POOL_SLOTS * 4)
-            .total_memories(POOL_SLOTS * 2)
-            .total_tables(POOL_SLOTS * 4)
+            .total_component_instances(slots)
+            .total_core_instances(slots * 4)
+            .total_memories(slots * 2)
+            .total_tables(slots * 4)
             .max_memory_size(4 << 30);
         // A slot's memory goes back to its initial image when an instance
         // is dropped. By default that is an `madvise` of the whole memory,
@@ -461,6 +460,10 @@ pub enum PolicyFailure {
     /// verdict other than allow).
     #[error("rewrote the call badly: {0}")]
     BadRewrite(String),
+    /// Could not start: every instance slot of the process is taken
+    /// (wasmtime's pool limit, named).
+    #[error("found no free instance slot ({0}); raise `instance_slots` in the config")]
+    NoInstanceSlot(String),
     /// Any other error from the runtime.
     #[error("failed: {0}")]
     Other(String),
@@ -483,6 +486,12 @@ fn classify(err: &wasmtime::Error, state: &SandboxState) -> PolicyFailure {
         Some(_) if state.limiter.refused => PolicyFailure::MemoryLimit,
         Some(trap) => PolicyFailure::Trap(trap.to_string()),
         None if state.limiter.refused => PolicyFailure::MemoryLimit,
+        None if err
+            .downcast_ref::<wasmtime::PoolConcurrencyLimitError>()
+            .is_some() =>
+        {
+            PolicyFailure::NoInstanceSlot(err.to_string())
+        }
         // Not a trap: an error of the runtime's, such as a copy past the
         // host-call fuel (whose type wasmtime does not export).
         None => PolicyFailure::Other(bounds::cut(format!("{err:#}"), bounds::ERROR_TEXT)),
