@@ -41,6 +41,7 @@ pub mod inspect;
 mod memo;
 pub mod oci;
 mod output_check;
+mod path_text;
 mod pipeline;
 pub mod plugins;
 mod pool;

@@ -187,6 +187,9 @@ impl ControlPlane {
                 paths.extend(lock.drop_ins.map(|d| PathBuf::from(d.dir)));
             }
         }
+        // Normal (no `.`, `..`, doubled or trailing `/`), so that `protects`
+        // compares bytes.
+        let mut paths: Vec<PathBuf> = paths.iter().map(|p| normalise(p)).collect();
         paths.retain(|p| p.components().count() > 1);
         let store = normalise(store);
         let component = |c: Option<Component<'_>>| match c {
@@ -735,7 +738,13 @@ impl ControlPlane {
         }
         let could_be_path =
             |w: &&str| (w.contains('/') || w.contains("toolgate")) && self.could_name_protected(w);
+        // A word judged once is judged: text that repeats one (a log, a
+        // generated file, an adversary's padding) costs its distinct words.
+        let mut judged: std::collections::HashSet<&str> = std::collections::HashSet::new();
         for word in words(&expanded).filter(could_be_path) {
+            if !judged.insert(word) {
+                continue;
+            }
             let path = normalise(Path::new(word));
             if let Some(what) = self.protects(&path) {
                 return Some(format!("use {what}"));
@@ -762,16 +771,16 @@ impl ControlPlane {
         matches!(last, "" | "." | "..") || self.names.iter().any(|name| name.starts_with(last))
     }
 
-    /// What protected location `path` is or is under; a relative path is
-    /// matched as a suffix (at least two components, or one distinctive
-    /// toolgate file name).
+    /// What protected location `path` (normal, as [`normalise`] makes it)
+    /// is or is under; a relative path is matched as a suffix (at least two
+    /// components, or one distinctive toolgate file name).
     pub(crate) fn protects(&self, path: &Path) -> Option<String> {
         if path.is_absolute() {
             let text = path.display().to_string();
             return self
                 .paths
                 .iter()
-                .find(|p| path.starts_with(p))
+                .find(|p| resolve::under(path, p))
                 .map(|p| p.display().to_string())
                 .or_else(|| {
                     self.prefixes

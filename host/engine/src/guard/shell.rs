@@ -18,6 +18,8 @@ use std::sync::Arc;
 use brush_parser::word::{self, BraceExpressionMember, BraceExpressionOrText, WordPiece};
 use brush_parser::{ParserOptions, Token};
 
+use crate::path_text;
+
 /// How deep `sh -c`, `eval` and `$(…)` are followed.
 const MAX_DEPTH: usize = 4;
 /// The most words a brace expansion yields before the rest is unknown.
@@ -74,12 +76,7 @@ pub struct Command {
 impl Command {
     /// The literal words' file names (`/bin/rm` is `rm`).
     pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.words.iter().flat_map(Word::literals).map(|w| {
-            Path::new(w)
-                .file_name()
-                .and_then(|n| n.to_str())
-                .unwrap_or(w)
-        })
+        (self.words.iter().flat_map(Word::literals)).map(|w| path_text::file_name(w).unwrap_or(w))
     }
 }
 
@@ -553,11 +550,8 @@ impl<'c> Simple<'c> {
 
     /// The command's file name (`/bin/rm` is `rm`).
     fn name(&self) -> Option<String> {
-        self.literal(self.first).map(|n| {
-            Path::new(&n)
-                .file_name()
-                .map_or(n.clone(), |f| f.to_string_lossy().into_owned())
-        })
+        (self.literal(self.first))
+            .map(|n| path_text::file_name(&n).map_or(n.clone(), str::to_string))
     }
 
     /// The indices of its arguments.
@@ -568,14 +562,7 @@ impl<'c> Simple<'c> {
     /// The text a shell among its words runs (`sh -c TEXT`, `bash -lc
     /// TEXT`, `timeout 60 sh -c TEXT`, `sudo -u u bash -c TEXT`).
     fn shell_text(&self) -> Option<String> {
-        let is_shell = |w: &str| {
-            SHELLS.contains(
-                &Path::new(w)
-                    .file_name()
-                    .and_then(|n| n.to_str())
-                    .unwrap_or(""),
-            )
-        };
+        let is_shell = |w: &str| SHELLS.contains(&path_text::file_name(w).unwrap_or(""));
         let shell = (self.first..self.words.len())
             .find(|&i| self.literal(i).is_some_and(|w| is_shell(&w)))?;
         let option = (shell + 1..self.words.len()).find(|&i| {

@@ -274,7 +274,7 @@ pub(crate) fn runs(words: &[&str], name: &str) -> bool {
     let mut launched = false;
     words.iter().any(|word| {
         let path = std::path::Path::new(word.trim_matches(['"', '\'']));
-        let file = path.file_name().and_then(|f| f.to_str()).unwrap_or("");
+        let file = crate::path_text::file_name(word.trim_matches(['"', '\''])).unwrap_or("");
         let versioned = file.starts_with(|c: char| c.is_ascii_digit())
             && path.parent().is_some_and(|dir| dir.iter().any(named));
         let found = file == name || versioned || (launched && path.iter().any(named));
