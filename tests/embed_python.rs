@@ -1,6 +1,6 @@
 //! The Python packages as a user installs them: the embedding package's
-//! wheel (built from source with maturin) and the `toolgate-cli` wheel of
-//! the binaries under test (`cargo xtask dist`'s), installed with pip into a
+//! wheel and the `toolgate-cli` wheel of the binaries under test (packed by
+//! `cargo xtask dist`'s code), installed with pip into a
 //! fresh virtualenv with no Rust toolchain on `PATH`; the package's own
 //! pytest suite then runs against the real bundled policies and the
 //! `toolgate` the `toolgate-cli` wheel installed. The test dependencies
@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use common::embed::{BIN, POLICIES, ROOT, run, suite_passed};
+use common::embed::{BIN, POLICIES, ROOT, library, run, suite_passed};
 
 /// A `PATH` with no Rust toolchain on it: the fresh virtualenv's `bin`
 /// and the system's.
@@ -34,26 +34,15 @@ fn site_packages(python: &Path) -> PathBuf {
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
-/// The wheels: the embedding package's (maturin, the dev profile: the
-/// workspace's dependencies are already built in it, so only the
-/// package's own crates compile) and `toolgate-cli`'s.
-fn build_wheels(tools: &Path, into: &Path) -> Vec<PathBuf> {
-    run(
-        common::without_test_env(&mut Command::new(tools.join("maturin")))
-            .args(["build", "--quiet", "--profile", "dev", "--manifest-path"])
-            .arg(Path::new(ROOT).join("host/python/Cargo.toml"))
-            .arg("--out")
-            .arg(into)
-            .arg("--interpreter")
-            .arg(tools.join("python")),
-        "building the wheel",
-    );
+/// The wheels, as `cargo xtask dist` packs them: the embedding package's
+/// (its `_native` library from the workspace's own build, so nothing
+/// compiles twice) and `toolgate-cli`'s (the binaries under test).
+fn build_wheels(into: &Path) -> Vec<PathBuf> {
     let release = xtask::dist::Release::new(Path::new(ROOT), into).unwrap();
+    let target = xtask::dist::host_target().unwrap();
+    release.python_wheel(&target, &library("_native")).unwrap();
     let cli = release
-        .cli_wheel(
-            &xtask::dist::host_target().unwrap(),
-            Path::new(BIN).parent().unwrap(),
-        )
+        .cli_wheel(&target, Path::new(BIN).parent().unwrap())
         .unwrap();
     let name = cli.file_name().unwrap().to_string_lossy().into_owned();
     assert!(
@@ -92,7 +81,7 @@ fn python() -> Option<&'static Path> {
                 let _ = std::fs::remove_dir_all(dir);
             }
             std::fs::create_dir_all(&wheels_dir).unwrap();
-            let wheels = build_wheels(tools, &wheels_dir);
+            let wheels = build_wheels(&wheels_dir);
 
             // No Rust from here on: pip installs the wheels as they are.
             // The interpreter the dependencies were installed for.

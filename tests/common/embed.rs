@@ -44,7 +44,8 @@ pub fn suite_passed(output: &Output, shows: &[&str]) {
     }
 }
 
-/// The cdylib of workspace crate `package` (`lib{name}.so`), built in the
+/// The cdylib named `package` (`lib{name}.so`: a crate's, or the library
+/// name its `[lib]` sets, as host/python's `_native`), built in the
 /// dev profile with the features the test build resolved: every member's
 /// library and tests at once, as `cargo test --workspace` selects them, so
 /// only the binding's own crates compile. (`cargo build -p {package}` alone

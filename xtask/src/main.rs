@@ -18,7 +18,7 @@ enum Task {
     /// Build the release artifacts: for each target a tarball of `toolgate`
     /// and `toolgate-hook`, its CycloneDX SBOM, the `toolgate-cli` Python
     /// wheel of the binaries and, for -linux-gnu, a Debian package, the
-    /// embedding package's wheel (maturin) and the Node addon's platform
+    /// embedding package's abi3 wheel and the Node addon's platform
     /// package; then the main npm package naming those, SHA256SUMS over
     /// everything and, with --sign-key, SHA256SUMS.sig.
     ///
@@ -46,8 +46,7 @@ enum Task {
         /// Make no Debian package (it needs `dpkg-deb`).
         #[arg(long)]
         no_deb: bool,
-        /// Make no wheel of the Python embedding package (it needs
-        /// `maturin`).
+        /// Make no wheel of the Python embedding package.
         #[arg(long)]
         no_python: bool,
         /// Make no npm packages (they need `npm`).
@@ -96,7 +95,10 @@ fn main() -> anyhow::Result<()> {
                         artifacts.push(release.deb(target, &bins)?);
                     }
                     if !no_python {
-                        artifacts.push(release.python_wheel(target)?);
+                        let native =
+                            release.cargo_build(target, &["--package", "toolgate-python"])?;
+                        artifacts
+                            .push(release.python_wheel(target, &native.join("lib_native.so"))?);
                     }
                     if !no_node {
                         let addon = release.build_addon(target)?;
