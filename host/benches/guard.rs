@@ -1,11 +1,12 @@
 //! What self-protection (the guard every call passes before any policy)
 //! costs on large and hostile arguments: the bundled default config's
-//! control plane checking one call, alone, repeated. Performance round 4's
+//! control plane checking one call made in a project directory, alone,
+//! repeated. Performance round 4's
 //! targets: at most 50 µs on a 10 KB argument, at most 1 ms on any input
 //! it lets through (and on what it refuses, for the record).
 //!
 //! `cargo bench --bench guard` (release; `TOOLGATE_BENCH_QUICK=1` for fewer
-//! rounds; `TOOLGATE_BENCH_CASE=TEXT` runs the cases whose name holds it,
+//! rounds, `TOOLGATE_BENCH_ROUNDS=N` for N; `TOOLGATE_BENCH_CASE=TEXT` runs the cases whose name holds it,
 //! e.g. under `perf record`). Prints each case's p50, p99 and slowest call in µs, and what
 //! the guard answered. The book's performance chapter reports it.
 
@@ -87,6 +88,16 @@ fn cases() -> Vec<(&'static str, &'static str, Value)> {
             bash(format!("ls {}", fill("../", SHELL_MAX - 3))),
         ),
         ("many short words", "Bash", bash(fill("a b ", SHELL_MAX))),
+        (
+            "directory changes",
+            "Bash",
+            bash(fill("cd src; ls lib.rs; cd ..; ", SHELL_MAX)),
+        ),
+        (
+            "ever deeper directories",
+            "Bash",
+            bash(fill("cd m0; ls x; ", SHELL_MAX)),
+        ),
         ("many pipes", "Bash", bash(fill("a | ", SHELL_MAX))),
         (
             "variables and tildes",
@@ -117,24 +128,32 @@ fn cases() -> Vec<(&'static str, &'static str, Value)> {
 }
 
 fn main() {
-    let rounds = if std::env::var_os("TOOLGATE_BENCH_QUICK").is_some() {
-        200
-    } else {
-        2_000
+    let rounds = match std::env::var("TOOLGATE_BENCH_ROUNDS") {
+        Ok(n) => n.parse().expect("TOOLGATE_BENCH_ROUNDS is a number"),
+        Err(_) if std::env::var_os("TOOLGATE_BENCH_QUICK").is_some() => 200,
+        Err(_) => 2_000,
     };
     let dir = tempfile::tempdir().unwrap();
     let config = Config::bundled_default().unwrap();
     let plane = ControlPlane::for_config(&config, &dir.path().join("toolgate.redb"));
+    // Calls run in a project, as an agent's do: relative words resolve
+    // there (and in every directory the text may `cd` into).
+    let project = dir.path().join("project");
+    for sub in ["src/m0", "tests", "docs"] {
+        std::fs::create_dir_all(project.join(sub)).unwrap();
+    }
+    std::fs::write(project.join("src/lib.rs"), "").unwrap();
     println!(
         "{:<36} {:>9} {:>9} {:>9}  answer",
         "case", "p50 µs", "p99 µs", "max µs"
     );
     let only = std::env::var("TOOLGATE_BENCH_CASE").unwrap_or_default();
     for (name, tool, arguments) in cases().into_iter().filter(|c| c.0.contains(&only)) {
-        let request = ToolRequest::new(tool, arguments);
+        let mut request = ToolRequest::new(tool, arguments);
+        request.cwd = Some(project.clone());
         let answer = plane.check(&request);
         let n = if name.starts_with("1 MB") {
-            rounds / 20
+            (rounds / 20).max(1)
         } else {
             rounds
         };

@@ -342,7 +342,8 @@ impl ControlPlane {
                 self.check_shell(text, &env)
             } else if looks_like_path(text) || (path_key && !text.contains('\n')) {
                 let word = shell::expand_tilde(text, self.home.as_deref());
-                self.check_path(&word, cwd, destructive, destructive)
+                let place = cwd.map(|cwd| resolve::Place::new(cwd, None));
+                self.check_path(&word, place.as_ref(), destructive, destructive)
             } else {
                 None
             };
@@ -422,7 +423,12 @@ impl ControlPlane {
         if let Some(what) = switches_a_runtime_off(&all) {
             return Some(what.to_string());
         }
+        let places = self.places(&reading, env.cwd);
+        let mut judged = std::collections::HashSet::new();
         for command in &reading.commands {
+            if !judged.insert(command) {
+                continue; // the same words, in the same place, as one judged
+            }
             // This command itself removes, moves or rewrites what it names.
             let direct = command.names().any(|name| DESTRUCTIVE.contains(&name));
             if let Some(what) = self.admin_command(command) {
@@ -440,13 +446,7 @@ impl ControlPlane {
             if let Some(what) = self.finds_protected(command, destructive || feeds_another) {
                 return Some(what);
             }
-            let dirs: Vec<Option<&Path>> = match command.cwd.as_deref() {
-                Some(cwd) => std::iter::once(cwd)
-                    .chain(reading.dirs.iter().map(PathBuf::as_path))
-                    .map(Some)
-                    .collect(),
-                None => vec![None],
-            };
+            let dirs = in_order(command, &reading.dirs, &places);
             if let Some(what) = self.check_words(command, &dirs, destructive, direct) {
                 return Some(what);
             }
@@ -460,7 +460,7 @@ impl ControlPlane {
     fn check_words(
         &self,
         command: &shell::Command,
-        dirs: &[Option<&Path>],
+        dirs: &[Option<&Dir>],
         destructive: bool,
         direct: bool,
     ) -> Option<String> {
@@ -478,7 +478,11 @@ impl ControlPlane {
                     .first()
                     .is_some_and(|w| w.literals().all(|name| !name.contains('/'))),
         );
+        let mut seen = std::collections::HashSet::new();
         for word in (command.words.iter().skip(looked_up)).flat_map(|w| w.literals()) {
+            if !seen.insert(word) {
+                continue; // judged already, in the same places
+            }
             // `--file=PATH`: the path; other options are not paths.
             let word = match word.strip_prefix('-') {
                 Some(option) => match option.split_once('=') {
@@ -488,17 +492,86 @@ impl ControlPlane {
                 None => word,
             };
             let relative = !word.starts_with('/');
+            // Judged in one plain directory, it is judged in all of them
+            // (that plain as far up as it climbs).
+            let climbs = portable_climb(word).filter(|_| relative);
+            let mut plain_judged = false;
             for dir in dirs.iter().take(if relative { usize::MAX } else { 1 }) {
-                if let Some(what) = self.check_path(word, *dir, destructive, direct) {
+                if climbs.is_some_and(|up| dir.is_some_and(|d| d.climb >= Some(up))) {
+                    if plain_judged {
+                        continue;
+                    }
+                    plain_judged = true;
+                }
+                let place = dir.map(|d| &d.place);
+                if let Some(what) = self.check_path(word, place, destructive, direct) {
                     return Some(what);
                 }
                 let how = (destructive, direct, looks_only);
-                if let Some(what) = self.glob_names_protected(word, *dir, how) {
+                if let Some(what) = self.glob_names_protected(word, place, how) {
                     return Some(what);
                 }
             }
         }
         None
+    }
+
+    /// Where `reading`'s commands may run, each resolved once (not once per
+    /// word judged in it): its directories in order, then where a step
+    /// back lands through a symlink (only where that is elsewhere).
+    fn places(&self, reading: &shell::Reading, cwd: Option<&Path>) -> Vec<Dir> {
+        let mut places: Vec<Dir> = Vec::with_capacity(reading.dirs.len());
+        let mut seen = std::collections::HashSet::new();
+        for (dir, stepped_back) in (reading.dirs.iter().map(|d| (d, false)))
+            .chain(reading.steps_back.iter().map(|d| (d, true)))
+        {
+            let place = resolve::Place::new(dir, cwd);
+            if !seen.insert(place.real.clone()) && stepped_back {
+                continue;
+            }
+            let climb = self.plain_climb(&place);
+            places.push(Dir { place, climb });
+        }
+        places
+    }
+
+    /// How many levels up from `place` (at most [`MAX_CLIMB`]) every
+    /// directory is plain too ([`ControlPlane::is_plain`]); `None` if
+    /// `place` is not plain itself.
+    fn plain_climb(&self, place: &resolve::Place) -> Option<usize> {
+        let mut at = place.clone();
+        let mut climb = None;
+        while self.is_plain(&at) && climb.is_none_or(|up| up < MAX_CLIMB) {
+            climb = Some(climb.map_or(0, |up| up + 1));
+            at = at.parent();
+        }
+        climb
+    }
+
+    /// Whether `place` is plain: nothing exists under it (so nothing is a
+    /// link there), it is not protected, holds nothing protected, is no
+    /// runtime's settings location and ends in no part of one's name. Then
+    /// a word without `..` names, there, a path whose answer depends on the
+    /// word alone: the same in every plain directory, so a text's word is
+    /// judged in one of them, not in each (a script of many `cd`s made
+    /// that quadratic). A word climbing `k` levels first (`../x`) is so
+    /// among directories plain `k` levels up.
+    fn is_plain(&self, place: &resolve::Place) -> bool {
+        let real = &place.real;
+        let text = real.as_os_str().as_encoded_bytes();
+        // A settings directory the next word may complete (`.config` +
+        // `opencode/…`).
+        let settings_tail = hooks::settings_files().any(|s| {
+            let dir = s.dir.as_bytes();
+            (1..=dir.len())
+                .filter(|&k| k == dir.len() || dir[k] == b'/')
+                .any(|k| text.ends_with(&dir[..k]))
+        });
+        !place.exists()
+            && !(self.real.iter()).any(|p| p.covers(real) || resolve::under(&p.real, real))
+            && hook_settings_at(real).is_none()
+            && !Path::new(MANAGED_SETTINGS).starts_with(real)
+            && !settings_tail
     }
 
     /// A `toolgate` command with an administrative word, as the shell
@@ -580,7 +653,7 @@ impl ControlPlane {
     fn glob_names_protected(
         &self,
         word: &str,
-        cwd: Option<&Path>,
+        place: Option<&resolve::Place>,
         (destructive, direct, looks_only): (bool, bool, bool),
     ) -> Option<String> {
         if !word.contains(['*', '?', '[']) {
@@ -591,8 +664,8 @@ impl ControlPlane {
             "" => word,
             trimmed => trimmed,
         };
-        let absolute = match cwd {
-            Some(cwd) if !word.starts_with('/') => cwd.join(word),
+        let absolute = match place {
+            Some(place) if !word.starts_with('/') => place.real.join(word),
             None if !word.starts_with('/') => return None,
             _ => PathBuf::from(word),
         };
@@ -641,11 +714,14 @@ impl ControlPlane {
     fn check_path(
         &self,
         word: &str,
-        cwd: Option<&Path>,
+        place: Option<&resolve::Place>,
         destructive: bool,
         direct: bool,
     ) -> Option<String> {
-        let (real, inode) = resolve::resolved(Path::new(word), cwd)?;
+        let (real, inode) = match place {
+            Some(place) => place.resolve(Path::new(word))?,
+            None => resolve::resolved(Path::new(word), None)?,
+        };
         let shown = |p: &Path| p.display().to_string();
         if let Some(protected) = self.real.iter().find(|p| p.covers(&real)) {
             return Some(format!("use {}", shown(&protected.real)));
@@ -1049,16 +1125,70 @@ pub(crate) fn normalise(path: &Path) -> PathBuf {
     out
 }
 
+/// Where Claude Code's managed settings live.
+const MANAGED_SETTINGS: &str = "/etc/claude-code";
+
 /// The hook settings a real path is, by its shape (`…/.claude/settings*`,
 /// `…/.gemini/settings*`, `…/.cursor/hooks*`, Claude Code's managed
 /// settings), wherever the project is.
 fn hook_settings_at(path: &Path) -> Option<&'static str> {
-    if path.starts_with("/etc/claude-code") {
+    if path.starts_with(MANAGED_SETTINGS) {
         return Some("Claude Code's managed settings (/etc/claude-code)");
     }
     // What a path is named, as a tool's text would name it: a hook file
     // in a settings directory, or anything under one (`.copilot/hooks/`).
     hook_settings_named(path.to_str()?)
+}
+
+/// A directory a shell text may run in: resolved once, and how far up it
+/// is plain (see [`ControlPlane::plain_climb`]).
+struct Dir {
+    place: resolve::Place,
+    climb: Option<usize>,
+}
+
+/// How many `..` a word may climb and still be judged once among plain
+/// directories: words climb a few; judging more levels costs each place.
+const MAX_CLIMB: usize = 4;
+
+/// The directories `command` may run in: its own first (where it runs
+/// unless a `cd` failed), then every other the text names. `None` alone
+/// when the call came with no directory.
+fn in_order<'d>(
+    command: &shell::Command,
+    all: &[PathBuf],
+    dirs: &'d [Dir],
+) -> Vec<Option<&'d Dir>> {
+    let here = (command.cwd.as_deref())
+        .and_then(|cwd| all.iter().position(|d| d.as_os_str() == cwd.as_os_str()));
+    match here {
+        Some(at) => std::iter::once(&dirs[at])
+            .chain(
+                (dirs.iter().enumerate())
+                    .filter(|(i, _)| *i != at)
+                    .map(|(_, d)| d),
+            )
+            .map(Some)
+            .collect(),
+        None => vec![None],
+    }
+}
+
+/// How many levels relative `word` climbs (`../../x`: 2), if it names in
+/// every directory plain that far up what it names in any other (see
+/// [`ControlPlane::is_plain`]): its `..` all first, no pattern to match
+/// against the directory, and a name beyond the one it climbs to.
+fn portable_climb(word: &str) -> Option<usize> {
+    if word.contains(['*', '?', '[']) {
+        return None;
+    }
+    let parts = word
+        .split('/')
+        .filter(|part| !part.is_empty() && *part != ".");
+    let up = parts.clone().take_while(|part| *part == "..").count();
+    let mut rest = parts.skip(up);
+    let named = rest.next().is_some_and(|part| part != "..");
+    (named && up <= MAX_CLIMB && rest.all(|part| part != "..")).then_some(up)
 }
 
 /// Whether an argument of a non-shell tool is a path worth resolving: one
@@ -1657,6 +1787,122 @@ mod tests {
             );
         }
     }
+
+    #[test]
+    fn a_step_back_through_a_link_is_judged_both_ways_the_shell_may_take_it() {
+        let (home, plane) = home_plane();
+        let app = home.path().join("app");
+        // `app/conf` is toolgate's config folder: `conf/..` is `app` to the
+        // logical `cd`, `~/.config` to `cd -P`.
+        std::os::unix::fs::symlink(home.path().join(".config/toolgate"), app.join("conf")).unwrap();
+        for command in [
+            "cd -P conf/.. && rm -rf toolgate",
+            "set -P; cd conf/..; rm -rf toolgate",
+            "cd conf/.. && cat toolgate/config.toml",
+        ] {
+            assert!(
+                refused_in(&plane, home.path(), command).is_some(),
+                "{command}"
+            );
+        }
+        // The logical `cd` comes back to `app`, where `toolgate` is nothing.
+        std::fs::create_dir(app.join("src")).unwrap();
+        assert_eq!(
+            refused_in(&plane, home.path(), "cd src/.. && ls toolgate"),
+            None
+        );
+    }
+
+    #[test]
+    fn a_text_moving_back_and_forth_runs_in_two_directories() {
+        let (home, plane) = home_plane();
+        std::fs::create_dir(home.path().join("app/src")).unwrap();
+        // Before `cd ..` was taken back, each round named a new, longer
+        // directory: thousands of them, each word judged in every one.
+        let back_and_forth = "cd src; ls lib.rs; cd ..; ".repeat(2_000);
+        assert_eq!(refused_in(&plane, home.path(), &back_and_forth), None);
+        let env = shell::Env {
+            home: Some(home.path()),
+            cwd: Some(&home.path().join("app")),
+        };
+        let reading = shell::commands(&back_and_forth, &env).unwrap();
+        // The start and `src`; and `src/..` as `cd -P` takes it.
+        let first: Vec<_> = reading.dirs.iter().take(4).collect();
+        assert_eq!(reading.dirs.len(), 2, "{first:?}");
+        assert_eq!(reading.steps_back.len(), 1);
+    }
+
+    #[test]
+    fn a_text_running_in_too_many_directories_is_refused() {
+        let (home, plane) = home_plane();
+        let deeper = "cd m; ls x; ".repeat(300);
+        let why = refused_in(&plane, home.path(), &deeper).unwrap();
+        assert!(why.contains("more than 256 directories"), "{why}");
+        let wide: String = (0..200).map(|i| format!("cd /tmp/d{i}; ls x; ")).collect();
+        assert_eq!(refused_in(&plane, home.path(), &wide), None);
+    }
+
+    /// A word judged once for all the plain directories a text runs in
+    /// is refused wherever it would be refused in any one of them: each
+    /// place and word, alone and between plain directories.
+    #[test]
+    fn a_word_refused_in_one_directory_is_refused_among_many() {
+        let (home, plane) = home_plane();
+        let app = home.path().join("app");
+        for place in PLACES {
+            for word in WORDS {
+                for act in ["cat", "rm -rf"] {
+                    let alone = format!("cd {place}; {act} {word}");
+                    let among = format!(
+                        "cd /tmp/plain-a; cd {}; cd {place}; cd /tmp/plain-b; {act} {word}",
+                        app.display()
+                    );
+                    if refused_in(&plane, home.path(), &alone).is_some() {
+                        assert!(refused_in(&plane, home.path(), &among).is_some(), "{among}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Directories for the test above: plain ones (nothing there),
+    /// and ones that are, hold, or end in part of something protected.
+    const PLACES: &[&str] = &[
+        "nowhere",
+        "/tmp/nowhere/deeper",
+        "nowhere/.claude",
+        "/nowhere/.config",
+        "nowhere/.config/opencode",
+        "nowhere/.claude/deeper/still",
+        "~/.config/toolgate/nowhere",
+        "~/.config/nowhere/deeper",
+        "~/.config",
+        "~/.config/toolgate",
+        "~/.local/state",
+        "~",
+        "/etc",
+        "..",
+        "~/app",
+    ];
+    const WORDS: &[&str] = &[
+        "config.toml",
+        "toolgate/config.toml",
+        "toolgate",
+        "state/toolgate/toolgate.redb",
+        "toolgate.redb.lock",
+        "settings.json",
+        ".claude/settings.json",
+        "opencode/opencode.json",
+        "opencode.json",
+        "claude-code/managed-settings.json",
+        "hooks",
+        "x",
+        "../settings.json",
+        "../config.toml",
+        "../../toolgate/config.toml",
+        "../../../.config/toolgate",
+        "./../x/../settings.json",
+    ];
 
     #[test]
     fn everyday_idioms_that_only_look_are_not_refused() {

@@ -12,7 +12,7 @@
 //! arithmetic) is an [`Word::Unknown`], left to the text checks.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
 use brush_parser::word::{self, BraceExpressionMember, BraceExpressionOrText, WordPiece};
@@ -33,6 +33,10 @@ const MAX_BRACE_DIGITS: usize = 18;
 /// The most distinct variables a text may set: each command carries their
 /// names, so without a bound a text of many `Aᵢ=1 x;` costs quadratic time.
 const MAX_ASSIGNED: usize = 64;
+/// The most distinct directories a text may run in (where it starts and
+/// every `cd`/`pushd` target): each relative word is judged in each, so a
+/// text of ever deeper `cd`s would cost time quadratic in its length.
+const MAX_DIRS: usize = 256;
 /// Reserved words a simple command may follow (`then export …`, `do
 /// cmd`): the command proper starts after them.
 const RESERVED: &[&str] = &[
@@ -54,7 +58,9 @@ const SETTERS: &[&str] = &[
 const SHELLS: &[&str] = &["sh", "bash", "dash", "zsh", "ksh", "mksh", "busybox"];
 
 /// One simple command, as far as it is known without running anything.
-#[derive(Debug, Default)]
+/// Two that are equal are judged alike (a text repeating one is judged
+/// once for it).
+#[derive(Debug, Default, PartialEq, Eq, Hash)]
 pub struct Command {
     /// Its words after the assignments, and the targets of its
     /// redirections: each a literal (with every brace alternative) or
@@ -81,7 +87,7 @@ impl Command {
 }
 
 /// One word of a command.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Word {
     /// What the shell would pass: one string, or several after brace
     /// expansion. Globs are not expanded here (the caller matches them
@@ -117,11 +123,15 @@ pub struct Env<'a> {
 pub struct Reading {
     /// Its simple commands.
     pub commands: Vec<Command>,
-    /// Every directory any of its commands may run in: the one it starts
-    /// in and every `cd`/`pushd` target. A relative word is judged against
-    /// each (a `cd` that fails, `cd -`, `popd` or a subshell leaves the
-    /// shell in one of them).
+    /// Every directory any of its commands may run in, each once: the one
+    /// it starts in and every `cd`/`pushd` target. A relative word is
+    /// judged against each (a `cd` that fails, `cd -`, `popd`, a subshell,
+    /// a loop or a function leaves the shell in one of them).
     pub dirs: Vec<PathBuf>,
+    /// Each `cd` target with `..` as written after the directory it was
+    /// given in: where `cd -P` (or `set -P`) lands if what the `..` steps
+    /// back through is a symlink (elsewhere, the logical one in `dirs`).
+    pub steps_back: Vec<PathBuf>,
 }
 
 /// The reading of `text`, or why it cannot be read: not shell syntax the
@@ -185,6 +195,9 @@ impl Reader<'_, '_> {
         let mut raw: Vec<String> = Vec::new(); // the current command's raw words
         let mut redirect_next = false;
         for token in tokens {
+            if self.unreadable.is_some() {
+                return; // refused whatever follows
+            }
             match token {
                 Tok::Operator(op) if is_redirect(&op) => redirect_next = true,
                 Tok::Operator(_) => {
@@ -236,8 +249,14 @@ impl Reader<'_, '_> {
         let mut next_cwd = cwd.clone();
         match simple.name().as_deref() {
             Some("cd" | "pushd") => {
-                next_cwd = self.cd(&simple, cwd.as_deref());
-                self.out.dirs.extend(next_cwd.clone());
+                let (logical, physical) = self.cd(&simple, cwd.as_deref());
+                if let Some(dir) = &logical {
+                    self.visit(dir, false);
+                }
+                if let Some(dir) = &physical {
+                    self.visit(dir, true);
+                }
+                next_cwd = logical;
             }
             Some(setter) if SETTERS.contains(&setter) => self.set(&simple, cwd.as_deref(), depth),
             Some(builtin @ ("printf" | "getopts" | "for" | "select")) => {
@@ -298,12 +317,37 @@ impl Reader<'_, '_> {
         next_cwd
     }
 
+    /// Count `dir` among the directories the text may run in (once), or
+    /// give up reading past [`MAX_DIRS`] of them (or of the spellings
+    /// that step back, `physical`).
+    fn visit(&mut self, dir: &Path, physical: bool) {
+        let dirs = match physical {
+            true => &mut self.out.steps_back,
+            false => &mut self.out.dirs,
+        };
+        if dirs.iter().any(|d| d.as_os_str() == dir.as_os_str()) {
+            return;
+        }
+        if dirs.len() == MAX_DIRS {
+            self.unreadable = Some(format!("runs in more than {MAX_DIRS} directories"));
+            return;
+        }
+        dirs.push(dir.to_path_buf());
+    }
+
     /// Where `cd`/`pushd` moves: the first word that is not an option
     /// (`cd -P DIR`), else the home. A target known only when the text
     /// runs leads where its literal tail says, under a directory no path
     /// names (`"$d/.claude"` is a `.claude`); without a tail, the words
     /// after it are judged against the home, as before.
-    fn cd(&self, simple: &Simple<'_>, cwd: Option<&Path>) -> Option<PathBuf> {
+    ///
+    /// The shell's `cd` is logical (each `..` takes back the component
+    /// written before it): that is where the next commands run, and how a
+    /// text of `cd sub; …; cd ..` stays in two directories. `cd -P` or `set
+    /// -P` steps back through a symlink where the real filesystem says, so
+    /// a target with `..` also yields that spelling (resolved when its
+    /// words are judged): a second directory the text may run in.
+    fn cd(&self, simple: &Simple<'_>, cwd: Option<&Path>) -> (Option<PathBuf>, Option<PathBuf>) {
         let at = simple
             .args()
             .find(|&i| simple.literal(i).is_none_or(|w| !w.starts_with('-')));
@@ -311,7 +355,7 @@ impl Reader<'_, '_> {
             Some((_, Some(literal))) => Some(literal),
             Some((i, None)) => {
                 if let Some(tail) = literal_tail(&simple.raw[i]) {
-                    return Some(Path::new(UNKNOWN_DIR).join(tail));
+                    return (Some(Path::new(UNKNOWN_DIR).join(tail)), None);
                 }
                 // As before: a later literal word, else the home.
                 (i + 1..simple.words.len())
@@ -321,11 +365,14 @@ impl Reader<'_, '_> {
             None => None,
         }
         .or_else(|| self.env.home.map(|h| h.display().to_string()));
-        match (target, cwd) {
-            (Some(t), _) if Path::new(&t).is_absolute() => Some(PathBuf::from(t)),
-            (Some(t), Some(base)) => Some(base.join(t)),
-            _ => cwd.map(Path::to_path_buf),
-        }
+        let joined = match (target, cwd) {
+            (Some(t), _) if Path::new(&t).is_absolute() => PathBuf::from(t),
+            (Some(t), Some(base)) => base.join(t),
+            _ => return (cwd.map(Path::to_path_buf), None),
+        };
+        let logical = logical(&joined);
+        let steps_back = joined.components().any(|c| c == Component::ParentDir);
+        (Some(logical), steps_back.then_some(joined))
     }
 
     /// A builtin that sets the variables it names (`export NAME=…`, `read
@@ -657,6 +704,24 @@ fn assignment(word: &str) -> Option<(&str, Option<&str>)> {
 /// Where a `cd` to a directory known only at run time leads: no path
 /// starts here, so what is under it is judged by its names alone.
 const UNKNOWN_DIR: &str = "/(known only when the text runs)";
+
+/// `path` with `.` dropped and each `..` taking back the component before
+/// it (never above the root): where the shell's logical `cd` lands.
+fn logical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir if out.parent().is_some() => {
+                out.pop();
+            }
+            Component::ParentDir if !out.has_root() => out.push(".."),
+            Component::ParentDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
 
 /// The plain components at the end of a word whose start is known only
 /// when it runs (`"$d/.claude"` ends in `.claude`), if it has any.
