@@ -517,16 +517,16 @@ impl ControlPlane {
     }
 
     /// Where `reading`'s commands may run, each resolved once (not once per
-    /// word judged in it): its directories in order, then where a step
-    /// back lands through a symlink (only where that is elsewhere).
+    /// word judged in it): its directories in order, then where a symlink
+    /// may really have put it (only where that is another place).
     fn places(&self, reading: &shell::Reading, cwd: Option<&Path>) -> Vec<Dir> {
         let mut places: Vec<Dir> = Vec::with_capacity(reading.dirs.len());
         let mut seen = std::collections::HashSet::new();
-        for (dir, stepped_back) in (reading.dirs.iter().map(|d| (d, false)))
-            .chain(reading.steps_back.iter().map(|d| (d, true)))
+        for (dir, elsewhere) in (reading.dirs.iter().map(|d| (d, false)))
+            .chain(reading.elsewhere.iter().map(|d| (d, true)))
         {
             let place = resolve::Place::new(dir, cwd);
-            if !seen.insert(place.real.clone()) && stepped_back {
+            if !seen.insert(place.real.clone()) && elsewhere {
                 continue;
             }
             let climb = self.plain_climb(&place);
@@ -1159,19 +1159,18 @@ fn in_order<'d>(
     all: &[PathBuf],
     dirs: &'d [Dir],
 ) -> Vec<Option<&'d Dir>> {
-    let here = (command.cwd.as_deref())
-        .and_then(|cwd| all.iter().position(|d| d.as_os_str() == cwd.as_os_str()));
-    match here {
-        Some(at) => std::iter::once(&dirs[at])
-            .chain(
-                (dirs.iter().enumerate())
-                    .filter(|(i, _)| *i != at)
-                    .map(|(_, d)| d),
-            )
-            .map(Some)
-            .collect(),
-        None => vec![None],
-    }
+    let Some(cwd) = command.cwd.as_deref() else {
+        return vec![None];
+    };
+    let here = all.iter().position(|d| d.as_os_str() == cwd.as_os_str());
+    (here.map(|at| &dirs[at]).into_iter())
+        .chain(
+            (dirs.iter().enumerate())
+                .filter(|(i, _)| Some(*i) != here)
+                .map(|(_, d)| d),
+        )
+        .map(Some)
+        .collect()
 }
 
 /// How many levels relative `word` climbs (`../../x`: 2), if it names in
@@ -1814,6 +1813,24 @@ mod tests {
     }
 
     #[test]
+    fn later_cds_follow_a_step_back_through_a_link() {
+        let (home, plane) = home_plane();
+        // `app/l` is `app` itself: `l/..` is `app` to the logical `cd`,
+        // the home to `cd -P`, and the next `cd`s go on from there.
+        std::os::unix::fs::symlink(".", home.path().join("app/l")).unwrap();
+        for command in [
+            "cd -P l/.. && cd .config && cd toolgate && echo x > config.toml",
+            "set -P; cd l/..; cd .config; cd toolgate; echo x > config.toml",
+            "cd -P l/.. && cd .config/toolgate && cd . && echo x > config.toml",
+        ] {
+            assert!(
+                refused_in(&plane, home.path(), command).is_some(),
+                "{command}"
+            );
+        }
+    }
+
+    #[test]
     fn a_text_moving_back_and_forth_runs_in_two_directories() {
         let (home, plane) = home_plane();
         std::fs::create_dir(home.path().join("app/src")).unwrap();
@@ -1826,10 +1843,10 @@ mod tests {
             cwd: Some(&home.path().join("app")),
         };
         let reading = shell::commands(&back_and_forth, &env).unwrap();
-        // The start and `src`; and `src/..` as `cd -P` takes it.
+        // The start and `src` (no symlink: `cd -P` lands there too).
         let first: Vec<_> = reading.dirs.iter().take(4).collect();
         assert_eq!(reading.dirs.len(), 2, "{first:?}");
-        assert_eq!(reading.steps_back.len(), 1);
+        assert_eq!(reading.elsewhere, Vec::<PathBuf>::new());
     }
 
     #[test]

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use brush_parser::word::{self, BraceExpressionMember, BraceExpressionOrText, WordPiece};
 use brush_parser::{ParserOptions, Token};
 
+use super::resolve;
 use crate::path_text;
 
 /// How deep `sh -c`, `eval` and `$(…)` are followed.
@@ -37,6 +38,9 @@ const MAX_ASSIGNED: usize = 64;
 /// every `cd`/`pushd` target): each relative word is judged in each, so a
 /// text of ever deeper `cd`s would cost time quadratic in its length.
 const MAX_DIRS: usize = 256;
+/// The most places a `cd` may really have put the shell at once besides
+/// its logical directory (each `cd -P` through a symlink may add one).
+const MAX_ELSEWHERE: usize = 16;
 /// Reserved words a simple command may follow (`then export …`, `do
 /// cmd`): the command proper starts after them.
 const RESERVED: &[&str] = &[
@@ -128,10 +132,11 @@ pub struct Reading {
     /// judged against each (a `cd` that fails, `cd -`, `popd`, a subshell,
     /// a loop or a function leaves the shell in one of them).
     pub dirs: Vec<PathBuf>,
-    /// Each `cd` target with `..` as written after the directory it was
-    /// given in: where `cd -P` (or `set -P`) lands if what the `..` steps
-    /// back through is a symlink (elsewhere, the logical one in `dirs`).
-    pub steps_back: Vec<PathBuf>,
+    /// Where a `cd` may really have put the shell besides the logical
+    /// directory its commands carry, as real paths: through a symlink, as
+    /// `cd -P` (or `set -P`) follows it (`cd -P link/..`), and every `cd`
+    /// from there on.
+    pub elsewhere: Vec<PathBuf>,
 }
 
 /// The reading of `text`, or why it cannot be read: not shell syntax the
@@ -149,6 +154,7 @@ pub fn commands(text: &str, env: &Env<'_>) -> Result<Reading, String> {
         names_unknown: false,
         out: &mut reading,
         unreadable: None,
+        elsewhere: Vec::new(),
     };
     reader.read(text, env.cwd.map(Path::to_path_buf), 0);
     match reader.unreadable {
@@ -170,6 +176,9 @@ struct Reader<'e, 'o> {
     out: &'o mut Reading,
     /// Why the text cannot be followed, once that is known.
     unreadable: Option<String>,
+    /// Where the last `cd` may really have put the shell besides its
+    /// logical directory (real paths).
+    elsewhere: Vec<PathBuf>,
 }
 
 impl Reader<'_, '_> {
@@ -249,14 +258,9 @@ impl Reader<'_, '_> {
         let mut next_cwd = cwd.clone();
         match simple.name().as_deref() {
             Some("cd" | "pushd") => {
-                let (logical, physical) = self.cd(&simple, cwd.as_deref());
-                if let Some(dir) = &logical {
-                    self.visit(dir, false);
+                if let Some(target) = self.cd(&simple) {
+                    next_cwd = self.move_to(&target, cwd.as_deref()).or(next_cwd);
                 }
-                if let Some(dir) = &physical {
-                    self.visit(dir, true);
-                }
-                next_cwd = logical;
             }
             Some(setter) if SETTERS.contains(&setter) => self.set(&simple, cwd.as_deref(), depth),
             Some(builtin @ ("printf" | "getopts" | "for" | "select")) => {
@@ -317,12 +321,56 @@ impl Reader<'_, '_> {
         next_cwd
     }
 
+    /// The shell moving to `target` (absolute, or relative to where it
+    /// is): from its logical directory `cwd` and from everywhere a symlink
+    /// may really have put it. Each landing is a directory the text may run
+    /// in: the logical one (returned: the next commands carry it) and,
+    /// resolved, where `cd -P` would land from each place (only where that
+    /// is not the logical one's real path: no symlink, no second place).
+    fn move_to(&mut self, target: &Path, cwd: Option<&Path>) -> Option<PathBuf> {
+        let from = |base: Option<&Path>| match base {
+            _ if target.is_absolute() => Some(target.to_path_buf()),
+            base => base.map(|base| base.join(target)),
+        };
+        let real = |path: &Path| resolve::real_path(path, None).unwrap_or_else(|| path.into());
+        let landing = from(cwd).map(|joined| logical(&joined));
+        let here = landing.as_deref().map(real);
+        let mut elsewhere: Vec<PathBuf> = Vec::new();
+        let starts =
+            std::iter::once(cwd.map(Path::to_path_buf)).chain(self.elsewhere.drain(..).map(Some));
+        for joined in starts
+            .collect::<Vec<_>>()
+            .into_iter()
+            .filter_map(|s| from(s.as_deref()))
+        {
+            for spelling in [logical(&joined), joined] {
+                let place = real(&spelling);
+                if Some(&place) != here.as_ref() && !elsewhere.contains(&place) {
+                    elsewhere.push(place);
+                }
+            }
+        }
+        if elsewhere.len() > MAX_ELSEWHERE {
+            self.unreadable = Some(format!(
+                "`cd`s through symlinks that may leave it in more than {MAX_ELSEWHERE} places"
+            ));
+        }
+        for place in &elsewhere {
+            self.visit(place, true);
+        }
+        if let Some(dir) = &landing {
+            self.visit(dir, false);
+        }
+        self.elsewhere = elsewhere;
+        landing
+    }
+
     /// Count `dir` among the directories the text may run in (once), or
-    /// give up reading past [`MAX_DIRS`] of them (or of the spellings
-    /// that step back, `physical`).
-    fn visit(&mut self, dir: &Path, physical: bool) {
-        let dirs = match physical {
-            true => &mut self.out.steps_back,
+    /// give up reading past [`MAX_DIRS`] of them (or of the places a
+    /// symlink may have put it, `elsewhere`).
+    fn visit(&mut self, dir: &Path, elsewhere: bool) {
+        let dirs = match elsewhere {
+            true => &mut self.out.elsewhere,
             false => &mut self.out.dirs,
         };
         if dirs.iter().any(|d| d.as_os_str() == dir.as_os_str()) {
@@ -335,27 +383,25 @@ impl Reader<'_, '_> {
         dirs.push(dir.to_path_buf());
     }
 
-    /// Where `cd`/`pushd` moves: the first word that is not an option
-    /// (`cd -P DIR`), else the home. A target known only when the text
-    /// runs leads where its literal tail says, under a directory no path
-    /// names (`"$d/.claude"` is a `.claude`); without a tail, the words
-    /// after it are judged against the home, as before.
+    /// Where `cd`/`pushd` moves (see [`Reader::move_to`]): the first word
+    /// that is not an option (`cd -P DIR`), else the home. A target known
+    /// only when the text runs leads where its literal tail says, under a
+    /// directory no path names (`"$d/.claude"` is a `.claude`); without a
+    /// tail, the words after it are judged against the home, as before.
     ///
     /// The shell's `cd` is logical (each `..` takes back the component
     /// written before it): that is where the next commands run, and how a
     /// text of `cd sub; …; cd ..` stays in two directories. `cd -P` or `set
-    /// -P` steps back through a symlink where the real filesystem says, so
-    /// a target with `..` also yields that spelling (resolved when its
-    /// words are judged): a second directory the text may run in.
-    fn cd(&self, simple: &Simple<'_>, cwd: Option<&Path>) -> (Option<PathBuf>, Option<PathBuf>) {
+    /// -P` follows symlinks first, so [`Reader::move_to`] lands both ways.
+    fn cd(&self, simple: &Simple<'_>) -> Option<PathBuf> {
         let at = simple
             .args()
             .find(|&i| simple.literal(i).is_none_or(|w| !w.starts_with('-')));
-        let target = match at.map(|i| (i, simple.literal(i))) {
+        match at.map(|i| (i, simple.literal(i))) {
             Some((_, Some(literal))) => Some(literal),
             Some((i, None)) => {
                 if let Some(tail) = literal_tail(&simple.raw[i]) {
-                    return (Some(Path::new(UNKNOWN_DIR).join(tail)), None);
+                    return Some(Path::new(UNKNOWN_DIR).join(tail));
                 }
                 // As before: a later literal word, else the home.
                 (i + 1..simple.words.len())
@@ -364,15 +410,8 @@ impl Reader<'_, '_> {
             }
             None => None,
         }
-        .or_else(|| self.env.home.map(|h| h.display().to_string()));
-        let joined = match (target, cwd) {
-            (Some(t), _) if Path::new(&t).is_absolute() => PathBuf::from(t),
-            (Some(t), Some(base)) => base.join(t),
-            _ => return (cwd.map(Path::to_path_buf), None),
-        };
-        let logical = logical(&joined);
-        let steps_back = joined.components().any(|c| c == Component::ParentDir);
-        (Some(logical), steps_back.then_some(joined))
+        .or_else(|| self.env.home.map(|h| h.display().to_string()))
+        .map(PathBuf::from)
     }
 
     /// A builtin that sets the variables it names (`export NAME=…`, `read
@@ -712,11 +751,13 @@ fn logical(path: &Path) -> PathBuf {
     for component in path.components() {
         match component {
             Component::CurDir => {}
-            Component::ParentDir if out.parent().is_some() => {
-                out.pop();
-            }
-            Component::ParentDir if !out.has_root() => out.push(".."),
-            Component::ParentDir => {}
+            Component::ParentDir => match out.components().next_back() {
+                Some(Component::Normal(_)) => {
+                    out.pop();
+                }
+                Some(Component::RootDir) => {}
+                _ => out.push(".."),
+            },
             other => out.push(other),
         }
     }
