@@ -1822,12 +1822,31 @@ mod tests {
             "cd -P l/.. && cd .config && cd toolgate && echo x > config.toml",
             "set -P; cd l/..; cd .config; cd toolgate; echo x > config.toml",
             "cd -P l/.. && cd .config/toolgate && cd . && echo x > config.toml",
+            // A shell of its own moves, not this one (a review's finding).
+            "cd -P l/.. && : $(cd /); cd .config && cd toolgate && echo x > config.toml",
+            "cd -P l/.. && sh -c 'cd /'; cd .config && cd toolgate && echo x > config.toml",
         ] {
             assert!(
                 refused_in(&plane, home.path(), command).is_some(),
                 "{command}"
             );
         }
+    }
+
+    #[test]
+    fn a_logical_cd_after_a_step_back_through_a_link_is_followed_too() {
+        let (home, plane) = home_plane();
+        let app = home.path().join("app");
+        std::os::unix::fs::symlink(".", app.join("l")).unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), app.join("m")).unwrap();
+        // `cd -P l/..` is the home; `cd app/m` is `~/app/m` to the
+        // logical `cd`, so `cd ../..` is the home again.
+        let command = "cd -P l/.. && cd app/m && cd ../.. && cd .config && cd toolgate && echo x > config.toml";
+        assert!(
+            refused_in(&plane, home.path(), command).is_some(),
+            "{command}"
+        );
     }
 
     #[test]

@@ -133,9 +133,9 @@ pub struct Reading {
     /// a loop or a function leaves the shell in one of them).
     pub dirs: Vec<PathBuf>,
     /// Where a `cd` may really have put the shell besides the logical
-    /// directory its commands carry, as real paths: through a symlink, as
-    /// `cd -P` (or `set -P`) follows it (`cd -P link/..`), and every `cd`
-    /// from there on.
+    /// directory its commands carry: through a symlink, as `cd -P` (or
+    /// `set -P`) follows it (`cd -P link/..`), and every `cd` from there
+    /// on, logical or not.
     pub elsewhere: Vec<PathBuf>,
 }
 
@@ -177,11 +177,20 @@ struct Reader<'e, 'o> {
     /// Why the text cannot be followed, once that is known.
     unreadable: Option<String>,
     /// Where the last `cd` may really have put the shell besides its
-    /// logical directory (real paths).
+    /// logical directory (a symlink followed or not, in either order).
     elsewhere: Vec<PathBuf>,
 }
 
 impl Reader<'_, '_> {
+    /// Read `text` that a command of this text (at `depth`) runs in a
+    /// shell of its own (`sh -c`, `$(…)`, `eval`, `env -S`): its `cd`s
+    /// move that shell, not this one.
+    fn read_nested(&mut self, text: &str, cwd: Option<PathBuf>, depth: usize) {
+        let elsewhere = self.elsewhere.clone();
+        self.read(text, cwd, depth + 1);
+        self.elsewhere = elsewhere;
+    }
+
     fn read(&mut self, text: &str, cwd: Option<PathBuf>, depth: usize) {
         if depth > MAX_DEPTH {
             self.unreadable = Some(format!(
@@ -294,7 +303,7 @@ impl Reader<'_, '_> {
             Some("env") => {
                 // `env -S 'NAME=value cmd'` splits its text into a command.
                 for text in simple.args().filter_map(|i| simple.split_string(i)) {
-                    self.read(&text, cwd.clone(), depth + 1);
+                    self.read_nested(&text, cwd.clone(), depth);
                 }
             }
             Some("eval") => {
@@ -302,14 +311,14 @@ impl Reader<'_, '_> {
                 if text.len() < simple.args().len() {
                     self.names_unknown = true; // `eval "$(…)"`
                 }
-                self.read(&text.join(" "), cwd.clone(), depth + 1);
+                self.read_nested(&text.join(" "), cwd.clone(), depth);
             }
             // Code read from a file may set anything.
             Some("source" | ".") => self.names_unknown = true,
             _ => {}
         }
         if let Some(text) = simple.shell_text() {
-            self.read(&text, cwd.clone(), depth + 1);
+            self.read_nested(&text, cwd.clone(), depth);
         }
         if !command.words.is_empty() {
             self.out.commands.push(Command {
@@ -323,29 +332,25 @@ impl Reader<'_, '_> {
 
     /// The shell moving to `target` (absolute, or relative to where it
     /// is): from its logical directory `cwd` and from everywhere a symlink
-    /// may really have put it. Each landing is a directory the text may run
-    /// in: the logical one (returned: the next commands carry it) and,
-    /// resolved, where `cd -P` would land from each place (only where that
-    /// is not the logical one's real path: no symlink, no second place).
+    /// may have put it. Each landing is a directory the text may run in:
+    /// the logical one (returned: the next commands carry it) and, from
+    /// each place, the logical one and the real one `cd -P` lands in
+    /// (kept as the other places where they are not the logical landing:
+    /// without symlinks, they are).
     fn move_to(&mut self, target: &Path, cwd: Option<&Path>) -> Option<PathBuf> {
         let from = |base: Option<&Path>| match base {
             _ if target.is_absolute() => Some(target.to_path_buf()),
             base => base.map(|base| base.join(target)),
         };
-        let real = |path: &Path| resolve::real_path(path, None).unwrap_or_else(|| path.into());
         let landing = from(cwd).map(|joined| logical(&joined));
-        let here = landing.as_deref().map(real);
+        let starts: Vec<Option<PathBuf>> = std::iter::once(cwd.map(Path::to_path_buf))
+            .chain(self.elsewhere.drain(..).map(Some))
+            .collect();
         let mut elsewhere: Vec<PathBuf> = Vec::new();
-        let starts =
-            std::iter::once(cwd.map(Path::to_path_buf)).chain(self.elsewhere.drain(..).map(Some));
-        for joined in starts
-            .collect::<Vec<_>>()
-            .into_iter()
-            .filter_map(|s| from(s.as_deref()))
-        {
-            for spelling in [logical(&joined), joined] {
-                let place = real(&spelling);
-                if Some(&place) != here.as_ref() && !elsewhere.contains(&place) {
+        for joined in starts.iter().filter_map(|start| from(start.as_deref())) {
+            let real = resolve::real_path(&joined, None).unwrap_or_else(|| joined.clone());
+            for place in [logical(&joined), real] {
+                if Some(&place) != landing.as_ref() && !elsewhere.contains(&place) {
                     elsewhere.push(place);
                 }
             }
@@ -568,7 +573,7 @@ impl Reader<'_, '_> {
             },
             WordPiece::CommandSubstitution(text)
             | WordPiece::BackquotedCommandSubstitution(text) => {
-                self.read(text, cwd.map(Path::to_path_buf), depth + 1);
+                self.read_nested(text, cwd.map(Path::to_path_buf), depth);
                 return false;
             }
             WordPiece::ArithmeticExpression(_) => return false,
