@@ -1850,6 +1850,36 @@ mod tests {
     }
 
     #[test]
+    fn a_cd_that_fails_or_is_undone_leaves_the_shell_where_it_was() {
+        let (home, plane) = home_plane();
+        // Each leaves the shell in `app`, from where `../.config/toolgate`
+        // is toolgate's config folder (a review's findings).
+        for command in [
+            "cd /nowhere; cd ../.config; cd toolgate; echo x > config.toml",
+            "(cd /tmp); cd ../.config; cd toolgate; echo x > config.toml",
+            "pushd /tmp; popd; cd ../.config; cd toolgate; echo x > config.toml",
+            "cd /tmp; cd -; cd ../.config; cd toolgate; echo x > config.toml",
+            "eval cd; cd .config; cd toolgate; echo x > config.toml",
+        ] {
+            assert!(
+                refused_in(&plane, home.path(), command).is_some(),
+                "{command}"
+            );
+        }
+        // Ordinary work moving between existing folders still runs.
+        std::fs::create_dir_all(home.path().join("app/a")).unwrap();
+        std::fs::create_dir_all(home.path().join("app/b")).unwrap();
+        assert_eq!(
+            refused_in(
+                &plane,
+                home.path(),
+                "cd a && make; cd ../b && make; cd .. && git status"
+            ),
+            None
+        );
+    }
+
+    #[test]
     fn a_text_moving_back_and_forth_runs_in_two_directories() {
         let (home, plane) = home_plane();
         std::fs::create_dir(home.path().join("app/src")).unwrap();
@@ -1862,10 +1892,16 @@ mod tests {
             cwd: Some(&home.path().join("app")),
         };
         let reading = shell::commands(&back_and_forth, &env).unwrap();
-        // The start and `src` (no symlink: `cd -P` lands there too).
+        // The start and `src`; and, were a `cd src` to fail, the folders
+        // above (each `cd ..` from where the shell may be): a few.
         let first: Vec<_> = reading.dirs.iter().take(4).collect();
         assert_eq!(reading.dirs.len(), 2, "{first:?}");
-        assert_eq!(reading.elsewhere, Vec::<PathBuf>::new());
+        let depth = home.path().components().count();
+        assert!(
+            reading.elsewhere.len() <= depth + 2,
+            "{:?}",
+            reading.elsewhere
+        );
     }
 
     #[test]

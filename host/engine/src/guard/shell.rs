@@ -41,6 +41,9 @@ const MAX_DIRS: usize = 256;
 /// The most places a `cd` may really have put the shell at once besides
 /// its logical directory (each `cd -P` through a symlink may add one).
 const MAX_ELSEWHERE: usize = 16;
+/// The most existing directories a text may `cd` into (or leave the shell
+/// in when a `cd` fails): each later `cd` lands from each of them.
+const MAX_BEEN: usize = 128;
 /// Reserved words a simple command may follow (`then export …`, `do
 /// cmd`): the command proper starts after them.
 const RESERVED: &[&str] = &[
@@ -155,6 +158,7 @@ pub fn commands(text: &str, env: &Env<'_>) -> Result<Reading, String> {
         out: &mut reading,
         unreadable: None,
         elsewhere: Vec::new(),
+        been: env.cwd.map(Path::to_path_buf).into_iter().collect(),
     };
     reader.read(text, env.cwd.map(Path::to_path_buf), 0);
     match reader.unreadable {
@@ -179,6 +183,10 @@ struct Reader<'e, 'o> {
     /// Where the last `cd` may really have put the shell besides its
     /// logical directory (a symlink followed or not, in either order).
     elsewhere: Vec<PathBuf>,
+    /// Every existing directory the shell may have been in so far: where
+    /// a `cd` that fails (`cd /nowhere`), a subshell's that is undone,
+    /// `popd` or `cd -` leave it, so where any later `cd` may start.
+    been: Vec<PathBuf>,
 }
 
 impl Reader<'_, '_> {
@@ -359,6 +367,28 @@ impl Reader<'_, '_> {
             self.unreadable = Some(format!(
                 "`cd`s through symlinks that may leave it in more than {MAX_ELSEWHERE} places"
             ));
+        }
+        // From where an earlier `cd` put or left the shell: a landing that
+        // exists is a place it may be (where one does not, the `cd` fails).
+        let exists = |place: &Path| resolve::Place::new(place, None).exists();
+        let mut been: Vec<PathBuf> = (elsewhere.iter().chain(&landing))
+            .filter(|place| exists(place))
+            .cloned()
+            .collect();
+        for joined in self.been.iter().filter_map(|start| from(Some(start))) {
+            let real = resolve::real_path(&joined, None).unwrap_or_else(|| joined.clone());
+            been.extend([logical(&joined), real].into_iter().filter(|p| exists(p)));
+        }
+        for place in been {
+            if self.been.contains(&place) {
+                continue;
+            }
+            if self.been.len() == MAX_BEEN {
+                self.unreadable = Some(format!("may `cd` into more than {MAX_BEEN} places"));
+                break;
+            }
+            self.visit(&place, true);
+            self.been.push(place);
         }
         for place in &elsewhere {
             self.visit(place, true);
