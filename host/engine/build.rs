@@ -21,6 +21,13 @@ struct Guest {
     package: String,
     dir: PathBuf,
     bundled: bool,
+    /// Built in a cargo invocation of its own (`[package.metadata.toolgate]
+    /// build-alone = true`): cargo unifies the features of every package
+    /// one invocation builds, so a guest whose dependencies turn on
+    /// features (Cedar turns on serde_json's `preserve_order`: an IndexMap
+    /// hashed with SipHash in every JSON object) would otherwise give them
+    /// to every guest, and every decision would parse its call slower.
+    alone: bool,
 }
 
 fn main() {
@@ -47,48 +54,11 @@ fn main() {
     let toolchain = env::var(GUEST_TOOLCHAIN).ok().filter(|t| !t.is_empty());
     ensure_target_installed(toolchain.as_deref());
 
-    let mut cargo = match &toolchain {
-        Some(toolchain) => {
-            let mut cargo = Command::new("cargo");
-            cargo
-                .env("RUSTUP_TOOLCHAIN", toolchain)
-                .env_remove("RUSTC")
-                .env_remove("RUSTDOC");
-            cargo
-        }
-        None => Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into())),
-    };
-    cargo
-        .current_dir(&root)
-        .args(["build", "--release", "--target", TARGET])
-        .arg("--target-dir")
-        .arg(&target_dir)
-        // Whole-program optimisation: smaller components that instantiate
-        // faster and run faster, for ~a minute more of building, once.
-        .env("CARGO_PROFILE_RELEASE_LTO", "true")
-        .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "1");
-    for guest in &guests {
-        cargo.args(["-p", &guest.package]);
+    let (alone, together): (Vec<&Guest>, Vec<&Guest>) = guests.iter().partition(|g| g.alone);
+    let batches = std::iter::once(together).chain(alone.into_iter().map(|g| vec![g]));
+    for batch in batches.filter(|batch| !batch.is_empty()) {
+        build_guests(&root, &target_dir, toolchain.as_deref(), &batch);
     }
-    // The outer build's flags and wrappers (e.g. clippy's) are for the host,
-    // not for the guests.
-    for var in [
-        "CARGO_ENCODED_RUSTFLAGS",
-        "RUSTFLAGS",
-        "RUSTC_WRAPPER",
-        "RUSTC_WORKSPACE_WRAPPER",
-        "CARGO_TARGET_DIR",
-        "CARGO_BUILD_TARGET",
-    ] {
-        cargo.env_remove(var);
-    }
-    let status = cargo
-        .status()
-        .expect("failed to run cargo for the guest components");
-    assert!(
-        status.success(),
-        "building the guest components for {TARGET} failed (see the errors above)"
-    );
 
     let wasm_dir = target_dir.join(TARGET).join("release");
     let mut bundled = String::from(
@@ -114,6 +84,52 @@ fn main() {
     println!("cargo::metadata=guest_dir={}", wasm_dir.display());
 }
 
+/// Build `guests` in one cargo invocation, into `target_dir`.
+fn build_guests(root: &Path, target_dir: &Path, toolchain: Option<&str>, guests: &[&Guest]) {
+    let mut cargo = match toolchain {
+        Some(toolchain) => {
+            let mut cargo = Command::new("cargo");
+            cargo
+                .env("RUSTUP_TOOLCHAIN", toolchain)
+                .env_remove("RUSTC")
+                .env_remove("RUSTDOC");
+            cargo
+        }
+        None => Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into())),
+    };
+    cargo
+        .current_dir(root)
+        .args(["build", "--release", "--target", TARGET])
+        .arg("--target-dir")
+        .arg(target_dir)
+        // Whole-program optimisation: smaller components that instantiate
+        // faster and run faster, for ~a minute more of building, once.
+        .env("CARGO_PROFILE_RELEASE_LTO", "true")
+        .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "1");
+    for guest in guests {
+        cargo.args(["-p", &guest.package]);
+    }
+    // The outer build's flags and wrappers (e.g. clippy's) are for the host,
+    // not for the guests.
+    for var in [
+        "CARGO_ENCODED_RUSTFLAGS",
+        "RUSTFLAGS",
+        "RUSTC_WRAPPER",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CARGO_TARGET_DIR",
+        "CARGO_BUILD_TARGET",
+    ] {
+        cargo.env_remove(var);
+    }
+    let status = cargo
+        .status()
+        .expect("failed to run cargo for the guest components");
+    assert!(
+        status.success(),
+        "building the guest components for {TARGET} failed (see the errors above)"
+    );
+}
+
 /// Every crate directly under `dir` that builds a component (`cdylib`).
 fn find_guests(dir: &Path, bundled: bool) -> Vec<Guest> {
     let Ok(entries) = fs::read_dir(dir) else {
@@ -130,11 +146,18 @@ fn find_guests(dir: &Path, bundled: bool) -> Vec<Guest> {
             if !crate_types.iter().any(|t| t.as_str() == Some("cdylib")) {
                 return None;
             }
-            let package = manifest.get("package")?.get("name")?.as_str()?.to_string();
+            let package = manifest.get("package")?;
+            let alone = package
+                .get("metadata")
+                .and_then(|m| m.get("toolgate"))
+                .and_then(|t| t.get("build-alone"))
+                .and_then(toml::Value::as_bool)
+                .unwrap_or(false);
             Some(Guest {
-                package,
+                package: package.get("name")?.as_str()?.to_string(),
                 dir,
                 bundled,
+                alone,
             })
         })
         .collect();
