@@ -249,12 +249,12 @@ impl RuleBook {
         if let Some(reading) = &read.shell {
             self.judge_reading(reading, &mut hits);
         } else if READ_TOOLS.contains(&tool) {
-            for path in path_arguments(&read.arguments) {
-                self.judge_path(&path, Access::Read, &mut hits);
+            for path in &read.paths {
+                self.judge_path(path, Access::Read, &mut hits);
             }
         } else if WRITE_TOOLS.contains(&tool) {
-            for path in path_arguments(&read.arguments) {
-                self.judge_path(&path, Access::Write, &mut hits);
+            for path in &read.paths {
+                self.judge_path(path, Access::Write, &mut hits);
             }
         }
         if self.index.tools.is_empty() {
@@ -358,6 +358,9 @@ pub struct CallReading<'c> {
     pub arguments: Value,
     /// What its shell text runs, when it has some.
     pub shell: Option<shell::Reading>,
+    /// The paths it names, when it is a file tool (read once: both the
+    /// rules and [`CallReading::effects`] look at them).
+    pub paths: Vec<String>,
 }
 
 impl<'c> CallReading<'c> {
@@ -365,10 +368,18 @@ impl<'c> CallReading<'c> {
     pub fn new(call: &'c ToolCall) -> Self {
         let arguments: Value = serde_json::from_str(&call.arguments).unwrap_or(Value::Null);
         let shell = call_shell_text(&call.tool, &arguments).map(|text| shell::read(&text));
+        let file_tool = [READ_TOOLS, WRITE_TOOLS]
+            .iter()
+            .any(|t| t.contains(&call.tool.as_str()));
+        let paths = match shell.is_none() && file_tool {
+            true => path_arguments(&arguments),
+            false => Vec::new(),
+        };
         Self {
             call,
             arguments,
             shell,
+            paths,
         }
     }
 
@@ -390,9 +401,9 @@ impl<'c> CallReading<'c> {
                     .extend(code_paths(&code.text).map(str::to_string));
             }
         } else if READ_TOOLS.contains(&tool) {
-            effects.reads = path_arguments(&self.arguments);
+            effects.reads = self.paths.clone();
         } else if WRITE_TOOLS.contains(&tool) {
-            effects.writes = path_arguments(&self.arguments);
+            effects.writes = self.paths.clone();
         }
         effects
     }

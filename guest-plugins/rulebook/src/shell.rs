@@ -704,6 +704,37 @@ const OPERATORS: &[&str] = &[
     "<>", ";", "&", "|", "(", ")", "<", ">", "\n",
 ];
 
+/// Characters that mean nothing to the shell but themselves between
+/// blanks: no quote, expansion, operator, glob, brace, comment or escape.
+fn is_plain(c: char) -> bool {
+    c.is_ascii_alphanumeric()
+        || matches!(
+            c,
+            ' ' | '-' | '_' | '.' | '/' | ':' | ',' | '=' | '+' | '@' | '%'
+        )
+}
+
+/// The words of text made only of [`is_plain`] characters (most commands
+/// agents run: `git status --short`, `cargo test -p app`), split at its
+/// spaces as the lexer would; none for any other text.
+fn plain_words(chars: &[char]) -> Option<Vec<Token>> {
+    if !chars.iter().all(|&c| is_plain(c)) {
+        return None;
+    }
+    let words = chars.split(|&c| c == ' ').filter(|word| !word.is_empty());
+    Some(
+        words
+            .map(|word| {
+                Token::Word(Word {
+                    text: word.iter().collect(),
+                    substitutions: Vec::new(),
+                    body: None,
+                })
+            })
+            .collect(),
+    )
+}
+
 struct Lexer<'t> {
     chars: Vec<char>,
     at: usize,
@@ -733,7 +764,11 @@ impl<'t> Lexer<'t> {
         s.chars().enumerate().all(|(i, c)| self.peek(i) == Some(c))
     }
 
-    fn run(mut self) -> Vec<Token> {
+    fn run(self) -> Vec<Token> {
+        plain_words(&self.chars).unwrap_or_else(|| self.lex())
+    }
+
+    fn lex(mut self) -> Vec<Token> {
         let mut heredoc_next = false;
         while let Some(c) = self.peek(0) {
             match c {
@@ -1126,6 +1161,44 @@ mod tests {
             .iter()
             .map(|c| c.words.join(" "))
             .collect()
+    }
+
+    /// Every text of up to four characters over the plain characters
+    /// (and a run of longer ones), lexed both ways: the short cut for plain
+    /// text must give the lexer's own words.
+    #[test]
+    fn plain_text_is_split_as_the_lexer_splits_it() {
+        let alphabet: Vec<char> = "a1 -_./:,=+@%".chars().collect();
+        let mut texts: Vec<String> = vec![String::new()];
+        for _ in 0..4 {
+            let longer: Vec<String> = texts
+                .iter()
+                .filter(|t| t.chars().count() == texts.last().map_or(0, |l| l.chars().count()))
+                .flat_map(|t| alphabet.iter().map(move |c| format!("{t}{c}")))
+                .collect();
+            texts.extend(longer);
+        }
+        texts.extend(
+            [
+                "git status --short",
+                "cargo test -p app -- --nocapture",
+                "npm run build:prod --if-present",
+                "2 -1 0x10 a=b c+=d user@host:path 100%",
+                "  spaced   out  ",
+            ]
+            .map(String::from),
+        );
+        for text in &texts {
+            let chars: Vec<char> = text.chars().collect();
+            let fast = plain_words(&chars).expect("plain text");
+            assert_eq!(fast, Lexer::new(text).lex(), "{text:?}");
+        }
+        for text in [
+            "a;b", "a\tb", "a'b'", "$HOME", "a*", "~/x", "a#b", "{a,b}", "a\nb", "a>b",
+        ] {
+            let chars: Vec<char> = text.chars().collect();
+            assert!(plain_words(&chars).is_none(), "{text:?} is not plain");
+        }
     }
 
     #[test]
