@@ -53,15 +53,16 @@ impl PathGlob {
     /// Whether the path read once by [`PathRead::new`] matches: a call's
     /// path meets dozens of globs, and is split only once for them all.
     pub fn matches_read(&self, path: &PathRead) -> bool {
-        let segments = &path.segments;
         // A glob consumes the whole path: its last segment (unless `**`)
         // is the path's last, which rules most globs out at once.
-        if let (Some(last), Some(name)) = (self.segments.last(), segments.last())
+        if let (Some(last), Some(name)) = (self.segments.last(), path.name())
             && last != "**"
             && !glob_one(last.as_bytes(), name.as_bytes())
         {
             return false;
         }
+        let segments: Vec<&str> = path.segments().collect();
+        let segments = segments.as_slice();
         match self.anchor {
             Anchor::Home => (path.home_depth)
                 .is_some_and(|depth| glob_segments(&self.segments, &segments[depth..])),
@@ -87,7 +88,9 @@ impl PathGlob {
 #[derive(Debug, Clone)]
 pub struct PathRead {
     normal: String,
-    segments: Vec<String>,
+    /// Where each segment lies in `normal` (most globs are ruled out by the
+    /// last segment alone, so the others are not copied out).
+    segments: Vec<std::ops::Range<usize>>,
     /// How many leading segments are the home directory, if in one.
     home_depth: Option<usize>,
 }
@@ -98,12 +101,28 @@ impl PathRead {
         let normal = normal(path);
         let segments: Vec<&str> = split(&normal).collect();
         let home_depth = home_relative(&normal, &segments).map(|rest| segments.len() - rest.len());
-        let segments = segments.into_iter().map(str::to_string).collect();
+        let base = normal.as_ptr() as usize;
+        let segments = segments
+            .iter()
+            .map(|segment| {
+                let start = segment.as_ptr() as usize - base;
+                start..start + segment.len()
+            })
+            .collect();
         Self {
             normal,
             segments,
             home_depth,
         }
+    }
+
+    fn segments(&self) -> impl Iterator<Item = &str> {
+        self.segments.iter().map(|at| &self.normal[at.clone()])
+    }
+
+    /// The last segment: the file's own name.
+    fn name(&self) -> Option<&str> {
+        self.segments.last().map(|at| &self.normal[at.clone()])
     }
 }
 
@@ -138,11 +157,15 @@ pub fn normal(path: &str) -> String {
 }
 
 fn flat(path: &str) -> String {
-    let path = path
+    let (home, path) = match path
         .strip_prefix("$HOME")
         .or_else(|| path.strip_prefix("${HOME}"))
-        .map_or_else(|| path.to_string(), |rest| format!("~{rest}"));
-    let mut out = String::with_capacity(path.len());
+    {
+        Some(rest) => ("~", rest),
+        None => ("", path),
+    };
+    let mut out = String::with_capacity(home.len() + path.len());
+    out.push_str(home);
     let mut last_slash = false;
     for c in path.chars() {
         if c == '/' && last_slash {
@@ -151,14 +174,20 @@ fn flat(path: &str) -> String {
         last_slash = c == '/';
         out.push(c);
     }
-    let mut out = out.as_str();
-    while let Some(rest) = out.strip_prefix("./") {
-        out = rest;
-    }
+    let dots = out.len() - strip_dot_slashes(&out).len();
+    out.drain(..dots);
     if out.len() > 1 {
-        out = out.trim_end_matches('/');
+        out.truncate(out.trim_end_matches('/').len());
     }
-    out.to_string()
+    out
+}
+
+/// `text` without its leading `./`s.
+fn strip_dot_slashes(mut text: &str) -> &str {
+    while let Some(rest) = text.strip_prefix("./") {
+        text = rest;
+    }
+    text
 }
 
 fn split(path: &str) -> impl Iterator<Item = &str> {
@@ -198,7 +227,7 @@ pub fn outside_project(path: &str) -> bool {
     path.starts_with('/') || path.starts_with('~') || path == ".." || path.starts_with("../")
 }
 
-fn glob_segments(pattern: &[String], path: &[String]) -> bool {
+fn glob_segments(pattern: &[String], path: &[&str]) -> bool {
     match pattern.split_first() {
         None => path.is_empty(),
         Some((first, rest)) if first == "**" => {
