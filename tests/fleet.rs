@@ -251,6 +251,32 @@ fn credentials_stay_out_of_messages_and_a_newer_schema_is_refused() {
     assert!(err.contains("newer than this build"), "{err}");
 }
 
+/// A host keeps the statements it prepared (one round trip a query, not
+/// two); when another host's migration changes the schema under one, the
+/// next query prepares it again rather than failing from then on.
+#[test]
+fn a_kept_statement_is_prepared_again_when_the_schema_changes_under_it() {
+    let Some(cluster) = Cluster::start("a_kept_statement_is_prepared_again") else {
+        return;
+    };
+    let url = cluster.database();
+    let store = cluster.store_at(&url);
+    store.state_put("p", "k", Some(b"v"), u64::MAX).unwrap();
+    for _ in 0..3 {
+        assert_eq!(store.state_keys("p", "", 10).unwrap(), ["k"]);
+    }
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    admin
+        .batch_execute("ALTER TABLE state ALTER COLUMN key TYPE varchar COLLATE \"C\"")
+        .unwrap();
+    // The kept statement's result type changed: its first use may fail
+    // (closed, as any store failure), never the ones after it.
+    let _ = store.state_keys("p", "", 10);
+    for _ in 0..3 {
+        assert_eq!(store.state_keys("p", "", 10).unwrap(), ["k"]);
+    }
+}
+
 /// Every record of a store, in export order.
 fn records(store: &toolgate::store::Store) -> Vec<toolgate::store::Record> {
     let mut all = Vec::new();

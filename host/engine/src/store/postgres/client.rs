@@ -9,17 +9,23 @@
 //! used again (what it was doing is unknown); the next call connects anew,
 //! so the store recovers by itself once the server answers again.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::pin::pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use tokio_postgres::error::SqlState;
 use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{AsyncMessage, GenericClient, Notification, Socket};
+use tokio_postgres::{AsyncMessage, GenericClient, Notification, Socket, Statement};
 
 pub(crate) use tokio_postgres::Row;
+
+/// The most statements a connection keeps prepared; past it a statement is
+/// prepared for each use, as before it was kept. The store's statements are
+/// a few dozen fixed texts.
+const MAX_STATEMENTS: usize = 256;
 
 /// One query parameter.
 pub(crate) type Param<'a> = &'a (dyn ToSql + Sync);
@@ -76,6 +82,10 @@ struct Connection {
     deadline: Duration,
     /// Set when a round trip timed out or the socket failed.
     broken: bool,
+    /// The statements prepared on this connection, by their text: a query
+    /// by text alone is two round trips (prepare, then execute), a kept
+    /// statement one.
+    statements: HashMap<String, Statement>,
 }
 
 impl Connection {
@@ -110,8 +120,34 @@ impl Connection {
         if matches!(answer, Err(PgError::TimedOut(_) | PgError::Closed)) {
             self.broken = true;
         }
+        if let Err(PgError::Postgres(err)) = &answer
+            && err.code().is_some_and(stale_statement)
+        {
+            // Another host changed the schema under a kept statement: the
+            // next use prepares it again.
+            self.statements.clear();
+        }
         answer
     }
+
+    /// `sql` prepared on this connection: kept from an earlier use, or
+    /// prepared now (through `inner`, the client or its transaction).
+    fn statement(&mut self, inner: &impl GenericClient, sql: &str) -> Result<Statement> {
+        if let Some(kept) = self.statements.get(sql) {
+            return Ok(kept.clone());
+        }
+        let statement = self.block_on(inner.prepare(sql))?;
+        if self.statements.len() < MAX_STATEMENTS {
+            self.statements.insert(sql.to_string(), statement.clone());
+        }
+        Ok(statement)
+    }
+}
+
+/// Whether a refusal means a kept statement no longer fits the schema
+/// (`cached plan must not change result type`) or no longer exists.
+fn stale_statement(code: &SqlState) -> bool {
+    *code == SqlState::FEATURE_NOT_SUPPORTED || *code == SqlState::INVALID_SQL_STATEMENT_NAME
 }
 
 /// A connection to PostgreSQL.
@@ -148,6 +184,7 @@ impl Client {
                 notifications: VecDeque::new(),
                 deadline,
                 broken: false,
+                statements: HashMap::new(),
             },
             client,
         })
@@ -282,22 +319,29 @@ impl<'a> Parts for Transaction<'a> {
 impl<P: Parts> Queries for P {
     fn query(&mut self, sql: &str, params: &[Param<'_>]) -> Result<Vec<Row>> {
         let (connection, inner) = self.parts();
-        connection.block_on(GenericClient::query(inner, sql, params))
+        let statement = connection.statement(inner, sql)?;
+        connection.block_on(GenericClient::query(inner, &statement, params))
     }
     fn query_one(&mut self, sql: &str, params: &[Param<'_>]) -> Result<Row> {
         let (connection, inner) = self.parts();
-        connection.block_on(GenericClient::query_one(inner, sql, params))
+        let statement = connection.statement(inner, sql)?;
+        connection.block_on(GenericClient::query_one(inner, &statement, params))
     }
     fn query_opt(&mut self, sql: &str, params: &[Param<'_>]) -> Result<Option<Row>> {
         let (connection, inner) = self.parts();
-        connection.block_on(GenericClient::query_opt(inner, sql, params))
+        let statement = connection.statement(inner, sql)?;
+        connection.block_on(GenericClient::query_opt(inner, &statement, params))
     }
     fn execute(&mut self, sql: &str, params: &[Param<'_>]) -> Result<u64> {
         let (connection, inner) = self.parts();
-        connection.block_on(GenericClient::execute(inner, sql, params))
+        let statement = connection.statement(inner, sql)?;
+        connection.block_on(GenericClient::execute(inner, &statement, params))
     }
     fn batch_execute(&mut self, sql: &str) -> Result<()> {
         let (connection, inner) = self.parts();
+        // Several statements, unprepared: a migration may change what the
+        // kept statements were prepared against.
+        connection.statements.clear();
         connection.block_on(GenericClient::batch_execute(inner, sql))
     }
 }
