@@ -130,17 +130,18 @@ impl Connection {
         answer
     }
 
-    /// `sql` prepared on this connection: kept from an earlier use, or
-    /// prepared now (through `inner`, the client or its transaction).
-    fn statement(&mut self, inner: &impl GenericClient, sql: &str) -> Result<Statement> {
+    /// `sql` prepared on this connection, and whether it was kept from an
+    /// earlier use (else it is prepared now, through `inner`: the client or
+    /// its transaction).
+    fn statement(&mut self, inner: &impl GenericClient, sql: &str) -> Result<(Statement, bool)> {
         if let Some(kept) = self.statements.get(sql) {
-            return Ok(kept.clone());
+            return Ok((kept.clone(), true));
         }
         let statement = self.block_on(inner.prepare(sql))?;
         if self.statements.len() < MAX_STATEMENTS {
             self.statements.insert(sql.to_string(), statement.clone());
         }
-        Ok(statement)
+        Ok((statement, false))
     }
 }
 
@@ -148,6 +149,15 @@ impl Connection {
 /// (`cached plan must not change result type`) or no longer exists.
 fn stale_statement(code: &SqlState) -> bool {
     *code == SqlState::FEATURE_NOT_SUPPORTED || *code == SqlState::INVALID_SQL_STATEMENT_NAME
+}
+
+/// Whether `answer` failed because a statement `kept` from an earlier use
+/// no longer fits the schema, where running it again can succeed: outside
+/// a transaction (inside one, the refusal has aborted it).
+fn retry_fresh<T>(answer: &Result<T>, kept: bool, in_transaction: bool) -> bool {
+    matches!(answer, Err(PgError::Postgres(err)) if err.code().is_some_and(stale_statement))
+        && kept
+        && !in_transaction
 }
 
 /// A connection to PostgreSQL.
@@ -295,11 +305,14 @@ pub(crate) trait Queries {
 /// transaction whose queries it drives.
 trait Parts {
     type Inner: GenericClient;
+    /// Whether its queries run inside a transaction.
+    const IN_TRANSACTION: bool;
     fn parts(&mut self) -> (&mut Connection, &Self::Inner);
 }
 
 impl Parts for Client {
     type Inner = tokio_postgres::Client;
+    const IN_TRANSACTION: bool = false;
     fn parts(&mut self) -> (&mut Connection, &Self::Inner) {
         (&mut self.connection, &self.client)
     }
@@ -307,6 +320,7 @@ impl Parts for Client {
 
 impl<'a> Parts for Transaction<'a> {
     type Inner = tokio_postgres::Transaction<'a>;
+    const IN_TRANSACTION: bool = true;
     fn parts(&mut self) -> (&mut Connection, &Self::Inner) {
         let inner = self
             .inner
@@ -316,26 +330,45 @@ impl<'a> Parts for Transaction<'a> {
     }
 }
 
+/// Run `$call` (an expression over `$inner` and `$statement`) with `$sql`
+/// prepared on the connection of `$parts`; when the statement was kept and
+/// the schema changed under it, once more, freshly prepared (the refusal
+/// cleared what was kept), where the transaction allows.
+macro_rules! prepared {
+    ($parts:ident, $sql:ident, |$inner:ident, $statement:ident| $call:expr) => {{
+        let (connection, $inner) = $parts.parts();
+        let (statement, kept) = connection.statement($inner, $sql)?;
+        let $statement = &statement;
+        let answer = connection.block_on($call);
+        if !retry_fresh(&answer, kept, P::IN_TRANSACTION) {
+            return answer;
+        }
+        let (statement, _) = connection.statement($inner, $sql)?;
+        let $statement = &statement;
+        connection.block_on($call)
+    }};
+}
+
 impl<P: Parts> Queries for P {
     fn query(&mut self, sql: &str, params: &[Param<'_>]) -> Result<Vec<Row>> {
-        let (connection, inner) = self.parts();
-        let statement = connection.statement(inner, sql)?;
-        connection.block_on(GenericClient::query(inner, &statement, params))
+        prepared!(self, sql, |inner, statement| GenericClient::query(
+            inner, statement, params
+        ))
     }
     fn query_one(&mut self, sql: &str, params: &[Param<'_>]) -> Result<Row> {
-        let (connection, inner) = self.parts();
-        let statement = connection.statement(inner, sql)?;
-        connection.block_on(GenericClient::query_one(inner, &statement, params))
+        prepared!(self, sql, |inner, statement| GenericClient::query_one(
+            inner, statement, params
+        ))
     }
     fn query_opt(&mut self, sql: &str, params: &[Param<'_>]) -> Result<Option<Row>> {
-        let (connection, inner) = self.parts();
-        let statement = connection.statement(inner, sql)?;
-        connection.block_on(GenericClient::query_opt(inner, &statement, params))
+        prepared!(self, sql, |inner, statement| GenericClient::query_opt(
+            inner, statement, params
+        ))
     }
     fn execute(&mut self, sql: &str, params: &[Param<'_>]) -> Result<u64> {
-        let (connection, inner) = self.parts();
-        let statement = connection.statement(inner, sql)?;
-        connection.block_on(GenericClient::execute(inner, &statement, params))
+        prepared!(self, sql, |inner, statement| GenericClient::execute(
+            inner, statement, params
+        ))
     }
     fn batch_execute(&mut self, sql: &str) -> Result<()> {
         let (connection, inner) = self.parts();

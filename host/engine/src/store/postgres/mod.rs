@@ -53,8 +53,12 @@ use crate::store::hygiene::{PolicyStats, Retention, StoreStats, SweepReport, Tab
 use writer::Message;
 
 /// What the server is told unless the URL sets `options`: end a session
-/// idle inside a transaction for a minute.
-const IDLE_IN_TRANSACTION: &str = "-c idle_in_transaction_session_timeout=60000";
+/// idle inside a transaction for a minute; plan each execution of a kept
+/// statement for its parameters (a generic plan, chosen after five runs,
+/// knows neither a tool's rarity nor a `LIMIT`), as when each query was
+/// prepared anew.
+const SESSION_OPTIONS: &str =
+    "-c idle_in_transaction_session_timeout=60000 -c plan_cache_mode=force_custom_plan";
 
 /// How long maintenance (a migration, a sweep, a copy) may take per round
 /// trip: longer than a decision's, which must answer within a hook's time.
@@ -153,7 +157,7 @@ impl Pool {
         // must not hold up the others for long: the server ends such a
         // session. The URL's own `options` are kept as they are.
         if config.get_options().is_none() {
-            config.options(IDLE_IN_TRANSACTION);
+            config.options(SESSION_OPTIONS);
         }
         Ok(Self {
             display: redacted(url),
