@@ -1,8 +1,9 @@
 //! A CycloneDX 1.5 SBOM of what a target's binaries hold: the `toolgate`
 //! package's normal dependencies for that target, and the bundled policy
 //! components (built for `wasm32-wasip2` and embedded in the binary) with
-//! theirs. The graph is `cargo tree`'s, which resolves features as the
-//! build does (`cargo metadata` unifies them with tests' and would list
+//! theirs. The graph is `cargo tree`'s, run on the policies in the batches
+//! the build makes, which resolves features as the build does (`cargo
+//! metadata` unifies them with tests' and would list
 //! what only tests link); each package's license and source come from
 //! `cargo metadata`, and each registry crate's sha256 from `Cargo.lock`.
 
@@ -74,15 +75,17 @@ pub fn sbom(root: &Path, target: &str, timestamp: &str) -> anyhow::Result<Value>
     let mut graph = Graph::default();
     graph.add(&tree(root, &["toolgate"], target)?);
     // The policy components the binary embeds, each with what it links.
-    for line in tree(root, &embedded_policies(&metadata), POLICY_TARGET)? {
-        if line.0 == 0 {
-            graph
-                .edges
-                .entry(root_ref.clone())
-                .or_default()
-                .insert(line.1.clone());
+    for batch in embedded_policies(&metadata) {
+        for line in tree(root, &batch, POLICY_TARGET)? {
+            if line.0 == 0 {
+                graph
+                    .edges
+                    .entry(root_ref.clone())
+                    .or_default()
+                    .insert(line.1.clone());
+            }
+            graph.add(std::slice::from_ref(&line));
         }
-        graph.add(std::slice::from_ref(&line));
     }
 
     let components = graph
@@ -127,8 +130,11 @@ pub fn sbom(root: &Path, target: &str, timestamp: &str) -> anyhow::Result<Value>
 
 /// The policy components the binary embeds: the workspace's guest crates
 /// built as components (cdylib).
-fn embedded_policies(metadata: &Value) -> Vec<&str> {
-    workspace_members(metadata)
+/// The bundled policies, in the batches host/engine/build.rs builds them
+/// in (features unify within one): those not marked `build-alone`
+/// together, then each marked one alone.
+fn embedded_policies(metadata: &Value) -> Vec<Vec<&str>> {
+    let (alone, together): (Vec<&Value>, Vec<&Value>) = workspace_members(metadata)
         .filter(|p| {
             p["manifest_path"]
                 .as_str()
@@ -142,7 +148,15 @@ fn embedded_policies(metadata: &Value) -> Vec<&str> {
                 .flatten()
                 .any(|t| strings(&t["kind"]).any(|k| k == "cdylib"))
         })
+        .partition(|p| p["metadata"]["toolgate"]["build-alone"] == Value::Bool(true));
+    let together: Vec<&str> = together.iter().filter_map(|p| p["name"].as_str()).collect();
+    let alone = alone
+        .into_iter()
         .filter_map(|p| p["name"].as_str())
+        .map(|n| vec![n]);
+    std::iter::once(together)
+        .chain(alone)
+        .filter(|batch| !batch.is_empty())
         .collect()
 }
 

@@ -61,6 +61,16 @@ impl PathGlob {
         {
             return false;
         }
+        // A glob anchored where the path is not cannot match (and most
+        // `~/…/**` globs meet project paths): no segments copied out.
+        let anchored = match self.anchor {
+            Anchor::Home => path.home_depth.is_some(),
+            Anchor::Root => path.normal.starts_with('/'),
+            Anchor::Anywhere => true,
+        };
+        if !anchored {
+            return false;
+        }
         let segments: Vec<&str> = path.segments().collect();
         let segments = segments.as_slice();
         match self.anchor {
