@@ -56,9 +56,10 @@ use writer::Message;
 /// idle inside a transaction for a minute.
 ///
 /// (Kept statements may get PostgreSQL's generic plan after five runs.
-/// Every query a decision makes filters on an equality prefix of an index in the order
-/// it asks — `events_by_tool` for a tool's history, newest first under a
-/// `LIMIT` — so the generic plan is the one a custom plan would choose;
+/// Every query a decision makes filters on an equality prefix of an index
+/// in the order it asks — `events_by_tool` for a tool's history, newest
+/// first under a `LIMIT` — so the generic plan is the one a custom plan
+/// would choose;
 /// `plan_cache_mode=force_custom_plan` measured 2 830–2 956 decisions/s on
 /// one host against 4 057–5 061 without it.)
 const SESSION_OPTIONS: &str = "-c idle_in_transaction_session_timeout=60000";
