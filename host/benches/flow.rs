@@ -9,8 +9,17 @@
 //!
 //! `cargo bench --bench flow` (release; `TOOLGATE_BENCH_QUICK=1` for fewer
 //! calls; `TOOLGATE_BENCH_PROFILE=flow` decides with `flow` alone for a
-//! minute, to run under `perf record` with `TOOLGATE_PERF_MAP=1`). The
-//! book's performance chapter reports it.
+//! minute, to run under `perf record` with `TOOLGATE_PERF_MAP=1`;
+//! `TOOLGATE_BENCH_FLOW=PATH` measures that build of the policy instead of
+//! the bundled one, to compare two builds run after run). The book's
+//! performance chapter reports it.
+
+/// The allocator the `toolgate` binary runs with: under glibc's, the store's
+/// writer thread freeing what the deciding thread allocated made the two
+/// wait on each other, and each policy's host-side allocations added to
+/// that wait outside the time it reports.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use std::path::Path;
 use std::time::Instant;
@@ -40,7 +49,10 @@ fn host(dir: &Path, name: &str, added: Added) -> Toolgate {
             "[plugins.allow-all]\npath = {:?}\npriority = 40\n",
             allow_all.display().to_string()
         ),
-        Added::Flow => "[plugins.flow]\npath = \"bundled:flow\"\npriority = 40\n".into(),
+        Added::Flow => {
+            let flow = std::env::var("TOOLGATE_BENCH_FLOW").unwrap_or("bundled:flow".into());
+            format!("[plugins.flow]\npath = {flow:?}\npriority = 40\n")
+        }
     };
     let text = format!(
         "cache_dir = {cache:?}\n\
