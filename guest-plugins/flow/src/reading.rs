@@ -125,7 +125,7 @@ impl Reading {
     fn read_tool(&mut self, read: &CallReading<'_>, trusted: &[String]) {
         let call = read.call;
         let tool = call.tool.as_str();
-        let field = |name: &str| read.arguments.get(name).and_then(Value::as_str);
+        let field = |name: &str| read.arguments().get(name).and_then(Value::as_str);
         if WEB_TOOLS.contains(&tool) {
             let url = field("url").unwrap_or("the web").to_string();
             self.push_sink("egress", host_of(&url).unwrap_or(&url).to_string());

@@ -8,10 +8,14 @@
 //! data: the bundled rule packs (`packs/*.toml`) plus an operator's own
 //! rules, in one syntax ([`rules`]).
 
+mod arguments;
 pub mod paths;
 pub mod rules;
 pub mod shell;
 
+pub use arguments::ArgumentFields;
+
+use std::cell::OnceCell;
 use std::collections::BTreeMap;
 
 use rules::{Access, Rule};
@@ -105,16 +109,6 @@ pub const WRITE_TOOLS: &[&str] = &[
     "str_replace_based_edit_tool",
     "create",
 ];
-/// Argument fields that hold a file path.
-const PATH_FIELDS: &[&str] = &[
-    "file_path",
-    "path",
-    "notebook_path",
-    "absolute_path",
-    "filePath",
-    "paths",
-];
-
 /// The rules, the operator's first, indexed by what each is about.
 pub struct RuleBook {
     rules: Vec<Rule>,
@@ -349,38 +343,46 @@ fn hit<'r>(rule: &'r Rule, subject: String, hits: &mut Vec<Hit<'r>>) {
     }
 }
 
-/// A call read once: its arguments, and its shell text as the shell would
-/// split it (when it runs one).
+/// A call read once: its shell text as the shell would split it (when it
+/// runs one) and the paths it names.
 pub struct CallReading<'c> {
     /// The call.
     pub call: &'c ToolCall,
-    /// Its arguments (null when they are not JSON).
-    pub arguments: Value,
     /// What its shell text runs, when it has some.
     pub shell: Option<shell::Reading>,
     /// The paths it names, when it is a file tool (read once: both the
     /// rules and [`CallReading::effects`] look at them).
     pub paths: Vec<String>,
+    /// Its arguments as JSON, parsed when first asked for.
+    arguments: OnceCell<Value>,
 }
 
 impl<'c> CallReading<'c> {
     /// Read `call`.
     pub fn new(call: &'c ToolCall) -> Self {
-        let arguments: Value = serde_json::from_str(&call.arguments).unwrap_or(Value::Null);
-        let shell = call_shell_text(&call.tool, &arguments).map(|text| shell::read(&text));
+        let fields = ArgumentFields::of(&call.arguments);
+        let shell = fields
+            .call_shell_text(&call.tool)
+            .map(|text| shell::read(&text));
         let file_tool = [READ_TOOLS, WRITE_TOOLS]
             .iter()
             .any(|t| t.contains(&call.tool.as_str()));
         let paths = match shell.is_none() && file_tool {
-            true => path_arguments(&arguments),
+            true => fields.paths(),
             false => Vec::new(),
         };
         Self {
             call,
-            arguments,
             shell,
             paths,
+            arguments: OnceCell::new(),
         }
+    }
+
+    /// Its arguments (null when they are not JSON).
+    pub fn arguments(&self) -> &Value {
+        self.arguments
+            .get_or_init(|| serde_json::from_str(&self.call.arguments).unwrap_or(Value::Null))
     }
 
     /// The files the call reads and writes: a file tool's paths, or what
@@ -471,51 +473,6 @@ fn rules_named(name: &str) -> bool {
 struct PackFile {
     #[serde(default)]
     rule: Vec<Value>,
-}
-
-/// The shell text a call runs: a shell tool's `command`, and any tool's
-/// `command` string (an MCP server's shell tool runs it as surely as Bash
-/// does).
-fn call_shell_text(tool: &str, arguments: &Value) -> Option<String> {
-    match SHELL_TOOLS.contains(&tool) {
-        true => shell_text(arguments),
-        false => arguments
-            .get("command")
-            .and_then(Value::as_str)
-            .map(str::to_string),
-    }
-}
-
-/// The shell text of a shell tool's arguments: `command` as a string, or
-/// as an argv (`["bash", "-lc", "…"]`, as Codex sends it).
-pub fn shell_text(arguments: &Value) -> Option<String> {
-    let command = arguments.get("command").or_else(|| arguments.get("cmd"))?;
-    match command {
-        Value::String(text) => Some(text.clone()),
-        Value::Array(argv) => Some(
-            argv.iter()
-                .filter_map(Value::as_str)
-                .map(|w| format!("'{}'", w.replace('\'', r"'\''")))
-                .collect::<Vec<_>>()
-                .join(" "),
-        ),
-        _ => None,
-    }
-}
-
-/// The path arguments of a file tool.
-pub fn path_arguments(arguments: &Value) -> Vec<String> {
-    let mut found = Vec::new();
-    for field in PATH_FIELDS {
-        match arguments.get(field) {
-            Some(Value::String(path)) => found.push(path.clone()),
-            Some(Value::Array(paths)) => {
-                found.extend(paths.iter().filter_map(Value::as_str).map(str::to_string));
-            }
-            _ => {}
-        }
-    }
-    found
 }
 
 /// The paths among a command's arguments, less what a program loads

@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 use rulebook::RuleBook;
 use rules::{Action, Class, Rule};
 use serde::Deserialize;
-use toolgate_guest::serde_json::{self, Value};
+use toolgate_guest::serde_json::Value;
 use toolgate_guest::{
     BudgetStatus, Config, ConfigError, Decision, ExecutionMode, FailMode, Policy, PolicyInfo,
     Resolution, Risk, ToolCall,
@@ -187,9 +187,8 @@ impl Policy for Safeguards {
 
     fn decide(&self, call: &ToolCall, _risk: &Risk, _budget: &BudgetStatus) -> Decision {
         if call.arguments.len() > MAX_SHELL_TEXT
-            && serde_json::from_str::<Value>(&call.arguments)
-                .ok()
-                .and_then(|a| rulebook::shell_text(&a))
+            && rulebook::ArgumentFields::of(&call.arguments)
+                .shell_text()
                 .is_some_and(|text| text.len() > MAX_SHELL_TEXT)
         {
             return Decision::deny(format!(
