@@ -121,10 +121,77 @@ pub struct RuleBook {
 #[derive(Default)]
 struct RuleIndex {
     by_program: BTreeMap<String, Vec<usize>>,
-    reads: Vec<usize>,
-    writes: Vec<usize>,
+    reads: PathRules,
+    writes: PathRules,
     code: Vec<usize>,
     tools: Vec<usize>,
+}
+
+/// The path rules of one access, their globs by the name they end in: a
+/// path meets dozens of globs (the secret rules alone have ~70), most of
+/// them a plain file name its own name is not, so only the globs ending in
+/// its name or in a wildcard are tried.
+#[derive(Default)]
+struct PathRules {
+    /// (rule, glob) positions of the globs ending in a plain name.
+    by_name: BTreeMap<String, Vec<(usize, usize)>>,
+    /// Those of the others (a wildcard, `**`, or nothing last), by where
+    /// they start: a path outside any home meets none of the home's.
+    wild: [Vec<(usize, usize)>; 3],
+}
+
+/// The anchors of [`PathRules::wild`], in order.
+const ANCHORS: [paths::Anchor; 3] = [
+    paths::Anchor::Home,
+    paths::Anchor::Root,
+    paths::Anchor::Anywhere,
+];
+
+impl PathRules {
+    fn add(&mut self, at: usize, globs: &[paths::PathGlob]) {
+        for (glob_at, glob) in globs.iter().enumerate() {
+            match glob.last_name() {
+                Some(name) => self
+                    .by_name
+                    .entry(name.to_string())
+                    .or_default()
+                    .push((at, glob_at)),
+                None => {
+                    let slot = ANCHORS.iter().position(|a| *a == glob.anchor());
+                    self.wild[slot.expect("every anchor has a list")].push((at, glob_at));
+                }
+            }
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.by_name.is_empty() && self.wild.iter().all(Vec::is_empty)
+    }
+
+    /// The positions of the rules in `rules` that `path` matches as
+    /// `access` (see [`Rule::matches_path`]), in order.
+    fn matching(&self, rules: &[Rule], path: &paths::PathRead, access: Access) -> Vec<usize> {
+        // A glob ending in a plain name matches only a path of that name.
+        let named = path.name().and_then(|name| self.by_name.get(name));
+        let wild = (ANCHORS.iter().zip(&self.wild))
+            .filter(|(anchor, _)| path.is_at(**anchor))
+            .flat_map(|(_, globs)| globs);
+        let mut found: Vec<usize> = named
+            .into_iter()
+            .flatten()
+            .chain(wild)
+            .filter(|&&(at, glob)| match &rules[at].matcher {
+                rules::Matcher::Paths { globs, .. } => globs[glob].matches_read(path),
+                _ => false,
+            })
+            .map(|&(at, _)| at)
+            .collect();
+        found.sort_unstable();
+        found.dedup();
+        // Rare: a glob matched; the rule's exceptions decide.
+        found.retain(|&at| rules[at].matches_path(path, access));
+        found
+    }
 }
 
 impl RuleIndex {
@@ -141,9 +208,9 @@ impl RuleIndex {
                             .push(at);
                     }
                 }
-                rules::Matcher::Paths { access, .. } => match access {
-                    Access::Read => index.reads.push(at),
-                    Access::Write => index.writes.push(at),
+                rules::Matcher::Paths { access, globs, .. } => match access {
+                    Access::Read => index.reads.add(at, globs),
+                    Access::Write => index.writes.add(at, globs),
                 },
                 rules::Matcher::Code(_) => index.code.push(at),
                 rules::Matcher::Tool { .. } => index.tools.push(at),
@@ -152,7 +219,7 @@ impl RuleIndex {
         index
     }
 
-    fn paths(&self, access: Access) -> &[usize] {
+    fn paths(&self, access: Access) -> &PathRules {
         match access {
             Access::Read => &self.reads,
             Access::Write => &self.writes,
@@ -270,27 +337,31 @@ impl RuleBook {
 
     fn judge_path<'r>(&'r self, path: &str, access: Access, hits: &mut Vec<Hit<'r>>) {
         let rules = self.index.paths(access);
-        if rules.is_empty() {
+        if rules.is_empty() || path.is_empty() {
             return;
         }
         // A pattern (`~/.ssh/*`, `.env*`) names what its directory and its
         // literal start name.
-        let mut candidates = vec![path.to_string()];
+        let mut candidates = vec![paths::PathRead::new(path)];
         if let Some(wild) = path.find(['*', '?', '[']) {
             let cut = path[..wild].rfind('/').map_or(0, |slash| slash + 1);
             let (parent, stem) = (&path[..cut], &path[cut..wild]);
-            candidates.push(parent.trim_end_matches('/').to_string());
-            candidates.push(format!("{parent}{stem}"));
-        }
-        let candidates: Vec<paths::PathRead> = candidates
-            .iter()
-            .filter(|c| !c.is_empty())
-            .map(|c| paths::PathRead::new(c))
-            .collect();
-        for rule in rules.iter().map(|&at| &self.rules[at]) {
-            if candidates.iter().any(|c| rule.matches_path(c, access)) {
-                hit(rule, path.to_string(), hits);
+            for named in [parent.trim_end_matches('/'), &format!("{parent}{stem}")] {
+                if !named.is_empty() {
+                    candidates.push(paths::PathRead::new(named));
+                }
             }
+        }
+        let mut matched: Vec<usize> = candidates
+            .iter()
+            .flat_map(|c| rules.matching(&self.rules, c, access))
+            .collect();
+        if candidates.len() > 1 {
+            matched.sort_unstable();
+            matched.dedup();
+        }
+        for at in matched {
+            hit(&self.rules[at], path.to_string(), hits);
         }
     }
 
@@ -521,4 +592,60 @@ fn path_word(word: &str) -> Option<&str> {
         }
     });
     (!word.is_empty()).then_some(word)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Paths made from every bundled glob (its wildcards filled in, under
+    /// each kind of anchor) and some that are nobody's.
+    fn paths_of_the_packs() -> Vec<String> {
+        let mut found: Vec<String> = ["", "/", "~", "src/main.rs", "../x/.env", ".pem", "a.pub"]
+            .map(String::from)
+            .to_vec();
+        let packs: BTreeMap<String, PackFile> = serde_json::from_str(PACKS).expect("JSON");
+        let rules = packs.into_values().flat_map(|file| file.rule);
+        let globs = rules.flat_map(|rule| {
+            let list = |key| rule.get(key).and_then(Value::as_array).cloned();
+            list("paths").into_iter().chain(list("except")).flatten()
+        });
+        for glob in globs {
+            let glob = glob.as_str().expect("a glob is a string");
+            let shape = glob.replace("**", "a/b").replace(['*', '?'], "x");
+            for place in ["", "app/", "/home/u/", "/root/", "$HOME/"] {
+                found.push(format!("{place}{}", shape.trim_start_matches("~/")));
+            }
+            found.push(shape.replace('x', ""));
+            found.push(format!("{shape}/more"));
+        }
+        found
+    }
+
+    #[test]
+    fn the_path_index_finds_what_every_rule_tried_in_turn_finds() {
+        let book = RuleBook::new(Vec::new(), &[]).expect("the packs open");
+        let paths = paths_of_the_packs();
+        let mut reached = std::collections::BTreeSet::new();
+        for path in &paths {
+            let read = paths::PathRead::new(path);
+            for access in [Access::Read, Access::Write] {
+                let every: Vec<usize> = (0..book.rules.len())
+                    .filter(|&at| book.rules[at].matches_path(&read, access))
+                    .collect();
+                let indexed = book
+                    .index
+                    .paths(access)
+                    .matching(&book.rules, &read, access);
+                assert_eq!(indexed, every, "{path} ({access:?})");
+                reached.extend(every);
+            }
+        }
+        // The corpus reaches every path rule.
+        for (at, rule) in book.rules.iter().enumerate() {
+            if matches!(rule.matcher, rules::Matcher::Paths { .. }) {
+                assert!(reached.contains(&at), "no path reaches {}", rule.name);
+            }
+        }
+    }
 }

@@ -11,6 +11,8 @@
 #[derive(Debug, Clone)]
 pub struct PathGlob {
     segments: Vec<String>,
+    /// What the last segment asks of a path's own name.
+    name: NameTest,
     /// Anchored at a home directory (`~/…`) or the root (`/…`).
     anchor: Anchor,
     /// Whether a segment is `**`; without one, the glob matches exactly
@@ -18,11 +20,62 @@ pub struct PathGlob {
     deep: bool,
 }
 
+/// Where a glob starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Anchor {
+pub(crate) enum Anchor {
     Home,
     Root,
     Anywhere,
+}
+
+/// What a glob's last segment asks of a path's own name, compiled: a path
+/// meets dozens of globs, and most cost it a comparison or two.
+#[derive(Debug, Clone)]
+enum NameTest {
+    /// `**`, or no segment at all: the rest of the glob decides.
+    Any,
+    /// A plain name.
+    Exact(String),
+    /// Literal text around one `*`: `*.pem`, `id_*`, `privkey*.pem`.
+    Affixes { prefix: String, suffix: String },
+    /// Anything else (`?`, several `*`).
+    Pattern(String),
+}
+
+impl NameTest {
+    fn new(last: Option<&str>) -> Self {
+        let Some(last) = last.filter(|last| *last != "**") else {
+            return Self::Any;
+        };
+        if last.contains('?') || last.matches('*').count() > 1 {
+            return Self::Pattern(last.to_string());
+        }
+        match last.split_once('*') {
+            Some((prefix, suffix)) => Self::Affixes {
+                prefix: prefix.to_string(),
+                suffix: suffix.to_string(),
+            },
+            None => Self::Exact(last.to_string()),
+        }
+    }
+
+    /// Whether `name` passes, as [`glob_one`] would say.
+    fn matches(&self, name: &str) -> bool {
+        match self {
+            Self::Any => true,
+            Self::Exact(exact) => exact == name,
+            // A leading dot is matched only by a literal one.
+            Self::Affixes { prefix, suffix } => {
+                let (name, prefix, suffix) =
+                    (name.as_bytes(), prefix.as_bytes(), suffix.as_bytes());
+                name.len() >= prefix.len() + suffix.len()
+                    && same(&name[..prefix.len()], prefix)
+                    && same(&name[name.len() - suffix.len()..], suffix)
+                    && (prefix.first() == Some(&b'.') || name.first() != Some(&b'.'))
+            }
+            Self::Pattern(pattern) => glob_one(pattern.as_bytes(), name.as_bytes()),
+        }
+    }
 }
 
 impl PathGlob {
@@ -40,9 +93,24 @@ impl PathGlob {
         let segments: Vec<String> = split(rest).map(str::to_string).collect();
         Self {
             deep: segments.iter().any(|s| s == "**"),
+            name: NameTest::new(segments.last().map(String::as_str)),
             segments,
             anchor,
         }
+    }
+
+    /// The plain name the glob's last segment is (no wildcard), if so: it
+    /// then matches only paths of that name.
+    pub fn last_name(&self) -> Option<&str> {
+        match &self.name {
+            NameTest::Exact(name) => Some(name),
+            _ => None,
+        }
+    }
+
+    /// Where it starts: a path elsewhere never matches it.
+    pub(crate) fn anchor(&self) -> Anchor {
+        self.anchor
     }
 
     /// Whether `path` (as a call spells it) matches.
@@ -55,20 +123,14 @@ impl PathGlob {
     pub fn matches_read(&self, path: &PathRead) -> bool {
         // A glob consumes the whole path: its last segment (unless `**`)
         // is the path's last, which rules most globs out at once.
-        if let (Some(last), Some(name)) = (self.segments.last(), path.name())
-            && last != "**"
-            && !glob_one(last.as_bytes(), name.as_bytes())
+        if let Some(name) = path.name()
+            && !self.name.matches(name)
         {
             return false;
         }
         // A glob anchored where the path is not cannot match (and most
         // `~/…/**` globs meet project paths): no segments copied out.
-        let anchored = match self.anchor {
-            Anchor::Home => path.home_depth.is_some(),
-            Anchor::Root => path.normal.starts_with('/'),
-            Anchor::Anywhere => true,
-        };
-        if !anchored {
+        if !path.is_at(self.anchor) {
             return false;
         }
         let segments: Vec<&str> = path.segments().collect();
@@ -109,29 +171,45 @@ impl PathRead {
     /// Read `path`.
     pub fn new(path: &str) -> Self {
         let normal = normal(path);
-        let segments: Vec<&str> = split(&normal).collect();
-        let home_depth = home_relative(&normal, &segments).map(|rest| segments.len() - rest.len());
         let base = normal.as_ptr() as usize;
-        let segments = segments
-            .iter()
+        let segments: Vec<std::ops::Range<usize>> = split(&normal)
             .map(|segment| {
                 let start = segment.as_ptr() as usize - base;
                 start..start + segment.len()
             })
             .collect();
-        Self {
+        let mut read = Self {
             normal,
             segments,
-            home_depth,
+            home_depth: None,
+        };
+        // Whether in a home depends on the first two segments at most.
+        let mut first = [""; 2];
+        let mut count = 0;
+        for (slot, segment) in first.iter_mut().zip(read.segments()) {
+            *slot = segment;
+            count += 1;
         }
+        let first = &first[..count];
+        read.home_depth = home_relative(&read.normal, first).map(|rest| count - rest.len());
+        read
     }
 
     fn segments(&self) -> impl Iterator<Item = &str> {
         self.segments.iter().map(|at| &self.normal[at.clone()])
     }
 
+    /// Whether a glob anchored at `anchor` could match it.
+    pub(crate) fn is_at(&self, anchor: Anchor) -> bool {
+        match anchor {
+            Anchor::Home => self.home_depth.is_some(),
+            Anchor::Root => self.normal.starts_with('/'),
+            Anchor::Anywhere => true,
+        }
+    }
+
     /// The last segment: the file's own name.
-    fn name(&self) -> Option<&str> {
+    pub fn name(&self) -> Option<&str> {
         self.segments.last().map(|at| &self.normal[at.clone()])
     }
 }
@@ -141,7 +219,7 @@ impl PathRead {
 /// `../x` leaves the project).
 pub fn normal(path: &str) -> String {
     let flat = flat(path);
-    if !flat.contains("..") {
+    if !has_pair(&flat, b'.') {
         return flat;
     }
     let (root, rest) = match flat.strip_prefix('/') {
@@ -167,6 +245,18 @@ pub fn normal(path: &str) -> String {
 }
 
 fn flat(path: &str) -> String {
+    // Most paths are already flat: copied as they are.
+    let plain = !path.starts_with(['$', '.'])
+        && !has_pair(path, b'/')
+        && (path.len() <= 1 || !path.ends_with('/'));
+    match plain {
+        true => path.to_string(),
+        false => flatten(path),
+    }
+}
+
+/// [`flat`] the long way, for any path.
+fn flatten(path: &str) -> String {
     let (home, path) = match path
         .strip_prefix("$HOME")
         .or_else(|| path.strip_prefix("${HOME}"))
@@ -252,6 +342,21 @@ fn glob_segments(pattern: &[String], path: &[&str]) -> bool {
     }
 }
 
+/// Whether `text` has `byte` twice in a row (`..`, `//`): a path is
+/// looked at this way for each of its readings, and a substring search
+/// costs far more.
+fn has_pair(text: &str, byte: u8) -> bool {
+    text.as_bytes()
+        .windows(2)
+        .any(|w| w[0] == byte && w[1] == byte)
+}
+
+/// Whether two short texts are the same, byte by byte: most affixes are a
+/// few bytes, shorter than a call to `memcmp` is worth.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+}
+
 /// `*` and `?` within one segment; a leading `.` is matched only by a
 /// literal dot, as the shell does.
 fn glob_one(pattern: &[u8], name: &[u8]) -> bool {
@@ -281,6 +386,67 @@ fn glob_one(pattern: &[u8], name: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every path of up to five characters over those that flattening
+    /// looks at: the copy of a plain path is what flattening makes of it.
+    #[test]
+    fn plain_paths_are_flat_already() {
+        let alphabet = ["a", "/", ".", "$", "~", "$HOME", "${HOME}"];
+        let mut paths = vec![String::new()];
+        let mut last = paths.clone();
+        for _ in 0..5 {
+            last = (last.iter())
+                .flat_map(|p| alphabet.iter().map(move |c| format!("{p}{c}")))
+                .collect();
+            paths.extend(last.iter().cloned());
+        }
+        for path in &paths {
+            assert_eq!(flat(path), flatten(path), "{path:?}");
+        }
+    }
+
+    /// The packs' last segments (and some harder ones) against names made
+    /// from them: the compiled test says what the general matcher says.
+    #[test]
+    fn name_tests_agree_with_the_general_matcher() {
+        let packs: std::collections::BTreeMap<String, serde_json::Value> =
+            serde_json::from_str(crate::PACKS).expect("JSON");
+        let text = serde_json::to_string(&packs).expect("JSON");
+        let mut patterns: Vec<String> = text
+            .split('"')
+            .filter(|s| s.contains('/') || s.contains('*') || s.starts_with('.'))
+            .filter_map(|glob| glob.rsplit('/').next().map(String::from))
+            .collect();
+        patterns.extend(["*", "?x", "a*b*c", ".*", "*.", "x*", "*x*"].map(String::from));
+        let mut names: Vec<String> = [
+            "",
+            ".",
+            "..",
+            "x",
+            ".x",
+            "lib.rs",
+            ".env",
+            ".env.local",
+            "a.pem",
+            ".pem",
+            "id_rsa",
+        ]
+        .map(String::from)
+        .to_vec();
+        for pattern in &patterns {
+            for fill in ["", "x", ".x", "ab"] {
+                names.push(pattern.replace(['*', '?'], fill));
+                names.push(format!(".{}", pattern.replace(['*', '?'], fill)));
+            }
+        }
+        for pattern in patterns.iter().filter(|p| *p != "**") {
+            let test = NameTest::new(Some(pattern));
+            for name in &names {
+                let general = glob_one(pattern.as_bytes(), name.as_bytes());
+                assert_eq!(test.matches(name), general, "{pattern:?} against {name:?}");
+            }
+        }
+    }
 
     #[test]
     fn home_globs_match_every_spelling_of_a_home() {
