@@ -125,7 +125,7 @@ fn read_into(text: &str, depth: usize, reading: &mut Reading) {
         reading.incomplete = true;
         return;
     }
-    let tokens = Lexer::new(text).run();
+    let tokens = plain_words(text).unwrap_or_else(|| Lexer::new(text).lex());
     let mut pending: Vec<Token> = Vec::new();
     // What `echo TEXT |` hands the next command on its standard input.
     let mut piped: Option<String> = None;
@@ -243,36 +243,39 @@ fn command_from(tokens: Vec<Token>, piped: Option<String>, depth: usize, reading
 fn expand_words(words: Vec<String>) -> Vec<String> {
     let mut expanded = Vec::with_capacity(words.len());
     for (index, word) in words.into_iter().enumerate() {
-        for member in expand_braces(&word) {
+        let split = |member: String, expanded: &mut Vec<String>| {
             if index == 0 && member.contains([' ', '\t', '\n']) {
                 expanded.extend(member.split_whitespace().map(str::to_string));
             } else {
                 expanded.push(member);
             }
+        };
+        match brace_members(&word) {
+            Some(members) => members.into_iter().for_each(|m| split(m, &mut expanded)),
+            // Most words: kept as they are, not copied.
+            None => split(word, &mut expanded),
         }
     }
     expanded
 }
 
 /// `pre{a,b}post` as `preapost prebpost` (the first group, not nested);
-/// anything else as it is.
-fn expand_braces(word: &str) -> Vec<String> {
-    let Some(open) = word.find('{') else {
-        return vec![word.to_string()];
-    };
-    let Some(close) = word[open..].find('}').map(|at| open + at) else {
-        return vec![word.to_string()];
-    };
+/// none when the word has no such group.
+fn brace_members(word: &str) -> Option<Vec<String>> {
+    let open = word.find('{')?;
+    let close = open + word[open..].find('}')?;
     let inner = &word[open + 1..close];
     if !inner.contains(',') || inner.contains('{') {
-        return vec![word.to_string()];
+        return None;
     }
     let (pre, post) = (&word[..open], &word[close + 1..]);
-    inner
-        .split(',')
-        .take(64)
-        .map(|member| format!("{pre}{member}{post}"))
-        .collect()
+    Some(
+        inner
+            .split(',')
+            .take(64)
+            .map(|member| format!("{pre}{member}{post}"))
+            .collect(),
+    )
 }
 
 /// Drop leading assignments and reserved words; `None` for commands that
@@ -717,16 +720,16 @@ fn is_plain(c: char) -> bool {
 /// The words of text made only of [`is_plain`] characters (most commands
 /// agents run: `git status --short`, `cargo test -p app`), split at its
 /// spaces as the lexer would; none for any other text.
-fn plain_words(chars: &[char]) -> Option<Vec<Token>> {
-    if !chars.iter().all(|&c| is_plain(c)) {
+fn plain_words(text: &str) -> Option<Vec<Token>> {
+    if !text.chars().all(is_plain) {
         return None;
     }
-    let words = chars.split(|&c| c == ' ').filter(|word| !word.is_empty());
+    let words = text.split(' ').filter(|word| !word.is_empty());
     Some(
         words
             .map(|word| {
                 Token::Word(Word {
-                    text: word.iter().collect(),
+                    text: word.to_string(),
                     substitutions: Vec::new(),
                     body: None,
                 })
@@ -762,10 +765,6 @@ impl<'t> Lexer<'t> {
 
     fn starts_with(&self, s: &str) -> bool {
         s.chars().enumerate().all(|(i, c)| self.peek(i) == Some(c))
-    }
-
-    fn run(self) -> Vec<Token> {
-        plain_words(&self.chars).unwrap_or_else(|| self.lex())
     }
 
     fn lex(mut self) -> Vec<Token> {
@@ -1189,15 +1188,13 @@ mod tests {
             .map(String::from),
         );
         for text in &texts {
-            let chars: Vec<char> = text.chars().collect();
-            let fast = plain_words(&chars).expect("plain text");
+            let fast = plain_words(text).expect("plain text");
             assert_eq!(fast, Lexer::new(text).lex(), "{text:?}");
         }
         for text in [
             "a;b", "a\tb", "a'b'", "$HOME", "a*", "~/x", "a#b", "{a,b}", "a\nb", "a>b",
         ] {
-            let chars: Vec<char> = text.chars().collect();
-            assert!(plain_words(&chars).is_none(), "{text:?} is not plain");
+            assert!(plain_words(text).is_none(), "{text:?} is not plain");
         }
     }
 
