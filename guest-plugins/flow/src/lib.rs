@@ -245,14 +245,13 @@ impl Policy for Flow {
             &self.trusted_servers,
             &self.known_remotes,
         );
-        for path in &reading.reads.clone() {
-            if let Some(place) = outside(path) {
-                reading.intake.push(Intake {
-                    kind: "untrusted",
-                    source: format!("{place} (outside the project)"),
-                    path: false,
-                });
-            }
+        let outside_reads: Vec<String> = reading.reads.iter().filter_map(|p| outside(p)).collect();
+        for place in outside_reads {
+            reading.intake.push(Intake {
+                kind: "untrusted",
+                source: format!("{place} (outside the project)"),
+                path: false,
+            });
         }
         let held = flows::session_labels();
         // What the files this call reads hold was taken in by earlier
@@ -264,10 +263,10 @@ impl Policy for Flow {
         let wanted = self.sinks_wanted(held.as_deref().ok(), &from_files);
         reading.add_sinks(&self.sink_rules, &wanted, &read);
         if wanted.contains(&"outside-write") {
-            for path in &reading.writes.clone() {
-                if let Some(place) = outside(path) {
-                    reading.push_sink("outside-write", place);
-                }
+            let outside_writes: Vec<String> =
+                reading.writes.iter().filter_map(|p| outside(p)).collect();
+            for place in outside_writes {
+                reading.push_sink("outside-write", place);
             }
         }
         let held = match held {

@@ -1,7 +1,7 @@
 //! The policy's judgment, natively: each class with its everyday
 //! neighbours, the operator's config, and the packs' own soundness. The
-//! same judgment through the wasm boundary is in `tests/safeguards.rs` and
-//! this crate's `fixtures.toml`.
+//! same judgment through the wasm boundary is this crate's `fixtures.toml`
+//! (run by `tests/authoring.rs`) and the labelled corpora (`tests/cli.rs`).
 
 use serde_json::{Value, json};
 use toolgate_guest::{Caller, ExecutionMode, ToolCall, ToolOrigin};
