@@ -5,7 +5,11 @@
 //!
 //! Read as the JSON tree would answer `get(field)`: a repeated field is its
 //! last value, `null` is a value (not an absent field), and text that is
-//! not a JSON object has none of them.
+//! not a JSON object has none of them. Where the tree cannot be built but
+//! the text can be skipped through (a number past `f64`, a lone surrogate,
+//! nesting past 128 levels, each in a field not read), the fields are still
+//! read: such padding hid a call's command from the tree's reading, and
+//! hides nothing here.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -313,6 +317,28 @@ mod tests {
                 assert_eq!(fields.call_shell_text(tool), shell, "{tool} {arguments}");
                 assert_eq!(fields.paths(), paths, "{arguments}");
             }
+        }
+    }
+
+    /// Padding the tree cannot parse does not hide the command.
+    #[test]
+    fn padding_the_tree_cannot_parse_hides_nothing() {
+        let deep = format!(
+            "{{\"x\": {}0{}, \"command\": \"rm -rf /\"}}",
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        for arguments in [
+            r#"{"command": "rm -rf /", "x": 1e400}"#,
+            r#"{"x": "\ud800", "command": "rm -rf /"}"#,
+            &deep,
+        ] {
+            assert!(
+                serde_json::from_str::<Value>(arguments).is_err(),
+                "{arguments}"
+            );
+            let text = ArgumentFields::of(arguments).call_shell_text("Bash");
+            assert_eq!(text.as_deref(), Some("rm -rf /"), "{arguments}");
         }
     }
 }

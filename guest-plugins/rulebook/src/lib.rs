@@ -306,16 +306,12 @@ impl RuleBook {
     /// [`RuleBook::hits`] of a call already read.
     pub fn hits_of(&self, read: &CallReading<'_>) -> Vec<Hit<'_>> {
         let mut hits = Vec::new();
-        let tool = read.call.tool.as_str();
         if let Some(reading) = &read.shell {
             self.judge_reading(reading, &mut hits);
-        } else if READ_TOOLS.contains(&tool) {
+        }
+        if let Some(access) = read.file_access {
             for path in &read.paths {
-                self.judge_path(path, Access::Read, &mut hits);
-            }
-        } else if WRITE_TOOLS.contains(&tool) {
-            for path in &read.paths {
-                self.judge_path(path, Access::Write, &mut hits);
+                self.judge_path(path, access, &mut hits);
             }
         }
         if self.index.tools.is_empty() {
@@ -422,8 +418,11 @@ pub struct CallReading<'c> {
     /// What its shell text runs, when it has some.
     pub shell: Option<shell::Reading>,
     /// The paths it names, when it is a file tool (read once: both the
-    /// rules and [`CallReading::effects`] look at them).
+    /// rules and [`CallReading::effects`] look at them), whatever else its
+    /// arguments hold: a `command` beside them does not hide them.
     pub paths: Vec<String>,
+    /// How a file tool touches its paths; none for another tool.
+    file_access: Option<Access>,
     /// Its arguments as JSON, parsed when first asked for.
     arguments: OnceCell<Value>,
 }
@@ -435,17 +434,23 @@ impl<'c> CallReading<'c> {
         let shell = fields
             .call_shell_text(&call.tool)
             .map(|text| shell::read(&text));
-        let file_tool = [READ_TOOLS, WRITE_TOOLS]
-            .iter()
-            .any(|t| t.contains(&call.tool.as_str()));
-        let paths = match shell.is_none() && file_tool {
-            true => fields.paths(),
-            false => Vec::new(),
+        let tool = call.tool.as_str();
+        let file_access = if READ_TOOLS.contains(&tool) {
+            Some(Access::Read)
+        } else if WRITE_TOOLS.contains(&tool) {
+            Some(Access::Write)
+        } else {
+            None
+        };
+        let paths = match file_access {
+            Some(_) => fields.paths(),
+            None => Vec::new(),
         };
         Self {
             call,
             shell,
             paths,
+            file_access,
             arguments: OnceCell::new(),
         }
     }
@@ -456,11 +461,10 @@ impl<'c> CallReading<'c> {
             .get_or_init(|| serde_json::from_str(&self.call.arguments).unwrap_or(Value::Null))
     }
 
-    /// The files the call reads and writes: a file tool's paths, or what
+    /// The files the call reads and writes: a file tool's paths, and what
     /// its shell text's commands read and write (redirections, the files a
     /// program names, an interpreter one-liner's paths as reads).
     pub fn effects(&self) -> Effects {
-        let tool = self.call.tool.as_str();
         let mut effects = Effects::default();
         if let Some(reading) = &self.shell {
             for command in &reading.commands {
@@ -473,10 +477,11 @@ impl<'c> CallReading<'c> {
                     .reads
                     .extend(code_paths(&code.text).map(str::to_string));
             }
-        } else if READ_TOOLS.contains(&tool) {
-            effects.reads = self.paths.clone();
-        } else if WRITE_TOOLS.contains(&tool) {
-            effects.writes = self.paths.clone();
+        }
+        match self.file_access {
+            Some(Access::Read) => effects.reads.extend(self.paths.iter().cloned()),
+            Some(Access::Write) => effects.writes.extend(self.paths.iter().cloned()),
+            None => {}
         }
         effects
     }

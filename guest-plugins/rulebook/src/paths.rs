@@ -366,12 +366,13 @@ fn glob_one(pattern: &[u8], name: &[u8]) -> bool {
     let (mut p, mut n) = (0, 0);
     let mut star: Option<(usize, usize)> = None;
     while n < name.len() {
-        if p < pattern.len() && (pattern[p] == b'?' || pattern[p] == name[n]) {
-            p += 1;
-            n += 1;
-        } else if p < pattern.len() && pattern[p] == b'*' {
+        // A `*` is a wildcard even against a `*` in the name.
+        if p < pattern.len() && pattern[p] == b'*' {
             star = Some((p, n));
             p += 1;
+        } else if p < pattern.len() && (pattern[p] == b'?' || pattern[p] == name[n]) {
+            p += 1;
+            n += 1;
         } else if let Some((sp, sn)) = star {
             p = sp + 1;
             n = sn + 1;
@@ -433,6 +434,8 @@ mod tests {
         ]
         .map(String::from)
         .to_vec();
+        // Names holding the wildcards themselves.
+        names.extend(["*", "*.", "*x.pem", "a*b", "?", ".*x"].map(String::from));
         for pattern in &patterns {
             for fill in ["", "x", ".x", "ab"] {
                 names.push(pattern.replace(['*', '?'], fill));
@@ -472,6 +475,10 @@ mod tests {
         assert!(env.matches("./app/.env"));
         assert!(env.matches("/home/a/p/.env"));
         assert!(!env.matches(".envrc"));
+        // A name holding a literal `*` is still a name the glob's `*` covers.
+        let keys = PathGlob::new("*.pem");
+        assert!(keys.matches("*x.pem") && keys.matches("a*b.pem") && keys.matches("*.pem"));
+        assert!(PathGlob::new("id_*").matches("id_*rsa"));
         let any = PathGlob::new("**/node_modules");
         assert!(any.matches("node_modules"));
         assert!(any.matches("web/node_modules"));

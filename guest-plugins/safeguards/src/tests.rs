@@ -397,6 +397,18 @@ fn each_class_is_caught_in_every_spelling() {
             json!({"file_path": "/etc/hosts", "content": "x"}),
             ask("system"),
         ),
+        // A `command` field beside the path does not hide the path: the
+        // file tool writes it whatever else its arguments hold.
+        (
+            "Write",
+            json!({"command": "true", "file_path": "/home/alice/.bashrc", "content": "x"}),
+            ask("persistence"),
+        ),
+        (
+            "Read",
+            json!({"file_path": "/home/alice/project/.env", "command": "ls"}),
+            deny("secret"),
+        ),
     ] {
         assert_eq!(
             judged(&policy, tool, arguments.clone()),
