@@ -152,35 +152,8 @@ impl<'de: 'a, 'a> Visitor<'de> for FieldsVisitor<'a> {
         Ok(fields)
     }
 
-    // Any other JSON value has none of the fields.
-    fn visit_seq<S: SeqAccess<'de>>(self, mut seq: S) -> Result<Self::Value, S::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(ArgumentFields::default())
-    }
-
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(ArgumentFields::default())
-    }
-
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(ArgumentFields::default())
-    }
-
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(ArgumentFields::default())
-    }
-
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(ArgumentFields::default())
-    }
-
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(ArgumentFields::default())
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(ArgumentFields::default())
-    }
+    // Any other JSON value is refused (serde's default), and so read as
+    // none of the fields, as the tree's `get` answers for it.
 }
 
 impl<'de: 'a, 'a> Deserialize<'de> for Field<'a> {
