@@ -72,6 +72,11 @@ impl<'a> ArgumentFields<'a> {
         serde_json::from_str(arguments).unwrap_or_default()
     }
 
+    /// The `command` field, when it is text.
+    pub fn command(&self) -> Option<&str> {
+        self.command.text()
+    }
+
     /// The shell text of a shell tool's arguments: `command` as a string,
     /// or as an argv (`["bash", "-lc", "…"]`, as Codex sends it); `cmd`
     /// when there is no `command`.

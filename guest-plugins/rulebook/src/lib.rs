@@ -106,9 +106,13 @@ pub const WRITE_TOOLS: &[&str] = &[
     "replace",
     "edit",
     "write",
-    "str_replace_based_edit_tool",
     "create",
 ];
+/// Tools whose `command` says what they do to their `path` (the text
+/// editor tool of Anthropic's API): `view` reads it, every other command
+/// (`create`, `str_replace`, `insert`, `undo_edit`) writes it. Their
+/// `command` is no shell text.
+pub const EDITOR_TOOLS: &[&str] = &["str_replace_based_edit_tool"];
 /// The rules, the operator's first, indexed by what each is about.
 pub struct RuleBook {
     rules: Vec<Rule>,
@@ -431,17 +435,20 @@ impl<'c> CallReading<'c> {
     /// Read `call`.
     pub fn new(call: &'c ToolCall) -> Self {
         let fields = ArgumentFields::of(&call.arguments);
-        let shell = fields
-            .call_shell_text(&call.tool)
-            .map(|text| shell::read(&text));
         let tool = call.tool.as_str();
-        let file_access = if READ_TOOLS.contains(&tool) {
-            Some(Access::Read)
-        } else if WRITE_TOOLS.contains(&tool) {
-            Some(Access::Write)
-        } else {
-            None
+        let editor = EDITOR_TOOLS.contains(&tool);
+        let shell = match editor {
+            true => None,
+            false => fields.call_shell_text(tool).map(|text| shell::read(&text)),
         };
+        let file_access =
+            if READ_TOOLS.contains(&tool) || editor && fields.command() == Some("view") {
+                Some(Access::Read)
+            } else if WRITE_TOOLS.contains(&tool) || editor {
+                Some(Access::Write)
+            } else {
+                None
+            };
         let paths = match file_access {
             Some(_) => fields.paths(),
             None => Vec::new(),
@@ -465,7 +472,14 @@ impl<'c> CallReading<'c> {
     /// its shell text's commands read and write (redirections, the files a
     /// program names, an interpreter one-liner's paths as reads).
     pub fn effects(&self) -> Effects {
+        // The file tool's own paths first: a count that caps how many are
+        // followed reaches them before any the shell text names.
         let mut effects = Effects::default();
+        match self.file_access {
+            Some(Access::Read) => effects.reads.extend(self.paths.iter().cloned()),
+            Some(Access::Write) => effects.writes.extend(self.paths.iter().cloned()),
+            None => {}
+        }
         if let Some(reading) = &self.shell {
             for command in &reading.commands {
                 let more = command_effects(command);
@@ -477,11 +491,6 @@ impl<'c> CallReading<'c> {
                     .reads
                     .extend(code_paths(&code.text).map(str::to_string));
             }
-        }
-        match self.file_access {
-            Some(Access::Read) => effects.reads.extend(self.paths.iter().cloned()),
-            Some(Access::Write) => effects.writes.extend(self.paths.iter().cloned()),
-            None => {}
         }
         effects
     }

@@ -263,6 +263,11 @@ fn ordinary_work_runs() {
             json!({"pattern": "**/*.rs", "path": "/home/alice/.ssh"}),
         ),
         ("Grep", json!({"pattern": "TODO", "path": "src"})),
+        // Viewing a start-up file changes nothing.
+        (
+            "str_replace_based_edit_tool",
+            json!({"command": "view", "path": "/home/alice/.bashrc"}),
+        ),
     ] {
         assert_eq!(
             judged(&policy, tool, arguments.clone()),
@@ -407,6 +412,17 @@ fn each_class_is_caught_in_every_spelling() {
         (
             "Read",
             json!({"file_path": "/home/alice/project/.env", "command": "ls"}),
+            deny("secret"),
+        ),
+        // An editor tool's `command` says whether it reads or writes.
+        (
+            "str_replace_based_edit_tool",
+            json!({"command": "create", "path": "/home/alice/.bashrc", "file_text": "x"}),
+            ask("persistence"),
+        ),
+        (
+            "str_replace_based_edit_tool",
+            json!({"command": "view", "path": "/home/alice/project/.env"}),
             deny("secret"),
         ),
     ] {
