@@ -38,7 +38,11 @@ fn host_from_file(dir: &Path, body: &str, store: StoreLocation) -> Toolgate {
 /// Every link of this host's chain, checked with the host's own key.
 fn verify(host: &Toolgate, key: &Path) -> (Vec<LinkHead>, Result<Verified, Broken>) {
     host.persist();
-    let page = host.store().audit_links(None, 10_000).unwrap();
+    let page = host
+        .store()
+        .audit_trail()
+        .audit_links(None, 10_000)
+        .unwrap();
     let trusted = std::fs::read_to_string(toolgate::audit::public_path(key)).unwrap();
     let mut verifier = Verifier::new(&trusted, None);
     let mut heads = Vec::new();

@@ -564,7 +564,7 @@ fn the_daemon_serves_8_concurrent_clients_and_drains_on_shutdown() {
     assert!(!socket.exists());
 
     let store = toolgate::store::Store::open(&dir.path().join("daemon.redb")).unwrap();
-    let probes = store.recent_events(1000).unwrap();
+    let probes = store.events().recent_events(1000).unwrap();
     // The sentinel asks the host about the first shell call of each
     // session (each its own instance); told no model is configured, it
     // asks no more for a minute: 8 + the hook's 1.
@@ -573,7 +573,7 @@ fn the_daemon_serves_8_concurrent_clients_and_drains_on_shutdown() {
         9,
         "every probe result was written before exit"
     );
-    let log = store.decision_log(&Default::default(), 1000).unwrap();
+    let log = store.log().decision_log(&Default::default(), 1000).unwrap();
     assert_eq!(log.len(), 201, "every decision was logged");
 }
 

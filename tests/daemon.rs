@@ -192,7 +192,11 @@ fn a_new_turn_loads_no_policy() {
         );
     }
     let store = toolgate::store::Store::open(&setup.store()).unwrap();
-    assert_eq!(store.turn("s-turns").unwrap(), 2, "both turns counted");
+    assert_eq!(
+        store.turns().turn("s-turns").unwrap(),
+        2,
+        "both turns counted"
+    );
     drop(store);
 
     let pre = event("PreToolUse", "s-turns", "Read", json!({}), "t1");

@@ -145,9 +145,9 @@ fn turns_and_counters_are_shared_and_quotas_hold_per_policy_across_hosts() {
     };
     let url = cluster.database();
     let stores: Vec<_> = (0..3).map(|_| Arc::new(cluster.store_at(&url))).collect();
-    assert_eq!(stores[0].next_turn("s").unwrap(), 1);
-    assert_eq!(stores[1].next_turn("s").unwrap(), 2);
-    assert_eq!(stores[2].turn("s").unwrap(), 2);
+    assert_eq!(stores[0].turns().next_turn("s").unwrap(), 1);
+    assert_eq!(stores[1].turns().next_turn("s").unwrap(), 2);
+    assert_eq!(stores[2].turns().turn("s").unwrap(), 2);
 
     // Three hosts race to fill one policy's 1 000-byte namespace with
     // 100-byte entries: never more than the quota, whoever wins.
@@ -162,6 +162,7 @@ fn turns_and_counters_are_shared_and_quotas_hold_per_policy_across_hosts() {
                 (0..10)
                     .filter(|n| {
                         store
+                            .state()
                             .state_put("p", &format!("{host}-{n}"), Some(&[0; 97]), 1000)
                             .is_ok()
                     })
@@ -171,7 +172,7 @@ fn turns_and_counters_are_shared_and_quotas_hold_per_policy_across_hosts() {
         .collect();
     let written: usize = writers.into_iter().map(|w| w.join().unwrap()).sum();
     assert_eq!(written, 10, "exactly as many as fit");
-    assert_eq!(stores[0].state_usage("p").unwrap(), 1000);
+    assert_eq!(stores[0].state().state_usage("p").unwrap(), 1000);
 }
 
 /// A database that stalls (every PostgreSQL process stopped) fails each
@@ -262,9 +263,12 @@ fn a_kept_statement_is_prepared_again_when_the_schema_changes_under_it() {
     };
     let url = cluster.database();
     let store = cluster.store_at(&url);
-    store.state_put("p", "k", Some(b"v"), u64::MAX).unwrap();
+    store
+        .state()
+        .state_put("p", "k", Some(b"v"), u64::MAX)
+        .unwrap();
     for _ in 0..3 {
-        assert_eq!(store.state_keys("p", "", 10).unwrap(), ["k"]);
+        assert_eq!(store.state().state_keys("p", "", 10).unwrap(), ["k"]);
     }
     let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
     admin
@@ -272,7 +276,7 @@ fn a_kept_statement_is_prepared_again_when_the_schema_changes_under_it() {
         .unwrap();
     // The kept statement's result type changed under it.
     for _ in 0..3 {
-        assert_eq!(store.state_keys("p", "", 10).unwrap(), ["k"]);
+        assert_eq!(store.state().state_keys("p", "", 10).unwrap(), ["k"]);
     }
 }
 
@@ -280,6 +284,7 @@ fn a_kept_statement_is_prepared_again_when_the_schema_changes_under_it() {
 fn records(store: &toolgate::store::Store) -> Vec<toolgate::store::Record> {
     let mut all = Vec::new();
     store
+        .transfer()
         .export(&mut |record| {
             all.push(record);
             Ok(())

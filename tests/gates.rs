@@ -57,7 +57,7 @@ fn take(
     request_id: &str,
     channel: &str,
 ) -> Result<PendingGate, GateError> {
-    store.take_gate(
+    store.gates().take_gate(
         &gate.key(),
         request_id,
         channel,
@@ -73,13 +73,17 @@ fn full_lifecycle_insert_peek_take_gone() {
     {
         eprintln!("backend: {backend}");
         let gate = sample_gate("user1", "t1", "telegram");
-        store.insert_gate(&gate).unwrap();
-        let seen = store.thread_gates(&gate.key(), toolgate::now_ms()).unwrap();
+        store.gates().insert_gate(&gate).unwrap();
+        let seen = store
+            .gates()
+            .thread_gates(&gate.key(), toolgate::now_ms())
+            .unwrap();
         assert_eq!(seen[0].tool, "http");
         let taken = take(&store, &gate, &gate.request_id, "telegram").unwrap();
         assert_eq!(taken.tool, "http");
         assert!(
             store
+                .gates()
                 .thread_gates(&gate.key(), toolgate::now_ms())
                 .unwrap()
                 .is_empty()
@@ -106,26 +110,26 @@ fn every_call_paused_in_a_thread_keeps_its_own_gate() {
             gate
         };
         let raised: Vec<PendingGate> = (0..3)
-            .map(|n| store.raise_gate(&call(n), now).unwrap())
+            .map(|n| store.gates().raise_gate(&call(n), now).unwrap())
             .collect();
-        let again = store.raise_gate(&call(1), now).unwrap();
+        let again = store.gates().raise_gate(&call(1), now).unwrap();
         assert_eq!(
             again.request_id, raised[1].request_id,
             "the same call keeps its id"
         );
         let key = raised[0].key();
-        assert_eq!(store.thread_gates(&key, now).unwrap().len(), 3);
+        assert_eq!(store.gates().thread_gates(&key, now).unwrap().len(), 3);
         for gate in [&raised[2], &raised[0], &raised[1]] {
             let taken = take(&store, gate, &gate.request_id, "claude-code").unwrap();
             assert_eq!(taken.call_id, gate.call_id);
         }
-        assert!(store.thread_gates(&key, now).unwrap().is_empty());
+        assert!(store.gates().thread_gates(&key, now).unwrap().is_empty());
         // An agent pausing call after call keeps the newest ones only.
         let max = toolgate::store::MAX_GATES_PER_THREAD;
         let flood: Vec<PendingGate> = (0..max + 2)
-            .map(|n| store.raise_gate(&call(100 + n), now).unwrap())
+            .map(|n| store.gates().raise_gate(&call(100 + n), now).unwrap())
             .collect();
-        let kept = store.thread_gates(&key, now).unwrap();
+        let kept = store.gates().thread_gates(&key, now).unwrap();
         assert_eq!(kept.len(), max);
         assert!(!kept.iter().any(|g| g.request_id == flood[0].request_id));
         assert!(
@@ -165,7 +169,7 @@ fn gates_of_a_store_from_before_many_per_thread_are_kept() {
         txn.commit().unwrap();
     }
     let store = Store::open(&path).unwrap();
-    let listed = store.list_gates(None, toolgate::now_ms()).unwrap();
+    let listed = store.gates().list_gates(None, toolgate::now_ms()).unwrap();
     assert_eq!(listed.len(), 2, "{listed:?}");
     for gate in &gates {
         assert!(take(&store, gate, &gate.request_id, "cli").is_ok());
@@ -190,7 +194,7 @@ fn gates_of_a_postgres_store_from_before_many_per_thread_are_kept() {
     };
     let url = cluster.database();
     let gate = sample_gate("alice", "t1", "cli");
-    cluster.store_at(&url).insert_gate(&gate).unwrap();
+    cluster.store_at(&url).gates().insert_gate(&gate).unwrap();
     let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
     admin
         .batch_execute(
@@ -207,7 +211,14 @@ fn gates_of_a_postgres_store_from_before_many_per_thread_are_kept() {
         .unwrap()
         .get(0);
     assert_eq!(version, 3, "migrated to this build's schema");
-    assert_eq!(store.list_gates(None, toolgate::now_ms()).unwrap().len(), 1);
+    assert_eq!(
+        store
+            .gates()
+            .list_gates(None, toolgate::now_ms())
+            .unwrap()
+            .len(),
+        1
+    );
     assert!(take(&store, &gate, &gate.request_id, "cli").is_ok());
 }
 
@@ -218,11 +229,12 @@ fn another_channel_cannot_resolve_and_does_not_consume() {
     {
         eprintln!("backend: {backend}");
         let gate = sample_gate("user1", "t1", "telegram");
-        store.insert_gate(&gate).unwrap();
+        store.gates().insert_gate(&gate).unwrap();
         let err = take(&store, &gate, &gate.request_id, "slack").unwrap_err();
         assert!(matches!(err, GateError::ChannelMismatch { .. }), "{err:?}");
         assert!(
             !store
+                .gates()
                 .thread_gates(&gate.key(), toolgate::now_ms())
                 .unwrap()
                 .is_empty()
@@ -239,7 +251,7 @@ fn trusted_channels_resolve_any_channels_gate() {
         eprintln!("backend: {backend}");
         for (i, channel) in TRUSTED.iter().enumerate() {
             let gate = sample_gate("user1", &format!("t{i}"), "signal");
-            store.insert_gate(&gate).unwrap();
+            store.gates().insert_gate(&gate).unwrap();
             assert!(
                 take(&store, &gate, &gate.request_id, channel).is_ok(),
                 "trusted channel {channel} must resolve a gate from signal"
@@ -255,7 +267,7 @@ fn gates_are_scoped_to_user_and_thread() {
     {
         eprintln!("backend: {backend}");
         let gate = sample_gate("user1", "thread-a", "web");
-        store.insert_gate(&gate).unwrap();
+        store.gates().insert_gate(&gate).unwrap();
         let now = toolgate::now_ms();
         let other_thread = GateKey {
             user_id: "user1".into(),
@@ -265,10 +277,29 @@ fn gates_are_scoped_to_user_and_thread() {
             user_id: "user2".into(),
             thread_id: "thread-a".into(),
         };
-        assert!(store.thread_gates(&other_thread, now).unwrap().is_empty());
-        assert!(store.thread_gates(&other_user, now).unwrap().is_empty());
-        assert!(!store.thread_gates(&gate.key(), now).unwrap().is_empty());
+        assert!(
+            store
+                .gates()
+                .thread_gates(&other_thread, now)
+                .unwrap()
+                .is_empty()
+        );
+        assert!(
+            store
+                .gates()
+                .thread_gates(&other_user, now)
+                .unwrap()
+                .is_empty()
+        );
+        assert!(
+            !store
+                .gates()
+                .thread_gates(&gate.key(), now)
+                .unwrap()
+                .is_empty()
+        );
         let err = store
+            .gates()
             .take_gate(&other_user, &gate.request_id, "web", &trusted(), now)
             .unwrap_err();
         assert!(matches!(err, GateError::NotFound { .. }));
@@ -283,15 +314,17 @@ fn an_expired_gate_never_resolves_and_does_not_show() {
         eprintln!("backend: {backend}");
         let mut gate = sample_gate("user1", "t1", "web");
         gate.expires_at_ms = toolgate::now_ms() - 10_000;
-        store.insert_gate(&gate).unwrap();
+        store.gates().insert_gate(&gate).unwrap();
         assert!(
             store
+                .gates()
                 .thread_gates(&gate.key(), toolgate::now_ms())
                 .unwrap()
                 .is_empty()
         );
         assert!(
             store
+                .gates()
                 .list_gates(None, toolgate::now_ms())
                 .unwrap()
                 .is_empty()
@@ -308,7 +341,7 @@ fn a_wrong_request_id_does_not_consume() {
     {
         eprintln!("backend: {backend}");
         let gate = sample_gate("user1", "t1", "web");
-        store.insert_gate(&gate).unwrap();
+        store.gates().insert_gate(&gate).unwrap();
         let err = take(&store, &gate, &new_request_id(), "web").unwrap_err();
         assert!(matches!(err, GateError::NotFound { .. }), "{err:?}");
         assert!(take(&store, &gate, &gate.request_id, "web").is_ok());
@@ -323,7 +356,7 @@ fn concurrent_takes_exactly_one_wins() {
         eprintln!("backend: {backend}");
         for round in 0..20 {
             let gate = sample_gate("user1", &format!("race-{round}"), "web");
-            store.insert_gate(&gate).unwrap();
+            store.gates().insert_gate(&gate).unwrap();
             let barrier = Arc::new(Barrier::new(2));
             let takers: Vec<_> = (0..2)
                 .map(|_| {
@@ -353,10 +386,17 @@ fn gates_survive_a_restart() {
     let gate = sample_gate("user1", "t1", "telegram");
     {
         let store = Store::open(&path).unwrap();
-        store.insert_gate(&gate).unwrap();
+        store.gates().insert_gate(&gate).unwrap();
     }
     let store = Store::open(&path).unwrap();
-    assert_eq!(store.list_gates(None, toolgate::now_ms()).unwrap().len(), 1);
+    assert_eq!(
+        store
+            .gates()
+            .list_gates(None, toolgate::now_ms())
+            .unwrap()
+            .len(),
+        1
+    );
     let taken = take(&store, &gate, &gate.request_id, "telegram").unwrap();
     assert_eq!(taken.tool, "http");
 }
@@ -372,8 +412,11 @@ fn an_unreadable_gate_is_an_error_naming_it_not_a_gate_that_vanishes() {
     let alice = sample_gate("alice", "t1", "cli");
     {
         let store = Store::open(&path).unwrap();
-        store.insert_gate(&alice).unwrap();
-        store.insert_gate(&sample_gate("bob", "t2", "cli")).unwrap();
+        store.gates().insert_gate(&alice).unwrap();
+        store
+            .gates()
+            .insert_gate(&sample_gate("bob", "t2", "cli"))
+            .unwrap();
     }
     {
         let db = redb::Database::open(&path).unwrap();
@@ -394,9 +437,13 @@ fn an_unreadable_gate_is_an_error_naming_it_not_a_gate_that_vanishes() {
     let url = cluster.database();
     let store = cluster.store_at(&url);
     store
+        .gates()
         .insert_gate(&sample_gate("alice", "t1", "cli"))
         .unwrap();
-    store.insert_gate(&sample_gate("bob", "t2", "cli")).unwrap();
+    store
+        .gates()
+        .insert_gate(&sample_gate("bob", "t2", "cli"))
+        .unwrap();
     let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
     admin
         .execute(
@@ -417,9 +464,15 @@ fn a_damaged_store_is_checked_and_salvaged_record_by_record() {
     let alice = sample_gate("alice", "t1", "cli");
     {
         let store = Store::open(&path).unwrap();
-        store.insert_gate(&alice).unwrap();
-        store.insert_gate(&sample_gate("bob", "t2", "cli")).unwrap();
-        store.state_put("p", "k", Some(b"v"), u64::MAX).unwrap();
+        store.gates().insert_gate(&alice).unwrap();
+        store
+            .gates()
+            .insert_gate(&sample_gate("bob", "t2", "cli"))
+            .unwrap();
+        store
+            .state()
+            .state_put("p", "k", Some(b"v"), u64::MAX)
+            .unwrap();
     }
     let db = redb::Database::open(&path).unwrap();
     let txn = db.begin_write().unwrap();
@@ -459,12 +512,18 @@ fn a_damaged_store_is_checked_and_salvaged_record_by_record() {
     assert_eq!(code, Some(0), "{said}");
     assert!(said.contains("lost") && said.contains("alice"), "{said}");
     let salvaged = Store::open(&new).unwrap();
-    let gates = salvaged.list_gates(None, toolgate::now_ms()).unwrap();
+    let gates = salvaged
+        .gates()
+        .list_gates(None, toolgate::now_ms())
+        .unwrap();
     assert_eq!(
         gates.iter().map(|g| g.user_id.as_str()).collect::<Vec<_>>(),
         ["bob"]
     );
-    assert_eq!(salvaged.state_get("p", "k").unwrap(), Some(b"v".to_vec()));
+    assert_eq!(
+        salvaged.state().state_get("p", "k").unwrap(),
+        Some(b"v".to_vec())
+    );
     drop(salvaged);
     let (code, said) = toolgate(&new, &["store", "check"]);
     assert_eq!(code, Some(0), "the salvaged store is sound: {said}");
@@ -473,12 +532,16 @@ fn a_damaged_store_is_checked_and_salvaged_record_by_record() {
 /// `store` holds alice's damaged gate and bob's sound one.
 fn assert_an_unreadable_gate_is_named(store: &Store, store_name: &str) {
     let now = toolgate::now_ms();
-    let listed = store.list_gates(None, now).unwrap_err().to_string();
+    let listed = store.gates().list_gates(None, now).unwrap_err().to_string();
     let alice = GateKey {
         user_id: "alice".into(),
         thread_id: "t1".into(),
     };
-    let peeked = store.thread_gates(&alice, now).unwrap_err().to_string();
+    let peeked = store
+        .gates()
+        .thread_gates(&alice, now)
+        .unwrap_err()
+        .to_string();
     for err in [listed, peeked] {
         for said in [store_name, "alice", "t1", "unreadable"] {
             assert!(err.contains(said), "{said} in {err}");
@@ -489,7 +552,7 @@ fn assert_an_unreadable_gate_is_named(store: &Store, store_name: &str) {
         thread_id: "t2".into(),
     };
     assert!(
-        !store.thread_gates(&bob, now).unwrap().is_empty(),
+        !store.gates().thread_gates(&bob, now).unwrap().is_empty(),
         "the others still read"
     );
 }
@@ -503,6 +566,7 @@ fn a_resolution_recorded_before_a_restart_is_still_found() {
     let gate = sample_gate("user1", "t1", "telegram");
     let lookup = |store: &Store| {
         store
+            .gates()
             .resolutions_for("user1", "t1", &gate.fingerprint, toolgate::now_ms())
             .unwrap()
     };
@@ -510,6 +574,7 @@ fn a_resolution_recorded_before_a_restart_is_still_found() {
         let store = Store::open(&path).unwrap();
         assert!(lookup(&store).is_empty());
         store
+            .gates()
             .record_resolution(
                 &gate,
                 GateResolution::Approve { always: false },

@@ -36,17 +36,25 @@ fn namespaces_are_private() {
     for (backend, store, _keep) in common::pg_cluster::every_backend("namespaces_are_private") {
         eprintln!("backend: {backend}");
         store
+            .state()
             .state_put("a", "k", Some(b"from a"), u64::MAX)
             .unwrap();
         store
+            .state()
             .state_put("b", "k", Some(b"from b"), u64::MAX)
             .unwrap();
-        assert_eq!(store.state_get("a", "k").unwrap().unwrap(), b"from a");
-        assert_eq!(store.state_get("b", "k").unwrap().unwrap(), b"from b");
-        assert_eq!(store.state_keys("a", "", 10).unwrap(), ["k"]);
-        store.state_put("a", "k", None, u64::MAX).unwrap();
-        assert!(store.state_get("a", "k").unwrap().is_none());
-        assert!(store.state_get("b", "k").unwrap().is_some());
+        assert_eq!(
+            store.state().state_get("a", "k").unwrap().unwrap(),
+            b"from a"
+        );
+        assert_eq!(
+            store.state().state_get("b", "k").unwrap().unwrap(),
+            b"from b"
+        );
+        assert_eq!(store.state().state_keys("a", "", 10).unwrap(), ["k"]);
+        store.state().state_put("a", "k", None, u64::MAX).unwrap();
+        assert!(store.state().state_get("a", "k").unwrap().is_none());
+        assert!(store.state().state_get("b", "k").unwrap().is_some());
     }
 }
 
@@ -57,17 +65,21 @@ fn key_listing_honours_prefix_and_limit() {
     {
         eprintln!("backend: {backend}");
         for key in ["lease/1", "lease/2", "lease/3", "other"] {
-            store.state_put("p", key, Some(b"x"), u64::MAX).unwrap();
+            store
+                .state()
+                .state_put("p", key, Some(b"x"), u64::MAX)
+                .unwrap();
         }
         store
+            .state()
             .state_put("q", "lease/9", Some(b"x"), u64::MAX)
             .unwrap();
         assert_eq!(
-            store.state_keys("p", "lease/", 10).unwrap(),
+            store.state().state_keys("p", "lease/", 10).unwrap(),
             ["lease/1", "lease/2", "lease/3"]
         );
         assert_eq!(
-            store.state_keys("p", "lease/", 2).unwrap(),
+            store.state().state_keys("p", "lease/", 2).unwrap(),
             ["lease/1", "lease/2"]
         );
     }
@@ -89,6 +101,7 @@ fn concurrent_increments_never_both_take_the_last_unit() {
                     (0..40)
                         .filter(|_| {
                             store
+                                .state()
                                 .state_try_increment("p", "budget", limit, u64::MAX)
                                 .unwrap()
                                 .is_some()
@@ -104,6 +117,7 @@ fn concurrent_increments_never_both_take_the_last_unit() {
         );
         assert_eq!(
             store
+                .state()
                 .state_try_increment("p", "budget", limit, u64::MAX)
                 .unwrap(),
             None
@@ -117,16 +131,31 @@ fn the_quota_refuses_growth_but_allows_shrinking() {
         common::pg_cluster::every_backend("the_quota_refuses_growth_but_allows_shrinking")
     {
         eprintln!("backend: {backend}");
-        store.state_put("p", "a", Some(&[0; 60]), 100).unwrap();
-        let err = store.state_put("p", "b", Some(&[0; 60]), 100).unwrap_err();
-        assert_eq!(err, StateWriteError::QuotaExceeded(100));
+        store
+            .state()
+            .state_put("p", "a", Some(&[0; 60]), 100)
+            .unwrap();
+        let err = store
+            .state()
+            .state_put("p", "b", Some(&[0; 60]), 100)
+            .unwrap_err();
         assert!(
-            store.state_get("p", "b").unwrap().is_none(),
+            matches!(err, StateWriteError::QuotaExceeded(100)),
+            "{err:?}"
+        );
+        assert!(
+            store.state().state_get("p", "b").unwrap().is_none(),
             "the refused write left nothing"
         );
-        store.state_put("p", "a", Some(&[0; 10]), 100).unwrap();
-        store.state_put("p", "b", Some(&[0; 60]), 100).unwrap();
-        assert_eq!(store.state_usage("p").unwrap(), 2 + 10 + 60);
+        store
+            .state()
+            .state_put("p", "a", Some(&[0; 10]), 100)
+            .unwrap();
+        store
+            .state()
+            .state_put("p", "b", Some(&[0; 60]), 100)
+            .unwrap();
+        assert_eq!(store.state().state_usage("p").unwrap(), 2 + 10 + 60);
     }
 }
 
@@ -137,16 +166,22 @@ fn deleting_keys_present_or_not_keeps_the_quota_exact() {
     {
         eprintln!("backend: {backend}");
         // A key that was never there: nothing changes, nothing fails.
-        store.state_put("p", "never", None, 100).unwrap();
-        assert_eq!(store.state_usage("p").unwrap(), 0);
-        store.state_put("p", "a", Some(&[0; 60]), 100).unwrap();
-        store.state_put("p", "gone", None, 100).unwrap();
-        assert_eq!(store.state_usage("p").unwrap(), 1 + 60);
+        store.state().state_put("p", "never", None, 100).unwrap();
+        assert_eq!(store.state().state_usage("p").unwrap(), 0);
+        store
+            .state()
+            .state_put("p", "a", Some(&[0; 60]), 100)
+            .unwrap();
+        store.state().state_put("p", "gone", None, 100).unwrap();
+        assert_eq!(store.state().state_usage("p").unwrap(), 1 + 60);
         // A key that is there goes, and so does its share of the quota.
-        store.state_put("p", "a", None, 100).unwrap();
-        assert!(store.state_get("p", "a").unwrap().is_none());
-        assert_eq!(store.state_usage("p").unwrap(), 0);
-        store.state_put("p", "b", Some(&[0; 90]), 100).unwrap();
+        store.state().state_put("p", "a", None, 100).unwrap();
+        assert!(store.state().state_get("p", "a").unwrap().is_none());
+        assert_eq!(store.state().state_usage("p").unwrap(), 0);
+        store
+            .state()
+            .state_put("p", "b", Some(&[0; 90]), 100)
+            .unwrap();
     }
 }
 
@@ -162,12 +197,19 @@ fn session_events_come_newest_limited_oldest_first_without_excluded_kinds() {
             } else {
                 "tool_call"
             };
-            store.append_event(event("s", "me", kind, Some("Bash"), n));
+            store
+                .events()
+                .append_event(event("s", "me", kind, Some("Bash"), n));
         }
-        store.append_event(event("s", "other", "tool_call", Some("Bash"), 99));
-        store.append_event(event("not-s", "me", "tool_call", Some("Bash"), 100));
-        store.persist();
+        store
+            .events()
+            .append_event(event("s", "other", "tool_call", Some("Bash"), 99));
+        store
+            .events()
+            .append_event(event("not-s", "me", "tool_call", Some("Bash"), 100));
+        store.maintenance().persist();
         let recent = store
+            .events()
             .session_recent("s", "me", 4, &["probe_result".into()])
             .unwrap();
         let turns: Vec<_> = recent.iter().map(|e| e.turn).collect();
@@ -182,15 +224,26 @@ fn tool_history_excludes_the_current_session_inside_the_query() {
     ) {
         eprintln!("backend: {backend}");
         // Two old events from another session, then a flood from the current one.
-        store.append_event(event("s", "other", "tool_call", Some("Bash"), 1));
-        store.append_event(event("s", "other", "probe_result", Some("Bash"), 2));
-        store.append_event(event("s", "third", "tool_call", Some("Bash"), 3));
+        store
+            .events()
+            .append_event(event("s", "other", "tool_call", Some("Bash"), 1));
+        store
+            .events()
+            .append_event(event("s", "other", "probe_result", Some("Bash"), 2));
+        store
+            .events()
+            .append_event(event("s", "third", "tool_call", Some("Bash"), 3));
         for n in 10..60 {
-            store.append_event(event("s", "me", "tool_call", Some("Bash"), n));
+            store
+                .events()
+                .append_event(event("s", "me", "tool_call", Some("Bash"), n));
         }
-        store.append_event(event("s", "other", "tool_call", Some("Write"), 70));
-        store.persist();
+        store
+            .events()
+            .append_event(event("s", "other", "tool_call", Some("Write"), 70));
+        store.maintenance().persist();
         let history = store
+            .events()
             .tool_history("s", "Bash", "me", 5, &["probe_result".into()])
             .unwrap();
         let seen: Vec<_> = history
@@ -218,11 +271,16 @@ fn tool_history_never_crosses_from_one_tenant_to_another() {
         .into_iter()
         .enumerate()
         {
-            store.append_event(event("s", session, "tool_call", Some("Bash"), n as u64));
+            store
+                .events()
+                .append_event(event("s", session, "tool_call", Some("Bash"), n as u64));
         }
-        store.persist();
+        store.maintenance().persist();
         let seen = |current: &str| -> Vec<String> {
-            let history = store.tool_history("s", "Bash", current, 10, &[]).unwrap();
+            let history = store
+                .events()
+                .tool_history("s", "Bash", current, 10, &[])
+                .unwrap();
             history.into_iter().map(|e| e.session_id).collect()
         };
         assert_eq!(seen("uid:1001/now"), ["uid:1001/a", "uid:1001/d"]);
@@ -239,16 +297,22 @@ fn queued_events_are_drained_on_shutdown() {
     {
         let store = Store::open(&path).unwrap();
         for n in 0..1000 {
-            store.append_event(event("s", "me", "tool_call", None, n));
+            store
+                .events()
+                .append_event(event("s", "me", "tool_call", None, n));
         }
         // No flush: dropping the store must commit everything queued.
     }
     let store = Store::open(&path).unwrap();
     assert_eq!(
-        store.session_recent("s", "me", 5000, &[]).unwrap().len(),
+        store
+            .events()
+            .session_recent("s", "me", 5000, &[])
+            .unwrap()
+            .len(),
         1000
     );
-    assert_eq!(store.dropped_events(), 0);
+    assert_eq!(store.maintenance().dropped_events(), 0);
 }
 
 #[test]
@@ -262,16 +326,18 @@ fn logged_decisions_are_drained_on_shutdown() {
         for n in 0..10 {
             let request = toolgate::ToolRequest::new("Bash", serde_json::json!({"n": n}));
             let decision = toolgate::Decision::refused_by_host(&request, "test".into());
-            store.log_decision(toolgate::decision_log::PendingLogEntry::new(
-                &request,
-                request.arguments_text(),
-                &decision,
-                toolgate::decision_log::ArgumentsView::Digest,
-            ));
+            store
+                .log()
+                .log_decision(toolgate::decision_log::PendingLogEntry::new(
+                    &request,
+                    request.arguments_text(),
+                    &decision,
+                    toolgate::decision_log::ArgumentsView::Digest,
+                ));
         }
     }
     let store = Store::open(&path).unwrap();
-    let logged = store.decision_log(&Default::default(), 100).unwrap();
+    let logged = store.log().decision_log(&Default::default(), 100).unwrap();
     assert_eq!(logged.len(), 10);
     // The writer hashed what the deciding thread left unhashed.
     for (n, (_, entry)) in logged.iter().enumerate() {
@@ -320,10 +386,15 @@ fn a_flipped_byte_in_a_store_is_an_error_not_a_panic() {
     {
         let store = Store::open(&good).unwrap();
         for n in 0..50 {
-            store.append_event(event("p", "s", "tool_call", Some("Bash"), n));
+            store
+                .events()
+                .append_event(event("p", "s", "tool_call", Some("Bash"), n));
         }
-        store.state_put("p", "k", Some(b"v"), 1 << 20).unwrap();
-        store.shutdown();
+        store
+            .state()
+            .state_put("p", "k", Some(b"v"), 1 << 20)
+            .unwrap();
+        store.maintenance().shutdown();
     }
     let bytes = std::fs::read(&good).unwrap();
     let damaged = dir.path().join("damaged.redb");
@@ -338,7 +409,8 @@ fn a_flipped_byte_in_a_store_is_an_error_not_a_panic() {
         let mut copy = bytes.clone();
         copy[at] ^= 0xff;
         std::fs::write(&damaged, &copy).unwrap();
-        let opened = std::panic::catch_unwind(|| Store::open(&damaged).map(|s| s.shutdown()));
+        let opened =
+            std::panic::catch_unwind(|| Store::open(&damaged).map(|s| s.maintenance().shutdown()));
         match opened {
             Err(_) => panicked.push(at),
             Ok(Err(err)) => assert!(err.to_string().contains("damaged.redb"), "{err}"),
@@ -364,9 +436,11 @@ fn a_store_in_use_is_named_as_such() {
 fn an_event_that_cannot_be_persisted_is_counted_and_logged_with_its_context() {
     let (captured, _guard) = common::logs::Captured::start();
     let (store, _dir) = open();
-    store.shutdown();
-    store.append_event(event("shadow-sentinel", "me", "tool_call", Some("Bash"), 1));
-    assert_eq!(store.dropped_events(), 1);
+    store.maintenance().shutdown();
+    store
+        .events()
+        .append_event(event("shadow-sentinel", "me", "tool_call", Some("Bash"), 1));
+    assert_eq!(store.maintenance().dropped_events(), 1);
     assert!(
         captured.has(&["WARN", "event dropped", "shadow-sentinel", "tool_call"]),
         "{:?}",
@@ -380,17 +454,26 @@ fn state_written_without_waiting_for_the_disk_survives_a_clean_restart() {
     let path = dir.path().join("durable.redb");
     {
         let store = Store::open(&path).unwrap();
-        store.state_put("p", "k", Some(b"v"), u64::MAX).unwrap();
-        store.state_try_increment("p", "n", 10, u64::MAX).unwrap();
-        assert_eq!(store.next_turn("s").unwrap(), 1);
+        store
+            .state()
+            .state_put("p", "k", Some(b"v"), u64::MAX)
+            .unwrap();
+        store
+            .state()
+            .state_try_increment("p", "n", 10, u64::MAX)
+            .unwrap();
+        assert_eq!(store.turns().next_turn("s").unwrap(), 1);
     }
     let store = Store::open(&path).unwrap();
-    assert_eq!(store.state_get("p", "k").unwrap().unwrap(), b"v");
+    assert_eq!(store.state().state_get("p", "k").unwrap().unwrap(), b"v");
     assert_eq!(
-        store.state_try_increment("p", "n", 10, u64::MAX).unwrap(),
+        store
+            .state()
+            .state_try_increment("p", "n", 10, u64::MAX)
+            .unwrap(),
         Some(2)
     );
-    assert_eq!(store.turn("s").unwrap(), 1);
+    assert_eq!(store.turns().turn("s").unwrap(), 1);
 }
 
 /// Found by `redb_and_postgres_agree_on_any_sequence_of_state_operations`:
@@ -400,9 +483,12 @@ fn a_key_asked_for_twice_in_one_read_is_read_twice() {
     for (backend, store, _keep) in
         common::pg_cluster::every_backend("a_key_asked_for_twice_in_one_read_is_read_twice")
     {
-        store.state_put("p", "n", Some(b"1"), u64::MAX).unwrap();
+        store
+            .state()
+            .state_put("p", "n", Some(b"1"), u64::MAX)
+            .unwrap();
         assert_eq!(
-            store.state_get_many("p", &["n", "x", "n"]).unwrap(),
+            store.state().state_get_many("p", &["n", "x", "n"]).unwrap(),
             vec![Some(b"1".to_vec()), None, Some(b"1".to_vec())],
             "{backend}"
         );
@@ -413,24 +499,64 @@ fn a_key_asked_for_twice_in_one_read_is_read_twice() {
 /// into a counter without counting the change, so an empty value under a
 /// key let a counter grow past the namespace's quota.
 #[test]
+fn a_failed_state_write_names_its_store_and_keeps_its_kind() {
+    // A host may hold several stores (a fleet's database, a local file): a
+    // policy's failed write says which one, as every other store error does.
+    let Some(cluster) = common::pg_cluster::Cluster::start("a_failed_state_write_names_its_store")
+    else {
+        return;
+    };
+    let store = cluster.store();
+    store
+        .state()
+        .state_put("p", "k", Some(b"v"), u64::MAX)
+        .unwrap();
+    let stalled = cluster.stall();
+    let err = store
+        .state()
+        .state_put("p", "k", Some(b"w"), u64::MAX)
+        .unwrap_err();
+    drop(stalled);
+    let StateWriteError::Storage(cause) = &err else {
+        panic!("not a storage failure: {err:?}");
+    };
+    assert_eq!(cause.kind(), toolgate::ErrorKind::Store);
+    let said = err.to_string();
+    assert!(
+        said.starts_with("store ") && said.contains("PostgreSQL"),
+        "{said}"
+    );
+}
+
+#[test]
 fn a_counter_over_a_value_of_another_size_counts_against_the_quota() {
     for (backend, store, _keep) in common::pg_cluster::every_backend(
         "a_counter_over_a_value_of_another_size_counts_against_the_quota",
     ) {
-        store.state_put("p", "n", Some(b""), 4).unwrap();
+        store.state().state_put("p", "n", Some(b""), 4).unwrap();
         assert!(
             matches!(
-                store.state_try_increment("p", "n", 10, 4),
+                store.state().state_try_increment("p", "n", 10, 4),
                 Err(StateWriteError::QuotaExceeded(4))
             ),
             "{backend}"
         );
-        store.state_put("q", "n", Some(&[0; 9]), u64::MAX).unwrap();
+        store
+            .state()
+            .state_put("q", "n", Some(&[0; 9]), u64::MAX)
+            .unwrap();
         assert_eq!(
-            store.state_try_increment("q", "n", 10, u64::MAX).unwrap(),
+            store
+                .state()
+                .state_try_increment("q", "n", 10, u64::MAX)
+                .unwrap(),
             Some(1)
         );
-        assert_eq!(store.state_usage("q").unwrap(), 9, "{backend}: 1 + 8 bytes");
+        assert_eq!(
+            store.state().state_usage("q").unwrap(),
+            9,
+            "{backend}: 1 + 8 bytes"
+        );
     }
 }
 
@@ -485,16 +611,19 @@ fn apply(store: &Store, op: &StateOp) -> String {
     match op {
         StateOp::Put(p, k, v, q) => written(
             store
+                .state()
                 .state_put(POLICIES[*p], KEYS[*k], v.as_deref(), *q)
                 .map(|()| "put".into()),
         ),
         StateOp::Increment(p, k, l, q) => written(
             store
+                .state()
                 .state_try_increment(POLICIES[*p], KEYS[*k], *l, *q)
                 .map(|n| format!("{n:?}")),
         ),
         StateOp::Get(p, k) => read(
             store
+                .state()
                 .state_get(POLICIES[*p], KEYS[*k])
                 .map(|v| format!("{v:?}")),
         ),
@@ -502,6 +631,7 @@ fn apply(store: &Store, op: &StateOp) -> String {
             let keys: Vec<&str> = ks.iter().map(|k| KEYS[*k]).collect();
             read(
                 store
+                    .state()
                     .state_get_many(POLICIES[*p], &keys)
                     .map(|v| format!("{v:?}")),
             )
@@ -510,13 +640,19 @@ fn apply(store: &Store, op: &StateOp) -> String {
             let prefix = KEYS.get(*prefix).copied().unwrap_or("");
             read(
                 store
+                    .state()
                     .state_keys(POLICIES[*p], prefix, *l)
                     .map(|v| format!("{v:?}")),
             )
         }
-        StateOp::Usage(p) => read(store.state_usage(POLICIES[*p]).map(|u| u.to_string())),
-        StateOp::NextTurn(s) => read(store.next_turn(SESSIONS[*s]).map(|t| t.to_string())),
-        StateOp::Turn(s) => read(store.turn(SESSIONS[*s]).map(|t| t.to_string())),
+        StateOp::Usage(p) => read(
+            store
+                .state()
+                .state_usage(POLICIES[*p])
+                .map(|u| u.to_string()),
+        ),
+        StateOp::NextTurn(s) => read(store.turns().next_turn(SESSIONS[*s]).map(|t| t.to_string())),
+        StateOp::Turn(s) => read(store.turns().turn(SESSIONS[*s]).map(|t| t.to_string())),
     }
 }
 
@@ -571,6 +707,7 @@ fn after_a_compaction_a_policys_state_takes_at_most_twice_its_quota_on_disk() {
                 let mut value = value.clone();
                 value[0] = round;
                 store
+                    .state()
                     .state_put("flood", &format!("k{key}"), Some(&value), quota)
                     .unwrap();
             }

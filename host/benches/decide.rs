@@ -218,7 +218,7 @@ fn open(config: Config, dir: &Path, store: &str) -> Toolgate {
 fn prefill(host: &Toolgate, events: usize, leases: usize) {
     let store = host.store();
     for n in 0..events {
-        store.append_event(StoredEvent {
+        store.events().append_event(StoredEvent {
             policy: "shadow-sentinel".into(),
             session_id: format!("s-{}", n % 1000),
             turn: (n / 1000) as u64,
@@ -231,10 +231,10 @@ fn prefill(host: &Toolgate, events: usize, leases: usize) {
             at_ms: n as u64,
         });
         if n % 4000 == 3999 {
-            store.persist();
+            store.maintenance().persist();
         }
     }
-    store.persist();
+    store.maintenance().persist();
     for t in 0..leases {
         host.command(
             "lease-gate",
@@ -254,17 +254,17 @@ fn fill_decision_log(host: &Toolgate, entries: usize) {
     let decision = host.evaluate(&request).unwrap();
     for n in 0..entries {
         let text = request.arguments_text();
-        store.log_decision(PendingLogEntry::new(
+        store.log().log_decision(PendingLogEntry::new(
             &request,
             text,
             &decision,
             ArgumentsView::Digest,
         ));
         if n % 4000 == 3999 {
-            store.persist(); // the log's buffer holds a few thousand at most
+            store.maintenance().persist(); // the log's buffer holds a few thousand at most
         }
     }
-    store.persist();
+    store.maintenance().persist();
 }
 
 fn request(tool: &str, args: Value, n: usize) -> ToolRequest {
@@ -829,7 +829,7 @@ fn main() {
     let count = if quick() { 20_000 } else { 200_000 };
     let start = Instant::now();
     for i in 0..count {
-        store.append_event(StoredEvent {
+        store.events().append_event(StoredEvent {
             policy: "p".into(),
             session_id: format!("s-{}", i % 100),
             turn: i as u64,
@@ -842,16 +842,17 @@ fn main() {
             at_ms: i as u64,
         });
         if i % 2000 == 1999 {
-            store.persist(); // stay under the queue bound
+            store.maintenance().persist(); // stay under the queue bound
         }
     }
-    store.persist();
+    store.maintenance().persist();
     println!(
         "| event append, batched commits | {:.0} events/s |",
         count as f64 / start.elapsed().as_secs_f64()
     );
     let durable = time(if quick() { 50 } else { 300 }, 10, |i| {
         store
+            .state()
             .state_put("p", &format!("k{}", i % 10), Some(b"value"), u64::MAX)
             .unwrap();
     });
@@ -884,7 +885,7 @@ fn main() {
         always_digest: None,
     };
     let gates = time(if quick() { 50 } else { 300 }, 10, |_| {
-        store.insert_gate(&gate).unwrap()
+        store.gates().insert_gate(&gate).unwrap()
     });
     println!(
         "| one durable commit (a pending gate, fsync) | p50 {:.0} µs, p99 {:.0} µs |",

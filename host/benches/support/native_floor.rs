@@ -72,18 +72,21 @@ impl Floor {
         let prefix = format!("lease/{thread}/");
         let lease = self
             .store
+            .state()
             .state_keys("lease-gate", &prefix, 256)
             .unwrap()
             .iter()
-            .filter_map(|k| self.store.state_get("lease-gate", k).unwrap())
+            .filter_map(|k| self.store.state().state_get("lease-gate", k).unwrap())
             .filter_map(|b| serde_json::from_slice::<Lease>(&b).ok())
             .find(|l| l.is_valid(toolgate::now_ms()) && l.actions.covers(&request.tool));
         let _planned = self
             .store
+            .state()
             .state_get("lease-gate", &format!("planned/{thread}"))
             .unwrap();
         let _auto = self
             .store
+            .state()
             .state_get("lease-gate", &format!("auto/{}/{thread}", request.user_id))
             .unwrap();
         let spec = self.catalogue.spec(&request.tool);
@@ -116,6 +119,7 @@ impl Floor {
         let key = shadow_sentinel::budget::counter_key(&request.session_id, request.turn, pool);
         if self
             .store
+            .state()
             .state_try_increment("shadow-sentinel", &key, limit, u64::MAX)
             .unwrap()
             .is_none()
@@ -125,6 +129,7 @@ impl Floor {
         let hidden = ["probe_result".to_string()];
         let mut events = self
             .store
+            .events()
             .tool_history(
                 "shadow-sentinel",
                 &request.tool,
@@ -135,6 +140,7 @@ impl Floor {
             .unwrap();
         events.extend(
             self.store
+                .events()
                 .session_recent("shadow-sentinel", &request.session_id, 10, &hidden)
                 .unwrap(),
         );
@@ -157,7 +163,7 @@ impl Floor {
         if let Some(probe) = &self.probe {
             let _ = probe.ask(shadow_sentinel::probe::SYSTEM_PROMPT, &prompt, 2000);
         }
-        self.store.append_event(StoredEvent {
+        self.store.events().append_event(StoredEvent {
             policy: "shadow-sentinel".into(),
             session_id: request.session_id.clone(),
             turn: request.turn,

@@ -42,7 +42,7 @@ impl Clock {
     /// brought up to now.
     pub(crate) fn open(store: &Store) -> Result<Self> {
         let key = key();
-        let recorded = store.state_get(HOST, &key)?;
+        let recorded = store.state().state_get(HOST, &key)?;
         if let Some(moment) = recorded.and_then(|bytes| serde_json::from_slice(&bytes).ok()) {
             toolgate_wire::never_before(&moment);
         }
@@ -67,7 +67,10 @@ impl Clock {
         let moment = toolgate_wire::moment();
         self.recorded_ms.store(moment.at_ms, Ordering::Relaxed);
         let bytes = serde_json::to_vec(&moment).expect("a moment serialises");
-        if let Err(err) = store.state_put(HOST, &self.key, Some(&bytes), u64::MAX) {
+        if let Err(err) = store
+            .state()
+            .state_put(HOST, &self.key, Some(&bytes), u64::MAX)
+        {
             tracing::warn!(error = %err, "cannot record the clock's latest moment");
         }
     }

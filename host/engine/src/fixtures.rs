@@ -194,11 +194,12 @@ fn run_case(
         let store = host.store();
         for (key, value) in &case.state {
             store
+                .state()
                 .state_put(UNDER_TEST, key, Some(value.as_bytes()), u64::MAX)
                 .map_err(|e| Error::Request(format!("case `{}`: state {key}: {e}", case.name)))?;
         }
         for event in &case.events {
-            store.append_event(StoredEvent {
+            store.events().append_event(StoredEvent {
                 policy: UNDER_TEST.into(),
                 session_id: event.session_id.clone(),
                 turn: event.turn,
@@ -211,7 +212,7 @@ fn run_case(
                 at_ms: crate::now_ms(),
             });
         }
-        store.persist();
+        store.maintenance().persist();
         for command in &case.commands {
             let args = if command.args.is_null() {
                 "{}".to_string()
@@ -222,7 +223,7 @@ fn run_case(
         }
         for call in &case.before {
             host.evaluate(call)?;
-            store.persist();
+            store.maintenance().persist();
         }
         let decision = host.evaluate(&case.request)?;
         let differences = match decision.policies.first() {

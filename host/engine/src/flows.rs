@@ -348,7 +348,7 @@ fn add(store: &dyn StateStore, prefix: &str, label: Label) -> Result<(), FlowErr
                 QUOTA >> 20
             )),
             StateWriteError::TooLarge => FlowError::Storage("a label is too large".into()),
-            StateWriteError::Storage(message) => FlowError::Storage(message),
+            StateWriteError::Storage(err) => storage(err),
         })
 }
 
@@ -381,7 +381,7 @@ fn read(snapshot: &dyn StateSnapshot, prefix: &str, limit: usize) -> Result<Vec<
 
 /// Every label in the store: sessions' and files', oldest first.
 pub fn list(store: &crate::store::Store) -> Result<Vec<Label>> {
-    let snapshot = store.state_snapshot(NAMESPACE)?;
+    let snapshot = store.state().state_snapshot(NAMESPACE)?;
     read(&*snapshot, "", MAX_LISTED).map_err(|err| Error::store(store.path(), err.to_string()))
 }
 
@@ -394,12 +394,13 @@ pub fn clear(store: &crate::store::Store, what: &FlowsClear) -> Result<usize> {
     };
     let mut removed = 0;
     loop {
-        let keys = store.state_keys(NAMESPACE, &prefix, MAX_LISTED)?;
+        let keys = store.state().state_keys(NAMESPACE, &prefix, MAX_LISTED)?;
         if keys.is_empty() {
             return Ok(removed);
         }
         for key in &keys {
             store
+                .state()
                 .state_put(NAMESPACE, key, None, QUOTA)
                 .map_err(|err| Error::store(store.path(), err.to_string()))?;
         }
@@ -460,7 +461,7 @@ mod tests {
     fn labels_kept_between_evaluations_are_never_older_than_the_store() {
         let dir = tempfile::tempdir().unwrap();
         let store = crate::store::Store::open(&dir.path().join("store.redb")).unwrap();
-        let state: &dyn StateStore = &*store;
+        let state = store.state();
         let cache = Arc::default();
         let mut request = crate::ToolRequest::new("Read", serde_json::json!({}));
         request.session_id = "s-1".into();

@@ -120,9 +120,13 @@ impl Toolgate {
         let store = Arc::new(Store::open_location(&location, wait)?);
         // First, so nothing this process does reads a clock behind the last.
         let clock = crate::clock::Clock::open(&store)?;
-        store.set_log_config(config.log);
-        store.set_retention(crate::store::hygiene::Retention::from_config(&config));
-        store.set_audit(audit_settings(&config, store.path())?);
+        store.maintenance().set_log_config(config.log);
+        store
+            .maintenance()
+            .set_retention(crate::store::hygiene::Retention::from_config(&config));
+        store
+            .audit_trail()
+            .set_audit(audit_settings(&config, store.path())?);
         let cache_max_age = Duration::from_secs(config.retention.cache_max_age_days * 24 * 3600);
         let runtime = Runtime::new(
             config.instance_slots(crate::pool::MAX_IDLE),
@@ -161,7 +165,9 @@ impl Toolgate {
     /// from their own config before their next decision.
     pub fn reload(&self) -> Result<ReloadReport> {
         let report = self.reload_here(&FleetPins::new())?;
-        self.store.announce_reload(&self.registry.pins());
+        self.store
+            .maintenance()
+            .announce_reload(&self.registry.pins());
         Ok(report)
     }
 
@@ -176,20 +182,23 @@ impl Toolgate {
         if audit_now != audit_before {
             // Chained under the settings it changes, before they change.
             let record = serde_json::json!({"audit": {"before": audit_before, "after": audit_now}});
-            self.store.audit(crate::audit::AuditRecord::now(
-                crate::audit::AuditKind::Reload,
-                &record,
-            ));
-            self.store.persist();
+            self.store
+                .audit_trail()
+                .audit(crate::audit::AuditRecord::now(
+                    crate::audit::AuditKind::Reload,
+                    &record,
+                ));
+            self.store.maintenance().persist();
         }
         if let Err(err) = self.standing.reload() {
             tracing::error!(error = %err, "standing approvals dropped until the file is fixed");
         }
-        self.store.set_log_config(config.log);
+        self.store.maintenance().set_log_config(config.log);
         self.store
+            .maintenance()
             .set_retention(crate::store::hygiene::Retention::from_config(&config));
         match audit_settings(&config, self.store.path()) {
-            Ok(audit) => self.store.set_audit(audit),
+            Ok(audit) => self.store.audit_trail().set_audit(audit),
             Err(err) => {
                 tracing::error!(error = %err, "the audit trail keeps its previous settings")
             }
@@ -222,7 +231,7 @@ impl Toolgate {
     /// Wait until everything decided, resolved or recorded so far is
     /// durable.
     pub fn persist(&self) {
-        self.store.persist();
+        self.store.maintenance().persist();
     }
 
     /// Wait until what an answer depends on is durable (policy state,
@@ -231,7 +240,7 @@ impl Toolgate {
     /// daemon answers a decision only after this, so a daemon killed with
     /// SIGKILL loses no lease use, budget or pause it acknowledged.
     pub fn settle(&self) {
-        self.store.settle();
+        self.store.maintenance().settle();
     }
 
     /// Whether what was committed so far could be made durable: after a
@@ -240,7 +249,7 @@ impl Toolgate {
     /// refuses every operation until the store is opened again: a daemon
     /// exits for a fresh start.
     pub fn check_durable(&self) -> Result<()> {
-        match self.store.durability_failure() {
+        match self.store.maintenance().durability_failure() {
             None => Ok(()),
             Some(why) => Err(Error::store(
                 self.store.path(),
@@ -255,27 +264,27 @@ impl Toolgate {
 
     /// The current turn of `session` (0 before its first).
     pub fn turn(&self, session: &str) -> Result<u64> {
-        self.store.turn(session)
+        self.store.turns().turn(session)
     }
 
     /// Start the next turn of `session`; its number (from 1).
     pub fn next_turn(&self, session: &str) -> Result<u64> {
-        self.store.next_turn(session)
+        self.store.turns().next_turn(session)
     }
 
     /// The newest `limit` decisions matching `filter`, oldest first.
     /// Every decision answered so far is in it: entries still queued for
     /// the store's writer are written first.
     pub fn decision_log(&self, filter: &LogFilter, limit: usize) -> Result<Vec<(u64, LogEntry)>> {
-        self.store.persist();
-        self.store.decision_log(filter, limit)
+        self.store.maintenance().persist();
+        self.store.log().decision_log(filter, limit)
     }
 
     /// The newest `limit` policy events across all policies, oldest first,
     /// queued ones included.
     pub fn recent_events(&self, limit: usize) -> Result<Vec<(u64, StoredEvent)>> {
-        self.store.persist();
-        self.store.recent_events(limit)
+        self.store.maintenance().persist();
+        self.store.events().recent_events(limit)
     }
 
     /// The newest `limit` events of `session` in `policy`'s stream, oldest
@@ -286,22 +295,24 @@ impl Toolgate {
         session: &str,
         limit: usize,
     ) -> Result<Vec<StoredEvent>> {
-        self.store.session_recent(policy, session, limit, &[])
+        self.store
+            .events()
+            .session_recent(policy, session, limit, &[])
     }
 
     /// Sizes per table and per policy.
     pub fn store_stats(&self) -> Result<StoreStats> {
-        self.store.stats()
+        self.store.maintenance().stats()
     }
 
     /// Remove now what is past its retention.
     pub fn sweep(&self) -> Result<SweepReport> {
-        self.store.sweep()
+        self.store.maintenance().sweep()
     }
 
     /// Events (and log entries) dropped because a queue was full.
     pub fn dropped_events(&self) -> u64 {
-        self.store.dropped_events()
+        self.store.maintenance().dropped_events()
     }
 
     /// The local path that names the store: the redb file, or the path
@@ -312,7 +323,7 @@ impl Toolgate {
 
     /// Where agents' hooks came from (see `daemon::peer`).
     pub fn agent_terminals(&self) -> &dyn TerminalStore {
-        &**self.store
+        self.store.terminals()
     }
 
     /// The turn an event of `session` belongs to. `starts_turn` for a new
@@ -324,9 +335,9 @@ impl Toolgate {
     pub fn turn_of(&self, session: &str, prompt: Option<&str>, starts_turn: bool) -> Result<u64> {
         let counter = || {
             if starts_turn {
-                self.store.next_turn(session)
+                self.store.turns().next_turn(session)
             } else {
-                self.store.turn(session)
+                self.store.turns().turn(session)
             }
         };
         let Some(prompt) = prompt.filter(|p| !p.is_empty()) else {
@@ -383,7 +394,7 @@ impl Toolgate {
     pub fn evaluate(&self, request: &ToolRequest) -> Result<Decision> {
         request.check_ids().map_err(Error::Request)?;
         self.clock.tick(&self.store);
-        if let Some(pins) = self.store.reload_requested() {
+        if let Some(pins) = self.store.maintenance().reload_requested() {
             match self.reload_here(&pins) {
                 Ok(report) => tracing::info!(
                     ?report,
@@ -438,9 +449,9 @@ impl Toolgate {
                 decision
             }
         };
-        let log = self.store.log_config();
+        let log = self.store.maintenance().log_config();
         if log.enabled {
-            self.store.log_decision(PendingLogEntry::new(
+            self.store.log().log_decision(PendingLogEntry::new(
                 request,
                 arguments,
                 &decision,
@@ -549,7 +560,7 @@ impl Toolgate {
                     )
             }
         };
-        let gates = self.store.thread_gates(&key, now)?;
+        let gates = self.store.gates().thread_gates(&key, now)?;
         // Not the question a call that ran unjudged raised: only a person
         // answers that one.
         match gates.iter().find(|gate| {
@@ -579,8 +590,8 @@ impl Toolgate {
     ) -> Result<Vec<PendingGate>> {
         let now = crate::now_ms();
         let gates = match key {
-            Some(key) => self.store.thread_gates(key, now)?,
-            None => self.store.list_gates(None, now)?,
+            Some(key) => self.store.gates().thread_gates(key, now)?,
+            None => self.store.gates().list_gates(None, now)?,
         };
         let mut ended = Vec::new();
         for gate in gates.iter().filter(|gate| declined(gate)) {
@@ -612,7 +623,7 @@ impl Toolgate {
             thread_id: pause.thread_id.clone(),
         };
         let now = crate::now_ms();
-        let gates = self.store.thread_gates(&key, now)?;
+        let gates = self.store.gates().thread_gates(&key, now)?;
         if let Some(gate) = gates.iter().find(|g| g.request_id == pause.request_id) {
             self.end_gate(gate, now)?;
         }
@@ -622,7 +633,7 @@ impl Toolgate {
     /// Remove `gate` unanswered, unless it was resolved or replaced
     /// meanwhile.
     fn end_gate(&self, gate: &PendingGate, now: u64) -> Result<Option<PendingGate>> {
-        match self.store.take_gate(
+        match self.store.gates().take_gate(
             &gate.key(),
             &gate.request_id,
             &gate.source_channel,
@@ -686,9 +697,10 @@ impl Toolgate {
         trusted: &[String],
         by: &str,
     ) -> Result<PendingGate> {
-        let gate = self
-            .store
-            .take_gate(key, request_id, channel, trusted, crate::now_ms())?;
+        let gate =
+            self.store
+                .gates()
+                .take_gate(key, request_id, channel, trusted, crate::now_ms())?;
         // A refusal is remembered too: the identical retry is refused with
         // the person's answer, not asked about again (see
         // `pipeline::person_refused`), for the configured scope.
@@ -707,23 +719,26 @@ impl Toolgate {
             _ => crate::audit::AuditKind::Approval,
         };
         self.store
+            .gates()
             .record_resolution(&gate, resolution, ttl, channel)?;
-        self.store.audit(crate::audit::AuditRecord::now(
-            kind,
-            &serde_json::json!({
-                "answer": answer,
-                "by": by,
-                "channel": channel,
-                "request_id": request_id,
-                "user_id": gate.user_id,
-                "thread_id": gate.thread_id,
-                "session_id": gate.session_id,
-                "tool": gate.tool,
-                "call_id": gate.call_id,
-                "policy": gate.policy,
-                "fingerprint": gate.fingerprint,
-            }),
-        ));
+        self.store
+            .audit_trail()
+            .audit(crate::audit::AuditRecord::now(
+                kind,
+                &serde_json::json!({
+                    "answer": answer,
+                    "by": by,
+                    "channel": channel,
+                    "request_id": request_id,
+                    "user_id": gate.user_id,
+                    "thread_id": gate.thread_id,
+                    "session_id": gate.session_id,
+                    "tool": gate.tool,
+                    "call_id": gate.call_id,
+                    "policy": gate.policy,
+                    "fingerprint": gate.fingerprint,
+                }),
+            ));
         if let Some(rule) = always
             .then(|| crate::standing::AlwaysRule::for_gate(&gate, channel))
             .flatten()
@@ -743,7 +758,7 @@ impl Toolgate {
     /// Up to `limit` links of this host's audit chain after `after`, and
     /// its signed head (see [`crate::audit`]).
     pub fn audit_links(&self, after: Option<u64>, limit: usize) -> Result<crate::store::AuditPage> {
-        self.store.audit_links(after, limit)
+        self.store.audit_trail().audit_links(after, limit)
     }
 
     /// Every flow label: what sessions took in and which files hold it.
@@ -758,7 +773,7 @@ impl Toolgate {
 
     /// Pending (unexpired) gates, optionally of one user, by session.
     pub fn gates(&self, user_id: Option<&str>) -> Result<Vec<PendingGate>> {
-        let mut gates = self.store.list_gates(user_id, crate::now_ms())?;
+        let mut gates = self.store.gates().list_gates(user_id, crate::now_ms())?;
         // A session's pauses together, oldest first.
         gates.sort_by(|a, b| {
             (&a.user_id, &a.session_id, a.created_at_ms).cmp(&(
@@ -869,7 +884,7 @@ fn audit_reload(store: &Store, before: &PluginSet, after: &PluginSet) {
         .iter()
         .map(|p| serde_json::json!({"name": &*p.name, "sha256": p.sha256, "rollout": p.rollout}))
         .collect();
-    store.audit(crate::audit::AuditRecord::now(
+    store.audit_trail().audit(crate::audit::AuditRecord::now(
         crate::audit::AuditKind::Reload,
         &serde_json::json!({ "plugins": plugins }),
     ));
@@ -882,7 +897,7 @@ fn audit_reload(store: &Store, before: &PluginSet, after: &PluginSet) {
     for name in names {
         let (was, now) = (rollout(before, name), rollout(after, name));
         if was != now {
-            store.audit(crate::audit::AuditRecord::now(
+            store.audit_trail().audit(crate::audit::AuditRecord::now(
                 crate::audit::AuditKind::Rollout,
                 &serde_json::json!({"plugin": name, "before": was, "after": now}),
             ));

@@ -190,8 +190,8 @@ impl<'r> Call<'r> {
             standing: env.standing.for_call(request),
             wit,
         };
-        if env.store.may_hold_resolutions() {
-            call.resolutions = env.store.resolutions_for(
+        if env.store.gates().may_hold_resolutions() {
+            call.resolutions = env.store.gates().resolutions_for(
                 &request.user_id,
                 request.thread(),
                 call.fingerprint(),
@@ -312,8 +312,11 @@ pub(crate) fn evaluate(
     let mut decision = conclude(env, &call, outcome, notes, risk, results)?;
     decision.output_checked = plugins.iter().any(|p| p.phases.check_output);
     if !env.dry_run && decision.verdict != Verdict::Pause && !call.resolutions.is_empty() {
-        env.store
-            .clear_resolutions(&request.user_id, request.thread(), call.fingerprint())?;
+        env.store.gates().clear_resolutions(
+            &request.user_id,
+            request.thread(),
+            call.fingerprint(),
+        )?;
     }
     decision.duration_us = started.elapsed().as_micros() as u64;
     tracing::info!(verdict = ?decision.verdict, decided_by = ?decision.decided_by, duration_us = decision.duration_us, "decision");
@@ -409,8 +412,11 @@ fn person_refused(
     );
     tracing::info!(tool = %request.tool, policy = %refusal.policy, "refused: a person said no to this call");
     if !env.dry_run && env.refusal_scope == RefusalScope::Once {
-        env.store
-            .clear_resolutions(&request.user_id, request.thread(), call.fingerprint())?;
+        env.store.gates().clear_resolutions(
+            &request.user_id,
+            request.thread(),
+            call.fingerprint(),
+        )?;
     }
     let mut decision = Decision::host_deny(&call.id, reason);
     decision.duration_us = started.elapsed().as_micros() as u64;
@@ -824,7 +830,7 @@ fn raise_gate(
     // retrying, a graph resumed before anyone answered, two copies at
     // once) keeps that pause's request id and expiry (see
     // `GateStore::raise_gate`).
-    let gate = env.store.raise_gate(&gate, now)?;
+    let gate = env.store.gates().raise_gate(&gate, now)?;
     decision.pause = Some(PauseInfo {
         request_id: gate.request_id,
         user_id: gate.user_id,

@@ -35,7 +35,7 @@ fn is_unjudged(gate: &PendingGate) -> bool {
 impl Unjudged {
     /// For `store`, which may hold questions from before a restart.
     pub(crate) fn open(store: &Store) -> Result<Self> {
-        let pending = store.list_gates(None, crate::now_ms())?;
+        let pending = store.gates().list_gates(None, crate::now_ms())?;
         Ok(Self {
             may_be_pending: AtomicBool::new(pending.iter().any(is_unjudged)),
         })
@@ -76,7 +76,7 @@ impl Unjudged {
             always_digest: None,
         };
         self.may_be_pending.store(true, Ordering::SeqCst);
-        store.raise_gate(&gate, now)
+        store.gates().raise_gate(&gate, now)
     }
 
     /// Why `request` is refused: its thread waits for a person to look at
@@ -89,7 +89,7 @@ impl Unjudged {
             user_id: request.user_id.clone(),
             thread_id: request.thread().to_string(),
         };
-        let gates = store.thread_gates(&key, crate::now_ms())?;
+        let gates = store.gates().thread_gates(&key, crate::now_ms())?;
         Ok(gates.iter().find(|g| is_unjudged(g)).map(|gate| {
             format!(
                 "toolgate: the `{}` call {} in this session ran with input toolgate did not \

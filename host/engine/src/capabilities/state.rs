@@ -10,7 +10,7 @@ impl From<StateWriteError> for StateError {
         match err {
             StateWriteError::QuotaExceeded(_) => StateError::QuotaExceeded,
             StateWriteError::TooLarge => StateError::TooLarge,
-            StateWriteError::Storage(message) => StateError::Storage(message),
+            StateWriteError::Storage(err) => StateError::Storage(err.report()),
         }
     }
 }

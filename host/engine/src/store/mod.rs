@@ -56,7 +56,7 @@ pub struct StoredEvent {
 }
 
 /// Why a state write was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum StateWriteError {
     /// The namespace would grow past its cap.
     #[error("the namespace would exceed its {0}-byte cap")]
@@ -64,9 +64,10 @@ pub enum StateWriteError {
     /// Key or value over [`MAX_STATE_ENTRY`].
     #[error("key or value larger than {MAX_STATE_ENTRY} bytes")]
     TooLarge,
-    /// The store failed.
-    #[error("{0}")]
-    Storage(String),
+    /// The store failed: its error, naming the store and keeping the
+    /// engine's or the OS's cause.
+    #[error(transparent)]
+    Storage(#[from] crate::Error),
 }
 
 /// Reads of one policy's namespace from one snapshot: what a policy's
@@ -802,18 +803,11 @@ pub(crate) fn judge_take(
     }
 }
 
-/// The toolgate store: a [`Backend`] chosen when it is opened. Its methods
-/// are the backend traits' (through `Deref`).
+/// The toolgate store: a [`Backend`] chosen when it is opened, reached one
+/// role at a time (`store.gates().take_gate(…)`), so each caller names the
+/// part of the store it uses and no handle is the backend itself.
 #[derive(Debug)]
 pub struct Store(Box<dyn Backend>);
-
-impl std::ops::Deref for Store {
-    type Target = dyn Backend;
-
-    fn deref(&self) -> &Self::Target {
-        &*self.0
-    }
-}
 
 /// A stored JSON value read back (a transfer's row), or an error naming
 /// the table.
@@ -836,7 +830,7 @@ impl<R: ?Sized> std::ops::Deref for Role<R> {
     type Target = R;
 
     fn deref(&self) -> &R {
-        (self.view)(&**self.store)
+        (self.view)(&*self.store.0)
     }
 }
 
@@ -855,6 +849,58 @@ fn as_events<'a>(backend: &'a (dyn Backend + 'static)) -> &'a (dyn EventStore + 
 }
 
 impl Store {
+    /// The local path that names this store: the redb file, or for a
+    /// database the path standing for it on this machine (what messages
+    /// say, and where the daemon's socket goes).
+    pub fn path(&self) -> &Path {
+        self.0.path()
+    }
+
+    /// Policies' state namespaces.
+    pub fn state(&self) -> &dyn StateStore {
+        &*self.0
+    }
+
+    /// Policies' event streams.
+    pub fn events(&self) -> &dyn EventStore {
+        &*self.0
+    }
+
+    /// Pending gates and people's resolutions.
+    pub fn gates(&self) -> &dyn GateStore {
+        &*self.0
+    }
+
+    /// The decision log.
+    pub fn log(&self) -> &dyn DecisionLog {
+        &*self.0
+    }
+
+    /// This host's audit chain.
+    pub fn audit_trail(&self) -> &dyn AuditTrail {
+        &*self.0
+    }
+
+    /// Turn counters.
+    pub fn turns(&self) -> &dyn TurnStore {
+        &*self.0
+    }
+
+    /// Where agents' hooks came from.
+    pub fn terminals(&self) -> &dyn TerminalStore {
+        &*self.0
+    }
+
+    /// Settings, durability and housekeeping.
+    pub fn maintenance(&self) -> &dyn Maintenance {
+        &*self.0
+    }
+
+    /// Moving the whole store to another backend.
+    pub fn transfer(&self) -> &dyn Transfer {
+        &*self.0
+    }
+
     /// The policy-state role of this store, and nothing else.
     pub(crate) fn state_role(self: &std::sync::Arc<Self>) -> Role<dyn StateStore> {
         Role {
@@ -1014,6 +1060,26 @@ mod tests {
     use super::*;
     use crate::decision_log::ArgumentsView;
     use crate::{Decision, ToolRequest};
+
+    /// Whether `T` dereferences to anything: an inherent constant exists
+    /// only where the bound holds, and the trait's default answers
+    /// otherwise (the `impls` crate's trick).
+    struct Derefs<T: ?Sized>(std::marker::PhantomData<T>);
+    trait DoesNot {
+        const DEREFS: bool = false;
+    }
+    impl<T: ?Sized> DoesNot for Derefs<T> {}
+    impl<T: ?Sized + std::ops::Deref> Derefs<T> {
+        #[allow(dead_code)]
+        const DEREFS: bool = true;
+    }
+
+    // The store is reached through its roles only: a `Deref` to the
+    // backend would hand every holder of a `Store` all nine traits at once,
+    // unnamed. Checked when the tests compile (the first line shows the
+    // probe sees a `Deref` where there is one).
+    const _: () = assert!(Derefs::<std::sync::Arc<Store>>::DEREFS);
+    const _: () = assert!(!Derefs::<Store>::DEREFS);
 
     /// An unhashed log entry whose arguments are `bytes` long when compact.
     fn entry(n: usize, bytes: usize) -> (PendingLogEntry, String) {

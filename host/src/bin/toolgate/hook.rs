@@ -277,7 +277,7 @@ fn in_process(runtime: HookRuntime, ctx: &Ctx, input: &str, on_error: OnError) -
     let answered = match event.needs() {
         Needs::Nothing => Ok("{}".to_string()),
         Needs::Store => Store::open_location(&ctx.store_location(), store_wait(&ctx.config))
-            .and_then(|store| store.next_turn(&event.session))
+            .and_then(|store| store.turns().next_turn(&event.session))
             .map(|_| adapter.new_turn_answer().to_string())
             .map_err(anyhow::Error::from),
         Needs::Policies => ctx

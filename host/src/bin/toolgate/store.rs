@@ -140,7 +140,7 @@ fn check(ctx: &Ctx) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("cannot open {store}"))?;
     let mut counts: BTreeMap<&'static str, u64> = BTreeMap::new();
     let mut lost = Vec::new();
-    source.export_salvaging(
+    source.transfer().export_salvaging(
         &mut |record| {
             *counts.entry(kind(&record)).or_default() += 1;
             Ok(())
@@ -189,7 +189,7 @@ fn open_pair(
     let destination = Store::open_location(to, wait)
         .with_context(|| format!("cannot open the destination {to}"))?;
     let mut occupied = false;
-    let _ = destination.export(&mut |_| {
+    let _ = destination.transfer().export(&mut |_| {
         occupied = true;
         Err(toolgate::Error::Request("not empty".into()))
     });
@@ -216,20 +216,22 @@ fn transfer(
         if matches!(record, Record::Event(_) | Record::Decision(_)) {
             queued += 1;
             if queued % COPY_FLUSH_EVERY == 0 {
-                destination.persist();
+                destination.maintenance().persist();
             }
         }
         let kind = kind(&record);
-        destination.import(record)?;
+        destination.transfer().import(record)?;
         *counts.entry(kind).or_default() += 1;
         Ok(())
     };
     match lost {
-        Some(lost) => source.export_salvaging(&mut each, &mut |what| lost.push(what))?,
-        None => source.export(&mut each)?,
+        Some(lost) => source
+            .transfer()
+            .export_salvaging(&mut each, &mut |what| lost.push(what))?,
+        None => source.transfer().export(&mut each)?,
     }
-    destination.persist();
-    let dropped = destination.dropped_events();
+    destination.maintenance().persist();
+    let dropped = destination.maintenance().dropped_events();
     if dropped > 0 {
         anyhow::bail!("{dropped} events or log entries could not be written to {to}");
     }

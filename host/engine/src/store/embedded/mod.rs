@@ -290,7 +290,13 @@ impl RedbStore {
             &mut redb::Table<(&str, &str), &[u8]>,
         ) -> std::result::Result<(T, Option<i64>), redb::StorageError>,
     ) -> Result<T, StateWriteError> {
-        let storage = |e: redb::Error| StateWriteError::Storage(e.to_string());
+        let storage = |e: redb::Error| {
+            StateWriteError::Storage(Error::store_caused(
+                &self.path,
+                format!("writing policy `{policy}`'s state"),
+                e,
+            ))
+        };
         let txn = self.fast_write().map_err(storage)?;
         let result = {
             let mut table = txn.open_table(STATE).map_err(|e| storage(e.into()))?;

@@ -306,7 +306,7 @@ impl PostgresStore {
     }
 
     fn storage(&self, err: PgError) -> StateWriteError {
-        StateWriteError::Storage(describe(&err))
+        self.pool.error(err).into()
     }
 }
 
@@ -417,10 +417,7 @@ impl StateStore for PostgresStore {
         if key.len() > MAX_STATE_KEY || value.is_some_and(|v| v.len() > MAX_STATE_ENTRY) {
             return Err(StateWriteError::TooLarge);
         }
-        let mut client = self
-            .pool
-            .get()
-            .map_err(|e| StateWriteError::Storage(e.to_string()))?;
+        let mut client = self.pool.get()?;
         let mut txn = client.transaction().map_err(|e| self.storage(e))?;
         let used = lock_usage(&mut txn, policy).map_err(|e| self.storage(e))?;
         let old = txn
@@ -465,10 +462,7 @@ impl StateStore for PostgresStore {
         if key.len() > MAX_STATE_KEY {
             return Err(StateWriteError::TooLarge);
         }
-        let mut client = self
-            .pool
-            .get()
-            .map_err(|e| StateWriteError::Storage(e.to_string()))?;
+        let mut client = self.pool.get()?;
         // A counter that exists and keeps its size needs no usage lock; any
         // other change (a new counter, or a value of another size turned
         // into one) locks the usage row first, as `state_put` does, so the

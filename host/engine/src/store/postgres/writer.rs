@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use super::client::{Client, PgError, Queries as _};
 
-use super::{Pool, i64_of};
+use super::{Pool, describe, i64_of};
 use crate::audit::LinkHead;
 use crate::decision::Verdict;
 use crate::decision_log::LogEntry;
@@ -87,9 +87,9 @@ impl Writer {
                 let swept = self
                     .pool
                     .for_maintenance()
-                    .map_err(|e| e.to_string())
+                    .map_err(|e| e.report())
                     .and_then(|mut c| {
-                        sweep(&mut c, &retention, crate::now_ms()).map_err(|e| e.to_string())
+                        sweep(&mut c, &retention, crate::now_ms()).map_err(|e| describe(&e))
                     });
                 if let Err(err) = swept {
                     tracing::warn!(error = %err, "store sweep failed; it runs again later");
@@ -114,8 +114,8 @@ impl Writer {
         decisions: &[LogEntry],
         audit: &mut AuditWriter,
     ) -> Result<(), String> {
-        let mut client = self.pool.get().map_err(|e| e.to_string())?;
-        let mut txn = client.transaction().map_err(|e| e.to_string())?;
+        let mut client = self.pool.get().map_err(|e| e.report())?;
+        let mut txn = client.transaction().map_err(|e| describe(&e))?;
         let mut policies = std::collections::BTreeSet::new();
         for message in batch {
             match message {
@@ -133,7 +133,7 @@ impl Writer {
                             &body,
                         ],
                     )
-                    .map_err(|e| e.to_string())?;
+                    .map_err(|e| describe(&e))?;
                     policies.insert(event.policy);
                 }
                 Message::Flush(_) | Message::Drain => unreachable!("answered by the loop"),
@@ -154,7 +154,7 @@ impl Writer {
                     &body,
                 ],
             )
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| describe(&e))?;
             chained.push((entry.at_ms, body));
         }
         chain(&mut txn, &self.settings, audit, chained)?;
@@ -171,7 +171,7 @@ impl Writer {
                  (SELECT seq FROM events WHERE policy = $1 ORDER BY seq DESC OFFSET $2 LIMIT 1)",
                 &[&policy, &i64_of(quota)],
             )
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| describe(&e))?;
         }
         if logged {
             let config = self.settings.log();
@@ -181,9 +181,9 @@ impl Writer {
                  (SELECT seq FROM decisions ORDER BY seq DESC OFFSET $2 LIMIT 1)",
                 &[&i64_of(cutoff), &i64_of(config.max_entries)],
             )
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| describe(&e))?;
         }
-        txn.commit().map_err(|e| e.to_string())?;
+        txn.commit().map_err(|e| describe(&e))?;
         audit.committed();
         Ok(())
     }
@@ -209,7 +209,7 @@ fn chain(
         "SELECT pg_advisory_xact_lock(hashtext('toolgate-audit:' || $1))",
         &[&host],
     )
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| describe(&e))?;
     audit.forget_end();
     let newest = || {
         let row = txn
@@ -217,11 +217,11 @@ fn chain(
                 "SELECT seq, link FROM audit WHERE host = $1 ORDER BY seq DESC LIMIT 1",
                 &[&host],
             )
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| describe(&e))?;
         let last = row.map(|row| (row.get::<_, i64>(0) as u64, row.get(1)));
         let head = txn
             .query_opt("SELECT head FROM audit_heads WHERE host = $1", &[&host])
-            .map_err(|e| e.to_string())?
+            .map_err(|e| describe(&e))?
             .and_then(|row| serde_json::from_slice(&row.get::<_, Vec<u8>>(0)).ok());
         Ok((last, head))
     };
@@ -235,7 +235,7 @@ fn chain(
             &[&host, &i64_of(seq), &i64_of(at_ms), &bytes],
         )
         .map(drop)
-        .map_err(|e| e.to_string())
+        .map_err(|e| describe(&e))
     };
     for (seq, bytes) in &pass.links {
         insert(txn, *seq, bytes)?;
@@ -247,13 +247,13 @@ fn chain(
             insert(txn, seq, &bytes)?;
         }
     }
-    let head = serde_json::to_vec(&pass.head).map_err(|e| e.to_string())?;
+    let head = serde_json::to_vec(&pass.head).map_err(|e| format!("the audit head: {e}"))?;
     txn.execute(
         "INSERT INTO audit_heads (host, head) VALUES ($1, $2) \
          ON CONFLICT (host) DO UPDATE SET head = EXCLUDED.head",
         &[&host, &head],
     )
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| describe(&e))?;
     Ok(())
 }
 
@@ -272,7 +272,7 @@ fn retain(
             "SELECT seq, at_ms FROM audit WHERE host = $1 ORDER BY seq LIMIT 1",
             &[&host],
         )
-        .map_err(|e| e.to_string())?
+        .map_err(|e| describe(&e))?
         .map(|row| (row.get::<_, i64>(0) as u64, row.get::<_, i64>(1) as u64));
     let Some((first, at_ms)) = first else {
         return Ok(None);
@@ -287,7 +287,7 @@ fn retain(
                 "SELECT COALESCE(min(seq), $2) FROM audit WHERE host = $1 AND at_ms >= $3",
                 &[&host, &i64_of(newest + 1), &i64_of(cutoff)],
             )
-            .map_err(|e| e.to_string())?
+            .map_err(|e| describe(&e))?
             .get(0);
         keep_from = keep_from.max(young as u64);
     }
@@ -299,13 +299,13 @@ fn retain(
             "DELETE FROM audit WHERE host = $1 AND seq < $2",
             &[&host, &i64_of(keep_from)],
         )
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| describe(&e))?;
     let kept = txn
         .query_opt(
             "SELECT seq, link FROM audit WHERE host = $1 ORDER BY seq LIMIT 1",
             &[&host],
         )
-        .map_err(|e| e.to_string())?
+        .map_err(|e| describe(&e))?
         .map(|row| {
             let link: Vec<u8> = row.get(1);
             serde_json::from_slice::<LinkHead>(&link).map(|l| (row.get::<_, i64>(0) as u64, l.prev))
