@@ -812,17 +812,25 @@ impl ControlPlane {
         if !names_toolgate && memchr::memchr(b'/', expanded.as_bytes()).is_none() {
             return None;
         }
-        let could_be_path =
-            |w: &&str| (w.contains('/') || w.contains("toolgate")) && self.could_name_protected(w);
-        // A word judged once is judged: text that repeats one (a log, a
-        // generated file, an adversary's padding) costs its distinct words.
-        let mut judged: std::collections::HashSet<&str> = std::collections::HashSet::new();
-        for word in words(&expanded).filter(could_be_path) {
-            if !judged.insert(word) {
+        if names_toolgate {
+            self.judge_words(words(&expanded).filter(|w| w.contains('/') || w.contains("toolgate")))
+        } else {
+            // Most text names toolgate nowhere: its words with a separator
+            // are found from each `/`, not by splitting all of it.
+            self.judge_words(words_with_slash(&expanded))
+        }
+    }
+
+    /// The protected location the first of `words` that names one uses. A
+    /// word judged once is judged: text that repeats one (a log, a
+    /// generated file, an adversary's padding) costs its distinct words.
+    fn judge_words<'t>(&self, words: impl Iterator<Item = &'t str>) -> Option<String> {
+        let mut judged = std::collections::HashSet::new();
+        for word in words {
+            if !self.could_name_protected(word) || !judged.insert(word) {
                 continue;
             }
-            let path = normalise(Path::new(word));
-            if let Some(what) = self.protects(&path) {
+            if let Some(what) = self.protects(&normalise(Path::new(word))) {
                 return Some(format!("use {what}"));
             }
         }
@@ -984,6 +992,32 @@ fn words(text: &str) -> impl Iterator<Item = &str> {
     })
 }
 
+/// The [`words`] of `text` that hold a `/`, in order: each found from a
+/// `/` (one SIMD pass) and read out to its ends, rather than every word of
+/// a large text split off to be looked at.
+fn words_with_slash(text: &str) -> impl Iterator<Item = &str> {
+    let mut from = 0;
+    std::iter::from_fn(move || {
+        let slash = from + memchr::memchr(b'/', &text.as_bytes()[from..])?;
+        let mut start = slash;
+        while let Some(before) = text[..start].char_indices().next_back()
+            && !break_at(text, before.0).0
+        {
+            start = before.0;
+        }
+        let mut end = slash;
+        while end < text.len() {
+            let (breaks, len) = break_at(text, end);
+            if breaks {
+                break;
+            }
+            end += len;
+        }
+        from = end;
+        Some(&text[start..end])
+    })
+}
+
 /// Whether the character at byte `at` (a character boundary) ends a word,
 /// and its length in bytes.
 fn break_at(text: &str, at: usize) -> (bool, usize) {
@@ -1048,55 +1082,76 @@ fn begins(text: &str, start: &str) -> bool {
 const SHORT_TEXT: usize = 512;
 
 /// The hook settings `text` names, if it names any (the first in
-/// [`hooks::settings_files`] order): every settings file name is found in
-/// one pass, and only where one occurs is the directory before it
-/// compared (`settings` is rarer in ordinary text than `.claude`).
+/// [`hooks::settings_files`] order). A settings file with a directory is
+/// named only right after a separator, so the text is read for `/` and `\`
+/// (one SIMD pass; far rarer than the names' first letters, which an
+/// automaton over every byte had to follow through `config` and `hooks` in
+/// ordinary code), and only there are the names that start with the next
+/// byte compared. The few names that stand alone are each found with one
+/// prebuilt searcher.
 fn hook_settings_named(text: &str) -> Option<&'static str> {
-    /// The finder of every settings file name, and for each name the
-    /// settings files of that name (with their place in
-    /// [`hooks::settings_files`] order): a name found is compared with its
-    /// own few, not with every runtime's.
-    type Finder = (
-        aho_corasick::AhoCorasick,
-        Vec<Vec<(usize, &'static hooks::SettingsFile)>>,
-    );
-    static FINDER: std::sync::OnceLock<Finder> = std::sync::OnceLock::new();
-    let (finder, by_name) = FINDER.get_or_init(|| {
-        let mut names: Vec<&'static str> = hooks::settings_files().map(|s| s.file).collect();
-        names.sort_unstable();
-        names.dedup();
-        // A DFA: the fastest scan, and a few short names make a small one.
-        let finder = aho_corasick::AhoCorasick::builder()
-            .kind(Some(aho_corasick::AhoCorasickKind::DFA))
-            .build(&names)
-            .expect("a few short file names");
-        let by_name = (names.iter())
-            .map(|name| {
-                let of_name = hooks::settings_files().enumerate();
-                of_name.filter(|(_, s)| s.file == *name).collect()
-            })
-            .collect();
-        (finder, by_name)
+    /// The settings files, with their place in [`hooks::settings_files`]
+    /// order: those after a separator by their name's first byte, and those
+    /// that stand alone with a searcher for their name.
+    struct Names {
+        after_separator: Vec<Vec<(usize, &'static hooks::SettingsFile)>>,
+        alone: Vec<(
+            usize,
+            &'static hooks::SettingsFile,
+            memchr::memmem::Finder<'static>,
+        )>,
+    }
+    static NAMES: std::sync::OnceLock<Names> = std::sync::OnceLock::new();
+    let names = NAMES.get_or_init(|| {
+        let mut names = Names {
+            after_separator: vec![Vec::new(); 256],
+            alone: Vec::new(),
+        };
+        for (index, settings) in hooks::settings_files().enumerate() {
+            match settings.file.as_bytes().first() {
+                Some(_) if settings.dir.is_empty() => {
+                    let finder = memchr::memmem::Finder::new(settings.file.as_bytes());
+                    names.alone.push((index, settings, finder));
+                }
+                Some(first) => names.after_separator[usize::from(*first)].push((index, settings)),
+                None => unreachable!("a settings file has a name"),
+            }
+        }
+        names
     });
     let bytes = text.as_bytes();
-    let named_at = |dir: &str, at: usize| {
-        let before = &bytes[..at];
-        if dir.is_empty() {
-            // A file of that name in any directory, or none: what is
-            // before it does not continue the name.
-            return before.last().is_none_or(|b| !is_name_byte(*b));
-        }
-        matches!(before.last(), Some(b'/' | b'\\'))
-            && before[..before.len() - 1].ends_with(dir.as_bytes())
-    };
+    // The first (in settings order) named so far.
     let mut first: Option<(usize, &'static str)> = None;
-    for found in finder.find_overlapping_iter(text) {
-        let matching = by_name[found.pattern().as_usize()]
-            .iter()
-            .take_while(|(index, _)| first.is_none_or(|(before, _)| *index < before))
-            .find(|(_, settings)| named_at(settings.dir, found.start()));
-        if let Some((index, settings)) = matching {
-            first = Some((*index, settings.what));
+    let earlier = |first: Option<(usize, &str)>, index: usize| first.is_none_or(|(f, _)| index < f);
+    for separator in memchr::memchr2_iter(b'/', b'\\', bytes) {
+        let (before, rest) = (&bytes[..separator], &text[separator + 1..]);
+        let Some(next) = rest.as_bytes().first() else {
+            break;
+        };
+        for (index, settings) in &names.after_separator[usize::from(*next)] {
+            if !earlier(first, *index) {
+                break;
+            }
+            if begins(rest, settings.file) && before.ends_with(settings.dir.as_bytes()) {
+                first = Some((*index, settings.what));
+                break;
+            }
+        }
+    }
+    for (index, settings, finder) in &names.alone {
+        if !earlier(first, *index) {
+            break;
+        }
+        // Every occurrence, overlapping ones too, until one starts a name:
+        // what is before it does not continue another name.
+        let mut from = 0;
+        while let Some(found) = finder.find(&bytes[from..]) {
+            let at = from + found;
+            if bytes[..at].last().is_none_or(|b| !is_name_byte(*b)) {
+                first = Some((*index, settings.what));
+                break;
+            }
+            from = at + 1;
         }
     }
     first.map(|(_, what)| what)
@@ -1271,6 +1326,8 @@ mod tests {
                 .filter(|w| !w.is_empty())
                 .collect();
             prop_assert_eq!(words(&text).collect::<Vec<_>>(), rule);
+            let with_slash: Vec<&str> = words(&text).filter(|w| w.contains('/')).collect();
+            prop_assert_eq!(words_with_slash(&text).collect::<Vec<_>>(), with_slash);
         }
 
         #[test]
