@@ -1364,6 +1364,11 @@ mod tests {
                     ".config", "opencode", "opencode.json", ".opencode", "plugin", "x.",
                     "/", "\\", "settings", "hooks",
                     "config",
+                    // Every other name, the standalone ones (each with its
+                    // own searcher) and a directory with a `/` in it.
+                    "-", ".claude-plugin", ".codex-plugin", "skills", "pkg", ".cache",
+                    "extensions", "dev-mods", "commands", "agents", "cowork_",
+                    ".github/copilot",
                     "setting", "claude", "x", " ", "ü",
                 ]),
                 0..12,
