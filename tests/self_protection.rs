@@ -58,6 +58,12 @@ impl Home {
     /// The installed hook's answer to the agent's call (bypassPermissions,
     /// in `~/project`).
     fn hook(&self, tool: &str, input: Value) -> Value {
+        self.hook_in(tool, input, &[])
+    }
+
+    /// [`Home::hook`], the hook run with `env` (each value a path in the
+    /// home) besides `HOME`.
+    fn hook_in(&self, tool: &str, input: Value, env: &[(&str, &str)]) -> Value {
         let mut payload = event("PreToolUse", "s-agent", tool, input, "toolu_1");
         payload["permission_mode"] = json!("bypassPermissions");
         payload["cwd"] = json!(self.path("project"));
@@ -68,7 +74,8 @@ impl Home {
                 .arg("--store")
                 .arg(self.path(".local/state/toolgate/toolgate.redb"))
                 .args(["hook", "claude-code"])
-                .env("HOME", &self.home),
+                .env("HOME", &self.home)
+                .envs(env.iter().map(|(name, rel)| (name, self.path(rel)))),
             &payload.to_string(),
         );
         assert_eq!(out.status.code(), Some(0));
@@ -78,7 +85,11 @@ impl Home {
 }
 
 fn assert_refused(home: &Home, tool: &str, input: Value) {
-    let answer = home.hook(tool, input.clone());
+    assert_refused_in(home, tool, input, &[]);
+}
+
+fn assert_refused_in(home: &Home, tool: &str, input: Value, env: &[(&str, &str)]) {
+    let answer = home.hook_in(tool, input.clone(), env);
     let (verdict, reason) = decision(&answer);
     assert_eq!(verdict, "deny", "{tool} {input}: {answer}");
     assert!(
@@ -180,6 +191,41 @@ fn the_hook_settings_cannot_be_emptied_or_moved() {
         "cp /dev/null ~/.claude/setting?.json",
     ] {
         assert_refused(&home, "Bash", bash(command));
+    }
+}
+
+/// Each runtime reads its hooks where its variable moves its config
+/// (`CODEX_HOME`, …): with the variable set where toolgate's hook runs,
+/// what is there is guarded as surely as under the home, though no
+/// settings file's name (`.codex/hooks…`) is in the text.
+#[test]
+fn a_runtime_config_moved_by_its_variable_is_guarded_where_it_moved() {
+    let home = Home::new();
+    let moved = [
+        ("CLAUDE_CONFIG_DIR", "moved/claude"),
+        ("CODEX_HOME", "moved/codex"),
+        ("COPILOT_HOME", "moved/copilot"),
+        ("GEMINI_CLI_HOME", "moved/gemini-home"),
+        ("XDG_CONFIG_HOME", "moved/xdg"),
+    ];
+    for dir in [
+        "moved/claude/skills",
+        "moved/codex",
+        "moved/copilot/hooks",
+        "moved/gemini-home/.gemini",
+        "moved/xdg/opencode/plugin",
+    ] {
+        std::fs::create_dir_all(home.path(dir)).unwrap();
+    }
+    for command in [
+        "echo '---' > ~/moved/claude/skills/x.md",
+        "echo '{}' > ~/moved/codex/hooks.json",
+        "cd ~/moved/codex && echo '' > config.toml",
+        "echo '{}' > ~/moved/copilot/hooks/x.json",
+        "cd ~/moved/gemini-home/.gemini && echo '{}' > settings.json",
+        "mv ~/moved/xdg/opencode ~/moved/xdg/opencode-off",
+    ] {
+        assert_refused_in(&home, "Bash", bash(command), &moved);
     }
 }
 

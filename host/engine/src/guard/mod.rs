@@ -49,7 +49,7 @@ pub(crate) mod shell;
 use std::path::{Component, Path, PathBuf};
 
 use crate::config::Config;
-use crate::hooks::{self, HookRuntime};
+use crate::hooks;
 use crate::request::ToolRequest;
 use resolve::{Kind, Protected};
 
@@ -158,17 +158,15 @@ pub struct ControlPlane {
 
 impl ControlPlane {
     /// The control plane of a host: `protected` locations plus the store's
-    /// prefix and Claude Code's user settings.
+    /// prefix and the runtimes' hook settings.
     pub fn new(protected: impl IntoIterator<Item = PathBuf>, store: &Path) -> Self {
         let home = std::env::var_os("HOME")
             .filter(|h| !h.is_empty())
             .map(PathBuf::from);
         let mut paths: Vec<PathBuf> = protected.into_iter().map(|p| normalise(&p)).collect();
-        if let Some(dir) = std::env::var_os("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty()) {
-            let dir = normalise(Path::new(&dir));
-            // Its settings, and the mods and plugins it runs inside itself.
-            paths.extend(["settings.json", "dev-mods", "plugins"].map(|name| dir.join(name)));
-        }
+        // What a runtime's variable moved (`CLAUDE_CONFIG_DIR`, `CODEX_HOME`):
+        // named by no settings file's name, so protected as paths.
+        paths.extend(hooks::RUNTIMES.iter().flat_map(|info| info.guarded_moved()));
         if let Ok(exe) = std::env::current_exe() {
             // The thin hook client beside it: replaced by `/bin/true`, every
             // hook would allow.
@@ -177,10 +175,7 @@ impl ControlPlane {
         }
         // The runtimes' admin-controlled hooks and what locks them: an
         // agent that can `sudo` could rewrite them as surely as its own.
-        for system in HookRuntime::ALL
-            .into_iter()
-            .filter_map(|runtime| hooks::adapter(runtime).system_hooks())
-        {
+        for system in hooks::RUNTIMES.iter().filter_map(|info| info.system_hooks) {
             paths.push(PathBuf::from(system.file));
             if let Some(lock) = system.lock {
                 paths.push(PathBuf::from(lock.file));
@@ -206,12 +201,10 @@ impl ControlPlane {
         // The runtimes' user-level hook settings, by what they are: `mv
         // ~/.claude ~/.claude.off` removes the hook as surely as emptying
         // the file.
-        let settings = home.iter().flat_map(|home| {
-            HookRuntime::ALL
-                .into_iter()
-                .flat_map(|runtime| hooks::adapter(runtime).settings_under_home())
-                .map(move |rel| Protected::new(&home.join(rel), Kind::Tree))
-        });
+        let settings = hooks::RUNTIMES
+            .iter()
+            .flat_map(|info| info.guarded_in_home())
+            .map(|path| Protected::new(&path, Kind::Tree));
         let real = paths
             .iter()
             .map(|p| Protected::new(p, Kind::Tree))
@@ -785,10 +778,7 @@ impl ControlPlane {
         // A word that switches a runtime off holds one of the marks: text
         // without any (most text, a large file's content) is not split
         // into words for each runtime to scan.
-        if hooks::SWITCH_OFF_MARKS
-            .iter()
-            .any(|mark| contains(text, mark))
-        {
+        if switch_off_marks().any(|mark| contains(text, mark)) {
             let spaced: Vec<&str> = text.split_whitespace().collect();
             if let Some(what) = switches_a_runtime_off(&spaced) {
                 return Some(what.to_string());
@@ -1158,11 +1148,19 @@ fn hook_settings_named(text: &str) -> Option<&'static str> {
 }
 
 /// What `words` do that starts an agent runtime with toolgate's hooks
-/// off, if they do (see [`hooks::Adapter::switches_off`]).
+/// off, if they do (see [`hooks::RuntimeInfo::switches_off`]).
 fn switches_a_runtime_off(words: &[&str]) -> Option<&'static str> {
-    HookRuntime::ALL
-        .into_iter()
-        .find_map(|runtime| hooks::adapter(runtime).switches_off(words))
+    hooks::RUNTIMES
+        .iter()
+        .find_map(|info| (info.switches_off)(words))
+}
+
+/// What one of a text's words must hold for [`switches_a_runtime_off`] to
+/// find anything (see [`hooks::RuntimeInfo::switch_off_marks`]).
+fn switch_off_marks() -> impl Iterator<Item = &'static str> {
+    hooks::RUNTIMES
+        .iter()
+        .flat_map(|info| info.switch_off_marks.iter().copied())
 }
 
 /// Whether `b` can continue a file name (so `xopencode.json` is not
@@ -1350,7 +1348,7 @@ mod tests {
             // What lets self-protection skip text that holds no mark.
             let marked = words
                 .iter()
-                .any(|w| hooks::SWITCH_OFF_MARKS.iter().any(|mark| w.contains(mark)));
+                .any(|w| switch_off_marks().any(|mark| w.contains(mark)));
             if !marked {
                 prop_assert_eq!(switches_a_runtime_off(&words), None);
             }

@@ -37,8 +37,8 @@ use serde_json::{Value, json};
 use super::edit_json_object;
 use super::{Adapter, Event, EventKind, InstallPlan, SettingsFile, parse_event};
 use super::{
-    DropIns, SystemHooks, SystemLock, allow_managed_hooks_only, how_to_approve, in_config_dir,
-    required_tool_name, who_asks,
+    ConfigDir, DropIns, RuntimeInfo, SystemHooks, SystemLock, allow_managed_hooks_only,
+    how_to_approve, required_tool_name, who_asks,
 };
 use super::{settings_at, starts_with_any, tool_input};
 use crate::decision::{Decision, Verdict};
@@ -109,101 +109,147 @@ const HOOK_TIMEOUT_SECS: u64 = 30;
 /// Claude Code's managed settings on Linux: the admin's, over every other.
 const MANAGED_SETTINGS: &str = "/etc/claude-code/managed-settings.json";
 
+/// What toolgate knows of Claude Code.
+pub const INFO: RuntimeInfo = RuntimeInfo {
+    runtime: HookRuntime::ClaudeCode,
+    deciding_event: "PreToolUse",
+    config_dir: ConfigDir {
+        variable: Some("CLAUDE_CONFIG_DIR"),
+        then: "",
+        under_home: ".claude",
+    },
+    user_hooks: "settings.json",
+    guarded: &[
+        ".claude/settings.json",
+        ".claude/settings.local.json",
+        ".claude/dev-mods",
+        ".claude/plugins",
+        ".claude/skills",
+        ".claude/commands",
+        ".claude/agents",
+        ".claude/cowork_settings.json",
+        ".claude/cowork_plugins",
+    ],
+    settings_files: SETTINGS,
+    system_hooks: Some(SYSTEM_HOOKS),
+    switch_off_marks: &["claude"],
+    switches_off,
+    hook_timeout_secs: None,
+    http_hooks: true,
+};
+
+/// Managed settings, with `allowManagedHooksOnly`: a user's or a
+/// project's hooks (and their `disableAllHooks`) are ignored.
+const SYSTEM_HOOKS: SystemHooks = SystemHooks {
+    file: MANAGED_SETTINGS,
+    lock: Some(SystemLock {
+        file: MANAGED_SETTINGS,
+        edit: managed_hooks_only,
+        does: "allowManagedHooksOnly and no disableAllHooks, allowManagedModsOnly and \
+                   forceHotReloadPrompt, disableSkillShellExecution and disableSideloadFlags: \
+                   user and project hooks, mods, skills' inline shell and sideloaded plugins \
+                   are kept out, managed hooks run",
+        drop_ins: Some(DropIns {
+            dir: "/etc/claude-code/managed-settings.d",
+            extension: "json",
+            undoes: undoes_managed_hooks_only,
+        }),
+    }),
+};
+
+/// Its hook settings, and where the extensions it runs inside itself
+/// live: a mod (`dev-mods/`) or a plugin's mod can watch a tool call,
+/// rewrite it or answer it without the hooks (2.1.287 and later), so
+/// writing one is switching toolgate off.
+const SETTINGS: &[SettingsFile] = &[
+    SettingsFile::new(
+        ".claude",
+        "settings",
+        "Claude Code's hook settings (.claude/settings*.json)",
+    ),
+    SettingsFile::new(
+        ".claude",
+        "dev-mods",
+        "Claude Code's mods (.claude/dev-mods/)",
+    ),
+    SettingsFile::new(
+        ".claude",
+        "plugins",
+        "Claude Code's plugins (.claude/plugins/)",
+    ),
+    // A skill's or a command's inline shell runs without
+    // PreToolUse; an agent's frontmatter hooks can rewrite a call.
+    SettingsFile::new(
+        ".claude",
+        "skills",
+        "Claude Code's skills (.claude/skills/)",
+    ),
+    SettingsFile::new(
+        ".claude",
+        "commands",
+        "Claude Code's commands (.claude/commands/)",
+    ),
+    SettingsFile::new(
+        ".claude",
+        "agents",
+        "Claude Code's agents (.claude/agents/)",
+    ),
+    SettingsFile::new(
+        ".claude",
+        "cowork_",
+        "Claude Code's cowork settings and plugins (.claude/cowork_*)",
+    ),
+    SettingsFile::new(
+        "",
+        ".claude-plugin",
+        "a Claude Code plugin's manifest (.claude-plugin/)",
+    ),
+];
+
+/// Claude Code started with its user settings elsewhere
+/// (`CLAUDE_CONFIG_DIR`, `HOME`), some left out (`--setting-sources`),
+/// hooks skipped (`--safe-mode`, `--bare`, `CLAUDE_CODE_SIMPLE`) or
+/// settings handed to it (`--settings`, a file or inline JSON, may say
+/// `disableAllHooks` in any spelling JSON allows) runs without the
+/// hooks `toolgate hook install` wrote; plugins loaded for the session
+/// (`--plugin-dir`, `--plugin-url`, `CLAUDE_CODE_PLUGIN_DIRS`) bring
+/// mods that can answer a tool call themselves. Managed settings' hooks still
+/// run in each case (2.1.332, `tests/system_mode.rs`): these matter in
+/// user mode.
+fn switches_off(words: &[&str]) -> Option<&'static str> {
+    let switches = [
+        "CLAUDE_CONFIG_DIR",
+        "HOME",
+        "--setting-sources",
+        "--settings",
+        "--bare",
+        "CLAUDE_CODE_SIMPLE",
+        "--safe-mode",
+        "CLAUDE_CODE_SAFE_MODE",
+        // Plugins (and their mods) loaded from elsewhere for a session.
+        "--plugin-dir",
+        "--plugin-dir-no-mcp",
+        "--plugin-url",
+        "CLAUDE_CODE_PLUGIN_DIRS",
+        "CLAUDE_CODE_PLUGIN_CACHE_DIR",
+        "CLAUDE_CODE_PLUGIN_SEED_DIR",
+        "CLAUDE_CODE_USE_COWORK_PLUGINS",
+        // Settings handed in as the managed tier, and launches that
+        // keep a person's own config or hooks out (2.1.332).
+        "--managed-settings",
+        "--managed-settings-in-initialize",
+        "--restricted",
+        "CLAUDE_CODE_RESTRICTED",
+        "CLAUDE_CODE_RESTRICT_PERSONAL_CONFIG",
+        "CLAUDE_CODE_PERSONAL_HOOKS_OFF",
+    ];
+    starts_with_any(words, "claude", &switches)
+        .then_some("start Claude Code with its settings moved, its hooks off or plugins loaded")
+}
+
 impl Adapter for ClaudeCode {
-    fn user_hooks(&self) -> Option<PathBuf> {
-        in_config_dir("CLAUDE_CONFIG_DIR", ".claude", "settings.json")
-    }
-
-    fn deciding_event(&self) -> &'static str {
-        "PreToolUse"
-    }
-
-    /// Managed settings, with `allowManagedHooksOnly`: a user's or a
-    /// project's hooks (and their `disableAllHooks`) are ignored.
-    fn system_hooks(&self) -> Option<SystemHooks> {
-        Some(SystemHooks {
-            file: MANAGED_SETTINGS,
-            lock: Some(SystemLock {
-                file: MANAGED_SETTINGS,
-                edit: managed_hooks_only,
-                does: "allowManagedHooksOnly and no disableAllHooks, allowManagedModsOnly and \
-                       forceHotReloadPrompt, disableSkillShellExecution and disableSideloadFlags: \
-                       user and project hooks, mods, skills' inline shell and sideloaded plugins \
-                       are kept out, managed hooks run",
-                drop_ins: Some(DropIns {
-                    dir: "/etc/claude-code/managed-settings.d",
-                    extension: "json",
-                    undoes: undoes_managed_hooks_only,
-                }),
-            }),
-        })
-    }
-
-    /// Its hook settings, and where the extensions it runs inside itself
-    /// live: a mod (`dev-mods/`) or a plugin's mod can watch a tool call,
-    /// rewrite it or answer it without the hooks (2.1.287 and later), so
-    /// writing one is switching toolgate off.
-    fn settings_files(&self) -> &'static [SettingsFile] {
-        const {
-            &[
-                SettingsFile::new(
-                    ".claude",
-                    "settings",
-                    "Claude Code's hook settings (.claude/settings*.json)",
-                ),
-                SettingsFile::new(
-                    ".claude",
-                    "dev-mods",
-                    "Claude Code's mods (.claude/dev-mods/)",
-                ),
-                SettingsFile::new(
-                    ".claude",
-                    "plugins",
-                    "Claude Code's plugins (.claude/plugins/)",
-                ),
-                // A skill's or a command's inline shell runs without
-                // PreToolUse; an agent's frontmatter hooks can rewrite a call.
-                SettingsFile::new(
-                    ".claude",
-                    "skills",
-                    "Claude Code's skills (.claude/skills/)",
-                ),
-                SettingsFile::new(
-                    ".claude",
-                    "commands",
-                    "Claude Code's commands (.claude/commands/)",
-                ),
-                SettingsFile::new(
-                    ".claude",
-                    "agents",
-                    "Claude Code's agents (.claude/agents/)",
-                ),
-                SettingsFile::new(
-                    ".claude",
-                    "cowork_",
-                    "Claude Code's cowork settings and plugins (.claude/cowork_*)",
-                ),
-                SettingsFile::new(
-                    "",
-                    ".claude-plugin",
-                    "a Claude Code plugin's manifest (.claude-plugin/)",
-                ),
-            ]
-        }
-    }
-
-    fn settings_under_home(&self) -> &'static [&'static str] {
-        &[
-            ".claude/settings.json",
-            ".claude/settings.local.json",
-            ".claude/dev-mods",
-            ".claude/plugins",
-            ".claude/skills",
-            ".claude/commands",
-            ".claude/agents",
-            ".claude/cowork_settings.json",
-            ".claude/cowork_plugins",
-        ]
+    fn info(&self) -> &'static RuntimeInfo {
+        &INFO
     }
 
     /// The folders under its config folder (`dev-mods/…`) and the plugins
@@ -231,51 +277,6 @@ impl Adapter for ClaudeCode {
         let mut found: Vec<String> = mods.chain(plugins).collect();
         found.sort();
         found
-    }
-
-    /// Claude Code started with its user settings elsewhere
-    /// (`CLAUDE_CONFIG_DIR`, `HOME`), some left out (`--setting-sources`),
-    /// hooks skipped (`--safe-mode`, `--bare`, `CLAUDE_CODE_SIMPLE`) or
-    /// settings handed to it (`--settings`, a file or inline JSON, may say
-    /// `disableAllHooks` in any spelling JSON allows) runs without the
-    /// hooks `toolgate hook install` wrote; plugins loaded for the session
-    /// (`--plugin-dir`, `--plugin-url`, `CLAUDE_CODE_PLUGIN_DIRS`) bring
-    /// mods that can answer a tool call themselves. Managed settings' hooks still
-    /// run in each case (2.1.332, `tests/system_mode.rs`): these matter in
-    /// user mode.
-    fn switches_off(&self, words: &[&str]) -> Option<&'static str> {
-        let switches = [
-            "CLAUDE_CONFIG_DIR",
-            "HOME",
-            "--setting-sources",
-            "--settings",
-            "--bare",
-            "CLAUDE_CODE_SIMPLE",
-            "--safe-mode",
-            "CLAUDE_CODE_SAFE_MODE",
-            // Plugins (and their mods) loaded from elsewhere for a session.
-            "--plugin-dir",
-            "--plugin-dir-no-mcp",
-            "--plugin-url",
-            "CLAUDE_CODE_PLUGIN_DIRS",
-            "CLAUDE_CODE_PLUGIN_CACHE_DIR",
-            "CLAUDE_CODE_PLUGIN_SEED_DIR",
-            "CLAUDE_CODE_USE_COWORK_PLUGINS",
-            // Settings handed in as the managed tier, and launches that
-            // keep a person's own config or hooks out (2.1.332).
-            "--managed-settings",
-            "--managed-settings-in-initialize",
-            "--restricted",
-            "CLAUDE_CODE_RESTRICTED",
-            "CLAUDE_CODE_RESTRICT_PERSONAL_CONFIG",
-            "CLAUDE_CODE_PERSONAL_HOOKS_OFF",
-        ];
-        starts_with_any(words, "claude", &switches)
-            .then_some("start Claude Code with its settings moved, its hooks off or plugins loaded")
-    }
-
-    fn runtime(&self) -> HookRuntime {
-        HookRuntime::ClaudeCode
     }
 
     fn parse(&self, input: &str) -> Result<Event> {
@@ -345,7 +346,7 @@ impl Adapter for ClaudeCode {
         let project = std::env::current_dir().ok().map(|dir| {
             [".claude/settings.json", ".claude/settings.local.json"].map(|file| dir.join(file))
         });
-        let user = self.user_hooks();
+        let user = INFO.user_hooks();
         let mut found: Vec<(String, &'static str)> =
             settings_at(user.into_iter().chain(project.into_iter().flatten()))
                 .into_iter()
@@ -397,10 +398,6 @@ impl Adapter for ClaudeCode {
             "PostToolUse": hook(Some("*"), true),
             "UserPromptSubmit": hook(None, true),
         }})
-    }
-
-    fn has_http_hooks(&self) -> bool {
-        true
     }
 
     /// Whether the `claude` on PATH has HTTP hooks and `onFailure` (asked

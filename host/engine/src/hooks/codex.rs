@@ -34,8 +34,8 @@ use serde_json::{Value, json};
 
 use super::claude_code::{mode, split_mcp};
 use super::{
-    Adapter, Event, EventKind, InstallPlan, SettingsFile, SystemHooks, SystemLock, how_to_approve,
-    in_config_dir, outcome_of, parse_event,
+    Adapter, ConfigDir, Event, EventKind, InstallPlan, RuntimeInfo, SettingsFile, SystemHooks,
+    SystemLock, how_to_approve, outcome_of, parse_event,
 };
 use super::{notes_text, required_tool_name, runs, starts_with_any, tool_input, who_asks};
 use crate::decision::{Decision, Verdict};
@@ -153,112 +153,108 @@ const SYSTEM_DIR: &str = "/etc/codex";
 /// Codex CLI's hooks.
 pub struct Codex;
 
-impl Adapter for Codex {
-    fn user_hooks(&self) -> Option<PathBuf> {
-        in_config_dir("CODEX_HOME", ".codex", "hooks.json")
-    }
+/// What toolgate knows of Codex CLI.
+pub const INFO: RuntimeInfo = RuntimeInfo {
+    runtime: HookRuntime::Codex,
+    deciding_event: "PreToolUse",
+    config_dir: ConfigDir {
+        variable: Some("CODEX_HOME"),
+        then: "",
+        under_home: ".codex",
+    },
+    user_hooks: "hooks.json",
+    guarded: &[".codex/hooks.json", ".codex/config.toml", ".codex/plugins"],
+    settings_files: SETTINGS,
+    system_hooks: Some(SYSTEM_HOOKS),
+    switch_off_marks: &["codex"],
+    switches_off,
+    hook_timeout_secs: Some(HOOK_TIMEOUT_SECS),
+    http_hooks: false,
+};
 
-    fn deciding_event(&self) -> &'static str {
-        "PreToolUse"
-    }
+/// The system layer's `hooks.json`, whose hooks are managed (no user
+/// setting disables them); `requirements.toml` then runs only managed
+/// hooks and pins the hooks feature on, so `-c features.hooks=false`
+/// and a user's or project's hooks change nothing.
+const SYSTEM_HOOKS: SystemHooks = SystemHooks {
+    file: "/etc/codex/hooks.json",
+    lock: Some(SystemLock {
+        file: "/etc/codex/requirements.toml",
+        edit: only_managed_hooks,
+        does: "allow_managed_hooks_only and the hooks feature pinned on: a user's, a \
+                   project's or a flag's hooks are ignored, and hooks cannot be turned off",
+        drop_ins: None,
+    }),
+};
 
-    /// The system layer's `hooks.json`, whose hooks are managed (no user
-    /// setting disables them); `requirements.toml` then runs only managed
-    /// hooks and pins the hooks feature on, so `-c features.hooks=false`
-    /// and a user's or project's hooks change nothing.
-    fn system_hooks(&self) -> Option<SystemHooks> {
-        Some(SystemHooks {
-            file: "/etc/codex/hooks.json",
-            lock: Some(SystemLock {
-                file: "/etc/codex/requirements.toml",
-                edit: only_managed_hooks,
-                does: "allow_managed_hooks_only and the hooks feature pinned on: a user's, a \
-                       project's or a flag's hooks are ignored, and hooks cannot be turned off",
-                drop_ins: None,
-            }),
-        })
-    }
+const SETTINGS: &[SettingsFile] = &[
+    SettingsFile::new(".codex", "hooks", "Codex's hooks (.codex/hooks.json)"),
+    SettingsFile::new(
+        ".codex",
+        "config",
+        "Codex's config, which holds its hooks and their trust (.codex/config.toml)",
+    ),
+    SettingsFile::new(".codex", "plugins", "Codex's plugins (.codex/plugins/)"),
+    SettingsFile::new(
+        "",
+        ".codex-plugin",
+        "a Codex plugin's manifest (.codex-plugin/)",
+    ),
+];
 
-    fn hook_timeout_secs(&self) -> Option<u64> {
-        Some(HOOK_TIMEOUT_SECS)
-    }
-
-    fn settings_files(&self) -> &'static [SettingsFile] {
-        const {
-            &[
-                SettingsFile::new(".codex", "hooks", "Codex's hooks (.codex/hooks.json)"),
-                SettingsFile::new(
-                    ".codex",
-                    "config",
-                    "Codex's config, which holds its hooks and their trust (.codex/config.toml)",
-                ),
-                SettingsFile::new(".codex", "plugins", "Codex's plugins (.codex/plugins/)"),
-                SettingsFile::new(
-                    "",
-                    ".codex-plugin",
-                    "a Codex plugin's manifest (.codex-plugin/)",
-                ),
-            ]
-        }
-    }
-
-    fn settings_under_home(&self) -> &'static [&'static str] {
-        &[".codex/hooks.json", ".codex/config.toml", ".codex/plugins"]
-    }
-
-    /// Codex started with its config elsewhere (`CODEX_HOME`, `HOME`) or
-    /// its hooks off or replaced by a setting on its command line (`-c
-    /// features.hooks=false`, `--config=…`, `-c…`, the older
-    /// `features.codex_hooks`, a whole `features` table, `hooks.…`) or by
-    /// `--disable hooks` runs without the hooks `toolgate hook install`
-    /// wrote (a system install's `requirements.toml` still holds).
-    fn switches_off(&self, words: &[&str]) -> Option<&'static str> {
-        let about_hooks = |setting: &str| {
-            let key = setting.trim_start_matches(['"', '\'']);
-            [
-                "features.hooks",
-                "features.codex_hooks",
-                "features=",
-                "features ",
-                "hooks",
-            ]
-            .iter()
-            .any(|prefix| key.starts_with(prefix))
-        };
-        let next_is =
-            |i: usize, what: &dyn Fn(&str) -> bool| words.get(i + 1).is_some_and(|w| what(w));
-        let off = || {
-            words.iter().enumerate().any(|(i, word)| {
-                let word = word.trim_start_matches(['"', '\'']);
-                match word {
-                    "-c" | "--config" => next_is(i, &about_hooks),
-                    "--disable" => next_is(i, &|flag| flag.contains("hooks")),
-                    _ => {
-                        (word
-                            .strip_prefix("--config=")
-                            .or_else(|| word.strip_prefix("-c").map(|v| v.trim_start_matches('='))))
-                        .is_some_and(about_hooks)
-                            || word
-                                .strip_prefix("--disable=")
-                                .is_some_and(|flag| flag.contains("hooks"))
-                    }
+/// Codex started with its config elsewhere (`CODEX_HOME`, `HOME`) or
+/// its hooks off or replaced by a setting on its command line (`-c
+/// features.hooks=false`, `--config=…`, `-c…`, the older
+/// `features.codex_hooks`, a whole `features` table, `hooks.…`) or by
+/// `--disable hooks` runs without the hooks `toolgate hook install`
+/// wrote (a system install's `requirements.toml` still holds).
+fn switches_off(words: &[&str]) -> Option<&'static str> {
+    let about_hooks = |setting: &str| {
+        let key = setting.trim_start_matches(['"', '\'']);
+        [
+            "features.hooks",
+            "features.codex_hooks",
+            "features=",
+            "features ",
+            "hooks",
+        ]
+        .iter()
+        .any(|prefix| key.starts_with(prefix))
+    };
+    let next_is = |i: usize, what: &dyn Fn(&str) -> bool| words.get(i + 1).is_some_and(|w| what(w));
+    let off = || {
+        words.iter().enumerate().any(|(i, word)| {
+            let word = word.trim_start_matches(['"', '\'']);
+            match word {
+                "-c" | "--config" => next_is(i, &about_hooks),
+                "--disable" => next_is(i, &|flag| flag.contains("hooks")),
+                _ => {
+                    (word
+                        .strip_prefix("--config=")
+                        .or_else(|| word.strip_prefix("-c").map(|v| v.trim_start_matches('='))))
+                    .is_some_and(about_hooks)
+                        || word
+                            .strip_prefix("--disable=")
+                            .is_some_and(|flag| flag.contains("hooks"))
                 }
-            })
-        };
-        // Without the user config its hooks' trust is gone (so they are
-        // skipped), and untrusted hooks may run and rewrite a call.
-        let switches = [
-            "CODEX_HOME",
-            "HOME",
-            "--ignore-user-config",
-            "--dangerously-bypass-hook-trust",
-        ];
-        (runs(words, "codex") && off() || starts_with_any(words, "codex", &switches))
-            .then_some("start Codex with its config moved or its hooks off")
-    }
+            }
+        })
+    };
+    // Without the user config its hooks' trust is gone (so they are
+    // skipped), and untrusted hooks may run and rewrite a call.
+    let switches = [
+        "CODEX_HOME",
+        "HOME",
+        "--ignore-user-config",
+        "--dangerously-bypass-hook-trust",
+    ];
+    (runs(words, "codex") && off() || starts_with_any(words, "codex", &switches))
+        .then_some("start Codex with its config moved or its hooks off")
+}
 
-    fn runtime(&self) -> HookRuntime {
-        HookRuntime::Codex
+impl Adapter for Codex {
+    fn info(&self) -> &'static RuntimeInfo {
+        &INFO
     }
 
     fn parse(&self, input: &str) -> Result<Event> {

@@ -48,8 +48,10 @@ use serde_json::{Value, json};
 
 use super::codex::patch_arguments;
 use super::{Adapter, Event, EventKind, InstallPlan, SettingsFile, how_to_approve, parse_event};
+use super::{
+    ConfigDir, RuntimeInfo, notes_text, object_input, starts_with_any, who_asks, with_our_names,
+};
 use super::{SystemHooks, SystemLock, allow_managed_hooks_only};
-use super::{in_config_dir, notes_text, object_input, starts_with_any, who_asks, with_our_names};
 use crate::decision::{Decision, Outcome, Verdict};
 use crate::error::{Error, Result};
 use crate::gates::PendingGate;
@@ -336,33 +338,78 @@ fn mcp_servers() -> Vec<String> {
 /// Copilot CLI's hooks.
 pub struct Copilot;
 
+/// What toolgate knows of Copilot CLI.
+pub const INFO: RuntimeInfo = RuntimeInfo {
+    runtime: HookRuntime::Copilot,
+    deciding_event: "preToolUse",
+    config_dir: ConfigDir {
+        variable: Some("COPILOT_HOME"),
+        then: "",
+        under_home: ".copilot",
+    },
+    user_hooks: "hooks/toolgate.json",
+    guarded: UNDER_HOME,
+    settings_files: SETTINGS,
+    system_hooks: Some(SYSTEM_HOOKS),
+    switch_off_marks: &["copilot"],
+    switches_off,
+    hook_timeout_secs: Some(HOOK_TIMEOUT_SECS),
+    http_hooks: false,
+};
+
+/// A policy hook (`/etc/github-copilot/policy.d/`, root's, which no
+/// setting, flag or variable disables), and the managed settings'
+/// `allowManagedHooksOnly`: a user's, a repository's and a plugin's
+/// hooks are ignored.
+const SYSTEM_HOOKS: SystemHooks = SystemHooks {
+    file: "/etc/github-copilot/policy.d/toolgate.json",
+    lock: Some(SystemLock {
+        file: "/etc/github-copilot/managed-settings.json",
+        edit: allow_managed_hooks_only,
+        does: "allowManagedHooksOnly: user, repository and plugin hooks are ignored",
+        drop_ins: None,
+    }),
+};
+
+/// Copilot started with its config elsewhere (`COPILOT_HOME`,
+/// `--config-dir`, `HOME`, `XDG_CONFIG_HOME`) reads none of toolgate's
+/// hooks: an agent could run its own Copilot that toolgate never sees.
+fn switches_off(words: &[&str]) -> Option<&'static str> {
+    // Its native runtime reads managed settings from a test path when
+    // `COPILOT_TEST_MANAGED_SETTINGS_FILE_PATH` names one.
+    let moved = [
+        "COPILOT_HOME",
+        "--config-dir",
+        "HOME",
+        "XDG_CONFIG_HOME",
+        "COPILOT_TEST_MANAGED_SETTINGS_FILE_PATH",
+        "--plugin-dir",
+    ];
+    // Its launcher runs whatever code it finds in these (unsigned).
+    let other_code = [
+        "COPILOT_CLI_DIST_DIR",
+        "COPILOT_PKG_CACHE_HOME",
+        "COPILOT_CACHE_HOME",
+        "XDG_CACHE_HOME",
+        "--prefer-version",
+    ];
+    if starts_with_any(words, "copilot", &other_code) {
+        return Some("start Copilot CLI from code of another place or version");
+    }
+    // Extensions (their own code, beside the hooks, in either mode: no
+    // managed setting kept one out in 1.0.102) load only in
+    // experimental mode, and under `-p` only when asked to.
+    let extensions = ["--experimental", "GITHUB_COPILOT_PROMPT_MODE_EXTENSIONS"];
+    if starts_with_any(words, "copilot", &extensions) {
+        return Some("start Copilot CLI loading extensions, whose code runs beside the hooks");
+    }
+    starts_with_any(words, "copilot", &moved)
+        .then_some("start Copilot CLI with its config moved, toolgate's hooks not in it")
+}
+
 impl Adapter for Copilot {
-    /// A policy hook (`/etc/github-copilot/policy.d/`, root's, which no
-    /// setting, flag or variable disables), and the managed settings'
-    /// `allowManagedHooksOnly`: a user's, a repository's and a plugin's
-    /// hooks are ignored.
-    fn system_hooks(&self) -> Option<SystemHooks> {
-        Some(SystemHooks {
-            file: "/etc/github-copilot/policy.d/toolgate.json",
-            lock: Some(SystemLock {
-                file: "/etc/github-copilot/managed-settings.json",
-                edit: allow_managed_hooks_only,
-                does: "allowManagedHooksOnly: user, repository and plugin hooks are ignored",
-                drop_ins: None,
-            }),
-        })
-    }
-
-    fn user_hooks(&self) -> Option<std::path::PathBuf> {
-        in_config_dir("COPILOT_HOME", ".copilot", "hooks/toolgate.json")
-    }
-
-    fn deciding_event(&self) -> &'static str {
-        "preToolUse"
-    }
-
-    fn runtime(&self) -> HookRuntime {
-        HookRuntime::Copilot
+    fn info(&self) -> &'static RuntimeInfo {
+        &INFO
     }
 
     fn parse(&self, input: &str) -> Result<Event> {
@@ -402,54 +449,6 @@ impl Adapter for Copilot {
 
     fn decline_detector(&self) -> Option<fn(&PendingGate) -> bool> {
         Some(declined_in_prompt)
-    }
-
-    fn hook_timeout_secs(&self) -> Option<u64> {
-        Some(HOOK_TIMEOUT_SECS)
-    }
-
-    fn settings_files(&self) -> &'static [SettingsFile] {
-        SETTINGS
-    }
-
-    /// Copilot started with its config elsewhere (`COPILOT_HOME`,
-    /// `--config-dir`, `HOME`, `XDG_CONFIG_HOME`) reads none of toolgate's
-    /// hooks: an agent could run its own Copilot that toolgate never sees.
-    fn switches_off(&self, words: &[&str]) -> Option<&'static str> {
-        // Its native runtime reads managed settings from a test path when
-        // `COPILOT_TEST_MANAGED_SETTINGS_FILE_PATH` names one.
-        let moved = [
-            "COPILOT_HOME",
-            "--config-dir",
-            "HOME",
-            "XDG_CONFIG_HOME",
-            "COPILOT_TEST_MANAGED_SETTINGS_FILE_PATH",
-            "--plugin-dir",
-        ];
-        // Its launcher runs whatever code it finds in these (unsigned).
-        let other_code = [
-            "COPILOT_CLI_DIST_DIR",
-            "COPILOT_PKG_CACHE_HOME",
-            "COPILOT_CACHE_HOME",
-            "XDG_CACHE_HOME",
-            "--prefer-version",
-        ];
-        if starts_with_any(words, "copilot", &other_code) {
-            return Some("start Copilot CLI from code of another place or version");
-        }
-        // Extensions (their own code, beside the hooks, in either mode: no
-        // managed setting kept one out in 1.0.102) load only in
-        // experimental mode, and under `-p` only when asked to.
-        let extensions = ["--experimental", "GITHUB_COPILOT_PROMPT_MODE_EXTENSIONS"];
-        if starts_with_any(words, "copilot", &extensions) {
-            return Some("start Copilot CLI loading extensions, whose code runs beside the hooks");
-        }
-        starts_with_any(words, "copilot", &moved)
-            .then_some("start Copilot CLI with its config moved, toolgate's hooks not in it")
-    }
-
-    fn settings_under_home(&self) -> &'static [&'static str] {
-        UNDER_HOME
     }
 }
 

@@ -33,7 +33,7 @@ use sha2::{Digest as _, Sha256};
 use super::{
     Adapter, Event, EventKind, InstallPlan, SettingsFile, how_to_approve, outcome_of, parse_event,
 };
-use super::{SystemHooks, object_input, required_tool_name, who_asks};
+use super::{ConfigDir, RuntimeInfo, SystemHooks, object_input, required_tool_name, who_asks};
 use crate::decision::{Decision, Outcome, Verdict};
 use crate::error::{Error, Result};
 use crate::request::{Origin, ToolRequest};
@@ -53,39 +53,41 @@ const EVENTS: [&str; 7] = [
     "afterFileEdit",
 ];
 
+/// What toolgate knows of Cursor.
+pub const INFO: RuntimeInfo = RuntimeInfo {
+    runtime: HookRuntime::Cursor,
+    deciding_event: "beforeShellExecution",
+    config_dir: ConfigDir {
+        variable: None,
+        then: "",
+        under_home: ".cursor",
+    },
+    user_hooks: "hooks.json",
+    guarded: &[".cursor/hooks.json"],
+    settings_files: SETTINGS,
+    system_hooks: Some(SYSTEM_HOOKS),
+    switch_off_marks: &[],
+    switches_off: super::no_switch_off,
+    hook_timeout_secs: None,
+    http_hooks: false,
+};
+
+/// Enterprise hooks, which run beside the user's and the project's.
+const SYSTEM_HOOKS: SystemHooks = SystemHooks {
+    file: "/etc/cursor/hooks.json",
+    lock: None,
+};
+
+/// Its hooks, as a tool's text names them.
+const SETTINGS: &[SettingsFile] = &[SettingsFile::new(
+    ".cursor",
+    "hooks",
+    "Cursor's hooks (.cursor/hooks.json)",
+)];
+
 impl Adapter for Cursor {
-    fn user_hooks(&self) -> Option<std::path::PathBuf> {
-        Some(std::path::PathBuf::from(std::env::var_os("HOME")?).join(".cursor/hooks.json"))
-    }
-
-    fn deciding_event(&self) -> &'static str {
-        "beforeShellExecution"
-    }
-
-    /// Enterprise hooks, which run beside the user's and the project's.
-    fn system_hooks(&self) -> Option<SystemHooks> {
-        Some(SystemHooks {
-            file: "/etc/cursor/hooks.json",
-            lock: None,
-        })
-    }
-
-    fn settings_files(&self) -> &'static [SettingsFile] {
-        const {
-            &[SettingsFile::new(
-                ".cursor",
-                "hooks",
-                "Cursor's hooks (.cursor/hooks.json)",
-            )]
-        }
-    }
-
-    fn settings_under_home(&self) -> &'static [&'static str] {
-        &[".cursor/hooks.json"]
-    }
-
-    fn runtime(&self) -> HookRuntime {
-        HookRuntime::Cursor
+    fn info(&self) -> &'static RuntimeInfo {
+        &INFO
     }
 
     fn parse(&self, input: &str) -> Result<Event> {

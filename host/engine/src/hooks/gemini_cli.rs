@@ -23,8 +23,8 @@ use super::{
     Adapter, Event, EventKind, InstallPlan, SettingsFile, how_to_approve, outcome_of, parse_event,
 };
 use super::{
-    SystemHooks, SystemLock, edit_json_object, required_tool_name, settings_at, starts_with_any,
-    tool_input, who_asks,
+    ConfigDir, RuntimeInfo, SystemHooks, SystemLock, edit_json_object, required_tool_name,
+    settings_at, starts_with_any, tool_input, who_asks,
 };
 use crate::decision::{Decision, Verdict};
 use crate::error::Result;
@@ -34,39 +34,76 @@ use toolgate_wire::protocol::HookRuntime;
 /// Gemini CLI's hooks.
 pub struct GeminiCli;
 
+/// What toolgate knows of Gemini CLI.
+pub const INFO: RuntimeInfo = RuntimeInfo {
+    runtime: HookRuntime::GeminiCli,
+    deciding_event: "BeforeTool",
+    config_dir: ConfigDir {
+        variable: Some("GEMINI_CLI_HOME"),
+        then: ".gemini",
+        under_home: ".gemini",
+    },
+    user_hooks: "settings.json",
+    guarded: &[".gemini/settings.json", ".gemini/extensions"],
+    settings_files: SETTINGS,
+    system_hooks: Some(SYSTEM_HOOKS),
+    switch_off_marks: &["gemini"],
+    switches_off,
+    hook_timeout_secs: None,
+    http_hooks: false,
+};
+
+/// System settings: they override the user's, and their hooks merge
+/// with the user's. Their `hooksConfig.enabled` has the last word over
+/// a user's or project's (a single value), and `admin.extensions`
+/// keeps every extension out (an extension's hooks rewrite a call after
+/// toolgate's). A user's `hooksConfig.disabled` still switches a hook
+/// off (lists merge as a union), as does Gemini CLI started with its
+/// system settings moved: only self-protection refuses those.
+const SYSTEM_HOOKS: SystemHooks = SystemHooks {
+    file: SYSTEM_SETTINGS,
+    lock: Some(SystemLock {
+        file: SYSTEM_SETTINGS,
+        edit: pin_hooks_on,
+        does: "hooksConfig.enabled pinned on and admin.extensions.enabled off: a user's \
+                   or project's switch and extensions are overridden (a user's \
+                   hooksConfig.disabled, merged as a union, is refused by self-protection \
+                   only)",
+        drop_ins: None,
+    }),
+};
+
+const SETTINGS: &[SettingsFile] = &[
+    SettingsFile::new(
+        ".gemini",
+        "settings",
+        "Gemini CLI's hook settings (.gemini/settings.json)",
+    ),
+    // An extension's hooks rewrite a call's input after toolgate's.
+    SettingsFile::new(
+        ".gemini",
+        "extensions",
+        "Gemini CLI's extensions (.gemini/extensions/)",
+    ),
+];
+
+/// Gemini CLI started with another home (`GEMINI_CLI_HOME`, `HOME`)
+/// reads none of the hooks `toolgate hook install` wrote, and with its
+/// system settings or defaults elsewhere none of a system install's.
+fn switches_off(words: &[&str]) -> Option<&'static str> {
+    let moved = [
+        "GEMINI_CLI_HOME",
+        "HOME",
+        "GEMINI_CLI_SYSTEM_SETTINGS_PATH",
+        "GEMINI_CLI_SYSTEM_DEFAULTS_PATH",
+    ];
+    starts_with_any(words, "gemini", &moved)
+        .then_some("start Gemini CLI with its settings moved, toolgate's hooks not in them")
+}
+
 impl Adapter for GeminiCli {
-    /// `GEMINI_CLI_HOME` stands for the home.
-    fn user_hooks(&self) -> Option<std::path::PathBuf> {
-        let home = std::env::var_os("GEMINI_CLI_HOME")
-            .filter(|h| !h.is_empty())
-            .or_else(|| std::env::var_os("HOME"))?;
-        Some(std::path::PathBuf::from(home).join(".gemini/settings.json"))
-    }
-
-    fn deciding_event(&self) -> &'static str {
-        "BeforeTool"
-    }
-
-    /// System settings: they override the user's, and their hooks merge
-    /// with the user's. Their `hooksConfig.enabled` has the last word over
-    /// a user's or project's (a single value), and `admin.extensions`
-    /// keeps every extension out (an extension's hooks rewrite a call after
-    /// toolgate's). A user's `hooksConfig.disabled` still switches a hook
-    /// off (lists merge as a union), as does Gemini CLI started with its
-    /// system settings moved: only self-protection refuses those.
-    fn system_hooks(&self) -> Option<SystemHooks> {
-        Some(SystemHooks {
-            file: SYSTEM_SETTINGS,
-            lock: Some(SystemLock {
-                file: SYSTEM_SETTINGS,
-                edit: pin_hooks_on,
-                does: "hooksConfig.enabled pinned on and admin.extensions.enabled off: a user's \
-                       or project's switch and extensions are overridden (a user's \
-                       hooksConfig.disabled, merged as a union, is refused by self-protection \
-                       only)",
-                drop_ins: None,
-            }),
-        })
+    fn info(&self) -> &'static RuntimeInfo {
+        &INFO
     }
 
     /// A user's or project's `hooksConfig.disabled` naming toolgate's hook
@@ -77,7 +114,7 @@ impl Adapter for GeminiCli {
             .ok()
             .map(|d| d.join(".gemini/settings.json"));
         let mut found = Vec::new();
-        for (path, settings) in settings_at(self.user_hooks().into_iter().chain(project)) {
+        for (path, settings) in settings_at(INFO.user_hooks().into_iter().chain(project)) {
             let hooks_config = &settings["hooksConfig"];
             let names_toolgate = hooks_config["disabled"]
                 .as_array()
@@ -108,46 +145,6 @@ impl Adapter for GeminiCli {
             }
         }
         found
-    }
-
-    fn settings_files(&self) -> &'static [SettingsFile] {
-        const {
-            &[
-                SettingsFile::new(
-                    ".gemini",
-                    "settings",
-                    "Gemini CLI's hook settings (.gemini/settings.json)",
-                ),
-                // An extension's hooks rewrite a call's input after toolgate's.
-                SettingsFile::new(
-                    ".gemini",
-                    "extensions",
-                    "Gemini CLI's extensions (.gemini/extensions/)",
-                ),
-            ]
-        }
-    }
-
-    fn settings_under_home(&self) -> &'static [&'static str] {
-        &[".gemini/settings.json", ".gemini/extensions"]
-    }
-
-    /// Gemini CLI started with another home (`GEMINI_CLI_HOME`, `HOME`)
-    /// reads none of the hooks `toolgate hook install` wrote, and with its
-    /// system settings or defaults elsewhere none of a system install's.
-    fn switches_off(&self, words: &[&str]) -> Option<&'static str> {
-        let moved = [
-            "GEMINI_CLI_HOME",
-            "HOME",
-            "GEMINI_CLI_SYSTEM_SETTINGS_PATH",
-            "GEMINI_CLI_SYSTEM_DEFAULTS_PATH",
-        ];
-        starts_with_any(words, "gemini", &moved)
-            .then_some("start Gemini CLI with its settings moved, toolgate's hooks not in them")
-    }
-
-    fn runtime(&self) -> HookRuntime {
-        HookRuntime::GeminiCli
     }
 
     fn parse(&self, input: &str) -> Result<Event> {

@@ -1,13 +1,17 @@
-//! Agent runtimes' hooks: one file per runtime, one [`Adapter`] each, and
-//! one driver ([`handle`]) that walks every event the same way.
+//! Agent runtimes' hooks: one file per runtime, each with its
+//! [`RuntimeInfo`] (what toolgate knows of it as data) and its [`Adapter`]
+//! (translation), and one driver ([`handle`]) that walks every event the
+//! same way.
 //!
-//! An adapter only translates: it parses the runtime's event into an
+//! Self-protection, `toolgate setup system` and `doctor` read the
+//! [`RuntimeInfo`]s ([`RUNTIMES`]) and no adapter. An adapter only
+//! translates: it parses the runtime's event into an
 //! [`Event`] (a new prompt, a call to decide, a call that ran, or nothing),
 //! writes the runtime's answer to a decision, and says what its settings
 //! need. The driver does the work against the engine: turns, decisions,
 //! outcomes, gates. Adding a runtime is one file here plus one
-//! [`HookRuntime`] variant; nothing outside this module matches on the
-//! runtime.
+//! [`HookRuntime`] variant and a line in [`adapter`] and [`RUNTIMES`];
+//! nothing outside this module matches on the runtime or names it.
 //!
 //! An internal failure must never silently allow (a crashed hook lets most
 //! runtimes run the tool), so every error becomes the runtime's failure
@@ -43,14 +47,29 @@ pub fn adapter(runtime: HookRuntime) -> &'static dyn Adapter {
     }
 }
 
+/// Every runtime's [`RuntimeInfo`], in [`HookRuntime::ALL`] order.
+pub const RUNTIMES: [&RuntimeInfo; 6] = [
+    &claude_code::INFO,
+    &gemini_cli::INFO,
+    &cursor::INFO,
+    &codex::INFO,
+    &copilot::INFO,
+    &opencode::INFO,
+];
+
+/// What toolgate knows of `runtime` as data.
+pub fn info(runtime: HookRuntime) -> &'static RuntimeInfo {
+    adapter(runtime).info()
+}
+
 /// One agent runtime's hooks, as translation only (see the module docs).
 pub trait Adapter: Sync {
-    /// Which runtime this is.
-    fn runtime(&self) -> HookRuntime;
+    /// What toolgate knows of the runtime as data.
+    fn info(&self) -> &'static RuntimeInfo;
 
     /// The channel its calls come from (pauses raised for them name it).
     fn channel(&self) -> &'static str {
-        self.runtime().name()
+        self.info().runtime.name()
     }
 
     /// Parse one event as the runtime sends it.
@@ -101,48 +120,12 @@ pub trait Adapter: Sync {
         Ok(None)
     }
 
-    /// Where system mode (`toolgate setup system`, as root) writes this
-    /// runtime's hooks: an admin-controlled file the runtime reads whatever
-    /// its user configures, and what else must be true there for the user
-    /// to be unable to switch them off; `None` where the runtime has no
-    /// such place.
-    fn system_hooks(&self) -> Option<SystemHooks> {
-        None
-    }
-
     /// For a runtime whose hooks are a plugin of toolgate's (OpenCode): the
     /// plugin's source, which `toolgate hook install` writes whole instead
     /// of merging [`Adapter::settings`].
     fn plugin(&self, _plan: &InstallPlan<'_>) -> Option<String> {
         None
     }
-
-    /// What one command (its words, as the shell passes them, or a text's
-    /// whitespace-separated words) does that starts the runtime with
-    /// toolgate's hooks off (OpenCode's `--pure`, a relocated config), for
-    /// the guard to refuse; `None` if nothing.
-    fn switches_off(&self, _words: &[&str]) -> Option<&'static str> {
-        None
-    }
-
-    /// Where `toolgate hook install` writes this runtime's hooks for the
-    /// user running it, by the runtime's own rules (its config directory
-    /// moved by its environment variable): what `toolgate doctor` reads,
-    /// with [`Adapter::system_hooks`]'s file. `None` without a home.
-    fn user_hooks(&self) -> Option<std::path::PathBuf>;
-
-    /// The event a call is decided on: installed hooks without toolgate on
-    /// it decide nothing.
-    fn deciding_event(&self) -> &'static str;
-
-    /// The files that hold or switch off the runtime's hooks, as a tool's
-    /// text names them: the self-protection guard refuses calls that touch
-    /// them (an agent could remove toolgate's hook).
-    fn settings_files(&self) -> &'static [SettingsFile];
-
-    /// Those of them under the user's home (relative to it), which the
-    /// guard also protects by what they are (real path, inode, parents).
-    fn settings_under_home(&self) -> &'static [&'static str];
 
     /// What the user has installed beside the user settings file
     /// `settings` that runs inside the runtime and can answer or rewrite a
@@ -169,25 +152,132 @@ pub trait Adapter: Sync {
         Vec::new()
     }
 
-    /// How long the runtime waits for a hook, seconds, when it runs the tool
-    /// after that (Copilot CLI, Codex CLI): the installed hook answers with
-    /// the failure answer a few seconds before.
-    fn hook_timeout_secs(&self) -> Option<u64> {
-        None
-    }
-
-    /// Whether the runtime can call hooks over HTTP (the daemon's
-    /// `/v1/hooks/RUNTIME`).
-    fn has_http_hooks(&self) -> bool {
-        false
-    }
-
     /// Whether the installed release has what toolgate relies on (it says
     /// what to upgrade to when it does not); an absent one counts as the
     /// current release.
     fn installed_release_is_current(&self) -> bool {
         true
     }
+}
+
+/// What toolgate knows of one runtime as data, not translation: what
+/// self-protection guards and refuses, where install writes and `doctor`
+/// reads. One constant per runtime, in its file ([`RUNTIMES`] lists them).
+#[derive(Debug, Clone, Copy)]
+pub struct RuntimeInfo {
+    /// Which runtime this is.
+    pub runtime: HookRuntime,
+    /// The event a call is decided on: installed hooks without toolgate on
+    /// it decide nothing.
+    pub deciding_event: &'static str,
+    /// The user's config directory, by the runtime's own rules.
+    pub config_dir: ConfigDir,
+    /// Where `toolgate hook install` writes the runtime's hooks for the
+    /// user running it, in [`RuntimeInfo::config_dir`]: what `toolgate
+    /// doctor` reads, with [`RuntimeInfo::system_hooks`]'s file.
+    pub user_hooks: &'static str,
+    /// What holds or switches off the hooks (or runs inside the runtime
+    /// without them), relative to the home, which self-protection guards
+    /// by what it is (real path, inode, parents); see
+    /// [`RuntimeInfo::guarded_paths`].
+    pub guarded: &'static [&'static str],
+    /// The files that hold or switch off the runtime's hooks, as a tool's
+    /// text names them: self-protection refuses calls that touch them (an
+    /// agent could remove toolgate's hook).
+    pub settings_files: &'static [SettingsFile],
+    /// Where system mode (`toolgate setup system`, as root) writes the
+    /// runtime's hooks: an admin-controlled file the runtime reads whatever
+    /// its user configures, and what else must be true there for the user
+    /// to be unable to switch them off; `None` where the runtime has no
+    /// such place.
+    pub system_hooks: Option<SystemHooks>,
+    /// What one of a command's words must hold for
+    /// [`RuntimeInfo::switches_off`] to find a switch (the program's name,
+    /// and any variable that is a switch on its own): self-protection skips
+    /// text that holds none.
+    pub switch_off_marks: &'static [&'static str],
+    /// What one command (its words, as the shell passes them, or a text's
+    /// whitespace-separated words) does that starts the runtime with
+    /// toolgate's hooks off (OpenCode's `--pure`, a relocated config), for
+    /// self-protection to refuse; `None` if nothing.
+    pub switches_off: fn(&[&str]) -> Option<&'static str>,
+    /// How long the runtime waits for a hook, seconds, when it runs the tool
+    /// after that (Copilot CLI, Codex CLI): the installed hook answers with
+    /// the failure answer a few seconds before.
+    pub hook_timeout_secs: Option<u64>,
+    /// Whether the runtime can call hooks over HTTP (the daemon's
+    /// `/v1/hooks/RUNTIME`).
+    pub http_hooks: bool,
+}
+
+impl RuntimeInfo {
+    /// Where `toolgate hook install` writes its hooks for the user running
+    /// it; `None` without a home.
+    pub fn user_hooks(&self) -> Option<std::path::PathBuf> {
+        Some(self.config_dir.path()?.join(self.user_hooks))
+    }
+
+    /// [`RuntimeInfo::guarded`] under the home.
+    pub fn guarded_in_home(&self) -> Vec<std::path::PathBuf> {
+        let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) else {
+            return Vec::new();
+        };
+        let home = std::path::PathBuf::from(home);
+        self.guarded.iter().map(|rel| home.join(rel)).collect()
+    }
+
+    /// Those of [`RuntimeInfo::guarded`] in the config directory, where its
+    /// variable moves it (none if it is not set): the runtime an agent
+    /// starts reads them there.
+    pub fn guarded_moved(&self) -> Vec<std::path::PathBuf> {
+        let Some(moved) = self.config_dir.moved() else {
+            return Vec::new();
+        };
+        self.guarded
+            .iter()
+            .filter_map(|rel| {
+                std::path::Path::new(rel)
+                    .strip_prefix(self.config_dir.under_home)
+                    .ok()
+            })
+            .map(|in_config| moved.join(in_config))
+            .collect()
+    }
+}
+
+/// A runtime's user config directory: the value of its variable (with
+/// `then` joined) when set, else `under_home` in the home.
+#[derive(Debug, Clone, Copy)]
+pub struct ConfigDir {
+    /// The environment variable that moves it (`CLAUDE_CONFIG_DIR`).
+    pub variable: Option<&'static str>,
+    /// What follows the variable's value (Gemini CLI's variable stands for
+    /// the home: `.gemini`).
+    pub then: &'static str,
+    /// The directory relative to the home.
+    pub under_home: &'static str,
+}
+
+impl ConfigDir {
+    /// Where the variable moves it, if set.
+    pub fn moved(&self) -> Option<std::path::PathBuf> {
+        let value = std::env::var_os(self.variable?).filter(|v| !v.is_empty())?;
+        Some(std::path::PathBuf::from(value).join(self.then))
+    }
+
+    /// Where the runtime reads it: [`ConfigDir::moved`], else under the
+    /// home; `None` without either.
+    pub fn path(&self) -> Option<std::path::PathBuf> {
+        self.moved().or_else(|| {
+            let home = std::env::var_os("HOME").filter(|h| !h.is_empty())?;
+            Some(std::path::PathBuf::from(home).join(self.under_home))
+        })
+    }
+}
+
+/// For a runtime without a switch-off to find.
+pub(crate) fn no_switch_off(_words: &[&str]) -> Option<&'static str> {
+    None
 }
 
 /// A runtime's hook settings as a tool's text names them: a directory, a
@@ -228,20 +318,7 @@ pub(crate) fn starts_with_any(words: &[&str], name: &str, switches: &[&str]) -> 
         })
 }
 
-/// What one of the words must hold for any [`Adapter::switches_off`] to
-/// find a switch: each runtime's program name (every switch needs it,
-/// through [`runs`]), and OpenCode's `OPENCODE_PURE`, a switch on its own.
-/// (Self-protection skips text that holds none.)
-pub(crate) const SWITCH_OFF_MARKS: &[&str] = &[
-    "claude",
-    "codex",
-    "copilot",
-    "gemini",
-    "opencode",
-    "OPENCODE_PURE",
-];
-
-/// Among the words [`Adapter::switches_off`] is given: the text set a
+/// Among the words [`RuntimeInfo::switches_off`] is given: the text set a
 /// variable whose name is known only when it runs, so it may be any of a
 /// runtime's (no shell word holds a NUL).
 pub(crate) const ANY_VARIABLE: &str = "\0any variable\0=";
@@ -300,24 +377,12 @@ pub(crate) fn settings_at(
         .collect()
 }
 
-/// `file` in a runtime's config directory: `$ENV` if set, else `dir` in
-/// the home.
-pub(crate) fn in_config_dir(env: &str, dir: &str, file: &str) -> Option<std::path::PathBuf> {
-    let dir = match std::env::var_os(env).filter(|v| !v.is_empty()) {
-        Some(dir) => std::path::PathBuf::from(dir),
-        None => std::path::PathBuf::from(std::env::var_os("HOME")?).join(dir),
-    };
-    Some(dir.join(file))
-}
-
 /// Every runtime's hook settings, in [`HookRuntime::ALL`] order.
 pub fn settings_files() -> impl Iterator<Item = &'static SettingsFile> {
-    HookRuntime::ALL
-        .into_iter()
-        .flat_map(|runtime| adapter(runtime).settings_files())
+    RUNTIMES.into_iter().flat_map(|info| info.settings_files)
 }
 
-/// A runtime's admin-controlled hooks (see [`Adapter::system_hooks`]).
+/// A runtime's admin-controlled hooks (see [`RuntimeInfo::system_hooks`]).
 #[derive(Debug, Clone, Copy)]
 pub struct SystemHooks {
     /// The file `toolgate hook install --write` writes them (or the
@@ -714,9 +779,31 @@ mod tests {
 
     #[test]
     fn every_runtime_has_its_adapter_under_its_own_name() {
-        for runtime in HookRuntime::ALL {
-            assert_eq!(adapter(runtime).runtime(), runtime);
+        for (runtime, info) in HookRuntime::ALL.into_iter().zip(RUNTIMES) {
+            assert_eq!(adapter(runtime).info().runtime, runtime);
+            assert_eq!(info.runtime, runtime);
             assert_eq!(adapter(runtime).channel(), runtime.name());
+        }
+    }
+
+    /// What `toolgate hook install` writes is what self-protection
+    /// guards, under the home and where the runtime's variable moves it.
+    #[test]
+    fn the_installed_hooks_are_guarded_wherever_the_config_is() {
+        for info in RUNTIMES {
+            let config = &info.config_dir;
+            let written = std::path::Path::new(config.under_home).join(info.user_hooks);
+            assert!(
+                info.guarded.iter().any(|g| written.starts_with(g)),
+                "{}: {} is not guarded",
+                info.runtime.name(),
+                written.display()
+            );
+            assert!(
+                config.variable.is_none() || written.starts_with(config.under_home),
+                "{}: its variable moves the config, but not where the hooks are written",
+                info.runtime.name()
+            );
         }
     }
 

@@ -37,7 +37,7 @@ use super::codex::patch_arguments;
 use super::object_input;
 use super::{Adapter, Event, EventKind, InstallPlan, SettingsFile, how_to_approve, who_asks};
 use super::{
-    SystemHooks, SystemLock, edit_json_object, in_config_dir, notes_text, starts_with_any,
+    ConfigDir, RuntimeInfo, SystemHooks, SystemLock, edit_json_object, notes_text, starts_with_any,
     with_our_names,
 };
 use crate::decision::{Decision, Outcome, Verdict};
@@ -183,45 +183,95 @@ const SYSTEM_PLUGIN: &str = "/etc/opencode/toolgate.js";
 /// OpenCode, through toolgate's plugin.
 pub struct OpenCode;
 
+/// What toolgate knows of OpenCode.
+pub const INFO: RuntimeInfo = RuntimeInfo {
+    runtime: HookRuntime::OpenCode,
+    deciding_event: "tool.execute.before",
+    config_dir: ConfigDir {
+        variable: Some("XDG_CONFIG_HOME"),
+        then: "",
+        under_home: ".config",
+    },
+    user_hooks: "opencode/plugin/toolgate.js",
+    guarded: &[".config/opencode"],
+    settings_files: SETTINGS,
+    system_hooks: Some(SYSTEM_HOOKS),
+    switch_off_marks: &["opencode", "OPENCODE_PURE"],
+    switches_off,
+    hook_timeout_secs: None,
+    http_hooks: false,
+};
+
+/// toolgate's plugin, root's, in the managed config's `plugin` list,
+/// which OpenCode adds to every user's and no user can remove. (Under
+/// `--pure` or `OPENCODE_PURE` it loads none: the guard refuses starting
+/// it so.)
+const SYSTEM_HOOKS: SystemHooks = SystemHooks {
+    file: SYSTEM_PLUGIN,
+    lock: Some(SystemLock {
+        file: "/etc/opencode/opencode.json",
+        edit: |text| {
+            edit_json_object(text, |config| {
+                let plugins = config
+                    .entry("plugin")
+                    .or_insert_with(|| json!([]))
+                    .as_array_mut()
+                    .ok_or("`plugin` must be a list")?;
+                if !plugins.iter().any(|p| p == SYSTEM_PLUGIN) {
+                    plugins.push(json!(SYSTEM_PLUGIN));
+                }
+                Ok(())
+            })
+        },
+        does: "toolgate's plugin in the managed plugin list",
+        drop_ins: None,
+    }),
+};
+
+const SETTINGS: &[SettingsFile] = &[
+    SettingsFile::new(
+        ".config",
+        "opencode",
+        "OpenCode's config and plugins (~/.config/opencode/)",
+    ),
+    SettingsFile::new(
+        "",
+        ".opencode",
+        "a project's OpenCode config, plugins and custom tools (.opencode/), \
+                 which can replace a built-in tool",
+    ),
+    SettingsFile::new(
+        "",
+        "opencode.json",
+        "a project's OpenCode config (opencode.json, opencode.jsonc)",
+    ),
+];
+
+/// OpenCode started with `--pure` or `OPENCODE_PURE` loads no plugin,
+/// and one whose config moved (`XDG_CONFIG_HOME`, `HOME`) not toolgate's:
+/// an agent could run its own OpenCode that toolgate never sees.
+fn switches_off(words: &[&str]) -> Option<&'static str> {
+    let pure = words.iter().any(|w| w.contains("OPENCODE_PURE"));
+    // Another config (with its own plugins and tools), or the managed
+    // one moved away (`OPENCODE_TEST_MANAGED_CONFIG_DIR`: 1.18.33).
+    let switches = [
+        "--pure",
+        "XDG_CONFIG_HOME",
+        "HOME",
+        "OPENCODE_CONFIG",
+        "OPENCODE_CONFIG_DIR",
+        "OPENCODE_CONFIG_CONTENT",
+        "OPENCODE_TEST_MANAGED_CONFIG_DIR",
+    ];
+    (pure || starts_with_any(words, "opencode", &switches)).then_some(
+        "start OpenCode without its plugins (--pure, OPENCODE_PURE) or with its config \
+             moved, toolgate's plugin not among them",
+    )
+}
+
 impl Adapter for OpenCode {
-    fn user_hooks(&self) -> Option<std::path::PathBuf> {
-        in_config_dir("XDG_CONFIG_HOME", ".config", "opencode/plugin/toolgate.js")
-    }
-
-    fn deciding_event(&self) -> &'static str {
-        "tool.execute.before"
-    }
-
-    /// toolgate's plugin, root's, in the managed config's `plugin` list,
-    /// which OpenCode adds to every user's and no user can remove. (Under
-    /// `--pure` or `OPENCODE_PURE` it loads none: the guard refuses starting
-    /// it so.)
-    fn system_hooks(&self) -> Option<SystemHooks> {
-        Some(SystemHooks {
-            file: SYSTEM_PLUGIN,
-            lock: Some(SystemLock {
-                file: "/etc/opencode/opencode.json",
-                edit: |text| {
-                    edit_json_object(text, |config| {
-                        let plugins = config
-                            .entry("plugin")
-                            .or_insert_with(|| json!([]))
-                            .as_array_mut()
-                            .ok_or("`plugin` must be a list")?;
-                        if !plugins.iter().any(|p| p == SYSTEM_PLUGIN) {
-                            plugins.push(json!(SYSTEM_PLUGIN));
-                        }
-                        Ok(())
-                    })
-                },
-                does: "toolgate's plugin in the managed plugin list",
-                drop_ins: None,
-            }),
-        })
-    }
-
-    fn runtime(&self) -> HookRuntime {
-        HookRuntime::OpenCode
+    fn info(&self) -> &'static RuntimeInfo {
+        &INFO
     }
 
     fn parse(&self, input: &str) -> Result<Event> {
@@ -257,55 +307,6 @@ impl Adapter for OpenCode {
             PLUGIN
                 .replace("__TOOLGATE_COMMAND__", &command)
                 .replace("__TOOLGATE_DEADLINE_MS__", &DEADLINE_MS.to_string()),
-        )
-    }
-
-    fn settings_files(&self) -> &'static [SettingsFile] {
-        const {
-            &[
-                SettingsFile::new(
-                    ".config",
-                    "opencode",
-                    "OpenCode's config and plugins (~/.config/opencode/)",
-                ),
-                SettingsFile::new(
-                    "",
-                    ".opencode",
-                    "a project's OpenCode config, plugins and custom tools (.opencode/), \
-                     which can replace a built-in tool",
-                ),
-                SettingsFile::new(
-                    "",
-                    "opencode.json",
-                    "a project's OpenCode config (opencode.json, opencode.jsonc)",
-                ),
-            ]
-        }
-    }
-
-    fn settings_under_home(&self) -> &'static [&'static str] {
-        &[".config/opencode"]
-    }
-
-    /// OpenCode started with `--pure` or `OPENCODE_PURE` loads no plugin,
-    /// and one whose config moved (`XDG_CONFIG_HOME`, `HOME`) not toolgate's:
-    /// an agent could run its own OpenCode that toolgate never sees.
-    fn switches_off(&self, words: &[&str]) -> Option<&'static str> {
-        let pure = words.iter().any(|w| w.contains("OPENCODE_PURE"));
-        // Another config (with its own plugins and tools), or the managed
-        // one moved away (`OPENCODE_TEST_MANAGED_CONFIG_DIR`: 1.18.33).
-        let switches = [
-            "--pure",
-            "XDG_CONFIG_HOME",
-            "HOME",
-            "OPENCODE_CONFIG",
-            "OPENCODE_CONFIG_DIR",
-            "OPENCODE_CONFIG_CONTENT",
-            "OPENCODE_TEST_MANAGED_CONFIG_DIR",
-        ];
-        (pure || starts_with_any(words, "opencode", &switches)).then_some(
-            "start OpenCode without its plugins (--pure, OPENCODE_PURE) or with its config \
-                 moved, toolgate's plugin not among them",
         )
     }
 }
@@ -383,7 +384,7 @@ mod tests {
 
     #[test]
     fn starting_opencode_without_plugins_is_seen() {
-        let off = |words: &[&str]| OpenCode.switches_off(words).is_some();
+        let off = |words: &[&str]| switches_off(words).is_some();
         assert!(off(&["OPENCODE_PURE=1", "opencode", "run", "x"]));
         assert!(off(&["env", "OPENCODE_PURE=1", "opencode"]));
         assert!(off(&["/usr/bin/opencode", "run", "--pure", "do it"]));

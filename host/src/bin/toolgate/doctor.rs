@@ -307,25 +307,23 @@ fn check_user_namespaces() -> Finding {
 /// directories its path names, else Claude Code).
 fn settings_files(extra: &[PathBuf]) -> Vec<(HookRuntime, PathBuf)> {
     let mut files = Vec::new();
-    for runtime in HookRuntime::ALL {
-        let adapter = hooks::adapter(runtime);
-        files.extend(adapter.user_hooks().map(|path| (runtime, path)));
+    for info in hooks::RUNTIMES {
+        files.extend(info.user_hooks().map(|path| (info.runtime, path)));
         files.extend(
-            adapter
-                .system_hooks()
-                .map(|system| (runtime, PathBuf::from(system.file))),
+            info.system_hooks
+                .map(|system| (info.runtime, PathBuf::from(system.file))),
         );
     }
     for path in extra {
         let text = path.to_string_lossy();
-        let runtime = HookRuntime::ALL
+        let runtime = hooks::RUNTIMES
             .into_iter()
-            .find(|runtime| {
-                hooks::adapter(*runtime)
-                    .settings_files()
+            .find(|info| {
+                info.settings_files
                     .iter()
                     .any(|file| !file.dir.is_empty() && text.contains(&format!("{}/", file.dir)))
             })
+            .map(|info| info.runtime)
             .unwrap_or_default();
         files.push((runtime, path.clone()));
     }
@@ -394,7 +392,7 @@ fn toolgate_handlers(text: &str, runtime: &str) -> Option<Vec<Handler>> {
 
 fn check_handlers(runtime: HookRuntime, path: &Path, handlers: &[Handler]) -> Vec<Finding> {
     let shown = path.display();
-    let deciding = hooks::adapter(runtime).deciding_event();
+    let deciding = hooks::info(runtime).deciding_event;
     let runtime = runtime.name();
     // The fix keeps the config the hooks name: without it the reinstalled
     // hooks would name the bundled default, which the running daemon does
@@ -504,7 +502,7 @@ fn check_handler(runtime: &str, handler: &Handler, reinstall: &str) -> Vec<Findi
 
 /// For hooks in a runtime's system place, what else must hold there.
 fn lock_of(runtime: HookRuntime, path: &Path) -> Option<SystemLock> {
-    let system = hooks::adapter(runtime).system_hooks()?;
+    let system = hooks::info(runtime).system_hooks?;
     system.lock.filter(|_| path == Path::new(system.file))
 }
 

@@ -317,7 +317,7 @@ pub fn settings(
     // A daemon of its own user serves several OS users, and only its socket
     // says which one asks: HTTP hooks would be refused.
     let system_mode = ctx.config.daemon.user.is_some();
-    let http = match (transport, adapter.has_http_hooks(), ctx.config.daemon.http) {
+    let http = match (transport, adapter.info().http_hooks, ctx.config.daemon.http) {
         (Transport::Command, ..) => None,
         (Transport::Http, ..) if system_mode => anyhow::bail!(
             "in system mode hooks reach the daemon over its socket, where the kernel names the \
@@ -414,7 +414,7 @@ fn behind_thin_client(
     }
     // A runtime that runs the tool when its hook times out gets the
     // failure answer first.
-    if let Some(timeout) = hooks::adapter(runtime).hook_timeout_secs() {
+    if let Some(timeout) = hooks::info(runtime).hook_timeout_secs {
         let deadline = timeout.saturating_sub(HOOK_DEADLINE_MARGIN_SECS).max(1);
         thin_words.extend(["--deadline".into(), deadline.to_string()]);
     }

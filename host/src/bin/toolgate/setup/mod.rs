@@ -220,7 +220,7 @@ fn install_runtimes_hooks(
 ) -> anyhow::Result<()> {
     for runtime in HookRuntime::ALL {
         let name = runtime.name();
-        let Some(system) = hooks::adapter(runtime).system_hooks() else {
+        let Some(system) = hooks::info(runtime).system_hooks else {
             println!(
                 "{name}: no hooks location its user cannot override; its hooks stay the \
                  user's (`toolgate hook install --for {name}` as that user)"
