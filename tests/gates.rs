@@ -848,6 +848,53 @@ fn a_denied_resolution_refuses_the_retry_instead_of_asking_again() {
     assert!(host.gates(None).unwrap().is_empty(), "no new pause");
 }
 
+/// A call a built-in policy refuses reaches no policy and leaves the
+/// store as it was: a person's refusal of that call still holds after the
+/// thread's stop (a call ran as toolgate did not judge it) is lifted. (A
+/// review found the refusal used up by the stop's deny, and the call then
+/// asked about anew.)
+#[test]
+fn a_persons_refusal_outlasts_a_stop_of_the_thread() {
+    let host = host(&scripted(
+        "approver",
+        1,
+        "verdict = \"pause\"\nreason = \"ok?\"",
+    ));
+    let refused = call("Bash", json!({"command": "./deploy.sh"}));
+    let pause = host.evaluate(&refused).unwrap().pause.unwrap();
+    let key = GateKey {
+        user_id: pause.user_id,
+        thread_id: pause.thread_id,
+    };
+    host.resolve_gate(&key, &pause.request_id, "cli", GateResolution::Deny)
+        .unwrap();
+
+    // Another call of the thread runs with input toolgate did not judge.
+    let mut judged = call("Bash", json!({"command": "make"}));
+    judged.call_id = Some("toolu_judged".into());
+    assert_eq!(host.evaluate(&judged).unwrap().verdict, Verdict::Pause);
+    let mut ran = judged.clone();
+    ran.arguments = json!({"command": "something else"});
+    let stop = host.check_ran_as_judged(&ran).unwrap().expect("a stop");
+
+    let stopped = host.evaluate(&refused).unwrap();
+    assert_eq!(stopped.verdict, Verdict::Deny);
+    let reason = stopped.reason.unwrap_or_default();
+    assert!(reason.contains("did not judge"), "{reason}");
+
+    host.resolve_gate(
+        &key,
+        &stop.request_id,
+        "cli",
+        GateResolution::Approve { always: false },
+    )
+    .unwrap();
+    let again = host.evaluate(&refused).unwrap();
+    assert_eq!(again.verdict, Verdict::Deny, "{again:?}");
+    let reason = again.reason.unwrap_or_default();
+    assert!(reason.contains("A person refused this call"), "{reason}");
+}
+
 #[test]
 fn a_resolution_is_not_replayed_after_it_expires() {
     let host = host(&format!(

@@ -112,6 +112,13 @@ impl<P> Composer<P> {
         self.deny.is_some()
     }
 
+    /// The deny that decided, if one did: the policy and its reason.
+    pub fn denied(&self) -> Option<(&str, &str)> {
+        self.deny
+            .as_ref()
+            .map(|(policy, reason)| (policy.as_str(), reason.as_str()))
+    }
+
     /// The outcome, and every note as (policy, text) in order.
     pub fn finish(self) -> (Composed<P>, Vec<(String, String)>) {
         let outcome = match (self.deny, self.pause) {

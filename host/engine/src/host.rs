@@ -20,6 +20,7 @@ use crate::error::{Error, Result};
 use crate::gates::{GateKey, GateResolution, PendingGate};
 use crate::locations::StoreLocation;
 use crate::memo::BoundedMap;
+use crate::native::NativePolicy;
 use crate::pipeline::{self, Env};
 use crate::plugins::{self, Plugin, PluginSet};
 use crate::probe::ProbeClient;
@@ -387,6 +388,7 @@ impl Toolgate {
             refusal_scope,
             standing: &self.standing,
             dry_run: false,
+            natives: &[],
         }
     }
 
@@ -422,33 +424,22 @@ impl Toolgate {
     }
 
     fn decide_now(&self, request: &ToolRequest, arguments: ArgumentsText) -> Result<Decision> {
+        // The policies built into the host vote first: the agent may not
+        // operate toolgate itself, and a thread stopped after an unjudged
+        // run waits for a person.
         let plane = self.registry.control_plane();
         let stop = self.with_config(|c| c.approvals.stop_on_unjudged_runs);
-        let stopped = match stop {
-            true => self.unjudged.stopped(&self.store, request)?,
-            false => None,
+        let mut natives: Vec<&dyn NativePolicy> = vec![&*plane];
+        if stop {
+            natives.push(&self.unjudged);
+        }
+        let env = Env {
+            natives: &natives,
+            ..self.env()
         };
-        let decision = match (plane.check(request), stopped) {
-            // Before any policy: the agent may not operate toolgate itself.
-            (Some(reason), _) => Decision::refused_by_host(request, reason),
-            (None, Some(reason)) => {
-                let call_id = request
-                    .call_id
-                    .clone()
-                    .unwrap_or_else(crate::request::new_call_id);
-                Decision::host_deny(&call_id, reason)
-            }
-            (None, None) => {
-                // Hold this version of the plugin set for the whole evaluation.
-                let plugins = self.plugins();
-                let live = plugins.for_call(PluginMode::Live, request);
-                let mut decision = pipeline::evaluate(&self.env(), &live, request, &arguments)?;
-                decision.shadows = pipeline::shadow(&self.env(), &plugins, request, &arguments);
-                self.recent_risks
-                    .remember(&decision.call_id, &decision.risk);
-                decision
-            }
-        };
+        let decision = pipeline::evaluate_live(&env, &self.plugins(), request, &arguments)?;
+        self.recent_risks
+            .remember(&decision.call_id, &decision.risk);
         let log = self.store.maintenance().log_config();
         if log.enabled {
             self.store.log().log_decision(PendingLogEntry::new(

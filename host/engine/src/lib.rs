@@ -39,6 +39,7 @@ pub mod hooks;
 mod host;
 pub mod inspect;
 mod memo;
+mod native;
 pub mod oci;
 mod output_check;
 mod path_text;

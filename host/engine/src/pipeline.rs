@@ -1,5 +1,8 @@
 //! Composition: run every policy over one call and compose their answers.
 //!
+//! 0. the host's built-in policies ([`crate::native`]) vote first in the
+//!    same composer; a refusal ends the evaluation before any policy is
+//!    asked. They vote again on a call a policy rewrote.
 //! 1. classify: policies that export `risk` report one; the host keeps the
 //!    highest level.
 //! 2. in ascending priority: `account` (if the policy exports `budget`) then
@@ -23,6 +26,7 @@ use std::time::{Duration, Instant};
 use crate::bindings::toolgate::policy::types as wit;
 use crate::compose::{Ballot, Composed, Composer, Next, Vote, failure_ballot};
 use crate::config::{FailMode, PluginMode, RefusalScope};
+use crate::decision::HOST;
 use crate::decision::{
     BudgetReport, Decision, Note, PauseInfo, PolicyResult, PolicyVerdict, RiskReport, Verdict,
 };
@@ -30,6 +34,7 @@ use crate::error::Result;
 use crate::gates::{
     GateResolution, PauseKind, PendingGate, RecordedResolution, call_fingerprint, new_request_id,
 };
+use crate::native::NativePolicy;
 use crate::plugins::{Plugin, PluginSet};
 use crate::pool::Pooled;
 use crate::probe::{ProbeClient, ProbeFailure};
@@ -55,6 +60,9 @@ pub(crate) struct Env<'a> {
     pub standing: &'a crate::standing::StandingApprovals,
     /// Decide without effects on gates and resolutions (shadow plugins).
     pub dry_run: bool,
+    /// The policies built into the host, which vote first on every version
+    /// of the call ([`crate::native`]).
+    pub natives: &'a [&'a dyn NativePolicy],
 }
 
 impl Env<'_> {
@@ -280,9 +288,35 @@ impl<'r> Call<'r> {
     }
 }
 
-/// Evaluate one call through every plugin.
-pub(crate) fn evaluate(
+/// Decide on `request` live: the built-in policies vote first; unless one
+/// of them refused, the live policies of `plugins` then vote in the same
+/// ballot, and the shadow plugins' dry runs are recorded beside.
+pub(crate) fn evaluate_live(
     env: &Env<'_>,
+    plugins: &PluginSet,
+    request: &ToolRequest,
+    arguments: &ArgumentsText,
+) -> Result<Decision> {
+    let first = first_ballots(env, request)?;
+    if let Some((policy, reason)) = first.denied() {
+        // Nothing of the call's is read or changed in the store: a
+        // person's answers to it stay for when it may be asked again.
+        let call_id = request.call_id.clone().unwrap_or_else(new_call_id);
+        let mut decision = Decision::host_deny(&call_id, reason.to_string());
+        decision.decided_by = Some(policy.to_string());
+        return Ok(decision);
+    }
+    let live = plugins.for_call(PluginMode::Live, request);
+    let mut decision = evaluate(env, first, &live, request, arguments)?;
+    decision.shadows = shadow(env, plugins, request, arguments);
+    Ok(decision)
+}
+
+/// `first` holds the ballots the built-in policies cast over `request`
+/// (none refused); the policies' ballots join them.
+fn evaluate(
+    env: &Env<'_>,
+    first: Composer<wit::PauseRequest>,
     plugins: &[Arc<Plugin>],
     request: &ToolRequest,
     arguments: &ArgumentsText,
@@ -303,7 +337,7 @@ pub(crate) fn evaluate(
         results,
         outcome,
         notes,
-    } = judge(env, call, &mut slots);
+    } = judge(env, call, first, &mut slots)?;
     if let Composed::Deny { policy, .. } = &outcome {
         release_reservations(env, &call, &risk, &mut slots, &results, policy);
     }
@@ -327,7 +361,7 @@ pub(crate) fn evaluate(
 /// run alone, as a dry run (no gates, no resolutions used up): recorded
 /// beside the live decision, never used. A shadow that fails or loops is
 /// bounded by its own limits and changes nothing.
-pub(crate) fn shadow(
+fn shadow(
     env: &Env<'_>,
     plugins: &PluginSet,
     request: &ToolRequest,
@@ -337,14 +371,18 @@ pub(crate) fn shadow(
     if shadows.is_empty() {
         return Vec::new();
     }
+    // The built-in policies voted on the call live; what a shadow
+    // rewrites it to never runs.
     let env = Env {
         dry_run: true,
+        natives: &[],
         ..*env
     };
     shadows
         .iter()
         .filter_map(|shadow| {
-            match evaluate(&env, std::slice::from_ref(shadow), request, arguments) {
+            let first = Composer::default();
+            match evaluate(&env, first, std::slice::from_ref(shadow), request, arguments) {
                 Ok(decision) => decision.policies.into_iter().next().map(digested),
                 Err(err) => {
                     tracing::warn!(policy = %shadow.name, error = %err.report(), "shadow evaluation failed");
@@ -439,52 +477,91 @@ struct Judged<'r> {
 /// (the call was settled by the first). No order of policies can run a
 /// call that one of them denies. What the first round's allows reserved is
 /// released first (as for a deny).
-fn judge<'r>(env: &Env<'_>, call: Call<'r>, slots: &mut [Slot<'_>]) -> Judged<'r> {
+fn judge<'r>(
+    env: &Env<'_>,
+    call: Call<'r>,
+    first: Composer<wit::PauseRequest>,
+    slots: &mut [Slot<'_>],
+) -> Result<Judged<'r>> {
     let proposed = call.request.arguments.clone();
     let risk = classify(env, &call, slots);
-    let (results, composer, call) = decide(env, call, &risk, slots, Rewrites::Apply);
+    let (results, composer, call) = decide(env, call, &risk, slots, Rewrites::Apply, first);
     let (outcome, notes) = composer.finish();
     if call.generation == 0 || matches!(outcome, Composed::Deny { .. }) {
-        return Judged {
+        return Ok(Judged {
             call,
             risk,
             results,
             outcome,
             notes,
-        };
+        });
     }
     if let Some(undone) = undone_rewrite(&proposed, &call.request.arguments, &results) {
         let reason = format!(
             "the policies disagree on the arguments this call would run with: a later policy \
              changed `{undone}` from what an earlier one rewrote it to; it is not run"
         );
-        return Judged {
+        return Ok(Judged {
             call,
             risk,
             results,
             outcome: Composed::Deny {
-                policy: crate::decision::HOST.into(),
+                policy: HOST.into(),
                 reason,
             },
             notes,
-        };
+        });
+    }
+    // The built-in policies vote on the call as rewritten, as they did on
+    // the call as proposed.
+    let first = match first_ballots(env, &call.request) {
+        Ok(first) => first,
+        Err(err) => {
+            // Failing closed: what the first round's allows reserved is
+            // not used.
+            release_reservations(env, &call, &risk, slots, &results, HOST);
+            return Err(err);
+        }
+    };
+    if first.is_denied() {
+        let (outcome, _) = first.finish();
+        return Ok(Judged {
+            call,
+            risk,
+            results,
+            outcome,
+            notes,
+        });
     }
     let again = "the call as rewritten, judged again";
     release_reservations(env, &call, &risk, slots, &results, again);
     let risk = classify(env, &call, slots);
-    let (mut again, composer, call) = decide(env, call, &risk, slots, Rewrites::Ignore);
+    let (mut again, composer, call) = decide(env, call, &risk, slots, Rewrites::Ignore, first);
     // Who rewrote the call.
     for (result, first) in again.iter_mut().zip(results) {
         (result.rewrite, result.rewrite_sha256) = (first.rewrite, first.rewrite_sha256);
     }
     let (outcome, notes) = composer.finish();
-    Judged {
+    Ok(Judged {
         call,
         risk,
         results: again,
         outcome,
         notes,
+    })
+}
+
+/// The ballots of the built-in policies over `request`, in a composer the
+/// loaded policies' ballots are then added to: a refusal by one of them
+/// decides before any policy is asked.
+fn first_ballots(env: &Env<'_>, request: &ToolRequest) -> Result<Composer<wit::PauseRequest>> {
+    let mut composer = Composer::default();
+    for native in env.natives {
+        if composer.add(crate::native::ballot(*native, env.store, request)?) == Next::Stop {
+            break;
+        }
     }
+    Ok(composer)
 }
 
 /// The first argument (a top-level key) an earlier policy's rewrite set
@@ -554,10 +631,10 @@ fn decide<'r>(
     risk: &RiskReport,
     slots: &mut [Slot<'_>],
     rewrites: Rewrites,
+    mut composer: Composer<wit::PauseRequest>,
 ) -> (Vec<PolicyResult>, Composer<wit::PauseRequest>, Call<'r>) {
     let wit_risk = wit::Risk::from(risk);
     let mut results = Vec::new();
-    let mut composer = Composer::default();
     for slot in slots.iter_mut() {
         let plugin = slot.plugin;
         let (budget, decided) = decide_one(env, &call, &wit_risk, slot);
@@ -756,7 +833,7 @@ fn conclude(
             Some(reason) => {
                 decision.verdict = Verdict::Deny;
                 decision.reason = Some(reason);
-                decision.decided_by = Some(crate::decision::HOST.into());
+                decision.decided_by = Some(HOST.into());
             }
         },
         Composed::Deny { policy, reason } => {

@@ -164,9 +164,6 @@ impl ControlPlane {
             .filter(|h| !h.is_empty())
             .map(PathBuf::from);
         let mut paths: Vec<PathBuf> = protected.into_iter().map(|p| normalise(&p)).collect();
-        // What a runtime's variable moved (`CLAUDE_CONFIG_DIR`, `CODEX_HOME`):
-        // named by no settings file's name, so protected as paths.
-        paths.extend(hooks::RUNTIMES.iter().flat_map(|info| info.guarded_moved()));
         if let Ok(exe) = std::env::current_exe() {
             // The thin hook client beside it: replaced by `/bin/true`, every
             // hook would allow.
@@ -200,11 +197,13 @@ impl ControlPlane {
             .collect();
         // The runtimes' user-level hook settings, by what they are: `mv
         // ~/.claude ~/.claude.off` removes the hook as surely as emptying
-        // the file.
+        // the file. Also where a runtime's variable moves its config
+        // (`CODEX_HOME`), which no settings file's name in a text shows.
         let settings = hooks::RUNTIMES
             .iter()
-            .flat_map(|info| info.guarded_in_home())
-            .map(|path| Protected::new(&path, Kind::Tree));
+            .flat_map(|info| [info.guarded_in_home(), info.guarded_moved()])
+            .flatten()
+            .map(|path| Protected::new(&normalise(&path), Kind::Tree));
         let real = paths
             .iter()
             .map(|p| Protected::new(p, Kind::Tree))

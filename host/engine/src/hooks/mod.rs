@@ -179,7 +179,9 @@ pub struct RuntimeInfo {
     /// What holds or switches off the hooks (or runs inside the runtime
     /// without them), relative to the home, which self-protection guards
     /// by what it is (real path, inode, parents); see
-    /// [`RuntimeInfo::guarded_paths`].
+    /// [`RuntimeInfo::guarded_in_home`] and [`RuntimeInfo::guarded_moved`]
+    /// (those outside the config directory, Copilot CLI's `.cache/copilot`,
+    /// are guarded under the home only).
     pub guarded: &'static [&'static str],
     /// The files that hold or switch off the runtime's hooks, as a tool's
     /// text names them: self-protection refuses calls that touch them (an
