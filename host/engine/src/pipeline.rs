@@ -496,25 +496,9 @@ fn judge<'r>(
             notes,
         });
     }
-    if let Some(undone) = undone_rewrite(&proposed, &call.request.arguments, &results) {
-        let reason = format!(
-            "the policies disagree on the arguments this call would run with: a later policy \
-             changed `{undone}` from what an earlier one rewrote it to; it is not run"
-        );
-        return Ok(Judged {
-            call,
-            risk,
-            results,
-            outcome: Composed::Deny {
-                policy: HOST.into(),
-                reason,
-            },
-            notes,
-        });
-    }
     // The built-in policies vote on the call as rewritten, as they did on
     // the call as proposed.
-    let first = match first_ballots(env, &call.request) {
+    let mut first = match first_ballots(env, &call.request) {
         Ok(first) => first,
         Err(err) => {
             // Failing closed: what the first round's allows reserved is
@@ -523,6 +507,17 @@ fn judge<'r>(
             return Err(err);
         }
     };
+    if let Some(undone) = undone_rewrite(&proposed, &call.request.arguments, &results) {
+        let reason = format!(
+            "the policies disagree on the arguments this call would run with: a later policy \
+             changed `{undone}` from what an earlier one rewrote it to; it is not run"
+        );
+        first.add(Ballot {
+            policy: HOST.into(),
+            vote: Vote::Deny(reason),
+            notes: Vec::new(),
+        });
+    }
     if first.is_denied() {
         let (outcome, _) = first.finish();
         return Ok(Judged {
