@@ -10,7 +10,7 @@ use common::{approve, call, host, scripted};
 use serde_json::json;
 use toolgate::Verdict;
 use toolgate::gates::{GateError, GateKey, GateResolution, PauseKind, PendingGate, new_request_id};
-use toolgate::store::Store;
+use toolgate::store::{Store, TakeGateError};
 
 const TRUSTED: &[&str] = &["web", "gateway"];
 /// The store's table of pending gates, as redb names it: (user, thread,
@@ -57,13 +57,24 @@ fn take(
     request_id: &str,
     channel: &str,
 ) -> Result<PendingGate, GateError> {
-    store.gates().take_gate(
-        &gate.key(),
-        request_id,
-        channel,
-        &trusted(),
-        toolgate::now_ms(),
-    )
+    store
+        .gates()
+        .take_gate(
+            &gate.key(),
+            request_id,
+            channel,
+            &trusted(),
+            toolgate::now_ms(),
+        )
+        .map_err(refusal)
+}
+
+/// The contract's refusal; a store failure fails the test, naming it.
+fn refusal(err: TakeGateError) -> GateError {
+    match err {
+        TakeGateError::Refused(refusal) => refusal,
+        TakeGateError::Storage(err) => panic!("the store failed: {}", err.report()),
+    }
 }
 
 #[test]
@@ -301,6 +312,7 @@ fn gates_are_scoped_to_user_and_thread() {
         let err = store
             .gates()
             .take_gate(&other_user, &gate.request_id, "web", &trusted(), now)
+            .map_err(refusal)
             .unwrap_err();
         assert!(matches!(err, GateError::NotFound { .. }));
     }
@@ -429,17 +441,15 @@ fn an_unreadable_gate_is_an_error_naming_it_not_a_gate_that_vanishes() {
         }
         txn.commit().unwrap();
     }
-    assert_an_unreadable_gate_is_named(&Store::open(&path).unwrap(), "damaged.redb");
+    assert_an_unreadable_gate_is_named(&Store::open(&path).unwrap(), "damaged.redb", &alice);
 
     let Some(cluster) = common::pg_cluster::Cluster::start("an_unreadable_gate") else {
         return;
     };
     let url = cluster.database();
     let store = cluster.store_at(&url);
-    store
-        .gates()
-        .insert_gate(&sample_gate("alice", "t1", "cli"))
-        .unwrap();
+    let alice = sample_gate("alice", "t1", "cli");
+    store.gates().insert_gate(&alice).unwrap();
     store
         .gates()
         .insert_gate(&sample_gate("bob", "t2", "cli"))
@@ -451,7 +461,7 @@ fn an_unreadable_gate_is_an_error_naming_it_not_a_gate_that_vanishes() {
             &[&bad],
         )
         .unwrap();
-    assert_an_unreadable_gate_is_named(&store, "postgres://");
+    assert_an_unreadable_gate_is_named(&store, "postgres://", &alice);
 }
 
 /// A damaged store is checked and salvaged, not only refused: `store
@@ -529,10 +539,23 @@ fn a_damaged_store_is_checked_and_salvaged_record_by_record() {
     assert_eq!(code, Some(0), "the salvaged store is sound: {said}");
 }
 
-/// `store` holds alice's damaged gate and bob's sound one.
-fn assert_an_unreadable_gate_is_named(store: &Store, store_name: &str) {
+/// `store` holds alice's damaged gate (stored as `alice`) and bob's sound
+/// one. Taking it (a person's answer) is the store's error too, with the
+/// parser's cause kept, and leaves it where it was.
+fn assert_an_unreadable_gate_is_named(store: &Store, store_name: &str, alice: &PendingGate) {
     let now = toolgate::now_ms();
     let listed = store.gates().list_gates(None, now).unwrap_err().to_string();
+    let taken = store
+        .gates()
+        .take_gate(&alice.key(), &alice.request_id, "cli", &trusted(), now)
+        .unwrap_err();
+    let TakeGateError::Storage(taken) = taken else {
+        panic!("a damaged gate is the store's failure, not a refusal: {taken:?}");
+    };
+    assert!(
+        std::error::Error::source(&taken).is_some_and(|cause| cause.is::<serde_json::Error>()),
+        "the parser's error is kept as the cause: {taken:?}"
+    );
     let alice = GateKey {
         user_id: "alice".into(),
         thread_id: "t1".into(),
@@ -542,7 +565,7 @@ fn assert_an_unreadable_gate_is_named(store: &Store, store_name: &str) {
         .thread_gates(&alice, now)
         .unwrap_err()
         .to_string();
-    for err in [listed, peeked] {
+    for err in [listed, peeked, taken.report()] {
         for said in [store_name, "alice", "t1", "unreadable"] {
             assert!(err.contains(said), "{said} in {err}");
         }
@@ -554,6 +577,10 @@ fn assert_an_unreadable_gate_is_named(store: &Store, store_name: &str) {
     assert!(
         !store.gates().thread_gates(&bob, now).unwrap().is_empty(),
         "the others still read"
+    );
+    assert!(
+        store.gates().thread_gates(&alice, now).is_err(),
+        "the damaged gate is still there for `toolgate store check` to salvage"
     );
 }
 

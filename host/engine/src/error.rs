@@ -196,7 +196,6 @@ impl Error {
             Error::Unauthorized(_) => ErrorKind::Unauthorized,
             Error::Remote { kind, .. } => *kind,
             Error::Gate(GateError::NotFound { .. }) => ErrorKind::NotFound,
-            Error::Gate(GateError::Storage(_)) => ErrorKind::Store,
             Error::Gate(_) => ErrorKind::Gate,
             Error::Command { .. } => ErrorKind::PolicyFailure,
         }

@@ -70,9 +70,19 @@ pub enum FlowError {
     /// A path that cannot be placed.
     #[error("the path cannot be placed (empty, NUL, or relative with no working directory)")]
     UnknownPath,
-    /// The store failed.
-    #[error("{0}")]
-    Storage(String),
+    /// The labels fill their namespace's quota.
+    #[error(
+        "the flow labels fill their {} MiB; a person lists and clears them with \
+         `toolgate flows list` and `toolgate flows clear`",
+        QUOTA >> 20
+    )]
+    Full,
+    /// A label over the store's bound on one entry.
+    #[error("a label is too large")]
+    TooLarge,
+    /// The store failed: its error, with the engine's or the OS's cause.
+    #[error(transparent)]
+    Storage(#[from] Error),
 }
 
 /// Whose labels the call in hand reaches, and how its paths resolve. Made
@@ -227,7 +237,7 @@ impl FlowScope {
         if let Some(labels) = version.and_then(|v| self.cache.get(prefix, v)) {
             return Ok(labels);
         }
-        let snapshot = store.state_snapshot(NAMESPACE).map_err(storage)?;
+        let snapshot = store.state_snapshot(NAMESPACE)?;
         let labels = read(&*snapshot, prefix, MAX_KINDS * MAX_SOURCES)?;
         if let Some(version) = version {
             self.cache.keep(prefix, version, &labels);
@@ -307,10 +317,6 @@ fn valid_kind(kind: &str) -> bool {
         })
 }
 
-fn storage(err: Error) -> FlowError {
-    FlowError::Storage(err.report())
-}
-
 fn digest(text: &str) -> String {
     hex::encode(&Sha256::digest(text.as_bytes())[..16])
 }
@@ -325,12 +331,10 @@ fn file_prefix(owner: &str, file: &str) -> String {
 fn add(store: &dyn StateStore, prefix: &str, label: Label) -> Result<(), FlowError> {
     let kind_prefix = format!("{prefix}{}/", label.kind);
     let key = format!("{kind_prefix}{}", digest(&label.source));
-    if store.state_get(NAMESPACE, &key).map_err(storage)?.is_some() {
+    if store.state_get(NAMESPACE, &key)?.is_some() {
         return Ok(());
     }
-    let held = store
-        .state_keys(NAMESPACE, prefix, MAX_KINDS * MAX_SOURCES + 1)
-        .map_err(storage)?;
+    let held = store.state_keys(NAMESPACE, prefix, MAX_KINDS * MAX_SOURCES + 1)?;
     let of_kind = held.iter().filter(|k| k.starts_with(&kind_prefix)).count();
     if of_kind >= MAX_SOURCES {
         return Ok(());
@@ -342,13 +346,9 @@ fn add(store: &dyn StateStore, prefix: &str, label: Label) -> Result<(), FlowErr
     store
         .state_put(NAMESPACE, &key, Some(&value), QUOTA)
         .map_err(|err| match err {
-            StateWriteError::QuotaExceeded(_) => FlowError::Storage(format!(
-                "the flow labels fill their {} MiB; a person lists and clears them with \
-                 `toolgate flows list` and `toolgate flows clear`",
-                QUOTA >> 20
-            )),
-            StateWriteError::TooLarge => FlowError::Storage("a label is too large".into()),
-            StateWriteError::Storage(err) => storage(err),
+            StateWriteError::QuotaExceeded(_) => FlowError::Full,
+            StateWriteError::TooLarge => FlowError::TooLarge,
+            StateWriteError::Storage(err) => FlowError::Storage(err),
         })
 }
 
@@ -364,12 +364,12 @@ fn kinds(keys: &[String], prefix: &str) -> usize {
 
 /// The labels under `prefix`, oldest first.
 fn read(snapshot: &dyn StateSnapshot, prefix: &str, limit: usize) -> Result<Vec<Label>, FlowError> {
-    let keys = snapshot.keys(prefix, limit).map_err(storage)?;
+    let keys = snapshot.keys(prefix, limit)?;
     if keys.is_empty() {
         return Ok(Vec::new());
     }
     let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
-    let values = snapshot.get_many(&keys).map_err(storage)?;
+    let values = snapshot.get_many(&keys)?;
     let mut labels: Vec<Label> = values
         .into_iter()
         .flatten()

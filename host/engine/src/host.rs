@@ -29,7 +29,7 @@ pub use crate::registry::ReloadReport;
 use crate::request::{ArgumentsText, ToolRequest};
 use crate::runtime::Runtime;
 use crate::store::hygiene::{StoreStats, SweepReport};
-use crate::store::{FleetPins, Store, StoredEvent, TerminalStore};
+use crate::store::{FleetPins, Store, StoredEvent, TakeGateError, TerminalStore};
 
 /// A toolgate host: loaded policies over one store.
 pub struct Toolgate {
@@ -240,7 +240,7 @@ impl Toolgate {
     /// follow within 100 ms unless `[log] durable_before_answer`: the
     /// daemon answers a decision only after this, so a daemon killed with
     /// SIGKILL loses no lease use, budget or pause it acknowledged.
-    pub fn settle(&self) {
+    pub(crate) fn settle(&self) {
         self.store.maintenance().settle();
     }
 
@@ -249,7 +249,7 @@ impl Toolgate {
     /// the store, so an answer that depends on it is not given. redb then
     /// refuses every operation until the store is opened again: a daemon
     /// exits for a fresh start.
-    pub fn check_durable(&self) -> Result<()> {
+    pub(crate) fn check_durable(&self) -> Result<()> {
         match self.store.maintenance().durability_failure() {
             None => Ok(()),
             Some(why) => Err(Error::store(
@@ -333,7 +333,12 @@ impl Toolgate {
     /// is bound to the turn it started: a prompt event the agent forged
     /// starts a turn of its own but cannot move the real calls into it (see
     /// [`PromptTurns`]). Without one, the session's turn counter.
-    pub fn turn_of(&self, session: &str, prompt: Option<&str>, starts_turn: bool) -> Result<u64> {
+    pub(crate) fn turn_of(
+        &self,
+        session: &str,
+        prompt: Option<&str>,
+        starts_turn: bool,
+    ) -> Result<u64> {
         let counter = || {
             if starts_turn {
                 self.store.turns().next_turn(session)
@@ -361,7 +366,7 @@ impl Toolgate {
     }
 
     /// The config now in force.
-    pub fn config(&self) -> Config {
+    pub(crate) fn config(&self) -> Config {
         self.registry.config()
     }
 
@@ -505,7 +510,7 @@ impl Toolgate {
 
     /// Whether any live policy says which tools may be offered (exports
     /// `visibility`): a lister need not ask, or look again, otherwise.
-    pub fn filters_tools(&self) -> bool {
+    pub(crate) fn filters_tools(&self) -> bool {
         self.plugins()
             .iter()
             .any(|p| p.phases.visibility && p.mode == PluginMode::Live)
@@ -533,7 +538,7 @@ impl Toolgate {
     /// that sends none (Copilot CLI) the same tool and arguments — and no
     /// standing approval is recorded, so a forged report can close a prompt
     /// but never approve anything.
-    pub fn close_answered_gate(&self, request: &ToolRequest) -> Result<Option<PendingGate>> {
+    pub(crate) fn close_answered_gate(&self, request: &ToolRequest) -> Result<Option<PendingGate>> {
         let key = GateKey {
             user_id: request.user_id.clone(),
             thread_id: request.thread().to_string(),
@@ -608,7 +613,7 @@ impl Toolgate {
 
     /// Take back the pause `pause` unanswered: the runtime asks its person
     /// itself (see `[approvals] follow_client_rules`).
-    pub fn withdraw_pause(&self, pause: &crate::decision::PauseInfo) -> Result<()> {
+    pub(crate) fn withdraw_pause(&self, pause: &crate::decision::PauseInfo) -> Result<()> {
         let key = GateKey {
             user_id: pause.user_id.clone(),
             thread_id: pause.thread_id.clone(),
@@ -632,36 +637,15 @@ impl Toolgate {
             now,
         ) {
             Ok(gate) => Ok(Some(gate)),
-            Err(crate::gates::GateError::Storage(message)) => {
-                Err(Error::store(self.store.path(), message))
-            }
-            Err(_) => Ok(None),
+            Err(TakeGateError::Storage(err)) => Err(err),
+            Err(TakeGateError::Refused(_)) => Ok(None),
         }
     }
 
-    /// Resolve a pending gate from a channel the caller has authenticated
-    /// (the daemon: a person at a terminal, or a channel with its token),
-    /// which may resolve a gate raised from any channel.
-    pub fn resolve_gate_authenticated(
-        &self,
-        key: &GateKey,
-        request_id: &str,
-        channel: &str,
-        resolution: GateResolution,
-    ) -> Result<PendingGate> {
-        self.resolve_from(
-            key,
-            request_id,
-            channel,
-            resolution,
-            &[channel.to_string()],
-            channel,
-        )
-    }
-
-    /// Resolve a gate as the daemon does: `authenticated` as
-    /// [`Toolgate::resolve_gate_authenticated`], and `by` (the person, as
-    /// the daemon identified them) named in the audit trail.
+    /// Resolve a gate as the daemon does: `authenticated` (a person at a
+    /// terminal, or a channel with its token) may resolve a gate raised
+    /// from any channel, and `by` (the person, as the daemon identified
+    /// them) is named in the audit trail.
     pub(crate) fn resolve_gate_by(
         &self,
         (key, request_id): (&GateKey, &str),
@@ -753,12 +737,12 @@ impl Toolgate {
     }
 
     /// Every flow label: what sessions took in and which files hold it.
-    pub fn flow_labels(&self) -> Result<Vec<crate::flows::Label>> {
+    pub(crate) fn flow_labels(&self) -> Result<Vec<crate::flows::Label>> {
         crate::flows::list(&self.store)
     }
 
     /// Remove the flow labels `what` names (a person's act); how many went.
-    pub fn clear_flows(&self, what: &crate::flows::FlowsClear) -> Result<usize> {
+    pub(crate) fn clear_flows(&self, what: &crate::flows::FlowsClear) -> Result<usize> {
         crate::flows::clear(&self.store, what)
     }
 

@@ -283,9 +283,6 @@ pub enum GateError {
         /// The channel that tried.
         actual: String,
     },
-    /// The store failed.
-    #[error("store error: {0}")]
-    Storage(String),
 }
 
 #[cfg(test)]

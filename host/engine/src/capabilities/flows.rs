@@ -7,10 +7,11 @@ use crate::sandbox::SandboxState;
 
 impl From<FlowError> for FlowsError {
     fn from(err: FlowError) -> Self {
-        match err {
+        match &err {
             FlowError::InvalidKind => FlowsError::InvalidKind,
             FlowError::UnknownPath => FlowsError::UnknownPath,
-            FlowError::Storage(message) => FlowsError::Storage(message),
+            FlowError::Full | FlowError::TooLarge => FlowsError::Storage(err.to_string()),
+            FlowError::Storage(err) => FlowsError::Storage(err.report()),
         }
     }
 }
@@ -42,8 +43,8 @@ impl SandboxState {
     }
 
     fn logged(&self, err: FlowError) -> FlowsError {
-        if let FlowError::Storage(why) = &err {
-            tracing::warn!(policy = %self.call.policy, error = %why, "flow labels failed");
+        if !matches!(err, FlowError::InvalidKind | FlowError::UnknownPath) {
+            tracing::warn!(policy = %self.call.policy, error = %err, "flow labels failed");
         }
         err.into()
     }

@@ -55,6 +55,28 @@ pub struct StoredEvent {
     pub at_ms: u64,
 }
 
+/// Why a pending gate was not taken: the contract said no (a
+/// [`GateError`] the caller can act on; the gate stays, unless it expired)
+/// or the store failed (its error, with the engine's or the OS's cause).
+#[derive(Debug, thiserror::Error)]
+pub enum TakeGateError {
+    /// Not found, expired, or not this call's or this channel's to take.
+    #[error(transparent)]
+    Refused(#[from] GateError),
+    /// The store could not be read or written.
+    #[error(transparent)]
+    Storage(#[from] crate::Error),
+}
+
+impl From<TakeGateError> for crate::Error {
+    fn from(err: TakeGateError) -> Self {
+        match err {
+            TakeGateError::Refused(refusal) => crate::Error::Gate(refusal),
+            TakeGateError::Storage(err) => err,
+        }
+    }
+}
+
 /// Why a state write was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum StateWriteError {
@@ -187,7 +209,7 @@ pub trait GateStore {
         channel: &str,
         trusted_channels: &[String],
         now_ms: u64,
-    ) -> Result<PendingGate, GateError>;
+    ) -> Result<PendingGate, TakeGateError>;
     /// Remember a resolution, made over channel `by`, for the resubmitted
     /// call, for `ttl`.
     fn record_resolution(
@@ -550,12 +572,12 @@ impl AuditWriter {
     /// chain is kept. `newest` reads the newest stored link and the signed
     /// head, to resume from. A backend runs this before its write transaction, so hashing
     /// and signing do not hold up the decisions that wait for that lock.
-    pub(crate) fn pass(
+    pub(crate) fn pass<E>(
         &mut self,
         queue: &AuditQueue,
         decisions: &[(u64, Vec<u8>)],
-        newest: impl FnOnce() -> std::result::Result<(Option<Stored>, Option<SignedHead>), String>,
-    ) -> std::result::Result<Option<AuditPass>, String> {
+        newest: impl FnOnce() -> std::result::Result<(Option<Stored>, Option<SignedHead>), E>,
+    ) -> std::result::Result<Option<AuditPass>, E> {
         let Some(settings) = queue.settings() else {
             return Ok(None);
         };
@@ -771,10 +793,10 @@ pub(crate) enum Take {
     Refused(GateError),
 }
 
-/// Judge taking the gate stored at `key` (`None`: there is none; `Err`: it
-/// could not be read) for `request_id` from `channel`.
+/// Judge taking the gate stored at `key` (`None`: there is none) for
+/// `request_id` from `channel`.
 pub(crate) fn judge_take(
-    stored: Option<std::result::Result<PendingGate, String>>,
+    stored: Option<PendingGate>,
     key: &GateKey,
     request_id: &str,
     channel: &str,
@@ -786,12 +808,9 @@ pub(crate) fn judge_take(
             user_id: key.user_id.clone(),
             thread_id: key.thread_id.clone(),
         }),
-        Some(Err(err)) => Take::Refused(GateError::Storage(format!("unreadable gate: {err}"))),
-        Some(Ok(gate)) if gate.is_expired(now_ms) => Take::Expired,
-        Some(Ok(gate)) if gate.request_id != request_id => {
-            Take::Refused(GateError::RequestIdMismatch)
-        }
-        Some(Ok(gate))
+        Some(gate) if gate.is_expired(now_ms) => Take::Expired,
+        Some(gate) if gate.request_id != request_id => Take::Refused(GateError::RequestIdMismatch),
+        Some(gate)
             if gate.source_channel != channel && !trusted_channels.iter().any(|t| t == channel) =>
         {
             Take::Refused(GateError::ChannelMismatch {
@@ -799,7 +818,7 @@ pub(crate) fn judge_take(
                 actual: channel.to_string(),
             })
         }
-        Some(Ok(gate)) => Take::Taken(Box::new(gate)),
+        Some(gate) => Take::Taken(Box::new(gate)),
     }
 }
 

@@ -23,18 +23,15 @@ pub(super) fn prepare(
     decisions: &[(u64, Vec<u8>)],
 ) -> std::result::Result<Option<AuditPass>, Box<dyn std::error::Error + Send + Sync>> {
     let host = queue.settings().map(|s| s.host).unwrap_or_default();
-    let newest = || {
-        let read = || -> std::result::Result<_, redb::Error> {
-            let txn = db.begin_read()?;
-            let table = txn.open_table(AUDIT)?;
-            let last = table.last()?;
-            let last = last.map(|(seq, bytes)| (seq.value(), bytes.value().to_vec()));
-            let heads = txn.open_table(AUDIT_HEAD)?;
-            let head = heads.get(host.as_str())?;
-            let head = head.and_then(|h| serde_json::from_slice::<SignedHead>(h.value()).ok());
-            Ok((last, head))
-        };
-        read().map_err(|e| e.to_string())
+    let newest = || -> std::result::Result<_, redb::Error> {
+        let txn = db.begin_read()?;
+        let table = txn.open_table(AUDIT)?;
+        let last = table.last()?;
+        let last = last.map(|(seq, bytes)| (seq.value(), bytes.value().to_vec()));
+        let heads = txn.open_table(AUDIT_HEAD)?;
+        let head = heads.get(host.as_str())?;
+        let head = head.and_then(|h| serde_json::from_slice::<SignedHead>(h.value()).ok());
+        Ok((last, head))
     };
     Ok(writer.pass(queue, decisions, newest)?)
 }

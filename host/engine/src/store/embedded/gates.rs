@@ -8,7 +8,9 @@ use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 use super::{PENDING_GATES, RedbStore};
 use crate::error::{GateError, Result};
 use crate::gates::{GateKey, GateResolution, PendingGate, RecordedResolution};
-use crate::store::{GateStore, Take, judge_take, parse_gate, parse_resolutions, raised};
+use crate::store::{
+    GateStore, Take, TakeGateError, judge_take, parse_gate, parse_resolutions, raised,
+};
 
 /// A gate's key in [`PENDING_GATES`].
 pub(crate) fn slot_of(gate: &PendingGate) -> (&str, &str, &str) {
@@ -116,17 +118,23 @@ impl GateStore for RedbStore {
         channel: &str,
         trusted_channels: &[String],
         now_ms: u64,
-    ) -> Result<PendingGate, GateError> {
-        let storage = |e: redb::Error| GateError::Storage(e.to_string());
+    ) -> Result<PendingGate, TakeGateError> {
+        let storage = |e: redb::Error| TakeGateError::Storage(self.error(e));
         let txn = self.db().begin_write().map_err(|e| storage(e.into()))?;
         let outcome = {
             let mut table = txn
                 .open_table(PENDING_GATES)
                 .map_err(|e| storage(e.into()))?;
             let slot = (key.user_id.as_str(), key.thread_id.as_str(), request_id);
-            let gate = table.get(slot).map_err(|e| storage(e.into()))?.map(|v| {
-                serde_json::from_slice::<PendingGate>(v.value()).map_err(|e| e.to_string())
-            });
+            let gate = match table.get(slot).map_err(|e| storage(e.into()))? {
+                Some(body) => Some(parse_gate(
+                    &self.path,
+                    &key.user_id,
+                    &key.thread_id,
+                    body.value(),
+                )?),
+                None => None,
+            };
             match judge_take(gate, key, request_id, channel, trusted_channels, now_ms) {
                 Take::Taken(gate) => {
                     table.remove(slot).map_err(|e| storage(e.into()))?;
@@ -134,10 +142,10 @@ impl GateStore for RedbStore {
                 }
                 Take::Expired => {
                     table.remove(slot).map_err(|e| storage(e.into()))?;
-                    Err(GateError::Expired)
+                    Err(GateError::Expired.into())
                 }
                 // Nothing changed: the transaction is dropped, not committed.
-                Take::Refused(refusal) => return Err(refusal),
+                Take::Refused(refusal) => return Err(refusal.into()),
             }
         };
         txn.commit().map_err(|e| storage(e.into()))?;

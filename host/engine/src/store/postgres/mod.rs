@@ -41,7 +41,8 @@ use tokio_postgres::{Config as PgConfig, NoTls};
 use super::{
     AuditPage, AuditTrail, DecisionLog, EVENT_QUEUE_CAPACITY, EventStore, GateStore, LogBuffer,
     MAX_STATE_ENTRY, MAX_STATE_KEY, Maintenance, Settings, StateSnapshot, StateStore,
-    StateWriteError, StoredEvent, Take, TerminalStore, TurnStore, judge_take,
+    StateWriteError, StoredEvent, Take, TakeGateError, TerminalStore, TurnStore, judge_take,
+    parse_gate,
 };
 use crate::audit::{AuditRecord, AuditSettings};
 use crate::config::LogConfig;
@@ -609,10 +610,6 @@ impl EventStore for PostgresStore {
     }
 }
 
-fn gate_of(body: &[u8]) -> std::result::Result<PendingGate, String> {
-    serde_json::from_slice(body).map_err(|e| e.to_string())
-}
-
 /// Store `gate` in its (user, thread, request id) slot, replacing what is
 /// there.
 fn upsert_gate(
@@ -726,12 +723,9 @@ impl GateStore for PostgresStore {
         channel: &str,
         trusted_channels: &[String],
         now_ms: u64,
-    ) -> std::result::Result<PendingGate, GateError> {
-        let storage = |e: PgError| GateError::Storage(describe(&e));
-        let mut client = self
-            .pool
-            .get()
-            .map_err(|e| GateError::Storage(e.to_string()))?;
+    ) -> std::result::Result<PendingGate, TakeGateError> {
+        let storage = |e: PgError| TakeGateError::Storage(self.pool.error(e));
+        let mut client = self.pool.get()?;
         let mut txn = client.transaction().map_err(storage)?;
         let stored = txn
             .query_opt(
@@ -739,8 +733,16 @@ impl GateStore for PostgresStore {
                  AND request_id = $3 FOR UPDATE",
                 &[&key.user_id, &key.thread_id, &request_id],
             )
-            .map_err(storage)?
-            .map(|r| gate_of(&r.get::<_, Vec<u8>>(0)));
+            .map_err(storage)?;
+        let stored = match stored {
+            Some(row) => Some(parse_gate(
+                &self.pool.display,
+                &key.user_id,
+                &key.thread_id,
+                &row.get::<_, Vec<u8>>(0),
+            )?),
+            None => None,
+        };
         let delete = |txn: &mut client::Transaction<'_>| {
             txn.execute(
                 "DELETE FROM gates WHERE user_id = $1 AND thread_id = $2 AND request_id = $3",
@@ -754,9 +756,9 @@ impl GateStore for PostgresStore {
             }
             Take::Expired => {
                 delete(&mut txn).map_err(storage)?;
-                Err(GateError::Expired)
+                Err(GateError::Expired.into())
             }
-            Take::Refused(refusal) => return Err(refusal),
+            Take::Refused(refusal) => return Err(refusal.into()),
         };
         txn.commit().map_err(storage)?;
         outcome

@@ -14,9 +14,10 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::client::{Client, Queries as _};
+use super::client::{Client, PgError, Queries as _};
 
 use super::Pool;
+use crate::error::StoreCause;
 use crate::store::FleetPins;
 
 /// The notification channel.
@@ -47,9 +48,9 @@ pub(super) struct Listener {
 }
 
 impl Listener {
-    pub(super) fn start(pool: Arc<Pool>) -> Result<Self, String> {
+    pub(super) fn start(pool: Arc<Pool>) -> Result<Self, StoreCause> {
         let mut bytes = [0u8; 8];
-        getrandom::fill(&mut bytes).map_err(|e| e.to_string())?;
+        getrandom::fill(&mut bytes)?;
         let id = hex::encode(bytes);
         // The first subscription is made here, so a store that opens is one
         // that follows the fleet.
@@ -60,8 +61,7 @@ impl Listener {
             let (id, requested, stop) = (id.clone(), requested.clone(), stop.clone());
             std::thread::Builder::new()
                 .name("toolgate-pg-reloads".into())
-                .spawn(move || follow(&pool, first, &id, &requested, &stop))
-                .map_err(|e| e.to_string())?
+                .spawn(move || follow(&pool, first, &id, &requested, &stop))?
         };
         Ok(Self {
             id,
@@ -99,11 +99,9 @@ impl Listener {
 }
 
 /// A connection listening on the channel.
-fn subscribe(pool: &Pool) -> Result<Client, String> {
-    let mut client = pool.connect().map_err(|e| super::describe(&e))?;
-    client
-        .batch_execute(&format!("LISTEN {CHANNEL}"))
-        .map_err(|e| super::describe(&e))?;
+fn subscribe(pool: &Pool) -> Result<Client, PgError> {
+    let mut client = pool.connect()?;
+    client.batch_execute(&format!("LISTEN {CHANNEL}"))?;
     Ok(client)
 }
 

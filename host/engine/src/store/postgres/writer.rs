@@ -13,6 +13,7 @@ use super::{Pool, describe, i64_of};
 use crate::audit::LinkHead;
 use crate::decision::Verdict;
 use crate::decision_log::LogEntry;
+use crate::error::{StoreCause, with_causes};
 use crate::store::hygiene::{Retention, SweepReport};
 use crate::store::{AuditWriter, LogBuffer, Settings, StoredEvent};
 
@@ -78,7 +79,7 @@ impl Writer {
                 if let Err(err) = self.commit(batch, &decisions, &mut audit) {
                     audit.failed(&self.settings.audit);
                     self.dropped.fetch_add(written, Ordering::Relaxed);
-                    tracing::error!(error = %err, written, "store writes lost: the batch could not be committed");
+                    tracing::error!(error = %with_causes(&*err), written, "store writes lost: the batch could not be committed");
                 }
             }
             if last_sweep.elapsed() >= interval {
@@ -113,9 +114,9 @@ impl Writer {
         batch: Vec<Message>,
         decisions: &[LogEntry],
         audit: &mut AuditWriter,
-    ) -> Result<(), String> {
-        let mut client = self.pool.get().map_err(|e| e.report())?;
-        let mut txn = client.transaction().map_err(|e| describe(&e))?;
+    ) -> Result<(), StoreCause> {
+        let mut client = self.pool.get()?;
+        let mut txn = client.transaction()?;
         let mut policies = std::collections::BTreeSet::new();
         for message in batch {
             match message {
@@ -132,8 +133,7 @@ impl Writer {
                             &i64_of(event.at_ms),
                             &body,
                         ],
-                    )
-                    .map_err(|e| describe(&e))?;
+                    )?;
                     policies.insert(event.policy);
                 }
                 Message::Flush(_) | Message::Drain => unreachable!("answered by the loop"),
@@ -153,8 +153,7 @@ impl Writer {
                     &verdict_name(&entry.verdict)?,
                     &body,
                 ],
-            )
-            .map_err(|e| describe(&e))?;
+            )?;
             chained.push((entry.at_ms, body));
         }
         chain(&mut txn, &self.settings, audit, chained)?;
@@ -170,8 +169,7 @@ impl Writer {
                 "DELETE FROM events WHERE policy = $1 AND seq <= \
                  (SELECT seq FROM events WHERE policy = $1 ORDER BY seq DESC OFFSET $2 LIMIT 1)",
                 &[&policy, &i64_of(quota)],
-            )
-            .map_err(|e| describe(&e))?;
+            )?;
         }
         if logged {
             let config = self.settings.log();
@@ -180,10 +178,9 @@ impl Writer {
                 "DELETE FROM decisions WHERE at_ms < $1 OR seq <= \
                  (SELECT seq FROM decisions ORDER BY seq DESC OFFSET $2 LIMIT 1)",
                 &[&i64_of(cutoff), &i64_of(config.max_entries)],
-            )
-            .map_err(|e| describe(&e))?;
+            )?;
         }
-        txn.commit().map_err(|e| describe(&e))?;
+        txn.commit()?;
         audit.committed();
         Ok(())
     }
@@ -196,7 +193,7 @@ fn chain(
     settings: &Settings,
     audit: &mut AuditWriter,
     decisions: Vec<(u64, Vec<u8>)>,
-) -> Result<(), String> {
+) -> Result<(), StoreCause> {
     let Some(host) = settings.audit.settings().map(|s| s.host) else {
         return Ok(());
     };
@@ -208,20 +205,16 @@ fn chain(
     txn.execute(
         "SELECT pg_advisory_xact_lock(hashtext('toolgate-audit:' || $1))",
         &[&host],
-    )
-    .map_err(|e| describe(&e))?;
+    )?;
     audit.forget_end();
-    let newest = || {
-        let row = txn
-            .query_opt(
-                "SELECT seq, link FROM audit WHERE host = $1 ORDER BY seq DESC LIMIT 1",
-                &[&host],
-            )
-            .map_err(|e| describe(&e))?;
+    let newest = || -> Result<_, PgError> {
+        let row = txn.query_opt(
+            "SELECT seq, link FROM audit WHERE host = $1 ORDER BY seq DESC LIMIT 1",
+            &[&host],
+        )?;
         let last = row.map(|row| (row.get::<_, i64>(0) as u64, row.get(1)));
         let head = txn
-            .query_opt("SELECT head FROM audit_heads WHERE host = $1", &[&host])
-            .map_err(|e| describe(&e))?
+            .query_opt("SELECT head FROM audit_heads WHERE host = $1", &[&host])?
             .and_then(|row| serde_json::from_slice(&row.get::<_, Vec<u8>>(0)).ok());
         Ok((last, head))
     };
@@ -235,7 +228,6 @@ fn chain(
             &[&host, &i64_of(seq), &i64_of(at_ms), &bytes],
         )
         .map(drop)
-        .map_err(|e| describe(&e))
     };
     for (seq, bytes) in &pass.links {
         insert(txn, *seq, bytes)?;
@@ -252,8 +244,7 @@ fn chain(
         "INSERT INTO audit_heads (host, head) VALUES ($1, $2) \
          ON CONFLICT (host) DO UPDATE SET head = EXCLUDED.head",
         &[&host, &head],
-    )
-    .map_err(|e| describe(&e))?;
+    )?;
     Ok(())
 }
 
@@ -266,13 +257,12 @@ fn retain(
     host: &str,
     settings: &crate::audit::AuditSettings,
     newest: u64,
-) -> Result<Option<crate::audit::Pruned>, String> {
+) -> Result<Option<crate::audit::Pruned>, StoreCause> {
     let first = txn
         .query_opt(
             "SELECT seq, at_ms FROM audit WHERE host = $1 ORDER BY seq LIMIT 1",
             &[&host],
-        )
-        .map_err(|e| describe(&e))?
+        )?
         .map(|row| (row.get::<_, i64>(0) as u64, row.get::<_, i64>(1) as u64));
     let Some((first, at_ms)) = first else {
         return Ok(None);
@@ -286,26 +276,22 @@ fn retain(
             .query_one(
                 "SELECT COALESCE(min(seq), $2) FROM audit WHERE host = $1 AND at_ms >= $3",
                 &[&host, &i64_of(newest + 1), &i64_of(cutoff)],
-            )
-            .map_err(|e| describe(&e))?
+            )?
             .get(0);
         keep_from = keep_from.max(young as u64);
     }
     if keep_from <= first {
         return Ok(None);
     }
-    let removed = txn
-        .execute(
-            "DELETE FROM audit WHERE host = $1 AND seq < $2",
-            &[&host, &i64_of(keep_from)],
-        )
-        .map_err(|e| describe(&e))?;
+    let removed = txn.execute(
+        "DELETE FROM audit WHERE host = $1 AND seq < $2",
+        &[&host, &i64_of(keep_from)],
+    )?;
     let kept = txn
         .query_opt(
             "SELECT seq, link FROM audit WHERE host = $1 ORDER BY seq LIMIT 1",
             &[&host],
-        )
-        .map_err(|e| describe(&e))?
+        )?
         .map(|row| {
             let link: Vec<u8> = row.get(1);
             serde_json::from_slice::<LinkHead>(&link).map(|l| (row.get::<_, i64>(0) as u64, l.prev))
