@@ -3,7 +3,8 @@
 //! cycle among the top-level modules; a module's own submodules may refer
 //! to each other — a new `use crate::…` that closes a cycle fails here, and
 //! the message names the cycle; the engine, the servers and the wire types
-//! alike, with groups and the root's re-exports read); only `hooks/` names a runtime; a policy's
+//! alike, with groups and the root's re-exports read); only the runtimes crate names a runtime,
+//! and it links the wire crate and no engine; a policy's
 //! capabilities hold only their store roles; the servers read the store
 //! through the facade; no long functions in any of our crates (a
 //! template's text counted).
@@ -251,6 +252,7 @@ fn the_host_modules_depend_on_each_other_one_way() {
         (engine_src(), 20),
         (server_src(), 4),
         (host.join("wire/src"), 8),
+        (host.join("runtimes/src"), 8),
         (host.join("../xtask/src"), 3),
     ];
     // The policies and their helper crate (the language bindings are one
@@ -301,8 +303,8 @@ fn linked_crates(package: &str, features: Option<&str>) -> BTreeSet<String> {
         .map(str::to_string)
         .collect();
     assert!(
-        crates.contains("wasmtime") && crates.contains("redb"),
-        "the listing is an engine's: {crates:?}"
+        crates.contains(package) && crates.contains("toolgate-wire"),
+        "the listing is not {package}'s tree: {crates:?}"
     );
     crates
 }
@@ -338,6 +340,7 @@ fn the_engine_links_no_server_and_no_cli() {
         (Some("postgres"), [&SERVERS[..], &HTTP[..]].concat()),
     ] {
         let crates = linked_crates("toolgate-engine", features);
+        assert!(crates.contains("wasmtime"), "{crates:?}");
         let linked: Vec<_> = forbidden.iter().filter(|c| crates.contains(**c)).collect();
         assert!(
             linked.is_empty(),
@@ -361,6 +364,28 @@ fn the_language_bindings_link_the_engine_not_the_servers() {
              `route`), not the servers"
         );
     }
+}
+
+/// The runtimes' translation (`host/runtimes`) is plain code over the wire
+/// types: the engine links it, never the other way, and a runtime's tests
+/// build without wasmtime.
+#[test]
+fn the_runtimes_link_the_wire_crate_and_no_engine() {
+    let crates = linked_crates("toolgate-runtimes", None);
+    let forbidden = [
+        "toolgate-engine",
+        "toolgate",
+        "wasmtime",
+        "redb",
+        "tokio",
+        "tokio-postgres",
+    ];
+    let linked: Vec<_> = forbidden.iter().filter(|c| crates.contains(**c)).collect();
+    assert!(
+        linked.is_empty(),
+        "toolgate-runtimes links {linked:?}: it translates events to the wire types; what \
+         decides belongs in the engine"
+    );
 }
 
 #[test]
@@ -423,7 +448,7 @@ fn the_store_engine_stays_inside_its_backend() {
 
 #[test]
 fn only_hooks_knows_the_runtimes() {
-    // Adding a runtime is one file in `hooks/` and one `HookRuntime`
+    // Adding a runtime is one file in `host/runtimes/` and one `HookRuntime`
     // variant: no other module names a runtime's variant (the CLI's
     // subcommands map to theirs in one place, `HookCommand::adapter`; the
     // wire crate's `protocol.rs` defines them, with the failure answers the
@@ -434,9 +459,7 @@ fn only_hooks_knows_the_runtimes() {
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
             if path.is_dir() {
-                if path != engine_src().join("hooks") {
-                    pending.push(path);
-                }
+                pending.push(path);
                 continue;
             }
             let text = std::fs::read_to_string(&path).unwrap();
@@ -460,7 +483,7 @@ fn only_hooks_knows_the_runtimes() {
     }
     assert!(
         found.is_empty(),
-        "a runtime named outside hooks/:\n{}",
+        "a runtime named outside the runtimes crate (host/runtimes):\n{}",
         found.join("\n")
     );
 }
@@ -605,6 +628,7 @@ fn no_function_outside_tests_is_longer_than_80_lines() {
         host.join("src"),
         host.join("engine/src"),
         host.join("wire/src"),
+        host.join("runtimes/src"),
         host.join("python/src"),
         host.join("node/src"),
         root.join("xtask/src"),
@@ -673,7 +697,7 @@ fn the_servers_reach_the_store_through_the_facade() {
     let dirs = [
         "src/daemon",
         "src/mcp",
-        "engine/src/hooks",
+        "runtimes/src",
         "engine/src/service",
         "src/bin",
     ];

@@ -62,7 +62,7 @@ proptest! {
                 Ok(event) => {
                     let _ = event.needs();
                 }
-                Err(err) => prop_assert_eq!(err.kind(), ErrorKind::InvalidRequest),
+                Err(err) => prop_assert_eq!(toolgate::Error::from(err).kind(), ErrorKind::InvalidRequest),
             }
         }
     }

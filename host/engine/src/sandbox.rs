@@ -270,7 +270,7 @@ pub(crate) struct CallContext {
     /// Byte cap on the policy's state namespace.
     pub state_quota: u64,
     /// The transcript the runtime named for this call, if any, and the
-    /// user who must own it (a tenant's call: see [`crate::transcript`]).
+    /// user who must own it (a tenant's call: see [`crate::hooks::transcript`]).
     pub transcript: Option<(PathBuf, Option<u32>)>,
     /// Host cap on one transcript-tail read.
     pub transcript_cap: u32,

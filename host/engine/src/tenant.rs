@@ -13,6 +13,7 @@
 
 use toolgate_wire::protocol::DaemonRequest;
 
+use crate::hooks::{Event, EventKind};
 use crate::request::{DEFAULT_USER_ID, ToolRequest};
 use crate::{Error, Result};
 
@@ -26,8 +27,8 @@ pub enum Tenant {
     User(u32),
 }
 
-/// What starts a tenant's user id and (before `/`) its sessions.
-const PREFIX: &str = "uid:";
+use toolgate_wire::request::TENANT_PREFIX as PREFIX;
+pub use toolgate_wire::request::owner_of_user;
 
 impl Tenant {
     /// The user id its requests act for (`uid:N`); none for the operator,
@@ -99,6 +100,26 @@ impl Tenant {
                 )))
             }
         }
+    }
+
+    /// A runtime's hook `event` as this tenant may send it: the ids its
+    /// call and session name refused if another tenant's, then made its own
+    /// (the hook's side of [`Tenant::confine_request`]).
+    pub fn confine_event(self, event: &mut Event) -> Result<()> {
+        if self == Self::Operator {
+            return Ok(());
+        }
+        let mut request = match &mut event.kind {
+            EventKind::Decide { request, .. } | EventKind::Ran { request, .. } => Some(request),
+            EventKind::Nothing | EventKind::NewTurn => None,
+        };
+        let named = request.iter().flat_map(|request| ids_of(request));
+        self.refuse_foreign(named.chain([event.session.as_str()]))?;
+        event.session = self.session(&event.session);
+        if let Some(request) = request.as_mut() {
+            self.confine(request);
+        }
+        Ok(())
     }
 
     /// `request` as this tenant may make it: the ids it names made its own,
@@ -175,13 +196,6 @@ pub fn needs_no_tenant(request: &DaemonRequest) -> bool {
             | DaemonRequest::Health
             | DaemonRequest::Metrics
     )
-}
-
-/// The tenant (uid) a user id belongs to, if it is a tenant's.
-pub fn owner_of_user(user_id: &str) -> Option<u32> {
-    let rest = user_id.strip_prefix(PREFIX)?;
-    let digits = rest.split_once('/').map_or(rest, |(uid, _)| uid);
-    digits.parse().ok()
 }
 
 /// The tenant part of a session id (`uid:N/`), empty for the operator's

@@ -132,6 +132,19 @@ fn default_session() -> String {
 /// The person a request acts for when it names none.
 pub const DEFAULT_USER_ID: &str = "local";
 
+/// How a tenant's ids begin, in system mode: `uid:N` for OS user N's user
+/// id, `uid:N/…` for its sessions. The daemon gives every caller such ids
+/// (see the engine's `tenant`); no caller can name another's.
+pub const TENANT_PREFIX: &str = "uid:";
+
+/// The tenant (uid) a user id belongs to, if it is a tenant's: whose files
+/// (transcripts) toolgate reads on its behalf.
+pub fn owner_of_user(user_id: &str) -> Option<u32> {
+    let rest = user_id.strip_prefix(TENANT_PREFIX)?;
+    let digits = rest.split_once('/').map_or(rest, |(uid, _)| uid);
+    digits.parse().ok()
+}
+
 fn default_user() -> String {
     DEFAULT_USER_ID.into()
 }

@@ -1,8 +1,8 @@
 //! `toolgate:policy/context`: the call's transcript tail.
 
 use crate::bindings::toolgate::policy::context::{Host, TranscriptError};
+use crate::hooks::transcript::read_tail;
 use crate::sandbox::SandboxState;
-use crate::transcript::read_tail;
 
 impl Host for SandboxState {
     fn transcript_tail(&mut self, max_bytes: u32) -> Result<Option<String>, TranscriptError> {

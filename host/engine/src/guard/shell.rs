@@ -19,7 +19,7 @@ use brush_parser::word::{self, BraceExpressionMember, BraceExpressionOrText, Wor
 use brush_parser::{ParserOptions, Token};
 
 use super::resolve;
-use crate::path_text;
+use crate::hooks::path_text;
 
 /// How deep `sh -c`, `eval` and `$(…)` are followed.
 const MAX_DEPTH: usize = 4;

@@ -58,16 +58,7 @@ fn drive(
     decided: &mut Option<Decision>,
 ) -> Result<Value> {
     let mut event = adapter.parse(input)?;
-    if tenant != Tenant::Operator {
-        let named: Vec<&str> = match &event.kind {
-            EventKind::Decide { request, .. } | EventKind::Ran { request, .. } => {
-                crate::tenant::ids_of(request).collect()
-            }
-            EventKind::Nothing | EventKind::NewTurn => Vec::new(),
-        };
-        tenant.refuse_foreign(named.into_iter().chain([event.session.as_str()]))?;
-        event.confine(tenant);
-    }
+    tenant.confine_event(&mut event)?;
     let prompt = event.prompt.as_deref();
     if let (Some(declined), Needs::Store | Needs::Policies) =
         (adapter.decline_detector(), event.needs())

@@ -1,17 +1,17 @@
-//! Agent runtimes' hooks: one file per runtime, each with its
+//! toolgate's agent runtimes: one file per runtime, each with its
 //! [`RuntimeInfo`] (what toolgate knows of it as data) and its [`Adapter`]
-//! (translation), and one driver ([`handle`]) that walks every event the
-//! same way.
+//! (translation), over the wire types only — this crate links no engine
+//! and no wasmtime, and the engine re-exports it as `hooks`.
 //!
 //! Self-protection, `toolgate setup system` and `doctor` read the
 //! [`RuntimeInfo`]s ([`RUNTIMES`]) and no adapter. An adapter only
-//! translates: it parses the runtime's event into an
-//! [`Event`] (a new prompt, a call to decide, a call that ran, or nothing),
-//! writes the runtime's answer to a decision, and says what its settings
-//! need. The driver does the work against the engine: turns, decisions,
+//! translates: it parses the runtime's event into an [`Event`] (a new
+//! prompt, a call to decide, a call that ran, or nothing), writes the
+//! runtime's answer to a decision, and says what its settings need. The
+//! engine's driver (`service::hook`) does the work: turns, decisions,
 //! outcomes, gates. Adding a runtime is one file here plus one
 //! [`HookRuntime`] variant and a line in [`adapter`] and [`RUNTIMES`];
-//! nothing outside this module matches on the runtime or names it.
+//! nothing outside this crate matches on the runtime or names it.
 //!
 //! An internal failure must never silently allow (a crashed hook lets most
 //! runtimes run the tool), so every error becomes the runtime's failure
@@ -24,16 +24,23 @@ pub mod copilot;
 pub mod cursor;
 pub mod gemini_cli;
 pub mod opencode;
+pub mod path_text;
+pub mod transcript;
+
+use toolgate_wire::{decision, gates, output, request};
 
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::decision::{Decision, Outcome};
-use crate::error::{Error, Result};
 use crate::gates::PendingGate;
 use crate::request::ToolRequest;
-use crate::tenant::Tenant;
+pub use toolgate_wire::InvalidRequest;
 pub use toolgate_wire::protocol::{HookRuntime, OnError};
+
+/// What reading a runtime's event comes to: an event it cannot be, is an
+/// [`InvalidRequest`] naming the event and the field.
+pub type Result<T, E = InvalidRequest> = std::result::Result<T, E>;
 
 /// The adapter of `runtime`: the one place a runtime is matched.
 pub fn adapter(runtime: HookRuntime) -> &'static dyn Adapter {
@@ -323,7 +330,7 @@ pub(crate) fn starts_with_any(words: &[&str], name: &str, switches: &[&str]) -> 
 /// Among the words [`RuntimeInfo::switches_off`] is given: the text set a
 /// variable whose name is known only when it runs, so it may be any of a
 /// runtime's (no shell word holds a NUL).
-pub(crate) const ANY_VARIABLE: &str = "\0any variable\0=";
+pub const ANY_VARIABLE: &str = "\0any variable\0=";
 
 /// Programs that start the package or script named after them (`npx
 /// @openai/codex`, `node …/claude-code/cli.js`, `pnpm dlx opencode-ai`).
@@ -488,7 +495,7 @@ pub struct Event {
     /// The session (and thread) it belongs to.
     pub session: String,
     /// The runtime's id of the user prompt it follows, if it names one:
-    /// binds calls to their prompt's turn (see [`Toolgate::turn_of`]).
+    /// binds calls to their prompt's turn (the engine's `Toolgate::turn_of`).
     pub prompt: Option<String>,
     /// What happened.
     pub kind: EventKind,
@@ -557,17 +564,6 @@ impl Event {
         }
     }
 
-    /// This event as `tenant`'s: its session, and the call it carries.
-    pub fn confine(&mut self, tenant: Tenant) {
-        self.session = tenant.session(&self.session);
-        match &mut self.kind {
-            EventKind::Decide { request, .. } | EventKind::Ran { request, .. } => {
-                tenant.confine(request)
-            }
-            EventKind::Nothing | EventKind::NewTurn => {}
-        }
-    }
-
     /// What answering this event needs.
     pub fn needs(&self) -> Needs {
         match self.kind {
@@ -606,7 +602,7 @@ pub fn declined_in_prompt(gate: &PendingGate) -> bool {
 pub(crate) fn parse_event<T: DeserializeOwned>(text: &str, runtime: &str) -> Result<T> {
     serde_json::from_str(text).map_err(|err| {
         let field = misfit::<T>(text).map_or(String::new(), |f| format!("`{f}` is malformed: "));
-        Error::Request(format!(
+        InvalidRequest(format!(
             "not a {runtime} hook event ({field}{err}); expected a JSON object with session_id \
              and hook_event_name"
         ))
@@ -678,7 +674,7 @@ pub(crate) fn object_input(
         Some(Value::Bool(_)) => "a boolean",
         Some(Value::Null) => "null",
     };
-    Err(Error::Request(format!(
+    Err(InvalidRequest(format!(
         "malformed {event} event: `{field}` must be a JSON object of the tool's arguments, not \
          {kind}; the call is refused"
     )))
@@ -687,7 +683,7 @@ pub(crate) fn object_input(
 /// The tool name of a tool event, which must be there and not empty.
 pub(crate) fn required_tool_name<'a>(event: &str, name: Option<&'a str>) -> Result<&'a str> {
     name.filter(|n| !n.is_empty())
-        .ok_or_else(|| Error::Request(format!("{event} event without tool_name")))
+        .ok_or_else(|| InvalidRequest(format!("{event} event without tool_name")))
 }
 
 /// The notes of `decision` as one text for the agent, if it has any.

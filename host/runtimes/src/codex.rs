@@ -32,6 +32,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::Result;
 use super::claude_code::{mode, split_mcp};
 use super::{
     Adapter, ConfigDir, Event, EventKind, InstallPlan, RuntimeInfo, SettingsFile, SystemHooks,
@@ -39,8 +40,8 @@ use super::{
 };
 use super::{notes_text, required_tool_name, runs, starts_with_any, tool_input, who_asks};
 use crate::decision::{Decision, Verdict};
-use crate::error::{Error, Result};
 use crate::request::{Origin, ToolRequest};
+use toolgate_wire::InvalidRequest;
 use toolgate_wire::protocol::HookRuntime;
 
 /// How long Codex waits for toolgate's hook, seconds (its own default is
@@ -98,7 +99,7 @@ impl CodexEvent {
             (_, Some((server, tool))) => (tool.to_string(), Origin::Mcp(server.into()), input),
             ("apply_patch", None) => {
                 let patch = input["command"].as_str().ok_or_else(|| {
-                    Error::Request(format!(
+                    InvalidRequest(format!(
                         "malformed {} event: apply_patch's `tool_input.command` must be the \
                          patch text; the call is refused",
                         self.hook_event_name

@@ -34,6 +34,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::Result;
 use super::edit_json_object;
 use super::{Adapter, Event, EventKind, InstallPlan, SettingsFile, parse_event};
 use super::{
@@ -42,7 +43,6 @@ use super::{
 };
 use super::{settings_at, starts_with_any, tool_input};
 use crate::decision::{Decision, Verdict};
-use crate::error::Result;
 use crate::gates::PendingGate;
 use crate::request::{Mode, Origin, ToolRequest};
 
@@ -582,7 +582,7 @@ pub fn declined_in_prompt(gate: &PendingGate) -> bool {
     let Some(path) = gate.transcript_path.as_deref() else {
         return false;
     };
-    let owner = crate::tenant::owner_of_user(&gate.user_id);
+    let owner = crate::request::owner_of_user(&gate.user_id);
     if gate.call_id.is_empty() {
         return false;
     }

@@ -5,8 +5,9 @@
 //! otherwise hang the reader, or feed it forever), and only up to a bound
 //! (a transcript's tail), so the cost is the same whatever the file's size.
 //!
-//! A tenant's path (see [`crate::tenant`]) is read only if the tenant owns
-//! the file: the daemon reads as its own user, and must not read for an
+//! A tenant's path (its user id says whose:
+//! [`toolgate_wire::request::owner_of_user`]) is read only if the tenant
+//! owns the file: the daemon reads as its own user, and must not read for an
 //! agent what the agent cannot (a confused deputy). Ownership is checked on
 //! the file opened, after the open, so no path swapped in between (a
 //! symlink, a renamed directory) can put another file in its place; the
@@ -46,7 +47,7 @@ fn open_regular(path: &Path, owner: Option<u32>) -> std::io::Result<(std::fs::Fi
 }
 
 /// The whole regular file at `path`, if it holds at most `max` bytes.
-pub(crate) fn read_small(path: &Path, max: u64) -> std::io::Result<String> {
+pub fn read_small(path: &Path, max: u64) -> std::io::Result<String> {
     let (file, len) = open_regular(path, None)?;
     if len > max {
         return Err(std::io::Error::new(
@@ -61,7 +62,7 @@ pub(crate) fn read_small(path: &Path, max: u64) -> std::io::Result<String> {
 
 /// At most `max` bytes from the end of the regular file at `path`; with
 /// `owner`, only of a file that user owns.
-pub(crate) fn read_tail(path: &Path, max: u64, owner: Option<u32>) -> std::io::Result<String> {
+pub fn read_tail(path: &Path, max: u64, owner: Option<u32>) -> std::io::Result<String> {
     let (mut file, len) = open_regular(path, owner)?;
     let start = len.saturating_sub(max);
     file.seek(SeekFrom::Start(start))?;

@@ -5,7 +5,7 @@
 /// [`std::path::Path::file_name`] of `word`, on its bytes: the guard asks it of every
 /// word of a command several times, and `Path`'s component parser made it
 /// a sixth of judging a 10 KB script.
-pub(crate) fn file_name(word: &str) -> Option<&str> {
+pub fn file_name(word: &str) -> Option<&str> {
     // Trailing separators and `.` components name the same file.
     let mut rest = word;
     loop {

@@ -46,6 +46,7 @@ use std::path::PathBuf;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::Result;
 use super::codex::patch_arguments;
 use super::{Adapter, Event, EventKind, InstallPlan, SettingsFile, how_to_approve, parse_event};
 use super::{
@@ -53,9 +54,9 @@ use super::{
 };
 use super::{SystemHooks, SystemLock, allow_managed_hooks_only};
 use crate::decision::{Decision, Outcome, Verdict};
-use crate::error::{Error, Result};
 use crate::gates::PendingGate;
 use crate::request::{Origin, ToolRequest};
+use toolgate_wire::InvalidRequest;
 use toolgate_wire::protocol::HookRuntime;
 
 /// How long Copilot waits for toolgate's hook, seconds (its default is 30;
@@ -226,7 +227,7 @@ impl CopilotEvent {
             .tool_name
             .as_deref()
             .filter(|n| !n.is_empty())
-            .ok_or_else(|| Error::Request("Copilot CLI tool event without toolName".into()))?;
+            .ok_or_else(|| InvalidRequest("Copilot CLI tool event without toolName".into()))?;
         // Copilot sends the arguments as a JSON string; `apply_patch`'s
         // may be the patch itself.
         let args = match &self.tool_args {
@@ -247,7 +248,7 @@ impl CopilotEvent {
             other => other["input"].is_string() || other["patch"].is_string(),
         };
         if name == "apply_patch" && !patch_text(&args) {
-            return Err(Error::Request(
+            return Err(InvalidRequest(
                 "malformed Copilot CLI tool event: apply_patch's `toolArgs` must hold the patch \
                  text; the call is refused"
                     .into(),
@@ -465,7 +466,7 @@ pub fn declined_in_prompt(gate: &PendingGate) -> bool {
     let Some(path) = gate.transcript_path.as_deref() else {
         return false;
     };
-    let owner = crate::tenant::owner_of_user(&gate.user_id);
+    let owner = crate::request::owner_of_user(&gate.user_id);
     let Ok(tail) = crate::transcript::read_tail(path, DECLINE_SEARCH_BYTES, owner) else {
         return false;
     };

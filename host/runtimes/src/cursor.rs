@@ -30,13 +30,14 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 
+use super::Result;
 use super::{
     Adapter, Event, EventKind, InstallPlan, SettingsFile, how_to_approve, outcome_of, parse_event,
 };
 use super::{ConfigDir, RuntimeInfo, SystemHooks, object_input, required_tool_name, who_asks};
 use crate::decision::{Decision, Outcome, Verdict};
-use crate::error::{Error, Result};
 use crate::request::{Origin, ToolRequest};
+use toolgate_wire::InvalidRequest;
 use toolgate_wire::protocol::HookRuntime;
 
 /// Cursor's agent hooks.
@@ -255,7 +256,7 @@ impl CursorEvent {
 
     fn required<'a>(&self, field: &str, value: Option<&'a str>) -> Result<&'a str> {
         value.filter(|v| !v.is_empty()).ok_or_else(|| {
-            Error::Request(format!("{} event without {field}", self.hook_event_name))
+            InvalidRequest(format!("{} event without {field}", self.hook_event_name))
         })
     }
 

@@ -19,6 +19,7 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::Result;
 use super::{
     Adapter, Event, EventKind, InstallPlan, SettingsFile, how_to_approve, outcome_of, parse_event,
 };
@@ -27,7 +28,6 @@ use super::{
     settings_at, starts_with_any, tool_input, who_asks,
 };
 use crate::decision::{Decision, Verdict};
-use crate::error::Result;
 use crate::request::{Origin, ToolRequest};
 use toolgate_wire::protocol::HookRuntime;
 

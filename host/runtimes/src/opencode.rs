@@ -33,6 +33,7 @@
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use super::Result;
 use super::codex::patch_arguments;
 use super::object_input;
 use super::{Adapter, Event, EventKind, InstallPlan, SettingsFile, how_to_approve, who_asks};
@@ -41,8 +42,8 @@ use super::{
     with_our_names,
 };
 use crate::decision::{Decision, Outcome, Verdict};
-use crate::error::{Error, Result};
 use crate::request::{Origin, ToolRequest};
+use toolgate_wire::InvalidRequest;
 use toolgate_wire::protocol::HookRuntime;
 
 /// How long the shim waits for toolgate's answer, ms.
@@ -105,7 +106,7 @@ impl OpenCodeEvent {
     /// Parse one event.
     pub fn parse(text: &str) -> Result<Self> {
         serde_json::from_str(text).map_err(|err| {
-            Error::Request(format!(
+            InvalidRequest(format!(
                 "not an OpenCode event from toolgate's plugin ({err}); expected a JSON object \
                  with hook_event_name and session_id"
             ))
@@ -119,7 +120,7 @@ impl OpenCodeEvent {
             .as_deref()
             .filter(|n| !n.is_empty())
             .ok_or_else(|| {
-                Error::Request(format!("{} event without tool", self.hook_event_name))
+                InvalidRequest(format!("{} event without tool", self.hook_event_name))
             })?;
         let args = object_input(&self.hook_event_name, "args", self.args.as_ref(), false)?;
         let (tool, origin, arguments) = match TOOLS.iter().find(|(ours, _)| *ours == name) {
