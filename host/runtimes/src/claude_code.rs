@@ -84,7 +84,7 @@ pub struct HookEvent {
     pub prompt_id: Option<String>,
 }
 
-use toolgate_wire::protocol::HookRuntime;
+use toolgate_wire::protocol::{HookRuntime, OnError};
 
 /// The channel Claude Code's calls come from.
 pub const CHANNEL: &str = "claude-code";
@@ -136,7 +136,43 @@ pub const INFO: RuntimeInfo = RuntimeInfo {
     switches_off,
     hook_timeout_secs: None,
     http_hooks: true,
+    failure_answer,
+    hook_help: "Answer one Claude Code hook event read from stdin.\n\n\
+         Sends the event to the store's daemon in one round trip, starting the daemon first if \
+         none is running (one per store, race-free, logging to STORE.daemon.log). Handles \
+         PreToolUse (prints Claude Code's hook JSON: deny, ask, or notes as additionalContext; \
+         nothing for a plain allow), PostToolUse (records the outcome; closes a pause that Claude \
+         Code's own prompt answered), UserPromptSubmit (starts the next turn) and SessionStart \
+         (only starts the daemon). Always exits 0: an internal failure is answered with \
+         --on-error.",
 };
+
+/// What its hook prints when toolgate itself failed (see
+/// [`crate::failure_answer`]).
+fn failure_answer(on_error: OnError, reason: &str) -> Value {
+    match on_error {
+        OnError::Allow => json!({}),
+        OnError::Ask => json!({"hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "ask",
+            "permissionDecisionReason": reason,
+        }}),
+        // `decision: block` blocks whatever the event was (a failure
+        // may come before the event is read): Claude Code then drops a
+        // `hookSpecificOutput` for another event with a warning instead
+        // of counting the answer as a failed hook, so a broken toolgate
+        // blocks a prompt with this reason too.
+        OnError::Deny => json!({
+            "decision": "block",
+            "reason": reason,
+            "hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": "deny",
+                "permissionDecisionReason": reason,
+            },
+        }),
+    }
+}
 
 /// Managed settings, with `allowManagedHooksOnly`: a user's or a
 /// project's hooks (and their `disableAllHooks`) are ignored.

@@ -42,7 +42,7 @@ use super::{notes_text, required_tool_name, runs, starts_with_any, tool_input, w
 use crate::decision::{Decision, Verdict};
 use crate::request::{Origin, ToolRequest};
 use toolgate_wire::InvalidRequest;
-use toolgate_wire::protocol::HookRuntime;
+use toolgate_wire::protocol::{HookRuntime, OnError};
 
 /// How long Codex waits for toolgate's hook, seconds (its own default is
 /// 600; a hook past its timeout lets the tool run, so it must be long
@@ -171,7 +171,28 @@ pub const INFO: RuntimeInfo = RuntimeInfo {
     switches_off,
     hook_timeout_secs: Some(HOOK_TIMEOUT_SECS),
     http_hooks: false,
+    failure_answer,
+    hook_help: "Answer one OpenAI Codex CLI hook event read from stdin.\n\n\
+         Decides PreToolUse (a deny, or for a pause, which a Codex hook cannot ask, a deny saying \
+         how a person approves it; notes as additionalContext; `{}` to allow), records \
+         PostToolUse, UserPromptSubmit starts the next turn, SessionStart only starts the daemon. \
+         Through the store's daemon like `claude-code`; always exits 0.",
 };
+
+/// What its hook prints when toolgate itself failed (see
+/// [`crate::failure_answer`]).
+fn failure_answer(on_error: OnError, reason: &str) -> Value {
+    match on_error {
+        OnError::Allow => json!({}),
+        // Codex cannot ask in a hook (an "ask" lets the tool run): a
+        // failure denies.
+        OnError::Ask | OnError::Deny => json!({"hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": reason,
+        }}),
+    }
+}
 
 /// The system layer's `hooks.json`, whose hooks are managed (no user
 /// setting disables them); `requirements.toml` then runs only managed

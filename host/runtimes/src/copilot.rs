@@ -57,7 +57,7 @@ use crate::decision::{Decision, Outcome, Verdict};
 use crate::gates::PendingGate;
 use crate::request::{Origin, ToolRequest};
 use toolgate_wire::InvalidRequest;
-use toolgate_wire::protocol::HookRuntime;
+use toolgate_wire::protocol::{HookRuntime, OnError};
 
 /// How long Copilot waits for toolgate's hook, seconds (its default is 30;
 /// a hook past its timeout lets the tool run, so it must be long enough for
@@ -356,7 +356,29 @@ pub const INFO: RuntimeInfo = RuntimeInfo {
     switches_off,
     hook_timeout_secs: Some(HOOK_TIMEOUT_SECS),
     http_hooks: false,
+    failure_answer,
+    hook_help: "Answer one GitHub Copilot CLI hook event read from stdin.\n\n\
+         Known by its shape (Copilot names no event): decides preToolUse (`{\"permissionDecision\": \
+         \"deny\"|\"ask\"|\"allow\", …}`; for a pause `ask`, which Copilot's TUI asks the person and a \
+         `-p` run denies with how a person approves; notes as additionalContext; `{}` to allow), \
+         records postToolUse, userPromptSubmitted starts the next turn, sessionStart only starts \
+         the daemon. Through the store's daemon like `claude-code`; always exits 0.",
 };
+
+/// What its hook prints when toolgate itself failed (see
+/// [`crate::failure_answer`]).
+fn failure_answer(on_error: OnError, reason: &str) -> Value {
+    // Copilot asks in its own prompt (a run that cannot ask denies).
+    let decision = match on_error {
+        OnError::Allow => return json!({}),
+        OnError::Ask => "ask",
+        OnError::Deny => "deny",
+    };
+    json!({
+        "permissionDecision": decision,
+        "permissionDecisionReason": reason,
+    })
+}
 
 /// A policy hook (`/etc/github-copilot/policy.d/`, root's, which no
 /// setting, flag or variable disables), and the managed settings'

@@ -38,7 +38,7 @@ use super::{ConfigDir, RuntimeInfo, SystemHooks, object_input, required_tool_nam
 use crate::decision::{Decision, Outcome, Verdict};
 use crate::request::{Origin, ToolRequest};
 use toolgate_wire::InvalidRequest;
-use toolgate_wire::protocol::HookRuntime;
+use toolgate_wire::protocol::{HookRuntime, OnError};
 
 /// Cursor's agent hooks.
 pub struct Cursor;
@@ -71,7 +71,29 @@ pub const INFO: RuntimeInfo = RuntimeInfo {
     switches_off: super::no_switch_off,
     hook_timeout_secs: None,
     http_hooks: false,
+    failure_answer,
+    hook_help: "Answer one Cursor agent-hook event read from stdin.\n\n\
+         Decides beforeShellExecution, beforeMCPExecution, beforeReadFile and preToolUse \
+         (`{\"permission\": \"deny\"|\"ask\", …}`; `{}` to allow, with notes as agent_message); records \
+         afterShellExecution, afterMCPExecution, afterFileEdit and postToolUse; \
+         beforeSubmitPrompt starts the next turn. Through the store's daemon like `claude-code`; \
+         always exits 0.",
 };
+
+/// What its hook prints when toolgate itself failed (see
+/// [`crate::failure_answer`]).
+fn failure_answer(on_error: OnError, reason: &str) -> Value {
+    let permission = match on_error {
+        OnError::Allow => return json!({}),
+        OnError::Ask => "ask",
+        OnError::Deny => "deny",
+    };
+    json!({
+        "permission": permission,
+        "user_message": reason,
+        "agent_message": reason,
+    })
+}
 
 /// Enterprise hooks, which run beside the user's and the project's.
 const SYSTEM_HOOKS: SystemHooks = SystemHooks {

@@ -29,7 +29,7 @@ use super::{
 };
 use crate::decision::{Decision, Verdict};
 use crate::request::{Origin, ToolRequest};
-use toolgate_wire::protocol::HookRuntime;
+use toolgate_wire::protocol::{HookRuntime, OnError};
 
 /// Gemini CLI's hooks.
 pub struct GeminiCli;
@@ -51,7 +51,24 @@ pub const INFO: RuntimeInfo = RuntimeInfo {
     switches_off,
     hook_timeout_secs: None,
     http_hooks: false,
+    failure_answer,
+    hook_help: "Answer one Gemini CLI hook event read from stdin.\n\n\
+         Handles BeforeTool (`{\"decision\": \"deny\", \"reason\": …}` for a deny, and for a pause, \
+         which Gemini CLI cannot ask: the reason says how a person approves it; notes as \
+         systemMessage; `{}` to allow), AfterTool (records the outcome), BeforeAgent (starts the \
+         next turn) and SessionStart (only starts the daemon). Through the store's daemon like \
+         `claude-code`; always exits 0.",
 };
+
+/// What its hook prints when toolgate itself failed (see
+/// [`crate::failure_answer`]).
+fn failure_answer(on_error: OnError, reason: &str) -> Value {
+    match on_error {
+        OnError::Allow => json!({}),
+        // Gemini CLI cannot ask in a hook: a failure denies.
+        OnError::Ask | OnError::Deny => json!({"decision": "deny", "reason": reason}),
+    }
+}
 
 /// System settings: they override the user's, and their hooks merge
 /// with the user's. Their `hooksConfig.enabled` has the last word over

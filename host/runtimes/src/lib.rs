@@ -64,9 +64,27 @@ pub const RUNTIMES: [&RuntimeInfo; 6] = [
     &opencode::INFO,
 ];
 
+/// What `runtime`'s hook prints when toolgate itself failed on an event
+/// (`error`): always something (`{}` for "no decision"), because the
+/// installed command line blocks on an empty answer. The thin hook client,
+/// which loads no policies, answers with this too, so it answers exactly as
+/// the daemon would.
+pub fn failure_answer(runtime: HookRuntime, on_error: OnError, error: &str) -> Value {
+    let reason = format!(
+        "toolgate failed, so this call was not checked: {error}. Diagnose with `toolgate \
+         check` on the same call, or rerun with TOOLGATE_LOG=debug."
+    );
+    (info(runtime).failure_answer)(on_error, &reason)
+}
+
 /// What toolgate knows of `runtime` as data.
 pub fn info(runtime: HookRuntime) -> &'static RuntimeInfo {
-    adapter(runtime).info()
+    // From the list, not through the adapter: the thin hook client reads
+    // this (`failure_answer`) and so links no adapter.
+    RUNTIMES
+        .into_iter()
+        .find(|info| info.runtime == runtime)
+        .expect("RUNTIMES lists every runtime (a unit test checks)")
 }
 
 /// One agent runtime's hooks, as translation only (see the module docs).
@@ -217,6 +235,13 @@ pub struct RuntimeInfo {
     /// Whether the runtime can call hooks over HTTP (the daemon's
     /// `/v1/hooks/RUNTIME`).
     pub http_hooks: bool,
+    /// What its hook prints when toolgate itself failed, saying `reason`
+    /// (see [`failure_answer`]). A runtime that cannot ask denies for
+    /// [`OnError::Ask`].
+    pub failure_answer: fn(OnError, &str) -> Value,
+    /// What `toolgate hook RUNTIME --help` says: a line, then what the hook
+    /// does with each event.
+    pub hook_help: &'static str,
 }
 
 impl RuntimeInfo {

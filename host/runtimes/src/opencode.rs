@@ -44,7 +44,7 @@ use super::{
 use crate::decision::{Decision, Outcome, Verdict};
 use crate::request::{Origin, ToolRequest};
 use toolgate_wire::InvalidRequest;
-use toolgate_wire::protocol::HookRuntime;
+use toolgate_wire::protocol::{HookRuntime, OnError};
 
 /// How long the shim waits for toolgate's answer, ms.
 const DEADLINE_MS: u64 = 60_000;
@@ -201,7 +201,24 @@ pub const INFO: RuntimeInfo = RuntimeInfo {
     switches_off,
     hook_timeout_secs: None,
     http_hooks: false,
+    failure_answer,
+    hook_help: "Answer one OpenCode event from toolgate's OpenCode plugin (stdin).\n\n\
+         The plugin (`hook install --for opencode` writes it) sends tool.execute.before (decided: \
+         `{\"decision\": \"allow\"|\"deny\", …}`; a pause, which a plugin cannot ask, is a deny saying \
+         how a person approves it; notes are added to the tool's output), tool.execute.after \
+         (recorded) and chat.message (the next turn). Through the store's daemon like \
+         `claude-code`; always exits 0.",
 };
+
+/// What its hook prints when toolgate itself failed (see
+/// [`crate::failure_answer`]).
+fn failure_answer(on_error: OnError, reason: &str) -> Value {
+    // toolgate's OpenCode plugin blocks on anything but a decision.
+    match on_error {
+        OnError::Allow => json!({"decision": "allow"}),
+        OnError::Ask | OnError::Deny => json!({"decision": "deny", "reason": reason}),
+    }
+}
 
 /// toolgate's plugin, root's, in the managed config's `plugin` list,
 /// which OpenCode adds to every user's and no user can remove. (Under

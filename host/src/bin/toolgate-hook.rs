@@ -147,7 +147,9 @@ fn main() -> ExitCode {
     });
     match asked.map(|daemon| daemon.ask(runtime, &event, on_error, fallback)) {
         Some(Asked::Answer(text)) => answer(&text),
-        Some(Asked::Impostor(why)) => answer(&runtime.failure_answer(on_error, &why).to_string()),
+        Some(Asked::Impostor(why)) => {
+            answer(&toolgate_runtimes::failure_answer(runtime, on_error, &why).to_string())
+        }
         Some(Asked::NoAnswer) | None => {
             return run_full_command(fallback, runtime, on_error, &event);
         }
@@ -161,7 +163,7 @@ fn answer_by(deadline: Duration, runtime: HookRuntime, on_error: OnError) {
     std::thread::spawn(move || {
         std::thread::sleep(deadline);
         let why = format!("no answer within {} s", deadline.as_secs());
-        answer(&runtime.failure_answer(on_error, &why).to_string());
+        answer(&toolgate_runtimes::failure_answer(runtime, on_error, &why).to_string());
         // The runtime waits for every holder of the hook's output to
         // close it: stop the full command too (it holds only pipes to
         // this process, never the runtime's).
@@ -265,7 +267,7 @@ fn run_full_command(
             // A runtime lets a tool run when its hook fails (exit 1): answer
             // with the fail mode ourselves instead.
             let reason = format!("toolgate-hook cannot run {program}: {err}");
-            answer(&runtime.failure_answer(on_error, &reason).to_string());
+            answer(&toolgate_runtimes::failure_answer(runtime, on_error, &reason).to_string());
             return ExitCode::SUCCESS;
         }
     };

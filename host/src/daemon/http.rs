@@ -130,8 +130,9 @@ impl Daemon {
                 return text_response(StatusCode::BAD_REQUEST, &message);
             }
         };
-        let failed =
-            |message: &str| hook_response(runtime.failure_answer(on_error, message).to_string());
+        let failed = |message: &str| {
+            hook_response(crate::hooks::failure_answer(runtime, on_error, message).to_string())
+        };
         let event = match read_body(request.into_body()).await {
             Ok(text) => text,
             Err(_) => return failed("the hook's request body could not be read"),

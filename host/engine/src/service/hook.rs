@@ -42,7 +42,7 @@ pub fn handle_as(
     let output = drive(host, (adapter, tenant), input, &mut decision).unwrap_or_else(|err| {
         let why = err.report();
         tracing::error!(error = %why, "hook failed; answering with the fail mode");
-        runtime.failure_answer(on_error, &why)
+        crate::hooks::failure_answer(runtime, on_error, &why)
     });
     Handled {
         output: output.to_string(),

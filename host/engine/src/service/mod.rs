@@ -312,7 +312,7 @@ impl Service {
         if let Some(named) = config
             && let Err(refusal) = self.serves(named)
         {
-            let answer = runtime.failure_answer(on_error, &refusal.to_string());
+            let answer = crate::hooks::failure_answer(runtime, on_error, &refusal.to_string());
             return Value::String(answer.to_string());
         }
         let handled = hook::handle_as(&self.host, tenant, runtime, event, on_error);

@@ -14,63 +14,10 @@ use crate::target::{Ctx, store_wait};
 
 #[derive(clap::Subcommand)]
 pub enum HookCommand {
-    /// Answer one Claude Code hook event read from stdin.
-    ///
-    /// Sends the event to the store's daemon in one round trip, starting
-    /// the daemon first if none is running (one per store, race-free, logging
-    /// to STORE.daemon.log). Handles PreToolUse (prints Claude Code's hook
-    /// JSON: deny, ask, or notes as additionalContext; nothing for a plain
-    /// allow), PostToolUse (records the outcome; closes a pause that Claude
-    /// Code's own prompt answered), UserPromptSubmit (starts the next turn)
-    /// and SessionStart (only starts the daemon). Always exits 0: an internal
-    /// failure is answered with --on-error.
-    ClaudeCode(HookArgs),
-    /// Answer one Gemini CLI hook event read from stdin.
-    ///
-    /// Handles BeforeTool (`{"decision": "deny", "reason": …}` for a deny,
-    /// and for a pause, which Gemini CLI cannot ask: the reason says how a
-    /// person approves it; notes as systemMessage; `{}` to allow), AfterTool
-    /// (records the outcome), BeforeAgent (starts the next turn) and
-    /// SessionStart (only starts the daemon). Through the store's daemon
-    /// like `claude-code`; always exits 0.
-    GeminiCli(HookArgs),
-    /// Answer one Cursor agent-hook event read from stdin.
-    ///
-    /// Decides beforeShellExecution, beforeMCPExecution, beforeReadFile and
-    /// preToolUse (`{"permission": "deny"|"ask", …}`; `{}` to allow, with
-    /// notes as agent_message); records afterShellExecution,
-    /// afterMCPExecution, afterFileEdit and postToolUse; beforeSubmitPrompt
-    /// starts the next turn. Through the store's daemon like `claude-code`;
-    /// always exits 0.
-    Cursor(HookArgs),
-    /// Answer one OpenAI Codex CLI hook event read from stdin.
-    ///
-    /// Decides PreToolUse (a deny, or for a pause, which a Codex hook cannot
-    /// ask, a deny saying how a person approves it; notes as
-    /// additionalContext; `{}` to allow), records PostToolUse,
-    /// UserPromptSubmit starts the next turn, SessionStart only starts the
-    /// daemon. Through the store's daemon like `claude-code`; always exits
-    /// 0.
-    Codex(HookArgs),
-    /// Answer one GitHub Copilot CLI hook event read from stdin.
-    ///
-    /// Known by its shape (Copilot names no event): decides preToolUse
-    /// (`{"permissionDecision": "deny"|"ask"|"allow", …}`; for a pause
-    /// `ask`, which Copilot's TUI asks the person and a `-p` run denies with
-    /// how a person approves; notes as additionalContext; `{}` to allow),
-    /// records postToolUse, userPromptSubmitted starts the next turn,
-    /// sessionStart only starts the daemon. Through the store's daemon like
-    /// `claude-code`; always exits 0.
-    Copilot(HookArgs),
-    /// Answer one OpenCode event from toolgate's OpenCode plugin (stdin).
-    ///
-    /// The plugin (`hook install --for opencode` writes it) sends
-    /// tool.execute.before (decided: `{"decision": "allow"|"deny", …}`; a
-    /// pause, which a plugin cannot ask, is a deny saying how a person
-    /// approves it; notes are added to the tool's output), tool.execute.after
-    /// (recorded) and chat.message (the next turn). Through the store's
-    /// daemon like `claude-code`; always exits 0.
-    Opencode(HookArgs),
+    /// One subcommand per runtime (`claude-code`, `codex`, …), from the
+    /// runtimes' list: see [`RuntimeHook`].
+    #[command(flatten)]
+    Runtime(RuntimeHook),
     /// Print the hooks toolgate needs in an agent runtime's settings (Claude
     /// Code's settings.json by default), or merge them into a settings file
     /// with --write.
@@ -112,14 +59,57 @@ impl HookCommand {
     /// The runtime and flags of an adapter subcommand (not `install`).
     pub fn adapter(&self) -> Option<(HookRuntime, &HookArgs)> {
         match self {
-            HookCommand::ClaudeCode(args) => Some((HookRuntime::ClaudeCode, args)),
-            HookCommand::GeminiCli(args) => Some((HookRuntime::GeminiCli, args)),
-            HookCommand::Cursor(args) => Some((HookRuntime::Cursor, args)),
-            HookCommand::Codex(args) => Some((HookRuntime::Codex, args)),
-            HookCommand::Copilot(args) => Some((HookRuntime::Copilot, args)),
-            HookCommand::Opencode(args) => Some((HookRuntime::OpenCode, args)),
+            HookCommand::Runtime(hook) => Some((hook.runtime, &hook.args)),
             HookCommand::Install { .. } => None,
         }
+    }
+}
+
+/// `toolgate hook RUNTIME`: answer one of that runtime's hook events. The
+/// subcommands are made from `hooks::RUNTIMES` (each runtime's name and
+/// help are in its `RuntimeInfo`), so a new runtime needs nothing here.
+pub struct RuntimeHook {
+    runtime: HookRuntime,
+    args: HookArgs,
+}
+
+impl clap::FromArgMatches for RuntimeHook {
+    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let Some((name, matches)) = matches.subcommand() else {
+            return Err(clap::Error::new(clap::error::ErrorKind::MissingSubcommand));
+        };
+        let runtime = HookRuntime::from_name(name)
+            .ok_or_else(|| clap::Error::new(clap::error::ErrorKind::InvalidSubcommand))?;
+        let args = <HookArgs as clap::FromArgMatches>::from_arg_matches(matches)?;
+        Ok(Self { runtime, args })
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(matches)?;
+        Ok(())
+    }
+}
+
+impl clap::Subcommand for RuntimeHook {
+    fn augment_subcommands(command: clap::Command) -> clap::Command {
+        hooks::RUNTIMES.into_iter().fold(command, |command, info| {
+            // The first paragraph, without its period (as clap's derive
+            // writes a doc comment's).
+            let first = info.hook_help.split("\n\n").next().unwrap_or_default();
+            let about = first.strip_suffix('.').unwrap_or(first);
+            let runtime = clap::Command::new(info.runtime.name())
+                .about(about)
+                .long_about(info.hook_help);
+            command.subcommand(<HookArgs as clap::Args>::augment_args(runtime))
+        })
+    }
+
+    fn augment_subcommands_for_update(command: clap::Command) -> clap::Command {
+        Self::augment_subcommands(command)
+    }
+
+    fn has_subcommand(name: &str) -> bool {
+        HookRuntime::from_name(name).is_some()
     }
 }
 
@@ -150,7 +140,7 @@ fn runtime_arg() -> impl clap::builder::TypedValueParser<Value = HookRuntime> {
 
 /// The answer when toolgate itself failed.
 fn failure(runtime: HookRuntime, on_error: OnError, message: &str) -> String {
-    runtime.failure_answer(on_error, message).to_string()
+    hooks::failure_answer(runtime, on_error, message).to_string()
 }
 
 /// How a runtime's hooks reach toolgate.
