@@ -36,7 +36,7 @@ use serde_json::{Value, json};
 
 use super::Result;
 use super::edit_json_object;
-use super::{Adapter, Event, EventKind, InstallPlan, SettingsFile, parse_event};
+use super::{Adapter, Event, EventKind, Install, InstallPlan, SettingsFile, parse_event};
 use super::{
     ConfigDir, DropIns, RuntimeInfo, SystemHooks, SystemLock, allow_managed_hooks_only,
     how_to_approve, required_tool_name, who_asks,
@@ -137,6 +137,13 @@ pub const INFO: RuntimeInfo = RuntimeInfo {
     hook_timeout_secs: None,
     http_hooks: true,
     failure_answer,
+    install: Install {
+        settings,
+        extensions_beside,
+        switched_off_by_user,
+        release_is_current: installed_release_is_current,
+        ..Install::HOOKS_ONLY
+    },
     hook_help: "Answer one Claude Code hook event read from stdin.\n\n\
          Sends the event to the store's daemon in one round trip, starting the daemon first if \
          none is running (one per store, race-free, logging to STORE.daemon.log). Handles \
@@ -288,33 +295,6 @@ impl Adapter for ClaudeCode {
         &INFO
     }
 
-    /// The folders under its config folder (`dev-mods/…`) and the plugins
-    /// `plugins/installed_plugins.json` lists: each can carry a mod, which
-    /// can watch, rewrite or answer a tool call inside Claude Code.
-    fn extensions_beside(&self, settings: &Path) -> Vec<String> {
-        let Some(dir) = settings.parent() else {
-            return Vec::new();
-        };
-        let mods = std::fs::read_dir(dir.join("dev-mods"))
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|entry| format!("dev-mods/{}", entry.file_name().to_string_lossy()));
-        let installed = std::fs::read_to_string(dir.join("plugins/installed_plugins.json"))
-            .ok()
-            .and_then(|text| serde_json::from_str::<Value>(&text).ok());
-        let plugins = installed
-            .as_ref()
-            .and_then(|v| v.get("plugins").unwrap_or(v).as_object())
-            .into_iter()
-            .flat_map(|plugins| plugins.keys())
-            .filter(|name| *name != "version")
-            .map(|name| format!("plugin {name}"));
-        let mut found: Vec<String> = mods.chain(plugins).collect();
-        found.sort();
-        found
-    }
-
     fn parse(&self, input: &str) -> Result<Event> {
         let event = HookEvent::parse(input)?;
         let kind = match event.hook_event_name.as_str() {
@@ -367,92 +347,119 @@ impl Adapter for ClaudeCode {
         (request.mode == Mode::Interactive).then(|| json!({}))
     }
 
-    /// Without the managed lock, `disableAllHooks: true` at any level the
-    /// user or the project writes (user, project, local settings) turns
-    /// toolgate's hooks off. (Under the lock, managed hooks run whatever
-    /// those say.)
-    ///
-    /// Managed settings the admin wrote without toolgate's hooks shadow
-    /// them too: `allowManagedHooksOnly` keeps every user and project hook
-    /// from running, and their `disableAllHooks` every hook.
-    fn switched_off_by_user(&self, locked: bool) -> Vec<(String, &'static str)> {
-        if locked {
-            return Vec::new();
-        }
-        let project = std::env::current_dir().ok().map(|dir| {
-            [".claude/settings.json", ".claude/settings.local.json"].map(|file| dir.join(file))
-        });
-        let user = INFO.user_hooks();
-        let mut found: Vec<(String, &'static str)> =
-            settings_at(user.into_iter().chain(project.into_iter().flatten()))
-                .into_iter()
-                .filter(|(_, settings)| settings["disableAllHooks"] == json!(true))
-                .map(|(path, _)| (path, "sets disableAllHooks: true"))
-                .collect();
-        for (path, managed) in settings_at([PathBuf::from(MANAGED_SETTINGS)]) {
-            if managed["allowManagedHooksOnly"] == json!(true) {
-                found.push((
-                    path.clone(),
-                    "sets allowManagedHooksOnly without toolgate's hooks: only the admin's hooks \
-                     run, never these",
-                ));
-            }
-            if managed["disableAllHooks"] == json!(true) {
-                found.push((path, "sets disableAllHooks: true, for every hook"));
-            }
-        }
-        found
-    }
-
     fn decline_detector(&self) -> Option<fn(&PendingGate) -> bool> {
         Some(declined_in_prompt)
     }
+}
 
-    fn settings(&self, plan: &InstallPlan<'_>) -> Value {
-        let current = self.installed_release_is_current();
-        let hook = |matcher: Option<&str>, may_be_http: bool| {
-            let mut handler = match plan.url {
-                Some(url) if may_be_http => json!({"type": "http", "url": url}),
-                _ => json!({"type": "command", "command": plan.command}),
-            };
-            if current {
-                handler["onFailure"] = json!("block");
-                handler["timeout"] = json!(HOOK_TIMEOUT_SECS);
-            }
-            let mut entry = json!({"hooks": [handler]});
-            if let Some(matcher) = matcher {
-                entry["matcher"] = json!(matcher);
-            }
-            json!([entry])
+fn settings(plan: &InstallPlan<'_>) -> Value {
+    let current = installed_release_is_current();
+    let hook = |matcher: Option<&str>, may_be_http: bool| {
+        let mut handler = match plan.url {
+            Some(url) if may_be_http => json!({"type": "http", "url": url}),
+            _ => json!({"type": "command", "command": plan.command}),
         };
-        // SessionStart starts the daemon (and compiles the policies) before
-        // the session's first tool call, so it is always a command.
-        json!({"hooks": {
-            "SessionStart": hook(None, false),
-            "PreToolUse": hook(Some("*"), true),
-            "PreSkillShellCommand": hook(Some("*"), true),
-            "PostToolUse": hook(Some("*"), true),
-            "UserPromptSubmit": hook(None, true),
-        }})
-    }
+        if current {
+            handler["onFailure"] = json!("block");
+            handler["timeout"] = json!(HOOK_TIMEOUT_SECS);
+        }
+        let mut entry = json!({"hooks": [handler]});
+        if let Some(matcher) = matcher {
+            entry["matcher"] = json!(matcher);
+        }
+        json!([entry])
+    };
+    // SessionStart starts the daemon (and compiles the policies) before
+    // the session's first tool call, so it is always a command.
+    json!({"hooks": {
+        "SessionStart": hook(None, false),
+        "PreToolUse": hook(Some("*"), true),
+        "PreSkillShellCommand": hook(Some("*"), true),
+        "PostToolUse": hook(Some("*"), true),
+        "UserPromptSubmit": hook(None, true),
+    }})
+}
 
-    /// Whether the `claude` on PATH has HTTP hooks and `onFailure` (asked
-    /// once per process). An older release is told to upgrade: its hooks
-    /// still fail closed through the installed command line.
-    fn installed_release_is_current(&self) -> bool {
-        static CURRENT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        *CURRENT.get_or_init(|| match installed_version() {
-            Some(version) if version < CURRENT_SINCE => {
-                eprintln!(
-                    "note: Claude Code {}.{}.{} has no \"onFailure\" for hooks; upgrade to \
-                     2.1.295 or later for Claude Code to block by itself when a hook fails",
-                    version.0, version.1, version.2
-                );
-                false
-            }
-            _ => true,
-        })
+/// The folders under its config folder (`dev-mods/…`) and the plugins
+/// `plugins/installed_plugins.json` lists: each can carry a mod, which
+/// can watch, rewrite or answer a tool call inside Claude Code.
+fn extensions_beside(settings: &Path) -> Vec<String> {
+    let Some(dir) = settings.parent() else {
+        return Vec::new();
+    };
+    let mods = std::fs::read_dir(dir.join("dev-mods"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| format!("dev-mods/{}", entry.file_name().to_string_lossy()));
+    let installed = std::fs::read_to_string(dir.join("plugins/installed_plugins.json"))
+        .ok()
+        .and_then(|text| serde_json::from_str::<Value>(&text).ok());
+    let plugins = installed
+        .as_ref()
+        .and_then(|v| v.get("plugins").unwrap_or(v).as_object())
+        .into_iter()
+        .flat_map(|plugins| plugins.keys())
+        .filter(|name| *name != "version")
+        .map(|name| format!("plugin {name}"));
+    let mut found: Vec<String> = mods.chain(plugins).collect();
+    found.sort();
+    found
+}
+
+/// Without the managed lock, `disableAllHooks: true` at any level the
+/// user or the project writes (user, project, local settings) turns
+/// toolgate's hooks off. (Under the lock, managed hooks run whatever
+/// those say.)
+///
+/// Managed settings the admin wrote without toolgate's hooks shadow
+/// them too: `allowManagedHooksOnly` keeps every user and project hook
+/// from running, and their `disableAllHooks` every hook.
+fn switched_off_by_user(locked: bool) -> Vec<(String, &'static str)> {
+    if locked {
+        return Vec::new();
     }
+    let project = std::env::current_dir().ok().map(|dir| {
+        [".claude/settings.json", ".claude/settings.local.json"].map(|file| dir.join(file))
+    });
+    let user = INFO.user_hooks();
+    let mut found: Vec<(String, &'static str)> =
+        settings_at(user.into_iter().chain(project.into_iter().flatten()))
+            .into_iter()
+            .filter(|(_, settings)| settings["disableAllHooks"] == json!(true))
+            .map(|(path, _)| (path, "sets disableAllHooks: true"))
+            .collect();
+    for (path, managed) in settings_at([PathBuf::from(MANAGED_SETTINGS)]) {
+        if managed["allowManagedHooksOnly"] == json!(true) {
+            found.push((
+                path.clone(),
+                "sets allowManagedHooksOnly without toolgate's hooks: only the admin's hooks \
+                 run, never these",
+            ));
+        }
+        if managed["disableAllHooks"] == json!(true) {
+            found.push((path, "sets disableAllHooks: true, for every hook"));
+        }
+    }
+    found
+}
+
+/// Whether the `claude` on PATH has HTTP hooks and `onFailure` (asked
+/// once per process). An older release is told to upgrade: its hooks
+/// still fail closed through the installed command line.
+fn installed_release_is_current() -> bool {
+    static CURRENT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *CURRENT.get_or_init(|| match installed_version() {
+        Some(version) if version < CURRENT_SINCE => {
+            eprintln!(
+                "note: Claude Code {}.{}.{} has no \"onFailure\" for hooks; upgrade to \
+                 2.1.295 or later for Claude Code to block by itself when a hook fails",
+                version.0, version.1, version.2
+            );
+            false
+        }
+        _ => true,
+    })
 }
 
 /// The version `claude --version` reports, if a `claude` is installed.

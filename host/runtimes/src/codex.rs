@@ -35,8 +35,8 @@ use serde_json::{Value, json};
 use super::Result;
 use super::claude_code::{mode, split_mcp};
 use super::{
-    Adapter, ConfigDir, Event, EventKind, InstallPlan, RuntimeInfo, SettingsFile, SystemHooks,
-    SystemLock, how_to_approve, outcome_of, parse_event,
+    Adapter, ConfigDir, Event, EventKind, Install, InstallPlan, RuntimeInfo, SettingsFile,
+    SystemHooks, SystemLock, how_to_approve, outcome_of, parse_event,
 };
 use super::{notes_text, required_tool_name, runs, starts_with_any, tool_input, who_asks};
 use crate::decision::{Decision, Verdict};
@@ -172,6 +172,11 @@ pub const INFO: RuntimeInfo = RuntimeInfo {
     hook_timeout_secs: Some(HOOK_TIMEOUT_SECS),
     http_hooks: false,
     failure_answer,
+    install: Install {
+        settings,
+        trust_installed,
+        ..Install::HOOKS_ONLY
+    },
     hook_help: "Answer one OpenAI Codex CLI hook event read from stdin.\n\n\
          Decides PreToolUse (a deny, or for a pause, which a Codex hook cannot ask, a deny saying \
          how a person approves it; notes as additionalContext; `{}` to allow), records \
@@ -303,45 +308,44 @@ impl Adapter for Codex {
     fn answer(&self, decision: &Decision, _can_ask: bool) -> Value {
         answer(decision)
     }
+}
 
-    /// `hooks.json` in `CODEX_HOME` (the shape of Claude Code's settings):
-    /// commands with a timeout; `*` matches every tool.
-    fn settings(&self, plan: &InstallPlan<'_>) -> Value {
-        let hook = |matcher: Option<&str>| {
-            let handler =
-                json!({"type": "command", "command": plan.command, "timeout": HOOK_TIMEOUT_SECS});
-            let mut entry = json!({"hooks": [handler]});
-            if let Some(matcher) = matcher {
-                entry["matcher"] = json!(matcher);
-            }
-            json!([entry])
-        };
-        json!({"hooks": {
-            "SessionStart": hook(None),
-            "UserPromptSubmit": hook(None),
-            "PreToolUse": hook(Some("*")),
-            "PostToolUse": hook(Some("*")),
-        }})
-    }
-
-    /// Hooks in Codex's system folder are managed: Codex runs them with no
-    /// person's trust (and none can be given to them).
-    fn trust_installed(
-        &self,
-        marker: &str,
-        written: &std::path::Path,
-    ) -> std::result::Result<Option<String>, String> {
-        if written.parent() == Some(std::path::Path::new(SYSTEM_DIR)) {
-            return Ok(Some(
-                "hooks in /etc/codex are managed: Codex runs them without a person's trust".into(),
-            ));
+/// `hooks.json` in `CODEX_HOME` (the shape of Claude Code's settings):
+/// commands with a timeout; `*` matches every tool.
+fn settings(plan: &InstallPlan<'_>) -> Value {
+    let hook = |matcher: Option<&str>| {
+        let handler =
+            json!({"type": "command", "command": plan.command, "timeout": HOOK_TIMEOUT_SECS});
+        let mut entry = json!({"hooks": [handler]});
+        if let Some(matcher) = matcher {
+            entry["matcher"] = json!(matcher);
         }
-        trust_hooks(marker).map(|trusted| {
-            Some(format!(
-                "trusted {trusted} of toolgate's hooks in Codex (as accepting them in its TUI does)"
-            ))
-        })
+        json!([entry])
+    };
+    json!({"hooks": {
+        "SessionStart": hook(None),
+        "UserPromptSubmit": hook(None),
+        "PreToolUse": hook(Some("*")),
+        "PostToolUse": hook(Some("*")),
+    }})
+}
+
+/// Hooks in Codex's system folder are managed: Codex runs them with no
+/// person's trust (and none can be given to them).
+fn trust_installed(
+    marker: &str,
+    written: &std::path::Path,
+) -> std::result::Result<Option<String>, String> {
+    if written.parent() == Some(std::path::Path::new(SYSTEM_DIR)) {
+        return Ok(Some(
+            "hooks in /etc/codex are managed: Codex runs them without a person's trust".into(),
+        ));
     }
+    trust_hooks(marker).map(|trusted| {
+        Some(format!(
+            "trusted {trusted} of toolgate's hooks in Codex (as accepting them in its TUI does)"
+        ))
+    })
 }
 
 /// `requirements.toml` (its text, if any) with only managed hooks run and

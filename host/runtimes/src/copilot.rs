@@ -48,7 +48,9 @@ use serde_json::{Value, json};
 
 use super::Result;
 use super::codex::patch_arguments;
-use super::{Adapter, Event, EventKind, InstallPlan, SettingsFile, how_to_approve, parse_event};
+use super::{
+    Adapter, Event, EventKind, Install, InstallPlan, SettingsFile, how_to_approve, parse_event,
+};
 use super::{
     ConfigDir, RuntimeInfo, notes_text, object_input, starts_with_any, who_asks, with_our_names,
 };
@@ -357,6 +359,10 @@ pub const INFO: RuntimeInfo = RuntimeInfo {
     hook_timeout_secs: Some(HOOK_TIMEOUT_SECS),
     http_hooks: false,
     failure_answer,
+    install: Install {
+        settings,
+        ..Install::HOOKS_ONLY
+    },
     hook_help: "Answer one GitHub Copilot CLI hook event read from stdin.\n\n\
          Known by its shape (Copilot names no event): decides preToolUse (`{\"permissionDecision\": \
          \"deny\"|\"ask\"|\"allow\", …}`; for a pause `ask`, which Copilot's TUI asks the person and a \
@@ -457,22 +463,21 @@ impl Adapter for Copilot {
         answer(decision)
     }
 
-    /// A hooks file of Copilot's own format (`version` 1): commands run by
-    /// bash, with a timeout.
-    fn settings(&self, plan: &InstallPlan<'_>) -> Value {
-        let hook =
-            json!([{"type": "command", "bash": plan.command, "timeoutSec": HOOK_TIMEOUT_SECS}]);
-        json!({"version": 1, "hooks": {
-            "sessionStart": hook,
-            "userPromptSubmitted": hook,
-            "preToolUse": hook,
-            "postToolUse": hook,
-        }})
-    }
-
     fn decline_detector(&self) -> Option<fn(&PendingGate) -> bool> {
         Some(declined_in_prompt)
     }
+}
+
+/// A hooks file of Copilot's own format (`version` 1): commands run by
+/// bash, with a timeout.
+fn settings(plan: &InstallPlan<'_>) -> Value {
+    let hook = json!([{"type": "command", "bash": plan.command, "timeoutSec": HOOK_TIMEOUT_SECS}]);
+    json!({"version": 1, "hooks": {
+        "sessionStart": hook,
+        "userPromptSubmitted": hook,
+        "preToolUse": hook,
+        "postToolUse": hook,
+    }})
 }
 
 /// How much of the end of a session's event log is searched for a decline.

@@ -32,7 +32,8 @@ use sha2::{Digest as _, Sha256};
 
 use super::Result;
 use super::{
-    Adapter, Event, EventKind, InstallPlan, SettingsFile, how_to_approve, outcome_of, parse_event,
+    Adapter, Event, EventKind, Install, InstallPlan, SettingsFile, how_to_approve, outcome_of,
+    parse_event,
 };
 use super::{ConfigDir, RuntimeInfo, SystemHooks, object_input, required_tool_name, who_asks};
 use crate::decision::{Decision, Outcome, Verdict};
@@ -72,6 +73,10 @@ pub const INFO: RuntimeInfo = RuntimeInfo {
     hook_timeout_secs: None,
     http_hooks: false,
     failure_answer,
+    install: Install {
+        settings,
+        ..Install::HOOKS_ONLY
+    },
     hook_help: "Answer one Cursor agent-hook event read from stdin.\n\n\
          Decides beforeShellExecution, beforeMCPExecution, beforeReadFile and preToolUse \
          (`{\"permission\": \"deny\"|\"ask\", …}`; `{}` to allow, with notes as agent_message); records \
@@ -143,17 +148,17 @@ impl Adapter for Cursor {
     fn new_turn_answer(&self) -> Value {
         json!({"continue": true})
     }
+}
 
-    /// No matchers; `failClosed` blocks the action if the hook itself
-    /// cannot run.
-    fn settings(&self, plan: &InstallPlan<'_>) -> Value {
-        let hook = json!([{"command": plan.command, "failClosed": true}]);
-        let hooks: serde_json::Map<String, Value> = EVENTS
-            .iter()
-            .map(|event| (event.to_string(), hook.clone()))
-            .collect();
-        json!({"version": 1, "hooks": hooks})
-    }
+/// No matchers; `failClosed` blocks the action if the hook itself
+/// cannot run.
+fn settings(plan: &InstallPlan<'_>) -> Value {
+    let hook = json!([{"command": plan.command, "failClosed": true}]);
+    let hooks: serde_json::Map<String, Value> = EVENTS
+        .iter()
+        .map(|event| (event.to_string(), hook.clone()))
+        .collect();
+    json!({"version": 1, "hooks": hooks})
 }
 
 /// One agent-hook event; unknown fields are ignored.

@@ -21,7 +21,8 @@ use serde_json::{Value, json};
 
 use super::Result;
 use super::{
-    Adapter, Event, EventKind, InstallPlan, SettingsFile, how_to_approve, outcome_of, parse_event,
+    Adapter, Event, EventKind, Install, InstallPlan, SettingsFile, how_to_approve, outcome_of,
+    parse_event,
 };
 use super::{
     ConfigDir, RuntimeInfo, SystemHooks, SystemLock, edit_json_object, required_tool_name,
@@ -52,6 +53,11 @@ pub const INFO: RuntimeInfo = RuntimeInfo {
     hook_timeout_secs: None,
     http_hooks: false,
     failure_answer,
+    install: Install {
+        settings,
+        switched_off_by_user,
+        ..Install::HOOKS_ONLY
+    },
     hook_help: "Answer one Gemini CLI hook event read from stdin.\n\n\
          Handles BeforeTool (`{\"decision\": \"deny\", \"reason\": …}` for a deny, and for a pause, \
          which Gemini CLI cannot ask: the reason says how a person approves it; notes as \
@@ -123,47 +129,6 @@ impl Adapter for GeminiCli {
         &INFO
     }
 
-    /// A user's or project's `hooksConfig.disabled` naming toolgate's hook
-    /// (merged over the system settings as a union), the system settings
-    /// moved away, and without the system lock `hooksConfig.enabled: false`.
-    fn switched_off_by_user(&self, locked: bool) -> Vec<(String, &'static str)> {
-        let project = std::env::current_dir()
-            .ok()
-            .map(|d| d.join(".gemini/settings.json"));
-        let mut found = Vec::new();
-        for (path, settings) in settings_at(INFO.user_hooks().into_iter().chain(project)) {
-            let hooks_config = &settings["hooksConfig"];
-            let names_toolgate = hooks_config["disabled"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|name| name.as_str().is_some_and(|n| n.contains("toolgate")));
-            if names_toolgate {
-                found.push((
-                    path.clone(),
-                    "names toolgate's hook under hooksConfig.disabled",
-                ));
-            }
-            if !locked && hooks_config["enabled"] == json!(false) {
-                found.push((path, "sets hooksConfig.enabled: false"));
-            }
-        }
-        for variable in [
-            "GEMINI_CLI_SYSTEM_SETTINGS_PATH",
-            "GEMINI_CLI_SYSTEM_DEFAULTS_PATH",
-        ] {
-            if let Some(moved) =
-                std::env::var_os(variable).filter(|v| locked && v != SYSTEM_SETTINGS)
-            {
-                found.push((
-                    format!("{variable}={}", moved.to_string_lossy()),
-                    "moves the system settings away",
-                ));
-            }
-        }
-        found
-    }
-
     fn parse(&self, input: &str) -> Result<Event> {
         let event = GeminiEvent::parse(input)?;
         let kind = match event.hook_event_name.as_str() {
@@ -188,23 +153,62 @@ impl Adapter for GeminiCli {
     fn answer(&self, decision: &Decision, _can_ask: bool) -> Value {
         answer(decision)
     }
+}
 
-    /// Commands only (Gemini CLI has no HTTP hooks); matchers are regexes.
-    fn settings(&self, plan: &InstallPlan<'_>) -> Value {
-        let hook = |matcher: Option<&str>| {
-            let mut entry = json!({"hooks": [{"type": "command", "command": plan.command}]});
-            if let Some(matcher) = matcher {
-                entry["matcher"] = json!(matcher);
-            }
-            json!([entry])
-        };
-        json!({"hooks": {
-            "SessionStart": hook(None),
-            "BeforeTool": hook(Some(".*")),
-            "AfterTool": hook(Some(".*")),
-            "BeforeAgent": hook(None),
-        }})
+/// Commands only (Gemini CLI has no HTTP hooks); matchers are regexes.
+fn settings(plan: &InstallPlan<'_>) -> Value {
+    let hook = |matcher: Option<&str>| {
+        let mut entry = json!({"hooks": [{"type": "command", "command": plan.command}]});
+        if let Some(matcher) = matcher {
+            entry["matcher"] = json!(matcher);
+        }
+        json!([entry])
+    };
+    json!({"hooks": {
+        "SessionStart": hook(None),
+        "BeforeTool": hook(Some(".*")),
+        "AfterTool": hook(Some(".*")),
+        "BeforeAgent": hook(None),
+    }})
+}
+
+/// A user's or project's `hooksConfig.disabled` naming toolgate's hook
+/// (merged over the system settings as a union), the system settings
+/// moved away, and without the system lock `hooksConfig.enabled: false`.
+fn switched_off_by_user(locked: bool) -> Vec<(String, &'static str)> {
+    let project = std::env::current_dir()
+        .ok()
+        .map(|d| d.join(".gemini/settings.json"));
+    let mut found = Vec::new();
+    for (path, settings) in settings_at(INFO.user_hooks().into_iter().chain(project)) {
+        let hooks_config = &settings["hooksConfig"];
+        let names_toolgate = hooks_config["disabled"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|name| name.as_str().is_some_and(|n| n.contains("toolgate")));
+        if names_toolgate {
+            found.push((
+                path.clone(),
+                "names toolgate's hook under hooksConfig.disabled",
+            ));
+        }
+        if !locked && hooks_config["enabled"] == json!(false) {
+            found.push((path, "sets hooksConfig.enabled: false"));
+        }
     }
+    for variable in [
+        "GEMINI_CLI_SYSTEM_SETTINGS_PATH",
+        "GEMINI_CLI_SYSTEM_DEFAULTS_PATH",
+    ] {
+        if let Some(moved) = std::env::var_os(variable).filter(|v| locked && v != SYSTEM_SETTINGS) {
+            found.push((
+                format!("{variable}={}", moved.to_string_lossy()),
+                "moves the system settings away",
+            ));
+        }
+    }
+    found
 }
 
 /// Gemini CLI's system settings (overrides) on Linux.

@@ -10,8 +10,11 @@
 //! runtime's answer to a decision, and says what its settings need. The
 //! engine's driver (`service::hook`) does the work: turns, decisions,
 //! outcomes, gates. Adding a runtime is one file here plus one
-//! [`HookRuntime`] variant and a line in [`adapter`] and [`RUNTIMES`];
-//! nothing outside this crate matches on the runtime or names it.
+//! [`HookRuntime`] variant (its name on the wire) and a line in [`adapter`]
+//! and [`RUNTIMES`]; nothing outside this crate matches on the runtime or
+//! names it (`toolgate hook`'s subcommands, their help, the failure answers
+//! the thin hook client gives, and what `hook install` and `doctor` run
+//! come from [`RUNTIMES`]).
 //!
 //! An internal failure must never silently allow (a crashed hook lets most
 //! runtimes run the tool), so every error becomes the runtime's failure
@@ -130,58 +133,12 @@ pub trait Adapter: Sync {
         None
     }
 
-    /// The hooks `toolgate hook install` writes into the runtime's settings.
-    fn settings(&self, plan: &InstallPlan<'_>) -> Value;
-
-    /// After the installer wrote the hooks (whose commands contain
-    /// `marker`) to `written`: what else makes the runtime run them, done;
-    /// what was done, for the person. Codex runs no hook of a user's a
-    /// person has not trusted.
-    fn trust_installed(
-        &self,
-        _marker: &str,
-        _written: &std::path::Path,
-    ) -> std::result::Result<Option<String>, String> {
-        Ok(None)
-    }
-
-    /// For a runtime whose hooks are a plugin of toolgate's (OpenCode): the
-    /// plugin's source, which `toolgate hook install` writes whole instead
-    /// of merging [`Adapter::settings`].
-    fn plugin(&self, _plan: &InstallPlan<'_>) -> Option<String> {
-        None
-    }
-
-    /// What the user has installed beside the user settings file
-    /// `settings` that runs inside the runtime and can answer or rewrite a
-    /// tool call without its hooks (Claude Code's mods and plugins), one
-    /// name each: `doctor` names them in user mode, where nothing keeps
-    /// them out.
-    fn extensions_beside(&self, _settings: &std::path::Path) -> Vec<String> {
-        Vec::new()
-    }
-
     /// The answer that leaves `request` to the runtime's own permission
     /// rules, when in its mode the runtime enforces them and asks a person
     /// for what they do not allow (see `[approvals] follow_client_rules`);
     /// none where it would then run the call unasked.
     fn own_rules_answer(&self, _request: &ToolRequest) -> Option<Value> {
         None
-    }
-
-    /// What of this user's (or the project's in the working directory, or
-    /// the environment) switches toolgate's hooks off, each with where it
-    /// is: `doctor` names them. `locked`: the hooks are the system's, under
-    /// the runtime's lock, so only what the lock cannot keep out counts.
-    fn switched_off_by_user(&self, _locked: bool) -> Vec<(String, &'static str)> {
-        Vec::new()
-    }
-
-    /// Whether the installed release has what toolgate relies on (it says
-    /// what to upgrade to when it does not); an absent one counts as the
-    /// current release.
-    fn installed_release_is_current(&self) -> bool {
-        true
     }
 }
 
@@ -242,6 +199,55 @@ pub struct RuntimeInfo {
     /// What `toolgate hook RUNTIME --help` says: a line, then what the hook
     /// does with each event.
     pub hook_help: &'static str,
+    /// What `toolgate hook install` and `doctor` run for it.
+    pub install: Install,
+}
+
+/// What `toolgate hook install` and `doctor` run for a runtime: its own
+/// code (in its file), named as data, so the installer and doctor in the
+/// CLI are the same for every runtime. [`Install::HOOKS_ONLY`] is what a
+/// runtime that needs nothing more has.
+#[derive(Debug, Clone, Copy)]
+pub struct Install {
+    /// The hooks `hook install` merges into the runtime's settings.
+    pub settings: fn(&InstallPlan<'_>) -> Value,
+    /// For a runtime whose hooks are a plugin of toolgate's (OpenCode): the
+    /// plugin's source, which `hook install` writes whole instead of
+    /// merging [`Install::settings`].
+    pub plugin: fn(&InstallPlan<'_>) -> Option<String>,
+    /// After the installer wrote the hooks (whose commands contain
+    /// `marker`) to `written`: what else makes the runtime run them, done;
+    /// what was done, for the person. Codex runs no hook of a user's a
+    /// person has not trusted.
+    pub trust_installed: fn(&str, &std::path::Path) -> std::result::Result<Option<String>, String>,
+    /// What the user has installed beside the user settings file
+    /// `settings` that runs inside the runtime and can answer or rewrite a
+    /// tool call without its hooks (Claude Code's mods and plugins), one
+    /// name each: `doctor` names them in user mode, where nothing keeps
+    /// them out.
+    pub extensions_beside: fn(&std::path::Path) -> Vec<String>,
+    /// What of this user's (or the project's in the working directory, or
+    /// the environment) switches toolgate's hooks off, each with where it
+    /// is: `doctor` names them. `locked`: the hooks are the system's, under
+    /// the runtime's lock, so only what the lock cannot keep out counts.
+    pub switched_off_by_user: fn(bool) -> Vec<(String, &'static str)>,
+    /// Whether the installed release has what toolgate relies on (it says
+    /// what to upgrade to when it does not); an absent one counts as the
+    /// current release.
+    pub release_is_current: fn() -> bool,
+}
+
+impl Install {
+    /// Nothing merged into the settings (each runtime names its own
+    /// `settings`) and nothing more.
+    pub const HOOKS_ONLY: Install = Install {
+        settings: |_| json!({}),
+        plugin: |_| None,
+        trust_installed: |_, _| Ok(None),
+        extensions_beside: |_| Vec::new(),
+        switched_off_by_user: |_| Vec::new(),
+        release_is_current: || true,
+    };
 }
 
 impl RuntimeInfo {

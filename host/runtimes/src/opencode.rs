@@ -36,7 +36,9 @@ use serde_json::{Map, Value, json};
 use super::Result;
 use super::codex::patch_arguments;
 use super::object_input;
-use super::{Adapter, Event, EventKind, InstallPlan, SettingsFile, how_to_approve, who_asks};
+use super::{
+    Adapter, Event, EventKind, Install, InstallPlan, SettingsFile, how_to_approve, who_asks,
+};
 use super::{
     ConfigDir, RuntimeInfo, SystemHooks, SystemLock, edit_json_object, notes_text, starts_with_any,
     with_our_names,
@@ -202,6 +204,11 @@ pub const INFO: RuntimeInfo = RuntimeInfo {
     hook_timeout_secs: None,
     http_hooks: false,
     failure_answer,
+    install: Install {
+        settings,
+        plugin,
+        ..Install::HOOKS_ONLY
+    },
     hook_help: "Answer one OpenCode event from toolgate's OpenCode plugin (stdin).\n\n\
          The plugin (`hook install --for opencode` writes it) sends tool.execute.before (decided: \
          `{\"decision\": \"allow\"|\"deny\", …}`; a pause, which a plugin cannot ask, is a deny saying \
@@ -313,20 +320,20 @@ impl Adapter for OpenCode {
     fn answer(&self, decision: &Decision, _can_ask: bool) -> Value {
         answer(decision)
     }
+}
 
-    /// Nothing to merge: OpenCode's hooks are the plugin file.
-    fn settings(&self, _plan: &InstallPlan<'_>) -> Value {
-        json!({})
-    }
+/// Nothing to merge: OpenCode's hooks are the plugin file.
+fn settings(_plan: &InstallPlan<'_>) -> Value {
+    json!({})
+}
 
-    fn plugin(&self, plan: &InstallPlan<'_>) -> Option<String> {
-        let command = serde_json::to_string(plan.command).expect("a string serializes");
-        Some(
-            PLUGIN
-                .replace("__TOOLGATE_COMMAND__", &command)
-                .replace("__TOOLGATE_DEADLINE_MS__", &DEADLINE_MS.to_string()),
-        )
-    }
+fn plugin(plan: &InstallPlan<'_>) -> Option<String> {
+    let command = serde_json::to_string(plan.command).expect("a string serializes");
+    Some(
+        PLUGIN
+            .replace("__TOOLGATE_COMMAND__", &command)
+            .replace("__TOOLGATE_DEADLINE_MS__", &DEADLINE_MS.to_string()),
+    )
 }
 
 /// The answer to a `tool.execute.before` event (see the module docs).
@@ -386,12 +393,11 @@ mod tests {
 
     #[test]
     fn the_plugin_holds_the_command_as_a_javascript_string() {
-        let plugin = OpenCode
-            .plugin(&InstallPlan {
-                command: "out=$(x 'a' \"b\")",
-                url: None,
-            })
-            .unwrap();
+        let plugin = (INFO.install.plugin)(&InstallPlan {
+            command: "out=$(x 'a' \"b\")",
+            url: None,
+        })
+        .unwrap();
         assert!(
             plugin.contains(r#"const COMMAND = "out=$(x 'a' \"b\")";"#),
             "{plugin}"

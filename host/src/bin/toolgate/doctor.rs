@@ -230,7 +230,7 @@ fn report(findings: &[Finding], mine: Option<&[&PathBuf]>) {
 /// plugins): in user mode nothing keeps it out (system mode's managed
 /// settings allow only managed extensions).
 fn check_extensions(runtime: HookRuntime, path: &Path) -> Option<Finding> {
-    let found = hooks::adapter(runtime).extensions_beside(path);
+    let found = (hooks::info(runtime).install.extensions_beside)(path);
     if found.is_empty() {
         return None;
     }
@@ -253,8 +253,7 @@ fn check_extensions(runtime: HookRuntime, path: &Path) -> Option<Finding> {
 /// finding.
 fn check_switched_off(runtime: HookRuntime, locked: bool) -> Vec<Finding> {
     let name = runtime.name();
-    hooks::adapter(runtime)
-        .switched_off_by_user(locked)
+    (hooks::info(runtime).install.switched_off_by_user)(locked)
         .into_iter()
         .map(|(place, what)| {
             Finding::bad(

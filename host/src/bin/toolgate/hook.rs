@@ -303,11 +303,12 @@ pub fn settings(
     let command = shlex::try_join(words.iter().map(String::as_str))
         .context("a path holds a NUL byte and cannot go in a shell command")?;
     let command = fail_closed(&command);
-    let adapter = hooks::adapter(runtime);
+    let info = hooks::info(runtime);
+    let install = info.install;
     // A daemon of its own user serves several OS users, and only its socket
     // says which one asks: HTTP hooks would be refused.
     let system_mode = ctx.config.daemon.user.is_some();
-    let http = match (transport, adapter.info().http_hooks, ctx.config.daemon.http) {
+    let http = match (transport, info.http_hooks, ctx.config.daemon.http) {
         (Transport::Command, ..) => None,
         (Transport::Http, ..) if system_mode => anyhow::bail!(
             "in system mode hooks reach the daemon over its socket, where the kernel names the \
@@ -325,7 +326,7 @@ pub fn settings(
         ),
         // HTTP only where the installed release also blocks by itself
         // when a hook fails (a down daemon must block).
-        (Transport::Auto, true, address) if adapter.installed_release_is_current() => address,
+        (Transport::Auto, true, address) if (install.release_is_current)() => address,
         (Transport::Auto, ..) => None,
     };
     let url = http
@@ -335,9 +336,9 @@ pub fn settings(
         command: &command,
         url: url.as_deref(),
     };
-    Ok(match adapter.plugin(&plan) {
+    Ok(match (install.plugin)(&plan) {
         Some(source) => Installed::Plugin(source),
-        None => Installed::Settings(adapter.settings(&plan)),
+        None => Installed::Settings((install.settings)(&plan)),
     })
 }
 
@@ -579,7 +580,7 @@ fn write_hooks(
         path.display(),
         describe(&ours)
     );
-    match hooks::adapter(runtime).trust_installed(&markers[0], path) {
+    match (hooks::info(runtime).install.trust_installed)(&markers[0], path) {
         Ok(Some(done)) => eprintln!("{done}"),
         Ok(None) => {}
         Err(problem) => anyhow::bail!("the hooks are written but {problem}"),
