@@ -138,11 +138,10 @@ pub const INFO: RuntimeInfo = RuntimeInfo {
     http_hooks: true,
     failure_answer,
     install: Install {
-        settings,
         extensions_beside,
         switched_off_by_user,
         release_is_current: installed_release_is_current,
-        ..Install::HOOKS_ONLY
+        ..Install::hooks(settings)
     },
     hook_help: "Answer one Claude Code hook event read from stdin.\n\n\
          Sends the event to the store's daemon in one round trip, starting the daemon first if \

@@ -173,9 +173,8 @@ pub const INFO: RuntimeInfo = RuntimeInfo {
     http_hooks: false,
     failure_answer,
     install: Install {
-        settings,
         trust_installed,
-        ..Install::HOOKS_ONLY
+        ..Install::hooks(settings)
     },
     hook_help: "Answer one OpenAI Codex CLI hook event read from stdin.\n\n\
          Decides PreToolUse (a deny, or for a pause, which a Codex hook cannot ask, a deny saying \

@@ -359,10 +359,7 @@ pub const INFO: RuntimeInfo = RuntimeInfo {
     hook_timeout_secs: Some(HOOK_TIMEOUT_SECS),
     http_hooks: false,
     failure_answer,
-    install: Install {
-        settings,
-        ..Install::HOOKS_ONLY
-    },
+    install: Install::hooks(settings),
     hook_help: "Answer one GitHub Copilot CLI hook event read from stdin.\n\n\
          Known by its shape (Copilot names no event): decides preToolUse (`{\"permissionDecision\": \
          \"deny\"|\"ask\"|\"allow\", …}`; for a pause `ask`, which Copilot's TUI asks the person and a \

@@ -73,10 +73,7 @@ pub const INFO: RuntimeInfo = RuntimeInfo {
     hook_timeout_secs: None,
     http_hooks: false,
     failure_answer,
-    install: Install {
-        settings,
-        ..Install::HOOKS_ONLY
-    },
+    install: Install::hooks(settings),
     hook_help: "Answer one Cursor agent-hook event read from stdin.\n\n\
          Decides beforeShellExecution, beforeMCPExecution, beforeReadFile and preToolUse \
          (`{\"permission\": \"deny\"|\"ask\", …}`; `{}` to allow, with notes as agent_message); records \

@@ -54,9 +54,8 @@ pub const INFO: RuntimeInfo = RuntimeInfo {
     http_hooks: false,
     failure_answer,
     install: Install {
-        settings,
         switched_off_by_user,
-        ..Install::HOOKS_ONLY
+        ..Install::hooks(settings)
     },
     hook_help: "Answer one Gemini CLI hook event read from stdin.\n\n\
          Handles BeforeTool (`{\"decision\": \"deny\", \"reason\": …}` for a deny, and for a pause, \

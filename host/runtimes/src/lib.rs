@@ -205,8 +205,8 @@ pub struct RuntimeInfo {
 
 /// What `toolgate hook install` and `doctor` run for a runtime: its own
 /// code (in its file), named as data, so the installer and doctor in the
-/// CLI are the same for every runtime. [`Install::HOOKS_ONLY`] is what a
-/// runtime that needs nothing more has.
+/// CLI are the same for every runtime. [`Install::hooks`] is what a runtime
+/// that needs nothing more than its hooks has.
 #[derive(Debug, Clone, Copy)]
 pub struct Install {
     /// The hooks `hook install` merges into the runtime's settings.
@@ -238,16 +238,19 @@ pub struct Install {
 }
 
 impl Install {
-    /// Nothing merged into the settings (each runtime names its own
-    /// `settings`) and nothing more.
-    pub const HOOKS_ONLY: Install = Install {
-        settings: |_| json!({}),
-        plugin: |_| None,
-        trust_installed: |_, _| Ok(None),
-        extensions_beside: |_| Vec::new(),
-        switched_off_by_user: |_| Vec::new(),
-        release_is_current: || true,
-    };
+    /// The hooks merged into the settings by `settings`, and nothing more:
+    /// each runtime names its own `settings` (a runtime without them would
+    /// install nothing), the rest has defaults.
+    pub const fn hooks(settings: fn(&InstallPlan<'_>) -> Value) -> Install {
+        Install {
+            settings,
+            plugin: |_| None,
+            trust_installed: |_, _| Ok(None),
+            extensions_beside: |_| Vec::new(),
+            switched_off_by_user: |_| Vec::new(),
+            release_is_current: || true,
+        }
+    }
 }
 
 impl RuntimeInfo {

@@ -205,9 +205,8 @@ pub const INFO: RuntimeInfo = RuntimeInfo {
     http_hooks: false,
     failure_answer,
     install: Install {
-        settings,
         plugin,
-        ..Install::HOOKS_ONLY
+        ..Install::hooks(settings)
     },
     hook_help: "Answer one OpenCode event from toolgate's OpenCode plugin (stdin).\n\n\
          The plugin (`hook install --for opencode` writes it) sends tool.execute.before (decided: \

@@ -43,8 +43,13 @@ impl SandboxState {
     }
 
     fn logged(&self, err: FlowError) -> FlowsError {
-        if !matches!(err, FlowError::InvalidKind | FlowError::UnknownPath) {
-            tracing::warn!(policy = %self.call.policy, error = %err, "flow labels failed");
+        let why = match &err {
+            FlowError::InvalidKind | FlowError::UnknownPath => None,
+            FlowError::Storage(cause) => Some(cause.report()),
+            FlowError::Full | FlowError::TooLarge => Some(err.to_string()),
+        };
+        if let Some(why) = why {
+            tracing::warn!(policy = %self.call.policy, error = %why, "flow labels failed");
         }
         err.into()
     }

@@ -39,6 +39,15 @@ pub(super) struct Writer {
     pub dropped: Arc<AtomicU64>,
 }
 
+/// A failed batch as the log says it: PostgreSQL's refusal in its own
+/// words, with its SQLSTATE ([`describe`]); anything else with its causes.
+fn said(err: &(dyn std::error::Error + Send + Sync + 'static)) -> String {
+    match err.downcast_ref::<PgError>() {
+        Some(pg) => describe(pg),
+        None => with_causes(err),
+    }
+}
+
 /// How a verdict is spelled in the `decisions.verdict` column.
 pub(super) fn verdict_name(verdict: &Verdict) -> Result<String, String> {
     match serde_json::to_value(verdict) {
@@ -79,7 +88,7 @@ impl Writer {
                 if let Err(err) = self.commit(batch, &decisions, &mut audit) {
                     audit.failed(&self.settings.audit);
                     self.dropped.fetch_add(written, Ordering::Relaxed);
-                    tracing::error!(error = %with_causes(&*err), written, "store writes lost: the batch could not be committed");
+                    tracing::error!(error = %said(&*err), written, "store writes lost: the batch could not be committed");
                 }
             }
             if last_sweep.elapsed() >= interval {
