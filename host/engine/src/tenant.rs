@@ -12,6 +12,8 @@
 //! as they come, and they see every tenant.
 
 use toolgate_wire::protocol::DaemonRequest;
+use toolgate_wire::request::TENANT_PREFIX as PREFIX;
+pub use toolgate_wire::request::owner_of_user;
 
 use crate::hooks::{Event, EventKind};
 use crate::request::{DEFAULT_USER_ID, ToolRequest};
@@ -26,9 +28,6 @@ pub enum Tenant {
     /// Another OS user, by uid: confined to what it made.
     User(u32),
 }
-
-use toolgate_wire::request::TENANT_PREFIX as PREFIX;
-pub use toolgate_wire::request::owner_of_user;
 
 impl Tenant {
     /// The user id its requests act for (`uid:N`); none for the operator,
