@@ -12,6 +12,11 @@
 
 use std::time::{Duration, Instant};
 
+/// The allocator the `toolgate` binary (the daemon) runs with: the guard
+/// allocates a little per word, so the allocator is part of its cost.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use serde_json::{Value, json};
 use toolgate::guard::ControlPlane;
 use toolgate::{Config, ToolRequest};

@@ -74,7 +74,7 @@ pub struct Command {
     /// unknown.
     pub words: Vec<Word>,
     /// The directory it runs in, if known.
-    pub cwd: Option<PathBuf>,
+    pub cwd: Option<Arc<Path>>,
     /// `NAME=` for each variable the text sets before or on it (its own
     /// `NAME=value` prefix, an earlier `NAME=value;`, `export`,
     /// `declare`): what it may find changed in its environment, whatever
@@ -160,7 +160,7 @@ pub fn commands(text: &str, env: &Env<'_>) -> Result<Reading, String> {
         elsewhere: Vec::new(),
         been: env.cwd.map(Path::to_path_buf).into_iter().collect(),
     };
-    reader.read(text, env.cwd.map(Path::to_path_buf), 0);
+    reader.read(text, env.cwd.map(Arc::from), 0);
     match reader.unreadable {
         Some(why) => Err(why),
         None => Ok(reading),
@@ -193,13 +193,13 @@ impl Reader<'_, '_> {
     /// Read `text` that a command of this text (at `depth`) runs in a
     /// shell of its own (`sh -c`, `$(…)`, `eval`, `env -S`): its `cd`s
     /// move that shell, not this one.
-    fn read_nested(&mut self, text: &str, cwd: Option<PathBuf>, depth: usize) {
+    fn read_nested(&mut self, text: &str, cwd: Option<Arc<Path>>, depth: usize) {
         let elsewhere = self.elsewhere.clone();
         self.read(text, cwd, depth + 1);
         self.elsewhere = elsewhere;
     }
 
-    fn read(&mut self, text: &str, cwd: Option<PathBuf>, depth: usize) {
+    fn read(&mut self, text: &str, cwd: Option<Arc<Path>>, depth: usize) {
         if depth > MAX_DEPTH {
             self.unreadable = Some(format!(
                 "nested deeper than {MAX_DEPTH} shells or substitutions"
@@ -268,15 +268,15 @@ impl Reader<'_, '_> {
         &mut self,
         command: Command,
         raw: &[String],
-        cwd: Option<PathBuf>,
+        cwd: Option<Arc<Path>>,
         depth: usize,
-    ) -> Option<PathBuf> {
+    ) -> Option<Arc<Path>> {
         let simple = Simple::of(&command.words, raw);
         let mut next_cwd = cwd.clone();
-        match simple.name().as_deref() {
+        match simple.name() {
             Some("cd" | "pushd") => {
                 if let Some(target) = self.cd(&simple) {
-                    next_cwd = self.move_to(&target, cwd.as_deref()).or(next_cwd);
+                    next_cwd = (self.move_to(&target, cwd.as_deref()).map(Arc::from)).or(next_cwd);
                 }
             }
             Some(setter) if SETTERS.contains(&setter) => self.set(&simple, cwd.as_deref(), depth),
@@ -295,15 +295,13 @@ impl Reader<'_, '_> {
                     self.assign(name);
                 }
                 let before = match builtin {
-                    "printf" => simple
-                        .args()
-                        .find(|&i| simple.literal(i).as_deref() == Some("-v")),
+                    "printf" => simple.args().find(|&i| simple.literal(i) == Some("-v")),
                     "getopts" => Some(simple.first + 1),
                     _ => Some(simple.first),
                 };
                 if let Some(at) = before.map(|i| i + 1).filter(|&i| i < command.words.len()) {
                     match simple.literal(at) {
-                        Some(word) => variable(&word).into_iter().for_each(|n| self.assign(n)),
+                        Some(word) => variable(word).into_iter().for_each(|n| self.assign(n)),
                         None => self.names_unknown = true,
                     }
                 }
@@ -315,7 +313,7 @@ impl Reader<'_, '_> {
                 }
             }
             Some("eval") => {
-                let text: Vec<String> = simple.args().filter_map(|i| simple.literal(i)).collect();
+                let text: Vec<&str> = simple.args().filter_map(|i| simple.literal(i)).collect();
                 if text.len() < simple.args().len() {
                     self.names_unknown = true; // `eval "$(…)"`
                 }
@@ -433,7 +431,7 @@ impl Reader<'_, '_> {
             .args()
             .find(|&i| simple.literal(i).is_none_or(|w| !w.starts_with('-')));
         match at.map(|i| (i, simple.literal(i))) {
-            Some((_, Some(literal))) => Some(literal),
+            Some((_, Some(literal))) => Some(literal.to_string()),
             Some((i, None)) => {
                 if let Some(tail) = literal_tail(&simple.raw[i]) {
                     return Some(Path::new(UNKNOWN_DIR).join(tail));
@@ -442,6 +440,7 @@ impl Reader<'_, '_> {
                 (i + 1..simple.words.len())
                     .filter_map(|i| simple.literal(i))
                     .find(|w| !w.starts_with('-'))
+                    .map(str::to_string)
             }
             None => None,
         }
@@ -462,9 +461,9 @@ impl Reader<'_, '_> {
             match simple.literal(i) {
                 // Named as the shell passes it (`export CO''PILOT_HOME=…`).
                 Some(word) if !word.starts_with('-') => {
-                    if let Some(name) = assignment(&word)
+                    if let Some(name) = assignment(word)
                         .map(|(name, _)| name)
-                        .or_else(|| variable(&word))
+                        .or_else(|| variable(word))
                     {
                         self.assign(name);
                     }
@@ -603,7 +602,7 @@ impl Reader<'_, '_> {
             },
             WordPiece::CommandSubstitution(text)
             | WordPiece::BackquotedCommandSubstitution(text) => {
-                self.read_nested(text, cwd.map(Path::to_path_buf), depth);
+                self.read_nested(text, cwd.map(Arc::from), depth);
                 return false;
             }
             WordPiece::ArithmeticExpression(_) => return false,
@@ -649,9 +648,9 @@ impl<'c> Simple<'c> {
         };
         while let Some(word) = simple.literal(simple.first) {
             let after_command =
-                simple.first > 0 && simple.literal(simple.first - 1).as_deref() == Some("command");
-            if !(RESERVED.contains(&word.as_str())
-                || matches!(word.as_str(), "builtin" | "command")
+                simple.first > 0 && simple.literal(simple.first - 1) == Some("command");
+            if !(RESERVED.contains(&word)
+                || matches!(word, "builtin" | "command")
                 || (after_command && word.starts_with('-')))
             {
                 break;
@@ -662,17 +661,16 @@ impl<'c> Simple<'c> {
     }
 
     /// Word `i`, if it is one literal.
-    fn literal(&self, i: usize) -> Option<String> {
+    fn literal(&self, i: usize) -> Option<&'c str> {
         match self.words.get(i) {
-            Some(Word::Literal(one)) if one.len() == 1 => Some(one[0].clone()),
+            Some(Word::Literal(one)) if one.len() == 1 => Some(one[0].as_str()),
             _ => None,
         }
     }
 
     /// The command's file name (`/bin/rm` is `rm`).
-    fn name(&self) -> Option<String> {
-        (self.literal(self.first))
-            .map(|n| path_text::file_name(&n).map_or(n.clone(), str::to_string))
+    fn name(&self) -> Option<&'c str> {
+        (self.literal(self.first)).map(|n| path_text::file_name(n).unwrap_or(n))
     }
 
     /// The indices of its arguments.
@@ -684,8 +682,8 @@ impl<'c> Simple<'c> {
     /// TEXT`, `timeout 60 sh -c TEXT`, `sudo -u u bash -c TEXT`).
     fn shell_text(&self) -> Option<String> {
         let is_shell = |w: &str| SHELLS.contains(&path_text::file_name(w).unwrap_or(""));
-        let shell = (self.first..self.words.len())
-            .find(|&i| self.literal(i).is_some_and(|w| is_shell(&w)))?;
+        let shell =
+            (self.first..self.words.len()).find(|&i| self.literal(i).is_some_and(is_shell))?;
         let option = (shell + 1..self.words.len()).find(|&i| {
             self.literal(i).is_some_and(|w| {
                 w.strip_prefix('-').is_some_and(|options| {
@@ -695,14 +693,14 @@ impl<'c> Simple<'c> {
                 })
             })
         })?;
-        self.literal(option + 1)
+        self.literal(option + 1).map(str::to_string)
     }
 
     /// The text `env -S TEXT` (`--split-string=TEXT`, `-STEXT`) at word `i`.
     fn split_string(&self, i: usize) -> Option<String> {
         let word = self.literal(i)?;
         if word == "-S" || word == "--split-string" {
-            return self.literal(i + 1);
+            return self.literal(i + 1).map(str::to_string);
         }
         word.strip_prefix("--split-string=")
             .or_else(|| word.strip_prefix("-S").filter(|t| !t.is_empty()))
