@@ -448,11 +448,15 @@ fn the_store_engine_stays_inside_its_backend() {
 
 #[test]
 fn only_hooks_knows_the_runtimes() {
-    // Adding a runtime is one file in `host/runtimes/` and one `HookRuntime`
-    // variant: no other module names a runtime's variant (the CLI's
-    // subcommands map to theirs in one place, `HookCommand::adapter`; the
-    // wire crate's `protocol.rs` defines them, with the failure answers the
-    // thin client gives).
+    // Adding a runtime is one file in `host/runtimes/`, a line in its
+    // `runtimes!` list and one in the wire's `hook_runtimes!`: no module of
+    // the engine or the server names a runtime's variant (the CLI's
+    // subcommands, the failure answers and the installer are made from
+    // `hooks::RUNTIMES`).
+    let variants: Vec<String> = toolgate::hooks::HookRuntime::ALL
+        .iter()
+        .map(|runtime| format!("HookRuntime::{runtime:?}"))
+        .collect();
     let mut found = Vec::new();
     let mut pending = vec![engine_src(), server_src()];
     while let Some(dir) = pending.pop() {
@@ -464,18 +468,10 @@ fn only_hooks_knows_the_runtimes() {
             }
             let text = std::fs::read_to_string(&path).unwrap();
             for (n, line) in text.lines().enumerate() {
-                let names_one = [
-                    "ClaudeCode",
-                    "GeminiCli",
-                    "Cursor",
-                    "Codex",
-                    "Copilot",
-                    "OpenCode",
-                ]
-                .iter()
-                .any(|v| line.contains(&format!("HookRuntime::{v}")));
-                let the_cli_mapping = line.contains("HookCommand::");
-                if names_one && !the_cli_mapping {
+                if variants
+                    .iter()
+                    .any(|variant| line.contains(variant.as_str()))
+                {
                     found.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
                 }
             }

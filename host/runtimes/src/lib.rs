@@ -9,9 +9,10 @@
 //! prompt, a call to decide, a call that ran, or nothing), writes the
 //! runtime's answer to a decision, and says what its settings need. The
 //! engine's driver (`service::hook`) does the work: turns, decisions,
-//! outcomes, gates. Adding a runtime is one file here plus one
-//! [`HookRuntime`] variant (its name on the wire) and a line in [`adapter`]
-//! and [`RUNTIMES`]; nothing outside this crate matches on the runtime or
+//! outcomes, gates. Adding a runtime is one file here (and its `mod`
+//! line), a line in this crate's `runtimes!` list (its variant and adapter)
+//! and one in the wire's `hook_runtimes!` (its variant and name on the
+//! wire); nothing outside these matches on the runtime or
 //! names it (`toolgate hook`'s subcommands, their help, the failure answers
 //! the thin hook client gives, and what `hook install` and `doctor` run
 //! come from [`RUNTIMES`]).
@@ -45,27 +46,33 @@ pub use toolgate_wire::protocol::{HookRuntime, OnError};
 /// [`InvalidRequest`] naming the event and the field.
 pub type Result<T, E = InvalidRequest> = std::result::Result<T, E>;
 
-/// The adapter of `runtime`: the one place a runtime is matched.
-pub fn adapter(runtime: HookRuntime) -> &'static dyn Adapter {
-    match runtime {
-        HookRuntime::ClaudeCode => &claude_code::ClaudeCode,
-        HookRuntime::GeminiCli => &gemini_cli::GeminiCli,
-        HookRuntime::Cursor => &cursor::Cursor,
-        HookRuntime::Codex => &codex::Codex,
-        HookRuntime::Copilot => &copilot::Copilot,
-        HookRuntime::OpenCode => &opencode::OpenCode,
-    }
+/// Makes [`adapter`] and [`RUNTIMES`] from one list: each runtime's
+/// [`HookRuntime`] variant and its module's adapter (whose `INFO` is its
+/// [`RuntimeInfo`]), in [`HookRuntime::ALL`] order. A runtime left out of
+/// the list does not compile: the match must cover every variant and the
+/// array is as long as `ALL`.
+macro_rules! runtimes {
+    ($($variant:ident => $module:ident::$adapter:ident,)+) => {
+        /// The adapter of `runtime`: the one place a runtime is matched.
+        pub fn adapter(runtime: HookRuntime) -> &'static dyn Adapter {
+            match runtime {
+                $(HookRuntime::$variant => &$module::$adapter,)+
+            }
+        }
+
+        /// Every runtime's [`RuntimeInfo`], in [`HookRuntime::ALL`] order.
+        pub const RUNTIMES: [&RuntimeInfo; HookRuntime::ALL.len()] = [$(&$module::INFO),+];
+    };
 }
 
-/// Every runtime's [`RuntimeInfo`], in [`HookRuntime::ALL`] order.
-pub const RUNTIMES: [&RuntimeInfo; 6] = [
-    &claude_code::INFO,
-    &gemini_cli::INFO,
-    &cursor::INFO,
-    &codex::INFO,
-    &copilot::INFO,
-    &opencode::INFO,
-];
+runtimes! {
+    ClaudeCode => claude_code::ClaudeCode,
+    GeminiCli => gemini_cli::GeminiCli,
+    Cursor => cursor::Cursor,
+    Codex => codex::Codex,
+    Copilot => copilot::Copilot,
+    OpenCode => opencode::OpenCode,
+}
 
 /// What `runtime`'s hook prints when toolgate itself failed on an event
 /// (`error`): always something (`{}` for "no decision"), because the

@@ -255,54 +255,53 @@ pub enum DaemonRequest {
     Metrics,
 }
 
-/// The agent runtimes whose hook events the daemon answers. Each has its
-/// adapter in `toolgate::hooks` (one file per runtime).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum HookRuntime {
+/// Declares [`HookRuntime`] from one list: each runtime's variant and its
+/// name on the command line and the wire, written once, so the enum, its
+/// names and [`HookRuntime::ALL`] cannot drift apart.
+macro_rules! hook_runtimes {
+    ($($(#[$attr:meta])* $variant:ident = $name:literal,)+) => {
+        /// The agent runtimes whose hook events the daemon answers. Each has
+        /// its adapter in `toolgate::hooks` (one file per runtime).
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+        pub enum HookRuntime {
+            $($(#[$attr])* #[serde(rename = $name)] $variant,)+
+        }
+
+        impl HookRuntime {
+            /// Every runtime, for parsing and listing.
+            pub const ALL: [HookRuntime; [$($name),+].len()] = [$(Self::$variant),+];
+
+            /// Its name on the command line and the wire.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $name,)+
+                }
+            }
+        }
+    };
+}
+
+hook_runtimes! {
     /// Claude Code's command hooks (the default of a hook command that
     /// names none).
     #[default]
-    ClaudeCode,
+    ClaudeCode = "claude-code",
     /// Gemini CLI's command hooks.
-    GeminiCli,
+    GeminiCli = "gemini-cli",
     /// Cursor's agent hooks.
-    Cursor,
+    Cursor = "cursor",
     /// OpenAI Codex CLI's hooks.
-    Codex,
+    Codex = "codex",
     /// GitHub Copilot CLI's hooks.
-    Copilot,
+    Copilot = "copilot",
     /// OpenCode, through toolgate's plugin.
-    #[serde(rename = "opencode")]
-    OpenCode,
+    OpenCode = "opencode",
 }
 
 impl HookRuntime {
-    /// Every runtime, for parsing and listing.
-    pub const ALL: [HookRuntime; 6] = [
-        Self::ClaudeCode,
-        Self::GeminiCli,
-        Self::Cursor,
-        Self::Codex,
-        Self::Copilot,
-        Self::OpenCode,
-    ];
-
     /// The runtime of that name.
     pub fn from_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|runtime| runtime.name() == name)
-    }
-
-    /// Its name on the command line and the wire.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::ClaudeCode => "claude-code",
-            Self::GeminiCli => "gemini-cli",
-            Self::Cursor => "cursor",
-            Self::Codex => "codex",
-            Self::Copilot => "copilot",
-            Self::OpenCode => "opencode",
-        }
     }
 }
 
