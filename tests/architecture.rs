@@ -457,6 +457,9 @@ fn only_hooks_knows_the_runtimes() {
         .iter()
         .map(|runtime| format!("HookRuntime::{runtime:?}"))
         .collect();
+    // The names as code spells them (a `Debug` written by hand would make
+    // this test look for nothing).
+    assert!(variants.iter().any(|v| v == "HookRuntime::ClaudeCode"));
     let mut found = Vec::new();
     let mut pending = vec![engine_src(), server_src()];
     while let Some(dir) = pending.pop() {

@@ -53,11 +53,6 @@ use crate::hooks;
 use crate::request::ToolRequest;
 use resolve::{Kind, Protected};
 
-/// A set of what one judgment has judged already (words, commands): the
-/// keys are the agent's, and foldhash is seeded per process, at a fraction
-/// of SipHash's cost per key.
-type Judged<T> = std::collections::HashSet<T, foldhash::fast::RandomState>;
-
 /// Commands that rename, remove, relink or copy into what they name: such a
 /// command may not name a directory that holds a protected location.
 const DESTRUCTIVE: &[&str] = &[
@@ -421,7 +416,7 @@ impl ControlPlane {
             return Some(what.to_string());
         }
         let places = self.places(&reading, env.cwd);
-        let mut judged = Judged::default();
+        let mut judged = std::collections::HashSet::new();
         for command in &reading.commands {
             if !judged.insert(command) {
                 continue; // the same words, in the same place, as one judged
@@ -475,7 +470,7 @@ impl ControlPlane {
                     .first()
                     .is_some_and(|w| w.literals().all(|name| !name.contains('/'))),
         );
-        let mut seen = Judged::default();
+        let mut seen = std::collections::HashSet::new();
         for word in (command.words.iter().skip(looked_up)).flat_map(|w| w.literals()) {
             if !seen.insert(word) {
                 continue; // judged already, in the same places
@@ -518,7 +513,7 @@ impl ControlPlane {
     /// may really have put it (only where that is another place).
     fn places(&self, reading: &shell::Reading, cwd: Option<&Path>) -> Vec<Dir> {
         let mut places: Vec<Dir> = Vec::with_capacity(reading.dirs.len());
-        let mut seen = Judged::default();
+        let mut seen = std::collections::HashSet::new();
         for (dir, elsewhere) in (reading.dirs.iter().map(|d| (d, false)))
             .chain(reading.elsewhere.iter().map(|d| (d, true)))
         {
@@ -819,7 +814,7 @@ impl ControlPlane {
     /// word judged once is judged: text that repeats one (a log, a
     /// generated file, an adversary's padding) costs its distinct words.
     fn judge_words<'t>(&self, words: impl Iterator<Item = &'t str>) -> Option<String> {
-        let mut judged = Judged::default();
+        let mut judged = std::collections::HashSet::new();
         for word in words {
             if !self.could_name_protected(word) || !judged.insert(word) {
                 continue;
