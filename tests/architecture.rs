@@ -448,11 +448,12 @@ fn the_store_engine_stays_inside_its_backend() {
 
 #[test]
 fn only_hooks_knows_the_runtimes() {
-    // Adding a runtime is one file in `host/runtimes/`, a line in its
-    // `runtimes!` list and one in the wire's `hook_runtimes!`: no module of
-    // the engine or the server names a runtime's variant (the CLI's
-    // subcommands, the failure answers and the installer are made from
-    // `hooks::RUNTIMES`).
+    // Adding a runtime is one file in `host/runtimes/` and one line in the
+    // wire's `for_each_runtime!` list (which spells its variant bare): no
+    // module of the engine, the server or the wire, nor the runtimes
+    // crate's `lib.rs` (its modules, its `match` and its list are made from
+    // that line), names a runtime's variant (the CLI's subcommands, the
+    // failure answers and the installer are made from `hooks::RUNTIMES`).
     let variants: Vec<String> = toolgate::hooks::HookRuntime::ALL
         .iter()
         .map(|runtime| format!("HookRuntime::{runtime:?}"))
@@ -460,29 +461,57 @@ fn only_hooks_knows_the_runtimes() {
     // The names as code spells them (a `Debug` written by hand would make
     // this test look for nothing).
     assert!(variants.iter().any(|v| v == "HookRuntime::ClaudeCode"));
+    let host = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut found = Vec::new();
-    let mut pending = vec![engine_src(), server_src()];
+    let mut pending = vec![engine_src(), server_src(), host.join("wire/src")];
+    let mut files = vec![host.join("runtimes/src/lib.rs")];
     while let Some(dir) = pending.pop() {
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
-            if path.is_dir() {
-                pending.push(path);
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).unwrap();
-            for (n, line) in text.lines().enumerate() {
-                if variants
-                    .iter()
-                    .any(|variant| line.contains(variant.as_str()))
-                {
-                    found.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
-                }
+            match path.is_dir() {
+                true => pending.push(path),
+                false => files.push(path),
             }
         }
     }
+    for path in files {
+        let text = std::fs::read_to_string(&path).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            if variants
+                .iter()
+                .any(|variant| line.contains(variant.as_str()))
+            {
+                found.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    // Nor does the runtimes crate list its runtimes' modules a second time:
+    // they are declared from the wire's list.
+    let runtimes = host.join("runtimes/src");
+    let lib = std::fs::read_to_string(runtimes.join("lib.rs")).unwrap();
+    let mut modules = 0;
+    for entry in std::fs::read_dir(&runtimes).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        if !text.contains("pub const INFO: RuntimeInfo") {
+            continue;
+        }
+        modules += 1;
+        let module = path.file_stem().unwrap().to_str().unwrap();
+        for spelled in [format!("mod {module};"), format!("{module}::")] {
+            if lib.contains(&spelled) {
+                found.push(format!("{}: {spelled}", runtimes.join("lib.rs").display()));
+            }
+        }
+    }
+    assert_eq!(
+        modules,
+        variants.len(),
+        "one file per runtime in {runtimes:?}"
+    );
     assert!(
         found.is_empty(),
-        "a runtime named outside the runtimes crate (host/runtimes):\n{}",
+        "a runtime named outside its own file and the wire's list:\n{}",
         found.join("\n")
     );
 }

@@ -9,11 +9,11 @@
 //! prompt, a call to decide, a call that ran, or nothing), writes the
 //! runtime's answer to a decision, and says what its settings need. The
 //! engine's driver (`service::hook`) does the work: turns, decisions,
-//! outcomes, gates. Adding a runtime is one file here (and its `mod`
-//! line), a line in this crate's `runtimes!` list (its variant and adapter)
-//! and one in the wire's `hook_runtimes!` (its variant and name on the
-//! wire); nothing outside these matches on the runtime or
-//! names it (`toolgate hook`'s subcommands, their help, the failure answers
+//! outcomes, gates. Adding a runtime is one file here and one line in the
+//! wire's list, `toolgate_wire::for_each_runtime!` (its variant, its name
+//! and its module here): the enum, this crate's modules, its one `match`
+//! and [`RUNTIMES`] are made from that list; nothing else matches on the
+//! runtime or names it (`toolgate hook`'s subcommands, their help, the failure answers
 //! the thin hook client gives, and what `hook install` and `doctor` run
 //! come from [`RUNTIMES`]).
 //!
@@ -22,12 +22,6 @@
 //! answer for the configured `--on-error`, and "no decision" is still an
 //! answer (`{}`): the installed command line treats no output as a failure.
 
-pub mod claude_code;
-pub mod codex;
-pub mod copilot;
-pub mod cursor;
-pub mod gemini_cli;
-pub mod opencode;
 pub mod path_text;
 pub mod transcript;
 
@@ -46,17 +40,18 @@ pub use toolgate_wire::protocol::{HookRuntime, OnError};
 /// [`InvalidRequest`] naming the event and the field.
 pub type Result<T, E = InvalidRequest> = std::result::Result<T, E>;
 
-/// Makes [`adapter`] and [`RUNTIMES`] from one list: each runtime's
-/// [`HookRuntime`] variant and its module's adapter (whose `INFO` is its
-/// [`RuntimeInfo`]), in [`HookRuntime::ALL`] order. A runtime left out of
-/// the list does not compile: the match must cover every variant and the
-/// array is as long as `ALL`.
+/// Makes each runtime's module, [`adapter`] and [`RUNTIMES`] from the
+/// wire's one list ([`toolgate_wire::for_each_runtime!`]), in
+/// [`HookRuntime::ALL`] order: the module named there, whose type named as
+/// the variant is the adapter and whose `INFO` is its [`RuntimeInfo`].
 macro_rules! runtimes {
-    ($($variant:ident => $module:ident::$adapter:ident,)+) => {
+    ($($(#[$attr:meta])* $variant:ident = $name:literal in $module:ident,)+) => {
+        $(pub mod $module;)+
+
         /// The adapter of `runtime`: the one place a runtime is matched.
         pub fn adapter(runtime: HookRuntime) -> &'static dyn Adapter {
             match runtime {
-                $(HookRuntime::$variant => &$module::$adapter,)+
+                $(HookRuntime::$variant => &$module::$variant,)+
             }
         }
 
@@ -65,14 +60,7 @@ macro_rules! runtimes {
     };
 }
 
-runtimes! {
-    ClaudeCode => claude_code::ClaudeCode,
-    GeminiCli => gemini_cli::GeminiCli,
-    Cursor => cursor::Cursor,
-    Codex => codex::Codex,
-    Copilot => copilot::Copilot,
-    OpenCode => opencode::OpenCode,
-}
+toolgate_wire::for_each_runtime!(runtimes);
 
 /// What `runtime`'s hook prints when toolgate itself failed on an event
 /// (`error`): always something (`{}` for "no decision"), because the

@@ -255,13 +255,44 @@ pub enum DaemonRequest {
     Metrics,
 }
 
-/// Declares [`HookRuntime`] from one list: each runtime's variant and its
-/// name on the command line and the wire, written once, so the enum, its
-/// names and [`HookRuntime::ALL`] cannot drift apart.
+/// The one list of agent runtimes. Each line is a runtime: its
+/// [`HookRuntime`] variant, its name on the command line and the wire, and
+/// its module in the runtimes crate (`host/runtimes/src/MODULE.rs`, whose
+/// type named as the variant is its adapter and whose `INFO` is what
+/// toolgate knows of it). Adding a runtime is that file and one line here;
+/// nothing else names it.
+///
+/// Hands the list to `$callback` (a `macro_rules!` macro taking the lines
+/// as written): [`hook_runtimes!`] here makes the enum, the runtimes crate
+/// its modules, its one `match` and its list, so no two of them can drift.
+#[macro_export]
+macro_rules! for_each_runtime {
+    ($callback:ident) => {
+        $callback! {
+            /// Claude Code's command hooks (the default of a hook command
+            /// that names none).
+            #[default]
+            ClaudeCode = "claude-code" in claude_code,
+            /// Gemini CLI's command hooks.
+            GeminiCli = "gemini-cli" in gemini_cli,
+            /// Cursor's agent hooks.
+            Cursor = "cursor" in cursor,
+            /// OpenAI Codex CLI's hooks.
+            Codex = "codex" in codex,
+            /// GitHub Copilot CLI's hooks.
+            Copilot = "copilot" in copilot,
+            /// OpenCode, through toolgate's plugin.
+            OpenCode = "opencode" in opencode,
+        }
+    };
+}
+
+/// Declares [`HookRuntime`], its [`HookRuntime::ALL`] and its names from
+/// [`for_each_runtime!`]'s list.
 macro_rules! hook_runtimes {
-    ($($(#[$attr:meta])* $variant:ident = $name:literal,)+) => {
+    ($($(#[$attr:meta])* $variant:ident = $name:literal in $module:ident,)+) => {
         /// The agent runtimes whose hook events the daemon answers. Each has
-        /// its adapter in `toolgate::hooks` (one file per runtime).
+        /// its adapter in the runtimes crate (one file per runtime).
         #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
         pub enum HookRuntime {
             $($(#[$attr])* #[serde(rename = $name)] $variant,)+
@@ -281,22 +312,7 @@ macro_rules! hook_runtimes {
     };
 }
 
-hook_runtimes! {
-    /// Claude Code's command hooks (the default of a hook command that
-    /// names none).
-    #[default]
-    ClaudeCode = "claude-code",
-    /// Gemini CLI's command hooks.
-    GeminiCli = "gemini-cli",
-    /// Cursor's agent hooks.
-    Cursor = "cursor",
-    /// OpenAI Codex CLI's hooks.
-    Codex = "codex",
-    /// GitHub Copilot CLI's hooks.
-    Copilot = "copilot",
-    /// OpenCode, through toolgate's plugin.
-    OpenCode = "opencode",
-}
+for_each_runtime!(hook_runtimes);
 
 impl HookRuntime {
     /// The runtime of that name.
