@@ -9,11 +9,11 @@
 //! prompt, a call to decide, a call that ran, or nothing), writes the
 //! runtime's answer to a decision, and says what its settings need. The
 //! engine's driver (`service::hook`) does the work: turns, decisions,
-//! outcomes, gates. Adding a runtime is one file here and one line in the
-//! wire's list, `toolgate_wire::for_each_runtime!` (its variant, its name
-//! and its module here): the enum, this crate's modules, its one `match`
-//! and [`RUNTIMES`] are made from that list; nothing else matches on the
-//! runtime or names it (`toolgate hook`'s subcommands, their help, the failure answers
+//! outcomes, gates. Adding a runtime is one file here (with its `mod`
+//! line) and one line in the wire's list, `toolgate_wire::for_each_runtime!`
+//! (its variant, its name and its module here): the enum, its names, this
+//! crate's one `match` and [`RUNTIMES`] are made from that list; nothing
+//! else matches on the runtime or names its variant (`toolgate hook`'s subcommands, their help, the failure answers
 //! the thin hook client gives, and what `hook install` and `doctor` run
 //! come from [`RUNTIMES`]).
 //!
@@ -22,6 +22,16 @@
 //! answer for the configured `--on-error`, and "no decision" is still an
 //! answer (`{}`): the installed command line treats no output as a failure.
 
+// A runtime's file is a `mod` here, outside the list's macro: rustfmt
+// (and `cargo fmt`) reach a file only through a `mod` item it can see. A
+// file left out of the list fails the architecture test; a list line
+// without its `mod`, the build.
+pub mod claude_code;
+pub mod codex;
+pub mod copilot;
+pub mod cursor;
+pub mod gemini_cli;
+pub mod opencode;
 pub mod path_text;
 pub mod transcript;
 
@@ -40,14 +50,12 @@ pub use toolgate_wire::protocol::{HookRuntime, OnError};
 /// [`InvalidRequest`] naming the event and the field.
 pub type Result<T, E = InvalidRequest> = std::result::Result<T, E>;
 
-/// Makes each runtime's module, [`adapter`] and [`RUNTIMES`] from the
-/// wire's one list ([`toolgate_wire::for_each_runtime!`]), in
-/// [`HookRuntime::ALL`] order: the module named there, whose type named as
-/// the variant is the adapter and whose `INFO` is its [`RuntimeInfo`].
+/// Makes [`adapter`] and [`RUNTIMES`] from the wire's one list
+/// ([`toolgate_wire::for_each_runtime!`]), in [`HookRuntime::ALL`] order:
+/// each runtime's module named there, whose type named as the variant is
+/// the adapter and whose `INFO` is its [`RuntimeInfo`].
 macro_rules! runtimes {
     ($($(#[$attr:meta])* $variant:ident = $name:literal in $module:ident,)+) => {
-        $(pub mod $module;)+
-
         /// The adapter of `runtime`: the one place a runtime is matched.
         pub fn adapter(runtime: HookRuntime) -> &'static dyn Adapter {
             match runtime {

@@ -259,12 +259,12 @@ pub enum DaemonRequest {
 /// [`HookRuntime`] variant, its name on the command line and the wire, and
 /// its module in the runtimes crate (`host/runtimes/src/MODULE.rs`, whose
 /// type named as the variant is its adapter and whose `INFO` is what
-/// toolgate knows of it). Adding a runtime is that file and one line here;
-/// nothing else names it.
+/// toolgate knows of it). Adding a runtime is that file (with its `mod`
+/// line there) and one line here; nothing else names its variant.
 ///
 /// Hands the list to `$callback` (a `macro_rules!` macro taking the lines
-/// as written): [`hook_runtimes!`] here makes the enum, the runtimes crate
-/// its modules, its one `match` and its list, so no two of them can drift.
+/// as written): `hook_runtimes!` here makes the enum, the runtimes crate its
+/// one `match` and its list, so no two of them can drift.
 #[macro_export]
 macro_rules! for_each_runtime {
     ($callback:ident) => {

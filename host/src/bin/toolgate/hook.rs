@@ -36,7 +36,7 @@ pub enum HookCommand {
         #[arg(long, value_name = "SOCKET")]
         connect: Option<PathBuf>,
         /// The agent runtime whose settings to write.
-        #[arg(long = "for", value_parser = runtime_arg(), default_value = "claude-code")]
+        #[arg(long = "for", value_parser = runtime_arg(), default_value = HookRuntime::default().name())]
         runtime: HookRuntime,
         /// How Claude Code reaches toolgate: `http` (in-process requests to
         /// the daemon's `[daemon] http` address, no process per call; a
