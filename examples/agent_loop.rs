@@ -13,19 +13,17 @@
 use std::sync::Arc;
 
 use serde_json::json;
-use toolgate_engine::gates::GateResolution;
+use toolgate_engine::gates::{GateKey, GateResolution};
 use toolgate_engine::request::Mode;
-use toolgate_engine::service::{DaemonRequest, Service};
-use toolgate_engine::{Config, Decision, Outcome, ToolRequest, Toolgate, Verdict};
+use toolgate_engine::{Config, Outcome, Service, ToolRequest, Verdict};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let dir = std::env::temp_dir().join(format!("toolgate-agent-loop-{}", std::process::id()));
-    let host = Toolgate::open(
+    let service = Arc::new(Service::open(
         Config::bundled_default()?,
         Some(dir.join("agent.redb").into()),
-    )?;
-    let service = Arc::new(Service::new(Arc::new(host)));
+    )?);
 
     let script = [
         ("Read", json!({"file_path": "src/main.rs"})),
@@ -41,11 +39,10 @@ async fn main() -> anyhow::Result<()> {
         request.channel = "slack".into();
         request.turn = turn as u64;
         request.mode = Mode::Interactive;
+        let request = Arc::new(request);
 
-        let evaluate = || DaemonRequest::Evaluate {
-            request: request.clone(),
-        };
-        let mut decision: Decision = serde_json::from_value(ask(&service, evaluate()).await?)?;
+        let evaluate = |s: &Service, r: &ToolRequest| s.evaluate(r);
+        let mut decision = blocking(&service, &request, evaluate).await?;
         if decision.verdict == Verdict::Pause {
             let pause = decision.pause.clone().expect("a pause carries its gate");
             println!(
@@ -54,16 +51,16 @@ async fn main() -> anyhow::Result<()> {
                 decision.reason.as_deref().unwrap_or("")
             );
             // The person approves from the channel the call came from.
-            let approve = DaemonRequest::Resolve {
-                user: pause.user_id,
-                thread: pause.thread_id,
-                request_id: pause.request_id,
-                channel: "slack".into(),
-                resolution: GateResolution::Approve { always: false },
-                token: None,
-            };
-            ask(&service, approve).await?;
-            decision = serde_json::from_value(ask(&service, evaluate()).await?)?;
+            blocking(&service, &request, move |s, _| {
+                let key = GateKey {
+                    user_id: pause.user_id.clone(),
+                    thread_id: pause.thread_id.clone(),
+                };
+                let approve = GateResolution::Approve { always: false };
+                s.resolve_gate(&key, &pause.request_id, "slack", approve)
+            })
+            .await?;
+            decision = blocking(&service, &request, evaluate).await?;
         }
         for note in &decision.notes {
             println!("{tool}: note from {}: {}", note.policy, note.text);
@@ -74,12 +71,10 @@ async fn main() -> anyhow::Result<()> {
                     "{tool}: allowed (risk {:?}) — running it",
                     decision.risk.category
                 );
-                let observe = DaemonRequest::Observe {
-                    request,
-                    outcome: Outcome::Succeeded,
-                    summary: "ok".into(),
-                };
-                ask(&service, observe).await?;
+                blocking(&service, &request, |s, r| {
+                    s.observe(r, Outcome::Succeeded, "ok")
+                })
+                .await?;
             }
             Verdict::Deny => println!("{tool}: denied — {}", decision.reason.unwrap_or_default()),
             Verdict::Pause => println!("{tool}: still paused"),
@@ -91,7 +86,11 @@ async fn main() -> anyhow::Result<()> {
 }
 
 /// toolgate is blocking (wasmtime, redb): keep it off the async workers.
-async fn ask(service: &Arc<Service>, request: DaemonRequest) -> anyhow::Result<serde_json::Value> {
-    let service = Arc::clone(service);
-    Ok(tokio::task::spawn_blocking(move || service.handle(request)).await??)
+async fn blocking<T: Send + 'static>(
+    service: &Arc<Service>,
+    request: &Arc<ToolRequest>,
+    ask: impl FnOnce(&Service, &ToolRequest) -> toolgate_engine::Result<T> + Send + 'static,
+) -> anyhow::Result<T> {
+    let (service, request) = (Arc::clone(service), Arc::clone(request));
+    Ok(tokio::task::spawn_blocking(move || ask(&service, &request)).await??)
 }

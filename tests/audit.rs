@@ -17,7 +17,7 @@ use serde_json::json;
 use toolgate::audit::{AuditKind, Broken, LinkHead, Verified, Verifier, link_hash};
 use toolgate::gates::GateResolution;
 use toolgate::locations::StoreLocation;
-use toolgate::{Config, Toolgate, Verdict};
+use toolgate::{Config, Service, Verdict};
 
 /// The store's audit table, as redb names it: seq → link.
 const AUDIT: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new("audit");
@@ -29,14 +29,14 @@ fn approver() -> String {
 }
 
 /// A host over `store` from the config file `dir/config.toml` holding `body`.
-fn host_from_file(dir: &Path, body: &str, store: StoreLocation) -> Toolgate {
+fn host_from_file(dir: &Path, body: &str, store: StoreLocation) -> Service {
     let path = dir.join("config.toml");
     std::fs::write(&path, config_text(body)).unwrap();
-    Toolgate::open(Config::load(&path).unwrap(), Some(store)).unwrap()
+    Service::open(Config::load(&path).unwrap(), Some(store)).unwrap()
 }
 
 /// Every link of this host's chain, checked with the host's own key.
-fn verify(host: &Toolgate, key: &Path) -> (Vec<LinkHead>, Result<Verified, Broken>) {
+fn verify(host: &Service, key: &Path) -> (Vec<LinkHead>, Result<Verified, Broken>) {
     host.persist();
     let page = host
         .store()

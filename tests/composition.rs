@@ -9,7 +9,7 @@ use serde_json::json;
 use toolgate::Verdict;
 use toolgate::decision::{PolicyVerdict, RiskLevel};
 
-fn decided_count(host: &toolgate::Toolgate, plugin: &str) -> u64 {
+fn decided_count(host: &toolgate::Service, plugin: &str) -> u64 {
     host.command(plugin, "decided", "{}")
         .unwrap()
         .parse()

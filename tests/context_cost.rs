@@ -27,7 +27,7 @@ fn subagent(tool: &str, arguments: serde_json::Value, tokens: u64) -> ToolReques
     request
 }
 
-fn read_at(host: &toolgate::Toolgate, tokens: u64) -> Decision {
+fn read_at(host: &toolgate::Service, tokens: u64) -> Decision {
     host.evaluate(&subagent("Read", json!({"file_path": "x"}), tokens))
         .unwrap()
 }

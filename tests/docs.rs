@@ -777,7 +777,7 @@ fn every_toml_snippet_loads() {
                 if !config.plugins.values().any(from_registry) {
                     config.cache_dir = Some(dir.path().join("cache"));
                     let store = dir.path().join(format!("{checked}.redb"));
-                    toolgate::Toolgate::open(config, Some(store.into()))
+                    toolgate::Service::open(config, Some(store.into()))
                         .unwrap_or_else(|e| panic!("{at}: its plugins do not load: {e}"));
                 }
             }

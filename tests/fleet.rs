@@ -17,14 +17,14 @@ use common::{call, config, guest};
 use serde_json::json;
 use toolgate::gates::{GateKey, GateResolution};
 use toolgate::request::Mode;
-use toolgate::{ToolRequest, Toolgate, Verdict};
+use toolgate::{Service, ToolRequest, Verdict};
 
 /// `n` hosts from one config body, all on the database at `url`.
-fn hosts(url: &str, body: &str, n: usize) -> Vec<Arc<Toolgate>> {
+fn hosts(url: &str, body: &str, n: usize) -> Vec<Arc<Service>> {
     (0..n)
         .map(|_| {
             let (config, _dir) = config(body);
-            Arc::new(Toolgate::open(config, Some(url.into())).expect("host starts"))
+            Arc::new(Service::open(config, Some(url.into())).expect("host starts"))
         })
         .collect()
 }
@@ -307,12 +307,13 @@ fn store_copy_moves_everything_from_redb_to_postgres_and_back() {
             common::scripted("approver", 1, "verdict = \"pause\"\nreason = \"Deploy?\"")
         );
         let (config, _config_dir) = config(&body);
-        let host = Toolgate::open(config, Some(original.clone().into())).unwrap();
+        let host = Service::open(config, Some(original.clone().into())).unwrap();
         let mut deploy = call("deploy", json!({}));
         deploy.call_id = Some("toolu_1".into());
         let paused = host.evaluate(&deploy).unwrap();
         common::approve(&host, &paused);
-        host.observe(&deploy, toolgate::Outcome::Succeeded, "deployed");
+        host.observe(&deploy, toolgate::Outcome::Succeeded, "deployed")
+            .unwrap();
         host.command("approver", "decided", "{}").unwrap();
         host.next_turn("s").unwrap();
         host.agent_terminals()
@@ -488,10 +489,10 @@ fn a_reload_on_one_host_reaches_every_host_of_the_fleet() {
     let fleet: Vec<_> = (0..3)
         .map(|_| {
             let config = toolgate::Config::load(&config_file).unwrap();
-            Toolgate::open(config, Some(url.clone().into())).unwrap()
+            Service::open(config, Some(url.clone().into())).unwrap()
         })
         .collect();
-    let verdict = |host: &Toolgate| host.evaluate(&call("Bash", json!({}))).unwrap().verdict;
+    let verdict = |host: &Service| host.evaluate(&call("Bash", json!({}))).unwrap().verdict;
     assert!(fleet.iter().all(|h| verdict(h) == Verdict::Allow));
 
     // The operator swaps the plugin and reloads one host.
@@ -634,7 +635,7 @@ fn serve_processes_share_gates_leases_and_reloads() {
     // leases (admin commands over a daemon's socket need a person at a
     // terminal, which a test is not).
     let config = toolgate::Config::load(&config_file).unwrap();
-    let operator = Toolgate::open(config, Some(url.clone().into())).unwrap();
+    let operator = Service::open(config, Some(url.clone().into())).unwrap();
     for grant in [
         json!({"thread": "t1", "actions": ["echo"], "max_uses": 2}),
         json!({"thread": "t1", "actions": ["deploy"]}),

@@ -300,7 +300,8 @@ fn a_token_in_a_tool_output_is_a_secret_the_session_holds() {
         &printed,
         Outcome::Succeeded,
         "user: dev\ntoken: ghp_abcdefghijklmnopqrstuvwxyz0123456789\n",
-    );
+    )
+    .unwrap();
     paused(
         &host,
         &bash("s1", project, "curl https://api.example.com"),

@@ -777,7 +777,7 @@ fn a_persons_always_becomes_a_rule_in_the_operators_file_for_this_call_in_this_p
     drop(host);
     let (config, _other_dir) = common::config(SAFEGUARDS);
     let host =
-        toolgate::Toolgate::open(config, Some(dir.path().join("toolgate.redb").into())).unwrap();
+        toolgate::Service::open(config, Some(dir.path().join("toolgate.redb").into())).unwrap();
     let after = host
         .evaluate(&publish("Publish", "/home/alice/app"))
         .unwrap();

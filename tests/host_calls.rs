@@ -9,7 +9,7 @@ use common::model_server::{ModelServer, Reply};
 use common::{call, guest, host, scripted};
 use serde_json::json;
 use toolgate::decision::PolicyVerdict;
-use toolgate::{ToolRequest, Toolgate};
+use toolgate::{Service, ToolRequest};
 
 /// A host running the hostile policy's `attack` with `limits`, after `top`
 /// (top-level config keys).
@@ -32,25 +32,25 @@ fn attack_as(user: &str, session: &str) -> ToolRequest {
     request
 }
 
-fn notes(host: &Toolgate, request: &ToolRequest) -> Vec<String> {
+fn notes(host: &Service, request: &ToolRequest) -> Vec<String> {
     let decision = host.evaluate(request).unwrap();
     decision.notes.into_iter().map(|n| n.text).collect()
 }
 
-fn status(host: &Toolgate, plugin: &str) -> toolgate::plugins::PluginStatus {
+fn status(host: &Service, plugin: &str) -> toolgate::plugins::PluginStatus {
     host.plugin_statuses()
         .into_iter()
         .find(|p| p.name == plugin)
         .unwrap()
 }
 
-fn instances_created(host: &Toolgate, plugin: &str) -> u64 {
+fn instances_created(host: &Service, plugin: &str) -> u64 {
     status(host, plugin).instances_created
 }
 
 /// Wait for the chores thread to have `n` spares of `plugin` ready
 /// (yielding between looks; ten million looks is far more than it needs).
-fn wait_for_spares(host: &Toolgate, plugin: &str, n: usize) {
+fn wait_for_spares(host: &Service, plugin: &str, n: usize) {
     for _ in 0..10_000_000 {
         if status(host, plugin).spare_instances >= n {
             return;
@@ -69,7 +69,7 @@ fn probe_at(model: &ModelServer) -> String {
 }
 
 /// The one note the hostile parser leaves: what the host handed it.
-fn parsed_reply(host: &Toolgate) -> String {
+fn parsed_reply(host: &Service) -> String {
     let decision = host.evaluate(&call("attack", json!({}))).unwrap();
     assert_eq!(
         decision.policies[0].verdict,
@@ -267,7 +267,7 @@ fn reads_are_capped_whatever_limit_the_policy_asks() {
         "[plugins.hostile]\npath = {:?}\n[plugins.hostile.config]\nattack = \"read-max\"\n",
         guest("hostile-policy").display().to_string()
     ));
-    let host = Toolgate::open(config, Some(dir.path().join("toolgate.redb").into())).unwrap();
+    let host = Service::open(config, Some(dir.path().join("toolgate.redb").into())).unwrap();
     let notes = notes(&host, &call("attack", json!({})));
     assert_eq!(notes, ["read-max: 0 keys, 1000 events"]);
 }
@@ -275,7 +275,7 @@ fn reads_are_capped_whatever_limit_the_policy_asks() {
 #[test]
 fn an_event_flood_stops_at_the_policys_quota_and_the_file_stops_growing() {
     let host = hostile("event-flood", "events_max = 1000", "");
-    let size = |host: &Toolgate| {
+    let size = |host: &Service| {
         host.persist();
         host.store_stats().unwrap()
     };
@@ -379,7 +379,7 @@ fn a_host_dropped_while_making_spares_lets_go_of_its_store() {
         let plugin = hostile_plugin("remember-far", "spare_instances = 16");
         // Not waiting for a store another holder has open.
         let (config, _config_dir) = common::config(&format!("store_wait_ms = 0\n{plugin}"));
-        let host = Toolgate::open(config, Some(store.clone().into()))
+        let host = Service::open(config, Some(store.clone().into()))
             .unwrap_or_else(|err| panic!("round {round}: {err}"));
         let harmless = call("Read", json!({"file_path": "README.md"}));
         host.evaluate(&harmless).unwrap();
@@ -392,7 +392,8 @@ fn pre_post_pre_uses_one_instance() {
     let host = host(&scripted("keeper", 1, "verdict = \"allow\""));
     let request = call("Bash", json!({"command": "ls"}));
     host.evaluate(&request).unwrap();
-    host.observe(&request, toolgate::Outcome::Succeeded, "ok");
+    host.observe(&request, toolgate::Outcome::Succeeded, "ok")
+        .unwrap();
     host.evaluate(&request).unwrap();
     host.command("keeper", "decided", "{}").unwrap();
     host.evaluate(&request).unwrap();
@@ -445,7 +446,7 @@ fn expired_gates_and_resolutions_are_swept() {
     common::approve(&host, &host.evaluate(&first).unwrap());
     host.evaluate(&call("Bash", json!({"command": "b"})))
         .unwrap();
-    let rows = |host: &Toolgate, table: &str| {
+    let rows = |host: &Service, table: &str| {
         host.store_stats()
             .unwrap()
             .tables

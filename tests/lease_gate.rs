@@ -56,13 +56,13 @@ fn foreground(tool: &str, args: Value) -> ToolRequest {
     on_thread(tool, args, "t1", "foreground", Mode::Interactive)
 }
 
-fn command(host: &toolgate::Toolgate, name: &str, args: Value) -> Value {
+fn command(host: &toolgate::Service, name: &str, args: Value) -> Value {
     let answer = host.command(POLICY, name, &args.to_string()).unwrap();
     serde_json::from_str(&answer).unwrap()
 }
 
 fn resolve(
-    host: &toolgate::Toolgate,
+    host: &toolgate::Service,
     decision: &Decision,
     channel: &str,
     resolution: GateResolution,

@@ -67,7 +67,8 @@ fn a_policy_exporting_only_the_gate_loads_and_only_decides() {
     assert_eq!(result.budget, None, "never asked to account");
     assert_eq!(decision.risk, toolgate::decision::RiskReport::default());
     // Nothing to observe with: reporting an outcome is not an error.
-    host.observe(&request, toolgate::Outcome::Succeeded, "ran");
+    host.observe(&request, toolgate::Outcome::Succeeded, "ran")
+        .unwrap();
     let status = host.plugin_statuses().into_iter().next().unwrap();
     assert_eq!(status.instances_created, 1, "observe did not start one");
 }
@@ -197,7 +198,7 @@ fn a_corrupt_cache_entry_is_recompiled_not_trusted() {
     );
     let start = |body: &str| {
         let config = toolgate::Config::parse(body, "cache test", dir.path().to_path_buf()).unwrap();
-        toolgate::Toolgate::open(config, Some(dir.path().join("s.redb").into())).unwrap()
+        toolgate::Service::open(config, Some(dir.path().join("s.redb").into())).unwrap()
     };
     drop(start(&body));
     let entries: Vec<_> = std::fs::read_dir(&cache)

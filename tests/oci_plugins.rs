@@ -14,7 +14,7 @@ use common::oci_registry::Registry;
 use common::pg_cluster::Cluster;
 use common::{call, guest};
 use serde_json::json;
-use toolgate::{Config, Toolgate, Verdict};
+use toolgate::{Config, Service, Verdict};
 
 const BIN: &str = env!("CARGO_BIN_EXE_toolgate");
 
@@ -76,14 +76,14 @@ impl Scene {
     }
 
     /// A host whose one plugin is `path`, with `extra` lines in its table.
-    fn open(&self, path: &str, extra: &str) -> toolgate::Result<Toolgate> {
+    fn open(&self, path: &str, extra: &str) -> toolgate::Result<Service> {
         let text = common::config_text(&format!(
             "require_signatures = true\ntrusted_keys = [\"{}\"]\n[plugins.remote]\npath = {path:?}\n{extra}\n",
             self.public_key
         ));
         let config = self.path("toolgate.toml");
         std::fs::write(&config, text).unwrap();
-        Toolgate::open(
+        Service::open(
             Config::load(&config)?,
             Some(self.path("toolgate.redb").into()),
         )
@@ -109,13 +109,13 @@ fn digest_of(pinned: &str) -> &str {
     pinned.rsplit_once('@').unwrap().1
 }
 
-fn verdict(host: &Toolgate) -> Verdict {
+fn verdict(host: &Service) -> Verdict {
     host.evaluate(&call("Read", json!({"file_path": "/tmp/x"})))
         .unwrap()
         .verdict
 }
 
-fn refusal(result: toolgate::Result<Toolgate>) -> String {
+fn refusal(result: toolgate::Result<Service>) -> String {
     result.expect_err("the plugin must be refused").to_string()
 }
 
@@ -649,7 +649,7 @@ fn a_fleet_reload_makes_every_host_run_the_digest_the_reloading_host_resolved() 
 
     // Two hosts of one fleet, each with its own config file and cache.
     let url = cluster.database();
-    let hosts: Vec<(Toolgate, tempfile::TempDir)> = (0..2)
+    let hosts: Vec<(Service, tempfile::TempDir)> = (0..2)
         .map(|_| {
             let dir = tempfile::tempdir().unwrap();
             let config = dir.path().join("toolgate.toml");
@@ -660,7 +660,7 @@ fn a_fleet_reload_makes_every_host_run_the_digest_the_reloading_host_resolved() 
                 )),
             )
             .unwrap();
-            let host = Toolgate::open(Config::load(&config).unwrap(), Some(url.clone().into()));
+            let host = Service::open(Config::load(&config).unwrap(), Some(url.clone().into()));
             (host.expect("a fleet host starts"), dir)
         })
         .collect();

@@ -25,7 +25,9 @@ fn redactions_compose_in_priority_order_and_a_withhold_ends_the_chain() {
         scripted("names", 2, "redact = [\"alice\", \"[redacted]\"]")
     ));
     let request = call("Read", json!({"file_path": "env"}));
-    let check = host.check_output(&request, Outcome::Succeeded, "alice: sk-live-1234\n");
+    let check = host
+        .check_output(&request, Outcome::Succeeded, "alice: sk-live-1234\n")
+        .unwrap();
     // The second policy saw the first's redaction, and redacted it again.
     assert_eq!(check.text("?"), "[redacted]: [redacted]\n");
     assert!(!check.withheld);
@@ -38,7 +40,9 @@ fn redactions_compose_in_priority_order_and_a_withhold_ends_the_chain() {
         [("keys", "redact"), ("names", "redact")]
     );
     // Nothing to redact: the output passes unchanged.
-    let plain = host.check_output(&request, Outcome::Succeeded, "nothing secret");
+    let plain = host
+        .check_output(&request, Outcome::Succeeded, "nothing secret")
+        .unwrap();
     assert_eq!(plain.output, None);
     assert_eq!(plain.text("nothing secret"), "nothing secret");
 
@@ -55,7 +59,9 @@ fn redactions_compose_in_priority_order_and_a_withhold_ends_the_chain() {
             "output = \"replace\"\noutput_text = \"x\""
         )
     ));
-    let check = host.check_output(&request, Outcome::Succeeded, "-----BEGIN PRIVATE KEY-----");
+    let check = host
+        .check_output(&request, Outcome::Succeeded, "-----BEGIN PRIVATE KEY-----")
+        .unwrap();
     assert!(check.withheld);
     assert!(
         check
@@ -74,7 +80,9 @@ fn a_policy_that_fails_on_output_withholds_it_closed_and_passes_it_open() {
         ("output = \"bad-span\"", "out of bounds"),
     ] {
         let shut = host(&closed("checker", 1, script));
-        let check = shut.check_output(&request, Outcome::Succeeded, "page text");
+        let check = shut
+            .check_output(&request, Outcome::Succeeded, "page text")
+            .unwrap();
         assert!(check.withheld, "{script}: {check:?}");
         assert!(check.text("").contains("could not check it"), "{check:?}");
         assert!(
@@ -86,7 +94,9 @@ fn a_policy_that_fails_on_output_withholds_it_closed_and_passes_it_open() {
         );
 
         let open = host(&scripted("checker", 1, script));
-        let check = open.check_output(&request, Outcome::Succeeded, "page text");
+        let check = open
+            .check_output(&request, Outcome::Succeeded, "page text")
+            .unwrap();
         assert!(!check.withheld, "{script}: {check:?}");
         assert_eq!(check.text("page text"), "page text");
     }
@@ -98,7 +108,9 @@ fn an_output_past_the_cap_reaches_the_model_only_as_far_as_it_was_checked() {
     let cap = toolgate::output::MAX_CHECKED_OUTPUT;
     let mut output = "x".repeat(cap - 3);
     output.push_str("é and a secret past the cap");
-    let check = host.check_output(&call("Read", json!({})), Outcome::Succeeded, &output);
+    let check = host
+        .check_output(&call("Read", json!({})), Outcome::Succeeded, &output)
+        .unwrap();
     let text = check.text(&output);
     assert!(
         !text.contains("secret"),
@@ -120,14 +132,23 @@ fn a_tool_is_offered_only_if_every_filtering_policy_says_yes() {
         scripted("a", 1, "hide = [\"get-env\"]"),
         scripted("b", 2, "hide = [\"add\"]")
     ));
-    assert_eq!(host.visible_tools(&caller, &tools), [false, true, false]);
+    assert_eq!(
+        host.visible_tools(&caller, &tools).unwrap(),
+        [false, true, false]
+    );
 
     // A policy that fails hides everything when it fails closed, nothing
     // of its own accord when it fails open.
     let shut = common::host(&closed("a", 1, "hide = [\"!trap\"]"));
-    assert_eq!(shut.visible_tools(&caller, &tools), [false, false, false]);
+    assert_eq!(
+        shut.visible_tools(&caller, &tools).unwrap(),
+        [false, false, false]
+    );
     let open = common::host(&scripted("a", 1, "hide = [\"!trap\"]"));
-    assert_eq!(open.visible_tools(&caller, &tools), [true, true, true]);
+    assert_eq!(
+        open.visible_tools(&caller, &tools).unwrap(),
+        [true, true, true]
+    );
 }
 
 /// The visibility phase is pure, as the WIT says: its state writes are
@@ -139,7 +160,7 @@ fn the_visibility_phase_cannot_write_state() {
     let caller = call("tools/list", json!({}));
     let host = host(&scripted("a", 1, "hide = [\"!write\"]"));
     assert_eq!(
-        host.visible_tools(&caller, &tools),
+        host.visible_tools(&caller, &tools).unwrap(),
         [true, true],
         "the write was refused"
     );

@@ -138,7 +138,7 @@ fn state_lasts_across_calls_and_sessions(language: Language) {
         "[plugins.behaviour]\npath = {:?}\npriority = 1\n",
         wasm.display().to_string()
     ));
-    let reopened = toolgate::Toolgate::open(config, Some(store.into())).unwrap();
+    let reopened = toolgate::Service::open(config, Some(store.into())).unwrap();
     let decision = reopened
         .evaluate(&in_session("Count", json!({}), "s3"))
         .unwrap();
@@ -315,18 +315,24 @@ fn rewrites_outputs_and_visibility(language: Language) {
     // The output phase: a redaction's spans are UTF-8 byte offsets, so the
     // helper must count "é" as two bytes to cut the right word.
     let read = call("Read", json!({"file_path": "notes"}));
-    let checked = host.check_output(&read, Outcome::Succeeded, "café: hunter2, thé: hunter2");
+    let checked = host
+        .check_output(&read, Outcome::Succeeded, "café: hunter2, thé: hunter2")
+        .unwrap();
     assert_eq!(
         checked.text(""),
         "café: [redacted], thé: [redacted]",
         "{checked:?}"
     );
-    let summary = host.check_output(&call("Summarise", json!({})), Outcome::Succeeded, "abcd");
+    let summary = host
+        .check_output(&call("Summarise", json!({})), Outcome::Succeeded, "abcd")
+        .unwrap();
     assert_eq!(
         summary.text(""),
         format!("4 characters, summarised by {}", language.flag())
     );
-    let withheld = host.check_output(&read, Outcome::Succeeded, "WITHHOLD this");
+    let withheld = host
+        .check_output(&read, Outcome::Succeeded, "WITHHOLD this")
+        .unwrap();
     assert!(withheld.withheld, "{withheld:?}");
     assert!(
         withheld
@@ -334,13 +340,16 @@ fn rewrites_outputs_and_visibility(language: Language) {
             .contains(&format!("withheld by {}", language.flag())),
         "{withheld:?}"
     );
-    let plain = host.check_output(&read, Outcome::Succeeded, "nothing secret");
+    let plain = host
+        .check_output(&read, Outcome::Succeeded, "nothing secret")
+        .unwrap();
     assert_eq!(plain.output, None, "{plain:?}");
 
     // The visibility phase: one answer per tool.
     let tools = common::mcp_tools(&["echo", "internal-debug", "add"]);
     assert_eq!(
-        host.visible_tools(&call("tools/list", json!({})), &tools),
+        host.visible_tools(&call("tools/list", json!({})), &tools)
+            .unwrap(),
         [true, false, true]
     );
 }

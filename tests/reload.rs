@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::{call, eventually, guest};
 use serde_json::json;
-use toolgate::{Config, Toolgate, Verdict};
+use toolgate::{Config, Service, Verdict};
 
 /// Replace `to` with `from` atomically (write beside it, then rename).
 fn install(from: &Path, to: &Path) {
@@ -26,7 +26,7 @@ fn digest(path: &Path) -> String {
 }
 
 /// A host built from a config file in a temp dir, serving `flip.wasm`.
-fn flip_host(first: &str) -> (Arc<Toolgate>, tempfile::TempDir, PathBuf) {
+fn flip_host(first: &str) -> (Arc<Service>, tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let plugin = dir.path().join("flip.wasm");
     install(&guest(first), &plugin);
@@ -36,7 +36,7 @@ fn flip_host(first: &str) -> (Arc<Toolgate>, tempfile::TempDir, PathBuf) {
         common::config_text("[plugins.flip]\npath = \"flip.wasm\"\npriority = 1\n"),
     )
     .unwrap();
-    let host = Toolgate::open(
+    let host = Service::open(
         Config::load(&config).unwrap(),
         Some(dir.path().join("s.redb").into()),
     )
@@ -181,7 +181,7 @@ fn the_watcher_picks_up_a_new_file_and_a_new_plugin_in_plugin_dir() {
     let config = dir.path().join("toolgate.toml");
     std::fs::write(&config, common::config_text("plugin_dir = \"plugins\"\n")).unwrap();
     let host = Arc::new(
-        Toolgate::open(
+        Service::open(
             Config::load(&config).unwrap(),
             Some(dir.path().join("s.redb").into()),
         )

@@ -355,7 +355,6 @@ fn an_approval_holds_only_for_the_build_of_the_policy_that_asked() {
 #[test]
 fn runtimes_run_the_rewritten_call_or_refuse_the_proposed_one() {
     use toolgate::hooks::{HookRuntime, OnError};
-    use toolgate::service::hook::handle;
     let host = host(&scripted(
         "no-force",
         1,
@@ -367,13 +366,10 @@ fn runtimes_run_the_rewritten_call_or_refuse_the_proposed_one() {
         "tool_input": {"command": "git push --force"}, "tool_use_id": "toolu_1",
     });
     let answer: serde_json::Value = serde_json::from_str(
-        &handle(
-            &host,
-            HookRuntime::ClaudeCode,
-            &claude.to_string(),
-            OnError::Deny,
-        )
-        .output,
+        &host
+            .hook(HookRuntime::ClaudeCode, &claude.to_string(), OnError::Deny)
+            .unwrap()
+            .output,
     )
     .unwrap();
     assert_eq!(
@@ -393,13 +389,10 @@ fn runtimes_run_the_rewritten_call_or_refuse_the_proposed_one() {
         "tool_input": {"command": "git push --force"},
     });
     let answer: serde_json::Value = serde_json::from_str(
-        &handle(
-            &host,
-            HookRuntime::GeminiCli,
-            &gemini.to_string(),
-            OnError::Deny,
-        )
-        .output,
+        &host
+            .hook(HookRuntime::GeminiCli, &gemini.to_string(), OnError::Deny)
+            .unwrap()
+            .output,
     )
     .unwrap();
     assert_eq!(answer["decision"], "deny", "{answer}");

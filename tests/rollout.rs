@@ -164,7 +164,7 @@ fn a_replay_against_a_stricter_config_reports_exactly_the_calls_it_would_deny() 
     // A recorded day of an autonomous agent's calls.
     let mut greps = Vec::new();
     {
-        let host = toolgate::Toolgate::open(
+        let host = toolgate::Service::open(
             toolgate::Config::load(&live).unwrap(),
             Some(store.clone().into()),
         )

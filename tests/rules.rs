@@ -10,7 +10,7 @@ use common::{call, config_text, host, try_host};
 use serde_json::json;
 use toolgate::decision::PolicyVerdict;
 use toolgate::gates::{GateResolution, PauseKind};
-use toolgate::{Decision, Toolgate, Verdict};
+use toolgate::{Decision, Service, Verdict};
 
 const RULES: &str = r#"
 [plugins.rules]
@@ -40,7 +40,7 @@ fn with_lease_gate() -> String {
     )
 }
 
-fn approve(host: &Toolgate, paused: &Decision, always: bool) {
+fn approve(host: &Service, paused: &Decision, always: bool) {
     common::answer(host, paused, GateResolution::Approve { always });
 }
 

@@ -43,12 +43,12 @@ fn mcp(tool: &str, server: &str) -> ToolRequest {
 
 /// Whether the sentinel probed this call (a budget slot was taken and the
 /// model was asked) rather than skipping it.
-fn probed(host: &toolgate::Toolgate, request: &ToolRequest) -> bool {
+fn probed(host: &toolgate::Service, request: &ToolRequest) -> bool {
     let decision = host.evaluate(request).unwrap();
     decision.policies[0].verdict != PolicyVerdict::Skip
 }
 
-fn category(host: &toolgate::Toolgate, request: &ToolRequest) -> String {
+fn category(host: &toolgate::Service, request: &ToolRequest) -> String {
     host.evaluate(request).unwrap().risk.category
 }
 
@@ -258,7 +258,8 @@ fn disabled_skips_everything_and_records_nothing() {
     let decision = host.evaluate(&request).unwrap();
     assert_eq!(decision.policies[0].verdict, PolicyVerdict::Skip);
     assert_eq!(decision.risk.category, "low");
-    host.observe(&request, Outcome::Succeeded, "ran ls");
+    host.observe(&request, Outcome::Succeeded, "ran ls")
+        .unwrap();
     host.persist();
     assert!(host.recent_events(10).unwrap().is_empty());
     assert!(server.requests().is_empty());
@@ -268,8 +269,10 @@ fn disabled_skips_everything_and_records_nothing() {
 fn observed_calls_are_recorded_with_a_cut_summary() {
     let host = sentinel("", None);
     let request = in_session("Bash", "s", 3);
-    host.observe(&request, Outcome::Succeeded, "ran `ls -la`");
-    host.observe(&request, Outcome::Failed, &"é".repeat(400));
+    host.observe(&request, Outcome::Succeeded, "ran `ls -la`")
+        .unwrap();
+    host.observe(&request, Outcome::Failed, &"é".repeat(400))
+        .unwrap();
     host.persist();
     let events = host.session_events(POLICY, "s", 10).unwrap();
     assert_eq!(events.len(), 2);
@@ -282,10 +285,11 @@ fn observed_calls_are_recorded_with_a_cut_summary() {
 }
 
 /// Record `count` observed Bash calls for `session`, summaries `prefix-i`.
-fn seed(host: &toolgate::Toolgate, session: &str, prefix: &str, count: u64) {
+fn seed(host: &toolgate::Service, session: &str, prefix: &str, count: u64) {
     for i in 0..count {
         let request = in_session("Bash", session, i);
-        host.observe(&request, Outcome::Succeeded, &format!("{prefix}-{i}"));
+        host.observe(&request, Outcome::Succeeded, &format!("{prefix}-{i}"))
+            .unwrap();
     }
     host.persist();
 }
@@ -397,7 +401,8 @@ fn observed_events_keep_their_risk_which_never_reaches_the_probe() {
     let mut first = in_session("Bash", "s", 1);
     first.call_id = Some("toolu_1".into());
     let decided = host.evaluate(&first).unwrap();
-    host.observe(&first, Outcome::Succeeded, "listed the files");
+    host.observe(&first, Outcome::Succeeded, "listed the files")
+        .unwrap();
     host.persist();
     // The stream records the risk the call was decided at, and its origin.
     let events = host.session_events(POLICY, "s", 10).unwrap();
@@ -526,7 +531,7 @@ fn a_refused_connection_or_no_endpoint_fails_open_unless_deny_on_timeout() {
 /// each is refused as the first was, and recorded.
 #[test]
 fn with_no_model_the_sentinel_stops_asking_and_answers_as_asking_would() {
-    let probe_results = |host: &toolgate::Toolgate| {
+    let probe_results = |host: &toolgate::Service| {
         host.persist();
         host.session_events(POLICY, "s", 20)
             .unwrap()

@@ -9,7 +9,7 @@ use std::process::Command;
 
 use common::{call, guest};
 use serde_json::json;
-use toolgate::{Config, Toolgate, Verdict};
+use toolgate::{Config, Service, Verdict};
 
 const BIN: &str = env!("CARGO_BIN_EXE_toolgate");
 
@@ -38,17 +38,17 @@ fn sign(key: &Path, file: &Path) {
 }
 
 /// A host with the plugin at `file`, requiring a signature by `trusted`.
-fn open(dir: &Path, file: &Path, trusted: &str) -> toolgate::Result<Toolgate> {
+fn open(dir: &Path, file: &Path, trusted: &str) -> toolgate::Result<Service> {
     let text = common::config_text(&format!(
         "require_signatures = true\ntrusted_keys = [\"{trusted}\"]\n[plugins.signed]\npath = {:?}\n",
         file.display().to_string()
     ));
     let path = dir.join("toolgate.toml");
     std::fs::write(&path, text).unwrap();
-    Toolgate::open(Config::load(&path)?, Some(dir.join("store.redb").into()))
+    Service::open(Config::load(&path)?, Some(dir.join("store.redb").into()))
 }
 
-fn refusal(result: toolgate::Result<Toolgate>) -> String {
+fn refusal(result: toolgate::Result<Service>) -> String {
     result.expect_err("the plugin must be refused").to_string()
 }
 

@@ -12,14 +12,14 @@ use std::time::Instant;
 
 use serde_json::json;
 use toolgate::request::Mode;
-use toolgate::{Config, ToolRequest, Toolgate, Verdict};
+use toolgate::{Config, Service, ToolRequest, Verdict};
 
 fn quick() -> bool {
     std::env::var_os("TOOLGATE_BENCH_QUICK").is_some()
 }
 
 /// The three bundled policies, the chain `on` or off.
-fn host(dir: &Path, name: &str, on: bool) -> Toolgate {
+fn host(dir: &Path, name: &str, on: bool) -> Service {
     let text = format!(
         "cache_dir = {cache:?}\n[log]\narguments = \"digest\"\n[audit]\nenabled = {on}\n\
          [plugins.lease-gate]\npath = \"bundled:lease-gate\"\npriority = 5\n\
@@ -31,7 +31,7 @@ fn host(dir: &Path, name: &str, on: bool) -> Toolgate {
     );
     let config = Config::parse(&text, "bench", dir.to_path_buf()).unwrap();
     // (the three policies the `decide` benchmark composes)
-    Toolgate::open(config, Some(dir.join(name).into())).unwrap()
+    Service::open(config, Some(dir.join(name).into())).unwrap()
 }
 
 /// A low-risk call of one session, as the `decide` benchmark's steady path
@@ -47,7 +47,7 @@ fn read(i: usize) -> ToolRequest {
 }
 
 /// Microseconds per decision over `calls` calls, until durable.
-fn per_decision(host: &Toolgate, calls: usize) -> f64 {
+fn per_decision(host: &Service, calls: usize) -> f64 {
     let lease = r#"{"thread": "t-1", "actions": ["Read"]}"#;
     host.command("lease-gate", "lease-grant", lease).unwrap();
     for i in 0..200 {

@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 use toolgate::decision_log::{ArgumentsView, PendingLogEntry};
 use toolgate::request::Mode;
 use toolgate::store::{Store, StoredEvent};
-use toolgate::{Config, ToolRequest, Toolgate, Verdict};
+use toolgate::{Config, Service, ToolRequest, Verdict};
 
 /// Run a hook command once with `event` on stdin; it must succeed.
 fn run_hook(command: &mut Command, event: &str) {
@@ -210,12 +210,12 @@ fn bundled_config(dir: &Path, probe: Option<&str>, max_probes: u32, extra: &str)
     Config::parse(&text, "bench", dir.to_path_buf()).unwrap()
 }
 
-fn open(config: Config, dir: &Path, store: &str) -> Toolgate {
-    Toolgate::open(config, Some(dir.join(store).into())).unwrap()
+fn open(config: Config, dir: &Path, store: &str) -> Service {
+    Service::open(config, Some(dir.join(store).into())).unwrap()
 }
 
 /// 100 000 sentinel events over 1 000 sessions and 1 000 leases.
-fn prefill(host: &Toolgate, events: usize, leases: usize) {
+fn prefill(host: &Service, events: usize, leases: usize) {
     let store = host.store();
     for n in 0..events {
         store.events().append_event(StoredEvent {
@@ -248,7 +248,7 @@ fn prefill(host: &Toolgate, events: usize, leases: usize) {
 /// A decision log of `entries` entries: at its default `max_entries`
 /// (100 000) it is a daemon's that has run a while, where every entry the
 /// writer appends also costs it one it trims.
-fn fill_decision_log(host: &Toolgate, entries: usize) {
+fn fill_decision_log(host: &Service, entries: usize) {
     let store = host.store();
     let request = low(0);
     let decision = host.evaluate(&request).unwrap();
@@ -305,7 +305,7 @@ fn machine() -> String {
 /// Claude Code's rhythm: PreToolUse (decide), PostToolUse (observe), the
 /// next PreToolUse, for 8 sessions of 2 users taking turns. Every session's
 /// instances stay warm, so the steady path instantiates nothing.
-fn rhythm(host: &Toolgate, n: usize) {
+fn rhythm(host: &Service, n: usize) {
     let session = |i: usize| {
         let mut request = low(i);
         request.user_id = format!("user-{}", i % 2);
@@ -323,7 +323,8 @@ fn rhythm(host: &Toolgate, n: usize) {
     let step = |i: usize| {
         let request = session(i);
         assert_eq!(host.evaluate(&request).unwrap().verdict, Verdict::Allow);
-        host.observe(&request, toolgate::Outcome::Succeeded, "ok");
+        host.observe(&request, toolgate::Outcome::Succeeded, "ok")
+            .unwrap();
     };
     (0..64).for_each(step); // every session has had its first call
     let before = created();
@@ -335,7 +336,8 @@ fn rhythm(host: &Toolgate, n: usize) {
         assert_eq!(host.evaluate(&request).unwrap().verdict, Verdict::Allow);
         decide.push(start.elapsed());
         let start = Instant::now();
-        host.observe(&request, toolgate::Outcome::Succeeded, "ok");
+        host.observe(&request, toolgate::Outcome::Succeeded, "ok")
+            .unwrap();
         observe.push(start.elapsed());
     }
     let fresh = created() - before;
@@ -389,13 +391,13 @@ fn main() {
         "probe.redb",
     );
     prefill(&probe_host, if quick() { 10_000 } else { 100_000 }, 1000);
-    let check = |host: &Toolgate, r: ToolRequest| {
+    let check = |host: &Service, r: ToolRequest| {
         assert_eq!(host.evaluate(&r).unwrap().verdict, Verdict::Allow)
     };
     let low_wasm = time(n, 200, |i| check(&skip_host, low(i)));
     let shell_skip = time(n, 200, |i| check(&skip_host, shell(i)));
     let shell_probe = time(n / 3, 50, |i| check(&probe_host, shell(i)));
-    let tput = |host: &Toolgate, threads: usize, make: fn(usize) -> ToolRequest| {
+    let tput = |host: &Service, threads: usize, make: fn(usize) -> ToolRequest| {
         throughput(threads, n / threads, |t, i| {
             check(host, make(t * 100_000 + i))
         })

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use toolgate::{Config, ToolRequest, Toolgate};
+use toolgate::{Config, Service, ToolRequest};
 
 fn quick() -> bool {
     std::env::var_os("TOOLGATE_BENCH_QUICK").is_some()
@@ -37,7 +37,7 @@ fn percentiles(mut samples: Vec<Duration>) -> (f64, f64) {
 
 /// The bundled default config and policies on the store at `store`, with
 /// room for a million of shadow-sentinel's events.
-fn host(store: &str) -> Toolgate {
+fn host(store: &str) -> Service {
     let limits = "[plugins.shadow-sentinel.limits]\n";
     let text = toolgate::config::DEFAULT_CONFIG
         .replace(limits, &format!("{limits}events_max = 2000000\n"));
@@ -48,7 +48,7 @@ fn host(store: &str) -> Toolgate {
     );
     let mut config = Config::parse(&text, "bench config", std::env::temp_dir()).unwrap();
     config.cache_dir = Some(std::env::temp_dir().join("toolgate-bench-cache"));
-    Toolgate::open(config, Some(store.into())).unwrap()
+    Service::open(config, Some(store.into())).unwrap()
 }
 
 /// A low-risk call (Read): every policy runs, none asks the model.
@@ -70,7 +70,7 @@ fn risky(session: &str, turn: u64) -> ToolRequest {
     request
 }
 
-fn latency(host: &Toolgate, n: usize, request: impl Fn(usize) -> ToolRequest) -> (f64, f64) {
+fn latency(host: &Service, n: usize, request: impl Fn(usize) -> ToolRequest) -> (f64, f64) {
     for i in 0..n / 10 {
         host.evaluate(&request(i)).unwrap();
     }
@@ -87,7 +87,7 @@ fn latency(host: &Toolgate, n: usize, request: impl Fn(usize) -> ToolRequest) ->
 
 /// Decisions/s with `hosts` hosts on `store`, one client thread each.
 fn throughput(store: &str, hosts: usize, window: Duration) -> f64 {
-    let fleet: Vec<Arc<Toolgate>> = (0..hosts).map(|_| Arc::new(host(store))).collect();
+    let fleet: Vec<Arc<Service>> = (0..hosts).map(|_| Arc::new(host(store))).collect();
     for host in &fleet {
         host.evaluate(&low_risk("warm")).unwrap();
     }

@@ -26,7 +26,7 @@ use std::time::Instant;
 
 use serde_json::json;
 use toolgate::request::Mode;
-use toolgate::{Config, ToolRequest, Toolgate, Verdict};
+use toolgate::{Config, Service, ToolRequest, Verdict};
 
 fn quick() -> bool {
     std::env::var_os("TOOLGATE_BENCH_QUICK").is_some()
@@ -41,7 +41,7 @@ enum Added {
 }
 
 /// The three bundled policies of the `decide` benchmark, and `added` last.
-fn host(dir: &Path, name: &str, added: Added) -> Toolgate {
+fn host(dir: &Path, name: &str, added: Added) -> Service {
     let allow_all = Path::new(env!("TOOLGATE_GUEST_DIR")).join("flip_allow_policy.wasm");
     let flow = match added {
         Added::Nothing => String::new(),
@@ -64,7 +64,7 @@ fn host(dir: &Path, name: &str, added: Added) -> Toolgate {
         cache = dir.join("cache").display().to_string()
     );
     let config = Config::parse(&text, "bench", dir.to_path_buf()).unwrap();
-    Toolgate::open(config, Some(dir.join(name).into())).unwrap()
+    Service::open(config, Some(dir.join(name).into())).unwrap()
 }
 
 /// The `i`th call of one working session in `project`.
@@ -89,7 +89,7 @@ fn call(i: usize, project: &Path) -> ToolRequest {
 
 /// Microseconds per decision over `calls` calls, until durable; and the
 /// mean time inside the policy added last, as each decision reports it.
-fn per_decision(host: &Toolgate, calls: usize, project: &Path) -> (f64, f64) {
+fn per_decision(host: &Service, calls: usize, project: &Path) -> (f64, f64) {
     let lease = r#"{"thread": "t-1", "actions": ["Read", "Bash", "Edit"]}"#;
     host.command("lease-gate", "lease-grant", lease).unwrap();
     for i in 0..300 {

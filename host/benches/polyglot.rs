@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use polyglot::Language;
-use toolgate::{Config, ToolRequest, Toolgate, Verdict};
+use toolgate::{Config, Service, ToolRequest, Verdict};
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 
@@ -41,7 +41,7 @@ fn quick() -> bool {
 
 /// A host with `wasm` as its one plugin, caching compiled components in
 /// `cache`, its instances kept warm or not.
-fn open(wasm: &Path, cache: &Path, store: &Path, reuse: bool) -> (Toolgate, Duration) {
+fn open(wasm: &Path, cache: &Path, store: &Path, reuse: bool) -> (Service, Duration) {
     let text = format!(
         "cache_dir = {:?}\n[plugins.budget]\npath = {:?}\npriority = 1\n\
          [plugins.budget.config]\nmax_tokens = 400000\n\
@@ -51,7 +51,7 @@ fn open(wasm: &Path, cache: &Path, store: &Path, reuse: bool) -> (Toolgate, Dura
     );
     let config = Config::parse(&text, "bench", PathBuf::from(".")).unwrap();
     let started = Instant::now();
-    let host = Toolgate::open(config, Some(store.to_path_buf().into())).unwrap();
+    let host = Service::open(config, Some(store.to_path_buf().into())).unwrap();
     (host, started.elapsed())
 }
 
@@ -70,7 +70,7 @@ fn call(session: usize) -> ToolRequest {
     request
 }
 
-fn decide(host: &Toolgate, session: usize) {
+fn decide(host: &Service, session: usize) {
     let decision = host.evaluate(&call(session)).unwrap();
     assert_eq!(decision.verdict, Verdict::Allow);
     assert_eq!(decision.notes.len(), 1, "{decision:?}");

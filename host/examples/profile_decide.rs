@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use toolgate::request::Mode;
-use toolgate::{Config, ToolRequest, Toolgate, Verdict};
+use toolgate::{Config, Service, ToolRequest, Verdict};
 
 const USAGE: &str = "usage: profile_decide \
     warm|fresh|fresh-paced|allow|allow-warm|allow20|allow20-warm|big|big-warm|code-warm|rhythm|throughput|everyday [CALLS] \
@@ -57,7 +57,7 @@ fn main() -> anyhow::Result<()> {
         _ => 0,
     };
     let dir = tempfile::tempdir()?;
-    let host = Toolgate::open(
+    let host = Service::open(
         config(dir.path(), allow_only)?,
         Some(dir.path().join("p.redb").into()),
     )?;
@@ -125,7 +125,8 @@ fn main() -> anyhow::Result<()> {
         );
         let start = Instant::now();
         if case == "rhythm" {
-            host.observe(&request, toolgate::Outcome::Succeeded, "ok");
+            host.observe(&request, toolgate::Outcome::Succeeded, "ok")
+                .unwrap();
         }
         if i >= 200 {
             decide.push(decided);
@@ -164,7 +165,7 @@ fn everyday(calls: usize) -> anyhow::Result<()> {
     let config = Config::parse(&text, "profile", dir.path().to_path_buf())?;
     let store = dir.path().join("p.redb");
     let plane = toolgate::guard::ControlPlane::for_config(&config, &store);
-    let host = Toolgate::open(config, Some(store.into()))?;
+    let host = Service::open(config, Some(store.into()))?;
     let corpus = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../tests/corpus/everyday.jsonl"
@@ -228,7 +229,7 @@ const PACE: Duration = Duration::from_millis(1);
 
 /// `calls` warm decisions on each of two threads, each thread its own
 /// session (so its own warm instances), as decisions per second.
-fn throughput(host: &Toolgate, calls: usize) -> anyhow::Result<()> {
+fn throughput(host: &Service, calls: usize) -> anyhow::Result<()> {
     let writer_before = thread_cpu_ns(STORE_WRITER);
     let started = Instant::now();
     std::thread::scope(|scope| {
@@ -385,7 +386,7 @@ fn deadline_under_load(rounds: usize) -> anyhow::Result<()> {
         hostile.display().to_string()
     );
     let config = Config::parse(&text, "profile", dir.path().to_path_buf())?;
-    let host = std::sync::Arc::new(Toolgate::open(
+    let host = std::sync::Arc::new(Service::open(
         config,
         Some(dir.path().join("d.redb").into()),
     )?);

@@ -9,16 +9,16 @@
 //!
 //! The engine (sandbox, pipeline, composition, store, the runtimes' hook
 //! adapters) is the crate `toolgate-engine`, re-exported here whole, so
-//! `toolgate::Toolgate` and `toolgate_engine::Toolgate` are one type. This
+//! `toolgate::Service` and `toolgate_engine::Service` are one type. This
 //! crate adds what serves it: the daemon and its HTTP hooks and inbox, the
 //! MCP gateway, metrics, notifications, and the `toolgate` and
 //! `toolgate-hook` binaries. An agent runtime that embeds toolgate links the
 //! engine alone.
 //!
 //! ```no_run
-//! use toolgate::{Config, ToolRequest, Toolgate};
+//! use toolgate::{Config, Service, ToolRequest};
 //!
-//! let host = Toolgate::open(Config::bundled_default()?, None)?;
+//! let host = Service::open(Config::bundled_default()?, None)?;
 //! let request = ToolRequest::new("Bash", serde_json::json!({"command": "ls"}));
 //! let decision = host.evaluate(&request)?;
 //! println!("{:?}: {:?}", decision.verdict, decision.reason);

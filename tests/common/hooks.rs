@@ -32,9 +32,9 @@ impl Setup {
 
     /// A host in this process on the setup's config and store (no daemon
     /// may hold the store).
-    pub fn in_process(&self) -> toolgate::Toolgate {
+    pub fn in_process(&self) -> toolgate::Service {
         let config = toolgate::Config::load(&self.dir.path().join("toolgate.toml")).unwrap();
-        toolgate::Toolgate::open(config, Some(self.store().into())).unwrap()
+        toolgate::Service::open(config, Some(self.store().into())).unwrap()
     }
 
     pub fn store(&self) -> PathBuf {

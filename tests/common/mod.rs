@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use toolgate::{Config, ToolRequest, Toolgate};
+use toolgate::{Config, Service, ToolRequest};
 
 /// A free loopback port (released for the caller to bind).
 pub fn free_port() -> u16 {
@@ -122,13 +122,13 @@ pub fn cache_dir() -> PathBuf {
 /// A host and the temporary directory holding its store and config.
 #[derive(Debug)]
 pub struct TestHost {
-    pub host: Toolgate,
+    pub host: Service,
     pub dir: tempfile::TempDir,
 }
 
 impl std::ops::Deref for TestHost {
-    type Target = Toolgate;
-    fn deref(&self) -> &Toolgate {
+    type Target = Service;
+    fn deref(&self) -> &Service {
         &self.host
     }
 }
@@ -164,7 +164,7 @@ pub fn host(body: &str) -> TestHost {
 pub fn try_host(body: &str) -> Result<TestHost, toolgate::Error> {
     let (config, dir) = config(body);
     let store = dir.path().join("toolgate.redb");
-    Toolgate::open(config, Some(store.into())).map(|host| TestHost { host, dir })
+    Service::open(config, Some(store.into())).map(|host| TestHost { host, dir })
 }
 
 /// A `[plugins.NAME]` table for the scripted test policy.
@@ -247,7 +247,7 @@ pub mod tmux;
 pub mod webdriver;
 
 /// Approve the pause `decision` carries, once, from its own channel.
-pub fn approve(host: &toolgate::Toolgate, decision: &toolgate::Decision) {
+pub fn approve(host: &toolgate::Service, decision: &toolgate::Decision) {
     answer(
         host,
         decision,
@@ -258,7 +258,7 @@ pub fn approve(host: &toolgate::Toolgate, decision: &toolgate::Decision) {
 /// Answer the pause `decision` carries with `resolution`, from its own
 /// channel.
 pub fn answer(
-    host: &toolgate::Toolgate,
+    host: &toolgate::Service,
     decision: &toolgate::Decision,
     resolution: toolgate::gates::GateResolution,
 ) {

@@ -1,7 +1,10 @@
-//! [`Toolgate`]: the host library's entry point. Build it from a config,
-//! then evaluate calls, report outcomes, resolve pauses and run admin
-//! commands. Every method is blocking (wasmtime and redb both are); async
-//! callers use `spawn_blocking`.
+//! [`Toolgate`]: loaded policies over one store, the engine under the
+//! [`Service`](crate::service::Service). It evaluates calls, records
+//! outcomes, resolves pauses and runs admin commands without the service's
+//! rules (durability before answering, tenants, listeners), so outside this
+//! crate it is only opened, and handed to a service. Every method is
+//! blocking (wasmtime and redb both are); async callers use
+//! `spawn_blocking`.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -164,7 +167,7 @@ impl Toolgate {
     ///
     /// On a shared store (PostgreSQL) the other hosts are told, and reload
     /// from their own config before their next decision.
-    pub fn reload(&self) -> Result<ReloadReport> {
+    pub(crate) fn reload(&self) -> Result<ReloadReport> {
         let report = self.reload_here(&FleetPins::new())?;
         self.store
             .maintenance()
@@ -208,30 +211,30 @@ impl Toolgate {
     }
 
     /// Every loaded plugin with its status, in decision order.
-    pub fn plugin_statuses(&self) -> Vec<plugins::PluginStatus> {
+    pub(crate) fn plugin_statuses(&self) -> Vec<plugins::PluginStatus> {
         self.registry.statuses()
     }
 
     /// The last (re)load failure of each plugin that has one.
-    pub fn plugin_problems(&self) -> BTreeMap<String, String> {
+    pub(crate) fn plugin_problems(&self) -> BTreeMap<String, String> {
         self.registry.problems()
     }
 
     /// The plugins serving decisions now.
-    pub fn plugins(&self) -> Arc<PluginSet> {
+    pub(crate) fn plugins(&self) -> Arc<PluginSet> {
         self.registry.plugins()
     }
 
     /// The store itself, for seeding it (a policy's fixtures, a benchmark's
     /// native baseline). What the servers and an embedder read of it is
     /// below, one method each.
-    pub fn store(&self) -> &Arc<Store> {
+    pub(crate) fn store(&self) -> &Arc<Store> {
         &self.store
     }
 
     /// Wait until everything decided, resolved or recorded so far is
     /// durable.
-    pub fn persist(&self) {
+    pub(crate) fn persist(&self) {
         self.store.maintenance().persist();
     }
 
@@ -264,33 +267,37 @@ impl Toolgate {
     }
 
     /// The current turn of `session` (0 before its first).
-    pub fn turn(&self, session: &str) -> Result<u64> {
+    pub(crate) fn turn(&self, session: &str) -> Result<u64> {
         self.store.turns().turn(session)
     }
 
     /// Start the next turn of `session`; its number (from 1).
-    pub fn next_turn(&self, session: &str) -> Result<u64> {
+    pub(crate) fn next_turn(&self, session: &str) -> Result<u64> {
         self.store.turns().next_turn(session)
     }
 
     /// The newest `limit` decisions matching `filter`, oldest first.
     /// Every decision answered so far is in it: entries still queued for
     /// the store's writer are written first.
-    pub fn decision_log(&self, filter: &LogFilter, limit: usize) -> Result<Vec<(u64, LogEntry)>> {
+    pub(crate) fn decision_log(
+        &self,
+        filter: &LogFilter,
+        limit: usize,
+    ) -> Result<Vec<(u64, LogEntry)>> {
         self.store.maintenance().persist();
         self.store.log().decision_log(filter, limit)
     }
 
     /// The newest `limit` policy events across all policies, oldest first,
     /// queued ones included.
-    pub fn recent_events(&self, limit: usize) -> Result<Vec<(u64, StoredEvent)>> {
+    pub(crate) fn recent_events(&self, limit: usize) -> Result<Vec<(u64, StoredEvent)>> {
         self.store.maintenance().persist();
         self.store.events().recent_events(limit)
     }
 
     /// The newest `limit` events of `session` in `policy`'s stream, oldest
     /// first.
-    pub fn session_events(
+    pub(crate) fn session_events(
         &self,
         policy: &str,
         session: &str,
@@ -302,28 +309,28 @@ impl Toolgate {
     }
 
     /// Sizes per table and per policy.
-    pub fn store_stats(&self) -> Result<StoreStats> {
+    pub(crate) fn store_stats(&self) -> Result<StoreStats> {
         self.store.maintenance().stats()
     }
 
     /// Remove now what is past its retention.
-    pub fn sweep(&self) -> Result<SweepReport> {
+    pub(crate) fn sweep(&self) -> Result<SweepReport> {
         self.store.maintenance().sweep()
     }
 
     /// Events (and log entries) dropped because a queue was full.
-    pub fn dropped_events(&self) -> u64 {
+    pub(crate) fn dropped_events(&self) -> u64 {
         self.store.maintenance().dropped_events()
     }
 
     /// The local path that names the store: the redb file, or the path
     /// standing for a database on this machine.
-    pub fn store_path(&self) -> &std::path::Path {
+    pub(crate) fn store_path(&self) -> &std::path::Path {
         self.store.path()
     }
 
     /// Where agents' hooks came from (see `daemon::peer`).
-    pub fn agent_terminals(&self) -> &dyn TerminalStore {
+    pub(crate) fn agent_terminals(&self) -> &dyn TerminalStore {
         self.store.terminals()
     }
 
@@ -372,7 +379,7 @@ impl Toolgate {
 
     /// Read the config now in force without copying it (what a server
     /// asks of it on every request).
-    pub fn with_config<T>(&self, f: impl FnOnce(&Config) -> T) -> T {
+    pub(crate) fn with_config<T>(&self, f: impl FnOnce(&Config) -> T) -> T {
         self.registry.with_config(f)
     }
 
@@ -398,7 +405,7 @@ impl Toolgate {
     }
 
     /// Decide on one proposed call. A pause is stored as a pending gate.
-    pub fn evaluate(&self, request: &ToolRequest) -> Result<Decision> {
+    pub(crate) fn evaluate(&self, request: &ToolRequest) -> Result<Decision> {
         request.check_ids().map_err(Error::Request)?;
         self.clock.tick(&self.store);
         if let Some(pins) = self.store.maintenance().reload_requested() {
@@ -459,7 +466,7 @@ impl Toolgate {
 
     /// Tell every policy what happened to a call. Policy failures are logged,
     /// never returned: observing must not disturb the runtime.
-    pub fn observe(&self, request: &ToolRequest, outcome: Outcome, summary: &str) {
+    pub(crate) fn observe(&self, request: &ToolRequest, outcome: Outcome, summary: &str) {
         if let Err(problem) = request.check_ids() {
             tracing::warn!(%problem, "outcome not observed");
             return;
@@ -481,7 +488,7 @@ impl Toolgate {
     /// host change what the model reads.
     ///
     /// [`OutputCheck::text`]: crate::output::OutputCheck::text
-    pub fn check_output(
+    pub(crate) fn check_output(
         &self,
         request: &ToolRequest,
         outcome: Outcome,
@@ -500,7 +507,7 @@ impl Toolgate {
 
     /// For each of `tools`, in order: may it be offered to the model in
     /// `caller`'s session (a request naming the session, thread and user)?
-    pub fn visible_tools(
+    pub(crate) fn visible_tools(
         &self,
         caller: &ToolRequest,
         tools: &[crate::output::ToolDescriptor],
@@ -514,21 +521,6 @@ impl Toolgate {
         self.plugins()
             .iter()
             .any(|p| p.phases.visibility && p.mode == PluginMode::Live)
-    }
-
-    /// Resolve a pending gate from `channel`, which must be the gate's own
-    /// or one of `trusted_channels` (an embedder authenticates its channels
-    /// itself). On success the resolution is remembered so the resubmitted
-    /// call does not pause again.
-    pub fn resolve_gate(
-        &self,
-        key: &GateKey,
-        request_id: &str,
-        channel: &str,
-        resolution: GateResolution,
-    ) -> Result<PendingGate> {
-        let trusted = self.registry.with_config(|c| c.trusted_channels.clone());
-        self.resolve_from(key, request_id, channel, resolution, &trusted, channel)
     }
 
     /// Close the gate that paused `request` once the runtime reports that
@@ -579,7 +571,7 @@ impl Toolgate {
     /// records nothing: if the call comes again, the runtime asks again.
     /// Reading a transcript can end a gate but never approve one, so a
     /// forged transcript gains the agent nothing.
-    pub fn end_declined_gates(
+    pub(crate) fn end_declined_gates(
         &self,
         key: Option<&GateKey>,
         declined: impl Fn(&PendingGate) -> bool,
@@ -603,7 +595,7 @@ impl Toolgate {
     /// judged for its call id: one that ran otherwise (another hook or a
     /// mod rewrote it) raises a question for a person, returned, and with
     /// `[approvals] stop_on_unjudged_runs` stops its thread until answered.
-    pub fn check_ran_as_judged(&self, ran: &ToolRequest) -> Result<Option<PendingGate>> {
+    pub(crate) fn check_ran_as_judged(&self, ran: &ToolRequest) -> Result<Option<PendingGate>> {
         if !self.answered.ran_unjudged(ran) {
             return Ok(None);
         }
@@ -726,13 +718,17 @@ impl Toolgate {
 
     /// The standing approvals (a person's "always" answers) this host
     /// keeps, and where.
-    pub fn standing_approvals(&self) -> &crate::standing::StandingApprovals {
+    pub(crate) fn standing_approvals(&self) -> &crate::standing::StandingApprovals {
         &self.standing
     }
 
     /// Up to `limit` links of this host's audit chain after `after`, and
     /// its signed head (see [`crate::audit`]).
-    pub fn audit_links(&self, after: Option<u64>, limit: usize) -> Result<crate::store::AuditPage> {
+    pub(crate) fn audit_links(
+        &self,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<crate::store::AuditPage> {
         self.store.audit_trail().audit_links(after, limit)
     }
 
@@ -747,7 +743,7 @@ impl Toolgate {
     }
 
     /// Pending (unexpired) gates, optionally of one user, by session.
-    pub fn gates(&self, user_id: Option<&str>) -> Result<Vec<PendingGate>> {
+    pub(crate) fn gates(&self, user_id: Option<&str>) -> Result<Vec<PendingGate>> {
         let mut gates = self.store.gates().list_gates(user_id, crate::now_ms())?;
         // A session's pauses together, oldest first.
         gates.sort_by(|a, b| {
@@ -761,7 +757,7 @@ impl Toolgate {
     }
 
     /// Run an admin command on one plugin.
-    pub fn command(&self, plugin: &str, name: &str, args: &str) -> Result<String> {
+    pub(crate) fn command(&self, plugin: &str, name: &str, args: &str) -> Result<String> {
         let error = command_error(plugin, name);
         let target = self.plugin_named(plugin, name)?;
         let mut sandbox = self

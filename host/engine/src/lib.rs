@@ -7,10 +7,13 @@
 //! answers in priority order, and returns allow, deny (with a reason) or pause
 //! (for a person), plus notes for the agent.
 //!
-//! ```no_run
-//! use toolgate_engine::{Config, ToolRequest, Toolgate};
+//! Every front door calls one [`Service`]: the daemon,
+//! the command line, the Python and Node packages, and a Rust embedder.
 //!
-//! let host = Toolgate::open(Config::bundled_default()?, None)?;
+//! ```no_run
+//! use toolgate_engine::{Config, Service, ToolRequest};
+//!
+//! let host = Service::open(Config::bundled_default()?, None)?;
 //! let request = ToolRequest::new("Bash", serde_json::json!({"command": "ls"}));
 //! let decision = host.evaluate(&request)?;
 //! println!("{:?}: {:?}", decision.verdict, decision.reason);
@@ -96,6 +99,7 @@ pub use hooks::{claude_code, cursor, gemini_cli};
 pub use host::{Outcome, ReloadReport, Toolgate};
 pub use request::ToolRequest;
 pub use runtime::PolicyFailure;
+pub use service::Service;
 pub use watch::Watcher;
 
 pub use toolgate_wire::{

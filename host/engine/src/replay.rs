@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::Toolgate;
+use crate::Service;
 use crate::decision::Verdict;
 use crate::decision_log::LogEntry;
 use crate::error::Result;
@@ -67,7 +67,7 @@ fn name(verdict: Verdict) -> String {
 }
 
 /// Decide `entries` (oldest first) again with `candidate`.
-pub fn replay(entries: &[LogEntry], candidate: &Toolgate) -> Result<ReplayReport> {
+pub fn replay(entries: &[LogEntry], candidate: &Service) -> Result<ReplayReport> {
     let mut report = ReplayReport::default();
     let mut times = Vec::new();
     for entry in entries {

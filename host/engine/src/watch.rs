@@ -17,7 +17,7 @@ use std::time::Duration;
 use notify_debouncer_mini::notify::{RecommendedWatcher, RecursiveMode};
 use notify_debouncer_mini::{DebounceEventResult, Debouncer, new_debouncer};
 
-use crate::Toolgate;
+use crate::Service;
 use crate::registry::Watched;
 
 impl Watched {
@@ -97,7 +97,7 @@ impl Drop for Watcher {
     }
 }
 
-impl Toolgate {
+impl Service {
     /// Reload when the config file, a plugin file or `plugin_dir` changes,
     /// `debounce` after the last change of a burst. Stops when the returned
     /// [`Watcher`] is dropped or the host is. Watching is set up before this
@@ -105,7 +105,7 @@ impl Toolgate {
     pub fn watch(self: &Arc<Self>, debounce: Duration) -> crate::Result<Watcher> {
         let (events, changes) = mpsc::channel::<DebounceEventResult>();
         let mut debouncer = new_debouncer(debounce, events).map_err(watch_error)?;
-        let mut watched = self.registry.watched_paths();
+        let mut watched = self.host().registry.watched_paths();
         let mut seen = watched.state();
         let mut directories = BTreeSet::new();
         renew(&mut debouncer, &mut directories, &watched);
@@ -130,7 +130,7 @@ impl Toolgate {
                         tracing::error!(error = %err, "reload failed; nothing changed");
                     }
                     // Follow a config that now names other files.
-                    watched = host.registry.watched_paths();
+                    watched = host.host().registry.watched_paths();
                     let mut guard = renewing.lock().unwrap_or_else(|p| p.into_inner());
                     if let Some(debouncer) = guard.as_mut() {
                         renew(debouncer, &mut directories, &watched);

@@ -13,7 +13,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use prost::Message as _;
-use toolgate_engine::{Error, Result, Toolgate};
+use toolgate_engine::{Error, Result, Service};
 
 use super::otlp;
 use super::syslog::Syslog;
@@ -97,7 +97,7 @@ pub struct Shipper {
 impl Shipper {
     /// Start sending `host`'s trail to the config's exports, counting in
     /// `counters`; none when the config names none (or keeps no trail).
-    pub fn start(host: Arc<Toolgate>, counters: AuditExportCounters) -> Result<Option<Self>> {
+    pub fn start(host: Arc<Service>, counters: AuditExportCounters) -> Result<Option<Self>> {
         let (audit, sent_path) =
             host.with_config(|c| (c.audit.clone(), c.audit_sent_path(host.store_path())));
         let refuse = |message: String| Error::Config {
@@ -162,7 +162,7 @@ impl Drop for Shipper {
 
 /// The export thread's state.
 struct Follower {
-    host: Arc<Toolgate>,
+    host: Arc<Service>,
     counters: AuditExportCounters,
     sinks: Vec<Sink>,
     sent_path: PathBuf,
@@ -217,7 +217,7 @@ impl Follower {
 /// Send the next batch to `sink`; how many links went (a full batch: more
 /// may be waiting).
 fn send_next(
-    host: &Toolgate,
+    host: &Service,
     sink: &mut Sink,
     sent: &mut BTreeMap<String, u64>,
 ) -> std::result::Result<usize, String> {

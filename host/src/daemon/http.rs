@@ -172,7 +172,7 @@ impl Daemon {
     /// URL is no oracle for files the daemon may read and the caller may
     /// not (the refusal would quote their digest).
     fn named_config(&self, path: &str) -> Result<ConfigIdentity, String> {
-        let serving = self.host().with_config(|c| c.identity.clone());
+        let serving = self.service().with_config(|c| c.identity.clone());
         match &serving {
             None => Ok(ConfigIdentity::Bundled), // a config given as text
             Some(ConfigIdentity::File { path: served, .. }) if served == path => {

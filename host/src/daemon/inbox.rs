@@ -385,7 +385,7 @@ impl Daemon {
         decision: &str,
         session: &Session,
     ) -> Result<String, String> {
-        let gates = self.host().gates(None).map_err(|e| e.report())?;
+        let gates = self.service().gates(None).map_err(|e| e.report())?;
         let gate = gates
             .into_iter()
             .find(|g| g.request_id == request_id)
@@ -410,7 +410,7 @@ impl Daemon {
         let (sender, receiver) = tokio::sync::mpsc::channel::<Bytes>(4);
         let daemon = Arc::clone(self);
         tokio::spawn(async move {
-            let host = daemon.host();
+            let host = daemon.service();
             let mut last = None;
             let mut quiet = 0u32;
             loop {
@@ -448,7 +448,7 @@ impl Daemon {
     }
 
     fn inbox_page(&self, session: &Session, query: &str) -> String {
-        let gates = self.host().gates(None);
+        let gates = self.service().gates(None);
         let notice = match (form_value(query, "done"), form_value(query, "error")) {
             (Some(done), _) => format!(
                 r#"<p class="notice ok" role="status">Done — {}</p>"#,

@@ -77,7 +77,7 @@ impl Default for DaemonOptions {
 /// A running daemon: the engine's [`Service`] behind a Unix socket and,
 /// optionally, loopback HTTP.
 pub struct Daemon {
-    service: Service,
+    service: Arc<Service>,
     /// What the service tells the daemon, and what the daemon keeps for it.
     shared: Arc<Shared>,
     idle_exit: Option<Duration>,
@@ -104,7 +104,6 @@ pub struct Daemon {
 /// The daemon's half of the service's [`Listener`]: counting, announcing
 /// pauses, the inbox, and the restart after a store failure.
 struct Shared {
-    host: Arc<Toolgate>,
     metrics: Metrics,
     /// The requests running policies, per OS user too.
     in_flight: share::InFlight,
@@ -175,9 +174,9 @@ impl Listener for Shared {
     }
 
     /// The decision metrics and the daemon's own.
-    fn metrics_text(&self) -> String {
+    fn metrics_text(&self, dropped_events: u64) -> String {
         self.metrics
-            .render(self.in_flight.running(), self.host.dropped_events())
+            .render(self.in_flight.running(), dropped_events)
     }
 }
 
@@ -208,7 +207,6 @@ impl Daemon {
     /// A daemon over `host`.
     pub fn new(host: Arc<Toolgate>, options: DaemonOptions) -> Arc<Self> {
         let shared = Arc::new(Shared {
-            host: Arc::clone(&host),
             metrics: Metrics::default(),
             in_flight: share::InFlight::new(options.max_in_flight),
             notifier: options.notifier,
@@ -219,7 +217,7 @@ impl Daemon {
         let shared_socket = options.socket_mode & 0o077 != 0;
         let listener: Arc<dyn Listener> = Arc::clone(&shared) as _;
         Arc::new(Self {
-            service: Service::with_listener(host, listener, shared_socket),
+            service: Arc::new(Service::with_listener(host, listener, shared_socket)),
             shared,
             idle_exit: options.idle_exit,
             last_request_ms: AtomicU64::new(crate::now_ms()),
@@ -239,13 +237,8 @@ impl Daemon {
     }
 
     /// The service it serves.
-    pub fn service(&self) -> &Service {
+    pub fn service(&self) -> &Arc<Service> {
         &self.service
-    }
-
-    /// The host.
-    pub fn host(&self) -> &Arc<Toolgate> {
-        self.service.host()
     }
 
     /// Reload and count it.
@@ -279,7 +272,7 @@ impl Daemon {
 
     /// The Prometheus text: the decision metrics and the daemon's own.
     pub fn metrics_text(&self) -> String {
-        self.shared.metrics_text()
+        self.shared.metrics_text(self.service.dropped_events())
     }
 
     /// The counters the audit trail's export updates (see
@@ -440,7 +433,7 @@ impl Daemon {
              disk takes writes again, then the daemon starts afresh"
         );
         let dir = self
-            .host()
+            .service
             .store_path()
             .parent()
             .map(Path::to_path_buf)
@@ -477,9 +470,9 @@ impl Daemon {
         if self.settling.swap(true, Ordering::AcqRel) {
             return;
         }
-        let (host, settling) = (Arc::clone(self.host()), Arc::clone(&self.settling));
+        let (service, settling) = (Arc::clone(&self.service), Arc::clone(&self.settling));
         tokio::task::spawn_blocking(move || {
-            if let Err(err) = host.end_declined_gates(None, crate::hooks::declined_in_prompt) {
+            if let Err(err) = service.end_declined_gates(None, crate::hooks::declined_in_prompt) {
                 tracing::warn!(error = %err.report(), "cannot look for declined gates");
             }
             settling.store(false, Ordering::Release);

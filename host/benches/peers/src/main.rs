@@ -20,7 +20,7 @@ use cedar_policy::{Authorizer, Context, Decision, Entities, EntityUid, PolicySet
 use context_cost::budget::CostConfig;
 use serde_json::{Value, json};
 use toolgate::request::Mode;
-use toolgate::{Config, ToolRequest, Toolgate, Verdict};
+use toolgate::{Config, ToolRequest, Service, Verdict};
 
 #[path = "../../support/native_floor.rs"]
 mod native_floor;
@@ -131,7 +131,7 @@ fn rego_decide(engine: &mut regorus::Engine, thread: usize, tool: &str, tokens: 
     allow == regorus::Value::from(true)
 }
 
-fn toolgate_host(dir: &std::path::Path) -> Toolgate {
+fn toolgate_host(dir: &std::path::Path) -> Service {
     let text = format!(
         "cache_dir = {cache:?}\n\
          [plugins.lease-gate]\npath = \"bundled:lease-gate\"\npriority = 5\n\
@@ -141,7 +141,7 @@ fn toolgate_host(dir: &std::path::Path) -> Toolgate {
         cache = dir.join("cache").display().to_string()
     );
     let config = Config::parse(&text, "peers", dir.to_path_buf()).unwrap();
-    let host = Toolgate::open(config, Some(dir.join("peers.redb").into())).unwrap();
+    let host = Service::open(config, Some(dir.join("peers.redb").into())).unwrap();
     for thread in 0..THREADS {
         let grant = json!({"thread": format!("t-{thread}"), "actions": leases(thread)});
         host.command("lease-gate", "lease-grant", &grant.to_string())
@@ -150,7 +150,7 @@ fn toolgate_host(dir: &std::path::Path) -> Toolgate {
     host
 }
 
-fn toolgate_decide(host: &Toolgate, thread: usize, tool: &str, tokens: u64) -> bool {
+fn toolgate_decide(host: &Service, thread: usize, tool: &str, tokens: u64) -> bool {
     toolgate_decision(host, thread, tool, tokens, true).verdict == Verdict::Allow
 }
 
@@ -158,7 +158,7 @@ fn toolgate_decide(host: &Toolgate, thread: usize, tool: &str, tokens: u64) -> b
 /// session (warm instances are kept per session, so consecutive calls of
 /// different sessions rotate through the pool), else all share one.
 fn toolgate_decision(
-    host: &Toolgate,
+    host: &Service,
     thread: usize,
     tool: &str,
     tokens: u64,
@@ -170,7 +170,7 @@ fn toolgate_decision(
 
 /// The native floor of toolgate's two policies: their own functions,
 /// compiled into this program, reading the leases from the same store.
-fn native_floor(host: &Toolgate) -> Floor {
+fn native_floor(host: &Service) -> Floor {
     Floor::new(Arc::clone(host.store()), 0, None).with_cost(CostConfig {
         warn_tokens: 0,
         max_tokens: MAX_TOKENS,

@@ -12,7 +12,7 @@ use crate::hooks::{Adapter, EventKind, HookRuntime, Needs, OnError, adapter};
 use crate::request::{DEFAULT_USER_ID, ToolRequest};
 use crate::tenant::Tenant;
 
-/// What [`handle`] produced.
+/// What [`handle_as`] produced.
 #[derive(Debug)]
 pub struct Handled {
     /// The text the hook prints on stdout: never empty, since the
@@ -22,14 +22,9 @@ pub struct Handled {
     pub decision: Option<Decision>,
 }
 
-/// Handle one event of `runtime` end to end, as the operator's (see
-/// [`handle_as`]). Never fails: an error becomes the runtime's failure
-/// answer for `on_error`.
-pub fn handle(host: &Toolgate, runtime: HookRuntime, input: &str, on_error: OnError) -> Handled {
-    handle_as(host, Tenant::Operator, runtime, input, on_error)
-}
-
-/// [`handle`] for `tenant`: the event's session and call made its own.
+/// Handle one event of `runtime` end to end for `tenant` (the event's
+/// session and call made its own). Never fails: an error becomes the
+/// runtime's failure answer for `on_error`.
 pub fn handle_as(
     host: &Toolgate,
     tenant: Tenant,

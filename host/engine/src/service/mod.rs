@@ -8,14 +8,18 @@
 //! - [`protocol`]: the requests and answers, mapped to typed errors;
 //! - [`peer`]: who is asking — peer credentials, agent terminals, channel
 //!   tokens — and what they may do;
-//! - `admit`: those rules applied to each request.
+//! - `admit`: those rules applied to each request;
+//! - `embed`: the same requests typed, for this process (a Rust embedder,
+//!   the command line, the tests): `Service::evaluate`, `observe`,
+//!   `resolve_gate`, `reload`, ….
 //!
 //! What only a server has (counting, announcing pauses, the inbox's sign-in
 //! and history, restarting after a store failure) it hears of through a
 //! [`Listener`].
 
 mod admit;
-pub mod hook;
+mod embed;
+pub(crate) mod hook;
 pub mod peer;
 pub mod protocol;
 
@@ -31,6 +35,7 @@ use crate::hooks::OnError;
 use crate::tenant::Tenant;
 use crate::{Error, Result, ToolRequest, Toolgate};
 
+pub use hook::Handled;
 pub use peer::Peer;
 pub use protocol::{ConfigIdentity, DaemonRequest, HookRuntime};
 
@@ -68,8 +73,9 @@ pub trait Listener: Send + Sync {
                 .into(),
         ))
     }
-    /// The Prometheus text.
-    fn metrics_text(&self) -> String {
+    /// The Prometheus text; `dropped_events`: events and log entries the
+    /// store dropped because a queue was full.
+    fn metrics_text(&self, _dropped_events: u64) -> String {
         String::new()
     }
 }
@@ -109,6 +115,12 @@ pub struct Service {
     admission: admit::Admission,
 }
 
+impl std::fmt::Debug for Service {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Service").field("host", &self.host).finish()
+    }
+}
+
 impl Service {
     /// The service over `host`, for this process alone (it hears nothing).
     pub fn new(host: Arc<Toolgate>) -> Self {
@@ -130,8 +142,8 @@ impl Service {
         }
     }
 
-    /// The host.
-    pub fn host(&self) -> &Arc<Toolgate> {
+    /// The host, without the rules: this crate's own.
+    pub(crate) fn host(&self) -> &Arc<Toolgate> {
         &self.host
     }
 
@@ -147,35 +159,47 @@ impl Service {
         let remote = self.admission.admit(&self.host, &request, caller)?;
         let tenant = self.admission.tenant_of(&self.host, caller);
         let request = tenant.confine_request(request)?;
-        let host = &self.host;
         let durable = Durable::before_answering(&request);
-        let value = match request {
+        let value = self.answer(request, (caller, tenant), remote)?;
+        self.once_durable(durable, value)
+    }
+
+    /// The answer to an admitted request from `caller`, confined to
+    /// `tenant`; `remote`: it came from outside this process.
+    fn answer(
+        &self,
+        request: DaemonRequest,
+        (caller, tenant): (Caller, Tenant),
+        remote: bool,
+    ) -> Result<Value> {
+        let host = &self.host;
+        Ok(match request {
             DaemonRequest::Hook {
                 runtime,
                 event,
                 on_error,
                 config,
-            } => self.answer_hook((runtime, tenant), &event, on_error, config.as_ref()),
-            DaemonRequest::Evaluate { request } => {
-                let decision = host.evaluate(&request)?;
-                self.decided(&decision);
-                to_json(decision)
+            } => {
+                let handled =
+                    self.answer_hook((runtime, tenant), &event, on_error, config.as_ref());
+                Value::String(handled.output)
             }
+            DaemonRequest::Evaluate { request } => to_json(self.decide(&request)?),
             DaemonRequest::Observe {
                 request,
                 outcome,
                 summary,
-            } => self.observed(&request, outcome, &summary)?,
+            } => {
+                self.observed(&request, outcome, &summary)?;
+                Value::Null
+            }
             DaemonRequest::CheckOutput {
                 request,
                 outcome,
                 output,
                 observe,
-            } => self.checked(&request, outcome, &output, observe)?,
-            DaemonRequest::VisibleTools { caller, tools } => json!({
-                "visible": host.visible_tools(&caller, &tools),
-                "filtered": host.filters_tools(),
-            }),
+            } => to_json(self.checked(&request, outcome, &output, observe)?),
+            DaemonRequest::VisibleTools { caller, tools } => self.visible(&caller, &tools),
             DaemonRequest::NextTurn { session } => json!(host.next_turn(&session)?),
             DaemonRequest::Turn { session } => json!(host.turn(&session)?),
             DaemonRequest::Resolve {
@@ -200,7 +224,7 @@ impl Service {
                 gates.retain(|gate| tenant.sees_user(&gate.user_id));
                 to_json(gates)
             }
-            DaemonRequest::Command { plugin, name, args } => self.command(&plugin, &name, args)?,
+            DaemonRequest::Command { plugin, name, args } => self.admin(&plugin, &name, args)?,
             DaemonRequest::Log { filter, limit } => {
                 rows("entry", host.decision_log(&filter, limit)?)
             }
@@ -212,20 +236,37 @@ impl Service {
             DaemonRequest::ClearFlows { what } => json!({ "cleared": host.clear_flows(&what)? }),
             DaemonRequest::StoreStats => to_json(host.store_stats()?),
             DaemonRequest::Sweep => to_json(host.sweep()?),
-            DaemonRequest::Reload => to_json(self.reload()?),
+            DaemonRequest::Reload => to_json(self.reload_and_tell()?),
             DaemonRequest::Plugins => to_json(host.plugin_statuses()),
             DaemonRequest::Health => self.health(),
             DaemonRequest::WebLogin => self.listener.web_login(caller)?,
-            DaemonRequest::Metrics => Value::String(self.listener.metrics_text()),
-        };
-        self.once_durable(durable, value)
+            DaemonRequest::Metrics => {
+                Value::String(self.listener.metrics_text(host.dropped_events()))
+            }
+        })
+    }
+
+    /// Which of `tools` may be offered in `caller`'s session, and whether
+    /// any policy says (a lister need not ask again otherwise).
+    fn visible(&self, caller: &ToolRequest, tools: &[crate::output::ToolDescriptor]) -> Value {
+        json!({
+            "visible": self.host.visible_tools(caller, tools),
+            "filtered": self.host.filters_tools(),
+        })
     }
 
     /// A policy's admin command; its answer as JSON when it is JSON.
-    fn command(&self, plugin: &str, name: &str, args: Value) -> Result<Value> {
+    fn admin(&self, plugin: &str, name: &str, args: Value) -> Result<Value> {
         let args = if args.is_null() { json!({}) } else { args };
         let answer = self.host.command(plugin, name, &args.to_string())?;
         Ok(serde_json::from_str(&answer).unwrap_or(Value::String(answer)))
+    }
+
+    /// The host's decision on `request`, counted and announced.
+    fn decide(&self, request: &ToolRequest) -> Result<Decision> {
+        let decision = self.host.evaluate(request)?;
+        self.decided(&decision);
+        Ok(decision)
     }
 
     /// Count a decision, and announce it if it paused a call.
@@ -250,7 +291,7 @@ impl Service {
     }
 
     /// Reload, and say so.
-    pub fn reload(&self) -> Result<crate::ReloadReport> {
+    fn reload_and_tell(&self) -> Result<crate::ReloadReport> {
         let result = self.host.reload();
         self.listener.reloaded(result.is_ok());
         result
@@ -259,7 +300,7 @@ impl Service {
     /// `value`, once what it depends on (`durable`) is on disk; an error
     /// naming the store if that failed: never an answer its state may not
     /// survive.
-    fn once_durable(&self, durable: Durable, value: Value) -> Result<Value> {
+    fn once_durable<T>(&self, durable: Durable, value: T) -> Result<T> {
         match durable {
             Durable::Everything => self.host.persist(),
             Durable::WhatTheAnswerDependsOn => self.host.settle(),
@@ -280,16 +321,16 @@ impl Service {
         outcome: Outcome,
         output: &str,
         observe: Option<String>,
-    ) -> Result<Value> {
+    ) -> Result<crate::output::OutputCheck> {
         let check = self.host.check_output(request, outcome, output);
         if let Some(summary) = observe {
             self.observed(request, outcome, &summary)?;
         }
-        Ok(to_json(check))
+        Ok(check)
     }
 
     /// A runtime's report of what happened to a call.
-    fn observed(&self, request: &ToolRequest, outcome: Outcome, summary: &str) -> Result<Value> {
+    fn observed(&self, request: &ToolRequest, outcome: Outcome, summary: &str) -> Result<()> {
         if outcome == Outcome::Denied {
             // A paused call that did not run (the person refused it in the
             // runtime's own prompt, or the agent gave up) withdraws its
@@ -297,7 +338,7 @@ impl Service {
             self.host.close_answered_gate(request)?;
         }
         self.host.observe(request, outcome, summary);
-        Ok(Value::Null)
+        Ok(())
     }
 
     /// A runtime's hook event, answered as the runtime reads answers; one
@@ -308,18 +349,21 @@ impl Service {
         event: &str,
         on_error: OnError,
         config: Option<&ConfigIdentity>,
-    ) -> Value {
+    ) -> Handled {
         if let Some(named) = config
             && let Err(refusal) = self.serves(named)
         {
             let answer = crate::hooks::failure_answer(runtime, on_error, &refusal.to_string());
-            return Value::String(answer.to_string());
+            return Handled {
+                output: answer.to_string(),
+                decision: None,
+            };
         }
         let handled = hook::handle_as(&self.host, tenant, runtime, event, on_error);
         if let Some(decision) = &handled.decision {
             self.decided(decision);
         }
-        Value::String(handled.output)
+        handled
     }
 
     /// Resolve a pending gate: the one path every channel's answer takes
@@ -384,7 +428,7 @@ impl Service {
         };
         if &current != named && same_file(&current, named) {
             // A failed reload keeps the old config, which is then refused.
-            if let Err(err) = self.reload() {
+            if let Err(err) = self.reload_and_tell() {
                 tracing::warn!(error = %err, "the config changed but does not reload");
             }
             current = serving().unwrap_or(current);

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use toolgate::Toolgate;
+use toolgate::Service;
 use toolgate::decision::PolicyVerdict;
 use toolgate::hooks::{OnError, claude_code};
 use toolgate::locations::StoreLocation;
@@ -193,7 +193,7 @@ fn run_mode(
 ) -> anyhow::Result<ModeReport> {
     let scratch = tempfile::tempdir().context("cannot make a scratch directory")?;
     let store = StoreLocation::File(scratch.path().join("bench.redb"));
-    let host = Toolgate::open(ctx.config.clone(), Some(store)).context("cannot start toolgate")?;
+    let host = Service::open(ctx.config.clone(), Some(store)).context("cannot start toolgate")?;
     let project = match &args.project {
         Some(project) => project.clone(),
         None => {
@@ -224,7 +224,7 @@ fn run_mode(
             &format!("toolu_bench_{index}"),
         );
         let started = Instant::now();
-        let handled = toolgate::service::hook::handle(&host, runtime, &event, OnError::Deny);
+        let handled = host.hook(runtime, &event, OnError::Deny)?;
         times.push(started.elapsed());
         let answer = answer_of(&handled.output)?;
         report.total.add(case.expected, answer);

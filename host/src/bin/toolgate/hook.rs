@@ -271,8 +271,8 @@ fn in_process(runtime: HookRuntime, ctx: &Ctx, input: &str, on_error: OnError) -
             .map(|_| adapter.new_turn_answer().to_string())
             .map_err(anyhow::Error::from),
         Needs::Policies => ctx
-            .open()
-            .map(|host| toolgate::service::hook::handle(&host, runtime, input, on_error).output),
+            .service()
+            .and_then(|service| Ok(service.hook(runtime, input, on_error)?.output)),
     };
     answered.unwrap_or_else(|err| failure(&format!("{err:#}")))
 }

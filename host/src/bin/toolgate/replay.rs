@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use toolgate::daemon::DaemonRequest;
 use toolgate::decision_log::LogEntry;
-use toolgate::{Config, Toolgate};
+use toolgate::{Config, Service};
 
 use crate::target::Ctx;
 
@@ -51,8 +51,7 @@ pub fn run(ctx: &Ctx, args: &ReplayArgs) -> anyhow::Result<ExitCode> {
     if file.exists() {
         std::fs::copy(file, &copy).with_context(|| format!("cannot copy {store}"))?;
     }
-    let host =
-        Toolgate::open(candidate, Some(copy.into())).context("cannot start the candidate")?;
+    let host = Service::open(candidate, Some(copy.into())).context("cannot start the candidate")?;
     let report = toolgate::replay::replay(&entries, &host)?;
 
     if args.json {

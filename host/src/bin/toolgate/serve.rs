@@ -45,10 +45,6 @@ const TAKE_OVER_WITHIN: Duration = Duration::from_secs(60);
 pub fn run(ctx: &Ctx, args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let socket = ctx.socket(args.socket.as_ref());
     let host = Arc::new(take_over(ctx, &socket, args.replace)?);
-    let _watcher = match args.watch_ms {
-        0 => None,
-        ms => Some(host.watch(Duration::from_millis(ms))?),
-    };
     let limits = &ctx.config.daemon;
     if let Some(user) = &limits.user {
         refuse_another_user(user)?;
@@ -65,11 +61,17 @@ pub fn run(ctx: &Ctx, args: &ServeArgs) -> anyhow::Result<ExitCode> {
     // Requests run on the blocking pool, bounded: a burst of short
     // connections grew it to hundreds of threads.
     let blocking_threads = options.max_in_flight + 16;
-    let daemon = Daemon::new(Arc::clone(&host), options);
+    let daemon = Daemon::new(host, options);
+    let _watcher = match args.watch_ms {
+        0 => None,
+        ms => Some(daemon.service().watch(Duration::from_millis(ms))?),
+    };
     // Dropped after the daemon: it sends what the daemon decided until it
     // stopped.
-    let _audit_export =
-        toolgate::audit_export::ship::Shipper::start(host, daemon.audit_export_counters())?;
+    let _audit_export = toolgate::audit_export::ship::Shipper::start(
+        Arc::clone(daemon.service()),
+        daemon.audit_export_counters(),
+    )?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .max_blocking_threads(blocking_threads)

@@ -11,7 +11,7 @@ use toolgate::daemon::{Client, DaemonRequest};
 use toolgate::locations::StoreLocation;
 use toolgate::route::Place;
 pub use toolgate::route::Target;
-use toolgate::{Config, Toolgate};
+use toolgate::{Config, Service, Toolgate};
 
 /// What every command knows: the config and the store it names.
 pub struct Ctx {
@@ -27,10 +27,16 @@ impl Ctx {
         self.place().store_location()
     }
 
-    /// Load the policies and open the store in this process.
+    /// Load the policies and open the store in this process, for a daemon
+    /// to serve.
     pub fn open(&self) -> anyhow::Result<Toolgate> {
         Toolgate::open(self.config.clone(), self.store_override.clone())
             .context("cannot start toolgate")
+    }
+
+    /// The service in this process (no daemon).
+    pub fn service(&self) -> anyhow::Result<Service> {
+        Ok(Service::new(std::sync::Arc::new(self.open()?)))
     }
 
     /// Where requests go, by the library's rule (see [`toolgate::route`]).
