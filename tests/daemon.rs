@@ -977,7 +977,7 @@ fn a_failed_fsync_is_never_answered_allow_and_the_daemon_recovers() {
 
 /// A shared object whose `fsync` and `fdatasync` fail with EIO while the
 /// file `$FSYNC_SHIM_FAIL_FILE` exists.
-fn fsync_shim(dir: &Path) -> std::path::PathBuf {
+pub(crate) fn fsync_shim(dir: &Path) -> std::path::PathBuf {
     build_shim(
         dir,
         "fsync_shim",

@@ -359,16 +359,51 @@ fn with_refusal_scope_once_only_the_next_retry_is_refused() {
     assert_eq!(permission(&setup.hook(&next)), "ask", "used up");
 }
 
-#[test]
-fn a_channel_adapter_with_its_token_resolves_over_the_socket_and_http() {
-    let token = "adapter-secret-7f3a";
-    let digest = hex::encode(Sha256::digest(token.as_bytes()));
+/// The `web` channel's token, as its adapter holds it.
+const WEB_TOKEN: &str = "adapter-secret-7f3a";
+
+/// A setup whose `web` channel may resolve pauses with [`WEB_TOKEN`] (its
+/// digest in the config), and the file the adapter reads the token from.
+fn with_web_channel() -> (Setup, std::path::PathBuf) {
+    let digest = hex::encode(Sha256::digest(WEB_TOKEN.as_bytes()));
     let setup = Setup::new(&format!(
         "{WRITE_ALWAYS}[approvals.tokens]\nweb = \"{digest}\"\n"
     ));
-    let (write, request_id) = paused_write(&setup);
     let token_file = setup.dir.path().join("web.token");
-    std::fs::write(&token_file, format!("{token}\n")).unwrap();
+    std::fs::write(&token_file, format!("{WEB_TOKEN}\n")).unwrap();
+    (setup, token_file)
+}
+
+/// A resolution is answered only once it is on disk: with the daemon's
+/// fsync failing, a channel's approval is refused with an error naming the
+/// store, never reported done (a person told "approved" whose answer a
+/// crash then loses would not know to answer again).
+#[test]
+fn a_resolution_that_could_not_be_made_durable_is_not_reported_done() {
+    let (setup, token_file) = with_web_channel();
+    let shim = crate::daemon::fsync_shim(setup.dir.path());
+    let failing = setup.dir.path().join("fsync-fails");
+    let env = [
+        ("LD_PRELOAD", shim.to_str().unwrap()),
+        ("FSYNC_SHIM_FAIL_FILE", failing.to_str().unwrap()),
+    ];
+    let _daemon = common::hooks::KillOnDrop(setup.serve(&env));
+    let (_, request_id) = paused_write(&setup);
+    std::fs::write(&failing, "").unwrap();
+    let out = as_channel(&setup, &request_id, "web", &token_file);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && said.contains("toolgate.redb"),
+        "a resolution is done only once on disk: exit {:?}: {said}",
+        out.status.code()
+    );
+}
+
+#[test]
+fn a_channel_adapter_with_its_token_resolves_over_the_socket_and_http() {
+    let (setup, token_file) = with_web_channel();
+    let token = WEB_TOKEN;
+    let (write, request_id) = paused_write(&setup);
     // The adapter needs no terminal, only its token.
     let out = as_channel(&setup, &request_id, "web", &token_file);
     assert!(

@@ -43,7 +43,7 @@ pub struct Config {
     /// instances, its spares and a call per daemon slot, twice over for a
     /// reload (at least 1 000; see [`Config::instance_slots`]).
     pub instance_slots: Option<std::num::NonZeroU32>,
-    /// For embedders calling `Toolgate::resolve_gate` directly: channels the
+    /// For embedders calling `Service::resolve_gate` directly: channels the
     /// embedder has authenticated itself, which may resolve a gate raised
     /// from any channel. None by default. The daemon ignores it and accepts
     /// only the channels in `[approvals]`.

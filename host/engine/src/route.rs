@@ -13,7 +13,7 @@ use toolgate_wire::client::Client;
 
 use crate::locations::StoreLocation;
 use crate::service::{ConfigIdentity, DaemonRequest, Service};
-use crate::{Config, Error, Result, Toolgate};
+use crate::{Config, Error, Result};
 
 /// A daemon's client, or a host in this process that answers the same
 /// requests.
@@ -86,8 +86,8 @@ impl Place<'_> {
                 message: "no toolgate daemon answers there; start one with `toolgate serve`".into(),
             });
         }
-        let host = Toolgate::open(self.config.clone(), self.store.clone())?;
-        Ok(Target::Local(Arc::new(Service::new(Arc::new(host)))))
+        let service = Service::open(self.config.clone(), self.store.clone())?;
+        Ok(Target::Local(Arc::new(service)))
     }
 
     /// Refuse a daemon (its `health`) that serves another config file than

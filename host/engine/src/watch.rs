@@ -76,7 +76,7 @@ fn absolute(path: &Path) -> PathBuf {
 
 type Shared = Arc<Mutex<Option<Debouncer<RecommendedWatcher>>>>;
 
-/// Watches until dropped (or until the host is gone).
+/// Watches until dropped (or until the service is gone).
 pub struct Watcher {
     debouncer: Shared,
     thread: Option<JoinHandle<()>>,
@@ -100,7 +100,7 @@ impl Drop for Watcher {
 impl Service {
     /// Reload when the config file, a plugin file or `plugin_dir` changes,
     /// `debounce` after the last change of a burst. Stops when the returned
-    /// [`Watcher`] is dropped or the host is. Watching is set up before this
+    /// [`Watcher`] is dropped or the service is. Watching is set up before this
     /// returns, so a change made right after is never missed.
     pub fn watch(self: &Arc<Self>, debounce: Duration) -> crate::Result<Watcher> {
         let (events, changes) = mpsc::channel::<DebounceEventResult>();
@@ -127,7 +127,7 @@ impl Service {
                     // seen by the next event.
                     seen = watched.state();
                     if let Err(err) = host.reload() {
-                        tracing::error!(error = %err, "reload failed; nothing changed");
+                        tracing::error!(error = %err.report(), "reload on a file change failed");
                     }
                     // Follow a config that now names other files.
                     watched = host.host().registry.watched_paths();

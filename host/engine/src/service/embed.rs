@@ -121,6 +121,9 @@ impl Service {
         declined: impl Fn(&PendingGate) -> bool,
     ) -> Result<Vec<PendingGate>> {
         let ended = self.host.end_declined_gates(key, declined)?;
+        if ended.is_empty() {
+            return Ok(ended); // nothing changed: nothing to wait for
+        }
         self.once_durable(Durable::WhatTheAnswerDependsOn, ended)
     }
 

@@ -389,8 +389,8 @@ impl Service {
             authenticated,
             &by,
         )?;
-        // The resolution and its audit link, before the answer.
-        self.host.persist();
+        // The resolution and its audit link on disk, before the answer.
+        let gate = self.once_durable(Durable::Everything, gate)?;
         tracing::info!(request_id, decision, %by, "gate resolved");
         self.listener.resolved(&gate, decision, &by);
         Ok(gate)

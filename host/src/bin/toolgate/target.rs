@@ -36,7 +36,8 @@ impl Ctx {
 
     /// The service in this process (no daemon).
     pub fn service(&self) -> anyhow::Result<Service> {
-        Ok(Service::new(std::sync::Arc::new(self.open()?)))
+        Service::open(self.config.clone(), self.store_override.clone())
+            .context("cannot start toolgate")
     }
 
     /// Where requests go, by the library's rule (see [`toolgate::route`]).
