@@ -675,6 +675,19 @@ fn a_policy_dropped_into_the_daemons_plugin_dir_is_served_and_listed() {
     assert!(reloaded.status.success(), "{shown}");
     let report: Value = serde_json::from_str(&shown[shown.find('{').unwrap()..]).unwrap();
     assert_eq!(report["kept"], json!(["guard"]));
+    // The watcher's reload (the drop) and the explicit one, at least.
+    let reloads = || {
+        let metrics = client.call(&DaemonRequest::Metrics).unwrap();
+        let text = metrics.as_str().unwrap().to_string();
+        let line = text
+            .lines()
+            .find(|line| line.starts_with("toolgate_reloads_total{result=\"ok\"}"))
+            .unwrap_or_else(|| panic!("no reload count in the metrics:\n{text}"))
+            .to_string();
+        line.rsplit(' ').next().unwrap().parse::<u64>().unwrap()
+    };
+    let before = reloads();
+    assert!(before >= 2, "reloads counted before SIGHUP: {before}");
     assert!(
         Command::new("kill")
             .args(["-HUP", &daemon.0.id().to_string()])
@@ -682,11 +695,7 @@ fn a_policy_dropped_into_the_daemons_plugin_dir_is_served_and_listed() {
             .unwrap()
             .success()
     );
-    common::eventually("SIGHUP to reload", || {
-        let metrics = client.call(&DaemonRequest::Metrics).unwrap();
-        let text = metrics.as_str().unwrap().to_string();
-        text.contains("toolgate_reloads_total{result=\"ok\"} 2")
-    });
+    common::eventually("SIGHUP to reload", || reloads() == before + 1);
     let _ = Command::new("kill")
         .args(["-TERM", &daemon.0.id().to_string()])
         .status();
